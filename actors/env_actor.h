@@ -1,0 +1,110 @@
+/*
+ * The env actor: owns a shard of envs (1..K) and steps them together, so
+ * dispatch costs are paid per shard, not per env.
+ *
+ * Hot path: the learner sends RO_MSG_ACTIONS; the env actor steps every env
+ * of its shard with the action in act_i/act_f, writes observations, rewards
+ * and flags into its exchange buffers, and sends RO_MSG_OBS_READY back. The
+ * exchange buffers belong to whichever side last received a message: the
+ * learner reads obs and writes actions only between OBS_READY and ACTIONS.
+ *
+ * Auto-reset (docs/env-api.md): after a step that ends an episode the env is
+ * reset at once; obs then holds the first observation of the next episode
+ * with episode_start = 1, reward/terminated/truncated describe the step that
+ * ended the old one, and final_obs holds its true last observation
+ * (has_final = 1).
+ */
+#ifndef RO_ENV_ACTOR_H
+#define RO_ENV_ACTOR_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "actor.h"
+#include "metrics_ring.h"
+#include "rng.h"
+#include "rollout/env.h"
+
+struct ro_learner;
+
+typedef struct ro_env_shard {
+    ro_actor_t actor;
+
+    /* Read-only after ro__env_shard_init. */
+    const ro_env_vtable_t *vt;
+    uint32_t first;     /* index of the shard's first env */
+    uint32_t n;         /* envs in the shard */
+    uint32_t obs_dim;   /* floats per observation */
+    uint32_t act_dim;   /* floats per box action; 1 for discrete */
+    bool discrete;
+    bool check_finite;  /* validate observations and rewards */
+    uint32_t max_steps; /* episode limit, 0 = none */
+    uint64_t quota;     /* steps per env before the shard is done, 0 = none */
+    struct ro_learner *learner;
+    ro_metrics_ring_t *ring;
+    const atomic_bool *stopping; /* set by the loop on SIGINT/--seconds */
+
+    /* Owned by the thread running this actor. */
+    void **envs;
+    uint32_t *ep_len;
+    double *ep_return;
+    uint64_t *ep_num;
+    uint64_t steps_done;   /* steps of each env of the shard */
+    uint64_t episodes;     /* finished episodes */
+    double return_sum;     /* sum of their returns */
+    uint64_t env_failures; /* failed or non-finite steps */
+
+    /* Exchange buffers: the env actor's until it sends OBS_READY, the
+     * learner's until it sends ACTIONS. */
+    float *obs;       /* [n x obs_dim] */
+    float *final_obs; /* [n x obs_dim], valid where has_final */
+    float *reward;
+    uint8_t *terminated, *truncated, *episode_start, *has_final;
+    int32_t *act_i;   /* [n] discrete actions */
+    float *act_f;     /* [n x act_dim] box actions */
+    ro_rng_t *act_rng; /* [n] per-env action-sampling streams, used by the learner */
+
+    ro_msg_t ready_msg; /* ours; in the learner's mailbox or ready list */
+    ro_msg_t act_msg;   /* ours; sent to us by the node (START) or learner */
+    struct ro_env_shard *ready_next; /* learner's ready-list link */
+
+    /* Statistics for the logger: written by the owner, read by the loop. */
+    alignas(64) _Atomic uint64_t steps; /* env steps taken, relaxed */
+} ro_env_shard_t;
+
+/*
+ * ro__env_shard_init creates the shard's n envs [first, first+n), each
+ * seeded with ro__seed_mix(seed, env index, RO_STREAM_ENV), and the per-env
+ * action streams. args are passed to every env's create(). On failure
+ * returns a negative code with a message in err, and frees what it made.
+ * Main thread, before the scheduler starts.
+ */
+int ro__env_shard_init(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro_env_arg_t *args,
+                       size_t nargs, uint32_t first, uint32_t n, uint64_t seed, char *err,
+                       size_t errlen);
+
+/* ro__env_shard_destroy destroys the envs and frees the buffers. Main
+ * thread, after the scheduler stopped. */
+void ro__env_shard_destroy(ro_env_shard_t *s);
+
+/* Where a shard runs and whom it talks to. */
+typedef struct ro_env_shard_wiring {
+    struct ro_runq *runq;
+    struct ro_learner *learner;
+    ro_metrics_ring_t *ring;
+    const atomic_bool *stopping;
+    uint32_t max_steps;
+    uint64_t quota;
+    bool check_finite;
+} ro_env_shard_wiring_t;
+
+/* ro__env_shard_wire connects an initialised shard. Main thread, before
+ * ro__env_shard_start. */
+void ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w);
+
+/* ro__env_shard_start sends START. Any thread, once. */
+void ro__env_shard_start(ro_env_shard_t *s);
+
+#endif

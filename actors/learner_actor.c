@@ -1,0 +1,149 @@
+#include "learner_actor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "error.h"
+#include "messages.h"
+
+/* Take ready shards (whole ones) until the batch is full, run the forward
+ * pass over their envs, and send each its actions. */
+static void flush_one(ro_learner_t *l)
+{
+    float *in = ro__policy_ws_input(l->ws);
+    ro_env_shard_t *taken = NULL, **taken_tail = &taken;
+    uint32_t rows = 0;
+    while (l->ready_head && rows < l->batch) {
+        ro_env_shard_t *s = l->ready_head;
+        l->ready_head = s->ready_next;
+        s->ready_next = NULL;
+        memcpy(in + (size_t)rows * l->obs_dim, s->obs, (size_t)s->n * l->obs_dim * sizeof(float));
+        for (uint32_t j = 0; j < s->n; j++)
+            l->rngs[rows + j] = &s->act_rng[j];
+        rows += s->n;
+        *taken_tail = s;
+        taken_tail = &s->ready_next;
+    }
+    if (!l->ready_head)
+        l->ready_tail = &l->ready_head;
+    l->ready_rows -= rows;
+    /* The oldest still waiting arrived after everything we took. */
+    l->first_ready_ns = ro__now_ns();
+
+    ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f);
+
+    uint32_t r = 0;
+    while (taken) {
+        ro_env_shard_t *s = taken;
+        taken = s->ready_next;
+        s->ready_next = NULL;
+        if (l->discrete)
+            memcpy(s->act_i, l->act_i + r, s->n * sizeof(int32_t));
+        else
+            memcpy(s->act_f, l->act_f + (size_t)r * l->act_dim,
+                   (size_t)s->n * l->act_dim * sizeof(float));
+        r += s->n;
+        s->act_msg.type = RO_MSG_ACTIONS;
+        ro__actor_send(&s->actor, &s->act_msg);
+    }
+    /* Relaxed: statistics. */
+    atomic_fetch_add_explicit(&l->batches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->rows, rows, memory_order_relaxed);
+}
+
+/* Run every batch that is due, then arm the max-wait timer for the rest. */
+static void maybe_flush(ro_learner_t *l)
+{
+    while (l->ready_rows > 0) {
+        bool full = l->ready_rows >= l->batch;
+        bool all_waiting = l->ready_rows == l->active_rows; /* nothing else can arrive */
+        bool expired = l->max_wait_ns == 0 || ro__now_ns() - l->first_ready_ns >= l->max_wait_ns;
+        if (!full && !all_waiting && !expired)
+            break;
+        flush_one(l);
+    }
+    if (l->ready_rows > 0 && !l->timer_armed) {
+        l->timer_armed = true;
+        ro__runq_arm(l->runq, &l->timer, l->first_ready_ns + l->max_wait_ns);
+    }
+}
+
+static void learner_behaviour(ro_actor_t *self, ro_msg_t *msg)
+{
+    ro_learner_t *l = ro__container_of(self, ro_learner_t, actor);
+    ro_env_shard_t *s;
+    switch (msg->type) {
+    case RO_MSG_OBS_READY:
+        s = ro__container_of(msg, ro_env_shard_t, ready_msg);
+        if (l->ready_rows == 0)
+            l->first_ready_ns = ro__now_ns();
+        s->ready_next = NULL;
+        *l->ready_tail = s;
+        l->ready_tail = &s->ready_next;
+        l->ready_rows += s->n;
+        break;
+    case RO_MSG_SHARD_DONE:
+        s = ro__container_of(msg, ro_env_shard_t, ready_msg);
+        l->active_rows -= s->n;
+        l->active_shards--;
+        if (l->active_shards == 0)
+            ro__actor_send(l->control, &l->done_msg);
+        break;
+    case RO_MSG_TICK:
+        l->timer_armed = false;
+        break;
+    default:
+        return;
+    }
+    maybe_flush(l);
+}
+
+int ro__learner_init(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_actor_t *control,
+                     uint32_t batch, uint64_t max_wait_us, uint32_t shards, uint32_t rows,
+                     uint32_t max_shard, bool discrete)
+{
+    memset(l, 0, sizeof *l);
+    l->policy = p;
+    l->runq = runq;
+    l->control = control;
+    l->batch = batch;
+    l->max_rows = batch + max_shard - 1;
+    l->max_wait_ns = max_wait_us * 1000ull;
+    l->obs_dim = ro__policy_obs_dim(p);
+    l->act_dim = ro__policy_act_dim(p);
+    l->discrete = discrete;
+    l->active_rows = rows;
+    l->active_shards = shards;
+    l->ready_tail = &l->ready_head;
+    int rc = ro__policy_ws_new(&l->ws, p, l->max_rows);
+    if (rc)
+        return rc;
+    l->rngs = calloc(l->max_rows, sizeof *l->rngs);
+    l->act_i = calloc(l->max_rows, sizeof *l->act_i);
+    l->act_f = calloc((size_t)l->max_rows * l->act_dim, sizeof *l->act_f);
+    if (!l->rngs || !l->act_i || !l->act_f) {
+        ro__learner_destroy(l);
+        return RO_ENOMEM;
+    }
+    l->timer.msg.type = RO_MSG_TICK;
+    l->timer.target = &l->actor;
+    l->done_msg.type = RO_MSG_LANE_DONE;
+    atomic_init(&l->batches, 0);
+    atomic_init(&l->rows, 0);
+    /* Batches of messages: a lane may have many shards queued at once. */
+    ro__actor_init_worker(&l->actor, "learner", learner_behaviour, runq, 64);
+    return 0;
+}
+
+void ro__learner_destroy(ro_learner_t *l)
+{
+    ro__policy_ws_free(l->ws);
+    free(l->rngs);
+    free(l->act_i);
+    free(l->act_f);
+    l->ws = NULL;
+    l->rngs = NULL;
+    l->act_i = NULL;
+    l->act_f = NULL;
+}

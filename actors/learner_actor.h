@@ -1,0 +1,72 @@
+/*
+ * The learner actor (one "lane" per worker): gathers the observations of
+ * its env shards and runs batched forward passes.
+ *
+ * Dynamic batching: ready shards queue up until `batch` envs are ready, or
+ * every still-running shard of the lane is waiting (nothing more can come),
+ * or max_wait has passed since the first of them arrived; then one forward
+ * pass over all of them, one action per env drawn from that env's own
+ * sampling stream, and RO_MSG_ACTIONS back to each shard.
+ *
+ * A node has one lane per worker so that forward passes run in parallel;
+ * each env belongs to exactly one lane. Lanes share the policy's weights
+ * (read-only) and own their scratch.
+ */
+#ifndef RO_LEARNER_ACTOR_H
+#define RO_LEARNER_ACTOR_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "actor.h"
+#include "env_actor.h"
+#include "policy.h"
+#include "scheduler.h"
+
+typedef struct ro_learner {
+    ro_actor_t actor;
+
+    /* Read-only after ro__learner_init. */
+    const ro_policy_t *policy;
+    ro_runq_t *runq;
+    ro_actor_t *control; /* receives RO_MSG_LANE_DONE */
+    uint32_t batch;
+    uint32_t max_rows; /* batch + largest shard - 1 */
+    uint64_t max_wait_ns;
+    uint32_t obs_dim, act_dim;
+    bool discrete;
+
+    /* Owned by the thread running this actor. */
+    ro_policy_ws_t *ws;
+    ro_env_shard_t *ready_head, **ready_tail;
+    uint32_t ready_rows;   /* envs in ready shards */
+    uint32_t active_rows;  /* envs in shards not yet done */
+    uint32_t active_shards;
+    uint64_t first_ready_ns; /* arrival of the oldest ready shard */
+    bool timer_armed;        /* timer.msg is with the run queue or our mailbox */
+    ro_rng_t **rngs;         /* [max_rows] sampling stream of each batch row */
+    int32_t *act_i;          /* [max_rows] */
+    float *act_f;            /* [max_rows x act_dim] */
+    ro_timer_t timer;
+    ro_msg_t done_msg;
+
+    /* Statistics for the logger: written by the owner, read by the loop. */
+    alignas(64) _Atomic uint64_t batches; /* forward passes, relaxed */
+    _Atomic uint64_t rows;                /* envs in them, relaxed */
+} ro_learner_t;
+
+/*
+ * ro__learner_init prepares a lane serving `shards` shards holding `rows`
+ * envs in all, the largest with max_shard envs; discrete tells how actions
+ * are handed back. Main thread.
+ */
+int ro__learner_init(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_actor_t *control,
+                     uint32_t batch, uint64_t max_wait_us, uint32_t shards, uint32_t rows,
+                     uint32_t max_shard, bool discrete);
+
+/* ro__learner_destroy frees a lane's buffers. Main thread, after the stop. */
+void ro__learner_destroy(ro_learner_t *l);
+
+#endif

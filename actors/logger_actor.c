@@ -1,0 +1,172 @@
+#include "logger_actor.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "error.h"
+
+#define DRAIN_MS 100
+#define STATUS_TTY_NS 500000000ull
+#define STATUS_LINE_NS 2000000000ull
+
+static double secs(const ro_logger_t *lg, uint64_t t_ns)
+{
+    return t_ns > lg->t0_ns ? (double)(t_ns - lg->t0_ns) * 1e-9 : 0.0;
+}
+
+static void on_record(ro_logger_t *lg, const ro_metric_t *m)
+{
+    if (m->kind == RO_METRIC_EPISODE) {
+        lg->episodes++;
+        lg->window[lg->window_pos] = m->value;
+        lg->window_pos = (lg->window_pos + 1) % RO_LOGGER_WINDOW;
+        if (lg->window_n < RO_LOGGER_WINDOW)
+            lg->window_n++;
+        if (lg->metrics)
+            fprintf(lg->metrics,
+                    "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
+                    "\"return\":%.17g,\"length\":%u,\"terminated\":%s,\"truncated\":%s}\n",
+                    secs(lg, m->t_ns), m->env, (unsigned long long)m->episode, m->value,
+                    m->length, m->terminated ? "true" : "false", m->truncated ? "true" : "false");
+    } else if (m->kind == RO_METRIC_ENV_FAIL) {
+        lg->env_failures++;
+        if (lg->metrics)
+            fprintf(lg->metrics,
+                    "{\"type\":\"env_failure\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
+                    "\"step\":%u}\n",
+                    secs(lg, m->t_ns), m->env, (unsigned long long)m->episode, m->length);
+    }
+}
+
+static double window_mean(const ro_logger_t *lg)
+{
+    double s = 0;
+    for (uint32_t i = 0; i < lg->window_n; i++)
+        s += lg->window[i];
+    return lg->window_n ? s / lg->window_n : 0.0;
+}
+
+static void throughput_line(ro_logger_t *lg, uint64_t now)
+{
+    ro_logger_sample_t cur;
+    lg->sample(lg->sample_ctx, &cur);
+    double dt = (double)(now - lg->last_ns) * 1e-9;
+    uint64_t db = cur.batches - lg->last.batches;
+    if (lg->metrics)
+        fprintf(lg->metrics,
+                "{\"type\":\"throughput\",\"t\":%.6f,\"steps\":%llu,\"sps\":%.1f,"
+                "\"episodes\":%llu,\"batches\":%llu,\"mean_batch\":%.2f,\"dropped\":%llu,"
+                "\"env_failures\":%llu}\n",
+                secs(lg, now), (unsigned long long)cur.steps,
+                dt > 0 ? (double)(cur.steps - lg->last.steps) / dt : 0.0,
+                (unsigned long long)lg->episodes, (unsigned long long)cur.batches,
+                db ? (double)(cur.rows - lg->last.rows) / (double)db : 0.0,
+                (unsigned long long)ro__metrics_ring_dropped(lg->ring),
+                (unsigned long long)lg->env_failures);
+    lg->last = cur;
+    lg->last_ns = now;
+}
+
+static void status(ro_logger_t *lg, uint64_t now, bool final)
+{
+    ro_logger_sample_t cur;
+    lg->sample(lg->sample_ctx, &cur);
+    double dt = (double)(now - lg->status_last_ns) * 1e-9;
+    if (dt > 0)
+        lg->sps_recent = (double)(cur.steps - lg->status_last.steps) / dt;
+    lg->status_last = cur;
+    lg->status_last_ns = now;
+    char line[200];
+    snprintf(line, sizeof line,
+             "[%7.1fs] steps %12llu | %10.0f steps/s | episodes %9llu | mean return(last %u) "
+             "%9.2f",
+             secs(lg, now), (unsigned long long)cur.steps, lg->sps_recent,
+             (unsigned long long)lg->episodes, lg->window_n, window_mean(lg));
+    if (lg->status_tty)
+        fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
+    else
+        fprintf(stderr, "%s\n", line);
+}
+
+static void drain(ro_logger_t *lg)
+{
+    ro_metric_t m;
+    while (ro__metrics_ring_pop(lg->ring, &m))
+        on_record(lg, &m);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    ro_logger_t *lg = t->data;
+    drain(lg);
+    uint64_t now = ro__now_ns();
+    if (now >= lg->next_tput_ns) {
+        throughput_line(lg, now);
+        lg->next_tput_ns = now + lg->interval_ns;
+    }
+    if ((lg->status_tty || lg->status_lines) && now >= lg->next_status_ns) {
+        status(lg, now, false);
+        lg->next_status_ns = now + (lg->status_tty ? STATUS_TTY_NS : STATUS_LINE_NS);
+    }
+}
+
+int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *ring,
+                    const ro_logger_opts_t *o, char *err, size_t errlen)
+{
+    memset(lg, 0, sizeof *lg);
+    lg->ring = ring;
+    lg->sample = o->sample;
+    lg->sample_ctx = o->sample_ctx;
+    lg->interval_ns = (uint64_t)(o->interval_s * 1e9);
+    if (o->metrics_path) {
+        lg->metrics = fopen(o->metrics_path, "w");
+        if (!lg->metrics) {
+            snprintf(err, errlen, "--metrics '%s': cannot open for writing (%s)", o->metrics_path,
+                     strerror(errno));
+            return RO_EIO;
+        }
+        /* A large buffer: the loop writes in few syscalls. */
+        setvbuf(lg->metrics, NULL, _IOFBF, 1 << 20);
+    }
+    if (!o->quiet) {
+        lg->status_tty = isatty(STDERR_FILENO);
+        lg->status_lines = !lg->status_tty;
+    }
+    uv_timer_init(loop, &lg->timer);
+    lg->timer.data = lg;
+    return 0;
+}
+
+void ro__logger_start(ro_logger_t *lg)
+{
+    lg->t0_ns = ro__now_ns();
+    lg->last_ns = lg->status_last_ns = lg->t0_ns;
+    lg->next_tput_ns = lg->t0_ns + lg->interval_ns;
+    lg->next_status_ns = lg->t0_ns + (lg->status_tty ? STATUS_TTY_NS : STATUS_LINE_NS);
+    uv_timer_start(&lg->timer, on_timer, DRAIN_MS, DRAIN_MS);
+}
+
+int ro__logger_finish(ro_logger_t *lg)
+{
+    if (lg->closed)
+        return 0;
+    lg->closed = true;
+    uv_timer_stop(&lg->timer);
+    drain(lg);
+    uint64_t now = ro__now_ns();
+    throughput_line(lg, now);
+    if (lg->status_tty || lg->status_lines)
+        status(lg, now, true);
+    int rc = 0;
+    if (lg->metrics) {
+        if (fflush(lg->metrics) != 0 || ferror(lg->metrics))
+            rc = RO_EIO;
+        if (fclose(lg->metrics) != 0)
+            rc = RO_EIO;
+        lg->metrics = NULL;
+    }
+    uv_close((uv_handle_t *)&lg->timer, NULL);
+    return rc;
+}

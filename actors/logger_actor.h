@@ -1,0 +1,77 @@
+/*
+ * The logger actor: drains metric records off the critical path.
+ *
+ * Producers (env and learner actors on workers) push fixed-size records into
+ * a bounded lock-free ring and never wait (ro_metrics_ring_t). The logger
+ * lives on the loop thread: a timer drains the ring every 100 ms, writes
+ * JSON lines to the --metrics file (one per finished episode, one per
+ * throughput interval), and keeps a one-line live status on a terminal.
+ */
+#ifndef RO_LOGGER_ACTOR_H
+#define RO_LOGGER_ACTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <uv.h>
+
+#include "metrics_ring.h"
+
+/* Counters the logger samples from the node (relaxed reads). */
+typedef struct ro_logger_sample {
+    uint64_t steps;   /* env steps so far */
+    uint64_t batches; /* forward passes so far */
+    uint64_t rows;    /* envs in those forward passes */
+} ro_logger_sample_t;
+
+typedef void (*ro_logger_sample_fn)(void *ctx, ro_logger_sample_t *out);
+
+#define RO_LOGGER_WINDOW 100 /* episodes in the status line's running mean */
+
+typedef struct ro_logger {
+    /* Loop thread only. */
+    uv_timer_t timer;
+    ro_metrics_ring_t *ring;
+    FILE *metrics; /* NULL: no file */
+    bool status_tty;    /* redraw one status line on stderr */
+    bool status_lines;  /* print a progress line every few seconds instead */
+    ro_logger_sample_fn sample;
+    void *sample_ctx;
+    uint64_t t0_ns;
+    uint64_t interval_ns; /* throughput lines */
+    uint64_t next_tput_ns, next_status_ns;
+    ro_logger_sample_t last; /* at the previous throughput line */
+    uint64_t last_ns;
+    uint64_t episodes;
+    uint64_t env_failures;
+    double window[RO_LOGGER_WINDOW];
+    uint32_t window_n, window_pos;
+    double sps_recent; /* steps/s over the last status period */
+    ro_logger_sample_t status_last;
+    uint64_t status_last_ns;
+    bool closed;
+} ro_logger_t;
+
+typedef struct ro_logger_opts {
+    const char *metrics_path; /* NULL: none */
+    double interval_s;        /* throughput line period */
+    bool quiet;               /* no status at all */
+    ro_logger_sample_fn sample;
+    void *sample_ctx;
+} ro_logger_opts_t;
+
+/* ro__logger_init opens the metrics file and prepares the timer. On failure
+ * returns a negative code and a message naming the file. Loop thread. */
+int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *ring,
+                    const ro_logger_opts_t *o, char *err, size_t errlen);
+
+/* ro__logger_start starts the periodic drain. Loop thread. */
+void ro__logger_start(ro_logger_t *lg);
+
+/* ro__logger_finish drains what is left, writes a last throughput line,
+ * ends the status line, flushes and closes the file, and closes the timer
+ * handle. Returns 0 or RO_EIO if the file could not be written. Loop thread. */
+int ro__logger_finish(ro_logger_t *lg);
+
+#endif

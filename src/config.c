@@ -1,0 +1,331 @@
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+void ro__config_defaults(ro_config_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->env = "cartpole";
+    c->num_envs = 256;
+    c->max_wait_us = 1000;
+    c->policy.kind = RO_POLICY_MLP;
+    c->policy.hidden[0] = 64;
+    c->policy.hidden[1] = 64;
+    c->policy.nhidden = 2;
+    c->policy.activation = RO_ACT_TANH;
+    c->policy_arg = "mlp";
+    c->seed = 1;
+    c->seconds = 10.0;
+    c->metrics_interval = 1.0;
+}
+
+void ro__config_usage(FILE *f)
+{
+    fputs(
+        "usage: rollout-node [options]\n"
+        "\n"
+        "Steps envs on pinned worker threads and batches their observations\n"
+        "through a policy. Runs --seconds (default 10) unless --steps is given.\n"
+        "\n"
+        "env:\n"
+        "  --env NAME|PATH         cartpole (default), pendulum, burn, or a plugin .so\n"
+        "  --env-arg KEY=VALUE     env argument (repeatable); every env accepts\n"
+        "                          max_episode_steps\n"
+        "  --num-envs N            envs to run (default 256)\n"
+        "  --check-finite          reset and count envs whose observation or reward\n"
+        "                          is NaN or infinite\n"
+        "scheduling:\n"
+        "  --workers W             worker threads (default: one per allowed CPU)\n"
+        "  --overcommit            allow more workers than allowed CPUs\n"
+        "  --shard K               envs stepped together by one env actor (default auto)\n"
+        "policy:\n"
+        "  --policy random|mlp|FILE  random actions, a seeded MLP (default), or an MLP\n"
+        "                          loaded from a PolicyParams file\n"
+        "  --hidden H1,H2,...      MLP hidden widths (default 64,64)\n"
+        "  --activation tanh|relu  MLP activation (default tanh)\n"
+        "  --batch B               envs per forward pass (default auto)\n"
+        "  --max-wait-us US        run a partial batch after this wait (default 1000)\n"
+        "  --save-policy FILE      write the policy's weights as PolicyParams\n"
+        "run:\n"
+        "  --seed S                run seed (default 1)\n"
+        "  --steps N               total env steps, split evenly over the envs\n"
+        "  --seconds S             stop after S seconds (default 10; 0 = no limit)\n"
+        "output:\n"
+        "  --metrics FILE          JSON lines: one per episode, and throughput\n"
+        "  --metrics-interval S    seconds between throughput lines (default 1)\n"
+        "  --json                  one-line JSON summary on stdout at the end\n"
+        "  --quiet                 no live status line on the terminal\n"
+        "  --help, --version\n",
+        f);
+}
+
+/* Strict unsigned parse: the whole string, decimal, within [lo, hi]. */
+static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out,
+                     char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    if (*s == '-' || *s == '+' || *s == '\0')
+        goto bad;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end != '\0' || v < lo || v > hi)
+        goto bad;
+    *out = v;
+    return 0;
+bad:
+    snprintf(err, errlen, "%s '%s': expected an integer in [%llu, %llu]", flag, s,
+             (unsigned long long)lo, (unsigned long long)hi);
+    return RO_EINVAL;
+}
+
+static int parse_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out,
+                     char *err, size_t errlen)
+{
+    uint64_t v;
+    int rc = parse_u64(flag, s, lo, hi, &v, err, errlen);
+    if (rc == 0)
+        *out = (uint32_t)v;
+    return rc;
+}
+
+static int parse_seconds(const char *flag, const char *s, double *out, char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v) || v < 0 || v > 1e9) {
+        snprintf(err, errlen, "%s '%s': expected a number of seconds >= 0", flag, s);
+        return RO_EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_hidden(const char *s, ro_policy_spec_t *p, char *err, size_t errlen)
+{
+    char buf[256];
+    if (strlen(s) >= sizeof buf)
+        goto bad;
+    strcpy(buf, s);
+    p->nhidden = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (p->nhidden == RO_POLICY_MAX_HIDDEN)
+            goto bad;
+        uint32_t w;
+        if (parse_u32("--hidden", tok, 1, 65536, &w, err, errlen))
+            goto bad;
+        p->hidden[p->nhidden++] = w;
+    }
+    if (p->nhidden == 0 || s[strlen(s) - 1] == ',' || s[0] == ',' || strstr(s, ",,"))
+        goto bad;
+    return 0;
+bad:
+    snprintf(err, errlen,
+             "--hidden '%s': expected 1 to %d comma-separated widths in [1, 65536], e.g. 64,64",
+             s, RO_POLICY_MAX_HIDDEN);
+    return RO_EINVAL;
+}
+
+static int parse_env_arg(ro_config_t *c, char *s, char *err, size_t errlen)
+{
+    char *eq = strchr(s, '=');
+    if (!eq || eq == s) {
+        snprintf(err, errlen, "--env-arg '%s': expected KEY=VALUE", s);
+        return RO_EINVAL;
+    }
+    if (c->nenv_args == RO_MAX_ENV_ARGS) {
+        snprintf(err, errlen, "--env-arg: more than %d arguments", RO_MAX_ENV_ARGS);
+        return RO_EINVAL;
+    }
+    /* Split in place: argv strings are ours to edit and outlive the node. */
+    *eq = '\0';
+    c->env_args[c->nenv_args].key = s;
+    c->env_args[c->nenv_args].value = eq + 1;
+    c->nenv_args++;
+    return 0;
+}
+
+enum {
+    OPT_ENV = 256,
+    OPT_ENV_ARG,
+    OPT_NUM_ENVS,
+    OPT_WORKERS,
+    OPT_SHARD,
+    OPT_BATCH,
+    OPT_MAX_WAIT,
+    OPT_POLICY,
+    OPT_HIDDEN,
+    OPT_ACTIVATION,
+    OPT_SAVE_POLICY,
+    OPT_SEED,
+    OPT_STEPS,
+    OPT_SECONDS,
+    OPT_METRICS,
+    OPT_METRICS_INTERVAL,
+    OPT_JSON,
+    OPT_QUIET,
+    OPT_CHECK_FINITE,
+    OPT_OVERCOMMIT,
+    OPT_HELP,
+    OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+    {"env", required_argument, NULL, OPT_ENV},
+    {"env-arg", required_argument, NULL, OPT_ENV_ARG},
+    {"num-envs", required_argument, NULL, OPT_NUM_ENVS},
+    {"workers", required_argument, NULL, OPT_WORKERS},
+    {"shard", required_argument, NULL, OPT_SHARD},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"max-wait-us", required_argument, NULL, OPT_MAX_WAIT},
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"hidden", required_argument, NULL, OPT_HIDDEN},
+    {"activation", required_argument, NULL, OPT_ACTIVATION},
+    {"save-policy", required_argument, NULL, OPT_SAVE_POLICY},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"seconds", required_argument, NULL, OPT_SECONDS},
+    {"metrics", required_argument, NULL, OPT_METRICS},
+    {"metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"check-finite", no_argument, NULL, OPT_CHECK_FINITE},
+    {"overcommit", no_argument, NULL, OPT_OVERCOMMIT},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t errlen)
+{
+    ro__config_defaults(c);
+    bool steps_given = false, seconds_given = false;
+    optind = 1;
+    opterr = 0; /* we print our own one-line messages */
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+        int rc = 0;
+        const char *a = optarg;
+        switch (opt) {
+        case OPT_ENV:
+            if (*a == '\0') {
+                snprintf(err, errlen, "--env '': expected cartpole, pendulum, burn or a path");
+                return RO_EINVAL;
+            }
+            c->env = a;
+            break;
+        case OPT_ENV_ARG:
+            rc = parse_env_arg(c, optarg, err, errlen);
+            break;
+        case OPT_NUM_ENVS:
+            rc = parse_u32("--num-envs", a, 1, 1u << 20, &c->num_envs, err, errlen);
+            break;
+        case OPT_WORKERS:
+            rc = parse_u32("--workers", a, 1, 1024, &c->workers, err, errlen);
+            break;
+        case OPT_SHARD:
+            rc = parse_u32("--shard", a, 1, 1u << 20, &c->shard, err, errlen);
+            break;
+        case OPT_BATCH:
+            rc = parse_u32("--batch", a, 1, 1u << 20, &c->batch, err, errlen);
+            break;
+        case OPT_MAX_WAIT:
+            rc = parse_u64("--max-wait-us", a, 0, 60000000, &c->max_wait_us, err, errlen);
+            break;
+        case OPT_POLICY:
+            c->policy_arg = a;
+            if (strcmp(a, "random") == 0) {
+                c->policy.kind = RO_POLICY_RANDOM;
+                c->policy.params_path = NULL;
+            } else if (strcmp(a, "mlp") == 0) {
+                c->policy.kind = RO_POLICY_MLP;
+                c->policy.params_path = NULL;
+            } else if (*a == '\0') {
+                snprintf(err, errlen, "--policy '': expected random, mlp or a PolicyParams file");
+                rc = RO_EINVAL;
+            } else {
+                c->policy.kind = RO_POLICY_MLP;
+                c->policy.params_path = a;
+            }
+            break;
+        case OPT_HIDDEN:
+            rc = parse_hidden(a, &c->policy, err, errlen);
+            break;
+        case OPT_ACTIVATION:
+            if (strcmp(a, "tanh") == 0)
+                c->policy.activation = RO_ACT_TANH;
+            else if (strcmp(a, "relu") == 0)
+                c->policy.activation = RO_ACT_RELU;
+            else {
+                snprintf(err, errlen, "--activation '%s': expected tanh or relu", a);
+                rc = RO_EINVAL;
+            }
+            break;
+        case OPT_SAVE_POLICY:
+            c->save_policy = a;
+            break;
+        case OPT_SEED:
+            rc = parse_u64("--seed", a, 0, UINT64_MAX, &c->seed, err, errlen);
+            break;
+        case OPT_STEPS:
+            rc = parse_u64("--steps", a, 1, UINT64_MAX / 2, &c->steps, err, errlen);
+            steps_given = true;
+            break;
+        case OPT_SECONDS:
+            rc = parse_seconds("--seconds", a, &c->seconds, err, errlen);
+            seconds_given = true;
+            break;
+        case OPT_METRICS:
+            c->metrics = a;
+            break;
+        case OPT_METRICS_INTERVAL:
+            rc = parse_seconds("--metrics-interval", a, &c->metrics_interval, err, errlen);
+            if (rc == 0 && c->metrics_interval < 0.01) {
+                snprintf(err, errlen, "--metrics-interval '%s': expected at least 0.01", a);
+                rc = RO_EINVAL;
+            }
+            break;
+        case OPT_JSON:
+            c->json = true;
+            break;
+        case OPT_QUIET:
+            c->quiet = true;
+            break;
+        case OPT_CHECK_FINITE:
+            c->check_finite = true;
+            break;
+        case OPT_OVERCOMMIT:
+            c->overcommit = true;
+            break;
+        case OPT_HELP:
+            c->help = true;
+            break;
+        case OPT_VERSION:
+            c->version = true;
+            break;
+        case ':':
+            snprintf(err, errlen, "%s: missing value (see --help)", argv[optind - 1]);
+            return RO_EINVAL;
+        default:
+            snprintf(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]);
+            return RO_EINVAL;
+        }
+        if (rc)
+            return rc;
+    }
+    if (optind < argc) {
+        snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+        return RO_EINVAL;
+    }
+    /* --steps alone means "run until the steps are done". */
+    if (steps_given && !seconds_given)
+        c->seconds = 0;
+    return 0;
+}

@@ -1,0 +1,162 @@
+/*
+ * pendulum: Gymnasium Pendulum-v1, same constants and the same float64 step,
+ * so a trajectory matches Gymnasium's for the same start state and torques.
+ */
+#include "envs/pendulum.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "env_registry.h"
+#include "error.h"
+#include "rng.h"
+
+#define MAX_SPEED 8.0
+#define MAX_TORQUE 2.0
+#define DT 0.05
+#define MASS 1.0
+#define LEN 1.0
+#define DEFAULT_G 10.0
+
+typedef struct pendulum {
+    ro_rng_t rng;
+    double g;
+    double th, thdot;
+    float obs_low[3], obs_high[3];
+    float act_low[1], act_high[1];
+} pendulum_t;
+
+static const char *const pendulum_arg_keys[] = {
+    "g",
+    "gravity in m/s^2, a double in [0, 1000] (default 10.0, as Gymnasium)",
+    NULL,
+};
+
+double ro__pendulum_angle_normalize(double x)
+{
+    /* fmod keeps the sign of its first operand; Python's % (and numpy's)
+     * moves a negative remainder up by one period and returns +0 for 0. */
+    double m = fmod(x + M_PI, 2 * M_PI);
+    if (m < 0)
+        m += 2 * M_PI;
+    else if (m == 0)
+        m = 0.0;
+    return m - M_PI;
+}
+
+static void write_obs(const pendulum_t *p, float *obs)
+{
+    obs[0] = (float)cos(p->th);
+    obs[1] = (float)sin(p->th);
+    obs[2] = (float)p->thdot;
+}
+
+static int pendulum_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_t seed,
+                           char *err, size_t errlen)
+{
+    double g = DEFAULT_G;
+    for (size_t i = 0; i < nargs; i++) {
+        if (strcmp(args[i].key, "g") != 0) {
+            snprintf(err, errlen, "env 'pendulum' has no arg '%s' (accepted: g)", args[i].key);
+            return RO_EINVAL;
+        }
+        int rc = ro__env_arg_double("g", args[i].value, 0.0, 1000.0, &g, err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+
+    pendulum_t *p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        snprintf(err, errlen, "env 'pendulum': out of memory");
+        return RO_ENOMEM;
+    }
+    ro__rng_init(&p->rng, seed);
+    p->g = g;
+    const float high[3] = {1.0f, 1.0f, (float)MAX_SPEED};
+    for (int i = 0; i < 3; i++) {
+        p->obs_high[i] = high[i];
+        p->obs_low[i] = -high[i];
+    }
+    p->act_low[0] = (float)-MAX_TORQUE;
+    p->act_high[0] = (float)MAX_TORQUE;
+    *out = p;
+    return 0;
+}
+
+static void pendulum_spaces(void *env, ro_space_t *obs, ro_space_t *act)
+{
+    pendulum_t *p = env;
+    *obs = (ro_space_t){
+        .kind = RO_SPACE_BOX, .ndim = 1, .shape = {3}, .low = p->obs_low, .high = p->obs_high};
+    *act = (ro_space_t){
+        .kind = RO_SPACE_BOX, .ndim = 1, .shape = {1}, .low = p->act_low, .high = p->act_high};
+}
+
+static void pendulum_reset(void *env, float *obs)
+{
+    pendulum_t *p = env;
+    /* Gymnasium draws both from one uniform(-high, high) call, th first. */
+    p->th = ro__rng_uniform(&p->rng, -M_PI, M_PI);
+    p->thdot = ro__rng_uniform(&p->rng, -1.0, 1.0);
+    write_obs(p, obs);
+}
+
+static int pendulum_step(void *env, ro_action_t action, float *obs, ro_step_t *out)
+{
+    pendulum_t *p = env;
+    /* Clipping would turn inf into a full torque and keep NaN: neither is
+     * an action a policy meant. */
+    double u = action.box[0];
+    if (!isfinite(u))
+        return RO_EINVAL;
+    u = fmin(fmax(u, -MAX_TORQUE), MAX_TORQUE);
+
+    double th = p->th, thdot = p->thdot;
+    double an = ro__pendulum_angle_normalize(th);
+    double cost = an * an + 0.1 * (thdot * thdot) + 0.001 * (u * u);
+
+    double newthdot = thdot + (3 * p->g / (2 * LEN) * sin(th) + 3.0 / (MASS * LEN * LEN) * u) * DT;
+    newthdot = fmin(fmax(newthdot, -MAX_SPEED), MAX_SPEED);
+    double newth = th + newthdot * DT;
+
+    p->th = newth;
+    p->thdot = newthdot;
+    write_obs(p, obs);
+    out->reward = (float)-cost;
+    out->terminated = 0;
+    out->truncated = 0;
+    return 0;
+}
+
+static void pendulum_destroy(void *env)
+{
+    free(env);
+}
+
+void ro__pendulum_get_state(const void *env, double state[2])
+{
+    const pendulum_t *p = env;
+    state[0] = p->th;
+    state[1] = p->thdot;
+}
+
+void ro__pendulum_set_state(void *env, const double state[2])
+{
+    pendulum_t *p = env;
+    p->th = state[0];
+    p->thdot = state[1];
+}
+
+const ro_env_vtable_t ro__env_pendulum = {
+    .abi_version = RO_ENV_ABI_VERSION,
+    .name = "pendulum",
+    .arg_keys = pendulum_arg_keys,
+    .max_episode_steps = 200,
+    .create = pendulum_create,
+    .spaces = pendulum_spaces,
+    .reset = pendulum_reset,
+    .step = pendulum_step,
+    .destroy = pendulum_destroy,
+};

@@ -1,0 +1,20 @@
+/* Error codes: 0 on success, a negative errno-like code on failure. */
+#ifndef RO_ERROR_H
+#define RO_ERROR_H
+
+#include <errno.h>
+
+enum {
+    RO_EINVAL = -EINVAL,   /* a bad argument or value */
+    RO_ENOMEM = -ENOMEM,   /* out of memory */
+    RO_ENOENT = -ENOENT,   /* no such file, env or symbol */
+    RO_EIO = -EIO,         /* read or write failed */
+    RO_ERANGE = -ERANGE,   /* a value outside its accepted range */
+    RO_EBADMSG = -EBADMSG, /* a malformed message or file record */
+    RO_ENOTSUP = -ENOTSUP, /* not supported by this build or env */
+};
+
+/* ro_strerror returns a static description of an error code. Any thread. */
+const char *ro_strerror(int code);
+
+#endif

@@ -1,0 +1,414 @@
+#include "node.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "clock.h"
+#include "env_actor.h"
+#include "env_registry.h"
+#include "error.h"
+#include "learner_actor.h"
+#include "logger_actor.h"
+#include "messages.h"
+#include "metrics_ring.h"
+#include "policy.h"
+#include "scheduler.h"
+#include "thread_guard.h"
+#include "topology.h"
+
+#define METRICS_RING_CAPACITY (1u << 16)
+
+struct ro_node {
+    /* Main/loop thread only, unless noted. */
+    ro_config_t cfg;
+    ro_topology_t topo;
+    ro_worker_plan_t *plan;
+    int nworkers;
+    int nqueues;
+    int queue_nodes[RO_TOPO_MAX_NODES];
+    ro_sched_t *sched;
+
+    ro_env_kind_t kind;
+    ro_env_arg_t env_args[RO_MAX_ENV_ARGS];
+    size_t nenv_args;
+    uint32_t max_steps;
+    uint32_t shard_size;
+    uint32_t batch;
+
+    ro_policy_t *policy;
+    ro_env_shard_t *shards; /* nshards */
+    uint32_t nshards;
+    ro_learner_t *lanes; /* nlanes */
+    uint32_t nlanes;
+
+    ro_metrics_ring_t ring;
+    ro_logger_t logger;
+
+    uv_loop_t loop;
+    uv_async_t control_async;
+    ro_actor_t control; /* loop actor: receives RO_MSG_LANE_DONE */
+    uv_signal_t sigint, sigterm;
+    uv_timer_t deadline;
+    uint32_t lanes_done;
+
+    /* Set by the loop (signal, deadline); read by env actors on workers. */
+    atomic_bool stopping;
+
+    uint64_t t_start_ns, t_end_ns;
+    int threads_seen;
+    int logger_rc;
+    bool ran;
+    bool loop_inited;
+};
+
+static void close_handle(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void sample_counters(void *ctx, ro_logger_sample_t *out)
+{
+    ro_node_t *n = ctx;
+    memset(out, 0, sizeof *out);
+    /* Relaxed reads of statistics written by workers. */
+    for (uint32_t i = 0; i < n->nshards; i++)
+        out->steps += atomic_load_explicit(&n->shards[i].steps, memory_order_relaxed);
+    for (uint32_t i = 0; i < n->nlanes; i++) {
+        out->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
+        out->rows += atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
+    }
+}
+
+static void request_stop(ro_node_t *n)
+{
+    /* Relaxed: env actors only need to see it eventually; it guards no data. */
+    atomic_store_explicit(&n->stopping, true, memory_order_relaxed);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    ro_node_t *n = h->data;
+    (void)signum;
+    request_stop(n);
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    request_stop(t->data);
+}
+
+/* Every lane is done: every env finished its last step and nothing is in
+ * flight. Stop the workers, flush the logger, close the loop's handles. */
+static void shutdown_node(ro_node_t *n)
+{
+    n->t_end_ns = ro__now_ns();
+    int t = ro__thread_count();
+    if (t > n->threads_seen)
+        n->threads_seen = t;
+    ro__sched_stop(n->sched);
+    n->logger_rc = ro__logger_finish(&n->logger);
+    uv_close((uv_handle_t *)&n->control_async, NULL);
+    uv_close((uv_handle_t *)&n->sigint, NULL);
+    uv_close((uv_handle_t *)&n->sigterm, NULL);
+    uv_close((uv_handle_t *)&n->deadline, NULL);
+}
+
+static void control_behaviour(ro_actor_t *self, ro_msg_t *msg)
+{
+    ro_node_t *n = ro__container_of(self, ro_node_t, control);
+    if (msg->type == RO_MSG_LANE_DONE && ++n->lanes_done == n->nlanes)
+        shutdown_node(n);
+}
+
+/* Topology and the worker plan; refuses more workers than CPUs. */
+static int plan_workers(ro_node_t *n, char *err, size_t errlen)
+{
+    int rc = ro__topology_read(&n->topo, err, errlen);
+    if (rc)
+        return rc;
+    n->nworkers = n->cfg.workers ? (int)n->cfg.workers : n->topo.ncpus;
+    n->plan = calloc((size_t)n->nworkers, sizeof *n->plan);
+    if (!n->plan)
+        return RO_ENOMEM;
+    rc = ro__topology_plan(&n->topo, n->nworkers, n->cfg.overcommit, n->plan, n->queue_nodes,
+                           &n->nqueues);
+    if (rc == RO_ERANGE)
+        snprintf(err, errlen,
+                 "--workers %d: only %d CPUs are allowed for this process; more workers than "
+                 "CPUs oversubscribe them (use --overcommit to insist)",
+                 n->nworkers, n->topo.ncpus);
+    return rc;
+}
+
+static int open_env(ro_node_t *n, char *err, size_t errlen)
+{
+    int rc = ro__env_open(&n->kind, n->cfg.env, err, errlen);
+    if (rc)
+        return rc;
+    return ro__env_check_args(n->kind.vt, n->cfg.env_args, n->cfg.nenv_args, n->env_args,
+                              &n->nenv_args, &n->max_steps, err, errlen);
+}
+
+/* Envs are split into one contiguous range per lane, each range into
+ * shards of shard_size (the last one may be smaller). */
+static int make_shards(ro_node_t *n, char *err, size_t errlen)
+{
+    uint32_t envs = n->cfg.num_envs;
+    n->nlanes = (uint32_t)n->nworkers < envs ? (uint32_t)n->nworkers : envs;
+    uint32_t per_lane_max = (envs + n->nlanes - 1) / n->nlanes;
+    uint32_t k = n->cfg.shard;
+    if (k == 0) {
+        /* Four shards per lane keep every worker fed while a lane's forward
+         * pass runs; 32 envs amortise the dispatch of one message. */
+        k = per_lane_max / 4;
+        k = k < 1 ? 1 : k > 32 ? 32 : k;
+    }
+    if (k > per_lane_max)
+        k = per_lane_max;
+    n->shard_size = k;
+
+    uint32_t total = 0;
+    for (uint32_t l = 0; l < n->nlanes; l++) {
+        uint32_t lane_envs = envs / n->nlanes + (l < envs % n->nlanes);
+        total += (lane_envs + k - 1) / k;
+    }
+    n->shards = calloc(total, sizeof *n->shards);
+    if (!n->shards)
+        return RO_ENOMEM;
+    uint32_t first = 0;
+    for (uint32_t l = 0; l < n->nlanes; l++) {
+        uint32_t lane_end = first + envs / n->nlanes + (l < envs % n->nlanes);
+        while (first < lane_end) {
+            uint32_t cnt = lane_end - first < k ? lane_end - first : k;
+            int rc = ro__env_shard_init(&n->shards[n->nshards], n->kind.vt, n->env_args,
+                                        n->nenv_args, first, cnt, n->cfg.seed, err, errlen);
+            if (rc)
+                return rc;
+            n->nshards++;
+            first += cnt;
+        }
+    }
+    return 0;
+}
+
+static int make_policy(ro_node_t *n, char *err, size_t errlen)
+{
+    ro_space_t os, as;
+    n->kind.vt->spaces(n->shards[0].envs[0], &os, &as);
+    ro_policy_spec_t spec = n->cfg.policy;
+    spec.seed = n->cfg.seed;
+    int rc = ro__policy_new(&n->policy, &spec, &os, &as, err, errlen);
+    if (rc)
+        return rc;
+    if (n->cfg.save_policy)
+        rc = ro__policy_save(n->policy, n->cfg.save_policy, err, errlen);
+    return rc;
+}
+
+static int make_lanes(ro_node_t *n, char *err, size_t errlen)
+{
+    n->lanes = calloc(n->nlanes, sizeof *n->lanes);
+    if (!n->lanes)
+        return RO_ENOMEM;
+    int rc = ro__sched_new(&n->sched, n->nqueues, n->queue_nodes, n->plan, n->nworkers);
+    if (rc)
+        return rc;
+
+    uint32_t s = 0;
+    for (uint32_t l = 0; l < n->nlanes; l++) {
+        /* Lane l lives on the queue of worker l: lanes spread over nodes as
+         * workers do, and a lane's shards stay on its node. */
+        ro_runq_t *q = ro__sched_queue(n->sched, n->plan[l].queue);
+        uint32_t first_shard = s, rows = 0;
+        uint32_t lane_end = n->shards[s].first;
+        lane_end += n->cfg.num_envs / n->nlanes + (l < n->cfg.num_envs % n->nlanes);
+        while (s < n->nshards && n->shards[s].first < lane_end)
+            rows += n->shards[s++].n;
+        uint32_t batch = n->cfg.batch;
+        if (batch == 0) {
+            /* Half a lane: one half steps while the other is in its forward
+             * pass, so the lane's worker never waits on itself. */
+            batch = (rows + 1) / 2;
+        }
+        if (batch < n->shard_size)
+            batch = n->shard_size;
+        if (l == 0)
+            n->batch = batch;
+        rc = ro__learner_init(&n->lanes[l], n->policy, q, &n->control, batch, n->cfg.max_wait_us,
+                              s - first_shard, rows, n->shard_size,
+                              n->shards[0].discrete);
+        if (rc) {
+            snprintf(err, errlen, "cannot allocate the learner's batch buffers");
+            return rc;
+        }
+        for (uint32_t i = first_shard; i < s; i++) {
+            ro_env_shard_wiring_t w = {
+                .runq = q,
+                .learner = &n->lanes[l],
+                .ring = &n->ring,
+                .stopping = &n->stopping,
+                .max_steps = n->max_steps,
+                .quota = n->cfg.steps ? (n->cfg.steps + n->cfg.num_envs - 1) / n->cfg.num_envs : 0,
+                .check_finite = n->cfg.check_finite,
+            };
+            ro__env_shard_wire(&n->shards[i], &w);
+        }
+    }
+    return 0;
+}
+
+static int make_loop(ro_node_t *n, char *err, size_t errlen)
+{
+    uv_loop_init(&n->loop);
+    n->loop_inited = true;
+    uv_async_init(&n->loop, &n->control_async, ro__actor_async_cb);
+    n->control_async.data = &n->control;
+    ro__actor_init_loop(&n->control, "control", control_behaviour, &n->control_async);
+    uv_signal_init(&n->loop, &n->sigint);
+    uv_signal_init(&n->loop, &n->sigterm);
+    n->sigint.data = n->sigterm.data = n;
+    uv_timer_init(&n->loop, &n->deadline);
+    n->deadline.data = n;
+    ro_logger_opts_t lo = {
+        .metrics_path = n->cfg.metrics,
+        .interval_s = n->cfg.metrics_interval,
+        .quiet = n->cfg.quiet,
+        .sample = sample_counters,
+        .sample_ctx = n,
+    };
+    return ro__logger_init(&n->logger, &n->loop, &n->ring, &lo, err, errlen);
+}
+
+int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errlen)
+{
+    ro_node_t *n = calloc(1, sizeof *n);
+    if (!n)
+        return RO_ENOMEM;
+    n->cfg = *cfg;
+    atomic_init(&n->stopping, false);
+    int rc;
+    if ((rc = plan_workers(n, err, errlen)) || (rc = open_env(n, err, errlen)) ||
+        (rc = ro__metrics_ring_init(&n->ring, METRICS_RING_CAPACITY)) ||
+        (rc = make_shards(n, err, errlen)) || (rc = make_policy(n, err, errlen)) ||
+        (rc = make_lanes(n, err, errlen)) || (rc = make_loop(n, err, errlen))) {
+        if (err[0] == '\0')
+            snprintf(err, errlen, "start-up failed: %s", ro_strerror(rc));
+        ro_node_free(n);
+        return rc;
+    }
+    *out = n;
+    return 0;
+}
+
+void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
+{
+    char pol[128];
+    ro__policy_describe(n->policy, pol, sizeof pol);
+    char cpus[256] = "";
+    size_t off = 0;
+    for (int i = 0; i < n->nworkers && off + 8 < sizeof cpus; i++)
+        off += (size_t)snprintf(cpus + off, sizeof cpus - off, "%s%d", i ? "," : "",
+                                n->plan[i].cpu);
+    snprintf(buf, len,
+             "env %s x%u | policy %s | %d workers on CPUs %s, %d run queue(s) | %u lanes, "
+             "shards of %u, batch %u, max-wait %llu us | seed %llu",
+             n->kind.vt->name, n->cfg.num_envs, pol, n->nworkers, cpus, n->nqueues, n->nlanes,
+             n->shard_size, n->batch, (unsigned long long)n->cfg.max_wait_us,
+             (unsigned long long)n->cfg.seed);
+}
+
+int ro_node_run(ro_node_t *n)
+{
+    if (n->ran)
+        return RO_EINVAL;
+    n->ran = true;
+    uv_signal_start(&n->sigint, on_signal, SIGINT);
+    uv_signal_start(&n->sigterm, on_signal, SIGTERM);
+    if (n->cfg.seconds > 0)
+        uv_timer_start(&n->deadline, on_deadline, (uint64_t)(n->cfg.seconds * 1000.0), 0);
+    int rc = ro__sched_start(n->sched);
+    if (rc)
+        return rc;
+    n->t_start_ns = ro__now_ns();
+    ro__logger_start(&n->logger);
+    for (uint32_t i = 0; i < n->nshards; i++)
+        ro__env_shard_start(&n->shards[i]);
+    n->threads_seen = ro__thread_count();
+    uv_run(&n->loop, UV_RUN_DEFAULT);
+    return n->logger_rc;
+}
+
+void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
+{
+    memset(s, 0, sizeof *s);
+    double return_sum = 0;
+    for (uint32_t i = 0; i < n->nshards; i++) {
+        const ro_env_shard_t *sh = &n->shards[i];
+        s->steps += sh->steps_done * sh->n;
+        s->episodes += sh->episodes;
+        return_sum += sh->return_sum;
+        s->env_failures += sh->env_failures;
+    }
+    for (uint32_t i = 0; i < n->nlanes; i++) {
+        s->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
+        s->mean_batch += (double)atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
+    }
+    s->mean_batch = s->batches ? s->mean_batch / (double)s->batches : 0.0;
+    s->mean_return = s->episodes ? return_sum / (double)s->episodes : 0.0;
+    s->seconds = n->t_end_ns > n->t_start_ns ? (double)(n->t_end_ns - n->t_start_ns) * 1e-9 : 0;
+    s->sps = s->seconds > 0 ? (double)s->steps / s->seconds : 0;
+    s->dropped_metrics = ro__metrics_ring_dropped((ro_metrics_ring_t *)&n->ring);
+    s->threads = n->threads_seen;
+    s->threads_expected = 1 + n->nworkers;
+    s->workers = n->nworkers;
+    s->lanes = (int)n->nlanes;
+    s->queues = n->nqueues;
+    s->cpus = n->topo.ncpus;
+    s->pin_errors = ro__sched_pin_errors(n->sched);
+    s->num_envs = n->cfg.num_envs;
+    s->shard = n->shard_size;
+    s->batch = n->batch;
+    snprintf(s->env, sizeof s->env, "%s", n->kind.vt->name);
+    ro__policy_describe(n->policy, s->policy, sizeof s->policy);
+}
+
+void ro_node_free(ro_node_t *n)
+{
+    if (!n)
+        return;
+    if (n->sched) {
+        ro__sched_stop(n->sched);
+        ro__sched_free(n->sched);
+    }
+    if (n->lanes)
+        for (uint32_t l = 0; l < n->nlanes; l++)
+            ro__learner_destroy(&n->lanes[l]);
+    free(n->lanes);
+    for (uint32_t i = 0; i < n->nshards; i++)
+        ro__env_shard_destroy(&n->shards[i]);
+    /* A shard that failed half-way cleaned itself up. */
+    free(n->shards);
+    ro__policy_free(n->policy);
+    if (n->kind.vt)
+        ro__env_close(&n->kind);
+    if (n->ring.cells)
+        ro__metrics_ring_free(&n->ring);
+    if (n->loop_inited) {
+        /* Close whatever is still open (a start-up failure, or a run that
+         * never got to shutdown_node), then let the loop finish the closes. */
+        uv_walk(&n->loop, close_handle, NULL);
+        uv_run(&n->loop, UV_RUN_DEFAULT);
+        if (uv_loop_close(&n->loop) != 0)
+            fprintf(stderr, "rollout: warning: a loop handle was left open\n");
+    }
+    ro__topology_free(&n->topo);
+    free(n->plan);
+    free(n);
+}

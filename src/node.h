@@ -1,0 +1,60 @@
+/*
+ * The rollout node: one process, one libuv loop, W pinned workers, env
+ * actors, learner lanes and a logger. Start-up reads top to bottom in
+ * ro_node_new (node.c).
+ */
+#ifndef RO_NODE_H
+#define RO_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+typedef struct ro_node ro_node_t;
+
+typedef struct ro_summary {
+    uint64_t steps;
+    double seconds;
+    double sps;
+    uint64_t episodes;
+    double mean_return; /* over every finished episode; 0 if none */
+    uint64_t env_failures;
+    uint64_t dropped_metrics;
+    uint64_t batches;
+    double mean_batch;
+    int threads;          /* read from /proc/self/task while workers ran */
+    int threads_expected; /* 1 loop + W workers */
+    int workers;
+    int lanes;
+    int queues; /* run queues = NUMA nodes in use */
+    int cpus;   /* allowed CPUs */
+    int pin_errors;
+    uint32_t num_envs;
+    uint32_t shard;
+    uint32_t batch;
+    char env[64];
+    char policy[128];
+} ro_summary_t;
+
+/* ro_node_new builds a node from a parsed config: topology, envs, policy,
+ * lanes, scheduler, loop. On failure returns a negative code and one line in
+ * err naming the problem. Main thread. */
+int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errlen);
+
+/* ro_node_describe writes the start-up line (what runs where). */
+void ro_node_describe(const ro_node_t *n, char *buf, size_t len);
+
+/* ro_node_run starts the workers and runs the loop until every env is done
+ * (--steps), the time is up (--seconds), or SIGINT/SIGTERM; then stops the
+ * workers and flushes the logger. Returns 0, or a negative code if the
+ * metrics could not be written. Main thread, once. */
+int ro_node_run(ro_node_t *n);
+
+/* ro_node_summary fills s after ro_node_run. */
+void ro_node_summary(const ro_node_t *n, ro_summary_t *s);
+
+/* ro_node_free releases everything. Main thread. */
+void ro_node_free(ro_node_t *n);
+
+#endif

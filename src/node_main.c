@@ -1,0 +1,85 @@
+/*
+ * rollout-node: run envs on pinned workers against a batched policy.
+ *
+ * Exit status: 0 on success (including a stop by SIGINT/SIGTERM), 2 for a
+ * bad flag, value, env, policy or file named on the command line, 1 for a
+ * failure while running.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "error.h"
+#include "node.h"
+#include "ro_build_config.h"
+#include "thread_guard.h"
+
+static void print_summary(const ro_summary_t *s, bool json)
+{
+    fprintf(stderr,
+            "summary: %llu steps in %.2f s = %.0f steps/s | %llu episodes, mean return %.3f | "
+            "mean batch %.1f | threads %d (1 loop + %d workers) | env failures %llu | "
+            "metrics dropped %llu\n",
+            (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
+            s->mean_return, s->mean_batch, s->threads, s->workers,
+            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
+    if (s->pin_errors)
+        fprintf(stderr, "warning: %d workers could not be pinned to their CPU\n", s->pin_errors);
+    if (!json)
+        return;
+    printf("{\"steps\":%llu,\"seconds\":%.6f,\"sps\":%.1f,\"episodes\":%llu,"
+           "\"mean_return\":%.17g,\"threads\":%d,\"threads_expected\":%d,\"workers\":%d,"
+           "\"lanes\":%d,\"queues\":%d,\"cpus\":%d,\"num_envs\":%u,\"shard\":%u,\"batch\":%u,"
+           "\"batches\":%llu,\"mean_batch\":%.3f,\"env_failures\":%llu,"
+           "\"dropped_metrics\":%llu,\"pin_errors\":%d,\"env\":\"%s\",\"policy\":\"%s\"}\n",
+           (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
+           s->mean_return, s->threads, s->threads_expected, s->workers, s->lanes, s->queues,
+           s->cpus, s->num_envs, s->shard, s->batch, (unsigned long long)s->batches,
+           s->mean_batch, (unsigned long long)s->env_failures,
+           (unsigned long long)s->dropped_metrics, s->pin_errors, s->env, s->policy);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    /* First, before anything can load OpenBLAS's pool or a plugin. */
+    if (ro__threads_single_blas(argv) != 0)
+        fprintf(stderr, "rollout-node: warning: could not re-exec with OPENBLAS_NUM_THREADS=1; "
+                        "OpenBLAS may keep extra threads\n");
+
+    ro_config_t cfg;
+    char err[512] = "";
+    if (ro__config_parse(&cfg, argc, argv, err, sizeof err) != 0) {
+        fprintf(stderr, "rollout-node: %s\n", err);
+        return 2;
+    }
+    if (cfg.help) {
+        ro__config_usage(stdout);
+        return 0;
+    }
+    if (cfg.version) {
+        printf("rollout-node %s\n", RO_VERSION);
+        return 0;
+    }
+
+    ro_node_t *node;
+    if (ro_node_new(&node, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "rollout-node: %s\n", err);
+        return 2;
+    }
+    char line[512];
+    ro_node_describe(node, line, sizeof line);
+    if (!cfg.quiet)
+        fprintf(stderr, "rollout-node %s: %s\n", RO_VERSION, line);
+
+    int rc = ro_node_run(node);
+    ro_summary_t s;
+    ro_node_summary(node, &s);
+    print_summary(&s, cfg.json);
+    ro_node_free(node);
+    if (rc != 0) {
+        fprintf(stderr, "rollout-node: %s\n", ro_strerror(rc));
+        return 1;
+    }
+    return 0;
+}
