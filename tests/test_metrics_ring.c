@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,11 +95,11 @@ static void test_concurrent_no_loss_no_dup(void **state)
     assert_int_equal(ro__metrics_ring_init(&r, 1024), 0);
     pthread_t th[PRODUCERS];
     arg_t args[PRODUCERS];
+    atomic_store(&producers_done, 0); /* before any producer can finish */
     for (uint32_t p = 0; p < PRODUCERS; p++) {
         args[p] = (arg_t){.r = &r, .id = p};
         assert_int_equal(pthread_create(&th[p], NULL, producer, &args[p]), 0);
     }
-    atomic_store(&producers_done, 0);
     int64_t last[PRODUCERS];
     uint64_t got[PRODUCERS] = {0};
     for (int p = 0; p < PRODUCERS; p++)
@@ -117,6 +118,7 @@ static void test_concurrent_no_loss_no_dup(void **state)
         }
         if (finished == PRODUCERS)
             break;
+        sched_yield(); /* let producers run on a small machine */
     }
     for (int p = 0; p < PRODUCERS; p++)
         pthread_join(th[p], NULL);

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include "actor.h"
@@ -111,8 +112,10 @@ static void test_multi_producer_order_and_no_loss(void **state)
     uint64_t got = 0;
     while (got < (uint64_t)PRODUCERS * PER_PRODUCER) {
         item_t *it = pop_item(&q);
-        if (!it)
-            continue; /* producers still pushing, or a link in flight */
+        if (!it) {
+            sched_yield(); /* producers still pushing, or a link in flight */
+            continue;
+        }
         assert_true(it->producer < PRODUCERS);
         /* Per-producer FIFO: exactly the next sequence number. */
         assert_int_equal(it->seq, next[it->producer]);

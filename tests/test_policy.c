@@ -1,2 +1,699 @@
+/* Tests of the policy: forward pass, sampling, batch independence, init. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
-int main(void) { puts("placeholder: not written"); return 1; }
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "policy.h"
+#include "policy_params.h"
+
+#define ERRLEN 512
+
+static char tmpdir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ro_test_policy_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *tmp_path(const char *name)
+{
+    static char buf[128];
+    snprintf(buf, sizeof buf, "%s/%s", tmpdir, name);
+    return buf;
+}
+
+static ro_space_t obs_box(uint32_t n)
+{
+    return (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {n}, .low = NULL, .high = NULL};
+}
+
+static ro_space_t act_discrete(uint32_t n)
+{
+    return (ro_space_t){.kind = RO_SPACE_DISCRETE, .n = n};
+}
+
+static ro_space_t act_box(uint32_t n, const float *low, const float *high)
+{
+    return (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {n}, .low = low, .high = high};
+}
+
+static ro_policy_spec_t mlp_spec(uint32_t h0, uint32_t h1, ro_activation_t act, uint64_t seed)
+{
+    ro_policy_spec_t s = {.kind = RO_POLICY_MLP, .activation = act, .seed = seed};
+    s.hidden[0] = h0;
+    s.hidden[1] = h1;
+    s.nhidden = h1 ? 2 : 1;
+    return s;
+}
+
+static ro_policy_t *new_policy(const ro_policy_spec_t *spec, const ro_space_t *obs,
+                               const ro_space_t *act)
+{
+    ro_policy_t *p = NULL;
+    char err[ERRLEN] = "";
+    int rc = ro__policy_new(&p, spec, obs, act, err, sizeof err);
+    if (rc != 0)
+        fail_msg("ro__policy_new: %d %s", rc, err);
+    return p;
+}
+
+static void fill_inputs(float *x, size_t n, uint64_t seed)
+{
+    ro_rng_t rng;
+    ro__rng_init(&rng, seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)ro__rng_uniform(&rng, -3.0, 3.0);
+}
+
+/* reference_forward is the naive triple loop in double over the weights of
+ * pp, for one row; mag gets, per output, the sum of |terms| of the head. */
+static void reference_forward(const ro_policy_params_t *pp, const float *x, double *out,
+                              double *mag)
+{
+    double a[2][1024];
+    for (uint32_t k = 0; k < pp->obs_dim; k++)
+        a[0][k] = x[k];
+    int cur = 0;
+    for (uint32_t l = 0; l < pp->nlayers; l++) {
+        const ro_policy_layer_t *L = &pp->layers[l];
+        const int head = l + 1 == pp->nlayers;
+        for (uint32_t j = 0; j < L->out; j++) {
+            double s = L->bias[j], m = fabs(s);
+            for (uint32_t k = 0; k < L->in; k++) {
+                double t = (double)L->weight[(size_t)j * L->in + k] * a[cur][k];
+                s += t;
+                m += fabs(t);
+            }
+            if (head) {
+                out[j] = s;
+                mag[j] = m;
+            } else {
+                a[!cur][j] = pp->activation == RO_ACT_TANH ? tanh(s) : (s > 0 ? s : 0);
+            }
+        }
+        cur = !cur;
+    }
+}
+
+/* policy_weights saves p and reads the weights back for the reference. */
+static void policy_weights(const ro_policy_t *p, const ro_space_t *obs, const ro_space_t *act,
+                           ro_policy_params_t *pp)
+{
+    char err[ERRLEN] = "";
+    const char *path = tmp_path("ref.pb");
+    assert_int_equal(ro__policy_save(p, path, err, sizeof err), 0);
+    int rc = ro__policy_params_load(pp, path, obs, act, err, sizeof err);
+    if (rc != 0)
+        fail_msg("load: %s", err);
+}
+
+static void check_forward(uint32_t obs_dim, uint32_t h0, uint32_t h1, ro_activation_t actv,
+                          const ro_space_t *act)
+{
+    ro_space_t obs = obs_box(obs_dim);
+    ro_policy_spec_t spec = mlp_spec(h0, h1, actv, 1234 + obs_dim + h0);
+    ro_policy_t *p = new_policy(&spec, &obs, act);
+    ro_policy_params_t pp;
+    policy_weights(p, &obs, act, &pp);
+    const uint32_t nout = act->kind == RO_SPACE_DISCRETE ? act->n : (uint32_t)ro_space_size(act);
+    const uint32_t batches[] = {1, 2, 5, 7, 48, 49, 64, 65, 130, 257};
+    ro_policy_ws_t *ws;
+    assert_int_equal(ro__policy_ws_new(&ws, p, 257), 0);
+    float *out = malloc(257 * sizeof(float) * nout);
+    double ref[64], mag[64];
+    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+        const uint32_t n = batches[b];
+        fill_inputs(ro__policy_ws_input(ws), (size_t)n * obs_dim, n);
+        ro__policy_forward(p, ws, n, out);
+        for (uint32_t i = 0; i < n; i++) {
+            reference_forward(&pp, ro__policy_ws_input(ws) + (size_t)i * obs_dim, ref, mag);
+            for (uint32_t j = 0; j < nout; j++) {
+                double got = out[(size_t)i * nout + j];
+                if (!(fabs(got - ref[j]) <= 1e-4 * (fabs(ref[j]) + mag[j]) + 1e-12))
+                    fail_msg("obs %u hidden %u,%u act %d batch %u row %u out %u: %.9g vs %.9g",
+                             obs_dim, h0, h1, (int)actv, n, i, j, got, ref[j]);
+            }
+        }
+    }
+    free(out);
+    ro__policy_ws_free(ws);
+    ro__policy_params_free(&pp);
+    ro__policy_free(p);
+}
+
+static void test_forward_matches_reference(void **state)
+{
+    (void)state;
+    static const float lo[3] = {-2, -2, -2}, hi[3] = {2, 2, 2};
+    ro_space_t disc = act_discrete(5), box = act_box(3, lo, hi);
+    const uint32_t cfg[][3] = {{4, 64, 64}, {3, 32, 0}, {11, 17, 33}, {64, 64, 64}, {7, 1, 5}};
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
+        for (int a = 0; a < 2; a++) {
+            ro_activation_t actv = a ? RO_ACT_RELU : RO_ACT_TANH;
+            check_forward(cfg[c][0], cfg[c][1], cfg[c][2], actv, &disc);
+            check_forward(cfg[c][0], cfg[c][1], cfg[c][2], actv, &box);
+        }
+}
+
+/* write_params builds a policy file whose head weights are zero, so the
+ * head outputs are its bias (logits or means) whatever the input. */
+static const char *write_const_head(const char *name, uint32_t obs_dim, ro_space_kind_t kind,
+                                    uint32_t nout, const float *head_bias, const float *log_std)
+{
+    ro_policy_params_t pp = {.activation = RO_ACT_TANH, .obs_dim = obs_dim,
+                             .action_kind = kind, .action_dim = nout, .nlayers = 2};
+    pp.layers[0].in = obs_dim;
+    pp.layers[0].out = 8;
+    pp.layers[1].in = 8;
+    pp.layers[1].out = nout;
+    assert_int_equal(ro__policy_params_alloc(&pp), 0);
+    for (uint32_t i = 0; i < 8 * obs_dim; i++)
+        pp.layers[0].weight[i] = 0.1f * (float)(i % 7) - 0.3f;
+    for (uint32_t i = 0; i < 8; i++)
+        pp.layers[0].bias[i] = 0.05f * (float)i;
+    memset(pp.layers[1].weight, 0, sizeof(float) * 8 * nout);
+    memcpy(pp.layers[1].bias, head_bias, sizeof(float) * nout);
+    if (kind == RO_SPACE_BOX)
+        memcpy(pp.log_std, log_std, sizeof(float) * nout);
+    char err[ERRLEN] = "";
+    const char *path = tmp_path(name);
+    assert_int_equal(ro__policy_params_save(&pp, path, err, sizeof err), 0);
+    ro__policy_params_free(&pp);
+    return path;
+}
+
+/* run_draws samples `total` actions from p, rows spread over a batch of
+ * `batch` with one rng per row, and checks that each row's rng moved by
+ * exactly `draws` 64-bit outputs per call. */
+static void run_draws(const ro_policy_t *p, uint32_t batch, uint32_t calls, uint32_t draws,
+                      int32_t *ai, float *af)
+{
+    const uint32_t od = ro__policy_obs_dim(p), ad = ro__policy_act_dim(p);
+    ro_policy_ws_t *ws;
+    assert_int_equal(ro__policy_ws_new(&ws, p, batch), 0);
+    ro_rng_t *rng = malloc(sizeof(ro_rng_t) * batch);
+    ro_rng_t **rp = malloc(sizeof(ro_rng_t *) * batch);
+    for (uint32_t i = 0; i < batch; i++) {
+        ro__rng_init(&rng[i], ro__seed_mix(77, i, RO_STREAM_ACTION));
+        rp[i] = &rng[i];
+    }
+    for (uint32_t c = 0; c < calls; c++) {
+        fill_inputs(ro__policy_ws_input(ws), (size_t)batch * od, c);
+        ro_rng_t before = rng[c % batch];
+        ro__policy_act(p, ws, batch, rp, ai ? ai + (size_t)c * batch : NULL,
+                       af ? af + (size_t)c * batch * ad : NULL);
+        for (uint32_t d = 0; d < draws; d++)
+            ro__rng_next(&before);
+        assert_memory_equal(&before, &rng[c % batch], sizeof before);
+    }
+    free(rp);
+    free(rng);
+    ro__policy_ws_free(ws);
+}
+
+/* chi_square of counts against probabilities. */
+static double chi_square(const uint64_t *count, const double *prob, uint32_t k, uint64_t n)
+{
+    double chi = 0.0;
+    for (uint32_t j = 0; j < k; j++) {
+        double e = prob[j] * (double)n;
+        chi += ((double)count[j] - e) * ((double)count[j] - e) / e;
+    }
+    return chi;
+}
+
+static void test_categorical_distribution(void **state)
+{
+    (void)state;
+    const float logits[5] = {0.0f, 1.0f, -1.0f, 2.0f, 0.5f};
+    const char *path = write_const_head("cat.pb", 3, RO_SPACE_DISCRETE, 5, logits, NULL);
+    ro_space_t obs = obs_box(3), act = act_discrete(5);
+    ro_policy_spec_t spec = {.kind = RO_POLICY_MLP, .params_path = path};
+    ro_policy_t *p = new_policy(&spec, &obs, &act);
+    const uint32_t batch = 100, calls = 2000;
+    int32_t *a = malloc(sizeof(int32_t) * batch * calls);
+    run_draws(p, batch, calls, 1, a, NULL);
+    double prob[5], z = 0;
+    for (int j = 0; j < 5; j++)
+        z += exp(logits[j]);
+    for (int j = 0; j < 5; j++)
+        prob[j] = exp(logits[j]) / z;
+    uint64_t count[5] = {0};
+    for (uint32_t i = 0; i < batch * calls; i++) {
+        assert_in_range(a[i], 0, 4);
+        count[a[i]]++;
+    }
+    /* 4 degrees of freedom: P(chi2 > 40) is about 4e-8. The seeds are
+     * fixed, so this is deterministic; a wrong index, an off-by-one in the
+     * CDF or a missing max subtraction moves it far past. */
+    double chi = chi_square(count, prob, 5, (uint64_t)batch * calls);
+    print_message("categorical chi2 = %.2f (df 4)\n", chi);
+    assert_true(chi < 40.0);
+    free(a);
+    ro__policy_free(p);
+}
+
+static void test_categorical_extreme_logits(void **state)
+{
+    (void)state;
+    /* Huge logit gaps: exp underflows to 0 for all but one; and the max
+     * subtraction keeps exp from overflowing. */
+    const float logits[4] = {-1000.0f, 500.0f, -1000.0f, 400.0f};
+    const char *path = write_const_head("cat2.pb", 2, RO_SPACE_DISCRETE, 4, logits, NULL);
+    ro_space_t obs = obs_box(2), act = act_discrete(4);
+    ro_policy_spec_t spec = {.kind = RO_POLICY_MLP, .params_path = path};
+    ro_policy_t *p = new_policy(&spec, &obs, &act);
+    int32_t a[64 * 50];
+    run_draws(p, 64, 50, 1, a, NULL);
+    for (int i = 0; i < 64 * 50; i++)
+        assert_int_equal(a[i], 1);
+    ro__policy_free(p);
+}
+
+static void test_gaussian_distribution(void **state)
+{
+    (void)state;
+    const float mean[2] = {1.0f, -2.0f}, log_std[2] = {logf(0.5f), logf(2.0f)};
+    const float lo[2] = {-100.0f, -100.0f}, hi[2] = {100.0f, 100.0f};
+    const char *path = write_const_head("gauss.pb", 4, RO_SPACE_BOX, 2, mean, log_std);
+    ro_space_t obs = obs_box(4), act = act_box(2, lo, hi);
+    ro_policy_spec_t spec = {.kind = RO_POLICY_MLP, .params_path = path};
+    ro_policy_t *p = new_policy(&spec, &obs, &act);
+    const uint32_t batch = 50, calls = 2000, n = batch * calls;
+    float *a = malloc(sizeof(float) * 2 * n);
+    run_draws(p, batch, calls, 4, NULL, a); /* two normals per row, two draws each */
+    for (int j = 0; j < 2; j++) {
+        double s = 0, s2 = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            s += a[2 * i + j];
+            s2 += (double)a[2 * i + j] * a[2 * i + j];
+        }
+        double m = s / n, sd = sqrt(s2 / n - m * m), want_sd = exp(log_std[j]);
+        print_message("dim %d: mean %.4f (want %.1f) std %.4f (want %.1f)\n", j, m, mean[j], sd,
+                      want_sd);
+        /* 6 standard errors: sd/sqrt(n) for the mean, sd/sqrt(2n) for sd. */
+        assert_true(fabs(m - mean[j]) < 6 * want_sd / sqrt(n));
+        assert_true(fabs(sd - want_sd) < 6 * want_sd / sqrt(2.0 * n));
+    }
+    free(a);
+    ro__policy_free(p);
+}
+
+static void test_gaussian_clipping(void **state)
+{
+    (void)state;
+    const float mean[3] = {0.0f, 5.0f, 0.0f}, log_std[3] = {0.0f, 0.0f, 0.0f};
+    const float lo[3] = {-0.5f, -1.0f, -INFINITY}, hi[3] = {0.5f, 1.0f, INFINITY};
+    const char *path = write_const_head("clip.pb", 2, RO_SPACE_BOX, 3, mean, log_std);
+    ro_space_t obs = obs_box(2), act = act_box(3, lo, hi);
+    ro_policy_spec_t spec = {.kind = RO_POLICY_MLP, .params_path = path};
+    ro_policy_t *p = new_policy(&spec, &obs, &act);
+    const uint32_t batch = 40, calls = 500, n = batch * calls;
+    float *a = malloc(sizeof(float) * 3 * n);
+    run_draws(p, batch, calls, 6, NULL, a);
+    uint32_t at_lo = 0, at_hi = 0, far = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        for (int j = 0; j < 3; j++)
+            assert_true(a[3 * i + j] >= lo[j] && a[3 * i + j] <= hi[j]);
+        at_lo += a[3 * i] == -0.5f;
+        at_hi += a[3 * i] == 0.5f;
+        assert_true(a[3 * i + 1] <= 1.0f);
+        far += fabsf(a[3 * i + 2]) > 2.0f;
+    }
+    /* P(z < -0.5) = 0.3085; sd of the fraction ~ 0.0033 at n = 20000. */
+    assert_true(fabs(at_lo / (double)n - 0.3085) < 0.02);
+    assert_true(fabs(at_hi / (double)n - 0.3085) < 0.02);
+    assert_true(far > 0); /* the unbounded dim is not clipped */
+    free(a);
+    ro__policy_free(p);
+}
+
+static void test_random_discrete(void **state)
+{
+    (void)state;
+    ro_space_t obs = obs_box(3), act = act_discrete(7);
+    ro_policy_spec_t spec = {.kind = RO_POLICY_RANDOM};
+    ro_policy_t *p = new_policy(&spec, &obs, &act);
+    const uint32_t batch = 70, calls = 1000, n = batch * calls;
+    int32_t *a = malloc(sizeof(int32_t) * n);
+    run_draws(p, batch, calls, 1, a, NULL);
+    uint64_t count[7] = {0};
+    double prob[7];
+    for (int j = 0; j < 7; j++)
+        prob[j] = 1.0 / 7;
+    for (uint32_t i = 0; i < n; i++) {
+        assert_in_range(a[i], 0, 6);
+        count[a[i]]++;
+    }
+    double chi = chi_square(count, prob, 7, n);
+    print_message("random discrete chi2 = %.2f (df 6)\n", chi);
+    assert_true(chi < 45.0); /* df 6: P(chi2 > 45) ~ 5e-8 */
+    free(a);
+    char buf[32];
+    ro__policy_describe(p, buf, sizeof buf);
+    assert_string_equal(buf, "random");
+    assert_int_equal(ro__policy_act_dim(p), 1);
+    ro__policy_free(p);
+}
+
+static void test_random_box(void **state)
+{
+    (void)state;
+    const float lo[4] = {-INFINITY, 0.0f, -INFINITY, 5.0f};
+    const float hi[4] = {INFINITY, 5.0f, 3.0f, INFINITY};
+    const float want_lo[4] = {-1.0f, 0.0f, -1.0f, 5.0f}, want_hi[4] = {1.0f, 5.0f, 3.0f, 7.0f};
+    ro_space_t obs = obs_box(3), act = act_box(4, lo, hi);
+    ro_policy_spec_t spec = {.kind = RO_POLICY_RANDOM};
+    ro_policy_t *p = new_policy(&spec, &obs, &act);
+    const uint32_t batch = 33, calls = 1000, n = batch * calls;
+    float *a = malloc(sizeof(float) * 4 * n);
+    run_draws(p, batch, calls, 4, NULL, a);
+    for (int j = 0; j < 4; j++) {
+        double s = 0, s2 = 0, mn = INFINITY, mx = -INFINITY;
+        for (uint32_t i = 0; i < n; i++) {
+            double v = a[4 * i + j];
+            s += v;
+            s2 += v * v;
+            mn = v < mn ? v : mn;
+            mx = v > mx ? v : mx;
+        }
+        double w = want_hi[j] - want_lo[j], m = s / n, var = s2 / n - m * m;
+        assert_true(mn >= want_lo[j] && mx <= want_hi[j]);
+        assert_true(mn < want_lo[j] + 0.01 * w && mx > want_hi[j] - 0.01 * w);
+        assert_true(fabs(m - (want_lo[j] + want_hi[j]) / 2) < 6 * w / sqrt(12.0 * n));
+        assert_true(fabs(var - w * w / 12) < 0.02 * w * w / 12);
+    }
+    assert_int_equal(ro__policy_act_dim(p), 4);
+    free(a);
+    ro__policy_free(p);
+}
+
+/* check_batch_independence evaluates rows alone, then inside a batch at
+ * other positions, and wants the same bits for outputs and actions. */
+static void check_batch_independence(const ro_space_t *act, ro_activation_t actv)
+{
+    ro_space_t obs = obs_box(5);
+    ro_policy_spec_t spec = mlp_spec(64, 64, actv, 42);
+    ro_policy_t *p = new_policy(&spec, &obs, act);
+    const int disc = act->kind == RO_SPACE_DISCRETE;
+    const uint32_t ad = ro__policy_act_dim(p);
+    const uint32_t nout = disc ? act->n : ad;
+    const uint32_t N = 37, B = 100;
+    float rows[100 * 5];
+    fill_inputs(rows, (size_t)B * 5, 5);
+    ro_policy_ws_t *ws;
+    assert_int_equal(ro__policy_ws_new(&ws, p, B), 0);
+
+    /* Alone: outputs, and the action from each row's own stream. */
+    float alone_out[100][8], alone_af[100][8];
+    int32_t alone_ai[100];
+    for (uint32_t r = 0; r < B; r++) {
+        memcpy(ro__policy_ws_input(ws), rows + r * 5, 5 * sizeof(float));
+        ro__policy_forward(p, ws, 1, alone_out[r]);
+        ro_rng_t rng, *rp = &rng;
+        ro__rng_init(&rng, ro__seed_mix(9, r, RO_STREAM_ACTION));
+        ro__policy_act(p, ws, 1, &rp, &alone_ai[r], alone_af[r]);
+    }
+
+    /* In batches of 37 and of 100, rows rotated so each sits elsewhere. */
+    const uint32_t sizes[2] = {N, B};
+    for (int s = 0; s < 2; s++)
+        for (uint32_t shift = 0; shift < sizes[s]; shift += 13) {
+            const uint32_t n = sizes[s];
+            float out[100 * 8], af[100 * 8];
+            int32_t ai[100];
+            ro_rng_t rng[100], *rp[100];
+            uint32_t src[100];
+            for (uint32_t i = 0; i < n; i++) {
+                src[i] = (i + shift) % B;
+                memcpy(ro__policy_ws_input(ws) + i * 5, rows + src[i] * 5, 5 * sizeof(float));
+                ro__rng_init(&rng[i], ro__seed_mix(9, src[i], RO_STREAM_ACTION));
+                rp[i] = &rng[i];
+            }
+            ro__policy_forward(p, ws, n, out);
+            ro__policy_act(p, ws, n, rp, ai, af);
+            for (uint32_t i = 0; i < n; i++) {
+                assert_memory_equal(out + i * nout, alone_out[src[i]], nout * sizeof(float));
+                if (disc)
+                    assert_int_equal(ai[i], alone_ai[src[i]]);
+                else
+                    assert_memory_equal(af + i * ad, alone_af[src[i]], ad * sizeof(float));
+            }
+        }
+    ro__policy_ws_free(ws);
+    ro__policy_free(p);
+}
+
+static void test_batch_independence(void **state)
+{
+    (void)state;
+    static const float lo[3] = {-1, -1, -1}, hi[3] = {1, 1, 1};
+    ro_space_t disc = act_discrete(6), box = act_box(3, lo, hi);
+    check_batch_independence(&disc, RO_ACT_TANH);
+    check_batch_independence(&box, RO_ACT_TANH);
+    check_batch_independence(&box, RO_ACT_RELU);
+}
+
+static void test_seeded_init(void **state)
+{
+    (void)state;
+    ro_space_t obs = obs_box(4), act = act_discrete(3);
+    ro_policy_spec_t s1 = mlp_spec(64, 64, RO_ACT_TANH, 1);
+    ro_policy_spec_t s2 = mlp_spec(64, 64, RO_ACT_TANH, 2);
+    ro_policy_t *a = new_policy(&s1, &obs, &act);
+    ro_policy_t *b = new_policy(&s1, &obs, &act);
+    ro_policy_t *c = new_policy(&s2, &obs, &act);
+    ro_policy_ws_t *wa, *wb, *wc;
+    assert_int_equal(ro__policy_ws_new(&wa, a, 16), 0);
+    assert_int_equal(ro__policy_ws_new(&wb, b, 16), 0);
+    assert_int_equal(ro__policy_ws_new(&wc, c, 16), 0);
+    fill_inputs(ro__policy_ws_input(wa), 64, 3);
+    memcpy(ro__policy_ws_input(wb), ro__policy_ws_input(wa), 64 * sizeof(float));
+    memcpy(ro__policy_ws_input(wc), ro__policy_ws_input(wa), 64 * sizeof(float));
+    float oa[48], ob[48], oc[48];
+    ro__policy_forward(a, wa, 16, oa);
+    ro__policy_forward(b, wb, 16, ob);
+    ro__policy_forward(c, wc, 16, oc);
+    assert_memory_equal(oa, ob, sizeof oa);
+    assert_memory_not_equal(oa, oc, sizeof oa);
+    /* The head starts small: logits near 0, so actions near uniform. */
+    for (int i = 0; i < 48; i++)
+        assert_true(fabsf(oa[i]) < 0.05f);
+
+    ro_policy_params_t pa, pc;
+    policy_weights(a, &obs, &act, &pa);
+    policy_weights(c, &obs, &act, &pc);
+    assert_memory_not_equal(pa.layers[0].weight, pc.layers[0].weight, 64 * 4 * sizeof(float));
+    for (uint32_t l = 0; l < pa.nlayers; l++) {
+        const ro_policy_layer_t *L = &pa.layers[l];
+        float bound = 1.0f / sqrtf((float)L->in) * (l + 1 == pa.nlayers ? 0.01f : 1.0f);
+        float mx = 0;
+        for (size_t i = 0; i < (size_t)L->in * L->out; i++) {
+            assert_true(fabsf(L->weight[i]) <= bound);
+            mx = fabsf(L->weight[i]) > mx ? fabsf(L->weight[i]) : mx;
+        }
+        assert_true(mx > 0.9f * bound); /* the whole range is used */
+    }
+    for (uint32_t j = 0; j < 3; j++)
+        assert_true(pa.layers[2].bias[j] == 0.0f);
+    ro__policy_params_free(&pa);
+    ro__policy_params_free(&pc);
+
+    char buf[64];
+    ro__policy_describe(a, buf, sizeof buf);
+    assert_string_equal(buf, "mlp(64,64,tanh)");
+    ro__policy_describe(a, buf, 6); /* truncates, stays terminated */
+    assert_string_equal(buf, "mlp(6");
+    assert_int_equal(ro__policy_obs_dim(a), 4);
+    assert_int_equal(ro__policy_act_dim(a), 1);
+    ro__policy_ws_free(wa);
+    ro__policy_ws_free(wb);
+    ro__policy_ws_free(wc);
+    ro__policy_free(a);
+    ro__policy_free(b);
+    ro__policy_free(c);
+}
+
+static void test_box_init_log_std(void **state)
+{
+    (void)state;
+    static const float lo[2] = {-2, -2}, hi[2] = {2, 2};
+    ro_space_t obs = obs_box(3), act = act_box(2, lo, hi);
+    ro_policy_spec_t s = mlp_spec(16, 0, RO_ACT_RELU, 5);
+    ro_policy_t *p = new_policy(&s, &obs, &act);
+    ro_policy_params_t pp;
+    policy_weights(p, &obs, &act, &pp);
+    assert_true(pp.log_std[0] == 0.0f && pp.log_std[1] == 0.0f);
+    assert_int_equal(pp.nlayers, 2);
+    ro__policy_params_free(&pp);
+    char buf[64];
+    ro__policy_describe(p, buf, sizeof buf);
+    assert_string_equal(buf, "mlp(16,relu)");
+    ro__policy_free(p);
+}
+
+static void expect_error(const ro_policy_spec_t *spec, const ro_space_t *obs,
+                         const ro_space_t *act, int code, const char *needle)
+{
+    ro_policy_t *p = (ro_policy_t *)1;
+    char err[ERRLEN] = "";
+    int rc = ro__policy_new(&p, spec, obs, act, err, sizeof err);
+    assert_int_equal(rc, code);
+    assert_null(p);
+    if (!strstr(err, needle))
+        fail_msg("error \"%s\" does not mention \"%s\"", err, needle);
+}
+
+static void test_spec_validation(void **state)
+{
+    (void)state;
+    static const float lo[2] = {-1, 1}, hi[2] = {1, -1};
+    ro_space_t obs = obs_box(4), act = act_discrete(2), bad_box = act_box(2, lo, hi);
+    ro_space_t disc_obs = act_discrete(4), weird = {.kind = 9};
+    ro_policy_spec_t s = mlp_spec(64, 64, RO_ACT_TANH, 1);
+    s.nhidden = 0;
+    expect_error(&s, &obs, &act, RO_EINVAL, "0 hidden layers");
+    s.nhidden = RO_POLICY_MAX_HIDDEN + 1;
+    expect_error(&s, &obs, &act, RO_EINVAL, "9 hidden layers");
+    s = mlp_spec(64, 0, RO_ACT_TANH, 1);
+    s.hidden[0] = 0;
+    expect_error(&s, &obs, &act, RO_EINVAL, "hidden layer 0 is 0 wide");
+    s.hidden[0] = 65537;
+    expect_error(&s, &obs, &act, RO_EINVAL, "hidden layer 0 is 65537 wide");
+    s = mlp_spec(64, 0, 7, 1);
+    expect_error(&s, &obs, &act, RO_EINVAL, "activation");
+    s = mlp_spec(64, 0, RO_ACT_TANH, 1);
+    expect_error(&s, &disc_obs, &act, RO_EINVAL, "observation space must be a box");
+    expect_error(&s, &obs, &weird, RO_EINVAL, "discrete or a box");
+    expect_error(&s, &obs, &bad_box, RO_EINVAL, "low[1]");
+    ro_space_t zero = act_discrete(0);
+    expect_error(&s, &obs, &zero, RO_EINVAL, "0 discrete actions");
+    s.kind = 0;
+    expect_error(&s, &obs, &act, RO_EINVAL, "unknown kind");
+    s = mlp_spec(64, 0, RO_ACT_TANH, 1);
+    s.params_path = tmp_path("does-not-exist.pb");
+    expect_error(&s, &obs, &act, RO_ENOENT, "does-not-exist.pb");
+
+    /* A hidden layer of the largest width is accepted. */
+    s = mlp_spec(RO_POLICY_MAX_WIDTH, 0, RO_ACT_TANH, 1);
+    ro_policy_t *p = new_policy(&s, &obs, &act);
+    ro__policy_free(p);
+
+    /* A random policy has nothing to save. */
+    ro_policy_spec_t r = {.kind = RO_POLICY_RANDOM};
+    p = new_policy(&r, &obs, &act);
+    char err[ERRLEN];
+    assert_int_equal(ro__policy_save(p, tmp_path("x.pb"), err, sizeof err), RO_EINVAL);
+    ro__policy_free(p);
+}
+
+static void test_loaded_describe(void **state)
+{
+    (void)state;
+    ro_space_t obs = obs_box(4), act = act_discrete(2);
+    ro_policy_spec_t s = mlp_spec(32, 16, RO_ACT_RELU, 3);
+    ro_policy_t *p = new_policy(&s, &obs, &act);
+    char err[ERRLEN];
+    const char *path = tmp_path("d.pb");
+    assert_int_equal(ro__policy_save(p, path, err, sizeof err), 0);
+    ro_policy_spec_t ls = {.kind = RO_POLICY_MLP, .params_path = path,
+                           .activation = RO_ACT_TANH}; /* taken from the file instead */
+    ro_policy_t *q = new_policy(&ls, &obs, &act);
+    char buf[256], want[256];
+    ro__policy_describe(q, buf, sizeof buf);
+    snprintf(want, sizeof want, "mlp(file:%s,32,16,relu)", path);
+    assert_string_equal(buf, want);
+    ro__policy_free(p);
+    ro__policy_free(q);
+}
+
+/* Several threads share one policy, each with its own workspace. */
+typedef struct thread_arg {
+    const ro_policy_t *p;
+    const float *in;
+    float out[64 * 5];
+} thread_arg_t;
+
+static void *thread_main(void *arg)
+{
+    thread_arg_t *t = arg;
+    ro_policy_ws_t *ws;
+    if (ro__policy_ws_new(&ws, t->p, 64) != 0)
+        return NULL;
+    for (int it = 0; it < 200; it++) {
+        memcpy(ro__policy_ws_input(ws), t->in, 64 * 4 * sizeof(float));
+        ro__policy_forward(t->p, ws, 64, t->out);
+    }
+    ro__policy_ws_free(ws);
+    return t;
+}
+
+static void test_threads_share_policy(void **state)
+{
+    (void)state;
+    ro_space_t obs = obs_box(4), act = act_discrete(5);
+    ro_policy_spec_t s = mlp_spec(64, 64, RO_ACT_TANH, 11);
+    ro_policy_t *p = new_policy(&s, &obs, &act);
+    float in[64 * 4], want[64 * 5];
+    fill_inputs(in, 64 * 4, 8);
+    ro_policy_ws_t *ws;
+    assert_int_equal(ro__policy_ws_new(&ws, p, 64), 0);
+    memcpy(ro__policy_ws_input(ws), in, sizeof in);
+    ro__policy_forward(p, ws, 64, want);
+    ro__policy_ws_free(ws);
+    pthread_t th[4];
+    thread_arg_t args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i].p = p;
+        args[i].in = in;
+        assert_int_equal(pthread_create(&th[i], NULL, thread_main, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        assert_int_equal(pthread_join(th[i], &r), 0);
+        assert_non_null(r);
+        assert_memory_equal(args[i].out, want, sizeof want);
+    }
+    ro__policy_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_forward_matches_reference),
+        cmocka_unit_test(test_categorical_distribution),
+        cmocka_unit_test(test_categorical_extreme_logits),
+        cmocka_unit_test(test_gaussian_distribution),
+        cmocka_unit_test(test_gaussian_clipping),
+        cmocka_unit_test(test_random_discrete),
+        cmocka_unit_test(test_random_box),
+        cmocka_unit_test(test_batch_independence),
+        cmocka_unit_test(test_seeded_init),
+        cmocka_unit_test(test_box_init_log_std),
+        cmocka_unit_test(test_spec_validation),
+        cmocka_unit_test(test_loaded_describe),
+        cmocka_unit_test(test_threads_share_policy),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

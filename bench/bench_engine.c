@@ -1,0 +1,202 @@
+/*
+ * Engine efficiency: node steps/s / (raw single-thread loop steps/s x cores
+ * used), all measured in one run of this program.
+ *
+ * The raw loop is the least work one thread can do for the same result:
+ * one forward pass over a batch of B envs, then step each env (with the same
+ * auto-reset and time limit), with no actors, messages or threads. B is the
+ * batch the node's learner lanes use, so both sides run the same sgemm
+ * shapes. The node runs in this process with the same env, policy and
+ * seeds, W workers, for a fixed time.
+ *
+ * usage: bench_engine [--seconds S] [--workers W] [--csv FILE]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "config.h"
+#include "env_registry.h"
+#include "node.h"
+#include "policy.h"
+#include "rng.h"
+#include "thread_guard.h"
+#include "topology.h"
+
+typedef struct bench_case {
+    const char *name;
+    const char *env;
+    const char *env_arg; /* "key=value" or NULL */
+    ro_policy_kind_t policy;
+    uint32_t num_envs;
+} bench_case_t;
+
+/* Steps per second of the raw loop over B envs, run for `seconds`. */
+static double raw_loop(const bench_case_t *bc, uint32_t B, double seconds)
+{
+    ro_env_kind_t kind;
+    char err[256];
+    if (ro__env_open(&kind, bc->env, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    ro_env_arg_t in[1], args[1];
+    size_t nin = 0, nargs = 0;
+    char kv[64];
+    if (bc->env_arg) {
+        snprintf(kv, sizeof kv, "%s", bc->env_arg);
+        char *eq = strchr(kv, '=');
+        *eq = '\0';
+        in[0].key = kv;
+        in[0].value = eq + 1;
+        nin = 1;
+    }
+    uint32_t max_steps;
+    ro__env_check_args(kind.vt, in, nin, args, &nargs, &max_steps, err, sizeof err);
+
+    void **envs = calloc(B, sizeof *envs);
+    ro_rng_t *rng = calloc(B, sizeof *rng);
+    ro_rng_t **rows = calloc(B, sizeof *rows);
+    uint32_t *len = calloc(B, sizeof *len);
+    for (uint32_t i = 0; i < B; i++) {
+        kind.vt->create(&envs[i], args, nargs, ro__seed_mix(1, i, RO_STREAM_ENV), err, sizeof err);
+        ro__rng_init(&rng[i], ro__seed_mix(1, i, RO_STREAM_ACTION));
+        rows[i] = &rng[i];
+    }
+    ro_space_t os, as;
+    kind.vt->spaces(envs[0], &os, &as);
+    ro_policy_spec_t spec = {.kind = bc->policy, .hidden = {64, 64}, .nhidden = 2,
+                             .activation = RO_ACT_TANH, .seed = 1};
+    ro_policy_t *p;
+    if (ro__policy_new(&p, &spec, &os, &as, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    ro_policy_ws_t *ws;
+    ro__policy_ws_new(&ws, p, B);
+    uint32_t od = ro__policy_obs_dim(p), ad = ro__policy_act_dim(p);
+    float *obs = ro__policy_ws_input(ws);
+    int32_t *ai = calloc(B, sizeof *ai);
+    float *af = calloc((size_t)B * ad, sizeof *af);
+    for (uint32_t i = 0; i < B; i++)
+        kind.vt->reset(envs[i], obs + (size_t)i * od);
+
+    uint64_t steps = 0, t0 = ro__now_ns(), deadline = t0 + (uint64_t)(seconds * 1e9);
+    uint64_t now = t0;
+    while (now < deadline) {
+        for (int rep = 0; rep < 16; rep++) {
+            ro__policy_act(p, ws, B, rows, ai, af);
+            for (uint32_t i = 0; i < B; i++) {
+                ro_action_t a;
+                if (as.kind == RO_SPACE_DISCRETE)
+                    a.discrete = ai[i];
+                else
+                    a.box = af + (size_t)i * ad;
+                ro_step_t st = {0};
+                float *o = obs + (size_t)i * od;
+                kind.vt->step(envs[i], a, o, &st);
+                if (st.terminated || st.truncated || (max_steps && ++len[i] >= max_steps)) {
+                    len[i] = 0;
+                    kind.vt->reset(envs[i], o);
+                }
+            }
+            steps += B;
+        }
+        now = ro__now_ns();
+    }
+    double sps = (double)steps / ((double)(now - t0) * 1e-9);
+    for (uint32_t i = 0; i < B; i++)
+        kind.vt->destroy(envs[i]);
+    ro__policy_ws_free(ws);
+    ro__policy_free(p);
+    ro__env_close(&kind);
+    free(envs);
+    free(rng);
+    free(rows);
+    free(len);
+    free(ai);
+    free(af);
+    return sps;
+}
+
+static ro_summary_t node_run(const bench_case_t *bc, uint32_t workers, double seconds)
+{
+    ro_config_t c;
+    ro__config_defaults(&c);
+    c.env = bc->env;
+    char kv[64];
+    if (bc->env_arg) {
+        snprintf(kv, sizeof kv, "%s", bc->env_arg);
+        char *eq = strchr(kv, '=');
+        *eq = '\0';
+        c.env_args[0].key = kv;
+        c.env_args[0].value = eq + 1;
+        c.nenv_args = 1;
+    }
+    c.policy.kind = bc->policy;
+    c.num_envs = bc->num_envs;
+    c.workers = workers;
+    c.seconds = seconds;
+    c.quiet = true;
+    ro_node_t *n;
+    char err[256];
+    if (ro_node_new(&n, &c, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    ro_node_run(n);
+    ro_summary_t s;
+    ro_node_summary(n, &s);
+    ro_node_free(n);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    ro__threads_single_blas(argv);
+    double seconds = 3.0;
+    uint32_t workers = 0;
+    const char *csv = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--seconds"))
+            seconds = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--workers"))
+            workers = (uint32_t)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--csv"))
+            csv = argv[i + 1];
+    }
+    if (workers == 0) {
+        ro_topology_t t;
+        char err[128];
+        ro__topology_read(&t, err, sizeof err);
+        workers = (uint32_t)t.ncpus;
+        ro__topology_free(&t);
+    }
+    const bench_case_t cases[] = {
+        {"cartpole+random", "cartpole", NULL, RO_POLICY_RANDOM, 256},
+        {"cartpole+mlp64x64", "cartpole", NULL, RO_POLICY_MLP, 256},
+        {"pendulum+mlp64x64", "pendulum", NULL, RO_POLICY_MLP, 256},
+        {"burn50us+mlp64x64", "burn", "cost_us=50", RO_POLICY_MLP, 64},
+    };
+    FILE *out = csv ? fopen(csv, "w") : NULL;
+    if (out)
+        fprintf(out, "case,workers,batch,raw_sps,node_sps,efficiency,threads\n");
+    printf("| case | W | batch | raw 1-thread steps/s | node steps/s | efficiency | threads |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bench_case_t *bc = &cases[i];
+        ro_summary_t s = node_run(bc, workers, seconds);
+        double raw = raw_loop(bc, s.batch, seconds);
+        double eff = s.sps / (raw * workers);
+        printf("| %s | %u | %u | %.0f | %.0f | %.3f | %d |\n", bc->name, workers, s.batch, raw,
+               s.sps, eff, s.threads);
+        if (out)
+            fprintf(out, "%s,%u,%u,%.1f,%.1f,%.4f,%d\n", bc->name, workers, s.batch, raw, s.sps,
+                    eff, s.threads);
+        fflush(stdout);
+    }
+    if (out)
+        fclose(out);
+    return 0;
+}

@@ -1,0 +1,84 @@
+"""Whole runs: thread discipline, known random-policy baselines, plugin envs,
+saved weights."""
+import unittest
+
+import nodeutil as nu
+
+
+class Run(nu.TempDirCase):
+    def test_thread_count_is_loop_plus_workers(self):
+        # The MLP policy links OpenBLAS: its pool must not add threads.
+        for w in (1, 2):
+            s, _ = nu.run("--workers", w, "--num-envs", 32, "--steps", 32 * 200)
+            self.assertEqual(s["threads"], 1 + w, s)
+            self.assertEqual(s["threads_expected"], 1 + w)
+            self.assertEqual(s["workers"], w)
+
+    def test_cartpole_random_mean_length(self):
+        # Random CartPole-v1 episodes last about 22 steps (reward 1 per step).
+        s, _ = nu.run("--policy", "random", "--num-envs", 64, "--steps", 64 * 3000)
+        self.assertGreater(s["episodes"], 5000)
+        self.assertGreater(s["mean_return"], 21.0)
+        self.assertLess(s["mean_return"], 23.7)
+
+    def test_pendulum_random_mean_return(self):
+        # Random Pendulum-v1 episodes (200 steps) return about -1200.
+        s, _ = nu.run("--env", "pendulum", "--policy", "random", "--num-envs", 64,
+                      "--steps", 64 * 200 * 12)
+        self.assertEqual(s["episodes"], 64 * 12)
+        self.assertGreater(s["mean_return"], -1320)
+        self.assertLess(s["mean_return"], -1080)
+
+    def test_steps_are_exact_and_split_evenly(self):
+        s, _ = nu.run("--num-envs", 10, "--steps", 1000, "--workers", 2)
+        self.assertEqual(s["steps"], 1000)
+        s, _ = nu.run("--num-envs", 10, "--steps", 1001, "--workers", 2)
+        self.assertEqual(s["steps"], 1010)  # rounded up to whole steps per env
+
+    def test_plugin_env(self):
+        # MountainCar under a random policy never reaches the flag: every
+        # episode is cut at 200 steps.
+        m = self.path("m.jsonl")
+        s, _ = nu.run("--env", nu.PLUGIN, "--policy", "random", "--num-envs", 8,
+                      "--steps", 8 * 400, "--metrics", m)
+        self.assertEqual(s["env"], "mountaincar")
+        self.assertEqual(s["episodes"], 16)
+        self.assertAlmostEqual(s["mean_return"], -200.0)
+        eps = [r for r in nu.read_metrics(m) if r["type"] == "episode"]
+        self.assertTrue(all(r["truncated"] and r["length"] == 200 for r in eps))
+
+    def test_burn_env(self):
+        s, _ = nu.run("--env", "burn", "--env-arg", "cost_us=2", "--env-arg", "obs_dim=32",
+                      "--num-envs", 16, "--steps", 16 * 100, "--check-finite")
+        self.assertEqual(s["steps"], 1600)
+        self.assertEqual(s["env_failures"], 0)
+
+    def test_saved_weights_reproduce_the_run(self):
+        w = self.path("w.pb")
+        m1, m2 = self.path("a.jsonl"), self.path("b.jsonl")
+        base = ["--num-envs", 8, "--steps", 8 * 300, "--seed", 5, "--hidden", "16,8"]
+        nu.run(*base, "--save-policy", w, "--metrics", m1)
+        nu.run(*base, "--policy", w, "--metrics", m2)
+        a = nu.episodes_by_env(nu.read_metrics(m1))
+        b = nu.episodes_by_env(nu.read_metrics(m2))
+        self.assertTrue(a)
+        self.assertEqual(a, b)
+
+    def test_metrics_file_lines(self):
+        m = self.path("m.jsonl")
+        s, _ = nu.run("--num-envs", 16, "--steps", 16 * 500, "--metrics", m,
+                      "--metrics-interval", "0.05")
+        recs = nu.read_metrics(m)
+        eps = [r for r in recs if r["type"] == "episode"]
+        self.assertEqual(len(eps), s["episodes"])
+        self.assertEqual(s["dropped_metrics"], 0)
+        self.assertEqual(recs[-1]["type"], "throughput")
+        self.assertEqual(recs[-1]["steps"], s["steps"])
+        for r in eps:
+            self.assertTrue(0 <= r["env"] < 16)
+            self.assertEqual(r["return"], r["length"])  # cartpole: reward 1 per step
+
+
+if __name__ == "__main__":
+    nu.setup_from_argv()
+    unittest.main(verbosity=2)
