@@ -49,6 +49,9 @@ void ro__config_usage(FILE *f)
         "                          loaded from a PolicyParams file\n"
         "  --hidden H1,H2,...      MLP hidden widths (default 64,64)\n"
         "  --activation tanh|relu  MLP activation (default tanh)\n"
+        "  --gemm exact|openblas   dense-layer kernel: exact (default) gives every env\n"
+        "                          the same actions whatever the batching; openblas\n"
+        "                          uses cblas_sgemm, whose rounding depends on the batch\n"
         "  --batch B               envs per forward pass (default auto)\n"
         "  --max-wait-us US        run a partial batch after this wait (default 1000)\n"
         "  --save-policy FILE      write the policy's weights as PolicyParams\n"
@@ -164,6 +167,7 @@ enum {
     OPT_HIDDEN,
     OPT_ACTIVATION,
     OPT_SAVE_POLICY,
+    OPT_GEMM,
     OPT_SEED,
     OPT_STEPS,
     OPT_SECONDS,
@@ -189,6 +193,7 @@ static const struct option long_opts[] = {
     {"hidden", required_argument, NULL, OPT_HIDDEN},
     {"activation", required_argument, NULL, OPT_ACTIVATION},
     {"save-policy", required_argument, NULL, OPT_SAVE_POLICY},
+    {"gemm", required_argument, NULL, OPT_GEMM},
     {"seed", required_argument, NULL, OPT_SEED},
     {"steps", required_argument, NULL, OPT_STEPS},
     {"seconds", required_argument, NULL, OPT_SECONDS},
@@ -265,6 +270,16 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
                 c->policy.activation = RO_ACT_RELU;
             else {
                 snprintf(err, errlen, "--activation '%s': expected tanh or relu", a);
+                rc = RO_EINVAL;
+            }
+            break;
+        case OPT_GEMM:
+            if (strcmp(a, "exact") == 0)
+                c->policy.gemm = RO_GEMM_EXACT;
+            else if (strcmp(a, "openblas") == 0)
+                c->policy.gemm = RO_GEMM_BLAS;
+            else {
+                snprintf(err, errlen, "--gemm '%s': expected exact or openblas", a);
                 rc = RO_EINVAL;
             }
             break;

@@ -1,5 +1,6 @@
 #include "policy.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@
  * is a multiple of the dense kernel's 6-row block, so only the last block
  * of a batch has a ragged end.
  */
-#define BLOCK_ROWS 24
+#define BLOCK_ROWS 48
 
 /* Buffers the vector kernels read are aligned to a cache line. */
 #define ALIGN 64
@@ -38,6 +39,7 @@ struct ro_policy {
     float *std;       /* box head: exp(log_std) */
     char *path;       /* the weights file, or NULL for seeded init */
     void *kmem;       /* dense weights and biases */
+    ro_gemm_t gemm;   /* which kernel computes the dense layers */
 
     /* Box actions: MLP clip bounds, or the random policy's sampling range
      * (infinite bounds replaced, see random_range). */
@@ -48,9 +50,9 @@ struct ro_policy {
 struct ro_policy_ws {
     const ro_policy_t *p;
     uint32_t max_batch;
-    float *in;     /* [max_batch x obs_dim] */
-    float *h[2];   /* [BLOCK_ROWS x max_ldw] each, layer outputs in turn */
-    float *probs;  /* [nout] softmax weights of one row */
+    float *in;    /* [max_batch x obs_dim] */
+    float *h[2];  /* [BLOCK_ROWS x max_ldw] each, layer outputs in turn */
+    float *probs; /* [nout] softmax weights of one row */
     void *hmem;
 };
 
@@ -120,8 +122,7 @@ static int check_spec(const ro_policy_spec_t *spec, char *err, size_t errlen)
                         "policy: hidden layer %u is %u wide; expected 1..%u", l, spec->hidden[l],
                         RO_POLICY_MAX_WIDTH);
     if (spec->activation != RO_ACT_TANH && spec->activation != RO_ACT_RELU)
-        return fail(err, errlen, RO_EINVAL, "policy: unknown activation %d",
-                    (int)spec->activation);
+        return fail(err, errlen, RO_EINVAL, "policy: unknown activation %d", (int)spec->activation);
     return 0;
 }
 
@@ -249,8 +250,9 @@ int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_spa
 
     ro_policy_t *p = calloc(1, sizeof *p);
     if (!p)
-        return fail(err, errlen, RO_ENOMEM, "policy: out of memory");
+        return RO_ENOMEM;
     p->kind = spec->kind;
+    p->gemm = spec->gemm;
     p->act_kind = act->kind;
     p->obs_dim = (uint32_t)ro_space_size(obs);
     p->act_dim = (uint32_t)ro_space_size(act);
@@ -347,7 +349,8 @@ void ro__policy_describe(const ro_policy_t *p, char *buf, size_t len)
         append(buf, len, &pos, "file:%s,", p->path);
     for (uint32_t l = 0; l + 1 < p->nlayers; l++)
         append(buf, len, &pos, "%u,", p->dense[l].out);
-    append(buf, len, &pos, "%s)", p->params.activation == RO_ACT_RELU ? "relu" : "tanh");
+    append(buf, len, &pos, "%s%s)", p->params.activation == RO_ACT_RELU ? "relu" : "tanh",
+           p->gemm == RO_GEMM_BLAS ? ",openblas" : "");
 }
 
 uint32_t ro__policy_obs_dim(const ro_policy_t *p)
@@ -405,6 +408,16 @@ float *ro__policy_ws_input(ro_policy_ws_t *ws)
     return ws->in;
 }
 
+/* dense_blas computes the same layer as ro__dense with OpenBLAS: y = bias,
+ * then y += x wt in one sgemm ([n x in] times [in x ldw]). */
+static void dense_blas(const ro_dense_t *d, const float *x, size_t ldx, uint32_t n, float *y)
+{
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(y + (size_t)i * d->ldw, d->bias, d->ldw * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d->ldw, (int)d->in, 1.0f,
+                x, (int)ldx, d->wt, (int)d->ldw, 1.0f, y, (int)d->ldw);
+}
+
 /* forward_block runs the n <= BLOCK_ROWS input rows at x through the MLP
  * and returns the head outputs, rows of stride dense[nlayers-1].ldw. */
 static const float *forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, const float *x,
@@ -414,7 +427,10 @@ static const float *forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, cons
     for (uint32_t l = 0; l < p->nlayers; l++) {
         const ro_dense_t *d = &p->dense[l];
         float *y = ws->h[l & 1];
-        ro__dense(d, x, ldx, n, y, d->ldw);
+        if (p->gemm == RO_GEMM_BLAS)
+            dense_blas(d, x, ldx, n, y);
+        else
+            ro__dense(d, x, ldx, n, y, d->ldw);
         if (l + 1 < p->nlayers) {
             if (p->params.activation == RO_ACT_RELU)
                 ro__act_relu(y, (size_t)n * d->ldw);
@@ -431,8 +447,7 @@ static void check_call(const ro_policy_t *p, const ro_policy_ws_t *ws, uint32_t 
 {
     /* Programmer errors: the scratch is for another policy, or too small. */
     if (ws->p != p || n > ws->max_batch) {
-        fprintf(stderr, "ro__policy: workspace misuse (n=%u, max_batch=%u)\n", n,
-                ws->max_batch);
+        fprintf(stderr, "ro__policy: workspace misuse (n=%u, max_batch=%u)\n", n, ws->max_batch);
         abort();
     }
 }

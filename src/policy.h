@@ -27,6 +27,18 @@ typedef enum ro_activation {
     RO_ACT_RELU = 2,
 } ro_activation_t;
 
+/* How dense layers are computed. */
+typedef enum ro_gemm {
+    /* Our kernel (activation.c): every output is the same float operations
+     * whatever the batch, so a row's actions never depend on batching. */
+    RO_GEMM_EXACT = 0,
+    /* OpenBLAS cblas_sgemm: its kernels round a row differently depending on
+     * the batch size and the row's position, so trajectories under a Gaussian
+     * or near-tied categorical policy can change with scheduling. Faster for
+     * wide layers (hundreds of units) on CPUs with AVX-512. */
+    RO_GEMM_BLAS = 1,
+} ro_gemm_t;
+
 typedef struct ro_policy_spec {
     ro_policy_kind_t kind;
     uint32_t hidden[RO_POLICY_MAX_HIDDEN]; /* hidden layer widths */
@@ -34,6 +46,7 @@ typedef struct ro_policy_spec {
     ro_activation_t activation;
     const char *params_path; /* MLP weights file (PolicyParams), or NULL for seeded init */
     uint64_t seed;           /* run seed; init uses stream RO_STREAM_INIT */
+    ro_gemm_t gemm;          /* dense-layer kernel */
 } ro_policy_spec_t;
 
 typedef struct ro_policy ro_policy_t;

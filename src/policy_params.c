@@ -99,8 +99,8 @@ static int check_finite(const float *v, size_t n, const char *name, const char *
 }
 
 /* check_header validates the scalar fields of m into p. */
-static int check_header(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m,
-                        const char *name, char *err, size_t errlen)
+static int check_header(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m, const char *name,
+                        char *err, size_t errlen)
 {
     char tmp[40];
     if (m->format_version != 1)
@@ -183,8 +183,7 @@ static int check_layer(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m
         return fail(err, errlen, RO_EBADMSG, "%s: layers[%u].bias is missing", name, l);
     if (b->n_shape != 1 || b->shape[0] != out)
         return fail(err, errlen, RO_EBADMSG,
-                    "%s: layers[%u].bias must have shape [%u] (the layer's outputs)", name, l,
-                    out);
+                    "%s: layers[%u].bias must have shape [%u] (the layer's outputs)", name, l, out);
     if (b->n_data != out)
         return fail(err, errlen, RO_EBADMSG,
                     "%s: layers[%u].bias has shape [%u] but %zu data values", name, l, out,
@@ -206,14 +205,13 @@ static int check_log_std(const ro_policy_params_t *p, const Rollout__V1__PolicyP
         return 0;
     }
     if (!t)
-        return fail(err, errlen, RO_EBADMSG, "%s: log_std is missing; a box head needs it",
-                    name);
+        return fail(err, errlen, RO_EBADMSG, "%s: log_std is missing; a box head needs it", name);
     if (t->n_shape != 1 || t->shape[0] != p->action_dim)
-        return fail(err, errlen, RO_EBADMSG, "%s: log_std must have shape [%u] (action_dim)",
-                    name, p->action_dim);
+        return fail(err, errlen, RO_EBADMSG, "%s: log_std must have shape [%u] (action_dim)", name,
+                    p->action_dim);
     if (t->n_data != p->action_dim)
-        return fail(err, errlen, RO_EBADMSG, "%s: log_std has shape [%u] but %zu data values",
-                    name, p->action_dim, t->n_data);
+        return fail(err, errlen, RO_EBADMSG, "%s: log_std has shape [%u] but %zu data values", name,
+                    p->action_dim, t->n_data);
     return 0;
 }
 
@@ -226,8 +224,7 @@ static int read_frame(const uint8_t *buf, size_t len, const uint8_t **msg, size_
     for (;;) {
         if (i == len)
             return fail(err, errlen, RO_EBADMSG,
-                        len ? "%s: truncated inside the length prefix" : "%s: file is empty",
-                        name);
+                        len ? "%s: truncated inside the length prefix" : "%s: file is empty", name);
         if (i == VARINT_MAX)
             return fail(err, errlen, RO_EBADMSG,
                         "%s: length prefix is longer than %d bytes (not a varint)", name,
@@ -283,8 +280,8 @@ int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t
             rc = check_finite(L->bias->data, L->bias->n_data, name, "bias", l, err, errlen);
     }
     if (rc == 0 && m->log_std)
-        rc = check_finite(m->log_std->data, m->log_std->n_data, name, "log_std", UINT32_MAX,
-                          err, errlen);
+        rc = check_finite(m->log_std->data, m->log_std->n_data, name, "log_std", UINT32_MAX, err,
+                          errlen);
     if (rc == 0 && ro__policy_params_alloc(&p) < 0)
         rc = fail(err, errlen, RO_ENOMEM, "%s: out of memory for the weights", name);
     if (rc < 0) {
@@ -325,8 +322,7 @@ int ro__policy_params_check_spaces(const ro_policy_params_t *p, const ro_space_t
         return 0;
     }
     if (act->kind != RO_SPACE_BOX)
-        return fail(err, errlen, RO_EINVAL, "%s: the env's action space has an unknown kind",
-                    name);
+        return fail(err, errlen, RO_EINVAL, "%s: the env's action space has an unknown kind", name);
     if (p->action_kind != RO_SPACE_BOX)
         return fail(err, errlen, RO_EINVAL,
                     "%s: action_kind is \"discrete\" but the env's actions are a box", name);
@@ -343,8 +339,8 @@ static int read_file(const char *path, uint8_t **buf, size_t *len, char *err, si
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errlen, errno == ENOENT ? RO_ENOENT : RO_EIO, "policy file %s: %s",
-                    path, strerror(errno));
+        return fail(err, errlen, errno == ENOENT ? RO_ENOENT : RO_EIO, "policy file %s: %s", path,
+                    strerror(errno));
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
@@ -458,7 +454,7 @@ int ro__policy_params_encode(const ro_policy_params_t *p, uint8_t **buf, size_t 
     size_t n = rollout__v1__policy_params__get_packed_size(&m);
     uint8_t hdr[VARINT_MAX];
     size_t h = 0;
-    for (uint64_t v = n; ; v >>= 7) {
+    for (uint64_t v = n;; v >>= 7) {
         hdr[h++] = (uint8_t)(v & 0x7f) | (v >= 0x80 ? 0x80 : 0);
         if (v < 0x80)
             break;
@@ -505,8 +501,7 @@ static void sync_dir(const char *path)
     free(dir);
 }
 
-int ro__policy_params_save(const ro_policy_params_t *p, const char *path, char *err,
-                           size_t errlen)
+int ro__policy_params_save(const ro_policy_params_t *p, const char *path, char *err, size_t errlen)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -530,8 +525,8 @@ int ro__policy_params_save(const ro_policy_params_t *p, const char *path, char *
      * the usual mode of a data file. */
     (void)fchmod(fd, 0644);
     if (write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
-        rc = fail(err, errlen, RO_EIO, "policy file %s: writing %s: %s", path, tmp,
-                  strerror(errno));
+        rc =
+            fail(err, errlen, RO_EIO, "policy file %s: writing %s: %s", path, tmp, strerror(errno));
         close(fd);
         unlink(tmp);
         goto out;

@@ -91,7 +91,6 @@ int ro__policy_params_encode(const ro_policy_params_t *p, uint8_t **buf, size_t 
 /* ro__policy_params_save encodes p into path atomically: it writes a
  * temporary file in the same directory, syncs it, then renames it over
  * path, so readers see the old file or the new one, never half of one. */
-int ro__policy_params_save(const ro_policy_params_t *p, const char *path, char *err,
-                           size_t errlen);
+int ro__policy_params_save(const ro_policy_params_t *p, const char *path, char *err, size_t errlen);
 
 #endif

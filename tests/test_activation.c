@@ -108,10 +108,9 @@ static void test_tanh_dense_range(void **state)
 static void test_tanh_special(void **state)
 {
     (void)state;
-    float v[] = {0.0f,     -0.0f,     INFINITY, -INFINITY, NAN,        -NAN,
-                 FLT_MAX,  -FLT_MAX,  9.0f,     -9.0f,     8.9999f,    1e-20f,
-                 -1e-20f,  1e-45f,    -1e-45f,  FLT_MIN,   1e-4f,      -1e-4f,
-                 20.0f,    -20.0f,    88.0f,    -89.0f,    0x1p-12f,   -0x1p-12f};
+    float v[] = {0.0f,  -0.0f,  INFINITY, -INFINITY, NAN,     -NAN,   FLT_MAX,  -FLT_MAX,
+                 9.0f,  -9.0f,  8.9999f,  1e-20f,    -1e-20f, 1e-45f, -1e-45f,  FLT_MIN,
+                 1e-4f, -1e-4f, 20.0f,    -20.0f,    88.0f,   -89.0f, 0x1p-12f, -0x1p-12f};
     const size_t n = sizeof v / sizeof v[0];
     float x[sizeof v / sizeof v[0]];
     memcpy(x, v, sizeof v);
@@ -166,8 +165,8 @@ static void test_tanh_lengths_and_offsets(void **state)
 static void test_relu(void **state)
 {
     (void)state;
-    float v[] = {1.5f, -1.5f, 0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-45f, FLT_MAX,
-                 -3.0f, 2.0f, 7.0f, -7.0f, 0.5f, -0.5f, 42.0f};
+    float v[] = {1.5f,    -1.5f, 0.0f, -0.0f, INFINITY, -INFINITY, NAN,   1e-45f, -1e-45f,
+                 FLT_MAX, -3.0f, 2.0f, 7.0f,  -7.0f,    0.5f,      -0.5f, 42.0f};
     const size_t n = sizeof v / sizeof v[0];
     float x[sizeof v / sizeof v[0]];
     memcpy(x, v, sizeof v);
@@ -260,8 +259,8 @@ static void check_dense(dense_fn *fn, uint32_t in, uint32_t out)
 static void test_dense(void **state)
 {
     (void)state;
-    const uint32_t shapes[][2] = {{1, 1}, {3, 2}, {4, 64}, {64, 64}, {11, 17}, {64, 3},
-                                  {5, 24}, {33, 40}, {100, 9}};
+    const uint32_t shapes[][2] = {{1, 1},  {3, 2},  {4, 64},  {64, 64}, {11, 17},
+                                  {64, 3}, {5, 24}, {33, 40}, {100, 9}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         check_dense(ro__dense, shapes[s][0], shapes[s][1]);
         check_dense(ro__dense_portable, shapes[s][0], shapes[s][1]);
@@ -271,12 +270,9 @@ static void test_dense(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tanh_bit_sweep),
-        cmocka_unit_test(test_tanh_dense_range),
-        cmocka_unit_test(test_tanh_special),
-        cmocka_unit_test(test_tanh_lengths_and_offsets),
-        cmocka_unit_test(test_relu),
-        cmocka_unit_test(test_dense),
+        cmocka_unit_test(test_tanh_bit_sweep), cmocka_unit_test(test_tanh_dense_range),
+        cmocka_unit_test(test_tanh_special),   cmocka_unit_test(test_tanh_lengths_and_offsets),
+        cmocka_unit_test(test_relu),           cmocka_unit_test(test_dense),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,6 +135,7 @@ static void test_errors(void **state)
     expect_error("--hidden", "64,", "--hidden '64,'");
     expect_error("--hidden", "1,2,3,4,5,6,7,8,9", "1 to 8");
     expect_error("--activation", "sigmoid", "expected tanh or relu");
+    expect_error("--gemm", "mkl", "expected exact or openblas");
     expect_error("--env-arg", "noequals", "expected KEY=VALUE");
     expect_error("--env-arg", "=3", "expected KEY=VALUE");
     expect_error("--bogus", "", "unknown option '--bogus'");

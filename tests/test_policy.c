@@ -129,10 +129,11 @@ static void policy_weights(const ro_policy_t *p, const ro_space_t *obs, const ro
 }
 
 static void check_forward(uint32_t obs_dim, uint32_t h0, uint32_t h1, ro_activation_t actv,
-                          const ro_space_t *act)
+                          const ro_space_t *act, ro_gemm_t gemm)
 {
     ro_space_t obs = obs_box(obs_dim);
     ro_policy_spec_t spec = mlp_spec(h0, h1, actv, 1234 + obs_dim + h0);
+    spec.gemm = gemm;
     ro_policy_t *p = new_policy(&spec, &obs, act);
     ro_policy_params_t pp;
     policy_weights(p, &obs, act, &pp);
@@ -171,8 +172,12 @@ static void test_forward_matches_reference(void **state)
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
         for (int a = 0; a < 2; a++) {
             ro_activation_t actv = a ? RO_ACT_RELU : RO_ACT_TANH;
-            check_forward(cfg[c][0], cfg[c][1], cfg[c][2], actv, &disc);
-            check_forward(cfg[c][0], cfg[c][1], cfg[c][2], actv, &box);
+            /* Both kernels: ours, and OpenBLAS's sgemm (--gemm openblas). */
+            for (int g = 0; g < 2; g++) {
+                ro_gemm_t gemm = g ? RO_GEMM_BLAS : RO_GEMM_EXACT;
+                check_forward(cfg[c][0], cfg[c][1], cfg[c][2], actv, &disc, gemm);
+                check_forward(cfg[c][0], cfg[c][1], cfg[c][2], actv, &box, gemm);
+            }
         }
 }
 
@@ -181,8 +186,11 @@ static void test_forward_matches_reference(void **state)
 static const char *write_const_head(const char *name, uint32_t obs_dim, ro_space_kind_t kind,
                                     uint32_t nout, const float *head_bias, const float *log_std)
 {
-    ro_policy_params_t pp = {.activation = RO_ACT_TANH, .obs_dim = obs_dim,
-                             .action_kind = kind, .action_dim = nout, .nlayers = 2};
+    ro_policy_params_t pp = {.activation = RO_ACT_TANH,
+                             .obs_dim = obs_dim,
+                             .action_kind = kind,
+                             .action_dim = nout,
+                             .nlayers = 2};
     pp.layers[0].in = obs_dim;
     pp.layers[0].out = 8;
     pp.layers[1].in = 8;
@@ -553,8 +561,8 @@ static void test_box_init_log_std(void **state)
     ro__policy_free(p);
 }
 
-static void expect_error(const ro_policy_spec_t *spec, const ro_space_t *obs,
-                         const ro_space_t *act, int code, const char *needle)
+static void expect_error(const ro_policy_spec_t *spec, const ro_space_t *obs, const ro_space_t *act,
+                         int code, const char *needle)
 {
     ro_policy_t *p = (ro_policy_t *)1;
     char err[ERRLEN] = "";
@@ -617,7 +625,8 @@ static void test_loaded_describe(void **state)
     char err[ERRLEN];
     const char *path = tmp_path("d.pb");
     assert_int_equal(ro__policy_save(p, path, err, sizeof err), 0);
-    ro_policy_spec_t ls = {.kind = RO_POLICY_MLP, .params_path = path,
+    ro_policy_spec_t ls = {.kind = RO_POLICY_MLP,
+                           .params_path = path,
                            .activation = RO_ACT_TANH}; /* taken from the file instead */
     ro_policy_t *q = new_policy(&ls, &obs, &act);
     char buf[256], want[256];

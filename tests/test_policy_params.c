@@ -152,8 +152,7 @@ static void encode_message(const model_t *m, wbuf_t *out)
         free(L.b);
     }
     if (m->log_std.present)
-        put_tensor(out, 7, m->log_std.shape, m->log_std.nshape, m->log_std.data,
-                   m->log_std.ndata);
+        put_tensor(out, 7, m->log_std.shape, m->log_std.nshape, m->log_std.data, m->log_std.ndata);
     if (m->version)
         put_uint(out, 8, m->version);
 }
@@ -186,13 +185,16 @@ static void valid_model(model_t *m, int box)
     float *s = m->store;
     for (uint32_t l = 0; l < 3; l++) {
         tensor_t *w = &m->weight[l], *b = &m->bias[l];
-        *w = (tensor_t){.present = 1, .shape = {dims[l + 1], dims[l]}, .nshape = 2, .data = s,
+        *w = (tensor_t){.present = 1,
+                        .shape = {dims[l + 1], dims[l]},
+                        .nshape = 2,
+                        .data = s,
                         .ndata = (size_t)dims[l + 1] * dims[l]};
         for (size_t i = 0; i < w->ndata; i++)
             s[i] = (float)((int)(i * 7 + l * 3) % 11 - 5) / 8.0f;
         s += w->ndata;
-        *b = (tensor_t){.present = 1, .shape = {dims[l + 1]}, .nshape = 1, .data = s,
-                        .ndata = dims[l + 1]};
+        *b = (tensor_t){
+            .present = 1, .shape = {dims[l + 1]}, .nshape = 1, .data = s, .ndata = dims[l + 1]};
         for (size_t i = 0; i < b->ndata; i++)
             s[i] = 0.01f * (float)(i + 1) * (l % 2 ? -1.0f : 1.0f);
         s += b->ndata;
@@ -223,8 +225,7 @@ static ro_space_t obs_box(uint32_t n)
 static ro_space_t act_for(int box)
 {
     if (box)
-        return (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {2}, .low = lo2,
-                            .high = hi2};
+        return (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {2}, .low = lo2, .high = hi2};
     return (ro_space_t){.kind = RO_SPACE_DISCRETE, .n = 3};
 }
 
@@ -292,8 +293,11 @@ static uint8_t *slurp(const char *path, size_t *len)
 static void round_trip(int box, ro_activation_t actv)
 {
     ro_space_t obs = obs_box(4), act = act_for(box);
-    ro_policy_spec_t spec = {.kind = RO_POLICY_MLP, .hidden = {64, 32, 16}, .nhidden = 3,
-                             .activation = actv, .seed = 99};
+    ro_policy_spec_t spec = {.kind = RO_POLICY_MLP,
+                             .hidden = {64, 32, 16},
+                             .nhidden = 3,
+                             .activation = actv,
+                             .seed = 99};
     ro_policy_t *a = NULL, *b = NULL;
     char err[ERRLEN] = "";
     assert_int_equal(ro__policy_new(&a, &spec, &obs, &act, err, sizeof err), 0);
@@ -346,8 +350,11 @@ static void test_round_trip(void **state)
 static void test_save_errors(void **state)
 {
     (void)state;
-    ro_policy_params_t pp = {.activation = RO_ACT_TANH, .obs_dim = 1,
-                             .action_kind = RO_SPACE_DISCRETE, .action_dim = 1, .nlayers = 1};
+    ro_policy_params_t pp = {.activation = RO_ACT_TANH,
+                             .obs_dim = 1,
+                             .action_kind = RO_SPACE_DISCRETE,
+                             .action_dim = 1,
+                             .nlayers = 1};
     pp.layers[0].in = 1;
     pp.layers[0].out = 1;
     assert_int_equal(ro__policy_params_alloc(&pp), 0);
@@ -370,8 +377,8 @@ static void test_save_errors(void **state)
 
 /* expect_load_error loads bytes written to bad.pb and checks the code and
  * that the message names the file and mentions needle. */
-static void expect_load_error_env(const uint8_t *b, size_t n, int box, uint32_t env_obs,
-                                  int code, const char *needle)
+static void expect_load_error_env(const uint8_t *b, size_t n, int box, uint32_t env_obs, int code,
+                                  const char *needle)
 {
     const char *path = tmp_path("bad.pb");
     write_bytes(path, b, n);
@@ -492,7 +499,8 @@ static void test_field_errors(void **state)
     valid_model(&m, 0);
     m.weight[1].shape[1] = 7;
     m.weight[1].ndata = 42;
-    expect_model_error(&m, 0, RO_EBADMSG, "layers[1].weight has shape [6,7] but layers[0] outputs 8");
+    expect_model_error(&m, 0, RO_EBADMSG,
+                       "layers[1].weight has shape [6,7] but layers[0] outputs 8");
     valid_model(&m, 0);
     m.weight[0].shape[1] = 2;
     m.weight[0].ndata = 16;
@@ -696,8 +704,7 @@ static void test_fuzz(void **state)
             ro__policy_params_free(&pp);
         }
     }
-    print_message("fuzz: %d of 22000 corrupted files still loaded (the rest failed cleanly)\n",
-                  ok);
+    print_message("fuzz: %d of 22000 corrupted files still loaded (the rest failed cleanly)\n", ok);
     free(buf);
     free(f.b);
 }

@@ -17,6 +17,12 @@ def setup_from_argv():
     del sys.argv[1:3]
 
 
+def linked_with(lib):
+    """Whether the node binary links a library (e.g. a sanitizer runtime)."""
+    p = subprocess.run(["ldd", NODE], capture_output=True, text=True)
+    return lib in p.stdout
+
+
 def run(*args, timeout=240, check=True):
     """Run the node with --json --quiet; return (summary dict, completed)."""
     cmd = [NODE, "--json", "--quiet", *map(str, args)]
