@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "clock.h"
 #include "error.h"
 #include "learner_actor.h"
@@ -95,8 +96,9 @@ static void step_all(ro_env_shard_t *s)
         if (st.terminated || trunc) {
             memcpy(s->final_obs + j * od, o, od * sizeof(float));
             s->has_final[j] = 1;
-            push_metric(s, RO_METRIC_EPISODE, j, s->ep_return[j], s->ep_len[j],
-                        st.terminated != 0, trunc);
+            if (s->record_episodes)
+                push_metric(s, RO_METRIC_EPISODE, j, s->ep_return[j], s->ep_len[j],
+                            st.terminated != 0, trunc);
             s->episodes++;
             s->return_sum += s->ep_return[j];
             s->ep_num[j]++;
@@ -107,8 +109,10 @@ static void step_all(ro_env_shard_t *s)
         }
     }
     s->steps_done++;
-    /* Relaxed: a statistic; the loop reads it for throughput only. */
+    /* Relaxed: statistics; the loop reads them for throughput only. */
     atomic_store_explicit(&s->steps, s->steps_done * s->n, memory_order_relaxed);
+    atomic_store_explicit(&s->episodes_pub, s->episodes, memory_order_relaxed);
+    atomic_store_explicit(&s->return_pub, s->return_sum, memory_order_relaxed);
 }
 
 static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
@@ -126,6 +130,55 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
     ro__actor_send(&s->learner->actor, &s->ready_msg);
 }
 
+/* Reserve the next array of `bytes` in a block, on its own cache line: no
+ * two arrays (nor two shards' arrays) share a line. Returns its offset. */
+static size_t carve(size_t *off, size_t bytes)
+{
+    size_t at = *off;
+    *off += (bytes + RO_CACHE_LINE - 1) / RO_CACHE_LINE * RO_CACHE_LINE;
+    return at;
+}
+
+/* All of a shard's per-env arrays live in one cache-line-aligned block,
+ * allocated (and first touched) once. With mem == NULL, only returns its
+ * size; otherwise also points the arrays into mem. */
+static size_t layout(ro_env_shard_t *s, char *mem)
+{
+    const size_t n = s->n, od = s->obs_dim;
+    size_t off = 0, at[14];
+    at[0] = carve(&off, n * sizeof(void *));
+    at[1] = carve(&off, n * sizeof(uint32_t));
+    at[2] = carve(&off, n * sizeof(double));
+    at[3] = carve(&off, n * sizeof(uint64_t));
+    at[4] = carve(&off, n * sizeof(ro_rng_t));
+    at[5] = carve(&off, n * od * sizeof(float));
+    at[6] = carve(&off, n * od * sizeof(float));
+    at[7] = carve(&off, n * sizeof(float));
+    at[8] = carve(&off, n);
+    at[9] = carve(&off, n);
+    at[10] = carve(&off, n);
+    at[11] = carve(&off, n);
+    at[12] = carve(&off, n * sizeof(int32_t));
+    at[13] = carve(&off, n * s->act_dim * sizeof(float));
+    if (mem) {
+        s->envs = (void **)(mem + at[0]);
+        s->ep_len = (uint32_t *)(mem + at[1]);
+        s->ep_return = (double *)(mem + at[2]);
+        s->ep_num = (uint64_t *)(mem + at[3]);
+        s->act_rng = (ro_rng_t *)(mem + at[4]);
+        s->obs = (float *)(mem + at[5]);
+        s->final_obs = (float *)(mem + at[6]);
+        s->reward = (float *)(mem + at[7]);
+        s->terminated = (uint8_t *)(mem + at[8]);
+        s->truncated = (uint8_t *)(mem + at[9]);
+        s->episode_start = (uint8_t *)(mem + at[10]);
+        s->has_final = (uint8_t *)(mem + at[11]);
+        s->act_i = (int32_t *)(mem + at[12]);
+        s->act_f = (float *)(mem + at[13]);
+    }
+    return off;
+}
+
 int ro__env_shard_init(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro_env_arg_t *args,
                        size_t nargs, uint32_t first, uint32_t n, uint64_t seed, char *err,
                        size_t errlen)
@@ -134,51 +187,44 @@ int ro__env_shard_init(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro_en
     s->vt = vt;
     s->first = first;
     s->n = n;
-    s->envs = calloc(n, sizeof *s->envs);
-    s->ep_len = calloc(n, sizeof *s->ep_len);
-    s->ep_return = calloc(n, sizeof *s->ep_return);
-    s->ep_num = calloc(n, sizeof *s->ep_num);
-    s->act_rng = calloc(n, sizeof *s->act_rng);
-    if (!s->envs || !s->ep_len || !s->ep_return || !s->ep_num || !s->act_rng)
-        goto nomem;
 
+    /* One probe instance tells the spaces, hence the buffer sizes. */
+    void *probe;
+    int rc = vt->create(&probe, args, nargs, ro__seed_mix(seed, first, RO_STREAM_ENV), err, errlen);
+    if (rc != 0)
+        return rc;
     ro_space_t os, as;
-    for (uint32_t j = 0; j < n; j++) {
-        uint64_t idx = (uint64_t)first + j;
-        int rc = vt->create(&s->envs[j], args, nargs, ro__seed_mix(seed, idx, RO_STREAM_ENV), err,
-                            errlen);
-        if (rc != 0) {
-            ro__env_shard_destroy(s);
-            return rc;
-        }
-        ro__rng_init(&s->act_rng[j], ro__seed_mix(seed, idx, RO_STREAM_ACTION));
-    }
-    vt->spaces(s->envs[0], &os, &as);
+    vt->spaces(probe, &os, &as);
     s->obs_dim = (uint32_t)ro_space_size(&os);
     s->discrete = as.kind == RO_SPACE_DISCRETE;
     s->act_dim = (uint32_t)ro_space_size(&as);
 
-    size_t od = s->obs_dim;
-    s->obs = calloc(n * od, sizeof(float));
-    s->final_obs = calloc(n * od, sizeof(float));
-    s->reward = calloc(n, sizeof(float));
-    s->terminated = calloc(n, 1);
-    s->truncated = calloc(n, 1);
-    s->episode_start = calloc(n, 1);
-    s->has_final = calloc(n, 1);
-    s->act_i = calloc(n, sizeof(int32_t));
-    s->act_f = calloc((size_t)n * s->act_dim, sizeof(float));
-    if (!s->obs || !s->final_obs || !s->reward || !s->terminated || !s->truncated ||
-        !s->episode_start || !s->has_final || !s->act_i || !s->act_f)
-        goto nomem;
+    s->mem = ro__calloc_lines(1, layout(s, NULL));
+    if (!s->mem) {
+        vt->destroy(probe);
+        snprintf(err, errlen, "out of memory creating envs %u..%u", first, first + n - 1);
+        return RO_ENOMEM;
+    }
+    layout(s, s->mem);
+    s->envs[0] = probe;
+    for (uint32_t j = 0; j < n; j++) {
+        uint64_t idx = (uint64_t)first + j;
+        if (j > 0) {
+            rc = vt->create(&s->envs[j], args, nargs, ro__seed_mix(seed, idx, RO_STREAM_ENV), err,
+                            errlen);
+            if (rc != 0) {
+                ro__env_shard_destroy(s);
+                return rc;
+            }
+        }
+        ro__rng_init(&s->act_rng[j], ro__seed_mix(seed, idx, RO_STREAM_ACTION));
+    }
     s->ready_msg.type = RO_MSG_OBS_READY;
     s->act_msg.type = RO_MSG_START;
     atomic_init(&s->steps, 0);
+    atomic_init(&s->episodes_pub, 0);
+    atomic_init(&s->return_pub, 0.0);
     return 0;
-nomem:
-    snprintf(err, errlen, "out of memory creating envs %u..%u", first, first + n - 1);
-    ro__env_shard_destroy(s);
-    return RO_ENOMEM;
 }
 
 void ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
@@ -189,6 +235,7 @@ void ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
     s->max_steps = w->max_steps;
     s->quota = w->quota;
     s->check_finite = w->check_finite;
+    s->record_episodes = w->record_episodes;
     /* A few messages per run: a shard never has more than one queued. */
     ro__actor_init_worker(&s->actor, "env", env_actor_behaviour, w->runq, 4);
 }
@@ -199,20 +246,7 @@ void ro__env_shard_destroy(ro_env_shard_t *s)
         for (uint32_t j = 0; j < s->n; j++)
             if (s->envs[j])
                 s->vt->destroy(s->envs[j]);
-    free(s->envs);
-    free(s->ep_len);
-    free(s->ep_return);
-    free(s->ep_num);
-    free(s->act_rng);
-    free(s->obs);
-    free(s->final_obs);
-    free(s->reward);
-    free(s->terminated);
-    free(s->truncated);
-    free(s->episode_start);
-    free(s->has_final);
-    free(s->act_i);
-    free(s->act_f);
+    free(s->mem);
     memset(s, 0, sizeof *s);
 }
 

@@ -46,6 +46,9 @@ typedef struct ro_env_shard {
     ro_metrics_ring_t *ring;
     const atomic_bool *stopping; /* set by the loop on SIGINT/--seconds */
 
+    /* Every array below lives in mem, each on its own cache line. */
+    void *mem;
+
     /* Owned by the thread running this actor. */
     void **envs;
     uint32_t *ep_len;
@@ -70,8 +73,13 @@ typedef struct ro_env_shard {
     ro_msg_t act_msg;   /* ours; sent to us by the node (START) or learner */
     struct ro_env_shard *ready_next; /* learner's ready-list link */
 
-    /* Statistics for the logger: written by the owner, read by the loop. */
-    alignas(64) _Atomic uint64_t steps; /* env steps taken, relaxed */
+    bool record_episodes; /* push one metric record per finished episode */
+
+    /* Statistics for the logger: written by the owner after each step of
+     * the shard, read by the loop; relaxed (counters, no data behind them). */
+    alignas(64) _Atomic uint64_t steps; /* env steps taken */
+    _Atomic uint64_t episodes_pub;      /* = episodes */
+    _Atomic double return_pub;          /* = return_sum */
 } ro_env_shard_t;
 
 /*
@@ -98,6 +106,7 @@ typedef struct ro_env_shard_wiring {
     uint32_t max_steps;
     uint64_t quota;
     bool check_finite;
+    bool record_episodes; /* one record per episode (for --metrics) */
 } ro_env_shard_wiring_t;
 
 /* ro__env_shard_wire connects an initialised shard. Main thread, before

@@ -7,7 +7,7 @@
 #include "clock.h"
 #include "error.h"
 
-#define DRAIN_MS 100
+#define DRAIN_MS 50
 #define STATUS_TTY_NS 500000000ull
 #define STATUS_LINE_NS 2000000000ull
 
@@ -19,11 +19,6 @@ static double secs(const ro_logger_t *lg, uint64_t t_ns)
 static void on_record(ro_logger_t *lg, const ro_metric_t *m)
 {
     if (m->kind == RO_METRIC_EPISODE) {
-        lg->episodes++;
-        lg->window[lg->window_pos] = m->value;
-        lg->window_pos = (lg->window_pos + 1) % RO_LOGGER_WINDOW;
-        if (lg->window_n < RO_LOGGER_WINDOW)
-            lg->window_n++;
         if (lg->metrics)
             fprintf(lg->metrics,
                     "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
@@ -40,14 +35,6 @@ static void on_record(ro_logger_t *lg, const ro_metric_t *m)
     }
 }
 
-static double window_mean(const ro_logger_t *lg)
-{
-    double s = 0;
-    for (uint32_t i = 0; i < lg->window_n; i++)
-        s += lg->window[i];
-    return lg->window_n ? s / lg->window_n : 0.0;
-}
-
 static void throughput_line(ro_logger_t *lg, uint64_t now)
 {
     ro_logger_sample_t cur;
@@ -61,9 +48,9 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
                 "\"env_failures\":%llu}\n",
                 secs(lg, now), (unsigned long long)cur.steps,
                 dt > 0 ? (double)(cur.steps - lg->last.steps) / dt : 0.0,
-                (unsigned long long)lg->episodes, (unsigned long long)cur.batches,
+                (unsigned long long)cur.episodes, (unsigned long long)cur.batches,
                 db ? (double)(cur.rows - lg->last.rows) / (double)db : 0.0,
-                (unsigned long long)ro__metrics_ring_dropped(lg->ring),
+                (unsigned long long)ro__logger_dropped(lg),
                 (unsigned long long)lg->env_failures);
     lg->last = cur;
     lg->last_ns = now;
@@ -76,14 +63,16 @@ static void status(ro_logger_t *lg, uint64_t now, bool final)
     double dt = (double)(now - lg->status_last_ns) * 1e-9;
     if (dt > 0)
         lg->sps_recent = (double)(cur.steps - lg->status_last.steps) / dt;
+    if (cur.episodes > lg->status_last.episodes)
+        lg->return_recent = (cur.return_sum - lg->status_last.return_sum) /
+                            (double)(cur.episodes - lg->status_last.episodes);
     lg->status_last = cur;
     lg->status_last_ns = now;
     char line[200];
     snprintf(line, sizeof line,
-             "[%7.1fs] steps %12llu | %10.0f steps/s | episodes %9llu | mean return(last %u) "
-             "%9.2f",
+             "[%7.1fs] steps %12llu | %10.0f steps/s | episodes %9llu | mean return %9.2f",
              secs(lg, now), (unsigned long long)cur.steps, lg->sps_recent,
-             (unsigned long long)lg->episodes, lg->window_n, window_mean(lg));
+             (unsigned long long)cur.episodes, lg->return_recent);
     if (lg->status_tty)
         fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
     else
@@ -93,8 +82,17 @@ static void status(ro_logger_t *lg, uint64_t now, bool final)
 static void drain(ro_logger_t *lg)
 {
     ro_metric_t m;
-    while (ro__metrics_ring_pop(lg->ring, &m))
-        on_record(lg, &m);
+    for (uint32_t i = 0; i < lg->nrings; i++)
+        while (ro__metrics_ring_pop(&lg->rings[i], &m))
+            on_record(lg, &m);
+}
+
+uint64_t ro__logger_dropped(ro_logger_t *lg)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < lg->nrings; i++)
+        n += ro__metrics_ring_dropped(&lg->rings[i]);
+    return n;
 }
 
 static void on_timer(uv_timer_t *t)
@@ -112,11 +110,12 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *ring,
-                    const ro_logger_opts_t *o, char *err, size_t errlen)
+int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *rings,
+                    uint32_t nrings, const ro_logger_opts_t *o, char *err, size_t errlen)
 {
     memset(lg, 0, sizeof *lg);
-    lg->ring = ring;
+    lg->rings = rings;
+    lg->nrings = nrings;
     lg->sample = o->sample;
     lg->sample_ctx = o->sample_ctx;
     lg->interval_ns = (uint64_t)(o->interval_s * 1e9);

@@ -1,11 +1,15 @@
 /*
  * The logger actor: drains metric records off the critical path.
  *
- * Producers (env and learner actors on workers) push fixed-size records into
- * a bounded lock-free ring and never wait (ro_metrics_ring_t). The logger
- * lives on the loop thread: a timer drains the ring every 100 ms, writes
+ * Producers (env actors on workers) push fixed-size records into bounded
+ * lock-free rings (only with --metrics: one per finished episode, and env
+ * failures), one per learner lane so that a lane's shards (which share
+ * a CPU) never contend with another CPU's, and never wait
+ * (ro_metrics_ring_t). The logger
+ * lives on the loop thread: a timer drains the rings every 50 ms, writes
  * JSON lines to the --metrics file (one per finished episode, one per
- * throughput interval), and keeps a one-line live status on a terminal.
+ * throughput interval), and keeps a one-line live status on a terminal,
+ * computed from counters the actors publish (no record needed).
  */
 #ifndef RO_LOGGER_ACTOR_H
 #define RO_LOGGER_ACTOR_H
@@ -23,16 +27,17 @@ typedef struct ro_logger_sample {
     uint64_t steps;   /* env steps so far */
     uint64_t batches; /* forward passes so far */
     uint64_t rows;    /* envs in those forward passes */
+    uint64_t episodes; /* finished episodes */
+    double return_sum; /* sum of their returns */
 } ro_logger_sample_t;
 
 typedef void (*ro_logger_sample_fn)(void *ctx, ro_logger_sample_t *out);
 
-#define RO_LOGGER_WINDOW 100 /* episodes in the status line's running mean */
-
 typedef struct ro_logger {
     /* Loop thread only. */
     uv_timer_t timer;
-    ro_metrics_ring_t *ring;
+    ro_metrics_ring_t *rings; /* nrings, drained in turn */
+    uint32_t nrings;
     FILE *metrics; /* NULL: no file */
     bool status_tty;    /* redraw one status line on stderr */
     bool status_lines;  /* print a progress line every few seconds instead */
@@ -43,11 +48,9 @@ typedef struct ro_logger {
     uint64_t next_tput_ns, next_status_ns;
     ro_logger_sample_t last; /* at the previous throughput line */
     uint64_t last_ns;
-    uint64_t episodes;
     uint64_t env_failures;
-    double window[RO_LOGGER_WINDOW];
-    uint32_t window_n, window_pos;
-    double sps_recent; /* steps/s over the last status period */
+    double sps_recent;    /* steps/s over the last status period */
+    double return_recent; /* mean return of the episodes of that period */
     ro_logger_sample_t status_last;
     uint64_t status_last_ns;
     bool closed;
@@ -63,8 +66,11 @@ typedef struct ro_logger_opts {
 
 /* ro__logger_init opens the metrics file and prepares the timer. On failure
  * returns a negative code and a message naming the file. Loop thread. */
-int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *ring,
-                    const ro_logger_opts_t *o, char *err, size_t errlen);
+int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *rings,
+                    uint32_t nrings, const ro_logger_opts_t *o, char *err, size_t errlen);
+
+/* ro__logger_dropped returns the records dropped by every ring. Any thread. */
+uint64_t ro__logger_dropped(ro_logger_t *lg);
 
 /* ro__logger_start starts the periodic drain. Loop thread. */
 void ro__logger_start(ro_logger_t *lg);

@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include "alloc.h"
 #include "clock.h"
 #include "env_actor.h"
 #include "env_registry.h"
@@ -21,7 +22,10 @@
 #include "thread_guard.h"
 #include "topology.h"
 
-#define METRICS_RING_CAPACITY (1u << 16)
+/* Metric records buffered between drains, split over the lanes' rings (at
+ * least RING_MIN each): 12 MiB, drained every 50 ms, absorb 5 M records/s. */
+#define RING_TOTAL (1u << 18)
+#define RING_MIN (1u << 12)
 
 struct ro_node {
     /* Main/loop thread only, unless noted. */
@@ -29,8 +33,8 @@ struct ro_node {
     ro_topology_t topo;
     ro_worker_plan_t *plan;
     int nworkers;
-    int nqueues;
-    int queue_nodes[RO_TOPO_MAX_NODES];
+    int ngroups; /* NUMA nodes with workers */
+    int group_nodes[RO_TOPO_MAX_NODES];
     ro_sched_t *sched;
 
     ro_env_kind_t kind;
@@ -46,7 +50,7 @@ struct ro_node {
     ro_learner_t *lanes; /* nlanes */
     uint32_t nlanes;
 
-    ro_metrics_ring_t ring;
+    ro_metrics_ring_t *rings; /* one per lane: its shards' episode records */
     ro_logger_t logger;
 
     uv_loop_t loop;
@@ -78,8 +82,12 @@ static void sample_counters(void *ctx, ro_logger_sample_t *out)
     ro_node_t *n = ctx;
     memset(out, 0, sizeof *out);
     /* Relaxed reads of statistics written by workers. */
-    for (uint32_t i = 0; i < n->nshards; i++)
-        out->steps += atomic_load_explicit(&n->shards[i].steps, memory_order_relaxed);
+    for (uint32_t i = 0; i < n->nshards; i++) {
+        const ro_env_shard_t *sh = &n->shards[i];
+        out->steps += atomic_load_explicit(&sh->steps, memory_order_relaxed);
+        out->episodes += atomic_load_explicit(&sh->episodes_pub, memory_order_relaxed);
+        out->return_sum += atomic_load_explicit(&sh->return_pub, memory_order_relaxed);
+    }
     for (uint32_t i = 0; i < n->nlanes; i++) {
         out->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
         out->rows += atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
@@ -137,8 +145,8 @@ static int plan_workers(ro_node_t *n, char *err, size_t errlen)
     n->plan = calloc((size_t)n->nworkers, sizeof *n->plan);
     if (!n->plan)
         return RO_ENOMEM;
-    rc = ro__topology_plan(&n->topo, n->nworkers, n->cfg.overcommit, n->plan, n->queue_nodes,
-                           &n->nqueues);
+    rc = ro__topology_plan(&n->topo, n->nworkers, n->cfg.overcommit, n->plan, n->group_nodes,
+                           &n->ngroups);
     if (rc == RO_ERANGE)
         snprintf(err, errlen,
                  "--workers %d: only %d CPUs are allowed for this process; more workers than "
@@ -179,7 +187,7 @@ static int make_shards(ro_node_t *n, char *err, size_t errlen)
         uint32_t lane_envs = envs / n->nlanes + (l < envs % n->nlanes);
         total += (lane_envs + k - 1) / k;
     }
-    n->shards = calloc(total, sizeof *n->shards);
+    n->shards = ro__calloc_lines(total, sizeof *n->shards);
     if (!n->shards)
         return RO_ENOMEM;
     uint32_t first = 0;
@@ -194,6 +202,22 @@ static int make_shards(ro_node_t *n, char *err, size_t errlen)
             n->nshards++;
             first += cnt;
         }
+    }
+    return 0;
+}
+
+static int make_rings(ro_node_t *n)
+{
+    n->rings = ro__calloc_lines(n->nlanes, sizeof *n->rings);
+    if (!n->rings)
+        return RO_ENOMEM;
+    for (uint32_t l = 0; l < n->nlanes; l++) {
+        uint32_t cap = RING_TOTAL;
+        while (cap > RING_MIN && cap / 2 >= RING_TOTAL / n->nlanes)
+            cap /= 2;
+        int rc = ro__metrics_ring_init(&n->rings[l], cap);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -214,18 +238,19 @@ static int make_policy(ro_node_t *n, char *err, size_t errlen)
 
 static int make_lanes(ro_node_t *n, char *err, size_t errlen)
 {
-    n->lanes = calloc(n->nlanes, sizeof *n->lanes);
+    n->lanes = ro__calloc_lines(n->nlanes, sizeof *n->lanes);
     if (!n->lanes)
         return RO_ENOMEM;
-    int rc = ro__sched_new(&n->sched, n->nqueues, n->queue_nodes, n->plan, n->nworkers);
+    int rc = ro__sched_new(&n->sched, n->ngroups, n->group_nodes, n->plan, n->nworkers);
     if (rc)
         return rc;
 
     uint32_t s = 0;
     for (uint32_t l = 0; l < n->nlanes; l++) {
-        /* Lane l lives on the queue of worker l: lanes spread over nodes as
-         * workers do, and a lane's shards stay on its node. */
-        ro_runq_t *q = ro__sched_queue(n->sched, n->plan[l].queue);
+        /* Lane l and its shards live on worker l's queue: they talk only to
+         * each other, so their data stays in one CPU's caches (and on its
+         * NUMA node); idle workers of the node steal when loads differ. */
+        ro_runq_t *q = ro__sched_queue(n->sched, (int)l);
         uint32_t first_shard = s, rows = 0;
         uint32_t lane_end = n->shards[s].first;
         lane_end += n->cfg.num_envs / n->nlanes + (l < n->cfg.num_envs % n->nlanes);
@@ -252,11 +277,12 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
             ro_env_shard_wiring_t w = {
                 .runq = q,
                 .learner = &n->lanes[l],
-                .ring = &n->ring,
+                .ring = &n->rings[l],
                 .stopping = &n->stopping,
                 .max_steps = n->max_steps,
                 .quota = n->cfg.steps ? (n->cfg.steps + n->cfg.num_envs - 1) / n->cfg.num_envs : 0,
                 .check_finite = n->cfg.check_finite,
+                .record_episodes = n->cfg.metrics != NULL,
             };
             ro__env_shard_wire(&n->shards[i], &w);
         }
@@ -283,20 +309,20 @@ static int make_loop(ro_node_t *n, char *err, size_t errlen)
         .sample = sample_counters,
         .sample_ctx = n,
     };
-    return ro__logger_init(&n->logger, &n->loop, &n->ring, &lo, err, errlen);
+    return ro__logger_init(&n->logger, &n->loop, n->rings, n->nlanes, &lo, err, errlen);
 }
 
 int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errlen)
 {
-    ro_node_t *n = calloc(1, sizeof *n);
+    ro_node_t *n = ro__calloc_lines(1, sizeof *n);
     if (!n)
         return RO_ENOMEM;
     n->cfg = *cfg;
     atomic_init(&n->stopping, false);
     int rc;
     if ((rc = plan_workers(n, err, errlen)) || (rc = open_env(n, err, errlen)) ||
-        (rc = ro__metrics_ring_init(&n->ring, METRICS_RING_CAPACITY)) ||
-        (rc = make_shards(n, err, errlen)) || (rc = make_policy(n, err, errlen)) ||
+        (rc = make_shards(n, err, errlen)) || (rc = make_rings(n)) ||
+        (rc = make_policy(n, err, errlen)) ||
         (rc = make_lanes(n, err, errlen)) || (rc = make_loop(n, err, errlen))) {
         if (err[0] == '\0')
             snprintf(err, errlen, "start-up failed: %s", ro_strerror(rc));
@@ -317,9 +343,9 @@ void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
         off += (size_t)snprintf(cpus + off, sizeof cpus - off, "%s%d", i ? "," : "",
                                 n->plan[i].cpu);
     snprintf(buf, len,
-             "env %s x%u | policy %s | %d workers on CPUs %s, %d run queue(s) | %u lanes, "
+             "env %s x%u | policy %s | %d workers on CPUs %s, %d NUMA node(s) | %u lanes, "
              "shards of %u, batch %u, max-wait %llu us | seed %llu",
-             n->kind.vt->name, n->cfg.num_envs, pol, n->nworkers, cpus, n->nqueues, n->nlanes,
+             n->kind.vt->name, n->cfg.num_envs, pol, n->nworkers, cpus, n->ngroups, n->nlanes,
              n->shard_size, n->batch, (unsigned long long)n->cfg.max_wait_us,
              (unsigned long long)n->cfg.seed);
 }
@@ -364,12 +390,14 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     s->mean_return = s->episodes ? return_sum / (double)s->episodes : 0.0;
     s->seconds = n->t_end_ns > n->t_start_ns ? (double)(n->t_end_ns - n->t_start_ns) * 1e-9 : 0;
     s->sps = s->seconds > 0 ? (double)s->steps / s->seconds : 0;
-    s->dropped_metrics = ro__metrics_ring_dropped((ro_metrics_ring_t *)&n->ring);
+    for (uint32_t l = 0; n->rings && l < n->nlanes; l++)
+        s->dropped_metrics += ro__metrics_ring_dropped(&n->rings[l]);
     s->threads = n->threads_seen;
     s->threads_expected = 1 + n->nworkers;
     s->workers = n->nworkers;
     s->lanes = (int)n->nlanes;
-    s->queues = n->nqueues;
+    s->numa_nodes = n->ngroups;
+    s->steals = ro__sched_steals(n->sched);
     s->cpus = n->topo.ncpus;
     s->pin_errors = ro__sched_pin_errors(n->sched);
     s->num_envs = n->cfg.num_envs;
@@ -398,8 +426,10 @@ void ro_node_free(ro_node_t *n)
     ro__policy_free(n->policy);
     if (n->kind.vt)
         ro__env_close(&n->kind);
-    if (n->ring.cells)
-        ro__metrics_ring_free(&n->ring);
+    if (n->rings)
+        for (uint32_t l = 0; l < n->nlanes; l++)
+            ro__metrics_ring_free(&n->rings[l]);
+    free(n->rings);
     if (n->loop_inited) {
         /* Close whatever is still open (a start-up failure, or a run that
          * never got to shutdown_node), then let the loop finish the closes. */

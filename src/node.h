@@ -27,7 +27,8 @@ typedef struct ro_summary {
     int threads_expected; /* 1 loop + W workers */
     int workers;
     int lanes;
-    int queues; /* run queues = NUMA nodes in use */
+    int numa_nodes; /* NUMA nodes with workers (worker groups) */
+    uint64_t steals; /* actors run away from their home worker */
     int cpus;   /* allowed CPUs */
     int pin_errors;
     uint32_t num_envs;

@@ -88,16 +88,16 @@ void ro__topology_free(ro_topology_t *t)
 }
 
 int ro__topology_plan(const ro_topology_t *t, int nworkers, bool overcommit,
-                      ro_worker_plan_t *plan, int *queue_nodes, int *nqueues)
+                      ro_worker_plan_t *plan, int *group_nodes, int *ngroups)
 {
     if (nworkers < 1)
         return RO_EINVAL;
     if (nworkers > t->ncpus && !overcommit)
         return RO_ERANGE;
-    int queue_of_node[RO_TOPO_MAX_NODES];
+    int group_of_node[RO_TOPO_MAX_NODES];
     for (int i = 0; i < t->nnodes; i++)
-        queue_of_node[i] = -1;
-    *nqueues = 0;
+        group_of_node[i] = -1;
+    *ngroups = 0;
 
     int taken[RO_TOPO_MAX_NODES] = {0};
     int w = 0;
@@ -107,12 +107,12 @@ int ro__topology_plan(const ro_topology_t *t, int nworkers, bool overcommit,
             const ro_topo_node_t *n = &t->nodes[k];
             if (taken[k] >= n->ncpus && !overcommit)
                 continue;
-            if (queue_of_node[k] < 0) {
-                queue_of_node[k] = (*nqueues)++;
-                queue_nodes[queue_of_node[k]] = n->id;
+            if (group_of_node[k] < 0) {
+                group_of_node[k] = (*ngroups)++;
+                group_nodes[group_of_node[k]] = n->id;
             }
             plan[w].cpu = n->cpus[taken[k] % n->ncpus];
-            plan[w].queue = queue_of_node[k];
+            plan[w].group = group_of_node[k];
             taken[k]++;
             w++;
             placed = true;

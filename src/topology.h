@@ -38,12 +38,12 @@ void ro__topology_free(ro_topology_t *t);
 /*
  * ro__topology_plan places nworkers workers, one per allowed CPU, spreading
  * them over nodes in turn (node 0's first CPU, node 1's first, node 0's
- * second, ...). It fills plan[nworkers] and, for each run queue it creates
- * (one per node that got a worker), queue_nodes[i] = its NUMA node;
- * *nqueues gets their number. If nworkers exceeds the allowed CPUs, returns
+ * second, ...). It fills plan[nworkers] and, for each worker group it
+ * creates (one per node that got a worker), group_nodes[i] = its NUMA node;
+ * *ngroups gets their number. If nworkers exceeds the allowed CPUs, returns
  * RO_ERANGE unless overcommit, in which case workers wrap round the CPUs.
  */
 int ro__topology_plan(const ro_topology_t *t, int nworkers, bool overcommit,
-                      ro_worker_plan_t *plan, int *queue_nodes, int *nqueues);
+                      ro_worker_plan_t *plan, int *group_nodes, int *ngroups);
 
 #endif

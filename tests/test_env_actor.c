@@ -39,7 +39,7 @@ static fixture_t *setup(const ro_env_vtable_t *vt, ro_env_arg_t *args, size_t na
 {
     static fixture_t f;
     memset(&f, 0, sizeof f);
-    ro_worker_plan_t plan = {.cpu = -1, .queue = 0};
+    ro_worker_plan_t plan = {.cpu = -1, .group = 0};
     int node = 0;
     assert_int_equal(ro__sched_new(&f.sched, 1, &node, &plan, 1), 0);
     sem_init(&f.got, 0, 0);
@@ -61,6 +61,7 @@ static fixture_t *setup(const ro_env_vtable_t *vt, ro_env_arg_t *args, size_t na
         .stopping = &f.stopping,
         .max_steps = max_steps,
         .quota = quota,
+        .record_episodes = true,
     };
     ro__env_shard_wire(&f.shard, &w);
     assert_int_equal(ro__sched_start(f.sched), 0);

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -58,7 +59,7 @@ static ro_sched_t *make_sched(int workers)
     ro_worker_plan_t plan[8];
     for (int i = 0; i < workers; i++) {
         plan[i].cpu = -1; /* unpinned: tests must not depend on CPU count */
-        plan[i].queue = 0;
+        plan[i].group = 0;
     }
     int node = 0;
     ro_sched_t *s = NULL;
@@ -285,6 +286,70 @@ static void test_loop_actor_drains_everything(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* ---- stealing: an idle worker takes work its busy sibling cannot start ---- */
+
+typedef struct blocker {
+    ro_actor_t actor;
+    atomic_bool *released;
+    atomic_bool gave_up;
+    latch_t *done;
+} blocker_t;
+
+/* Spins (up to 10 s) until another actor releases it. */
+static void blocker_behaviour(ro_actor_t *self, ro_msg_t *msg)
+{
+    blocker_t *b = ro__container_of(self, blocker_t, actor);
+    (void)msg;
+    uint64_t until = ro__now_ns() + 10000000000ull;
+    while (!atomic_load(b->released))
+        if (ro__now_ns() > until) {
+            atomic_store(&b->gave_up, true);
+            break;
+        }
+    latch_add(b->done);
+}
+
+typedef struct releaser {
+    ro_actor_t actor;
+    atomic_bool *released;
+} releaser_t;
+
+static void releaser_behaviour(ro_actor_t *self, ro_msg_t *msg)
+{
+    releaser_t *r = ro__container_of(self, releaser_t, actor);
+    (void)msg;
+    atomic_store(r->released, true);
+}
+
+static void test_idle_worker_steals(void **state)
+{
+    (void)state;
+    ro_sched_t *s = make_sched(2);
+    latch_t done;
+    latch_init(&done, 1);
+    atomic_bool released;
+    atomic_init(&released, false);
+    blocker_t b = {.released = &released, .done = &done};
+    atomic_init(&b.gave_up, false);
+    releaser_t r = {.released = &released};
+    /* Both live on worker 0's queue. */
+    ro__actor_init_worker(&b.actor, "blocker", blocker_behaviour, ro__sched_queue(s, 0), 1);
+    ro__actor_init_worker(&r.actor, "releaser", releaser_behaviour, ro__sched_queue(s, 0), 1);
+    ro_msg_t m1 = {.type = 1}, m2 = {.type = 2};
+    ro__actor_send(&b.actor, &m1);
+    /* Wait until the blocker runs (someone is busy with it) ... */
+    while (atomic_load_explicit(&ro__sched_queue(s, 0)->runs, memory_order_relaxed) +
+                   atomic_load_explicit(&ro__sched_queue(s, 1)->runs, memory_order_relaxed) ==
+               0)
+        sched_yield();
+    /* ... then ready the releaser: only the other worker can run it. */
+    ro__actor_send(&r.actor, &m2);
+    assert_true(latch_wait(&done));
+    ro__sched_stop(s);
+    assert_false(atomic_load(&b.gave_up));
+    ro__sched_free(s);
+}
+
 /* ---- stop with nothing to do returns promptly; plan validation ---- */
 
 static void test_stop_idle_and_bad_plans(void **state)
@@ -295,7 +360,7 @@ static void test_stop_idle_and_bad_plans(void **state)
     assert_int_equal(ro__sched_nworkers(s), 3);
     ro__sched_free(s);
 
-    ro_worker_plan_t bad = {.cpu = -1, .queue = 1};
+    ro_worker_plan_t bad = {.cpu = -1, .group = 1};
     int node = 0;
     assert_int_not_equal(ro__sched_new(&s, 1, &node, &bad, 1), 0);
     assert_int_not_equal(ro__sched_new(&s, 0, &node, &bad, 1), 0);
@@ -308,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_ping_pong),
         cmocka_unit_test(test_timers_fire_in_order_not_early),
         cmocka_unit_test(test_loop_actor_drains_everything),
+        cmocka_unit_test(test_idle_worker_steals),
         cmocka_unit_test(test_stop_idle_and_bad_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
