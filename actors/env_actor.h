@@ -34,10 +34,10 @@ typedef struct ro_env_shard {
 
     /* Read-only after ro__env_shard_init. */
     const ro_env_vtable_t *vt;
-    uint32_t first;     /* index of the shard's first env */
-    uint32_t n;         /* envs in the shard */
-    uint32_t obs_dim;   /* floats per observation */
-    uint32_t act_dim;   /* floats per box action; 1 for discrete */
+    uint32_t first;   /* index of the shard's first env */
+    uint32_t n;       /* envs in the shard */
+    uint32_t obs_dim; /* floats per observation */
+    uint32_t act_dim; /* floats per box action; 1 for discrete */
     bool discrete;
     bool check_finite;  /* validate observations and rewards */
     uint32_t max_steps; /* episode limit, 0 = none */
@@ -65,12 +65,12 @@ typedef struct ro_env_shard {
     float *final_obs; /* [n x obs_dim], valid where has_final */
     float *reward;
     uint8_t *terminated, *truncated, *episode_start, *has_final;
-    int32_t *act_i;   /* [n] discrete actions */
-    float *act_f;     /* [n x act_dim] box actions */
+    int32_t *act_i;    /* [n] discrete actions */
+    float *act_f;      /* [n x act_dim] box actions */
     ro_rng_t *act_rng; /* [n] per-env action-sampling streams, used by the learner */
 
-    ro_msg_t ready_msg; /* ours; in the learner's mailbox or ready list */
-    ro_msg_t act_msg;   /* ours; sent to us by the node (START) or learner */
+    ro_msg_t ready_msg;              /* ours; in the learner's mailbox or ready list */
+    ro_msg_t act_msg;                /* ours; sent to us by the node (START) or learner */
     struct ro_env_shard *ready_next; /* learner's ready-list link */
 
     bool record_episodes; /* push one metric record per finished episode */

@@ -41,8 +41,8 @@ typedef struct ro_learner {
     /* Owned by the thread running this actor. */
     ro_policy_ws_t *ws;
     ro_env_shard_t *ready_head, **ready_tail;
-    uint32_t ready_rows;   /* envs in ready shards */
-    uint32_t active_rows;  /* envs in shards not yet done */
+    uint32_t ready_rows;  /* envs in ready shards */
+    uint32_t active_rows; /* envs in shards not yet done */
     uint32_t active_shards;
     uint64_t first_ready_ns; /* arrival of the oldest ready shard */
     bool timer_armed;        /* timer.msg is with the run queue or our mailbox */

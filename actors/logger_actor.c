@@ -23,8 +23,8 @@ static void on_record(ro_logger_t *lg, const ro_metric_t *m)
             fprintf(lg->metrics,
                     "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
                     "\"return\":%.17g,\"length\":%u,\"terminated\":%s,\"truncated\":%s}\n",
-                    secs(lg, m->t_ns), m->env, (unsigned long long)m->episode, m->value,
-                    m->length, m->terminated ? "true" : "false", m->truncated ? "true" : "false");
+                    secs(lg, m->t_ns), m->env, (unsigned long long)m->episode, m->value, m->length,
+                    m->terminated ? "true" : "false", m->truncated ? "true" : "false");
     } else if (m->kind == RO_METRIC_ENV_FAIL) {
         lg->env_failures++;
         if (lg->metrics)
@@ -50,8 +50,7 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
                 dt > 0 ? (double)(cur.steps - lg->last.steps) / dt : 0.0,
                 (unsigned long long)cur.episodes, (unsigned long long)cur.batches,
                 db ? (double)(cur.rows - lg->last.rows) / (double)db : 0.0,
-                (unsigned long long)ro__logger_dropped(lg),
-                (unsigned long long)lg->env_failures);
+                (unsigned long long)ro__logger_dropped(lg), (unsigned long long)lg->env_failures);
     lg->last = cur;
     lg->last_ns = now;
 }
@@ -110,8 +109,8 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *rings,
-                    uint32_t nrings, const ro_logger_opts_t *o, char *err, size_t errlen)
+int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *rings, uint32_t nrings,
+                    const ro_logger_opts_t *o, char *err, size_t errlen)
 {
     memset(lg, 0, sizeof *lg);
     lg->rings = rings;

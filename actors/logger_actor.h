@@ -24,9 +24,9 @@
 
 /* Counters the logger samples from the node (relaxed reads). */
 typedef struct ro_logger_sample {
-    uint64_t steps;   /* env steps so far */
-    uint64_t batches; /* forward passes so far */
-    uint64_t rows;    /* envs in those forward passes */
+    uint64_t steps;    /* env steps so far */
+    uint64_t batches;  /* forward passes so far */
+    uint64_t rows;     /* envs in those forward passes */
     uint64_t episodes; /* finished episodes */
     double return_sum; /* sum of their returns */
 } ro_logger_sample_t;
@@ -38,9 +38,9 @@ typedef struct ro_logger {
     uv_timer_t timer;
     ro_metrics_ring_t *rings; /* nrings, drained in turn */
     uint32_t nrings;
-    FILE *metrics; /* NULL: no file */
-    bool status_tty;    /* redraw one status line on stderr */
-    bool status_lines;  /* print a progress line every few seconds instead */
+    FILE *metrics;     /* NULL: no file */
+    bool status_tty;   /* redraw one status line on stderr */
+    bool status_lines; /* print a progress line every few seconds instead */
     ro_logger_sample_fn sample;
     void *sample_ctx;
     uint64_t t0_ns;
@@ -66,8 +66,8 @@ typedef struct ro_logger_opts {
 
 /* ro__logger_init opens the metrics file and prepares the timer. On failure
  * returns a negative code and a message naming the file. Loop thread. */
-int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *rings,
-                    uint32_t nrings, const ro_logger_opts_t *o, char *err, size_t errlen);
+int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *rings, uint32_t nrings,
+                    const ro_logger_opts_t *o, char *err, size_t errlen);
 
 /* ro__logger_dropped returns the records dropped by every ring. Any thread. */
 uint64_t ro__logger_dropped(ro_logger_t *lg);

@@ -9,7 +9,10 @@
  * shapes. The node runs in this process with the same env, policy and
  * seeds, W workers, for a fixed time.
  *
- * usage: bench_engine [--seconds S] [--workers W] [--csv FILE]
+ * Each side runs `repeats` times, alternating, and the medians are compared,
+ * so a burst of noise on a shared machine moves one sample, not the ratio.
+ *
+ * usage: bench_engine [--seconds S] [--workers W] [--repeats N] [--csv FILE]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,8 +69,8 @@ static double raw_loop(const bench_case_t *bc, uint32_t B, double seconds)
     }
     ro_space_t os, as;
     kind.vt->spaces(envs[0], &os, &as);
-    ro_policy_spec_t spec = {.kind = bc->policy, .hidden = {64, 64}, .nhidden = 2,
-                             .activation = RO_ACT_TANH, .seed = 1};
+    ro_policy_spec_t spec = {
+        .kind = bc->policy, .hidden = {64, 64}, .nhidden = 2, .activation = RO_ACT_TANH, .seed = 1};
     ro_policy_t *p;
     if (ro__policy_new(&p, &spec, &os, &as, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
@@ -152,10 +155,23 @@ static ro_summary_t node_run(const bench_case_t *bc, uint32_t workers, double se
     return s;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int main(int argc, char **argv)
 {
     ro__threads_single_blas(argv);
     double seconds = 3.0;
+    int repeats = 3;
     uint32_t workers = 0;
     const char *csv = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -163,6 +179,8 @@ int main(int argc, char **argv)
             seconds = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--workers"))
             workers = (uint32_t)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--repeats"))
+            repeats = atoi(argv[i + 1]) > 0 && atoi(argv[i + 1]) <= 15 ? atoi(argv[i + 1]) : 3;
         else if (!strcmp(argv[i], "--csv"))
             csv = argv[i + 1];
     }
@@ -186,14 +204,20 @@ int main(int argc, char **argv)
     printf("|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bench_case_t *bc = &cases[i];
-        ro_summary_t s = node_run(bc, workers, seconds);
-        double raw = raw_loop(bc, s.batch, seconds);
-        double eff = s.sps / (raw * workers);
+        double node_sps[15], raw_sps[15];
+        ro_summary_t s = {0};
+        for (int r = 0; r < repeats; r++) {
+            s = node_run(bc, workers, seconds);
+            node_sps[r] = s.sps;
+            raw_sps[r] = raw_loop(bc, s.batch, seconds);
+        }
+        double node = median(node_sps, repeats), raw = median(raw_sps, repeats);
+        double eff = node / (raw * workers);
         printf("| %s | %u | %u | %.0f | %.0f | %.3f | %d |\n", bc->name, workers, s.batch, raw,
-               s.sps, eff, s.threads);
+               node, eff, s.threads);
         if (out)
-            fprintf(out, "%s,%u,%u,%.1f,%.1f,%.4f,%d\n", bc->name, workers, s.batch, raw, s.sps,
-                    eff, s.threads);
+            fprintf(out, "%s,%u,%u,%.1f,%.1f,%.4f,%d\n", bc->name, workers, s.batch, raw, node, eff,
+                    s.threads);
         fflush(stdout);
     }
     if (out)

@@ -27,45 +27,44 @@ void ro__config_defaults(ro_config_t *c)
 
 void ro__config_usage(FILE *f)
 {
-    fputs(
-        "usage: rollout-node [options]\n"
-        "\n"
-        "Steps envs on pinned worker threads and batches their observations\n"
-        "through a policy. Runs --seconds (default 10) unless --steps is given.\n"
-        "\n"
-        "env:\n"
-        "  --env NAME|PATH         cartpole (default), pendulum, burn, or a plugin .so\n"
-        "  --env-arg KEY=VALUE     env argument (repeatable); every env accepts\n"
-        "                          max_episode_steps\n"
-        "  --num-envs N            envs to run (default 256)\n"
-        "  --check-finite          reset and count envs whose observation or reward\n"
-        "                          is NaN or infinite\n"
-        "scheduling:\n"
-        "  --workers W             worker threads (default: one per allowed CPU)\n"
-        "  --overcommit            allow more workers than allowed CPUs\n"
-        "  --shard K               envs stepped together by one env actor (default auto)\n"
-        "policy:\n"
-        "  --policy random|mlp|FILE  random actions, a seeded MLP (default), or an MLP\n"
-        "                          loaded from a PolicyParams file\n"
-        "  --hidden H1,H2,...      MLP hidden widths (default 64,64)\n"
-        "  --activation tanh|relu  MLP activation (default tanh)\n"
-        "  --gemm exact|openblas   dense-layer kernel: exact (default) gives every env\n"
-        "                          the same actions whatever the batching; openblas\n"
-        "                          uses cblas_sgemm, whose rounding depends on the batch\n"
-        "  --batch B               envs per forward pass (default auto)\n"
-        "  --max-wait-us US        run a partial batch after this wait (default 1000)\n"
-        "  --save-policy FILE      write the policy's weights as PolicyParams\n"
-        "run:\n"
-        "  --seed S                run seed (default 1)\n"
-        "  --steps N               total env steps, split evenly over the envs\n"
-        "  --seconds S             stop after S seconds (default 10; 0 = no limit)\n"
-        "output:\n"
-        "  --metrics FILE          JSON lines: one per episode, and throughput\n"
-        "  --metrics-interval S    seconds between throughput lines (default 1)\n"
-        "  --json                  one-line JSON summary on stdout at the end\n"
-        "  --quiet                 no live status line on the terminal\n"
-        "  --help, --version\n",
-        f);
+    fputs("usage: rollout-node [options]\n"
+          "\n"
+          "Steps envs on pinned worker threads and batches their observations\n"
+          "through a policy. Runs --seconds (default 10) unless --steps is given.\n"
+          "\n"
+          "env:\n"
+          "  --env NAME|PATH         cartpole (default), pendulum, burn, or a plugin .so\n"
+          "  --env-arg KEY=VALUE     env argument (repeatable); every env accepts\n"
+          "                          max_episode_steps\n"
+          "  --num-envs N            envs to run (default 256)\n"
+          "  --check-finite          reset and count envs whose observation or reward\n"
+          "                          is NaN or infinite\n"
+          "scheduling:\n"
+          "  --workers W             worker threads (default: one per allowed CPU)\n"
+          "  --overcommit            allow more workers than allowed CPUs\n"
+          "  --shard K               envs stepped together by one env actor (default auto)\n"
+          "policy:\n"
+          "  --policy random|mlp|FILE  random actions, a seeded MLP (default), or an MLP\n"
+          "                          loaded from a PolicyParams file\n"
+          "  --hidden H1,H2,...      MLP hidden widths (default 64,64)\n"
+          "  --activation tanh|relu  MLP activation (default tanh)\n"
+          "  --gemm exact|openblas   dense-layer kernel: exact (default) gives every env\n"
+          "                          the same actions whatever the batching; openblas\n"
+          "                          uses cblas_sgemm, whose rounding depends on the batch\n"
+          "  --batch B               envs per forward pass (default auto)\n"
+          "  --max-wait-us US        run a partial batch after this wait (default 1000)\n"
+          "  --save-policy FILE      write the policy's weights as PolicyParams\n"
+          "run:\n"
+          "  --seed S                run seed (default 1)\n"
+          "  --steps N               total env steps, split evenly over the envs\n"
+          "  --seconds S             stop after S seconds (default 10; 0 = no limit)\n"
+          "output:\n"
+          "  --metrics FILE          JSON lines: one per episode, and throughput\n"
+          "  --metrics-interval S    seconds between throughput lines (default 1)\n"
+          "  --json                  one-line JSON summary on stdout at the end\n"
+          "  --quiet                 no live status line on the terminal\n"
+          "  --help, --version\n",
+          f);
 }
 
 /* Strict unsigned parse: the whole string, decimal, within [lo, hi]. */
@@ -131,8 +130,8 @@ static int parse_hidden(const char *s, ro_policy_spec_t *p, char *err, size_t er
     return 0;
 bad:
     snprintf(err, errlen,
-             "--hidden '%s': expected 1 to %d comma-separated widths in [1, 65536], e.g. 64,64",
-             s, RO_POLICY_MAX_HIDDEN);
+             "--hidden '%s': expected 1 to %d comma-separated widths in [1, 65536], e.g. 64,64", s,
+             RO_POLICY_MAX_HIDDEN);
     return RO_EINVAL;
 }
 

@@ -15,7 +15,7 @@
 #define RO_MAX_ENV_ARGS 32
 
 typedef struct ro_config {
-    const char *env;                     /* built-in name or plugin path */
+    const char *env; /* built-in name or plugin path */
     ro_env_arg_t env_args[RO_MAX_ENV_ARGS];
     size_t nenv_args;
     uint32_t num_envs;
@@ -24,17 +24,17 @@ typedef struct ro_config {
     uint32_t batch;       /* rows per forward pass; 0 = automatic */
     uint64_t max_wait_us; /* flush a partial batch after this long */
     ro_policy_spec_t policy;
-    const char *policy_arg; /* as given to --policy */
+    const char *policy_arg;  /* as given to --policy */
     const char *save_policy; /* write the policy's weights here at start */
     uint64_t seed;
-    uint64_t steps;       /* total env steps, spread evenly over envs; 0 = no limit */
-    double seconds;       /* wall-clock limit; 0 = none */
-    const char *metrics;  /* JSON-lines file, or NULL */
+    uint64_t steps;          /* total env steps, spread evenly over envs; 0 = no limit */
+    double seconds;          /* wall-clock limit; 0 = none */
+    const char *metrics;     /* JSON-lines file, or NULL */
     double metrics_interval; /* seconds between throughput lines */
-    bool json;            /* print a one-line JSON summary on stdout */
-    bool quiet;           /* no live status line */
-    bool check_finite;    /* validate every observation and reward */
-    bool overcommit;      /* allow more workers than allowed CPUs */
+    bool json;               /* print a one-line JSON summary on stdout */
+    bool quiet;              /* no live status line */
+    bool check_finite;       /* validate every observation and reward */
+    bool overcommit;         /* allow more workers than allowed CPUs */
     bool help, version;
 } ro_config_t;
 

@@ -37,8 +37,8 @@ bool ro__metrics_ring_push(ro_metrics_ring_t *r, const ro_metric_t *rec)
         int64_t dif = (int64_t)(seq - pos);
         if (dif == 0) {
             /* Relaxed CAS: claiming the cell orders nothing by itself. */
-            if (atomic_compare_exchange_weak_explicit(&r->tail, &pos, pos + 1,
-                                                      memory_order_relaxed, memory_order_relaxed)) {
+            if (atomic_compare_exchange_weak_explicit(&r->tail, &pos, pos + 1, memory_order_relaxed,
+                                                      memory_order_relaxed)) {
                 c->rec = *rec;
                 /* Release publishes rec to the consumer's acquire load. */
                 atomic_store_explicit(&c->seq, pos + 1, memory_order_release);

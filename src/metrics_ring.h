@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 typedef enum ro_metric_kind {
-    RO_METRIC_EPISODE = 1, /* env finished an episode */
+    RO_METRIC_EPISODE = 1,  /* env finished an episode */
     RO_METRIC_ENV_FAIL = 2, /* env step failed or produced a non-finite value; env reset */
 } ro_metric_kind_t;
 
@@ -38,10 +38,10 @@ typedef struct ro_metric_cell {
 } ro_metric_cell_t;
 
 typedef struct ro_metrics_ring {
-    ro_metric_cell_t *cells; /* capacity cells; read-only pointer after init */
-    uint64_t mask;           /* capacity - 1 */
-    alignas(64) _Atomic uint64_t tail; /* next cell to claim: producers */
-    alignas(64) uint64_t head;         /* next cell to read: consumer only */
+    ro_metric_cell_t *cells;              /* capacity cells; read-only pointer after init */
+    uint64_t mask;                        /* capacity - 1 */
+    alignas(64) _Atomic uint64_t tail;    /* next cell to claim: producers */
+    alignas(64) uint64_t head;            /* next cell to read: consumer only */
     alignas(64) _Atomic uint64_t dropped; /* records lost to a full ring */
 } ro_metrics_ring_t;
 

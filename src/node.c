@@ -267,8 +267,7 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
         if (l == 0)
             n->batch = batch;
         rc = ro__learner_init(&n->lanes[l], n->policy, q, &n->control, batch, n->cfg.max_wait_us,
-                              s - first_shard, rows, n->shard_size,
-                              n->shards[0].discrete);
+                              s - first_shard, rows, n->shard_size, n->shards[0].discrete);
         if (rc) {
             snprintf(err, errlen, "cannot allocate the learner's batch buffers");
             return rc;
@@ -322,8 +321,8 @@ int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errle
     int rc;
     if ((rc = plan_workers(n, err, errlen)) || (rc = open_env(n, err, errlen)) ||
         (rc = make_shards(n, err, errlen)) || (rc = make_rings(n)) ||
-        (rc = make_policy(n, err, errlen)) ||
-        (rc = make_lanes(n, err, errlen)) || (rc = make_loop(n, err, errlen))) {
+        (rc = make_policy(n, err, errlen)) || (rc = make_lanes(n, err, errlen)) ||
+        (rc = make_loop(n, err, errlen))) {
         if (err[0] == '\0')
             snprintf(err, errlen, "start-up failed: %s", ro_strerror(rc));
         ro_node_free(n);
@@ -340,8 +339,8 @@ void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
     char cpus[256] = "";
     size_t off = 0;
     for (int i = 0; i < n->nworkers && off + 8 < sizeof cpus; i++)
-        off += (size_t)snprintf(cpus + off, sizeof cpus - off, "%s%d", i ? "," : "",
-                                n->plan[i].cpu);
+        off +=
+            (size_t)snprintf(cpus + off, sizeof cpus - off, "%s%d", i ? "," : "", n->plan[i].cpu);
     snprintf(buf, len,
              "env %s x%u | policy %s | %d workers on CPUs %s, %d NUMA node(s) | %u lanes, "
              "shards of %u, batch %u, max-wait %llu us | seed %llu",

@@ -27,9 +27,9 @@ typedef struct ro_summary {
     int threads_expected; /* 1 loop + W workers */
     int workers;
     int lanes;
-    int numa_nodes; /* NUMA nodes with workers (worker groups) */
+    int numa_nodes;  /* NUMA nodes with workers (worker groups) */
     uint64_t steals; /* actors run away from their home worker */
-    int cpus;   /* allowed CPUs */
+    int cpus;        /* allowed CPUs */
     int pin_errors;
     uint32_t num_envs;
     uint32_t shard;

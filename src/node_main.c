@@ -31,12 +31,13 @@ static void print_summary(const ro_summary_t *s, bool json)
            "\"mean_return\":%.17g,\"threads\":%d,\"threads_expected\":%d,\"workers\":%d,"
            "\"lanes\":%d,\"numa_nodes\":%d,\"cpus\":%d,\"num_envs\":%u,\"shard\":%u,\"batch\":%u,"
            "\"batches\":%llu,\"mean_batch\":%.3f,\"env_failures\":%llu,"
-           "\"dropped_metrics\":%llu,\"steals\":%llu,\"pin_errors\":%d,\"env\":\"%s\",\"policy\":\"%s\"}\n",
+           "\"dropped_metrics\":%llu,\"steals\":%llu,\"pin_errors\":%d,\"env\":\"%s\",\"policy\":"
+           "\"%s\"}\n",
            (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
            s->mean_return, s->threads, s->threads_expected, s->workers, s->lanes, s->numa_nodes,
-           s->cpus, s->num_envs, s->shard, s->batch, (unsigned long long)s->batches,
-           s->mean_batch, (unsigned long long)s->env_failures,
-           (unsigned long long)s->dropped_metrics, (unsigned long long)s->steals, s->pin_errors, s->env, s->policy);
+           s->cpus, s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
+           (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics,
+           (unsigned long long)s->steals, s->pin_errors, s->env, s->policy);
     fflush(stdout);
 }
 

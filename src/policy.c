@@ -414,8 +414,8 @@ static void dense_blas(const ro_dense_t *d, const float *x, size_t ldx, uint32_t
 {
     for (uint32_t i = 0; i < n; i++)
         memcpy(y + (size_t)i * d->ldw, d->bias, d->ldw * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d->ldw, (int)d->in, 1.0f,
-                x, (int)ldx, d->wt, (int)d->ldw, 1.0f, y, (int)d->ldw);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d->ldw, (int)d->in, 1.0f, x,
+                (int)ldx, d->wt, (int)d->ldw, 1.0f, y, (int)d->ldw);
 }
 
 /* forward_block runs the n <= BLOCK_ROWS input rows at x through the MLP

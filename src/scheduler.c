@@ -229,8 +229,8 @@ static ro_actor_t *idle_wait(ro_worker_t *w)
 {
     ro_runq_t *q = w->q;
     ro_group_t *g = q->group;
-    atomic_store(&q->idle, true);     /* seq_cst: before the scan below */
-    atomic_fetch_add(&g->idle, 1);    /* seq_cst: pairs with pushers' load */
+    atomic_store(&q->idle, true);  /* seq_cst: before the scan below */
+    atomic_fetch_add(&g->idle, 1); /* seq_cst: pairs with pushers' load */
     ro_actor_t *a = steal(w);
     if (!a) {
         lock(q);

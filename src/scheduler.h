@@ -43,12 +43,12 @@ typedef struct ro_runq {
     /* Actors queued: changed under mu; read without it (relaxed) by thieves
      * to skip empty queues without locking them. */
     _Atomic uint32_t len;
-    ro_timer_t *timers;      /* armed timers sorted by deadline, under mu */
-    bool sleeping;           /* owner waits on cv, under mu */
-    bool wake;               /* a pusher asked the owner to look again, under mu */
-    bool stop;               /* under mu */
-    struct ro_group *group;  /* read-only after init */
-    int numa_node;           /* read-only after init */
+    ro_timer_t *timers;     /* armed timers sorted by deadline, under mu */
+    bool sleeping;          /* owner waits on cv, under mu */
+    bool wake;              /* a pusher asked the owner to look again, under mu */
+    bool stop;              /* under mu */
+    struct ro_group *group; /* read-only after init */
+    int numa_node;          /* read-only after init */
     /* Owner is looking for work or asleep: pushers read it to pick whom to
      * wake. seq_cst, paired with the group's idle count (scheduler.c). */
     alignas(64) atomic_bool idle;

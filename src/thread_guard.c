@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 static const char *const blas_vars[] = {
-    "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "GOTO_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "GOTO_NUM_THREADS",
 };
 
 int ro__threads_single_blas(char **argv)

@@ -87,8 +87,8 @@ void ro__topology_free(ro_topology_t *t)
     t->nnodes = 0;
 }
 
-int ro__topology_plan(const ro_topology_t *t, int nworkers, bool overcommit,
-                      ro_worker_plan_t *plan, int *group_nodes, int *ngroups)
+int ro__topology_plan(const ro_topology_t *t, int nworkers, bool overcommit, ro_worker_plan_t *plan,
+                      int *group_nodes, int *ngroups)
 {
     if (nworkers < 1)
         return RO_EINVAL;

@@ -43,7 +43,7 @@ void ro__topology_free(ro_topology_t *t);
  * *ngroups gets their number. If nworkers exceeds the allowed CPUs, returns
  * RO_ERANGE unless overcommit, in which case workers wrap round the CPUs.
  */
-int ro__topology_plan(const ro_topology_t *t, int nworkers, bool overcommit,
-                      ro_worker_plan_t *plan, int *group_nodes, int *ngroups);
+int ro__topology_plan(const ro_topology_t *t, int nworkers, bool overcommit, ro_worker_plan_t *plan,
+                      int *group_nodes, int *ngroups);
 
 #endif

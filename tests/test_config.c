@@ -54,11 +54,36 @@ static void test_values(void **state)
     (void)state;
     ro_config_t c;
     char err[256];
-    const char *in[] = {"rollout-node", "--env", "pendulum", "--env-arg", "g=9.81", "--env-arg",
-                       "max_episode_steps=50", "--num-envs", "12", "--workers", "2", "--shard",
-                       "3", "--batch", "6", "--max-wait-us", "0", "--hidden", "32,16,8",
-                       "--activation", "relu", "--seed", "42", "--steps", "1000", "--json",
-                       "--metrics", "m.jsonl", "--check-finite", NULL};
+    const char *in[] = {"rollout-node",
+                        "--env",
+                        "pendulum",
+                        "--env-arg",
+                        "g=9.81",
+                        "--env-arg",
+                        "max_episode_steps=50",
+                        "--num-envs",
+                        "12",
+                        "--workers",
+                        "2",
+                        "--shard",
+                        "3",
+                        "--batch",
+                        "6",
+                        "--max-wait-us",
+                        "0",
+                        "--hidden",
+                        "32,16,8",
+                        "--activation",
+                        "relu",
+                        "--seed",
+                        "42",
+                        "--steps",
+                        "1000",
+                        "--json",
+                        "--metrics",
+                        "m.jsonl",
+                        "--check-finite",
+                        NULL};
     int argc;
     char **argv = dup_argv(in, &argc);
     assert_int_equal(parse(argv, argc, &c, err), 0);
@@ -156,10 +181,8 @@ static void test_stray_argument(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_values),
-        cmocka_unit_test(test_policy_choices),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_values),
+        cmocka_unit_test(test_policy_choices), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_stray_argument),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

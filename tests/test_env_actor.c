@@ -34,8 +34,8 @@ static void fake_behaviour(ro_actor_t *self, ro_msg_t *msg)
     sem_post(&f->got);
 }
 
-static fixture_t *setup(const ro_env_vtable_t *vt, ro_env_arg_t *args, size_t nargs,
-                        uint32_t n, uint64_t quota)
+static fixture_t *setup(const ro_env_vtable_t *vt, ro_env_arg_t *args, size_t nargs, uint32_t n,
+                        uint64_t quota)
 {
     static fixture_t f;
     memset(&f, 0, sizeof f);

@@ -339,8 +339,8 @@ static void test_idle_worker_steals(void **state)
     ro__actor_send(&b.actor, &m1);
     /* Wait until the blocker runs (someone is busy with it) ... */
     while (atomic_load_explicit(&ro__sched_queue(s, 0)->runs, memory_order_relaxed) +
-                   atomic_load_explicit(&ro__sched_queue(s, 1)->runs, memory_order_relaxed) ==
-               0)
+               atomic_load_explicit(&ro__sched_queue(s, 1)->runs, memory_order_relaxed) ==
+           0)
         sched_yield();
     /* ... then ready the releaser: only the other worker can run it. */
     ro__actor_send(&r.actor, &m2);
