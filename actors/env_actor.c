@@ -8,7 +8,6 @@
 #include "alloc.h"
 #include "clock.h"
 #include "error.h"
-#include "learner_actor.h"
 #include "messages.h"
 
 /* Below this many steps per env the shard checks nothing for a quota. */
@@ -118,6 +117,11 @@ static void step_all(ro_env_shard_t *s)
 static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
 {
     ro_env_shard_t *s = ro__container_of(self, ro_env_shard_t, actor);
+    if (msg->type == RO_MSG_STOP) { /* no actions will come: the node is stopping */
+        s->ready_msg.type = RO_MSG_SHARD_DONE;
+        ro__actor_send(s->learner, &s->ready_msg);
+        return;
+    }
     if (msg->type == RO_MSG_START)
         reset_all(s);
     else
@@ -127,7 +131,7 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
     bool stop = atomic_load_explicit(s->stopping, memory_order_relaxed);
     bool quota_done = s->quota != NO_QUOTA && s->steps_done >= s->quota;
     s->ready_msg.type = (stop || quota_done) ? RO_MSG_SHARD_DONE : RO_MSG_OBS_READY;
-    ro__actor_send(&s->learner->actor, &s->ready_msg);
+    ro__actor_send(s->learner, &s->ready_msg);
 }
 
 /* Reserve the next array of `bytes` in a block, on its own cache line: no

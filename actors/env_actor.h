@@ -27,7 +27,6 @@
 #include "rng.h"
 #include "rollout/env.h"
 
-struct ro_learner;
 
 typedef struct ro_env_shard {
     ro_actor_t actor;
@@ -42,7 +41,7 @@ typedef struct ro_env_shard {
     bool check_finite;  /* validate observations and rewards */
     uint32_t max_steps; /* episode limit, 0 = none */
     uint64_t quota;     /* steps per env before the shard is done, 0 = none */
-    struct ro_learner *learner;
+    ro_actor_t *learner; /* a local learner lane, or the remote-learner hub */
     ro_metrics_ring_t *ring;
     const atomic_bool *stopping; /* set by the loop on SIGINT/--seconds */
 
@@ -100,7 +99,7 @@ void ro__env_shard_destroy(ro_env_shard_t *s);
 /* Where a shard runs and whom it talks to. */
 typedef struct ro_env_shard_wiring {
     struct ro_runq *runq;
-    struct ro_learner *learner;
+    ro_actor_t *learner;
     ro_metrics_ring_t *ring;
     const atomic_bool *stopping;
     uint32_t max_steps;

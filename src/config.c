@@ -23,6 +23,9 @@ void ro__config_defaults(ro_config_t *c)
     c->seed = 1;
     c->seconds = 10.0;
     c->metrics_interval = 1.0;
+    c->listen = "127.0.0.1:5555";
+    c->max_frame = 16u << 20;
+    c->max_learners = 64;
 }
 
 void ro__config_usage(FILE *f)
@@ -54,7 +57,15 @@ void ro__config_usage(FILE *f)
           "  --batch B               envs per forward pass (default auto)\n"
           "  --max-wait-us US        run a partial batch after this wait (default 1000)\n"
           "  --save-policy FILE      write the policy's weights as PolicyParams\n"
-          "run:\n"
+          "remote learners (docs/protocol.md):\n"
+        "  --learner local|remote  forward passes in this node (default), or by learners\n"
+        "                          that attach over TCP\n"
+        "  --listen HOST:PORT      where learners attach (default 127.0.0.1:5555; port 0\n"
+        "                          picks a free one)\n"
+        "  --token-file FILE       secret learners must present; required unless loopback\n"
+        "  --max-frame-bytes N     largest frame accepted from a learner (default 16 MiB)\n"
+        "  --max-learners N        learner connections at once (default 64)\n"
+        "run:\n"
           "  --seed S                run seed (default 1)\n"
           "  --steps N               total env steps, split evenly over the envs\n"
           "  --seconds S             stop after S seconds (default 10; 0 = no limit)\n"
@@ -176,6 +187,11 @@ enum {
     OPT_QUIET,
     OPT_CHECK_FINITE,
     OPT_OVERCOMMIT,
+    OPT_LEARNER,
+    OPT_LISTEN,
+    OPT_TOKEN_FILE,
+    OPT_MAX_FRAME,
+    OPT_MAX_LEARNERS,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -202,6 +218,11 @@ static const struct option long_opts[] = {
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"check-finite", no_argument, NULL, OPT_CHECK_FINITE},
     {"overcommit", no_argument, NULL, OPT_OVERCOMMIT},
+    {"learner", required_argument, NULL, OPT_LEARNER},
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME},
+    {"max-learners", required_argument, NULL, OPT_MAX_LEARNERS},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -317,6 +338,28 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
             break;
         case OPT_OVERCOMMIT:
             c->overcommit = true;
+            break;
+        case OPT_LEARNER:
+            if (strcmp(a, "local") == 0)
+                c->remote = false;
+            else if (strcmp(a, "remote") == 0)
+                c->remote = true;
+            else {
+                snprintf(err, errlen, "--learner '%s': expected local or remote", a);
+                rc = RO_EINVAL;
+            }
+            break;
+        case OPT_LISTEN:
+            c->listen = a;
+            break;
+        case OPT_TOKEN_FILE:
+            c->token_file = a;
+            break;
+        case OPT_MAX_FRAME:
+            rc = parse_u32("--max-frame-bytes", a, 1024, 1u << 30, &c->max_frame, err, errlen);
+            break;
+        case OPT_MAX_LEARNERS:
+            rc = parse_u32("--max-learners", a, 1, 4096, &c->max_learners, err, errlen);
             break;
         case OPT_HELP:
             c->help = true;

@@ -35,6 +35,11 @@ typedef struct ro_config {
     bool quiet;              /* no live status line */
     bool check_finite;       /* validate every observation and reward */
     bool overcommit;         /* allow more workers than allowed CPUs */
+    bool remote;            /* --learner remote: learners attach over TCP */
+    const char *listen;     /* HOST:PORT for remote learners */
+    const char *token_file; /* shared secret learners must present */
+    uint32_t max_frame;     /* largest frame accepted from a learner */
+    uint32_t max_learners;  /* learner connections at once */
     bool help, version;
 } ro_config_t;
 

@@ -12,6 +12,9 @@ enum {
     RO_ERANGE = -ERANGE,   /* a value outside its accepted range */
     RO_EBADMSG = -EBADMSG, /* a malformed message or file record */
     RO_ENOTSUP = -ENOTSUP, /* not supported by this build or env */
+    RO_EMSGSIZE = -EMSGSIZE, /* a frame or record over its size limit */
+    RO_EPROTO = -EPROTO,     /* a peer broke the protocol */
+    RO_EACCES = -EACCES,     /* a peer presented a wrong or missing token */
 };
 
 /* ro_strerror returns a static description of an error code. Any thread. */

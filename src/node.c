@@ -1,5 +1,6 @@
 #include "node.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdatomic.h>
@@ -18,6 +19,7 @@
 #include "messages.h"
 #include "metrics_ring.h"
 #include "policy.h"
+#include "remote_learner.h"
 #include "scheduler.h"
 #include "thread_guard.h"
 #include "topology.h"
@@ -47,8 +49,11 @@ struct ro_node {
     ro_policy_t *policy;
     ro_env_shard_t *shards; /* nshards */
     uint32_t nshards;
-    ro_learner_t *lanes; /* nlanes */
-    uint32_t nlanes;
+    ro_learner_t *lanes; /* nlanes local learner lanes (none with --learner remote) */
+    uint32_t nlanes;     /* env groups: one per worker */
+    ro_remote_t *remote; /* --learner remote: the hub serving TCP learners */
+    char token[256];
+    ro_space_t obs_space, act_space; /* for the hub's welcome */
 
     ro_metrics_ring_t *rings; /* one per lane: its shards' episode records */
     ro_logger_t logger;
@@ -59,6 +64,7 @@ struct ro_node {
     uv_signal_t sigint, sigterm;
     uv_timer_t deadline;
     uint32_t lanes_done;
+    uint32_t learners_expected; /* LANE_DONE messages that end the run */
 
     /* Set by the loop (signal, deadline); read by env actors on workers. */
     atomic_bool stopping;
@@ -88,7 +94,7 @@ static void sample_counters(void *ctx, ro_logger_sample_t *out)
         out->episodes += atomic_load_explicit(&sh->episodes_pub, memory_order_relaxed);
         out->return_sum += atomic_load_explicit(&sh->return_pub, memory_order_relaxed);
     }
-    for (uint32_t i = 0; i < n->nlanes; i++) {
+    for (uint32_t i = 0; n->lanes && i < n->nlanes; i++) {
         out->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
         out->rows += atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
     }
@@ -98,6 +104,8 @@ static void request_stop(ro_node_t *n)
 {
     /* Relaxed: env actors only need to see it eventually; it guards no data. */
     atomic_store_explicit(&n->stopping, true, memory_order_relaxed);
+    if (n->remote)
+        ro__remote_stop(n->remote); /* envs waiting for learners finish now */
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -121,6 +129,10 @@ static void shutdown_node(ro_node_t *n)
     if (t > n->threads_seen)
         n->threads_seen = t;
     ro__sched_stop(n->sched);
+    if (n->remote) {
+        ro__remote_stop(n->remote); /* goodbye to every learner */
+        ro__remote_close(n->remote);
+    }
     n->logger_rc = ro__logger_finish(&n->logger);
     uv_close((uv_handle_t *)&n->control_async, NULL);
     uv_close((uv_handle_t *)&n->sigint, NULL);
@@ -131,7 +143,7 @@ static void shutdown_node(ro_node_t *n)
 static void control_behaviour(ro_actor_t *self, ro_msg_t *msg)
 {
     ro_node_t *n = ro__container_of(self, ro_node_t, control);
-    if (msg->type == RO_MSG_LANE_DONE && ++n->lanes_done == n->nlanes)
+    if (msg->type == RO_MSG_LANE_DONE && ++n->lanes_done == n->learners_expected)
         shutdown_node(n);
 }
 
@@ -224,6 +236,8 @@ static int make_rings(ro_node_t *n)
 
 static int make_policy(ro_node_t *n, char *err, size_t errlen)
 {
+    if (n->cfg.remote)
+        return 0; /* the learners hold the policy */
     ro_space_t os, as;
     n->kind.vt->spaces(n->shards[0].envs[0], &os, &as);
     ro_policy_spec_t spec = n->cfg.policy;
@@ -236,14 +250,80 @@ static int make_policy(ro_node_t *n, char *err, size_t errlen)
     return rc;
 }
 
+/* Read the shared secret learners must present (whitespace trimmed). */
+static int read_token(ro_node_t *n, char *err, size_t errlen)
+{
+    FILE *f = fopen(n->cfg.token_file, "r");
+    if (!f) {
+        snprintf(err, errlen, "--token-file '%s': cannot read it (%s)", n->cfg.token_file,
+                 strerror(errno));
+        return RO_EINVAL;
+    }
+    size_t len = fread(n->token, 1, sizeof n->token - 1, f);
+    bool more = fgetc(f) != EOF;
+    fclose(f);
+    n->token[len] = '\0';
+    while (len > 0 && (n->token[len - 1] == '\n' || n->token[len - 1] == '\r' ||
+                       n->token[len - 1] == ' ' || n->token[len - 1] == '\t'))
+        n->token[--len] = '\0';
+    if (more || len == 0 || strlen(n->token) != len) {
+        snprintf(err, errlen, "--token-file '%s': expected one line of 1 to %zu characters",
+                 n->cfg.token_file, sizeof n->token - 2);
+        return RO_EINVAL;
+    }
+    return 0;
+}
+
+/* --learner remote: the hub takes the lanes' place; shards of env group l
+ * still live on worker l's queue. */
+static int make_remote(ro_node_t *n, char *err, size_t errlen)
+{
+    if (n->cfg.token_file) {
+        int rc = read_token(n, err, errlen);
+        if (rc)
+            return rc;
+    }
+    ro_space_t os, as;
+    n->kind.vt->spaces(n->shards[0].envs[0], &os, &as);
+    n->batch = n->cfg.batch ? n->cfg.batch : (n->cfg.num_envs + 1) / 2;
+    if (n->batch < n->shard_size)
+        n->batch = n->shard_size;
+    ro_remote_opts_t o = {
+        .listen = n->cfg.listen,
+        .token = n->cfg.token_file ? n->token : NULL,
+        .batch = n->batch,
+        .max_wait_us = n->cfg.max_wait_us,
+        .max_frame = n->cfg.max_frame,
+        .max_learners = n->cfg.max_learners,
+        .env_name = n->kind.vt->name,
+        .seed = n->cfg.seed,
+        .max_episode_steps = n->max_steps,
+    };
+    /* Spaces point into env 0 of shard 0, alive until the envs are destroyed. */
+    n->obs_space = os;
+    n->act_space = as;
+    int rc = ro__remote_new(&n->remote, &n->loop, n->shards, n->nshards, n->cfg.num_envs,
+                            &n->obs_space, &n->act_space, &n->control, &o, err, errlen);
+    if (rc)
+        return rc;
+    n->learners_expected = 1;
+    return 0;
+}
+
 static int make_lanes(ro_node_t *n, char *err, size_t errlen)
 {
-    n->lanes = ro__calloc_lines(n->nlanes, sizeof *n->lanes);
-    if (!n->lanes)
-        return RO_ENOMEM;
     int rc = ro__sched_new(&n->sched, n->ngroups, n->group_nodes, n->plan, n->nworkers);
     if (rc)
         return rc;
+    if (n->cfg.remote) {
+        if ((rc = make_remote(n, err, errlen)))
+            return rc;
+    } else {
+        n->lanes = ro__calloc_lines(n->nlanes, sizeof *n->lanes);
+        if (!n->lanes)
+            return RO_ENOMEM;
+        n->learners_expected = n->nlanes;
+    }
 
     uint32_t s = 0;
     for (uint32_t l = 0; l < n->nlanes; l++) {
@@ -264,18 +344,21 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
         }
         if (batch < n->shard_size)
             batch = n->shard_size;
-        if (l == 0)
-            n->batch = batch;
-        rc = ro__learner_init(&n->lanes[l], n->policy, q, &n->control, batch, n->cfg.max_wait_us,
-                              s - first_shard, rows, n->shard_size, n->shards[0].discrete);
-        if (rc) {
-            snprintf(err, errlen, "cannot allocate the learner's batch buffers");
-            return rc;
+        if (n->lanes) {
+            if (l == 0)
+                n->batch = batch;
+            rc = ro__learner_init(&n->lanes[l], n->policy, q, &n->control, batch,
+                                  n->cfg.max_wait_us, s - first_shard, rows, n->shard_size,
+                                  n->shards[0].discrete);
+            if (rc) {
+                snprintf(err, errlen, "cannot allocate the learner's batch buffers");
+                return rc;
+            }
         }
         for (uint32_t i = first_shard; i < s; i++) {
             ro_env_shard_wiring_t w = {
                 .runq = q,
-                .learner = &n->lanes[l],
+                .learner = n->lanes ? &n->lanes[l].actor : ro__remote_actor(n->remote),
                 .ring = &n->rings[l],
                 .stopping = &n->stopping,
                 .max_steps = n->max_steps,
@@ -321,8 +404,8 @@ int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errle
     int rc;
     if ((rc = plan_workers(n, err, errlen)) || (rc = open_env(n, err, errlen)) ||
         (rc = make_shards(n, err, errlen)) || (rc = make_rings(n)) ||
-        (rc = make_policy(n, err, errlen)) || (rc = make_lanes(n, err, errlen)) ||
-        (rc = make_loop(n, err, errlen))) {
+        (rc = make_policy(n, err, errlen)) || (rc = make_loop(n, err, errlen)) ||
+        (rc = make_lanes(n, err, errlen))) {
         if (err[0] == '\0')
             snprintf(err, errlen, "start-up failed: %s", ro_strerror(rc));
         ro_node_free(n);
@@ -335,7 +418,13 @@ int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errle
 void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
 {
     char pol[128];
-    ro__policy_describe(n->policy, pol, sizeof pol);
+    if (n->remote) {
+        char addr[80];
+        ro__remote_address(n->remote, addr, sizeof addr);
+        snprintf(pol, sizeof pol, "remote learners on %s", addr);
+    } else {
+        ro__policy_describe(n->policy, pol, sizeof pol);
+    }
     char cpus[256] = "";
     size_t off = 0;
     for (int i = 0; i < n->nworkers && off + 8 < sizeof cpus; i++)
@@ -347,6 +436,14 @@ void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
              n->kind.vt->name, n->cfg.num_envs, pol, n->nworkers, cpus, n->ngroups, n->nlanes,
              n->shard_size, n->batch, (unsigned long long)n->cfg.max_wait_us,
              (unsigned long long)n->cfg.seed);
+}
+
+void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len)
+{
+    if (n->remote)
+        ro__remote_address(n->remote, buf, len);
+    else if (len)
+        buf[0] = '\0';
 }
 
 int ro_node_run(ro_node_t *n)
@@ -381,7 +478,7 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
         return_sum += sh->return_sum;
         s->env_failures += sh->env_failures;
     }
-    for (uint32_t i = 0; i < n->nlanes; i++) {
+    for (uint32_t i = 0; n->lanes && i < n->nlanes; i++) {
         s->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
         s->mean_batch += (double)atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
     }
@@ -403,7 +500,18 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     s->shard = n->shard_size;
     s->batch = n->batch;
     snprintf(s->env, sizeof s->env, "%s", n->kind.vt->name);
-    ro__policy_describe(n->policy, s->policy, sizeof s->policy);
+    if (n->remote) {
+        snprintf(s->policy, sizeof s->policy, "remote");
+        ro_remote_stats_t rs;
+        ro__remote_stats(n->remote, &rs);
+        s->learners_attached = rs.attached;
+        s->learners_rejected = rs.rejected;
+        s->batches = rs.batches_sent;
+        s->batches_resent = rs.batches_resent;
+        s->mean_batch = rs.batches_sent ? (double)rs.rows_sent / (double)rs.batches_sent : 0.0;
+    } else {
+        ro__policy_describe(n->policy, s->policy, sizeof s->policy);
+    }
 }
 
 void ro_node_free(ro_node_t *n)
@@ -437,6 +545,7 @@ void ro_node_free(ro_node_t *n)
         if (uv_loop_close(&n->loop) != 0)
             fprintf(stderr, "rollout: warning: a loop handle was left open\n");
     }
+    ro__remote_free(n->remote); /* its handles are closed now */
     ro__topology_free(&n->topo);
     free(n->plan);
     free(n);

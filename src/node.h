@@ -29,6 +29,9 @@ typedef struct ro_summary {
     int lanes;
     int numa_nodes;  /* NUMA nodes with workers (worker groups) */
     uint64_t steals; /* actors run away from their home worker */
+    uint64_t learners_attached; /* --learner remote: hellos accepted */
+    uint64_t learners_rejected; /* closed for bad input or a slow peer */
+    uint64_t batches_resent;    /* batches sent again after a learner left */
     int cpus;        /* allowed CPUs */
     int pin_errors;
     uint32_t num_envs;
@@ -45,6 +48,9 @@ int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errle
 
 /* ro_node_describe writes the start-up line (what runs where). */
 void ro_node_describe(const ro_node_t *n, char *buf, size_t len);
+
+/* ro_node_listen_address writes where remote learners attach ("" if none). */
+void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len);
 
 /* ro_node_run starts the workers and runs the loop until every env is done
  * (--steps), the time is up (--seconds), or SIGINT/SIGTERM; then stops the

@@ -27,17 +27,23 @@ static void print_summary(const ro_summary_t *s, bool json)
         fprintf(stderr, "warning: %d workers could not be pinned to their CPU\n", s->pin_errors);
     if (!json)
         return;
+    /* One line, for scripts; field order is stable. */
     printf("{\"steps\":%llu,\"seconds\":%.6f,\"sps\":%.1f,\"episodes\":%llu,"
-           "\"mean_return\":%.17g,\"threads\":%d,\"threads_expected\":%d,\"workers\":%d,"
-           "\"lanes\":%d,\"numa_nodes\":%d,\"cpus\":%d,\"num_envs\":%u,\"shard\":%u,\"batch\":%u,"
-           "\"batches\":%llu,\"mean_batch\":%.3f,\"env_failures\":%llu,"
-           "\"dropped_metrics\":%llu,\"steals\":%llu,\"pin_errors\":%d,\"env\":\"%s\",\"policy\":"
-           "\"%s\"}\n",
+           "\"mean_return\":%.17g,",
            (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
-           s->mean_return, s->threads, s->threads_expected, s->workers, s->lanes, s->numa_nodes,
-           s->cpus, s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
-           (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics,
-           (unsigned long long)s->steals, s->pin_errors, s->env, s->policy);
+           s->mean_return);
+    printf("\"threads\":%d,\"threads_expected\":%d,\"workers\":%d,\"lanes\":%d,"
+           "\"numa_nodes\":%d,\"cpus\":%d,\"pin_errors\":%d,\"steals\":%llu,",
+           s->threads, s->threads_expected, s->workers, s->lanes, s->numa_nodes, s->cpus,
+           s->pin_errors, (unsigned long long)s->steals);
+    printf("\"num_envs\":%u,\"shard\":%u,\"batch\":%u,\"batches\":%llu,\"mean_batch\":%.3f,"
+           "\"env_failures\":%llu,\"dropped_metrics\":%llu,",
+           s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
+           (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
+    printf("\"learners_attached\":%llu,\"learners_rejected\":%llu,\"batches_resent\":%llu,"
+           "\"env\":\"%s\",\"policy\":\"%s\"}\n",
+           (unsigned long long)s->learners_attached, (unsigned long long)s->learners_rejected,
+           (unsigned long long)s->batches_resent, s->env, s->policy);
     fflush(stdout);
 }
 
@@ -72,6 +78,11 @@ int main(int argc, char **argv)
     ro_node_describe(node, line, sizeof line);
     if (!cfg.quiet)
         fprintf(stderr, "rollout-node %s: %s\n", RO_VERSION, line);
+    char addr[80];
+    ro_node_listen_address(node, addr, sizeof addr);
+    if (addr[0]) /* always: scripts read the port when --listen asked for port 0 */
+        fprintf(stderr, "rollout-node: listening for learners on %s\n", addr);
+    fflush(stderr);
 
     int rc = ro_node_run(node);
     ro_summary_t s;

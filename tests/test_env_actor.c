@@ -56,7 +56,7 @@ static fixture_t *setup(const ro_env_vtable_t *vt, ro_env_arg_t *args, size_t na
     assert_int_equal(ro__env_shard_init(&f.shard, vt, rest, nrest, 10, n, 7, err, sizeof err), 0);
     ro_env_shard_wiring_t w = {
         .runq = ro__sched_queue(f.sched, 0),
-        .learner = &f.fake,
+        .learner = &f.fake.actor,
         .ring = &f.ring,
         .stopping = &f.stopping,
         .max_steps = max_steps,

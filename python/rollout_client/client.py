@@ -1,0 +1,550 @@
+"""Client: a learner's connections to one or more rollout nodes.
+
+One TCP connection per node, all driven from the caller's thread through a
+``selectors`` selector (no threads). The client performs the handshake,
+turns every Frame{observations} into a :class:`Batch` of numpy arrays, and
+sends the answer of each batch with :meth:`Client.send_actions`.
+"""
+import collections
+import dataclasses
+import os
+import selectors
+import socket
+import time
+from typing import Optional, Tuple
+
+import numpy as np
+
+from . import _proto
+from .errors import (AuthenticationError, ConnectionClosed, ProtocolError, RemoteError,
+                     VersionMismatch)
+from .framing import DEFAULT_MAX_FRAME, FrameDecoder, encode_frame
+
+PROTOCOL_VERSION = 1
+EPROTO, EACCES = 71, 13
+_RECV_CHUNK = 1 << 16
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeInfo:
+    """What a node told us in its Welcome."""
+    index: int               # position of the node in the client's address list
+    address: str             # "host:port" as given
+    node_id: int
+    seed: int
+    env: str
+    num_envs: int
+    max_episode_steps: int   # 0: none
+    obs_shape: Tuple[int, ...]
+    obs_dim: int             # product of obs_shape: obs rows are flattened
+    action_kind: str         # "discrete" or "box"
+    action_n: int            # discrete: number of actions (0 for box)
+    action_shape: Tuple[int, ...]  # box: shape of one action (() for discrete)
+    action_low: Optional[np.ndarray]   # box: float32 [action_size]
+    action_high: Optional[np.ndarray]
+    max_frame: int           # largest frame the node accepts (0: not said)
+
+    @property
+    def action_size(self):
+        """Floats per action (box), 1 for discrete."""
+        return int(np.prod(self.action_shape)) if self.action_kind == "box" else 1
+
+
+@dataclasses.dataclass
+class Batch:
+    """One Frame{observations}: the transitions of some envs of one node.
+
+    Row i is env ``env[i]`` of node ``node``. Per docs/env-api.md, a row
+    whose step ended an episode carries the reward and flags of the ended
+    episode, the first observation of the next one (``episode_start``) and,
+    in ``final_obs[i]``, the ended episode's last observation
+    (``has_final_obs[i]``; NaN rows where absent).
+    """
+    node: int
+    seq: int
+    env: np.ndarray            # uint32 [n]
+    step: np.ndarray           # uint64 [n]
+    obs: np.ndarray            # float32 [n, obs_dim]
+    reward: np.ndarray         # float32 [n]
+    terminated: np.ndarray     # bool [n]
+    truncated: np.ndarray      # bool [n]
+    episode_start: np.ndarray  # bool [n]
+    final_obs: np.ndarray      # float32 [n, obs_dim], NaN rows where absent
+    has_final_obs: np.ndarray  # bool [n]
+
+    @property
+    def n(self):
+        return len(self.env)
+
+    def __len__(self):
+        return len(self.env)
+
+
+def parse_address(address):
+    """("host", port) from "host:port" or "[v6]:port"."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"node address {address!r} is not host:port")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def read_token(token=None, token_file=None):
+    """The token to present: ``token`` if given, else the contents of
+    ``token_file`` (surrounding whitespace stripped), else ""."""
+    if token is not None and token_file is not None:
+        raise ValueError("give token or token_file, not both")
+    if token_file is not None:
+        with open(token_file, encoding="utf-8") as f:
+            return f.read().strip()
+    return token or ""
+
+
+class _Conn:
+    """One node connection's state. Touched only by the owning Client."""
+
+    def __init__(self, index, address, max_frame):
+        self.index = index
+        self.address = address
+        self.sock = None
+        self.decoder = FrameDecoder(max_frame, where=address)
+        self.outbuf = bytearray()
+        self.info = None
+        self.last_seq = 0
+        self.unanswered = set()  # seqs delivered to the caller and not answered yet
+        self.open = False
+        self.goodbye = None      # the node's goodbye reason, once received
+
+
+class Client:
+    """Connections from one learner to one or more nodes.
+
+    ``Client(["127.0.0.1:7000", "10.0.0.2:7000"], token_file="tok")`` connects
+    at once (``connect=False`` defers to :meth:`connect`). Nodes are indexed
+    in the order given; ``client.nodes[i]`` is node i's :class:`NodeInfo`.
+
+    ``connect_timeout`` bounds, per node, the time spent retrying a refused
+    connection (a node that is still starting) plus the handshake.
+    ``max_frame`` bounds incoming frames.
+    """
+
+    def __init__(self, addresses, token=None, token_file=None, name=None,
+                 max_frame=DEFAULT_MAX_FRAME, connect_timeout=10.0, connect=True):
+        if isinstance(addresses, str):
+            addresses = [addresses]
+        if not addresses:
+            raise ValueError("Client needs at least one node address")
+        for a in addresses:
+            parse_address(a)
+        self._token = read_token(token, token_file)
+        self._name = name or f"rollout_client/{os.getpid()}"
+        self._max_frame = max_frame
+        self._connect_timeout = connect_timeout
+        self._conns = [_Conn(i, a, max_frame) for i, a in enumerate(addresses)]
+        self._sel = selectors.DefaultSelector()
+        self._ready = collections.deque()  # decoded batches not yet returned
+        self._pb = _proto.load()
+        self.nodes = []
+        if connect:
+            self.connect()
+
+    # -- connection set-up ------------------------------------------------
+    def connect(self):
+        """Connect to every node and do the handshakes. Raises
+        AuthenticationError / RemoteError when a node refuses,
+        VersionMismatch, ProtocolError, or OSError / TimeoutError when a node
+        cannot be reached within connect_timeout. On error every connection
+        already opened is closed."""
+        try:
+            for c in self._conns:
+                self._handshake(c)
+        except BaseException:
+            self._teardown()
+            raise
+        self.nodes = [c.info for c in self._conns]
+        return self
+
+    def _open_socket(self, c, deadline):
+        host, port = parse_address(c.address)
+        delay = 0.02
+        while True:
+            try:
+                sock = socket.create_connection(
+                    (host, port), timeout=max(0.1, deadline - time.monotonic()))
+                break
+            except (ConnectionRefusedError, ConnectionResetError) as e:
+                if time.monotonic() + delay >= deadline:
+                    raise TimeoutError(
+                        f"node {c.address} refused connections for "
+                        f"{self._connect_timeout:g}s: {e}") from e
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def _handshake(self, c):
+        deadline = time.monotonic() + self._connect_timeout
+        c.sock = self._open_socket(c, deadline)
+        c.open = True
+        pb = self._pb
+        hello = pb.Frame()
+        hello.hello.protocol_version = PROTOCOL_VERSION
+        hello.hello.role = "learner"
+        hello.hello.token = self._token
+        hello.hello.name = self._name
+        c.sock.sendall(encode_frame(hello.SerializeToString()))
+        frames = []
+        while not frames:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"node {c.address} sent no welcome within "
+                                   f"{self._connect_timeout:g}s")
+            c.sock.settimeout(left)
+            try:
+                data = c.sock.recv(_RECV_CHUNK)
+            except socket.timeout:
+                continue
+            except ConnectionResetError as e:
+                raise ConnectionClosed(f"node {c.address} reset the connection during the "
+                                       f"handshake: {e}") from e
+            if not data:
+                raise ConnectionClosed(f"node {c.address} closed the connection during the "
+                                       "handshake (no welcome)")
+            frames = c.decoder.feed(data)
+        first = self._parse(c, frames[0])
+        kind = first.WhichOneof("body")
+        if kind == "error":
+            raise self._remote_error(c, first.error)
+        if kind != "welcome":
+            self._fail(c, f"expected welcome, got {kind or 'an empty frame'}")
+        c.info = self._node_info(c, first.welcome)
+        c.sock.setblocking(False)
+        self._sel.register(c.sock, selectors.EVENT_READ, c)
+        for f in frames[1:]:
+            self._dispatch(c, self._parse(c, f))
+
+    def _node_info(self, c, w):
+        if w.protocol_version != PROTOCOL_VERSION:
+            self._send_error(c, EPROTO, f"learner speaks protocol version {PROTOCOL_VERSION}")
+            raise VersionMismatch(PROTOCOL_VERSION, w.protocol_version, c.address)
+        if not w.HasField("spec"):
+            self._fail(c, "welcome has no spec")
+        s = w.spec
+        o = s.observation
+        if o.kind != "box" or not o.shape:
+            self._fail(c, f"observation space must be a box with a shape, got kind "
+                          f"{o.kind!r} shape {list(o.shape)}")
+        obs_shape = tuple(int(d) for d in o.shape)
+        obs_dim = int(np.prod(obs_shape))
+        a = s.action
+        low = high = None
+        if a.kind == "discrete":
+            if a.n < 1:
+                self._fail(c, "discrete action space with n = 0")
+            action_n, action_shape = int(a.n), ()
+        elif a.kind == "box":
+            if not a.shape:
+                self._fail(c, "box action space without a shape")
+            action_n, action_shape = 0, tuple(int(d) for d in a.shape)
+            size = int(np.prod(action_shape))
+            if len(a.low) == size and len(a.high) == size:
+                low = np.array(a.low, dtype=np.float32)
+                high = np.array(a.high, dtype=np.float32)
+            elif len(a.low) or len(a.high):
+                self._fail(c, f"box action bounds have {len(a.low)}/{len(a.high)} values, "
+                              f"shape needs {size}")
+        else:
+            self._fail(c, f"unknown action space kind {a.kind!r}")
+        if s.num_envs < 1:
+            self._fail(c, "welcome announces 0 envs")
+        return NodeInfo(index=c.index, address=c.address, node_id=int(w.node_id),
+                        seed=int(w.seed), env=s.env, num_envs=int(s.num_envs),
+                        max_episode_steps=int(s.max_episode_steps), obs_shape=obs_shape,
+                        obs_dim=obs_dim, action_kind=a.kind, action_n=action_n,
+                        action_shape=action_shape, action_low=low, action_high=high,
+                        max_frame=int(w.max_frame))
+
+    # -- errors -------------------------------------------------------------
+    def _parse(self, c, data):
+        f = self._pb.Frame()
+        try:
+            f.ParseFromString(data)
+        except Exception as e:  # protobuf raises DecodeError; be broad on purpose
+            self._fail(c, f"undecodable frame ({len(data)} bytes): {e}")
+        return f
+
+    def _remote_error(self, c, err):
+        self._close_conn(c)
+        cls = AuthenticationError if err.code == EACCES else RemoteError
+        return cls(int(err.code), err.message, c.address)
+
+    def _send_error(self, c, code, message):
+        """Best effort: tell the node what was wrong before closing."""
+        if c.sock is None:
+            return
+        f = self._pb.Frame()
+        f.error.code = code
+        f.error.message = message
+        try:
+            c.sock.setblocking(True)
+            c.sock.settimeout(1.0)
+            c.sock.sendall(bytes(c.outbuf) + encode_frame(f.SerializeToString()))
+            c.outbuf.clear()
+        except OSError:
+            pass
+
+    def _fail(self, c, message):
+        """A protocol violation by node c: error frame, close, raise."""
+        self._send_error(c, EPROTO, message)
+        self._close_conn(c)
+        raise ProtocolError(f"node {c.address}: {message}")
+
+    # -- receiving ------------------------------------------------------------
+    def _dispatch(self, c, frame):
+        kind = frame.WhichOneof("body")
+        if kind == "observations":
+            self._ready.append(self._batch(c, frame.observations))
+        elif kind == "error":
+            raise self._remote_error(c, frame.error)
+        elif kind == "goodbye":
+            c.goodbye = frame.goodbye.reason
+            self._close_conn(c)
+        else:
+            self._fail(c, f"unexpected {kind or 'empty frame'} after the handshake")
+
+    def _batch(self, c, m):
+        info = c.info
+        n = len(m.env)
+        d = info.obs_dim
+        if m.seq <= c.last_seq:
+            self._fail(c, f"observations seq {m.seq} after seq {c.last_seq}")
+        for field, want in (("step", n), ("obs", n * d), ("reward", n), ("terminated", n),
+                            ("truncated", n), ("episode_start", n)):
+            got = len(getattr(m, field))
+            if got != want:
+                self._fail(c, f"observations seq {m.seq}: {field} has {got} values, "
+                              f"expected {want} ({n} envs, obs_dim {d})")
+        env = np.array(m.env, dtype=np.uint32)
+        if n and int(env.max()) >= info.num_envs:
+            self._fail(c, f"observations seq {m.seq}: env index {int(env.max())} "
+                          f">= num_envs {info.num_envs}")
+        if len(np.unique(env)) != n:
+            self._fail(c, f"observations seq {m.seq}: an env index appears twice")
+        fidx = np.array(m.final_index, dtype=np.int64)
+        if len(m.final_obs) != len(fidx) * d:
+            self._fail(c, f"observations seq {m.seq}: final_obs has {len(m.final_obs)} "
+                          f"values for {len(fidx)} final_index entries (obs_dim {d})")
+        if len(fidx) and (int(fidx.max()) >= n or len(np.unique(fidx)) != len(fidx)):
+            self._fail(c, f"observations seq {m.seq}: final_index out of range or repeated")
+        final = np.full((n, d), np.nan, dtype=np.float32)
+        has_final = np.zeros(n, dtype=bool)
+        if len(fidx):
+            final[fidx] = np.array(m.final_obs, dtype=np.float32).reshape(len(fidx), d)
+            has_final[fidx] = True
+        c.last_seq = m.seq
+        c.unanswered.add(m.seq)
+        return Batch(node=c.index, seq=int(m.seq), env=env,
+                     step=np.array(m.step, dtype=np.uint64),
+                     obs=np.array(m.obs, dtype=np.float32).reshape(n, d),
+                     reward=np.array(m.reward, dtype=np.float32),
+                     terminated=np.array(m.terminated, dtype=bool),
+                     truncated=np.array(m.truncated, dtype=bool),
+                     episode_start=np.array(m.episode_start, dtype=bool),
+                     final_obs=final, has_final_obs=has_final)
+
+    def _on_readable(self, c):
+        try:
+            data = c.sock.recv(_RECV_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._close_conn(c)
+            raise ConnectionClosed(f"node {c.address}: connection lost: {e}") from e
+        if not data:
+            self._close_conn(c)
+            raise ConnectionClosed(f"node {c.address} closed the connection without goodbye")
+        try:
+            frames = c.decoder.feed(data)
+        except ProtocolError as e:
+            self._send_error(c, EPROTO, str(e))
+            self._close_conn(c)
+            raise
+        for f in frames:
+            if not c.open:
+                break  # goodbye or error already ended this connection
+            self._dispatch(c, self._parse(c, f))
+
+    def _flush(self, c):
+        try:
+            sent = c.sock.send(c.outbuf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._close_conn(c)
+            raise ConnectionClosed(f"node {c.address}: send failed: {e}") from e
+        del c.outbuf[:sent]
+        self._watch(c)
+
+    def _watch(self, c):
+        if c.open:
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.outbuf else 0)
+            self._sel.modify(c.sock, events, c)
+
+    def recv(self, timeout=None):
+        """The next batch from any node, or None when ``timeout`` seconds
+        pass first (None: wait as long as it takes).
+
+        Raises RemoteError when a node sends Frame{error}, ConnectionClosed
+        when a node's connection ends without goodbye (the client then goes
+        on with the other nodes), ProtocolError on a malformed frame, and
+        ConnectionClosed(clean=True) once every node has said goodbye.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._ready:
+            if not any(c.open for c in self._conns):
+                reasons = "; ".join(f"{c.address}: {c.goodbye!r}" for c in self._conns
+                                    if c.goodbye is not None)
+                raise ConnectionClosed(f"every node has closed (goodbye: {reasons or 'none'})",
+                                       clean=all(c.goodbye is not None for c in self._conns),
+                                       reason=reasons)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            events = self._sel.select(left)
+            for key, mask in events:
+                c = key.data
+                if c.open and mask & selectors.EVENT_WRITE:
+                    self._flush(c)
+                if c.open and mask & selectors.EVENT_READ:
+                    self._on_readable(c)
+            if not events and deadline is not None and time.monotonic() >= deadline:
+                return None
+        return self._ready.popleft()
+
+    def batches(self, timeout=None):
+        """Iterate over batches until every node has said goodbye."""
+        while True:
+            try:
+                b = self.recv(timeout)
+            except ConnectionClosed as e:
+                if e.clean:
+                    return
+                raise
+            if b is None:
+                raise TimeoutError(f"no observations for {timeout:g}s")
+            yield b
+
+    # -- sending --------------------------------------------------------------
+    def send_actions(self, batch, actions, clip_box=True):
+        """Answer ``batch`` with one action per row, in the batch's order.
+
+        Discrete spaces: integers in [0, n), shape [n]. Box spaces: floats,
+        shape [n, *action_shape] (or [n * action_size]); with ``clip_box``
+        they are clipped to the space's bounds when the node gave bounds.
+        Raises ValueError on a wrong shape, an out-of-range discrete action,
+        a non-finite box action or a batch already answered, and
+        ConnectionClosed when the batch's node is gone.
+        """
+        c = self._conns[batch.node]
+        if not c.open:
+            raise ConnectionClosed(f"node {c.address} is closed; batch seq {batch.seq} "
+                                   "cannot be answered", clean=c.goodbye is not None,
+                                   reason=c.goodbye or "")
+        if batch.seq not in c.unanswered:
+            raise ValueError(f"batch seq {batch.seq} of node {c.address} was already "
+                             "answered or never delivered")
+        info = c.info
+        n = batch.n
+        a = np.asarray(actions)
+        f = self._pb.Frame()
+        f.actions.seq = batch.seq
+        if info.action_kind == "discrete":
+            if a.shape not in ((n,), (n, 1)):
+                raise ValueError(f"discrete actions for {n} envs must have shape ({n},), "
+                                 f"got {a.shape}")
+            if a.dtype.kind not in "iub":
+                raise ValueError(f"discrete actions must be integers, got dtype {a.dtype}")
+            a = a.reshape(n).astype(np.int64)
+            if n and (a.min() < 0 or a.max() >= info.action_n):
+                raise ValueError(f"discrete actions must lie in [0, {info.action_n}), got "
+                                 f"[{a.min()}, {a.max()}]")
+            f.actions.discrete.extend(a.tolist())
+        else:
+            size = info.action_size
+            if a.size != n * size or (a.ndim > 1 and a.shape[0] != n):
+                raise ValueError(f"box actions for {n} envs must have shape "
+                                 f"({n}, {', '.join(map(str, info.action_shape))}), "
+                                 f"got {a.shape}")
+            a = a.astype(np.float32).reshape(n, size)
+            if not np.isfinite(a).all():
+                raise ValueError("box actions must be finite")
+            if clip_box and info.action_low is not None:
+                a = np.clip(a, info.action_low, info.action_high)
+            f.actions.box.extend(a.reshape(-1).tolist())
+        payload = f.SerializeToString()
+        c.outbuf += encode_frame(payload, info.max_frame or None)
+        c.unanswered.discard(batch.seq)
+        self._flush(c)
+
+    # -- closing ----------------------------------------------------------------
+    def _close_conn(self, c):
+        if not c.open:
+            return
+        c.open = False
+        try:
+            self._sel.unregister(c.sock)
+        except (KeyError, ValueError):
+            pass
+        try:
+            c.sock.close()
+        except OSError:
+            pass
+        # Batches of a closed node cannot be answered: drop them.
+        if any(b.node == c.index for b in self._ready):
+            self._ready = collections.deque(b for b in self._ready if b.node != c.index)
+        c.unanswered.clear()
+
+    def _teardown(self):
+        for c in self._conns:
+            if c.sock is not None and c.open:
+                self._close_conn(c)
+            elif c.sock is not None:
+                try:
+                    c.sock.close()
+                except OSError:
+                    pass
+
+    def close(self, reason="learner done", timeout=2.0):
+        """Send Frame{goodbye} to every open node (after any queued
+        actions), then close. Unanswered batches are left to the node,
+        which resends them to the next learner."""
+        f = self._pb.Frame()
+        f.goodbye.reason = reason
+        bye = encode_frame(f.SerializeToString())
+        for c in self._conns:
+            if not c.open:
+                continue
+            try:
+                c.sock.setblocking(True)
+                c.sock.settimeout(timeout)
+                c.sock.sendall(bytes(c.outbuf) + bye)
+                c.outbuf.clear()
+                c.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            self._close_conn(c)
+        self._sel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    @property
+    def open_nodes(self):
+        """Indices of the nodes still connected."""
+        return [c.index for c in self._conns if c.open]
+
+
+__all__ = ["Batch", "Client", "NodeInfo", "PROTOCOL_VERSION", "parse_address", "read_token"]

@@ -1,0 +1,254 @@
+"""FakeNode: the node side of the learner protocol in Python, for tests.
+
+A real TCP server on 127.0.0.1 (its own thread) that serves one learner
+connection at a time: it checks the hello, sends a welcome, then steps
+``num_envs`` CartPole-v1 envs (the classic dynamics, auto-reset as in
+docs/env-api.md) in ``groups`` batches of envs, each batch sent as soon as
+its previous actions arrive. Unanswered batches are sent again, with fresh
+seqs, to the next learner that connects. It is a test double: it is not the
+node, and it is not fast.
+"""
+import socket
+import threading
+
+import numpy as np
+
+from . import _proto
+from .framing import FrameDecoder, encode_frame
+
+_G, _MCART, _MPOLE, _HALF_LEN, _FORCE, _TAU = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
+_X_LIMIT, _THETA_LIMIT = 2.4, 12 * 2 * np.pi / 360
+
+
+class CartPoles:
+    """``n`` CartPole-v1 envs stepped together, with auto-reset."""
+
+    def __init__(self, n, seed=0, max_episode_steps=500):
+        self.rng = np.random.default_rng(seed)
+        self.state = self.rng.uniform(-0.05, 0.05, (n, 4))
+        self.t = np.zeros(n, np.int64)
+        self.steps = np.zeros(n, np.int64)
+        self.max_episode_steps = max_episode_steps
+
+    def step(self, idx, actions):
+        """Step envs idx; returns (obs, reward, terminated, truncated,
+        episode_start, final_obs rows or NaN)."""
+        x, x_dot, th, th_dot = self.state[idx].T
+        force = np.where(np.asarray(actions) == 1, _FORCE, -_FORCE)
+        cos, sin = np.cos(th), np.sin(th)
+        total = _MCART + _MPOLE
+        pml = _MPOLE * _HALF_LEN
+        tmp = (force + pml * th_dot ** 2 * sin) / total
+        th_acc = (_G * sin - cos * tmp) / (_HALF_LEN * (4.0 / 3.0 - _MPOLE * cos ** 2 / total))
+        x_acc = tmp - pml * th_acc * cos / total
+        x = x + _TAU * x_dot
+        x_dot = x_dot + _TAU * x_acc
+        th = th + _TAU * th_dot
+        th_dot = th_dot + _TAU * th_acc
+        new = np.stack([x, x_dot, th, th_dot], 1)
+        self.t[idx] += 1
+        self.steps[idx] += 1
+        terminated = (np.abs(x) > _X_LIMIT) | (np.abs(th) > _THETA_LIMIT)
+        truncated = self.t[idx] >= self.max_episode_steps if self.max_episode_steps else \
+            np.zeros(len(idx), bool)
+        done = terminated | truncated
+        final = np.where(done[:, None], new, np.nan)
+        fresh = self.rng.uniform(-0.05, 0.05, (len(idx), 4))
+        new = np.where(done[:, None], fresh, new)
+        self.state[idx] = new
+        self.t[idx] = np.where(done, 0, self.t[idx])
+        return new, np.ones(len(idx)), terminated, truncated, done, final
+
+
+class FakeNode:
+    """``with FakeNode(num_envs=8) as node: Client(node.address)``.
+
+    Options: ``token`` (required in the hello when set), ``groups``
+    (batches per round), ``shuffle`` (env order inside a batch),
+    ``protocol_version`` (announced in the welcome), ``max_steps`` (total
+    env steps, then goodbye and close), ``max_frame`` (frames from the
+    learner larger than this get Frame{error} 90).
+    """
+
+    def __init__(self, num_envs=8, groups=2, token="", seed=0, shuffle=True,
+                 protocol_version=1, max_steps=0, max_frame=1 << 20, max_episode_steps=500):
+        self.pb = _proto.load()
+        self.num_envs, self.groups, self.token = num_envs, groups, token
+        self.shuffle, self.protocol_version = shuffle, protocol_version
+        self.max_steps, self.max_frame = max_steps, max_frame
+        self.max_episode_steps = max_episode_steps
+        self.envs = CartPoles(num_envs, seed, max_episode_steps)
+        self.rng = np.random.default_rng(seed + 1)
+        self.srv = socket.create_server(("127.0.0.1", 0))
+        self.address = "127.0.0.1:%d" % self.srv.getsockname()[1]
+        self.hellos = []       # every Hello received
+        self.errors_sent = []  # (code, message)
+        self.learner_errors = []  # Error frames received from learners
+        self.goodbyes = []     # reasons received
+        self.steps = 0
+        self._pending = {}     # env group key -> (env indices, obs rows...) awaiting actions
+        self._first = True
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    # -- frames ---------------------------------------------------------------
+    def _send(self, sock, **body):
+        f = self.pb.Frame()
+        (kind, msg), = body.items()
+        getattr(f, kind).CopyFrom(msg)
+        sock.sendall(encode_frame(f.SerializeToString()))
+
+    def _error(self, sock, code, message):
+        self.errors_sent.append((code, message))
+        self._send(sock, error=self.pb.Error(code=code, message=message))
+
+    def _welcome(self):
+        pb = self.pb
+        spec = pb.EnvSpec(env="cartpole", num_envs=self.num_envs,
+                          max_episode_steps=self.max_episode_steps)
+        spec.observation.kind = "box"
+        spec.observation.shape.append(4)
+        spec.action.kind = "discrete"
+        spec.action.n = 2
+        return pb.Welcome(protocol_version=self.protocol_version, node_id=1234, spec=spec,
+                          seed=7, max_frame=self.max_frame)
+
+    # -- serving --------------------------------------------------------------
+    def _serve(self):
+        self.srv.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                sock, _ = self.srv.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with sock:
+                try:
+                    self._session(sock)
+                except (OSError, ValueError):
+                    pass
+
+    def _frames(self, sock, dec):
+        """Yield frames from sock until EOF or stop."""
+        sock.settimeout(0.1)
+        while not self._stop.is_set():
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                return
+            for fr in dec.feed(data):
+                f = self.pb.Frame()
+                f.ParseFromString(fr)
+                yield f
+
+    def _session(self, sock):
+        dec = FrameDecoder(self.max_frame)
+        frames = self._frames(sock, dec)
+        try:
+            hello = next(frames)
+        except StopIteration:
+            return
+        except Exception as e:  # a too-large frame or undecodable bytes
+            self._error(sock, 90 if "exceeds" in str(e) else 71, str(e))
+            return
+        if hello.WhichOneof("body") != "hello":
+            self._error(sock, 71, "expected hello")
+            return
+        self.hellos.append(hello.hello)
+        if hello.hello.protocol_version != 1:
+            self._error(sock, 71, f"protocol version {hello.hello.protocol_version} unsupported")
+            return
+        if self.token and hello.hello.token != self.token:
+            self._error(sock, 13, "wrong token")
+            return
+        self._send(sock, welcome=self._welcome())
+        seq = 0
+        outstanding = {}  # seq -> env indices
+        groups = list(self._pending.values()) if self._pending else None
+        self._pending = {}
+        if groups is None:
+            if self._first:
+                self._first = False
+                order = np.arange(self.num_envs)
+                groups = []
+                for g in np.array_split(order, self.groups):
+                    z = len(g)
+                    groups.append((g, self.envs.state[g].copy(), np.zeros(z), np.zeros(z, bool),
+                                   np.zeros(z, bool), np.ones(z, bool), np.full((z, 4), np.nan)))
+            else:
+                groups = []
+        for grp in groups:
+            seq += 1
+            outstanding[seq] = grp
+            self._send_obs(sock, seq, *grp)
+        try:
+            for f in frames:
+                kind = f.WhichOneof("body")
+                if kind == "goodbye":
+                    self.goodbyes.append(f.goodbye.reason)
+                    break
+                if kind == "error":
+                    self.learner_errors.append(f.error)
+                    break
+                if kind != "actions":
+                    self._error(sock, 71, f"unexpected {kind}")
+                    break
+                a = f.actions
+                grp = outstanding.pop(a.seq, None)
+                if grp is None:
+                    self._error(sock, 71, f"actions for unknown seq {a.seq}")
+                    break
+                idx = grp[0]
+                if len(a.discrete) != len(idx) or any(v not in (0, 1) for v in a.discrete):
+                    self._error(sock, 71, f"seq {a.seq}: bad actions {list(a.discrete)}")
+                    break
+                out = self.envs.step(idx, np.array(a.discrete))
+                self.steps += len(idx)
+                if self.max_steps and self.steps >= self.max_steps:
+                    self._send(sock, goodbye=self.pb.Goodbye(reason="steps done"))
+                    return
+                seq += 1
+                outstanding[seq] = (idx, *out)
+                self._send_obs(sock, seq, idx, *out)
+        except Exception as e:
+            if "exceeds" in str(e):
+                self._error(sock, 90, str(e))
+            else:
+                raise
+        finally:
+            # What the learner did not answer goes to the next learner.
+            for i, grp in enumerate(outstanding.values()):
+                self._pending[i] = grp
+
+    def _send_obs(self, sock, seq, idx, obs, reward, term, trunc, start, final):
+        order = self.rng.permutation(len(idx)) if self.shuffle else np.arange(len(idx))
+        m = self.pb.Observations(seq=seq)
+        m.env.extend(int(i) for i in idx[order])
+        m.step.extend(int(s) for s in self.envs.steps[idx[order]])
+        m.obs.extend(np.asarray(obs, np.float32)[order].reshape(-1).tolist())
+        m.reward.extend(np.asarray(reward, np.float32)[order].tolist())
+        m.terminated.extend(bool(v) for v in term[order])
+        m.truncated.extend(bool(v) for v in trunc[order])
+        m.episode_start.extend(bool(v) for v in start[order])
+        for pos, k in enumerate(order):
+            if not np.isnan(final[k]).any():
+                m.final_index.append(pos)
+                m.final_obs.extend(np.asarray(final[k], np.float32).tolist())
+        self._send(sock, observations=m)
+
+    def close(self):
+        self._stop.set()
+        self.srv.close()
+        self._thread.join(5)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
