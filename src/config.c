@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "flags.h"
 
 void ro__config_defaults(ro_config_t *c)
 {
@@ -76,74 +77,6 @@ void ro__config_usage(FILE *f)
           "  --quiet                 no live status line on the terminal\n"
           "  --help, --version\n",
           f);
-}
-
-/* Strict unsigned parse: the whole string, decimal, within [lo, hi]. */
-static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out,
-                     char *err, size_t errlen)
-{
-    char *end;
-    errno = 0;
-    if (*s == '-' || *s == '+' || *s == '\0')
-        goto bad;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end != '\0' || v < lo || v > hi)
-        goto bad;
-    *out = v;
-    return 0;
-bad:
-    snprintf(err, errlen, "%s '%s': expected an integer in [%llu, %llu]", flag, s,
-             (unsigned long long)lo, (unsigned long long)hi);
-    return RO_EINVAL;
-}
-
-static int parse_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out,
-                     char *err, size_t errlen)
-{
-    uint64_t v;
-    int rc = parse_u64(flag, s, lo, hi, &v, err, errlen);
-    if (rc == 0)
-        *out = (uint32_t)v;
-    return rc;
-}
-
-static int parse_seconds(const char *flag, const char *s, double *out, char *err, size_t errlen)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end != '\0' || !isfinite(v) || v < 0 || v > 1e9) {
-        snprintf(err, errlen, "%s '%s': expected a number of seconds >= 0", flag, s);
-        return RO_EINVAL;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_hidden(const char *s, ro_policy_spec_t *p, char *err, size_t errlen)
-{
-    char buf[256];
-    if (strlen(s) >= sizeof buf)
-        goto bad;
-    strcpy(buf, s);
-    p->nhidden = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (p->nhidden == RO_POLICY_MAX_HIDDEN)
-            goto bad;
-        uint32_t w;
-        if (parse_u32("--hidden", tok, 1, 65536, &w, err, errlen))
-            goto bad;
-        p->hidden[p->nhidden++] = w;
-    }
-    if (p->nhidden == 0 || s[strlen(s) - 1] == ',' || s[0] == ',' || strstr(s, ",,"))
-        goto bad;
-    return 0;
-bad:
-    snprintf(err, errlen,
-             "--hidden '%s': expected 1 to %d comma-separated widths in [1, 65536], e.g. 64,64", s,
-             RO_POLICY_MAX_HIDDEN);
-    return RO_EINVAL;
 }
 
 static int parse_env_arg(ro_config_t *c, char *s, char *err, size_t errlen)
@@ -250,78 +183,52 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
             rc = parse_env_arg(c, optarg, err, errlen);
             break;
         case OPT_NUM_ENVS:
-            rc = parse_u32("--num-envs", a, 1, 1u << 20, &c->num_envs, err, errlen);
+            rc = ro__flag_u32("--num-envs", a, 1, 1u << 20, &c->num_envs, err, errlen);
             break;
         case OPT_WORKERS:
-            rc = parse_u32("--workers", a, 1, 1024, &c->workers, err, errlen);
+            rc = ro__flag_u32("--workers", a, 1, 1024, &c->workers, err, errlen);
             break;
         case OPT_SHARD:
-            rc = parse_u32("--shard", a, 1, 1u << 20, &c->shard, err, errlen);
+            rc = ro__flag_u32("--shard", a, 1, 1u << 20, &c->shard, err, errlen);
             break;
         case OPT_BATCH:
-            rc = parse_u32("--batch", a, 1, 1u << 20, &c->batch, err, errlen);
+            rc = ro__flag_u32("--batch", a, 1, 1u << 20, &c->batch, err, errlen);
             break;
         case OPT_MAX_WAIT:
-            rc = parse_u64("--max-wait-us", a, 0, 60000000, &c->max_wait_us, err, errlen);
+            rc = ro__flag_u64("--max-wait-us", a, 0, 60000000, &c->max_wait_us, err, errlen);
             break;
         case OPT_POLICY:
             c->policy_arg = a;
-            if (strcmp(a, "random") == 0) {
-                c->policy.kind = RO_POLICY_RANDOM;
-                c->policy.params_path = NULL;
-            } else if (strcmp(a, "mlp") == 0) {
-                c->policy.kind = RO_POLICY_MLP;
-                c->policy.params_path = NULL;
-            } else if (*a == '\0') {
-                snprintf(err, errlen, "--policy '': expected random, mlp or a PolicyParams file");
-                rc = RO_EINVAL;
-            } else {
-                c->policy.kind = RO_POLICY_MLP;
-                c->policy.params_path = a;
-            }
+            rc = ro__flag_policy(a, &c->policy, err, errlen);
             break;
         case OPT_HIDDEN:
-            rc = parse_hidden(a, &c->policy, err, errlen);
+            rc = ro__flag_hidden(a, &c->policy, err, errlen);
             break;
         case OPT_ACTIVATION:
-            if (strcmp(a, "tanh") == 0)
-                c->policy.activation = RO_ACT_TANH;
-            else if (strcmp(a, "relu") == 0)
-                c->policy.activation = RO_ACT_RELU;
-            else {
-                snprintf(err, errlen, "--activation '%s': expected tanh or relu", a);
-                rc = RO_EINVAL;
-            }
+            rc = ro__flag_activation(a, &c->policy, err, errlen);
             break;
         case OPT_GEMM:
-            if (strcmp(a, "exact") == 0)
-                c->policy.gemm = RO_GEMM_EXACT;
-            else if (strcmp(a, "openblas") == 0)
-                c->policy.gemm = RO_GEMM_BLAS;
-            else {
-                snprintf(err, errlen, "--gemm '%s': expected exact or openblas", a);
-                rc = RO_EINVAL;
-            }
+            rc = ro__flag_gemm(a, &c->policy, err, errlen);
             break;
         case OPT_SAVE_POLICY:
             c->save_policy = a;
             break;
         case OPT_SEED:
-            rc = parse_u64("--seed", a, 0, UINT64_MAX, &c->seed, err, errlen);
+            rc = ro__flag_u64("--seed", a, 0, UINT64_MAX, &c->seed, err, errlen);
             break;
         case OPT_STEPS:
-            rc = parse_u64("--steps", a, 1, UINT64_MAX / 2, &c->steps, err, errlen);
+            rc = ro__flag_u64("--steps", a, 1, UINT64_MAX / 2, &c->steps, err, errlen);
             steps_given = true;
             break;
         case OPT_SECONDS:
-            rc = parse_seconds("--seconds", a, &c->seconds, err, errlen);
+            rc = ro__flag_seconds("--seconds", a, &c->seconds, err, errlen);
             seconds_given = true;
             break;
         case OPT_METRICS:
             c->metrics = a;
             break;
         case OPT_METRICS_INTERVAL:
-            rc = parse_seconds("--metrics-interval", a, &c->metrics_interval, err, errlen);
+            rc = ro__flag_seconds("--metrics-interval", a, &c->metrics_interval, err, errlen);
             if (rc == 0 && c->metrics_interval < 0.01) {
                 snprintf(err, errlen, "--metrics-interval '%s': expected at least 0.01", a);
                 rc = RO_EINVAL;
@@ -356,10 +263,10 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
             c->token_file = a;
             break;
         case OPT_MAX_FRAME:
-            rc = parse_u32("--max-frame-bytes", a, 1024, 1u << 30, &c->max_frame, err, errlen);
+            rc = ro__flag_u32("--max-frame-bytes", a, 1024, 1u << 30, &c->max_frame, err, errlen);
             break;
         case OPT_MAX_LEARNERS:
-            rc = parse_u32("--max-learners", a, 1, 4096, &c->max_learners, err, errlen);
+            rc = ro__flag_u32("--max-learners", a, 1, 4096, &c->max_learners, err, errlen);
             break;
         case OPT_HELP:
             c->help = true;

@@ -14,6 +14,7 @@
 #include "env_actor.h"
 #include "env_registry.h"
 #include "error.h"
+#include "flags.h"
 #include "learner_actor.h"
 #include "logger_actor.h"
 #include "messages.h"
@@ -250,36 +251,12 @@ static int make_policy(ro_node_t *n, char *err, size_t errlen)
     return rc;
 }
 
-/* Read the shared secret learners must present (whitespace trimmed). */
-static int read_token(ro_node_t *n, char *err, size_t errlen)
-{
-    FILE *f = fopen(n->cfg.token_file, "r");
-    if (!f) {
-        snprintf(err, errlen, "--token-file '%s': cannot read it (%s)", n->cfg.token_file,
-                 strerror(errno));
-        return RO_EINVAL;
-    }
-    size_t len = fread(n->token, 1, sizeof n->token - 1, f);
-    bool more = fgetc(f) != EOF;
-    fclose(f);
-    n->token[len] = '\0';
-    while (len > 0 && (n->token[len - 1] == '\n' || n->token[len - 1] == '\r' ||
-                       n->token[len - 1] == ' ' || n->token[len - 1] == '\t'))
-        n->token[--len] = '\0';
-    if (more || len == 0 || strlen(n->token) != len) {
-        snprintf(err, errlen, "--token-file '%s': expected one line of 1 to %zu characters",
-                 n->cfg.token_file, sizeof n->token - 2);
-        return RO_EINVAL;
-    }
-    return 0;
-}
-
 /* --learner remote: the hub takes the lanes' place; shards of env group l
  * still live on worker l's queue. */
 static int make_remote(ro_node_t *n, char *err, size_t errlen)
 {
     if (n->cfg.token_file) {
-        int rc = read_token(n, err, errlen);
+        int rc = ro__flag_token_file(n->cfg.token_file, n->token, sizeof n->token, err, errlen);
         if (rc)
             return rc;
     }

@@ -211,7 +211,7 @@ class Client:
             if not data:
                 raise ConnectionClosed(f"node {c.address} closed the connection during the "
                                        "handshake (no welcome)")
-            frames = c.decoder.feed(data)
+            frames = self._feed(c, data)
         first = self._parse(c, frames[0])
         kind = first.WhichOneof("body")
         if kind == "error":
@@ -301,6 +301,16 @@ class Client:
         raise ProtocolError(f"node {c.address}: {message}")
 
     # -- receiving ------------------------------------------------------------
+    def _feed(self, c, data):
+        """Frames completed by data; a bad length prefix is reported to the
+        node, closes the connection and raises."""
+        try:
+            return c.decoder.feed(data)
+        except ProtocolError as e:
+            self._send_error(c, EPROTO, str(e))
+            self._close_conn(c)
+            raise
+
     def _dispatch(self, c, frame):
         kind = frame.WhichOneof("body")
         if kind == "observations":
@@ -364,13 +374,7 @@ class Client:
         if not data:
             self._close_conn(c)
             raise ConnectionClosed(f"node {c.address} closed the connection without goodbye")
-        try:
-            frames = c.decoder.feed(data)
-        except ProtocolError as e:
-            self._send_error(c, EPROTO, str(e))
-            self._close_conn(c)
-            raise
-        for f in frames:
+        for f in self._feed(c, data):
             if not c.open:
                 break  # goodbye or error already ended this connection
             self._dispatch(c, self._parse(c, f))

@@ -184,8 +184,7 @@ class FakeNode:
                 groups = []
         for grp in groups:
             seq += 1
-            outstanding[seq] = grp
-            self._send_obs(sock, seq, *grp)
+            outstanding[seq] = self._send_obs(sock, seq, grp)
         try:
             for f in frames:
                 kind = f.WhichOneof("body")
@@ -213,8 +212,7 @@ class FakeNode:
                     self._send(sock, goodbye=self.pb.Goodbye(reason="steps done"))
                     return
                 seq += 1
-                outstanding[seq] = (idx, *out)
-                self._send_obs(sock, seq, idx, *out)
+                outstanding[seq] = self._send_obs(sock, seq, (idx, *out))
         except Exception as e:
             if "exceeds" in str(e):
                 self._error(sock, 90, str(e))
@@ -225,21 +223,26 @@ class FakeNode:
             for i, grp in enumerate(outstanding.values()):
                 self._pending[i] = grp
 
-    def _send_obs(self, sock, seq, idx, obs, reward, term, trunc, start, final):
-        order = self.rng.permutation(len(idx)) if self.shuffle else np.arange(len(idx))
+    def _send_obs(self, sock, seq, grp):
+        """Send one batch (env order shuffled when asked); return the
+        batch's arrays in the order sent, which is the actions' order."""
+        order = self.rng.permutation(len(grp[0])) if self.shuffle else np.arange(len(grp[0]))
+        grp = tuple(np.asarray(x)[order] for x in grp)
+        idx, obs, reward, term, trunc, start, final = grp
         m = self.pb.Observations(seq=seq)
-        m.env.extend(int(i) for i in idx[order])
-        m.step.extend(int(s) for s in self.envs.steps[idx[order]])
-        m.obs.extend(np.asarray(obs, np.float32)[order].reshape(-1).tolist())
-        m.reward.extend(np.asarray(reward, np.float32)[order].tolist())
-        m.terminated.extend(bool(v) for v in term[order])
-        m.truncated.extend(bool(v) for v in trunc[order])
-        m.episode_start.extend(bool(v) for v in start[order])
-        for pos, k in enumerate(order):
-            if not np.isnan(final[k]).any():
+        m.env.extend(int(i) for i in idx)
+        m.step.extend(int(s) for s in self.envs.steps[idx])
+        m.obs.extend(np.asarray(obs, np.float32).reshape(-1).tolist())
+        m.reward.extend(np.asarray(reward, np.float32).tolist())
+        m.terminated.extend(bool(v) for v in term)
+        m.truncated.extend(bool(v) for v in trunc)
+        m.episode_start.extend(bool(v) for v in start)
+        for pos in range(len(idx)):
+            if not np.isnan(final[pos]).any():
                 m.final_index.append(pos)
-                m.final_obs.extend(np.asarray(final[k], np.float32).tolist())
+                m.final_obs.extend(np.asarray(final[pos], np.float32).tolist())
         self._send(sock, observations=m)
+        return grp
 
     def close(self):
         self._stop.set()
@@ -251,4 +254,77 @@ class FakeNode:
 
     def __exit__(self, *exc):
         self.close()
+        return False
+
+
+class NodeProcess:
+    """A real rollout-node started with ``--learner remote --listen
+    127.0.0.1:0``; ``address`` is the port it reports on stderr
+    ("listening for learners on HOST:PORT"). Its stderr is drained by a
+    thread into ``stderr_lines``. ``stop()`` sends SIGINT and waits, then
+    kills after ``grace`` seconds; it returns the exit status.
+    """
+
+    def __init__(self, node, *args, timeout=30.0):
+        import subprocess
+        import time
+        cmd = [node, "--learner", "remote", "--listen", "127.0.0.1:0", *map(str, args)]
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.stderr_lines = []
+        self.stdout = ""
+        self.address = None
+        self._seen = threading.Event()
+        self._err = threading.Thread(target=self._drain, daemon=True)
+        self._err.start()
+        self._out = threading.Thread(target=self._drain_out, daemon=True)
+        self._out.start()
+        deadline = time.monotonic() + timeout
+        while not self._seen.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{' '.join(cmd)} did not report a listening address "
+                                   f"(exit {self.proc.returncode}): "
+                                   + "".join(self.stderr_lines[-20:]))
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.stderr_lines.append(line)
+            if self.address is None and "listening for learners on " in line:
+                self.address = line.rsplit("listening for learners on ", 1)[1].strip()
+                self._seen.set()
+
+    def _drain_out(self):
+        self.stdout = self.proc.stdout.read()
+
+    def summary(self):
+        """The node's --json summary line, if it printed one."""
+        import json
+        for line in self.stdout.splitlines():
+            if line.startswith("{"):
+                return json.loads(line)
+        return None
+
+    def stop(self, grace=10.0):
+        import signal
+        import subprocess
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._err.join(5)
+        self._out.join(5)
+        for f in (self.proc.stdout, self.proc.stderr):
+            f.close()
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
         return False

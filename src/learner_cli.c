@@ -1,0 +1,171 @@
+#include "learner_cli.h"
+
+#include <getopt.h>
+#include <string.h>
+
+#include "error.h"
+#include "flags.h"
+#include "wire.h"
+
+void ro__learner_usage(FILE *f)
+{
+    fputs("usage: rollout-learner --connect HOST:PORT [--connect HOST:PORT ...] [options]\n"
+          "\n"
+          "Attaches to rollout-nodes started with --learner remote, batches the\n"
+          "observations of all of them into forward passes, and sends the actions back.\n"
+          "\n"
+          "  --connect HOST:PORT     a node to serve (repeatable, up to 64)\n"
+          "  --token-file FILE       the nodes' shared secret\n"
+          "  --policy random|mlp|FILE  random actions, a seeded MLP (default), or a\n"
+          "                          PolicyParams file\n"
+          "  --hidden H1,H2,...      MLP hidden widths (default 64,64)\n"
+          "  --activation tanh|relu  MLP activation (default tanh)\n"
+          "  --gemm exact|openblas   dense-layer kernel (default exact)\n"
+          "  --batch B               most envs per forward pass (default 1024)\n"
+          "  --max-wait-us US        wait up to this long for a fuller batch (default 0:\n"
+          "                          batch what one turn of the event loop brought)\n"
+          "  --seed S                policy init and action sampling seed (default 1)\n"
+          "  --steps N               stop after answering N env steps\n"
+          "  --seconds S             stop after S seconds (default: run until the nodes stop)\n"
+          "  --max-frame-bytes N     largest frame accepted from a node (default 16 MiB)\n"
+          "  --name NAME             shown in the nodes' logs\n"
+          "  --json                  one-line JSON summary on stdout\n"
+          "  --quiet                 no progress lines\n"
+          "  --help, --version\n",
+          f);
+}
+
+enum {
+    OPT_CONNECT = 256,
+    OPT_TOKEN_FILE,
+    OPT_POLICY,
+    OPT_HIDDEN,
+    OPT_ACTIVATION,
+    OPT_GEMM,
+    OPT_BATCH,
+    OPT_MAX_WAIT,
+    OPT_SEED,
+    OPT_STEPS,
+    OPT_SECONDS,
+    OPT_MAX_FRAME,
+    OPT_NAME,
+    OPT_JSON,
+    OPT_QUIET,
+    OPT_HELP,
+    OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+    {"connect", required_argument, NULL, OPT_CONNECT},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"hidden", required_argument, NULL, OPT_HIDDEN},
+    {"activation", required_argument, NULL, OPT_ACTIVATION},
+    {"gemm", required_argument, NULL, OPT_GEMM},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"max-wait-us", required_argument, NULL, OPT_MAX_WAIT},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"seconds", required_argument, NULL, OPT_SECONDS},
+    {"max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME},
+    {"name", required_argument, NULL, OPT_NAME},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    c->policy.kind = RO_POLICY_MLP;
+    c->policy.hidden[0] = c->policy.hidden[1] = 64;
+    c->policy.nhidden = 2;
+    c->policy.activation = RO_ACT_TANH;
+    c->policy.seed = 1;
+    c->batch = 1024;
+    c->max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
+    c->name = "rollout-learner";
+    optind = 1;
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+        int rc = 0;
+        const char *a = optarg;
+        switch (opt) {
+        case OPT_CONNECT:
+            if (c->nconnect == RO_LEARNER_MAX_NODES) {
+                snprintf(err, errlen, "--connect: at most %d nodes", RO_LEARNER_MAX_NODES);
+                return RO_EINVAL;
+            }
+            c->connect[c->nconnect++] = a;
+            break;
+        case OPT_TOKEN_FILE:
+            c->token_file = a;
+            break;
+        case OPT_POLICY:
+            rc = ro__flag_policy(a, &c->policy, err, errlen);
+            break;
+        case OPT_HIDDEN:
+            rc = ro__flag_hidden(a, &c->policy, err, errlen);
+            break;
+        case OPT_ACTIVATION:
+            rc = ro__flag_activation(a, &c->policy, err, errlen);
+            break;
+        case OPT_GEMM:
+            rc = ro__flag_gemm(a, &c->policy, err, errlen);
+            break;
+        case OPT_BATCH:
+            rc = ro__flag_u32("--batch", a, 1, 1u << 20, &c->batch, err, errlen);
+            break;
+        case OPT_MAX_WAIT:
+            rc = ro__flag_u64("--max-wait-us", a, 0, 60000000, &c->max_wait_us, err, errlen);
+            break;
+        case OPT_SEED:
+            rc = ro__flag_u64("--seed", a, 0, UINT64_MAX, &c->policy.seed, err, errlen);
+            break;
+        case OPT_STEPS:
+            rc = ro__flag_u64("--steps", a, 1, UINT64_MAX / 2, &c->steps, err, errlen);
+            break;
+        case OPT_SECONDS:
+            rc = ro__flag_seconds("--seconds", a, &c->seconds, err, errlen);
+            break;
+        case OPT_MAX_FRAME:
+            rc = ro__flag_u32("--max-frame-bytes", a, 1024, 1u << 30, &c->max_frame, err, errlen);
+            break;
+        case OPT_NAME:
+            c->name = a;
+            break;
+        case OPT_JSON:
+            c->json = true;
+            break;
+        case OPT_QUIET:
+            c->quiet = true;
+            break;
+        case OPT_HELP:
+            c->help = true;
+            break;
+        case OPT_VERSION:
+            c->version = true;
+            break;
+        case ':':
+            snprintf(err, errlen, "%s: missing value (see --help)", argv[optind - 1]);
+            return RO_EINVAL;
+        default:
+            snprintf(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]);
+            return RO_EINVAL;
+        }
+        if (rc)
+            return rc;
+    }
+    if (optind < argc) {
+        snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
+        return RO_EINVAL;
+    }
+    if (c->nconnect == 0 && !c->help && !c->version) {
+        snprintf(err, errlen, "no node to serve: give --connect HOST:PORT (see --help)");
+        return RO_EINVAL;
+    }
+    return 0;
+}
