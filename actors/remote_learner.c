@@ -24,6 +24,7 @@ typedef struct ro_session ro_session_t;
  * at least one shard, so there are never more batches than shards. */
 typedef struct sent_batch {
     uint64_t seq;
+    uint64_t sent_ns; /* for the learner timeout */
     uint32_t rows;
     ro_env_shard_t *shards; /* linked through ready_next */
     struct sent_batch *next;
@@ -55,7 +56,8 @@ struct ro_remote {
     uv_async_t async;
     uv_loop_t *loop;
     uv_tcp_t server;
-    uv_timer_t timer; /* max-wait of partial batches */
+    uv_timer_t timer;    /* max-wait of partial batches */
+    uv_timer_t watchdog; /* learners that stopped answering */
     ro_actor_t *control;
     ro_msg_t done_msg;
     ro_remote_opts_t o;
@@ -273,6 +275,7 @@ static void send_batch(ro_session_t *s)
     b->shards = NULL;
     b->rows = 0;
     b->seq = s->next_seq++;
+    b->sent_ns = ro__now_ns();
 
     const size_t od = h->obs_dim;
     ro_env_shard_t **tail = &b->shards;
@@ -693,6 +696,26 @@ static void on_connection(uv_stream_t *server, int status)
     uv_read_start((uv_stream_t *)&s->tcp, on_alloc, on_read);
 }
 
+/* A learner that leaves its oldest batch unanswered for learner_timeout_s
+ * has stopped reading or is stuck: its envs go to the others. */
+static void on_watchdog(uv_timer_t *t)
+{
+    ro_remote_t *h = t->data;
+    uint64_t now = ro__now_ns(), limit = (uint64_t)(h->o.learner_timeout_s * 1e9);
+    ro_session_t *s = h->sessions;
+    while (s) {
+        ro_session_t *next = s->next;
+        /* sent_ns may be later than now: closing one learner sends its
+         * batches to another during this loop. */
+        if (s->attached && s->inflight_head && s->inflight_head->sent_ns + limit < now) {
+            h->stats.timed_out++;
+            session_fail(s, RO_EPROTO, "no actions for %.1f s, its envs move to other learners",
+                         (double)(now - s->inflight_head->sent_ns) * 1e-9);
+        }
+        s = next;
+    }
+}
+
 /* ---------- the actor ---------- */
 
 static void remote_behaviour(ro_actor_t *self, ro_msg_t *msg)
@@ -852,6 +875,12 @@ int ro__remote_new(ro_remote_t **out, uv_loop_t *loop, ro_env_shard_t *shards, u
     }
     uv_timer_init(loop, &h->timer);
     h->timer.data = h;
+    uv_timer_init(loop, &h->watchdog);
+    h->watchdog.data = h;
+    if (o->learner_timeout_s > 0) {
+        uint64_t ms = (uint64_t)(o->learner_timeout_s * 250.0); /* check 4 times per timeout */
+        uv_timer_start(&h->watchdog, on_watchdog, ms ? ms : 1, ms ? ms : 1);
+    }
     uv_async_init(loop, &h->async, ro__actor_async_cb);
     h->async.data = &h->actor;
     ro__actor_init_loop(&h->actor, "remote-learner", remote_behaviour, &h->async);
@@ -899,6 +928,7 @@ void ro__remote_close(ro_remote_t *h)
 {
     uv_close((uv_handle_t *)&h->server, NULL);
     uv_close((uv_handle_t *)&h->timer, NULL);
+    uv_close((uv_handle_t *)&h->watchdog, NULL);
     uv_close((uv_handle_t *)&h->async, NULL);
 }
 

@@ -42,6 +42,7 @@ typedef struct ro_remote_opts {
     uint64_t max_wait_us;     /* send a partial batch after this long */
     size_t max_frame;         /* largest frame accepted, bytes */
     uint32_t max_learners;    /* sessions at once; more are refused */
+    double learner_timeout_s; /* close a learner that leaves a batch unanswered this long */
     const char *env_name;
     uint64_t seed;
     uint32_t max_episode_steps;
@@ -52,6 +53,7 @@ typedef struct ro_remote_stats {
     uint64_t accepted;      /* connections accepted */
     uint64_t attached;      /* hellos accepted */
     uint64_t rejected;      /* sessions closed for bad input or a slow peer */
+    uint64_t timed_out;     /* sessions closed for not answering in time */
     uint64_t batches_sent;  /* Observations frames */
     uint64_t batches_resent; /* batches sent again after a learner left */
     uint64_t rows_sent;

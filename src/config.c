@@ -27,6 +27,7 @@ void ro__config_defaults(ro_config_t *c)
     c->listen = "127.0.0.1:5555";
     c->max_frame = 16u << 20;
     c->max_learners = 64;
+    c->learner_timeout = 30.0;
 }
 
 void ro__config_usage(FILE *f)
@@ -66,6 +67,8 @@ void ro__config_usage(FILE *f)
         "  --token-file FILE       secret learners must present; required unless loopback\n"
         "  --max-frame-bytes N     largest frame accepted from a learner (default 16 MiB)\n"
         "  --max-learners N        learner connections at once (default 64)\n"
+        "  --learner-timeout S     close a learner that leaves a batch unanswered for S\n"
+        "                          seconds; its envs go to another (default 30; 0: never)\n"
         "run:\n"
           "  --seed S                run seed (default 1)\n"
           "  --steps N               total env steps, split evenly over the envs\n"
@@ -125,6 +128,7 @@ enum {
     OPT_TOKEN_FILE,
     OPT_MAX_FRAME,
     OPT_MAX_LEARNERS,
+    OPT_LEARNER_TIMEOUT,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -156,6 +160,7 @@ static const struct option long_opts[] = {
     {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
     {"max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME},
     {"max-learners", required_argument, NULL, OPT_MAX_LEARNERS},
+    {"learner-timeout", required_argument, NULL, OPT_LEARNER_TIMEOUT},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -267,6 +272,9 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
             break;
         case OPT_MAX_LEARNERS:
             rc = ro__flag_u32("--max-learners", a, 1, 4096, &c->max_learners, err, errlen);
+            break;
+        case OPT_LEARNER_TIMEOUT:
+            rc = ro__flag_seconds("--learner-timeout", a, &c->learner_timeout, err, errlen);
             break;
         case OPT_HELP:
             c->help = true;

@@ -40,6 +40,7 @@ typedef struct ro_config {
     const char *token_file; /* shared secret learners must present */
     uint32_t max_frame;     /* largest frame accepted from a learner */
     uint32_t max_learners;  /* learner connections at once */
+    double learner_timeout; /* seconds a learner may leave a batch unanswered */
     bool help, version;
 } ro_config_t;
 

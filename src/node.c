@@ -272,6 +272,7 @@ static int make_remote(ro_node_t *n, char *err, size_t errlen)
         .max_wait_us = n->cfg.max_wait_us,
         .max_frame = n->cfg.max_frame,
         .max_learners = n->cfg.max_learners,
+        .learner_timeout_s = n->cfg.learner_timeout,
         .env_name = n->kind.vt->name,
         .seed = n->cfg.seed,
         .max_episode_steps = n->max_steps,

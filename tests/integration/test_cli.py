@@ -58,6 +58,13 @@ class Cli(nu.TempDirCase):
     def test_metrics_unwritable(self):
         self.expect_error(["--metrics", self.path("no/such/dir/m.jsonl")], "--metrics")
 
+    def test_remote_listen_errors(self):
+        self.expect_error(["--learner", "remote", "--listen", "0.0.0.0:0"], "--token-file")
+        self.expect_error(["--learner", "remote", "--listen", "localhost"], "--listen 'localhost'")
+        self.expect_error(["--learner", "both"], "--learner 'both'")
+        self.expect_error(["--learner", "remote", "--listen", "127.0.0.1:0", "--token-file",
+                           self.path("none")], "--token-file")
+
     def test_plugin_errors(self):
         self.expect_error(["--env", self.path("nothere.so")], "nothere.so")
 

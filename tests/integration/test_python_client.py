@@ -358,10 +358,18 @@ class AgainstRealNode(unittest.TestCase):
         with socket.create_connection((host, port), timeout=10) as s:
             send(s, hello=rc.pb2().Hello(protocol_version=1, role="learner", name="dies"))
             self.assertEqual(read_frame(s).WhichOneof("body"), "welcome")
-        with rc.VecEnv([node.address], timeout=20) as env:
-            obs = env.reset()  # every env's observation arrives again
-            self.assertEqual(obs.shape, (8, 4))
-            env.step(np.zeros(8, np.int64))
+        try:
+            with rc.VecEnv([node.address], timeout=20) as env:
+                obs = env.reset()  # every env's observation arrives again
+                self.assertEqual(obs.shape, (8, 4))
+                env.step(np.zeros(8, np.int64))
+        except rc.RolloutError:
+            code = node.proc.poll()
+            if code is not None:
+                self.fail(f"the node exited with {code} after a learner died"
+                          + (" (SIGPIPE: the node must ignore it or send with MSG_NOSIGNAL)"
+                             if code == -13 else ""))
+            raise
 
 
 if __name__ == "__main__":

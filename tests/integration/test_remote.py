@@ -1,0 +1,262 @@
+"""Remote learners over TCP: the C rollout-learner on one and two nodes, a
+learner SIGKILLed mid-run and replaced with no transition lost or repeated,
+and every kind of bad input from a peer."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import nodeutil as nu
+import wireutil as w
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LEARNER = None  # rollout-learner, next to rollout-node
+
+
+def learner(*args, timeout=120):
+    p = subprocess.run([LEARNER, "--json", "--quiet", *map(str, args)], capture_output=True,
+                       text=True, timeout=timeout)
+    return p
+
+
+def finish(node, timeout=60):
+    out, err = node.communicate(timeout=timeout)
+    summary = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
+    return summary, err
+
+
+class CLearner(nu.TempDirCase):
+    def test_one_node(self):
+        node, addr = w.start_node(nu.NODE, "--num-envs", 64, "--steps", 64 * 300)
+        p = learner("--connect", addr)
+        s, err = finish(node)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(node.returncode, 0, err)
+        self.assertEqual(s["steps"], 64 * 300)
+        self.assertEqual(s["learners_attached"], 1)
+        ls = json.loads(p.stdout.strip().splitlines()[-1])
+        # Every env step was answered by the learner: the last observation of
+        # each env (after its final step) is never sent.
+        self.assertEqual(ls["nodes"][0]["steps"], 64 * 300)
+        self.assertGreater(ls["nodes"][0]["episodes"], 500)
+        self.assertAlmostEqual(ls["nodes"][0]["mean_return"], s["mean_return"], delta=2.0)
+
+    def test_two_nodes_one_learner(self):
+        a, addr_a = w.start_node(nu.NODE, "--num-envs", 32, "--steps", 32 * 200, "--seed", 1)
+        b, addr_b = w.start_node(nu.NODE, "--env", "cartpole", "--num-envs", 16,
+                                 "--steps", 16 * 400, "--seed", 2)
+        p = learner("--connect", addr_a, "--connect", addr_b)
+        sa, _ = finish(a)
+        sb, _ = finish(b)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(sa["steps"], 32 * 200)
+        self.assertEqual(sb["steps"], 16 * 400)
+        ls = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual([n["steps"] for n in ls["nodes"]], [32 * 200, 16 * 400])
+        self.assertNotEqual(ls["nodes"][0]["node_id"], ls["nodes"][1]["node_id"])
+
+    def test_two_learners_split_envs(self):
+        node, addr = w.start_node(nu.NODE, "--num-envs", 64, "--steps", 64 * 400,
+                                  "--shard", 4)
+        ps = [subprocess.Popen([LEARNER, "--connect", addr, "--json", "--quiet"],
+                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
+        outs = [p.communicate(timeout=120)[0] for p in ps]
+        s, _ = finish(node)
+        self.assertEqual(s["steps"], 64 * 400)
+        self.assertEqual(s["learners_attached"], 2)
+        steps = [json.loads(o.strip().splitlines()[-1])["nodes"][0]["steps"] for o in outs]
+        self.assertEqual(sum(steps), 64 * 400)
+
+    def test_learner_refuses_policy_that_does_not_fit(self):
+        wfile = self.path("w.pb")
+        nu.run("--env", "pendulum", "--steps", 10, "--save-policy", wfile)
+        node, addr = w.start_node(nu.NODE, "--num-envs", 4, "--steps", 40, "--seconds", 5)
+        p = learner("--connect", addr, "--policy", wfile)
+        node.send_signal(signal.SIGINT)
+        finish(node)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("w.pb", p.stderr)
+
+
+class Reattach(nu.TempDirCase):
+    def run_node_with_learners(self, metrics, kill_after_frames):
+        """Serve a node with fixed learners; if kill_after_frames, SIGKILL the
+        first after that many frames and start a second."""
+        node, addr = w.start_node(nu.NODE, "--num-envs", 24, "--steps", 24 * 300,
+                                  "--shard", 3, "--metrics", metrics, "--max-wait-us", 0)
+        cmd = [sys.executable, os.path.join(HERE, "fixed_learner.py"), addr]
+        first = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        if kill_after_frames:
+            for i, _ in enumerate(first.stdout):
+                if i + 1 >= kill_after_frames:
+                    break
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            second = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            second.communicate(timeout=120)
+        else:
+            first.communicate(timeout=120)
+        s, err = finish(node)
+        self.assertEqual(node.returncode, 0, err)
+        return s, err
+
+    def test_sigkill_and_reattach_loses_nothing(self):
+        ref, _ = self.run_node_with_learners(self.path("ref.jsonl"), 0)
+        got, err = self.run_node_with_learners(self.path("got.jsonl"), 150)
+        self.assertEqual(got["learners_attached"], 2)
+        self.assertGreater(got["batches_resent"], 0, err)
+        self.assertEqual(got["steps"], ref["steps"])
+        # Same actions for the same (env, step): identical episodes for every
+        # env mean no step was skipped or applied twice.
+        a = nu.episodes_by_env(nu.read_metrics(self.path("ref.jsonl")))
+        b = nu.episodes_by_env(nu.read_metrics(self.path("got.jsonl")))
+        self.assertEqual(sorted(a), list(range(24)))
+        self.assertEqual(a, b)
+
+
+class BadPeers(nu.TempDirCase):
+    """Each bad peer gets an error frame (where one can still be sent) and a
+    closed connection, and the node keeps serving a good learner meanwhile."""
+
+    def setUp(self):
+        super().setUp()
+        tok = self.path("token")
+        with open(tok, "w") as f:
+            f.write("s3cret\n")
+        self.node, self.addr = w.start_node(
+            nu.NODE, "--num-envs", 16, "--seconds", 0, "--token-file", tok,
+            "--max-frame-bytes", 4096, "--learner-timeout", 2)
+        self.node_err = []
+        threading.Thread(target=lambda: self.node_err.extend(self.node.stderr),
+                         daemon=True).start()
+        self.good = subprocess.Popen([sys.executable, os.path.join(HERE, "fixed_learner.py"),
+                                      self.addr, "--token", "s3cret"],
+                                     stdout=subprocess.PIPE, text=True)
+        self.good_frames = 0
+        threading.Thread(target=self._count, daemon=True).start()
+
+    def _count(self):
+        for _ in self.good.stdout:
+            self.good_frames += 1
+
+    def tearDown(self):
+        self.node.send_signal(signal.SIGINT)
+        out, _ = self.node.communicate(timeout=30)
+        self.good.wait(timeout=30)
+        self.summary = json.loads(out.strip().splitlines()[-1])
+        super().tearDown()
+        if hasattr(self, "expected_rejected"):
+            # Every bad peer was counted; the good learner never was.
+            self.assertEqual(self.summary["learners_rejected"], self.expected_rejected)
+            self.assertGreater(self.summary["steps"], 0)
+
+    def expect_closed_with_error(self, c, needle):
+        f = c.recv()
+        self.assertIsNotNone(f, "expected an error frame")
+        self.assertEqual(f.WhichOneof("body"), "error", f)
+        self.assertIn(needle, f.error.message)
+        self.assertIsNone(c.recv(), "connection should be closed")
+
+    def good_still_served(self):
+        before = self.good_frames
+        deadline = time.time() + 10
+        while self.good_frames <= before + 5 and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertGreater(self.good_frames, before + 5,
+                           "the good learner stalled; node log:\n" + "".join(self.node_err))
+
+    def test_bad_inputs(self):
+        pb = w.pb2()
+        cases = 0
+        # Garbage bytes: not a frame.
+        c = w.Conn(self.addr)
+        c.send_raw(b"\x05\xff\xff\xff\xff\xff")
+        self.expect_closed_with_error(c, "not a valid Frame")
+        cases += 1
+        # A frame over the limit (only its length prefix is needed).
+        c = w.Conn(self.addr)
+        c.send_raw(w.varint(1 << 20))
+        self.expect_closed_with_error(c, "exceeds the limit")
+        cases += 1
+        # A malformed varint.
+        c = w.Conn(self.addr)
+        c.send_raw(b"\xff" * 11)
+        self.expect_closed_with_error(c, "malformed length")
+        cases += 1
+        # Wrong protocol version.
+        c = w.Conn(self.addr)
+        f = c.hello(token="s3cret", version=99)
+        self.assertEqual(f.WhichOneof("body"), "error")
+        self.assertIn("protocol version 99", f.error.message)
+        self.assertIsNone(c.recv())
+        cases += 1
+        # Missing and wrong token.
+        for tok in ("", "guess"):
+            c = w.Conn(self.addr)
+            f = c.hello(token=tok)
+            self.assertEqual(f.WhichOneof("body"), "error")
+            self.assertIn("token", f.error.message)
+            self.assertIsNone(c.recv())
+            cases += 1
+        # Out of order: actions before hello.
+        c = w.Conn(self.addr)
+        c.send(actions=pb.Actions(seq=1, discrete=[0]))
+        self.expect_closed_with_error(c, "expected hello first")
+        cases += 1
+        # Out of order: a second hello.
+        c = w.Conn(self.addr)
+        self.assertEqual(c.hello(token="s3cret").WhichOneof("body"), "welcome")
+        c.send(hello=pb.Hello(protocol_version=1, role="learner", token="s3cret"))
+        f = c.recv()
+        while f is not None and f.WhichOneof("body") == "observations":
+            f = c.recv()
+        self.assertEqual(f.WhichOneof("body"), "error")
+        self.assertIn("unexpected hello", f.error.message)
+        cases += 1
+        self.good_still_served()
+        # Wrong count, out-of-range action, unknown seq: each on a fresh learner
+        # that first gets some observations.
+        for mutate, needle in (
+            (lambda o: pb.Actions(seq=o.seq, discrete=[0] * (len(o.env) + 1)), "expected"),
+            (lambda o: pb.Actions(seq=o.seq, discrete=[7] * len(o.env)), "outside [0, 2)"),
+            (lambda o: pb.Actions(seq=o.seq + 1000, discrete=[0] * len(o.env)),
+             "not awaiting"),
+        ):
+            c = w.Conn(self.addr)
+            self.assertEqual(c.hello(token="s3cret").WhichOneof("body"), "welcome")
+            f = c.recv()
+            deadline = time.time() + 10
+            while f is not None and f.WhichOneof("body") != "observations" \
+                    and time.time() < deadline:
+                f = c.recv()
+            if f is None:
+                # The good learner holds every env: our hello still counts.
+                continue
+            c.send(actions=mutate(f.observations))
+            f = c.recv()
+            while f is not None and f.WhichOneof("body") == "observations":
+                f = c.recv()
+            self.assertIsNotNone(f)
+            self.assertEqual(f.WhichOneof("body"), "error")
+            self.assertIn(needle, f.error.message)
+            cases += 1
+        # A learner that stops reading and answering: closed after the
+        # timeout, its envs move to the good learner.
+        c = w.Conn(self.addr)
+        self.assertEqual(c.hello(token="s3cret").WhichOneof("body"), "welcome")
+        time.sleep(3.5)
+        cases += 1
+        self.good_still_served()
+        err = "".join(self.node_err)
+        self.assertIn("closing", err)
+        self.expected_rejected = cases
+
+
+if __name__ == "__main__":
+    nu.setup_from_argv()
+    LEARNER = os.path.join(os.path.dirname(nu.NODE), "rollout-learner")
+    unittest.main(verbosity=2)
