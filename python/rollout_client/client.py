@@ -144,6 +144,7 @@ class Client:
         self._conns = [_Conn(i, a, max_frame) for i, a in enumerate(addresses)]
         self._sel = selectors.DefaultSelector()
         self._ready = collections.deque()  # decoded batches not yet returned
+        self._early = collections.deque()  # (conn, frame bytes) that came with a welcome
         self._pb = _proto.load()
         self.nodes = []
         if connect:
@@ -221,8 +222,9 @@ class Client:
         c.info = self._node_info(c, first.welcome)
         c.sock.setblocking(False)
         self._sel.register(c.sock, selectors.EVENT_READ, c)
-        for f in frames[1:]:
-            self._dispatch(c, self._parse(c, f))
+        # Frames that came with the welcome are dispatched by recv(), so
+        # that connect() raises only for the handshake itself.
+        self._early.extend((c, f) for f in frames[1:])
 
     def _node_info(self, c, w):
         if w.protocol_version != PROTOCOL_VERSION:
@@ -405,6 +407,10 @@ class Client:
         ConnectionClosed(clean=True) once every node has said goodbye.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        while self._early and not self._ready:
+            c, f = self._early.popleft()
+            if c.open:
+                self._dispatch(c, self._parse(c, f))
         while not self._ready:
             if not any(c.open for c in self._conns):
                 reasons = "; ".join(f"{c.address}: {c.goodbye!r}" for c in self._conns
