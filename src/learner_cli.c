@@ -21,6 +21,9 @@ void ro__learner_usage(FILE *f)
           "  --hidden H1,H2,...      MLP hidden widths (default 64,64)\n"
           "  --activation tanh|relu  MLP activation (default tanh)\n"
           "  --gemm exact|openblas   dense-layer kernel (default exact)\n"
+          "  --workers W             forward-pass threads, pinned (default 1); the learner\n"
+          "                          runs 1 loop thread + W\n"
+          "  --overcommit            allow more workers than allowed CPUs\n"
           "  --batch B               most envs per forward pass (default 1024)\n"
           "  --max-wait-us US        wait up to this long for a fuller batch (default 0:\n"
           "                          batch what one turn of the event loop brought)\n"
@@ -43,6 +46,8 @@ enum {
     OPT_ACTIVATION,
     OPT_GEMM,
     OPT_BATCH,
+    OPT_WORKERS,
+    OPT_OVERCOMMIT,
     OPT_MAX_WAIT,
     OPT_SEED,
     OPT_STEPS,
@@ -63,6 +68,8 @@ static const struct option long_opts[] = {
     {"activation", required_argument, NULL, OPT_ACTIVATION},
     {"gemm", required_argument, NULL, OPT_GEMM},
     {"batch", required_argument, NULL, OPT_BATCH},
+    {"workers", required_argument, NULL, OPT_WORKERS},
+    {"overcommit", no_argument, NULL, OPT_OVERCOMMIT},
     {"max-wait-us", required_argument, NULL, OPT_MAX_WAIT},
     {"seed", required_argument, NULL, OPT_SEED},
     {"steps", required_argument, NULL, OPT_STEPS},
@@ -85,6 +92,7 @@ int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err,
     c->policy.activation = RO_ACT_TANH;
     c->policy.seed = 1;
     c->batch = 1024;
+    c->workers = 1;
     c->max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
     c->name = "rollout-learner";
     optind = 1;
@@ -118,6 +126,12 @@ int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err,
             break;
         case OPT_BATCH:
             rc = ro__flag_u32("--batch", a, 1, 1u << 20, &c->batch, err, errlen);
+            break;
+        case OPT_WORKERS:
+            rc = ro__flag_u32("--workers", a, 1, 1024, &c->workers, err, errlen);
+            break;
+        case OPT_OVERCOMMIT:
+            c->overcommit = true;
             break;
         case OPT_MAX_WAIT:
             rc = ro__flag_u64("--max-wait-us", a, 0, 60000000, &c->max_wait_us, err, errlen);

@@ -18,6 +18,8 @@ typedef struct ro_learner_cfg {
     uint32_t nconnect;
     const char *token_file;
     ro_policy_spec_t policy;
+    uint32_t workers;     /* forward-pass threads */
+    bool overcommit;      /* allow more workers than allowed CPUs */
     uint32_t batch;       /* envs per forward pass (across nodes) */
     uint64_t max_wait_us; /* wait this long for a fuller batch; 0: what one loop turn brought */
     uint64_t steps;       /* stop after answering this many env steps; 0: no limit */

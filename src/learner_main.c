@@ -3,11 +3,14 @@
  * rollout-nodes (--learner remote), batches the observations of all of them
  * into forward passes, and sends each node the actions for its envs.
  *
- * One thread: the libuv loop does the I/O and the forward passes. Frames
- * that arrive in one turn of the loop are batched together (a uv_check
- * handle runs after each poll), up to --batch envs; --max-wait-us waits
- * longer for a fuller batch. Every env of every node has its own sampling
- * stream, seeded from (seed, node index, env index).
+ * Threads: 1 loop + --workers W pinned workers, as in a node. The loop does
+ * the I/O: frames that arrive in one turn of the loop are batched together
+ * (a uv_check handle runs after each poll), up to --batch envs (--max-wait-us
+ * waits longer for a fuller batch), and each batch goes as a job to one of W
+ * forward-pass lanes (actors on the workers), round robin; the lane sends it
+ * back with the actions and the loop writes them. Every env of every node has
+ * its own sampling stream, seeded from (seed, node index, env index); a
+ * stream is only touched by the lane that holds the env's job.
  *
  * Exit status: 0 when the run ended (nodes said goodbye, --steps or
  * --seconds reached, SIGINT/SIGTERM), 1 if a node could not be reached or
@@ -27,9 +30,12 @@
 #include "flags.h"
 #include "learner_cli.h"
 #include "policy.h"
+#include "actor.h"
 #include "rng.h"
 #include "ro_build_config.h"
+#include "scheduler.h"
 #include "thread_guard.h"
+#include "topology.h"
 #include "wire.h"
 
 #define READ_CHUNK 65536
@@ -61,6 +67,25 @@ typedef struct pending {
     struct pending *next;
 } pending_t;
 
+/* One forward pass: the frames it covers and room for their actions.
+ * Owned by the loop, then by the lane it is sent to, then by the loop. */
+typedef struct job {
+    ro_msg_t msg;
+    pending_t *frames;
+    uint32_t rows;
+    ro_rng_t **rowrng; /* [rows] sampling stream of each row */
+    int32_t *act_i;    /* [rows] */
+    float *act_f;      /* [rows x act_dim] */
+} job_t;
+
+/* A forward-pass lane: an actor on one worker with its own scratch. */
+typedef struct lane {
+    ro_actor_t actor;
+    learner_t *L;
+    ro_policy_ws_t *ws; /* touched only by the thread running the lane */
+    uint32_t ws_rows;
+} lane_t;
+
 struct learner {
     uv_loop_t loop;
     uv_check_t check;
@@ -77,12 +102,20 @@ struct learner {
     bool discrete;
     float *obs_low, *obs_high, *act_low, *act_high;
     ro_space_t obs_space, act_space;
-    ro_policy_t *policy;
-    ro_policy_ws_t *ws;
-    uint32_t ws_rows;
-    ro_rng_t **rowrng;
-    int32_t *act_i;
-    float *act_f;
+    ro_policy_t *policy; /* read-only once built: shared by the lanes */
+
+    /* Forward passes on the workers. */
+    ro_topology_t topo;
+    ro_worker_plan_t *plan;
+    int ngroups, group_nodes[RO_TOPO_MAX_NODES];
+    ro_sched_t *sched;
+    lane_t *lanes;
+    uint32_t nlanes, next_lane;
+    uv_async_t done_async;
+    ro_actor_t done; /* loop actor: jobs come back here */
+    uint32_t jobs_out;
+    bool finished;
+    int threads; /* read from /proc/self/task once the workers run */
 
     pending_t *pending_head, **pending_tail;
     uint32_t pending_rows;
@@ -145,20 +178,28 @@ __attribute__((format(printf, 2, 3))) static void conn_fail(node_conn_t *c, cons
     conn_close(c, msg);
 }
 
+/* Close the loop's handles once no node is connected and no job is out. */
+static void maybe_finish(learner_t *L)
+{
+    if (L->finished || L->open_conns > 0 || L->jobs_out > 0)
+        return;
+    L->finished = true;
+    uv_close((uv_handle_t *)&L->check, NULL);
+    uv_close((uv_handle_t *)&L->wait_timer, NULL);
+    uv_close((uv_handle_t *)&L->deadline, NULL);
+    uv_close((uv_handle_t *)&L->progress, NULL);
+    uv_close((uv_handle_t *)&L->sigint, NULL);
+    uv_close((uv_handle_t *)&L->sigterm, NULL);
+    uv_close((uv_handle_t *)&L->done_async, NULL);
+}
+
 static void on_closed(uv_handle_t *h)
 {
     node_conn_t *c = h->data;
     learner_t *L = c->L;
     ro__frame_reader_free(&c->rd);
-    if (--L->open_conns == 0) {
-        /* Nothing left to serve: close the rest and let the loop end. */
-        uv_close((uv_handle_t *)&L->check, NULL);
-        uv_close((uv_handle_t *)&L->wait_timer, NULL);
-        uv_close((uv_handle_t *)&L->deadline, NULL);
-        uv_close((uv_handle_t *)&L->progress, NULL);
-        uv_close((uv_handle_t *)&L->sigint, NULL);
-        uv_close((uv_handle_t *)&L->sigterm, NULL);
-    }
+    L->open_conns--;
+    maybe_finish(L);
 }
 
 static void drop_pending_of(learner_t *L, node_conn_t *c)
@@ -264,21 +305,17 @@ static int space_from(const Rollout__V1__Space *sp, ro_space_t *out, float **low
     return 0;
 }
 
-static int ensure_ws(learner_t *L, uint32_t rows)
+/* Grow a lane's scratch to hold rows rows. Lane's thread. */
+static int lane_ensure_ws(lane_t *ln, uint32_t rows)
 {
-    if (rows <= L->ws_rows)
+    if (rows <= ln->ws_rows)
         return 0;
-    ro__policy_ws_free(L->ws);
-    L->ws = NULL;
-    free(L->rowrng);
-    free(L->act_i);
-    free(L->act_f);
-    L->rowrng = calloc(rows, sizeof *L->rowrng);
-    L->act_i = calloc(rows, sizeof *L->act_i);
-    L->act_f = calloc((size_t)rows * L->act_dim, sizeof *L->act_f);
-    if (!L->rowrng || !L->act_i || !L->act_f || ro__policy_ws_new(&L->ws, L->policy, rows) != 0)
+    ro__policy_ws_free(ln->ws);
+    ln->ws = NULL;
+    ln->ws_rows = 0;
+    if (ro__policy_ws_new(&ln->ws, ln->L->policy, rows) != 0)
         return RO_ENOMEM;
-    L->ws_rows = rows;
+    ln->ws_rows = rows;
     return 0;
 }
 
@@ -330,11 +367,9 @@ static int adopt_spec(learner_t *L, node_conn_t *c, const Rollout__V1__Welcome *
         if (rc) {
             snprintf(L->err, sizeof L->err, "%s", perr);
             L->exit_code = 2;
-            free(olo);
             stop_all(L, "policy does not fit the env");
             return rc;
         }
-        rc = ensure_ws(L, L->cfg.batch);
     }
     free(olo);
     free(ohi);
@@ -356,6 +391,7 @@ static int adopt_spec(learner_t *L, node_conn_t *c, const Rollout__V1__Welcome *
         ro__rng_init(&c->rngs[e], ro__seed_mix(L->cfg.policy.seed ^ ((uint64_t)c->index << 32), e,
                                               RO_STREAM_ACTION));
     c->welcomed = true;
+    L->threads = ro__thread_count();
     if (!L->cfg.quiet)
         fprintf(stderr, "rollout-learner: node %s: %s x%u, node id %016llx\n", c->addr,
                 spec->env ? spec->env : "?", c->num_envs, (unsigned long long)c->node_id);
@@ -403,60 +439,52 @@ static void account(node_conn_t *c, const Rollout__V1__Observations *o)
     }
 }
 
-/* One forward pass over as many pending frames as fit, then one Actions
- * frame per Observations frame. */
-static void flush_once(learner_t *L)
+/* A lane runs a job's forward pass and sends the job back. */
+static void lane_behaviour(ro_actor_t *self, ro_msg_t *msg)
 {
-    uint32_t first = (uint32_t)L->pending_head->frame->observations->n_env;
-    if (ensure_ws(L, first > L->cfg.batch ? first : L->cfg.batch) != 0) {
-        snprintf(L->err, sizeof L->err, "out of memory for a batch of %u", first);
-        L->exit_code = 1;
-        stop_all(L, "out of memory");
-        return;
+    lane_t *ln = ro__container_of(self, lane_t, actor);
+    job_t *j = ro__container_of(msg, job_t, msg);
+    const learner_t *L = ln->L;
+    if (lane_ensure_ws(ln, j->rows) == 0) {
+        float *in = ro__policy_ws_input(ln->ws);
+        uint32_t r = 0;
+        for (pending_t *p = j->frames; p; p = p->next) {
+            const Rollout__V1__Observations *o = p->frame->observations;
+            memcpy(in + (size_t)r * L->obs_dim, o->obs, o->n_obs * sizeof(float));
+            r += (uint32_t)o->n_env;
+        }
+        ro__policy_act(L->policy, ln->ws, j->rows, j->rowrng, j->act_i, j->act_f);
+    } else {
+        j->rows = 0; /* out of memory: the loop answers nothing, the node resends */
     }
-    float *in = ro__policy_ws_input(L->ws);
-    pending_t *take = NULL, **tail = &take;
-    uint32_t rows = 0;
-    while (L->pending_head) {
-        const Rollout__V1__Observations *o = L->pending_head->frame->observations;
-        if (rows > 0 && rows + o->n_env > L->ws_rows)
-            break;
-        pending_t *p = L->pending_head;
-        L->pending_head = p->next;
-        memcpy(in + (size_t)rows * L->obs_dim, o->obs, o->n_obs * sizeof(float));
-        for (size_t i = 0; i < o->n_env; i++)
-            L->rowrng[rows + i] = &p->c->rngs[o->env[i]];
-        rows += (uint32_t)o->n_env;
-        p->next = NULL;
-        *tail = p;
-        tail = &p->next;
-    }
-    if (!L->pending_head)
-        L->pending_tail = &L->pending_head;
-    L->pending_rows -= rows;
-    L->first_pending_ns = ro__now_ns();
+    ro__actor_send(&ln->L->done, &j->msg);
+}
 
-    ro__policy_act(L->policy, L->ws, rows, L->rowrng, L->act_i, L->act_f);
-    L->batches++;
-
+/* Back on the loop: one Actions frame per Observations frame of the job. */
+static void done_behaviour(ro_actor_t *self, ro_msg_t *msg)
+{
+    learner_t *L = ro__container_of(self, learner_t, done);
+    job_t *j = ro__container_of(msg, job_t, msg);
+    L->jobs_out--;
     uint32_t r = 0;
-    while (take) {
-        pending_t *p = take;
-        take = p->next;
+    while (j->frames) {
+        pending_t *p = j->frames;
+        j->frames = p->next;
         const Rollout__V1__Observations *o = p->frame->observations;
         Rollout__V1__Actions a = ROLLOUT__V1__ACTIONS__INIT;
         a.seq = o->seq;
         if (L->discrete) {
             a.n_discrete = o->n_env;
-            a.discrete = L->act_i + r;
+            a.discrete = j->act_i + r;
         } else {
             a.n_box = o->n_env * L->act_dim;
-            a.box = L->act_f + (size_t)r * L->act_dim;
+            a.box = j->act_f + (size_t)r * L->act_dim;
         }
         ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
         f.body_case = ROLLOUT__V1__FRAME__BODY_ACTIONS;
         f.actions = &a;
-        if (send_frame(p->c, &f) == 0) {
+        /* A node that went away keeps these observations for its next learner. */
+        if (j->rows > 0 && !p->c->closing && send_frame(p->c, &f) == 0) {
             p->c->steps += o->n_env;
             L->steps += o->n_env;
         }
@@ -464,8 +492,61 @@ static void flush_once(learner_t *L)
         ro__frame_free(p->frame);
         free(p);
     }
+    free(j->rowrng);
+    free(j->act_i);
+    free(j->act_f);
+    free(j);
     if (L->cfg.steps && L->steps >= L->cfg.steps)
         stop_all(L, "step budget reached");
+    maybe_finish(L);
+}
+
+/* Take pending frames up to --batch envs (at least one frame) into a job
+ * for the next lane. */
+static void flush_once(learner_t *L)
+{
+    job_t *j = calloc(1, sizeof *j);
+    if (!j) {
+        snprintf(L->err, sizeof L->err, "out of memory for a batch");
+        L->exit_code = 1;
+        stop_all(L, "out of memory");
+        return;
+    }
+    pending_t **tail = &j->frames;
+    while (L->pending_head) {
+        const Rollout__V1__Observations *o = L->pending_head->frame->observations;
+        if (j->rows > 0 && j->rows + o->n_env > L->cfg.batch)
+            break;
+        pending_t *p = L->pending_head;
+        L->pending_head = p->next;
+        p->next = NULL;
+        *tail = p;
+        tail = &p->next;
+        j->rows += (uint32_t)o->n_env;
+    }
+    if (!L->pending_head)
+        L->pending_tail = &L->pending_head;
+    L->pending_rows -= j->rows;
+    L->first_pending_ns = ro__now_ns();
+    j->rowrng = calloc(j->rows, sizeof *j->rowrng);
+    j->act_i = calloc(j->rows, sizeof *j->act_i);
+    j->act_f = calloc((size_t)j->rows * L->act_dim, sizeof *j->act_f);
+    uint32_t r = 0;
+    for (pending_t *p = j->frames; p; p = p->next) {
+        const Rollout__V1__Observations *o = p->frame->observations;
+        for (size_t i = 0; i < o->n_env && j->rowrng; i++)
+            j->rowrng[r + i] = &p->c->rngs[o->env[i]];
+        r += (uint32_t)o->n_env;
+    }
+    if (!j->rowrng || !j->act_i || !j->act_f)
+        j->rows = 0; /* answered with nothing; the node resends to someone */
+    L->batches++;
+    L->jobs_out++;
+    lane_t *ln = &L->lanes[L->next_lane++ % L->nlanes];
+    if (j->rows > 0)
+        ro__actor_send(&ln->actor, &j->msg);
+    else
+        done_behaviour(&L->done, &j->msg);
 }
 
 static void on_wait_timer(uv_timer_t *t);
@@ -600,10 +681,11 @@ static void on_connect(uv_connect_t *req, int status)
     node_conn_t *c = req->data;
     learner_t *L = c->L;
     if (status < 0) {
-        snprintf(L->err, sizeof L->err, "cannot connect to %s: %s", c->addr, uv_strerror(status));
+        char msg[200];
+        snprintf(msg, sizeof msg, "cannot connect: %s", uv_strerror(status));
         c->failed = true;
         L->exit_code = 1;
-        conn_close(c, L->err);
+        conn_close(c, msg);
         return;
     }
     c->connected = true;
@@ -675,10 +757,10 @@ static void print_summary(const learner_t *L, double secs)
     if (!L->cfg.json)
         return;
     printf("{\"steps\":%llu,\"seconds\":%.6f,\"sps\":%.1f,\"batches\":%llu,\"mean_batch\":%.3f,"
-           "\"nodes\":[",
+           "\"threads\":%d,\"workers\":%u,\"nodes\":[",
            (unsigned long long)L->steps, secs, secs > 0 ? (double)L->steps / secs : 0.0,
-           (unsigned long long)L->batches,
-           L->batches ? (double)L->steps / (double)L->batches : 0.0);
+           (unsigned long long)L->batches, L->batches ? (double)L->steps / (double)L->batches : 0.0,
+           L->threads, L->nlanes);
     for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
         const node_conn_t *c = &L->conns[i];
         printf("%s{\"address\":\"%s\",\"node_id\":\"%016llx\",\"steps\":%llu,\"episodes\":%llu,"
@@ -690,6 +772,36 @@ static void print_summary(const learner_t *L, double secs)
     }
     printf("]}\n");
     fflush(stdout);
+}
+
+/* W pinned workers, one forward-pass lane on each. */
+static int start_lanes(learner_t *L, char *err, size_t errlen)
+{
+    int rc = ro__topology_read(&L->topo, err, errlen);
+    if (rc)
+        return rc;
+    int w = (int)L->cfg.workers;
+    L->plan = calloc((size_t)w, sizeof *L->plan);
+    L->lanes = calloc((size_t)w, sizeof *L->lanes);
+    if (!L->plan || !L->lanes)
+        return RO_ENOMEM;
+    rc = ro__topology_plan(&L->topo, w, L->cfg.overcommit, L->plan, L->group_nodes, &L->ngroups);
+    if (rc == RO_ERANGE) {
+        snprintf(err, errlen,
+                 "--workers %d: only %d CPUs are allowed for this process (use --overcommit to "
+                 "insist)",
+                 w, L->topo.ncpus);
+        return rc;
+    }
+    if (rc || (rc = ro__sched_new(&L->sched, L->ngroups, L->group_nodes, L->plan, w)))
+        return rc;
+    L->nlanes = (uint32_t)w;
+    for (int i = 0; i < w; i++) {
+        L->lanes[i].L = L;
+        ro__actor_init_worker(&L->lanes[i].actor, "learner-lane", lane_behaviour,
+                              ro__sched_queue(L->sched, i), 4);
+    }
+    return ro__sched_start(L->sched);
 }
 
 int main(int argc, char **argv)
@@ -725,7 +837,14 @@ int main(int argc, char **argv)
             return 2;
         }
 
+    if (start_lanes(&L, err, sizeof err) != 0) {
+        fprintf(stderr, "rollout-learner: %s\n", err);
+        return 2;
+    }
     uv_loop_init(&L.loop);
+    uv_async_init(&L.loop, &L.done_async, ro__actor_async_cb);
+    L.done_async.data = &L.done;
+    ro__actor_init_loop(&L.done, "learner-done", done_behaviour, &L.done_async);
     L.pending_tail = &L.pending_head;
     uv_check_init(&L.loop, &L.check);
     L.check.data = &L;
@@ -760,6 +879,7 @@ int main(int argc, char **argv)
     }
     uv_run(&L.loop, UV_RUN_DEFAULT);
     double secs = (double)(ro__now_ns() - L.t0) * 1e-9;
+    ro__sched_stop(L.sched); /* no job is out: maybe_finish waited for them */
     if (L.err[0])
         fprintf(stderr, "rollout-learner: %s\n", L.err);
     print_summary(&L, secs);
@@ -775,11 +895,13 @@ int main(int argc, char **argv)
         ro__frame_free(p->frame);
         free(p);
     }
-    ro__policy_ws_free(L.ws);
+    for (uint32_t i = 0; i < L.nlanes; i++)
+        ro__policy_ws_free(L.lanes[i].ws);
+    free(L.lanes);
+    ro__sched_free(L.sched);
+    free(L.plan);
+    ro__topology_free(&L.topo);
     ro__policy_free(L.policy);
-    free(L.rowrng);
-    free(L.act_i);
-    free(L.act_f);
     free(L.obs_low);
     free(L.obs_high);
     free(L.act_low);

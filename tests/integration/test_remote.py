@@ -45,6 +45,27 @@ class CLearner(nu.TempDirCase):
         self.assertGreater(ls["nodes"][0]["episodes"], 500)
         self.assertAlmostEqual(ls["nodes"][0]["mean_return"], s["mean_return"], delta=2.0)
 
+    def test_learner_threads_are_loop_plus_workers(self):
+        node, addr = w.start_node(nu.NODE, "--num-envs", 32, "--steps", 32 * 200)
+        extra = 1 if nu.linked_with("libtsan") else 0
+        p = learner("--connect", addr, "--workers", 2, "--gemm", "openblas")
+        finish(node)
+        ls = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(ls["threads"], 1 + 2 + extra)
+        self.assertEqual(ls["nodes"][0]["steps"], 32 * 200)
+
+    def test_learner_errors(self):
+        p = subprocess.run([LEARNER], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--connect", p.stderr)
+        p = subprocess.run([LEARNER, "--connect", "nowhere"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--connect 'nowhere'", p.stderr)
+        p = subprocess.run([LEARNER, "--connect", "127.0.0.1:1", "--quiet"], capture_output=True,
+                           text=True)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("cannot connect", p.stderr)
+
     def test_two_nodes_one_learner(self):
         a, addr_a = w.start_node(nu.NODE, "--num-envs", 32, "--steps", 32 * 200, "--seed", 1)
         b, addr_b = w.start_node(nu.NODE, "--env", "cartpole", "--num-envs", 16,
