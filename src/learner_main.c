@@ -808,6 +808,8 @@ int main(int argc, char **argv)
 {
     if (ro__threads_single_blas(argv) != 0)
         fprintf(stderr, "rollout-learner: warning: OpenBLAS may keep extra threads\n");
+    /* A node that closes its end must not kill us with SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
     static learner_t L; /* large (read buffers): not on the stack */
     char err[512] = "";
     if (ro__learner_cfg_parse(&L.cfg, argc, argv, err, sizeof err) != 0) {

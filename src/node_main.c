@@ -5,6 +5,7 @@
  * bad flag, value, env, policy or file named on the command line, 1 for a
  * failure while running.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,6 +54,10 @@ int main(int argc, char **argv)
     if (ro__threads_single_blas(argv) != 0)
         fprintf(stderr, "rollout-node: warning: could not re-exec with OPENBLAS_NUM_THREADS=1; "
                         "OpenBLAS may keep extra threads\n");
+
+    /* A learner that closes its connection must not kill us with SIGPIPE:
+     * the write fails with EPIPE and the session is closed instead. */
+    signal(SIGPIPE, SIG_IGN);
 
     ro_config_t cfg;
     char err[512] = "";

@@ -139,7 +139,6 @@ class Client:
             parse_address(a)
         self._token = read_token(token, token_file)
         self._name = name or f"rollout_client/{os.getpid()}"
-        self._max_frame = max_frame
         self._connect_timeout = connect_timeout
         self._conns = [_Conn(i, a, max_frame) for i, a in enumerate(addresses)]
         self._sel = selectors.DefaultSelector()
@@ -426,7 +425,7 @@ class Client:
                     self._flush(c)
                 if c.open and mask & selectors.EVENT_READ:
                     self._on_readable(c)
-            if not events and deadline is not None and time.monotonic() >= deadline:
+            if not self._ready and deadline is not None and time.monotonic() >= deadline:
                 return None
         return self._ready.popleft()
 

@@ -16,7 +16,7 @@ envs that never came. Use :class:`Client` directly in that case.
 import numpy as np
 
 from .client import Client
-from .errors import ProtocolError
+from .errors import ConnectionClosed, ProtocolError
 
 
 class VecEnv:
@@ -68,6 +68,11 @@ class VecEnv:
     def _collect(self):
         """Receive until every env has one observation waiting."""
         while not self._have.all():
+            gone = [i.address for i in self.nodes if i.index not in self.client.open_nodes]
+            if gone:
+                raise ConnectionClosed(f"node(s) {', '.join(gone)} closed: this VecEnv "
+                                       "cannot step their envs any more",
+                                       clean=True, reason="node closed")
             b = self.client.recv(self.timeout)
             if b is None:
                 missing = [self.env_ids()[k] for k in np.flatnonzero(~self._have)[:8]]

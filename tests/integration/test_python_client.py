@@ -16,9 +16,10 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NODE = sys.argv[1] if len(sys.argv) > 1 else None
-BUILD = sys.argv[2] if len(sys.argv) > 2 else None
-del sys.argv[1:]
+_POSITIONAL = [a for a in sys.argv[1:3] if not a.startswith("-")]
+NODE = _POSITIONAL[0] if _POSITIONAL else None
+BUILD = _POSITIONAL[1] if len(_POSITIONAL) > 1 else None
+del sys.argv[1:1 + len(_POSITIONAL)]  # the rest is for unittest (-k, -v, ...)
 os.environ.setdefault("ROLLOUT_PROTO_OUT", os.path.join(BUILD, "python-proto") if BUILD
                       else tempfile.mkdtemp(prefix="rollout_pb2_"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -340,6 +341,39 @@ class AgainstRealNode(unittest.TestCase):
             self.assertGreater(np.mean(env.episode_returns), 400)
             self.assertGreaterEqual(truncated_with_final, 8)  # 500-step limit, final_obs sent
 
+    def test_box_actions_pendulum(self):
+        node = NodeProcess(NODE, "--env", "pendulum", "--num-envs", 4, "--seconds", 0, "--quiet")
+        self.addCleanup(node.stop)
+        with rc.VecEnv([node.address], timeout=20) as env:
+            info = env.nodes[0]
+            self.assertEqual((info.action_kind, info.action_shape), ("box", (1,)))
+            self.assertEqual(info.obs_dim, 3)
+            obs = env.reset()
+            for k in range(250):
+                # Out of bounds on purpose: the client clips to [low, high].
+                obs, rew, term, trunc, _ = env.step(np.full((4, 1), 10.0 * (-1) ** k))
+            self.assertEqual(obs.shape, (4, 3))
+            self.assertEqual(len(env.episode_returns), 4)  # 200-step episodes, truncated
+
+    def test_two_learners_share_a_node(self):
+        node = self.start()
+        steps = {e: [] for e in range(8)}  # every step of every env, across both learners
+        got = [0, 0]
+        with rc.Client(node.address, name="a") as a, rc.Client(node.address, name="b") as b:
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                for k, c in enumerate((a, b)):
+                    batch = c.recv(0.005)
+                    if batch is not None:
+                        got[k] += 1
+                        for e, st in zip(batch.env.tolist(), batch.step.tolist()):
+                            steps[e].append(st)
+                        c.send_actions(batch, np.zeros(batch.n, np.int64))
+        self.assertTrue(all(got), f"batches per learner: {got}")
+        for e, seen in steps.items():
+            # Each observation went to exactly one learner, none twice.
+            self.assertEqual(sorted(seen), list(range(len(seen))), f"env {e}")
+
     def test_wrong_token_gets_error_frame(self):
         with tempfile.NamedTemporaryFile("w") as f:
             f.write("s3cret\n")
@@ -364,7 +398,10 @@ class AgainstRealNode(unittest.TestCase):
                 self.assertEqual(obs.shape, (8, 4))
                 env.step(np.zeros(8, np.int64))
         except rc.RolloutError:
-            code = node.proc.poll()
+            try:
+                code = node.proc.wait(2)  # a node that crashed may still be exiting
+            except subprocess.TimeoutExpired:
+                code = None
             if code is not None:
                 self.fail(f"the node exited with {code} after a learner died"
                           + (" (SIGPIPE: the node must ignore it or send with MSG_NOSIGNAL)"
