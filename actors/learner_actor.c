@@ -93,6 +93,18 @@ static void learner_behaviour(ro_actor_t *self, ro_msg_t *msg)
     case RO_MSG_TICK:
         l->timer_armed = false;
         break;
+    case RO_MSG_POLICY: {
+        /* Between batches: new scratch for the new shapes, then switch. */
+        ro_policy_ws_t *ws;
+        l->swap_ok = ro__policy_ws_new(&ws, l->swap_to, l->max_rows) == 0;
+        if (l->swap_ok) {
+            ro__policy_ws_free(l->ws);
+            l->ws = ws;
+            l->policy = l->swap_to;
+        }
+        ro__actor_send(l->control, &l->swap_done_msg);
+        break;
+    }
     default:
         return;
     }
@@ -129,6 +141,8 @@ int ro__learner_init(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_
     l->timer.msg.type = RO_MSG_TICK;
     l->timer.target = &l->actor;
     l->done_msg.type = RO_MSG_LANE_DONE;
+    l->swap_msg.type = RO_MSG_POLICY;
+    l->swap_done_msg.type = RO_MSG_POLICY_DONE;
     atomic_init(&l->batches, 0);
     atomic_init(&l->rows, 0);
     /* Batches of messages: a lane may have many shards queued at once. */

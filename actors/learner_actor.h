@@ -28,8 +28,10 @@
 typedef struct ro_learner {
     ro_actor_t actor;
 
-    /* Read-only after ro__learner_init. */
+    /* Changed only by the lane itself, on RO_MSG_POLICY (a pushed policy). */
     const ro_policy_t *policy;
+
+    /* Read-only after ro__learner_init. */
     ro_runq_t *runq;
     ro_actor_t *control; /* receives RO_MSG_LANE_DONE */
     uint32_t batch;
@@ -51,6 +53,11 @@ typedef struct ro_learner {
     float *act_f;            /* [max_rows x act_dim] */
     ro_timer_t timer;
     ro_msg_t done_msg;
+    /* Policy swap: the node sets swap_to and sends swap_msg; the lane answers
+     * with swap_done_msg (swap_ok tells whether it switched). */
+    ro_msg_t swap_msg, swap_done_msg;
+    const ro_policy_t *swap_to;
+    bool swap_ok;
 
     /* Statistics for the logger: written by the owner, read by the loop. */
     alignas(64) _Atomic uint64_t batches; /* forward passes, relaxed */

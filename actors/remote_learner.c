@@ -35,6 +35,7 @@ struct ro_session {
     ro_remote_t *hub;
     ro_frame_reader_t rd;
     bool attached; /* hello accepted */
+    bool trainer;  /* role "trainer": pushes policies, holds no envs */
     bool closing;
     char peer[64];
     char name[64];
@@ -203,7 +204,8 @@ static ro_session_t *least_loaded(ro_remote_t *h)
 {
     ro_session_t *best = NULL;
     for (ro_session_t *s = h->sessions; s; s = s->next)
-        if (s->attached && !s->closing && (!best || s->owned_rows < best->owned_rows))
+        if (s->attached && !s->trainer && !s->closing &&
+            (!best || s->owned_rows < best->owned_rows))
             best = s;
     return best;
 }
@@ -413,7 +415,7 @@ static void session_close(ro_session_t *s)
             *pp = s->next;
             break;
         }
-    if (s->attached)
+    if (s->attached && !s->trainer)
         h->nsessions--;
     h->nconns--;
 
@@ -471,9 +473,12 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
                      hello->protocol_version, RO_PROTOCOL_VERSION);
         return;
     }
-    if (!hello->role || strcmp(hello->role, "learner") != 0) {
-        session_fail(s, RO_EPROTO, "role '%.40s' is not supported (expected 'learner')",
-                     hello->role ? hello->role : "");
+    bool learner = hello->role && strcmp(hello->role, "learner") == 0;
+    bool trainer = hello->role && strcmp(hello->role, "trainer") == 0;
+    if ((learner && !h->o.learners) || (trainer && !h->o.on_policy) || (!learner && !trainer)) {
+        session_fail(s, RO_EPROTO, "role '%.40s' is not served here (this node takes %s)",
+                     hello->role ? hello->role : "",
+                     h->o.learners ? "learners" : "trainers pushing policies");
         return;
     }
     if (!token_ok(h, hello->token)) {
@@ -508,10 +513,34 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
         return;
     }
     s->attached = true;
+    if (trainer) {
+        s->trainer = true;
+        logf_(s, "attached as a trainer");
+        return;
+    }
     h->nsessions++;
     h->stats.attached++;
     logf_(s, "attached (%u learner%s)", h->nsessions, h->nsessions == 1 ? "" : "s");
     adopt_orphans(h);
+}
+
+static void on_policy_params(ro_session_t *s, const Rollout__V1__PolicyParams *pp)
+{
+    ro_remote_t *h = s->hub;
+    char err[400] = "";
+    int rc = h->o.on_policy(h->o.ctx, pp, err, sizeof err);
+    if (rc != 0) {
+        session_fail(s, rc, "%s", err[0] ? err : "policy rejected");
+        return;
+    }
+    logf_(s, "pushed policy version %llu", (unsigned long long)pp->version);
+    Rollout__V1__PolicyAccepted a = ROLLOUT__V1__POLICY_ACCEPTED__INIT;
+    a.version = pp->version;
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_POLICY_ACCEPTED;
+    f.policy_accepted = &a;
+    if (send_frame(s, &f) != 0)
+        session_close(s);
 }
 
 /* Check an Actions frame against the batch it answers; on success write the
@@ -593,7 +622,16 @@ static void on_frame(ro_session_t *s, ro_frame_t *f)
     }
     switch (f->body_case) {
     case ROLLOUT__V1__FRAME__BODY_ACTIONS:
-        on_actions(s, f->actions);
+        if (s->trainer)
+            session_fail(s, RO_EPROTO, "a trainer cannot send actions");
+        else
+            on_actions(s, f->actions);
+        break;
+    case ROLLOUT__V1__FRAME__BODY_POLICY_PARAMS:
+        if (!s->trainer)
+            session_fail(s, RO_EPROTO, "only a trainer may push a policy");
+        else
+            on_policy_params(s, f->policy_params);
         break;
     case ROLLOUT__V1__FRAME__BODY_GOODBYE:
         logf_(s, "said goodbye (%.100s)", f->goodbye->reason ? f->goodbye->reason : "");
@@ -824,9 +862,10 @@ int ro__remote_new(ro_remote_t **out, uv_loop_t *loop, ro_env_shard_t *shards, u
         max_shard = shards[i].n > max_shard ? shards[i].n : max_shard;
     h->max_rows = o->batch + max_shard;
     size_t od = h->obs_dim, mr = h->max_rows;
-    h->owner = calloc(nshards, sizeof *h->owner);
-    h->active = calloc(nshards, sizeof *h->active);
-    h->pool = calloc(nshards, sizeof *h->pool);
+    /* nshards is 0 when only trainers attach (local learner lanes). */
+    h->owner = calloc(nshards + 1, sizeof *h->owner);
+    h->active = calloc(nshards + 1, sizeof *h->active);
+    h->pool = calloc(nshards + 1, sizeof *h->pool);
     h->s_env = calloc(mr, sizeof *h->s_env);
     h->s_step = calloc(mr, sizeof *h->s_step);
     h->s_obs = calloc(mr * od, sizeof *h->s_obs);

@@ -15,6 +15,9 @@
  * learner, or wait for the next one to attach, and are sent again. Memory is
  * bounded by the number of shards.
  *
+ * The same listener takes trainers on a node with local learner lanes: a
+ * trainer pushes PolicyParams, which the node validates and switches to.
+ *
  * Every frame from a peer is untrusted: size limit, version, order, counts
  * and action ranges are checked; a bad one gets an Error frame, the
  * connection is closed with a log line, and the node keeps serving the
@@ -31,6 +34,7 @@
 
 #include "actor.h"
 #include "env_actor.h"
+#include "rollout.pb-c.h"
 #include "rollout/env.h"
 
 typedef struct ro_remote ro_remote_t;
@@ -46,6 +50,11 @@ typedef struct ro_remote_opts {
     const char *env_name;
     uint64_t seed;
     uint32_t max_episode_steps;
+    bool learners; /* accept role "learner" (the node runs --learner remote) */
+    /* Accept role "trainer" and pass each PolicyParams it pushes to on_policy
+     * (loop thread), which returns 0 or a negative code with a message. */
+    int (*on_policy)(void *ctx, const Rollout__V1__PolicyParams *pp, char *err, size_t errlen);
+    void *ctx;
 } ro_remote_opts_t;
 
 /* Counters, read on the loop thread. */

@@ -24,7 +24,6 @@ void ro__config_defaults(ro_config_t *c)
     c->seed = 1;
     c->seconds = 10.0;
     c->metrics_interval = 1.0;
-    c->listen = "127.0.0.1:5555";
     c->max_frame = 16u << 20;
     c->max_learners = 64;
     c->learner_timeout = 30.0;
@@ -63,7 +62,8 @@ void ro__config_usage(FILE *f)
         "  --learner local|remote  forward passes in this node (default), or by learners\n"
         "                          that attach over TCP\n"
         "  --listen HOST:PORT      where learners attach (default 127.0.0.1:5555; port 0\n"
-        "                          picks a free one)\n"
+        "                          picks a free one); with --learner local, where\n"
+        "                          trainers push new policy weights\n"
         "  --token-file FILE       secret learners must present; required unless loopback\n"
         "  --max-frame-bytes N     largest frame accepted from a learner (default 16 MiB)\n"
         "  --max-learners N        learner connections at once (default 64)\n"

@@ -32,6 +32,9 @@ void ro__learner_usage(FILE *f)
           "  --seconds S             stop after S seconds (default: run until the nodes stop)\n"
           "  --max-frame-bytes N     largest frame accepted from a node (default 16 MiB)\n"
           "  --name NAME             shown in the nodes' logs\n"
+          "  --push-policy FILE      instead of serving envs, push these weights (a\n"
+          "                          PolicyParams file) to nodes running their own learner\n"
+          "                          lanes with --listen, and exit when all accepted them\n"
           "  --json                  one-line JSON summary on stdout\n"
           "  --quiet                 no progress lines\n"
           "  --help, --version\n",
@@ -54,6 +57,7 @@ enum {
     OPT_SECONDS,
     OPT_MAX_FRAME,
     OPT_NAME,
+    OPT_PUSH_POLICY,
     OPT_JSON,
     OPT_QUIET,
     OPT_HELP,
@@ -76,6 +80,7 @@ static const struct option long_opts[] = {
     {"seconds", required_argument, NULL, OPT_SECONDS},
     {"max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME},
     {"name", required_argument, NULL, OPT_NAME},
+    {"push-policy", required_argument, NULL, OPT_PUSH_POLICY},
     {"json", no_argument, NULL, OPT_JSON},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, OPT_HELP},
@@ -150,6 +155,9 @@ int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err,
             break;
         case OPT_NAME:
             c->name = a;
+            break;
+        case OPT_PUSH_POLICY:
+            c->push_policy = a;
             break;
         case OPT_JSON:
             c->json = true;

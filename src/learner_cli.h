@@ -26,6 +26,7 @@ typedef struct ro_learner_cfg {
     double seconds;       /* stop after this long; 0: no limit */
     uint32_t max_frame;
     const char *name;
+    const char *push_policy; /* push this PolicyParams file to the nodes, then exit */
     bool json, quiet, help, version;
 } ro_learner_cfg_t;
 

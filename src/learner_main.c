@@ -17,6 +17,7 @@
  * broke the protocol, 2 for bad flags.
  */
 #include <math.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@
 #include "flags.h"
 #include "learner_cli.h"
 #include "policy.h"
+#include "policy_params.h"
 #include "actor.h"
 #include "rng.h"
 #include "ro_build_config.h"
@@ -116,6 +118,8 @@ struct learner {
     uint32_t jobs_out;
     bool finished;
     int threads; /* read from /proc/self/task once the workers run */
+    Rollout__V1__PolicyParams *push; /* --push-policy: the weights to push */
+    uint32_t pushed;                 /* nodes that accepted them */
 
     pending_t *pending_head, **pending_tail;
     uint32_t pending_rows;
@@ -582,10 +586,46 @@ static void on_check(uv_check_t *h)
 
 /* ---------- frames from nodes ---------- */
 
+/* --push-policy: welcome -> send the weights -> accepted -> goodbye. */
+static void on_push_frame(node_conn_t *c, ro_frame_t *f)
+{
+    learner_t *L = c->L;
+    if (f->body_case == ROLLOUT__V1__FRAME__BODY_WELCOME && !c->welcomed) {
+        c->welcomed = true;
+        ro_frame_t out = ROLLOUT__V1__FRAME__INIT;
+        out.body_case = ROLLOUT__V1__FRAME__BODY_POLICY_PARAMS;
+        out.policy_params = L->push;
+        if (send_frame(c, &out) != 0)
+            conn_fail(c, "could not send the policy");
+    } else if (f->body_case == ROLLOUT__V1__FRAME__BODY_POLICY_ACCEPTED && c->welcomed) {
+        L->pushed++;
+        Rollout__V1__Goodbye g = ROLLOUT__V1__GOODBYE__INIT;
+        g.reason = "policy pushed";
+        ro_frame_t out = ROLLOUT__V1__FRAME__INIT;
+        out.body_case = ROLLOUT__V1__FRAME__BODY_GOODBYE;
+        out.goodbye = &g;
+        send_frame(c, &out);
+        char msg[96];
+        snprintf(msg, sizeof msg, "accepted policy version %llu",
+                 (unsigned long long)f->policy_accepted->version);
+        conn_close(c, msg);
+    } else if (f->body_case == ROLLOUT__V1__FRAME__BODY_ERROR) {
+        c->failed = true;
+        L->exit_code = 1;
+        conn_close(c, f->error->message ? f->error->message : "error");
+    } else {
+        conn_fail(c, "unexpected %s frame while pushing a policy", ro__frame_kind(f));
+    }
+}
+
 static void on_frame(node_conn_t *c, ro_frame_t *f, bool *keep)
 {
     learner_t *L = c->L;
     *keep = false;
+    if (L->push) {
+        on_push_frame(c, f);
+        return;
+    }
     if (!c->welcomed) {
         if (f->body_case == ROLLOUT__V1__FRAME__BODY_WELCOME && f->welcome) {
             if (f->welcome->protocol_version != RO_PROTOCOL_VERSION)
@@ -692,7 +732,7 @@ static void on_connect(uv_connect_t *req, int status)
     uv_tcp_nodelay(&c->tcp, 1);
     Rollout__V1__Hello h = ROLLOUT__V1__HELLO__INIT;
     h.protocol_version = RO_PROTOCOL_VERSION;
-    h.role = "learner";
+    h.role = L->push ? "trainer" : "learner";
     h.token = L->token;
     h.name = (char *)L->cfg.name;
     ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
@@ -774,6 +814,34 @@ static void print_summary(const learner_t *L, double secs)
     fflush(stdout);
 }
 
+/* --push-policy: read and check the file, keep the message to send. */
+static int load_push(learner_t *L, char *err, size_t errlen)
+{
+    FILE *f = fopen(L->cfg.push_policy, "rb");
+    if (!f) {
+        snprintf(err, errlen, "--push-policy '%s': cannot read it (%s)", L->cfg.push_policy,
+                 strerror(errno));
+        return RO_EINVAL;
+    }
+    uint8_t *buf = malloc(RO_POLICY_FILE_MAX);
+    size_t len = buf ? fread(buf, 1, RO_POLICY_FILE_MAX, f) : 0;
+    fclose(f);
+    ro_policy_params_t pp; /* full validation, with the loader's messages */
+    char label[300];
+    snprintf(label, sizeof label, "policy file %s", L->cfg.push_policy);
+    int rc = buf ? ro__policy_params_decode(&pp, buf, len, label, err, errlen) : RO_ENOMEM;
+    if (rc == 0) {
+        ro__policy_params_free(&pp);
+        uint64_t body;
+        int k = ro__varint_get(buf, len, &body);
+        L->push = rollout__v1__policy_params__unpack(NULL, (size_t)body, buf + k);
+        if (!L->push)
+            rc = RO_ENOMEM;
+    }
+    free(buf);
+    return rc;
+}
+
 /* W pinned workers, one forward-pass lane on each. */
 static int start_lanes(learner_t *L, char *err, size_t errlen)
 {
@@ -839,6 +907,10 @@ int main(int argc, char **argv)
             return 2;
         }
 
+    if (L.cfg.push_policy && load_push(&L, err, sizeof err) != 0) {
+        fprintf(stderr, "rollout-learner: %s\n", err);
+        return 2;
+    }
     if (start_lanes(&L, err, sizeof err) != 0) {
         fprintf(stderr, "rollout-learner: %s\n", err);
         return 2;
@@ -884,7 +956,15 @@ int main(int argc, char **argv)
     ro__sched_stop(L.sched); /* no job is out: maybe_finish waited for them */
     if (L.err[0])
         fprintf(stderr, "rollout-learner: %s\n", L.err);
-    print_summary(&L, secs);
+    if (L.push) {
+        fprintf(stderr, "rollout-learner: pushed the policy to %u of %u nodes\n", L.pushed,
+                L.cfg.nconnect);
+        if (L.pushed != L.cfg.nconnect && L.exit_code == 0)
+            L.exit_code = 1;
+        rollout__v1__policy_params__free_unpacked(L.push, NULL);
+    } else {
+        print_summary(&L, secs);
+    }
 
     uv_loop_close(&L.loop);
     for (uint32_t i = 0; i < L.cfg.nconnect; i++) {

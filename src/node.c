@@ -20,10 +20,12 @@
 #include "messages.h"
 #include "metrics_ring.h"
 #include "policy.h"
+#include "policy_params.h"
 #include "remote_learner.h"
 #include "scheduler.h"
 #include "thread_guard.h"
 #include "topology.h"
+#include "wire.h"
 
 /* Metric records buffered between drains, split over the lanes' rings (at
  * least RING_MIN each): 12 MiB, drained every 50 ms, absorb 5 M records/s. */
@@ -54,7 +56,14 @@ struct ro_node {
     uint32_t nlanes;     /* env groups: one per worker */
     ro_remote_t *remote; /* --learner remote: the hub serving TCP learners */
     char token[256];
-    ro_space_t obs_space, act_space; /* for the hub's welcome */
+    ro_space_t obs_space, act_space; /* for the hub's welcome and pushed policies */
+    /* A pushed policy being switched to (loop thread only). */
+    ro_policy_t *swap_next;
+    uint32_t swaps_pending;
+    bool swap_failed;
+    ro_policy_t *retired[8]; /* policies a lane may still use after a failed switch */
+    uint32_t nretired;
+    uint64_t policy_pushes;
 
     ro_metrics_ring_t *rings; /* one per lane: its shards' episode records */
     ro_logger_t logger;
@@ -144,6 +153,25 @@ static void shutdown_node(ro_node_t *n)
 static void control_behaviour(ro_actor_t *self, ro_msg_t *msg)
 {
     ro_node_t *n = ro__container_of(self, ro_node_t, control);
+    if (msg->type == RO_MSG_POLICY_DONE) {
+        ro_learner_t *l = ro__container_of(msg, ro_learner_t, swap_done_msg);
+        n->swap_failed |= !l->swap_ok;
+        if (--n->swaps_pending > 0)
+            return;
+        if (n->swap_failed && n->nretired < 8) {
+            /* Out of memory in some lane: it still runs the old policy. */
+            fprintf(stderr, "rollout-node: a learner lane could not switch policies (out of "
+                            "memory); it keeps the old one\n");
+            n->retired[n->nretired++] = n->policy;
+        } else {
+            ro__policy_free(n->policy);
+        }
+        n->policy = n->swap_next;
+        n->swap_next = NULL;
+        n->swap_failed = false;
+        n->policy_pushes++;
+        return;
+    }
     if (msg->type == RO_MSG_LANE_DONE && ++n->lanes_done == n->learners_expected)
         shutdown_node(n);
 }
@@ -251,6 +279,69 @@ static int make_policy(ro_node_t *n, char *err, size_t errlen)
     return rc;
 }
 
+/* A trainer pushed weights: validate them against the env, build the
+ * policy, and hand it to every lane; the old one is freed once all have
+ * switched (control_behaviour). Loop thread. */
+static int on_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char *err,
+                          size_t errlen)
+{
+    ro_node_t *n = ctx;
+    if (n->swap_next || n->nretired == 8) {
+        snprintf(err, errlen, "a policy update is still being applied; push again later");
+        return RO_EINVAL;
+    }
+    size_t body = rollout__v1__policy_params__get_packed_size(msg);
+    uint8_t *buf = malloc(body + RO_VARINT_MAX);
+    if (!buf)
+        return RO_ENOMEM;
+    size_t k = ro__varint_put(buf, body);
+    rollout__v1__policy_params__pack(msg, buf + k);
+    char label[64];
+    snprintf(label, sizeof label, "pushed policy v%llu", (unsigned long long)msg->version);
+    ro_policy_params_t pp;
+    int rc = ro__policy_params_decode(&pp, buf, k + body, label, err, errlen);
+    free(buf);
+    if (rc)
+        return rc;
+    ro_policy_t *next;
+    rc = ro__policy_new_from_params(&next, &pp, n->cfg.policy.gemm, &n->obs_space, &n->act_space,
+                                    label, err, errlen);
+    ro__policy_params_free(&pp);
+    if (rc)
+        return rc;
+    n->swap_next = next;
+    n->swaps_pending = n->nlanes;
+    for (uint32_t l = 0; l < n->nlanes; l++) {
+        n->lanes[l].swap_to = next;
+        ro__actor_send(&n->lanes[l].actor, &n->lanes[l].swap_msg);
+    }
+    return 0;
+}
+
+/* --listen with local lanes: trainers may push policies. */
+static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
+{
+    if (n->cfg.token_file) {
+        int rc = ro__flag_token_file(n->cfg.token_file, n->token, sizeof n->token, err, errlen);
+        if (rc)
+            return rc;
+    }
+    ro_remote_opts_t o = {
+        .listen = n->cfg.listen,
+        .token = n->cfg.token_file ? n->token : NULL,
+        .batch = 1,
+        .max_frame = n->cfg.max_frame,
+        .max_learners = n->cfg.max_learners,
+        .env_name = n->kind.vt->name,
+        .seed = n->cfg.seed,
+        .max_episode_steps = n->max_steps,
+        .on_policy = on_policy_push,
+        .ctx = n,
+    };
+    return ro__remote_new(&n->remote, &n->loop, NULL, 0, n->cfg.num_envs, &n->obs_space,
+                          &n->act_space, &n->control, &o, err, errlen);
+}
+
 /* --learner remote: the hub takes the lanes' place; shards of env group l
  * still live on worker l's queue. */
 static int make_remote(ro_node_t *n, char *err, size_t errlen)
@@ -260,13 +351,11 @@ static int make_remote(ro_node_t *n, char *err, size_t errlen)
         if (rc)
             return rc;
     }
-    ro_space_t os, as;
-    n->kind.vt->spaces(n->shards[0].envs[0], &os, &as);
     n->batch = n->cfg.batch ? n->cfg.batch : (n->cfg.num_envs + 1) / 2;
     if (n->batch < n->shard_size)
         n->batch = n->shard_size;
     ro_remote_opts_t o = {
-        .listen = n->cfg.listen,
+        .listen = n->cfg.listen ? n->cfg.listen : "127.0.0.1:5555",
         .token = n->cfg.token_file ? n->token : NULL,
         .batch = n->batch,
         .max_wait_us = n->cfg.max_wait_us,
@@ -276,10 +365,8 @@ static int make_remote(ro_node_t *n, char *err, size_t errlen)
         .env_name = n->kind.vt->name,
         .seed = n->cfg.seed,
         .max_episode_steps = n->max_steps,
+        .learners = true,
     };
-    /* Spaces point into env 0 of shard 0, alive until the envs are destroyed. */
-    n->obs_space = os;
-    n->act_space = as;
     int rc = ro__remote_new(&n->remote, &n->loop, n->shards, n->nshards, n->cfg.num_envs,
                             &n->obs_space, &n->act_space, &n->control, &o, err, errlen);
     if (rc)
@@ -290,6 +377,8 @@ static int make_remote(ro_node_t *n, char *err, size_t errlen)
 
 static int make_lanes(ro_node_t *n, char *err, size_t errlen)
 {
+    /* Spaces point into env 0 of shard 0, alive until the envs are destroyed. */
+    n->kind.vt->spaces(n->shards[0].envs[0], &n->obs_space, &n->act_space);
     int rc = ro__sched_new(&n->sched, n->ngroups, n->group_nodes, n->plan, n->nworkers);
     if (rc)
         return rc;
@@ -347,6 +436,8 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
             ro__env_shard_wire(&n->shards[i], &w);
         }
     }
+    if (!n->cfg.remote && n->cfg.listen)
+        return make_trainer_listener(n, err, errlen);
     return 0;
 }
 
@@ -396,7 +487,7 @@ int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errle
 void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
 {
     char pol[128];
-    if (n->remote) {
+    if (n->cfg.remote) {
         char addr[80];
         ro__remote_address(n->remote, addr, sizeof addr);
         snprintf(pol, sizeof pol, "remote learners on %s", addr);
@@ -478,7 +569,7 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     s->shard = n->shard_size;
     s->batch = n->batch;
     snprintf(s->env, sizeof s->env, "%s", n->kind.vt->name);
-    if (n->remote) {
+    if (n->cfg.remote) {
         snprintf(s->policy, sizeof s->policy, "remote");
         ro_remote_stats_t rs;
         ro__remote_stats(n->remote, &rs);
@@ -489,6 +580,12 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
         s->mean_batch = rs.batches_sent ? (double)rs.rows_sent / (double)rs.batches_sent : 0.0;
     } else {
         ro__policy_describe(n->policy, s->policy, sizeof s->policy);
+        s->policy_pushes = n->policy_pushes;
+        if (n->remote) { /* trainers may attach: count the bad ones */
+            ro_remote_stats_t rs;
+            ro__remote_stats(n->remote, &rs);
+            s->learners_rejected = rs.rejected;
+        }
     }
 }
 
@@ -509,6 +606,9 @@ void ro_node_free(ro_node_t *n)
     /* A shard that failed half-way cleaned itself up. */
     free(n->shards);
     ro__policy_free(n->policy);
+    ro__policy_free(n->swap_next);
+    for (uint32_t i = 0; i < n->nretired; i++)
+        ro__policy_free(n->retired[i]);
     if (n->kind.vt)
         ro__env_close(&n->kind);
     if (n->rings)

@@ -42,9 +42,10 @@ static void print_summary(const ro_summary_t *s, bool json)
            s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
     printf("\"learners_attached\":%llu,\"learners_rejected\":%llu,\"batches_resent\":%llu,"
-           "\"env\":\"%s\",\"policy\":\"%s\"}\n",
+           "\"policy_pushes\":%llu,\"env\":\"%s\",\"policy\":\"%s\"}\n",
            (unsigned long long)s->learners_attached, (unsigned long long)s->learners_rejected,
-           (unsigned long long)s->batches_resent, s->env, s->policy);
+           (unsigned long long)s->batches_resent, (unsigned long long)s->policy_pushes, s->env,
+           s->policy);
     fflush(stdout);
 }
 

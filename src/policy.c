@@ -235,6 +235,26 @@ static int build_bounds(ro_policy_t *p, const ro_space_t *act)
     return 0;
 }
 
+/* finish_policy builds what every policy derives from its weights and
+ * spaces: the kernels' layout, the Gaussian std, the box bounds. */
+static int finish_policy(ro_policy_t *p, const ro_space_t *act, char *err, size_t errlen)
+{
+    if (p->kind == RO_POLICY_MLP) {
+        if (build_kernels(p) < 0)
+            return fail(err, errlen, RO_ENOMEM, "policy: out of memory for the weights");
+        if (act->kind == RO_SPACE_BOX) {
+            p->std = malloc(p->nout * sizeof(float));
+            if (!p->std)
+                return fail(err, errlen, RO_ENOMEM, "policy: out of memory");
+            for (uint32_t j = 0; j < p->nout; j++)
+                p->std[j] = expf(p->params.log_std[j]);
+        }
+    }
+    if (act->kind == RO_SPACE_BOX && build_bounds(p, act) < 0)
+        return fail(err, errlen, RO_ENOMEM, "policy: out of memory");
+    return 0;
+}
+
 int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_space_t *obs,
                    const ro_space_t *act, char *err, size_t errlen)
 {
@@ -278,31 +298,46 @@ int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_spa
             goto fail;
         }
     }
-    if (spec->kind == RO_POLICY_MLP) {
-        if (build_kernels(p) < 0) {
-            rc = fail(err, errlen, RO_ENOMEM, "policy: out of memory for the weights");
-            goto fail;
-        }
-        if (act->kind == RO_SPACE_BOX) {
-            p->std = malloc(p->nout * sizeof(float));
-            if (!p->std) {
-                rc = fail(err, errlen, RO_ENOMEM, "policy: out of memory");
-                goto fail;
-            }
-            for (uint32_t j = 0; j < p->nout; j++)
-                p->std[j] = expf(p->params.log_std[j]);
-        }
-    }
-    if (act->kind == RO_SPACE_BOX && build_bounds(p, act) < 0) {
-        rc = fail(err, errlen, RO_ENOMEM, "policy: out of memory");
+    if ((rc = finish_policy(p, act, err, errlen)) < 0)
         goto fail;
-    }
     *out = p;
     return 0;
 
 fail:
     ro__policy_free(p);
     return rc;
+}
+
+int ro__policy_new_from_params(ro_policy_t **out, ro_policy_params_t *pp, ro_gemm_t gemm,
+                               const ro_space_t *obs, const ro_space_t *act, const char *label,
+                               char *err, size_t errlen)
+{
+    *out = NULL;
+    int rc = check_spaces(obs, act, err, errlen);
+    if (rc == 0)
+        rc = ro__policy_params_check_spaces(pp, obs, act, label, err, errlen);
+    if (rc < 0)
+        return rc;
+    ro_policy_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return RO_ENOMEM;
+    p->kind = RO_POLICY_MLP;
+    p->gemm = gemm;
+    p->act_kind = act->kind;
+    p->obs_dim = (uint32_t)ro_space_size(obs);
+    p->act_dim = (uint32_t)ro_space_size(act);
+    p->nout = act->kind == RO_SPACE_DISCRETE ? act->n : p->act_dim;
+    p->params = *pp; /* the weights move in */
+    memset(pp, 0, sizeof *pp);
+    p->path = strdup(label);
+    if (!p->path)
+        rc = fail(err, errlen, RO_ENOMEM, "policy: out of memory");
+    if (rc < 0 || (rc = finish_policy(p, act, err, errlen)) < 0) {
+        ro__policy_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
 }
 
 void ro__policy_free(ro_policy_t *p)

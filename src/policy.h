@@ -62,6 +62,14 @@ int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_spa
                    const ro_space_t *act, char *err, size_t errlen);
 void ro__policy_free(ro_policy_t *p);
 
+struct ro_policy_params;
+/* ro__policy_new_from_params builds an MLP from decoded weights (checked
+ * against the spaces; label names them in messages, e.g. "pushed policy v3").
+ * On success the weights move into the policy and *pp is emptied. */
+int ro__policy_new_from_params(ro_policy_t **out, struct ro_policy_params *pp, ro_gemm_t gemm,
+                               const ro_space_t *obs, const ro_space_t *act, const char *label,
+                               char *err, size_t errlen);
+
 /* ro__policy_describe writes e.g. "mlp(64,64,tanh)" or "random" into buf. */
 void ro__policy_describe(const ro_policy_t *p, char *buf, size_t len);
 

@@ -141,6 +141,10 @@ const char *ro__frame_kind(const ro_frame_t *f)
         return "error";
     case ROLLOUT__V1__FRAME__BODY_GOODBYE:
         return "goodbye";
+    case ROLLOUT__V1__FRAME__BODY_POLICY_PARAMS:
+        return "policy_params";
+    case ROLLOUT__V1__FRAME__BODY_POLICY_ACCEPTED:
+        return "policy_accepted";
     default:
         return "empty";
     }

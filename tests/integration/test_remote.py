@@ -103,6 +103,82 @@ class CLearner(nu.TempDirCase):
         self.assertIn("w.pb", p.stderr)
 
 
+def write_policy(path, obs_dim, logits, version=1):
+    """A PolicyParams file whose head ignores the input: fixed logits."""
+    pb = w.pb2()
+    hidden = 8
+    p = pb.PolicyParams(format_version=1, activation="tanh", obs_dim=obs_dim,
+                        action_kind="discrete", action_dim=len(logits), version=version)
+    l1 = p.layers.add()
+    l1.weight.shape[:] = [hidden, obs_dim]
+    l1.weight.data[:] = [0.0] * (hidden * obs_dim)
+    l1.bias.shape[:] = [hidden]
+    l1.bias.data[:] = [0.0] * hidden
+    l2 = p.layers.add()
+    l2.weight.shape[:] = [len(logits), hidden]
+    l2.weight.data[:] = [0.0] * (hidden * len(logits))
+    l2.bias.shape[:] = [len(logits)]
+    l2.bias.data[:] = logits
+    with open(path, "wb") as f:
+        f.write(w.frame_bytes(p))
+
+
+class PushPolicy(nu.TempDirCase):
+    def test_push_switches_the_node_policy(self):
+        m = self.path("m.jsonl")
+        p = subprocess.Popen([nu.NODE, "--listen", "127.0.0.1:0", "--seconds", "0", "--quiet",
+                              "--json", "--num-envs", "32", "--metrics", m],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        addr = None
+        for line in p.stderr:
+            if "listening for learners on" in line:
+                addr = line.split()[-1]
+                break
+        time.sleep(0.5)
+        # Always push the cart right: every episode ends within about 10 steps.
+        right = self.path("right.pb")
+        write_policy(right, 4, [-50.0, 50.0], version=7)
+        q = learner("--connect", addr, "--push-policy", right)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        self.assertIn("pushed the policy to 1 of 1 nodes", q.stderr)
+        t_push = time.time()
+        # A policy that does not fit the env is refused; the node goes on.
+        bad = self.path("bad.pb")
+        write_policy(bad, 3, [0.0, 1.0])
+        q = learner("--connect", addr, "--push-policy", bad)
+        self.assertEqual(q.returncode, 1)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=30)
+        s = json.loads(out.strip().splitlines()[-1])
+        self.assertEqual(s["policy_pushes"], 1)
+        self.assertGreater(s["learners_rejected"], 0)
+        eps = [r for r in nu.read_metrics(m) if r["type"] == "episode"]
+        before = [r["length"] for r in eps if r["t"] < 0.4]
+        after = [r["length"] for r in eps if r["t"] > 1.2]
+        self.assertGreater(len(before), 100)
+        self.assertGreater(len(after), 100)
+        self.assertGreater(sum(before) / len(before), 15)
+        self.assertLess(max(after), 12)
+        self.assertTrue(all(r["terminated"] for r in eps if r["t"] > 1.2))
+
+    def test_learner_role_refused_by_a_local_node(self):
+        p = subprocess.Popen([nu.NODE, "--listen", "127.0.0.1:0", "--seconds", "0", "--quiet"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        addr = None
+        for line in p.stderr:
+            if "listening for learners on" in line:
+                addr = line.split()[-1]
+                break
+        c = w.Conn(addr)
+        f = c.hello()
+        self.assertEqual(f.WhichOneof("body"), "error")
+        self.assertIn("not served here", f.error.message)
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 0)
+
+
 class Reattach(nu.TempDirCase):
     def run_node_with_learners(self, metrics, kill_after_frames):
         """Serve a node with fixed learners; if kill_after_frames, SIGKILL the
