@@ -28,6 +28,7 @@
 #include "rollout/env.h"
 
 struct ro_learner;
+struct ro_rec_port;
 
 typedef struct ro_env_shard {
     ro_actor_t actor;
@@ -74,6 +75,7 @@ typedef struct ro_env_shard {
     struct ro_env_shard *ready_next; /* learner's ready-list link */
 
     bool record_episodes; /* push one metric record per finished episode */
+    struct ro_rec_port *rec; /* --record: this shard's recorder port, or NULL */
 
     /* Statistics for the logger: written by the owner after each step of
      * the shard, read by the loop; relaxed (counters, no data behind them). */

@@ -23,6 +23,13 @@ static void print_summary(const ro_summary_t *s, bool json)
             (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
             s->mean_return, s->mean_batch, s->threads, s->workers,
             (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
+    if (s->recording)
+        fprintf(stderr,
+                "record: %llu transitions, %llu bytes in %u file(s), %llu steps dropped, %llu "
+                "waits for the disk\n",
+                (unsigned long long)s->record_transitions, (unsigned long long)s->record_bytes,
+                s->record_files, (unsigned long long)s->record_dropped,
+                (unsigned long long)s->record_waits);
     if (s->pin_errors)
         fprintf(stderr, "warning: %d workers could not be pinned to their CPU\n", s->pin_errors);
     if (!json)
@@ -32,12 +39,19 @@ static void print_summary(const ro_summary_t *s, bool json)
            "\"lanes\":%d,\"numa_nodes\":%d,\"cpus\":%d,\"num_envs\":%u,\"shard\":%u,\"batch\":%u,"
            "\"batches\":%llu,\"mean_batch\":%.3f,\"env_failures\":%llu,"
            "\"dropped_metrics\":%llu,\"steals\":%llu,\"pin_errors\":%d,\"env\":\"%s\",\"policy\":"
-           "\"%s\"}\n",
+           "\"%s\"",
            (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
            s->mean_return, s->threads, s->threads_expected, s->workers, s->lanes, s->numa_nodes,
            s->cpus, s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics,
            (unsigned long long)s->steals, s->pin_errors, s->env, s->policy);
+    if (s->recording)
+        printf(",\"record_transitions\":%llu,\"record_dropped\":%llu,\"record_bytes\":%llu,"
+               "\"record_files\":%u,\"record_waits\":%llu,\"record_io_busy_s\":%.6f",
+               (unsigned long long)s->record_transitions, (unsigned long long)s->record_dropped,
+               (unsigned long long)s->record_bytes, s->record_files,
+               (unsigned long long)s->record_waits, s->record_io_busy_s);
+    printf("}\n");
     fflush(stdout);
 }
 
