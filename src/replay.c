@@ -11,6 +11,9 @@
 #include "rng.h"
 #include "trajectory_file.h"
 
+/* Warnings about envs with missing entries, before only counting them. */
+#define MAX_GAP_WARNINGS 8
+
 enum phase {
     P_NEW = 0, /* nothing seen yet */
     P_ACTIVE,  /* inside an episode */
@@ -326,13 +329,16 @@ static int process_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, 
     bool follows = reset ? (e->phase == P_NEW && ep == 0) || (e->phase == P_ENDED && ep == e->episode + 1)
                          : e->phase == P_ACTIVE && ep == e->episode && step == e->step + 1;
     if (!follows) {
-        if ((e->verifiable || e->phase == P_NEW) && r->o.verify && sel) {
+        if ((e->verifiable || e->phase == P_NEW) && r->o.verify && sel &&
+            ++r->unverified_envs <= MAX_GAP_WARNINGS) {
             fprintf(r->o.log,
                     "rollout-replay: warning: %s (record %" PRIu64 "): env %u: entries missing "
                     "before episode %" PRIu64 " step %u (dropped or damaged records, or an "
                     "earlier part not given): not verified from here\n",
                     r->name, b->record, i, ep, step);
-            r->unverified_envs++;
+            if (r->unverified_envs == MAX_GAP_WARNINGS)
+                fprintf(r->o.log, "rollout-replay: warning: (further envs with missing entries "
+                                  "are only counted)\n");
         }
         e->verifiable = false;
         e->tracked = false;
