@@ -354,13 +354,14 @@ bool ro__recorder_capture(ro_rec_port_t *p, bool start)
         return true;
     }
     if (r->drop) {
-        if (start)
-            /* A lost reset leaves nothing to verify: still counted. */
+        if (start) {
+            /* A lost reset is no env step, but the file says something is missing. */
             p->dropped++;
-        else
+        } else {
             skip(p);
-        /* Relaxed: a statistic. */
-        atomic_fetch_add_explicit(&r->dropped_steps, p->shard->n, memory_order_relaxed);
+            /* Relaxed: a statistic. */
+            atomic_fetch_add_explicit(&r->dropped_steps, p->shard->n, memory_order_relaxed);
+        }
         return true;
     }
     atomic_fetch_add_explicit(&r->waits, 1, memory_order_relaxed);
@@ -478,6 +479,16 @@ static void *io_main(void *arg)
             r->io_rc = ro__traj_writer_flush(&r->w, r->io_err, sizeof r->io_err);
         r->busy_ns += ro__now_ns() - t0;
         recycle(r, list);
+    }
+    /* Drops after a shard's last chunk: say so in an entry-less record.
+     * Every shard is done: the node stopped the workers before finish. */
+    for (uint32_t i = 0; i < r->nports && !r->io_rc; i++) {
+        if (!r->ports[i].dropped)
+            continue;
+        Rollout__V1__TransitionBatch b;
+        rollout__v1__transition_batch__init(&b);
+        b.dropped = r->ports[i].dropped;
+        r->io_rc = ro__traj_writer_append(&r->w, &b, r->io_err, sizeof r->io_err);
     }
     if (!r->io_rc)
         r->io_rc = ro__traj_writer_close(&r->w, r->io_err, sizeof r->io_err);

@@ -193,12 +193,25 @@ static bool finite_row(const float *o, uint32_t n, float reward)
 }
 
 /* Replay entry k against its env. */
+/* The first observation value that differs, if any. */
+static int compare_obs(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k)
+{
+    const float *rec_obs = b->obs + k * r->hdr->obs_dim;
+    for (uint32_t d = 0; d < r->hdr->obs_dim; d++)
+        if (bits(r->buf[d]) != bits(rec_obs[d])) {
+            char field[32];
+            snprintf(field, sizeof field, "obs[%u]", d);
+            return diverged(r, b, k, field, rec_obs[d], bits(rec_obs[d]), r->buf[d],
+                            bits(r->buf[d]));
+        }
+    return RO_REPLAY_OK;
+}
+
 static int verify_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k)
 {
     const Rollout__V1__TrajectoryHeader *h = r->hdr;
     uint32_t i = b->env[k], od = h->obs_dim;
     env_state_t *e = &r->envs[i];
-    const float *rec_obs = b->obs + k * od;
     uint32_t flags = b->flags[k];
     if (flags & RO_TRAJ_RESET) {
         if (!e->env) {
@@ -208,6 +221,7 @@ static int verify_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, s
         }
         r->kind.vt->reset(e->env, r->buf);
         r->verified_resets++;
+        return compare_obs(r, b, k);
     } else {
         ro_action_t a;
         if (r->discrete) {
@@ -232,6 +246,9 @@ static int verify_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, s
             return diverged(r, b, k, "failed", rec_failed, rec_failed, failed, failed);
         if (failed)
             return RO_REPLAY_OK;
+        int orc = compare_obs(r, b, k);
+        if (orc)
+            return orc;
         if (bits(st.reward) != bits(b->reward[k]))
             return diverged(r, b, k, "reward", b->reward[k], bits(b->reward[k]), st.reward,
                             bits(st.reward));
@@ -244,13 +261,6 @@ static int verify_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, s
         if (trunc != rec_trunc)
             return diverged(r, b, k, "truncated", rec_trunc, rec_trunc, trunc, trunc);
     }
-    for (uint32_t d = 0; d < od; d++)
-        if (bits(r->buf[d]) != bits(rec_obs[d])) {
-            char field[32];
-            snprintf(field, sizeof field, "obs[%u]", d);
-            return diverged(r, b, k, field, rec_obs[d], bits(rec_obs[d]), r->buf[d],
-                            bits(r->buf[d]));
-        }
     return RO_REPLAY_OK;
 }
 

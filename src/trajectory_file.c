@@ -272,7 +272,7 @@ int ro__traj_validate_batch(const Rollout__V1__TrajectoryHeader *h,
     size_t n = b->n_env;
     bool discrete = strcmp(h->action_kind, "discrete") == 0;
     const char *why = NULL;
-    if (n == 0)
+    if (n == 0 && b->dropped == 0)
         why = "no entries";
     else if (b->n_episode != n || b->n_step != n || b->n_flags != n || b->n_reward != n)
         why = "column lengths differ";
