@@ -47,6 +47,7 @@ struct ro_replay {
     size_t nargs;
     uint32_t act_n; /* discrete: number of actions */
     bool discrete;
+    bool diverged;
     uint64_t damaged, cut_short, dropped_shard_steps, unverified_envs;
     uint64_t verified_steps, verified_resets, entries;
     uint32_t files;
@@ -181,6 +182,7 @@ static int diverged(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_
             ", step %u, %s: recorded %.9g (0x%08x), replayed %.9g (0x%08x)\n",
             r->name, b->record, b->env[k], b->episode[k], b->step[k], field, rec, rec_bits, rep,
             rep_bits);
+    r->diverged = true;
     return RO_REPLAY_FAILED;
 }
 
@@ -231,6 +233,7 @@ static int verify_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, s
                         "rollout-replay: %s (record %" PRIu64 "): env %u, episode %" PRIu64
                         ", step %u: recorded action %d outside [0, %u)\n",
                         r->name, b->record, i, b->episode[k], b->step[k], act, r->act_n);
+                r->diverged = true;
                 return RO_REPLAY_FAILED;
             }
             a.discrete = act;
@@ -371,7 +374,8 @@ static int process_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, 
         e->ret += b->reward[k];
         if (fl & (RO_TRAJ_TERMINATED | RO_TRAJ_TRUNCATED)) {
             e->phase = P_ENDED;
-            if (sel && selected_episode(r, ep))
+            /* A failed step cuts its episode: not a finished episode (as in the node). */
+            if (sel && selected_episode(r, ep) && !(fl & RO_TRAJ_FAILED))
                 end_episode(e);
         }
     }
@@ -505,13 +509,14 @@ int ro__replay_finish(ro_replay_t *r)
                 "rollout-replay: warning: the recorder dropped %" PRIu64
                 " shard steps (--record-full=drop)\n",
                 r->dropped_shard_steps);
-    int rc = r->damaged ? RO_REPLAY_FAILED : RO_REPLAY_OK;
+    int rc = r->damaged || r->diverged ? RO_REPLAY_FAILED : RO_REPLAY_OK;
     if (r->o.verify)
         fprintf(r->o.log,
                 "rollout-replay: verify %s: %" PRIu64 " steps and %" PRIu64
-                " resets replayed bit for bit over %u file(s); %" PRIu64
+                " resets replayed%s over %u file(s); %" PRIu64
                 " env(s) not verified to the end; %" PRIu64 " damaged record(s)\n",
-                rc ? "FAILED" : "OK", r->verified_steps, r->verified_resets, r->files,
+                rc ? "FAILED" : "OK", r->verified_steps, r->verified_resets,
+                r->diverged ? ", the last one diverged" : " bit for bit", r->files,
                 r->unverified_envs, r->damaged);
     else if (r->damaged)
         fprintf(r->o.log, "rollout-replay: %" PRIu64 " damaged record(s)\n", r->damaged);
