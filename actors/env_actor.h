@@ -75,7 +75,9 @@ typedef struct ro_env_shard {
     struct ro_env_shard *ready_next; /* learner's ready-list link */
 
     bool record_episodes; /* push one metric record per finished episode */
-    struct ro_rec_port *rec; /* --record: this shard's recorder port, or NULL */
+
+    /* --record: this shard's recorder port, or NULL. */
+    struct ro_rec_port *rec;
 
     /* Statistics for the logger: written by the owner after each step of
      * the shard, read by the loop; relaxed (counters, no data behind them). */

@@ -14,7 +14,8 @@ enum ro_msg_type {
     RO_MSG_SHARD_DONE, /* env actor -> learner: I stepped my last step */
     RO_MSG_TICK,       /* timer -> learner: a max-wait deadline may have passed */
     RO_MSG_LANE_DONE,  /* learner -> node: every shard of mine is done */
-    RO_MSG_RECORD_RESUME, /* recorder -> env actor: a chunk is yours, record and report */
+    /* recorder -> env actor: a chunk is yours; record the step, then report */
+    RO_MSG_RECORD_RESUME,
 };
 
 #endif

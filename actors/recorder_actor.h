@@ -29,12 +29,12 @@ typedef struct ro_rec_chunk ro_rec_chunk_t;
 typedef struct ro_rec_port {
     ro_recorder_t *rec;
     struct ro_env_shard *shard;
-    uint64_t *episode; /* shard: per env, the episode being recorded */
-    uint32_t *step;    /* shard: per env, steps recorded in it */
-    uint64_t dropped;  /* shard: steps dropped since the last chunk */
-    bool start;        /* shard: the capture waiting for a chunk is the reset */
-    ro_msg_t resume_msg;       /* recorder -> shard: a chunk is granted */
-    ro_rec_chunk_t *granted;   /* set under the pool mutex before resume_msg */
+    uint64_t *episode;             /* shard: per env, the episode being recorded */
+    uint32_t *step;                /* shard: per env, steps recorded in it */
+    uint64_t dropped;              /* shard: steps dropped since the last chunk */
+    bool start;                    /* shard: the capture waiting for a chunk is the reset */
+    ro_msg_t resume_msg;           /* recorder -> shard: a chunk is granted */
+    ro_rec_chunk_t *granted;       /* set under the pool mutex before resume_msg */
     struct ro_rec_port *wait_next; /* pool mutex */
 } ro_rec_port_t;
 
@@ -64,7 +64,7 @@ typedef struct ro_recorder_stats {
     uint64_t dropped_steps; /* env steps lost with --record-full=drop */
     uint64_t bytes;         /* over every file */
     uint32_t files;
-    uint64_t waits; /* times a shard waited for a chunk */
+    uint64_t waits;   /* times a shard waited for a chunk */
     double io_busy_s; /* seconds the I/O thread spent encoding and writing */
 } ro_recorder_stats_t;
 

@@ -35,9 +35,13 @@ typedef struct ro_config {
     bool quiet;              /* no live status line */
     bool check_finite;       /* validate every observation and reward */
     bool overcommit;         /* allow more workers than allowed CPUs */
-    const char *record;        /* trajectory file, or NULL (docs/replay.md) */
-    uint64_t record_max_bytes; /* rotate trajectory files at this size; 0 = never */
-    bool record_drop;          /* --record-full=drop: drop and count instead of waiting */
+
+    /* --record (docs/replay.md): trajectory file or NULL; rotate at
+     * record_max_bytes (0 = never); record_drop: drop and count the steps
+     * the disk cannot take instead of pausing the envs. */
+    const char *record;
+    uint64_t record_max_bytes;
+    bool record_drop;
     bool help, version;
 } ro_config_t;
 

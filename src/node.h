@@ -42,8 +42,8 @@ typedef struct ro_summary {
     uint64_t record_dropped;     /* env steps dropped (--record-full=drop) */
     uint64_t record_bytes;       /* over every file */
     uint32_t record_files;
-    uint64_t record_waits;      /* shard steps that waited for a chunk */
-    double record_io_busy_s;    /* I/O thread busy time */
+    uint64_t record_waits;   /* shard steps that waited for a chunk */
+    double record_io_busy_s; /* I/O thread busy time */
 } ro_summary_t;
 
 /* ro_node_new builds a node from a parsed config: topology, envs, policy,

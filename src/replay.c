@@ -118,8 +118,7 @@ static int open_env(ro_replay_t *r)
         return RO_REPLAY_UNUSABLE;
     }
     if (h->n_env_args > RO_MAX_ENV_ARGS) {
-        fprintf(r->o.log, "rollout-replay: %s: more than %d env args\n", r->name,
-                RO_MAX_ENV_ARGS);
+        fprintf(r->o.log, "rollout-replay: %s: more than %d env args\n", r->name, RO_MAX_ENV_ARGS);
         return RO_REPLAY_UNUSABLE;
     }
     ro_env_arg_t in[RO_MAX_ENV_ARGS];
@@ -339,8 +338,9 @@ static int process_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, 
     if (sel && r->o.dump && selected_episode(r, ep))
         dump_entry(r, b, k);
 
-    bool follows = reset ? (e->phase == P_NEW && ep == 0) || (e->phase == P_ENDED && ep == e->episode + 1)
-                         : e->phase == P_ACTIVE && ep == e->episode && step == e->step + 1;
+    bool follows =
+        reset ? (e->phase == P_NEW && ep == 0) || (e->phase == P_ENDED && ep == e->episode + 1)
+              : e->phase == P_ACTIVE && ep == e->episode && step == e->step + 1;
     if (!follows) {
         if ((e->verifiable || e->phase == P_NEW) && r->o.verify && sel &&
             ++r->unverified_envs <= MAX_GAP_WARNINGS) {
@@ -419,7 +419,8 @@ int ro__replay_feed(ro_replay_t *r, const char *name, const uint8_t *data, size_
         rd.hdr = r->hdr; /* the reader validates batches against it */
     } else {
         if (!same_recording(r->hdr, rd.hdr)) {
-            fprintf(r->o.log, "rollout-replay: %s is from another recording than the files before it\n",
+            fprintf(r->o.log,
+                    "rollout-replay: %s is from another recording than the files before it\n",
                     name);
             rc = RO_REPLAY_UNUSABLE;
         } else if (rd.hdr->part != r->last_part + 1) {

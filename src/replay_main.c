@@ -70,7 +70,18 @@ bad:
     return -1;
 }
 
-enum { O_VERIFY = 256, O_DUMP, O_STATS, O_ENV, O_EPISODE, O_PLUGIN, O_NO_RESYNC, O_SERVE, O_HELP, O_VERSION };
+enum {
+    O_VERIFY = 256,
+    O_DUMP,
+    O_STATS,
+    O_ENV,
+    O_EPISODE,
+    O_PLUGIN,
+    O_NO_RESYNC,
+    O_SERVE,
+    O_HELP,
+    O_VERSION
+};
 
 static const struct option opts[] = {
     {"verify", no_argument, NULL, O_VERIFY},
@@ -170,8 +181,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "rollout-replay: %s: missing value (see --help)\n", argv[optind - 1]);
             return 2;
         default:
-            fprintf(stderr, "rollout-replay: unknown option '%s' (see --help)\n",
-                    argv[optind - 1]);
+            fprintf(stderr, "rollout-replay: unknown option '%s' (see --help)\n", argv[optind - 1]);
             return 2;
         }
     }

@@ -315,7 +315,8 @@ int ro__traj_reader_open(ro_traj_reader_t *r, const uint8_t *data, size_t len, b
     r->len = len;
     r->resync = resync;
     if (len < RO_TRAJ_MAGIC_LEN || memcmp(data, RO_TRAJ_MAGIC, RO_TRAJ_MAGIC_LEN) != 0) {
-        snprintf(err, errlen, "not a trajectory file (it does not start with the magic \"ROTRAJ1\")");
+        snprintf(err, errlen,
+                 "not a trajectory file (it does not start with the magic \"ROTRAJ1\")");
         return RO_EBADMSG;
     }
     size_t off = RO_TRAJ_MAGIC_LEN;
@@ -475,8 +476,7 @@ ro_traj_event_t ro__traj_reader_next(ro_traj_reader_t *r, Rollout__V1__Transitio
             if (ev == RO_TRAJ_RESYNCED) {
                 r->scanning = true; /* report the damage first, then resync */
                 r->off = save + 1;
-                say(r, "record %" PRIu64 " at byte %zu: invalid record length", r->next_rec,
-                    save);
+                say(r, "record %" PRIu64 " at byte %zu: invalid record length", r->next_rec, save);
                 r->next_rec++;
                 return RO_TRAJ_CORRUPT;
             }

@@ -83,8 +83,8 @@ static void test_crc_check_value(void **state)
         for (size_t len = 0; len < 200; len += 7) {
             uint32_t a = ro__crc32c(0, buf + off, len);
             assert_int_equal(a, ro__crc32c_sw(0, buf + off, len));
-            uint32_t b = ro__crc32c(ro__crc32c(0, buf + off, len / 2), buf + off + len / 2,
-                                    len - len / 2);
+            uint32_t b =
+                ro__crc32c(ro__crc32c(0, buf + off, len / 2), buf + off + len / 2, len - len / 2);
             assert_int_equal(a, b);
         }
     /* 32 bytes of zeros: RFC 3720 B.4. */
@@ -156,8 +156,7 @@ static void make_batch(batch_data_t *d, uint32_t i)
     b->obs = d->obs;
 }
 
-static uint64_t write_file(const char *path, uint32_t batches, uint64_t max_bytes,
-                           uint32_t *parts)
+static uint64_t write_file(const char *path, uint32_t batches, uint64_t max_bytes, uint32_t *parts)
 {
     fixture_file_t f;
     make_header(&f);
@@ -391,9 +390,9 @@ static void test_not_a_trajectory_file(void **state)
     char err[ERRLEN];
     ro_traj_reader_t r;
     const char *text = "hello, this is a text file\n";
-    assert_int_equal(ro__traj_reader_open(&r, (const uint8_t *)text, strlen(text), true, err,
-                                          sizeof err),
-                     RO_EBADMSG);
+    assert_int_equal(
+        ro__traj_reader_open(&r, (const uint8_t *)text, strlen(text), true, err, sizeof err),
+        RO_EBADMSG);
     assert_non_null(strstr(err, "not a trajectory file"));
     assert_int_equal(ro__traj_reader_open(&r, (const uint8_t *)"", 0, true, err, sizeof err),
                      RO_EBADMSG);
@@ -529,14 +528,10 @@ static void test_mini_fuzz(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc_check_value),
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_rotation),
-        cmocka_unit_test(test_cut_short_everywhere),
-        cmocka_unit_test(test_flipped_byte),
-        cmocka_unit_test(test_not_a_trajectory_file),
-        cmocka_unit_test(test_invalid_records),
-        cmocka_unit_test(test_mini_fuzz),
+        cmocka_unit_test(test_crc_check_value), cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_rotation),        cmocka_unit_test(test_cut_short_everywhere),
+        cmocka_unit_test(test_flipped_byte),    cmocka_unit_test(test_not_a_trajectory_file),
+        cmocka_unit_test(test_invalid_records), cmocka_unit_test(test_mini_fuzz),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

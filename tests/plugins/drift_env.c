@@ -18,7 +18,7 @@
 
 typedef struct drift {
     uint64_t rng;
-    uint64_t steps; /* over every episode of the instance */
+    uint64_t steps;     /* over every episode of the instance */
     uint64_t bug_after; /* 0 = no bug */
     float x, t;
     float low[2], high[2];
@@ -62,8 +62,8 @@ static int drift_create(void **out, const ro_env_arg_t *args, size_t nargs, uint
 static void drift_spaces(void *env, ro_space_t *obs, ro_space_t *act)
 {
     drift_t *d = env;
-    *obs = (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {2}, .low = d->low,
-                        .high = d->high};
+    *obs =
+        (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {2}, .low = d->low, .high = d->high};
     *act = (ro_space_t){.kind = RO_SPACE_DISCRETE, .n = 2};
 }
 
