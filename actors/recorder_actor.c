@@ -213,14 +213,15 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
         r->chunks[i].next = r->free_head;
         r->free_head = &r->chunks[i];
     }
-    char *pm = r->port_mem;
+    /* Every port's episode counters, then every port's step counters: each
+     * array stays aligned for its type. */
+    uint64_t *eps = r->port_mem;
+    uint32_t *steps = (uint32_t *)(eps + (size_t)r->nports * o->max_shard);
     for (uint32_t i = 0; i < r->nports; i++) {
         ro_rec_port_t *p = &r->ports[i];
         p->rec = r;
-        p->episode = (uint64_t *)pm;
-        pm += sizeof(uint64_t) * o->max_shard;
-        p->step = (uint32_t *)pm;
-        pm += sizeof(uint32_t) * o->max_shard;
+        p->episode = eps + (size_t)i * o->max_shard;
+        p->step = steps + (size_t)i * o->max_shard;
         p->resume_msg.type = RO_MSG_RECORD_RESUME;
     }
     if ((rc = make_header(r, o)) != 0) {
