@@ -18,6 +18,10 @@
  * shard: enough to ride out a disk hiccup, small enough to stay bounded. */
 #define POOL_BYTES (64u << 20)
 #define CHUNKS_PER_SHARD 4
+/* The I/O thread sleeps at most this long, and writes its buffer out once
+ * data has waited this long: a killed node loses at most ~FLUSH_NS. */
+#define IDLE_WAIT_NS (5 * 1000000ull)
+#define FLUSH_NS (50 * 1000000ull)
 
 struct ro_rec_chunk {
     ro_rec_chunk_t *next;
@@ -69,6 +73,8 @@ struct ro_recorder {
     ro_rec_port_t *wait_head, **wait_tail;
     bool stop;
     bool io_sleeping;
+    uint32_t queued;  /* chunks in the queue */
+    uint32_t wake_at; /* wake a sleeping I/O thread at this many */
 
     /* Statistics: relaxed atomics (counters with no data behind them). */
     _Atomic uint64_t dropped_steps;
@@ -172,7 +178,11 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     if (d)
         r->delay_ns = strtoull(d, NULL, 10) * 1000ull;
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
     r->q_tail = &r->q_head;
     r->wait_tail = &r->wait_head;
     atomic_init(&r->dropped_steps, 0);
@@ -197,6 +207,9 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
             n = 2;
     }
     r->nchunks = (uint32_t)n;
+    /* Waking the I/O thread costs a syscall: let a quarter of the pool
+     * gather first (a shard that finds the pool empty wakes it at once). */
+    r->wake_at = r->nchunks / 4 ? r->nchunks / 4 : 1;
     size_t cb_lines = (cb + RO_CACHE_LINE - 1) / RO_CACHE_LINE * RO_CACHE_LINE;
     r->chunks = calloc(r->nchunks, sizeof *r->chunks);
     r->chunk_mem = ro__calloc_lines(r->nchunks, cb_lines);
@@ -314,7 +327,8 @@ static void submit(ro_recorder_t *r, ro_rec_chunk_t *c)
     lock(r);
     *r->q_tail = c;
     r->q_tail = &c->next;
-    bool wake = r->io_sleeping;
+    r->queued++;
+    bool wake = r->io_sleeping && r->queued >= r->wake_at;
     unlock(r);
     if (wake)
         pthread_cond_signal(&r->cv);
@@ -348,7 +362,11 @@ bool ro__recorder_capture(ro_rec_port_t *p, bool start)
         *r->wait_tail = p;
         r->wait_tail = &p->wait_next;
     }
+    /* The pool is empty: every chunk is queued or being written. */
+    bool wake = !c && r->io_sleeping;
     unlock(r);
+    if (wake)
+        pthread_cond_signal(&r->cv);
     if (c) {
         fill(p, c, start);
         submit(r, c);
@@ -448,20 +466,36 @@ static void recycle(ro_recorder_t *r, ro_rec_chunk_t *list)
 static void *io_main(void *arg)
 {
     ro_recorder_t *r = arg;
+    uint64_t unflushed_since = 0; /* 0: the buffer is empty */
     for (;;) {
         lock(r);
-        while (!r->q_head && !r->stop) {
+        if (!r->q_head && !r->stop) {
+            /* Sleep until woken (enough chunks, an empty pool, stop) or a
+             * short timeout: a slow trickle of chunks still moves. */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t t = (uint64_t)ts.tv_nsec + IDLE_WAIT_NS;
+            ts.tv_sec += (time_t)(t / 1000000000ull);
+            ts.tv_nsec = (long)(t % 1000000000ull);
             r->io_sleeping = true;
-            pthread_cond_wait(&r->cv, &r->mu);
+            pthread_cond_timedwait(&r->cv, &r->mu, &ts);
             r->io_sleeping = false;
         }
         ro_rec_chunk_t *list = r->q_head;
         r->q_head = NULL;
         r->q_tail = &r->q_head;
+        r->queued = 0;
         bool stop = r->stop;
         unlock(r);
         if (!list && stop)
             break;
+        if (!list) {
+            if (unflushed_since && ro__now_ns() - unflushed_since >= FLUSH_NS && !r->io_rc) {
+                r->io_rc = ro__traj_writer_flush(&r->w, r->io_err, sizeof r->io_err);
+                unflushed_since = 0;
+            }
+            continue;
+        }
         uint64_t t0 = ro__now_ns();
         for (ro_rec_chunk_t *c = list; c; c = c->next) {
             encode_and_write(r, c);
@@ -471,13 +505,18 @@ static void *io_main(void *arg)
                 nanosleep(&ts, NULL);
             }
         }
-        /* Write what the batch left in the buffer once the queue is empty,
-         * so a reader (or a crash) sees whole records soon. */
-        lock(r);
-        bool idle = r->q_head == NULL;
-        unlock(r);
-        if (idle && !r->io_rc)
+        /* Full buffers were written by append; what is left goes out once
+         * it has waited FLUSH_NS, so a reader (or a crash) sees whole
+         * records soon without a write(2) per wake-up. */
+        uint64_t now = ro__now_ns();
+        if (r->w.len == 0)
+            unflushed_since = 0;
+        else if (!unflushed_since)
+            unflushed_since = now;
+        else if (now - unflushed_since >= FLUSH_NS && !r->io_rc) {
             r->io_rc = ro__traj_writer_flush(&r->w, r->io_err, sizeof r->io_err);
+            unflushed_since = 0;
+        }
         r->busy_ns += ro__now_ns() - t0;
         recycle(r, list);
     }

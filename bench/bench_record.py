@@ -12,6 +12,7 @@ fsync) of 512 MiB to the same directory gives the disk's own figure.
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -31,10 +32,17 @@ def run(node, args, seconds, record=None):
     cmd = [node, "--json", "--quiet", "--seconds", str(seconds), *args]
     if record:
         cmd += ["--record", record]
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         sys.exit(f"{cmd}: exit {p.returncode}: {p.stderr}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    s = json.loads(p.stdout.strip().splitlines()[-1])
+    # CPU time of the whole process per env step: less sensitive than
+    # steps/s to other load on a shared machine.
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    s["cpu_ns_per_step"] = cpu * 1e9 / max(s["steps"], 1)
+    return s
 
 
 def raw_disk(d, mib=512):
@@ -63,24 +71,27 @@ def main():
     cached, synced = raw_disk(d)
     print(f"raw sequential write to {a.dir}: {cached:.0f} MB/s into the page cache, "
           f"{synced:.0f} MB/s including the final fsync")
-    print("| case | off steps/s | on steps/s | on ÷ off | bytes/transition | written MB/s |"
-          " I/O thread busy | waits/s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| case | off steps/s | on steps/s | on ÷ off | CPU ns/step off | on |"
+          " bytes/transition | written MB/s | I/O thread busy | waits/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, args in CASES:
         off, on = [], []
         for _ in range(a.repeats):
-            off.append(run(a.node, args, a.seconds)["sps"])
+            off.append(run(a.node, args, a.seconds))
             f = os.path.join(d, "t.traj")
             s = run(a.node, args, a.seconds, record=f)
             os.unlink(f)
             on.append(s)
         on_sps = statistics.median(x["sps"] for x in on)
-        off_sps = statistics.median(off)
+        off_sps = statistics.median(x["sps"] for x in off)
+        off_cpu = statistics.median(x["cpu_ns_per_step"] for x in off)
+        on_cpu = statistics.median(x["cpu_ns_per_step"] for x in on)
         m = sorted(on, key=lambda x: x["sps"])[len(on) // 2]
         bpt = m["record_bytes"] / max(m["record_transitions"], 1)
         mbs = m["record_bytes"] / m["seconds"] / 1e6
         busy = m["record_io_busy_s"] / m["seconds"]
-        print(f"| {name} | {off_sps:,.0f} | {on_sps:,.0f} | {on_sps / off_sps:.3f} | {bpt:.1f} |"
+        print(f"| {name} | {off_sps:,.0f} | {on_sps:,.0f} | {on_sps / off_sps:.3f} |"
+              f" {off_cpu:.0f} | {on_cpu:.0f} | {bpt:.1f} |"
               f" {mbs:.0f} | {busy:.0%} | {m['record_waits'] / m['seconds']:,.0f} |")
     os.rmdir(d)
 

@@ -18,11 +18,12 @@ static void print_summary(const ro_summary_t *s, bool json)
 {
     fprintf(stderr,
             "summary: %llu steps in %.2f s = %.0f steps/s | %llu episodes, mean return %.3f | "
-            "mean batch %.1f | threads %d (1 loop + %d workers) | env failures %llu | "
+            "mean batch %.1f | threads %d (1 loop + %d workers%s) | env failures %llu | "
             "metrics dropped %llu\n",
             (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
             s->mean_return, s->mean_batch, s->threads, s->workers,
-            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
+            s->recording ? " + recorder" : "", (unsigned long long)s->env_failures,
+            (unsigned long long)s->dropped_metrics);
     if (s->recording)
         fprintf(stderr,
                 "record: %llu transitions, %llu bytes in %u file(s), %llu steps dropped, %llu "
