@@ -17,7 +17,7 @@
 /* The pool is at most this big, and at most CHUNKS_PER_SHARD chunks per
  * shard: enough to ride out a disk hiccup, small enough to stay bounded. */
 #define POOL_BYTES (64u << 20)
-#define CHUNKS_PER_SHARD 4
+#define CHUNKS_PER_SHARD 16
 /* The I/O thread sleeps at most this long, and writes its buffer out once
  * data has waited this long: a killed node loses at most ~FLUSH_NS. */
 #define IDLE_WAIT_NS (5 * 1000000ull)
