@@ -79,6 +79,135 @@ size_t ro__traj_frame(uint8_t *out, const ProtobufCMessage *m)
     return h + len + CRC_BYTES;
 }
 
+/* ---- TransitionBatch encoder ----
+ *
+ * The recorder's hot loop: one pass over the columns, no per-field
+ * reflection. The bytes are protobuf's standard encoding of the message
+ * (proto3: zero scalars and empty repeated fields omitted; repeated fields
+ * packed), the same as protobuf_c_message_pack gives; a unit test checks. */
+
+static size_t u32s_size(const uint32_t *v, size_t n)
+{
+    size_t s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += varint_size(v[i]);
+    return s;
+}
+
+static size_t u64s_size(const uint64_t *v, size_t n)
+{
+    size_t s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += varint_size(v[i]);
+    return s;
+}
+
+static size_t i32s_size(const int32_t *v, size_t n)
+{
+    size_t s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += varint_size((uint64_t)(int64_t)v[i]); /* negative: 10 bytes */
+    return s;
+}
+
+/* A packed field of `body` bytes: tag, length, body. */
+static size_t field_size(size_t body)
+{
+    return body ? 1 + varint_size(body) + body : 0;
+}
+
+typedef struct batch_sizes {
+    size_t env, episode, step, flags, action;
+} batch_sizes_t;
+
+static size_t batch_size(const Rollout__V1__TransitionBatch *b, batch_sizes_t *z)
+{
+    z->env = u32s_size(b->env, b->n_env);
+    z->episode = u64s_size(b->episode, b->n_episode);
+    z->step = u32s_size(b->step, b->n_step);
+    z->flags = u32s_size(b->flags, b->n_flags);
+    z->action = i32s_size(b->action, b->n_action);
+    return (b->record ? 1 + varint_size(b->record) : 0) +
+           (b->dropped ? 1 + varint_size(b->dropped) : 0) + field_size(z->env) +
+           field_size(z->episode) + field_size(z->step) + field_size(z->flags) +
+           field_size(4 * b->n_reward) + field_size(z->action) + field_size(4 * b->n_action_box) +
+           field_size(4 * b->n_obs);
+}
+
+static uint8_t *put_head(uint8_t *p, uint32_t field, size_t body)
+{
+    *p++ = (uint8_t)(field << 3 | 2);
+    return p + put_varint(p, body);
+}
+
+static uint8_t *put_floats(uint8_t *p, uint32_t field, const float *v, size_t n)
+{
+    if (!n)
+        return p;
+    p = put_head(p, field, 4 * n);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, v, 4 * n);
+#else
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        put_le32(p + 4 * i, u);
+    }
+#endif
+    return p + 4 * n;
+}
+
+size_t ro__traj_batch_packed_size(const Rollout__V1__TransitionBatch *b)
+{
+    batch_sizes_t z;
+    return batch_size(b, &z);
+}
+
+size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out)
+{
+    batch_sizes_t z;
+    size_t total = batch_size(b, &z);
+    uint8_t *p = out;
+    if (b->record) {
+        *p++ = 1 << 3;
+        p += put_varint(p, b->record);
+    }
+    if (b->dropped) {
+        *p++ = 2 << 3;
+        p += put_varint(p, b->dropped);
+    }
+    if (z.env) {
+        p = put_head(p, 3, z.env);
+        for (size_t i = 0; i < b->n_env; i++)
+            p += put_varint(p, b->env[i]);
+    }
+    if (z.episode) {
+        p = put_head(p, 4, z.episode);
+        for (size_t i = 0; i < b->n_episode; i++)
+            p += put_varint(p, b->episode[i]);
+    }
+    if (z.step) {
+        p = put_head(p, 5, z.step);
+        for (size_t i = 0; i < b->n_step; i++)
+            p += put_varint(p, b->step[i]);
+    }
+    if (z.flags) {
+        p = put_head(p, 6, z.flags);
+        for (size_t i = 0; i < b->n_flags; i++)
+            p += put_varint(p, b->flags[i]);
+    }
+    p = put_floats(p, 7, b->reward, b->n_reward);
+    if (z.action) {
+        p = put_head(p, 8, z.action);
+        for (size_t i = 0; i < b->n_action; i++)
+            p += put_varint(p, (uint64_t)(int64_t)b->action[i]);
+    }
+    p = put_floats(p, 9, b->action_box, b->n_action_box);
+    p = put_floats(p, 10, b->obs, b->n_obs);
+    (void)total;
+    return (size_t)(p - out);
+}
+
 /* ---- writer ---- */
 
 static int write_all(int fd, const uint8_t *p, size_t n)
@@ -180,7 +309,7 @@ int ro__traj_writer_append(ro_traj_writer_t *w, Rollout__V1__TransitionBatch *b,
     if (w->fd < 0)
         return RO_EINVAL;
     b->record = w->file_records + 1;
-    size_t len = protobuf_c_message_get_packed_size(&b->base);
+    size_t len = ro__traj_batch_packed_size(b);
     if (len > w->hdr->max_record_bytes) {
         snprintf(err, errlen, "a record of %zu bytes exceeds the header's %u", len,
                  w->hdr->max_record_bytes);
@@ -192,8 +321,8 @@ int ro__traj_writer_append(ro_traj_writer_t *w, Rollout__V1__TransitionBatch *b,
         if (rc)
             return rc;
         b->record = 1;
-        /* The record number may have shrunk the payload: pack again. */
-        len = protobuf_c_message_get_packed_size(&b->base);
+        /* The record number may have shrunk the payload: size it again. */
+        len = ro__traj_batch_packed_size(b);
         framed = ro__traj_frame_size(len);
     }
     if (w->cap - w->len < framed) {
@@ -201,7 +330,11 @@ int ro__traj_writer_append(ro_traj_writer_t *w, Rollout__V1__TransitionBatch *b,
         if (rc)
             return rc;
     }
-    w->len += ro__traj_frame(w->buf + w->len, &b->base);
+    uint8_t *out = w->buf + w->len;
+    size_t h = put_varint(out, len);
+    size_t wrote = ro__traj_batch_pack(b, out + h);
+    put_le32(out + h + wrote, ro__crc32c(0, out + h, wrote));
+    w->len += framed;
     w->file_bytes += framed;
     w->total_bytes += framed;
     w->file_records++;

@@ -41,6 +41,12 @@ size_t ro__traj_frame_size(size_t len);
  * ro__traj_frame_size(packed size) bytes); returns the bytes written. */
 size_t ro__traj_frame(uint8_t *out, const ProtobufCMessage *m);
 
+/* ro__traj_batch_packed_size and ro__traj_batch_pack encode a
+ * TransitionBatch in one pass over its columns: the same bytes as
+ * protobuf_c_message_pack, faster. pack returns the bytes written. */
+size_t ro__traj_batch_packed_size(const Rollout__V1__TransitionBatch *b);
+size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out);
+
 typedef struct ro_traj_writer {
     int fd;
     const char *path; /* part 0; part k is path.k */

@@ -189,6 +189,42 @@ static void check_batch(const Rollout__V1__TransitionBatch *b, uint32_t i)
     assert_memory_equal(b->obs, d.obs, sizeof d.obs);
 }
 
+/* The one-pass encoder gives protobuf-c's bytes exactly. */
+static void test_encoder_matches_protobuf_c(void **state)
+{
+    (void)state;
+    uint8_t a[8192], b2[8192];
+    for (uint32_t i = 0; i < 300; i++) {
+        batch_data_t d;
+        make_batch(&d, i * 7919u);
+        d.b.record = i % 3 ? (uint64_t)i * 1000003u : 0;
+        d.b.dropped = i % 5 ? 0 : i;
+        d.episode[1] = (uint64_t)i << (i % 60);
+        d.env[0] = i * 2654435761u;
+        d.action[2] = (int32_t)(i % 4) - 2; /* negative: 10-byte varints */
+        if (i % 11 == 0)
+            d.b.n_action = 0;
+        if (i % 13 == 0)
+            d.b.n_env = d.b.n_episode = d.b.n_step = d.b.n_flags = d.b.n_reward = d.b.n_obs = 0;
+        size_t n = protobuf_c_message_get_packed_size(&d.b.base);
+        assert_int_equal(ro__traj_batch_packed_size(&d.b), n);
+        assert_int_equal(protobuf_c_message_pack(&d.b.base, a), n);
+        assert_int_equal(ro__traj_batch_pack(&d.b, b2), n);
+        assert_memory_equal(a, b2, n);
+    }
+    /* Box actions too. */
+    float box[ENVS * 2] = {1.5f, -2.0f, 0.0f, 3.25f, -0.0f, 7.0f, 1e-30f, -1e30f};
+    batch_data_t d;
+    make_batch(&d, 5);
+    d.b.n_action = 0;
+    d.b.action_box = box;
+    d.b.n_action_box = ENVS * 2;
+    size_t n = protobuf_c_message_get_packed_size(&d.b.base);
+    assert_int_equal(ro__traj_batch_pack(&d.b, b2), n);
+    protobuf_c_message_pack(&d.b.base, a);
+    assert_memory_equal(a, b2, n);
+}
+
 /* Reads every event; returns the batch indices seen (by their data). */
 typedef struct outcome {
     uint32_t batches, cut_short, corrupt, resynced;
@@ -528,10 +564,15 @@ static void test_mini_fuzz(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc_check_value), cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_rotation),        cmocka_unit_test(test_cut_short_everywhere),
-        cmocka_unit_test(test_flipped_byte),    cmocka_unit_test(test_not_a_trajectory_file),
-        cmocka_unit_test(test_invalid_records), cmocka_unit_test(test_mini_fuzz),
+        cmocka_unit_test(test_crc_check_value),
+        cmocka_unit_test(test_encoder_matches_protobuf_c),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_rotation),
+        cmocka_unit_test(test_cut_short_everywhere),
+        cmocka_unit_test(test_flipped_byte),
+        cmocka_unit_test(test_not_a_trajectory_file),
+        cmocka_unit_test(test_invalid_records),
+        cmocka_unit_test(test_mini_fuzz),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
