@@ -276,6 +276,13 @@ class Record(nu.TempDirCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("header", p.stderr)
 
+    def test_disk_error_is_reported(self):
+        # /dev/full takes the header into the buffer, then fails the first write.
+        _, p = nu.run("--record", "/dev/full", "--num-envs", 16, "--steps", 16 * 20000,
+                      check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("recorder: writing /dev/full", p.stderr)
+
     def test_bad_flags(self):
         f = self.path("x.traj")
         for args, msg in [((), "nothing to do"), (("--verify",), "no trajectory file"),
