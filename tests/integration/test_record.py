@@ -83,11 +83,13 @@ class Record(nu.TempDirCase):
         self.assertEqual(s["threads"], s["threads_expected"] + extra)
         self.check_verify(s, f)
 
-    def interrupt(self, sig):
+    def interrupt(self, sig, env=None):
         f = self.path("i.traj")
+        e = dict(os.environ)
+        e.update(env or {})
         p = subprocess.Popen([nu.NODE, "--json", "--quiet", "--seconds", "0", "--num-envs", "64",
                               "--workers", "2", "--record", f],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
         time.sleep(1.5)
         self.assertIsNone(p.poll(), "node exited before the signal")
         p.send_signal(sig)
@@ -104,6 +106,11 @@ class Record(nu.TempDirCase):
 
     def test_sigterm_flushes_everything(self):
         self.interrupt(signal.SIGTERM)
+
+    def test_sigint_while_the_disk_is_slow(self):
+        # Shards are waiting for buffers when the signal comes: each still
+        # records its step in flight, and the node exits with all of them.
+        self.interrupt(signal.SIGINT, env={"RO_RECORD_DELAY_US": "500"})
 
     def test_killed_writer_leaves_a_readable_file(self):
         f = self.path("k.traj")
