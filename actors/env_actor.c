@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "error.h"
 #include "messages.h"
+#include "recorder_actor.h"
 
 /* Below this many steps per env the shard checks nothing for a quota. */
 #define NO_QUOTA 0
@@ -114,6 +115,22 @@ static void step_all(ro_env_shard_t *s)
     atomic_store_explicit(&s->return_pub, s->return_sum, memory_order_relaxed);
 }
 
+/* --record: step (or reset) as usual, then hand the shard's entries to the
+ * recorder. Returns false if the shard must wait for a chunk. */
+static bool record_step(ro_env_shard_t *s, ro_msg_t *msg)
+{
+    if (msg->type == RO_MSG_RECORD_RESUME) {
+        ro__recorder_resume(s->rec);
+        return true;
+    }
+    bool start = msg->type == RO_MSG_START;
+    if (start)
+        reset_all(s);
+    else
+        step_all(s);
+    return ro__recorder_capture(s->rec, start);
+}
+
 static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
 {
     ro_env_shard_t *s = ro__container_of(self, ro_env_shard_t, actor);
@@ -122,7 +139,10 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
         ro__actor_send(s->learner, &s->ready_msg);
         return;
     }
-    if (msg->type == RO_MSG_START)
+    if (__builtin_expect(s->rec != NULL, 0)) {
+        if (!record_step(s, msg))
+            return; /* no free chunk: RO_MSG_RECORD_RESUME comes later */
+    } else if (msg->type == RO_MSG_START)
         reset_all(s);
     else
         step_all(s);

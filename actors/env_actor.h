@@ -27,6 +27,7 @@
 #include "rng.h"
 #include "rollout/env.h"
 
+struct ro_rec_port;
 
 typedef struct ro_env_shard {
     ro_actor_t actor;
@@ -73,6 +74,9 @@ typedef struct ro_env_shard {
     struct ro_env_shard *ready_next; /* learner's ready-list link */
 
     bool record_episodes; /* push one metric record per finished episode */
+
+    /* --record: this shard's recorder port, or NULL. */
+    struct ro_rec_port *rec;
 
     /* Statistics for the logger: written by the owner after each step of
      * the shard, read by the loop; relaxed (counters, no data behind them). */

@@ -17,6 +17,8 @@ enum ro_msg_type {
     RO_MSG_STOP,       /* remote hub -> env actor: finish without stepping */
     RO_MSG_POLICY,     /* node -> learner lane: switch to the policy in swap_to */
     RO_MSG_POLICY_DONE, /* learner lane -> node: switched (or could not) */
+    /* recorder -> env actor: a chunk is yours; record the step, then report */
+    RO_MSG_RECORD_RESUME,
 };
 
 #endif

@@ -78,6 +78,12 @@ void ro__config_usage(FILE *f)
           "  --metrics-interval S    seconds between throughput lines (default 1)\n"
           "  --json                  one-line JSON summary on stdout at the end\n"
           "  --quiet                 no live status line on the terminal\n"
+          "recording (docs/replay.md):\n"
+          "  --record PATH           write every transition to a trajectory file\n"
+          "  --record-max-bytes N    start PATH.1, PATH.2, ... when a file would pass N\n"
+          "                          bytes (default 0: one file)\n"
+          "  --record-full block|drop  when the disk falls behind: pause the envs\n"
+          "                          (default) or drop and count the steps\n"
           "  --help, --version\n",
           f);
 }
@@ -131,6 +137,9 @@ enum {
     OPT_LEARNER_TIMEOUT,
     OPT_HELP,
     OPT_VERSION,
+    OPT_RECORD,
+    OPT_RECORD_MAX_BYTES,
+    OPT_RECORD_FULL,
 };
 
 static const struct option long_opts[] = {
@@ -163,6 +172,9 @@ static const struct option long_opts[] = {
     {"learner-timeout", required_argument, NULL, OPT_LEARNER_TIMEOUT},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
+    {"record", required_argument, NULL, OPT_RECORD},
+    {"record-max-bytes", required_argument, NULL, OPT_RECORD_MAX_BYTES},
+    {"record-full", required_argument, NULL, OPT_RECORD_FULL},
     {NULL, 0, NULL, 0},
 };
 
@@ -281,6 +293,31 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
             break;
         case OPT_VERSION:
             c->version = true;
+            break;
+        case OPT_RECORD:
+            if (*a == '\0') {
+                snprintf(err, errlen, "--record '': expected a file path");
+                rc = RO_EINVAL;
+            }
+            c->record = a;
+            break;
+        case OPT_RECORD_MAX_BYTES:
+            rc = ro__flag_u64("--record-max-bytes", a, 0, UINT64_MAX / 2, &c->record_max_bytes, err,
+                           errlen);
+            if (rc == 0 && c->record_max_bytes != 0 && c->record_max_bytes < 4096) {
+                snprintf(err, errlen, "--record-max-bytes '%s': expected 0 or at least 4096", a);
+                rc = RO_EINVAL;
+            }
+            break;
+        case OPT_RECORD_FULL:
+            if (strcmp(a, "block") == 0)
+                c->record_drop = false;
+            else if (strcmp(a, "drop") == 0)
+                c->record_drop = true;
+            else {
+                snprintf(err, errlen, "--record-full '%s': expected block or drop", a);
+                rc = RO_EINVAL;
+            }
             break;
         case ':':
             snprintf(err, errlen, "%s: missing value (see --help)", argv[optind - 1]);

@@ -41,6 +41,13 @@ typedef struct ro_config {
     uint32_t max_frame;     /* largest frame accepted from a learner */
     uint32_t max_learners;  /* learner connections at once */
     double learner_timeout; /* seconds a learner may leave a batch unanswered */
+
+    /* --record (docs/replay.md): trajectory file or NULL; rotate at
+     * record_max_bytes (0 = never); record_drop: drop and count the steps
+     * the disk cannot take instead of pausing the envs. */
+    const char *record;
+    uint64_t record_max_bytes;
+    bool record_drop;
     bool help, version;
 } ro_config_t;
 

@@ -22,6 +22,7 @@
 #include "policy.h"
 #include "policy_params.h"
 #include "remote_learner.h"
+#include "recorder_actor.h"
 #include "scheduler.h"
 #include "thread_guard.h"
 #include "topology.h"
@@ -67,6 +68,8 @@ struct ro_node {
 
     ro_metrics_ring_t *rings; /* one per lane: its shards' episode records */
     ro_logger_t logger;
+    ro_recorder_t *recorder; /* --record, or NULL */
+    int record_rc;
 
     uv_loop_t loop;
     uv_async_t control_async;
@@ -144,6 +147,13 @@ static void shutdown_node(ro_node_t *n)
         ro__remote_close(n->remote);
     }
     n->logger_rc = ro__logger_finish(&n->logger);
+    if (n->recorder) {
+        /* Every shard has handed over its last step: write it all. */
+        char err[512] = "";
+        n->record_rc = ro__recorder_finish(n->recorder, err, sizeof err);
+        if (n->record_rc)
+            fprintf(stderr, "rollout-node: %s\n", err);
+    }
     uv_close((uv_handle_t *)&n->control_async, NULL);
     uv_close((uv_handle_t *)&n->sigint, NULL);
     uv_close((uv_handle_t *)&n->sigterm, NULL);
@@ -441,6 +451,50 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
     return 0;
 }
 
+/* --record: the trajectory file's header, the chunk pool, and one port
+ * per shard. */
+static int make_recorder(ro_node_t *n, char *err, size_t errlen)
+{
+    if (!n->cfg.record)
+        return 0;
+    char pol[128];
+    if (n->cfg.remote)
+        snprintf(pol, sizeof pol, "remote learners");
+    else
+        ro__policy_describe(n->policy, pol, sizeof pol);
+    char desc[192];
+    snprintf(desc, sizeof desc, "%s: %s", n->cfg.policy_arg, pol);
+    uint32_t max_shard = 0;
+    for (uint32_t i = 0; i < n->nshards; i++)
+        max_shard = n->shards[i].n > max_shard ? n->shards[i].n : max_shard;
+    const ro_env_shard_t *s0 = &n->shards[0];
+    ro_recorder_opts_t o = {
+        .path = n->cfg.record,
+        .max_bytes = n->cfg.record_max_bytes,
+        .drop = n->cfg.record_drop,
+        .vt = n->kind.vt,
+        .env_spec = n->cfg.env,
+        .env_args = n->env_args,
+        .nenv_args = n->nenv_args,
+        .max_episode_steps = n->max_steps,
+        .seed = n->cfg.seed,
+        .num_envs = n->cfg.num_envs,
+        .policy = desc,
+        .check_finite = n->cfg.check_finite,
+        .obs_dim = s0->obs_dim,
+        .act_dim = s0->act_dim,
+        .discrete = s0->discrete,
+        .nshards = n->nshards,
+        .max_shard = max_shard,
+    };
+    int rc = ro__recorder_new(&n->recorder, &o, err, errlen);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < n->nshards; i++)
+        n->shards[i].rec = ro__recorder_port(n->recorder, i, &n->shards[i]);
+    return 0;
+}
+
 static int make_loop(ro_node_t *n, char *err, size_t errlen)
 {
     uv_loop_init(&n->loop);
@@ -474,7 +528,7 @@ int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errle
     if ((rc = plan_workers(n, err, errlen)) || (rc = open_env(n, err, errlen)) ||
         (rc = make_shards(n, err, errlen)) || (rc = make_rings(n)) ||
         (rc = make_policy(n, err, errlen)) || (rc = make_loop(n, err, errlen)) ||
-        (rc = make_lanes(n, err, errlen))) {
+        (rc = make_lanes(n, err, errlen)) || (rc = make_recorder(n, err, errlen))) {
         if (err[0] == '\0')
             snprintf(err, errlen, "start-up failed: %s", ro_strerror(rc));
         ro_node_free(n);
@@ -524,6 +578,14 @@ int ro_node_run(ro_node_t *n)
     uv_signal_start(&n->sigterm, on_signal, SIGTERM);
     if (n->cfg.seconds > 0)
         uv_timer_start(&n->deadline, on_deadline, (uint64_t)(n->cfg.seconds * 1000.0), 0);
+    if (n->recorder) {
+        char err[256];
+        int rrc = ro__recorder_start(n->recorder, err, sizeof err);
+        if (rrc) {
+            fprintf(stderr, "rollout-node: %s\n", err);
+            return rrc;
+        }
+    }
     int rc = ro__sched_start(n->sched);
     if (rc)
         return rc;
@@ -533,7 +595,7 @@ int ro_node_run(ro_node_t *n)
         ro__env_shard_start(&n->shards[i]);
     n->threads_seen = ro__thread_count();
     uv_run(&n->loop, UV_RUN_DEFAULT);
-    return n->logger_rc;
+    return n->logger_rc ? n->logger_rc : n->record_rc;
 }
 
 void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
@@ -558,7 +620,18 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     for (uint32_t l = 0; n->rings && l < n->nlanes; l++)
         s->dropped_metrics += ro__metrics_ring_dropped(&n->rings[l]);
     s->threads = n->threads_seen;
-    s->threads_expected = 1 + n->nworkers;
+    s->threads_expected = 1 + n->nworkers + (n->recorder != NULL); /* + the recorder's I/O thread */
+    if (n->recorder) {
+        ro_recorder_stats_t rs;
+        ro__recorder_stats(n->recorder, &rs);
+        s->recording = true;
+        s->record_transitions = rs.transitions;
+        s->record_dropped = rs.dropped_steps;
+        s->record_bytes = rs.bytes;
+        s->record_files = rs.files;
+        s->record_waits = rs.waits;
+        s->record_io_busy_s = rs.io_busy_s;
+    }
     s->workers = n->nworkers;
     s->lanes = (int)n->nlanes;
     s->numa_nodes = n->ngroups;
@@ -601,6 +674,7 @@ void ro_node_free(ro_node_t *n)
         for (uint32_t l = 0; l < n->nlanes; l++)
             ro__learner_destroy(&n->lanes[l]);
     free(n->lanes);
+    ro__recorder_free(n->recorder);
     for (uint32_t i = 0; i < n->nshards; i++)
         ro__env_shard_destroy(&n->shards[i]);
     /* A shard that failed half-way cleaned itself up. */

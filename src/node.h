@@ -6,6 +6,7 @@
 #ifndef RO_NODE_H
 #define RO_NODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,13 @@ typedef struct ro_summary {
     uint32_t batch;
     char env[64];
     char policy[128];
+    bool recording;              /* --record */
+    uint64_t record_transitions; /* env steps written */
+    uint64_t record_dropped;     /* env steps dropped (--record-full=drop) */
+    uint64_t record_bytes;       /* over every file */
+    uint32_t record_files;
+    uint64_t record_waits;   /* shard steps that waited for a chunk */
+    double record_io_busy_s; /* I/O thread busy time */
 } ro_summary_t;
 
 /* ro_node_new builds a node from a parsed config: topology, envs, policy,

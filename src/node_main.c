@@ -19,11 +19,19 @@ static void print_summary(const ro_summary_t *s, bool json)
 {
     fprintf(stderr,
             "summary: %llu steps in %.2f s = %.0f steps/s | %llu episodes, mean return %.3f | "
-            "mean batch %.1f | threads %d (1 loop + %d workers) | env failures %llu | "
+            "mean batch %.1f | threads %d (1 loop + %d workers%s) | env failures %llu | "
             "metrics dropped %llu\n",
             (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
             s->mean_return, s->mean_batch, s->threads, s->workers,
-            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
+            s->recording ? " + recorder" : "", (unsigned long long)s->env_failures,
+            (unsigned long long)s->dropped_metrics);
+    if (s->recording)
+        fprintf(stderr,
+                "record: %llu transitions, %llu bytes in %u file(s), %llu steps dropped, %llu "
+                "waits for the disk\n",
+                (unsigned long long)s->record_transitions, (unsigned long long)s->record_bytes,
+                s->record_files, (unsigned long long)s->record_dropped,
+                (unsigned long long)s->record_waits);
     if (s->pin_errors)
         fprintf(stderr, "warning: %d workers could not be pinned to their CPU\n", s->pin_errors);
     if (!json)
@@ -42,10 +50,17 @@ static void print_summary(const ro_summary_t *s, bool json)
            s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
     printf("\"learners_attached\":%llu,\"learners_rejected\":%llu,\"batches_resent\":%llu,"
-           "\"policy_pushes\":%llu,\"env\":\"%s\",\"policy\":\"%s\"}\n",
+           "\"policy_pushes\":%llu,\"env\":\"%s\",\"policy\":\"%s\"",
            (unsigned long long)s->learners_attached, (unsigned long long)s->learners_rejected,
            (unsigned long long)s->batches_resent, (unsigned long long)s->policy_pushes, s->env,
            s->policy);
+    if (s->recording)
+        printf(",\"record_transitions\":%llu,\"record_dropped\":%llu,\"record_bytes\":%llu,"
+               "\"record_files\":%u,\"record_waits\":%llu,\"record_io_busy_s\":%.6f",
+               (unsigned long long)s->record_transitions, (unsigned long long)s->record_dropped,
+               (unsigned long long)s->record_bytes, s->record_files,
+               (unsigned long long)s->record_waits, s->record_io_busy_s);
+    printf("}\n");
     fflush(stdout);
 }
 

@@ -168,6 +168,34 @@ static void test_errors(void **state)
     expect_error("--metrics-interval", "0.001", "at least 0.01");
 }
 
+static void test_record_flags(void **state)
+{
+    (void)state;
+    ro_config_t c;
+    char err[256];
+    int argc;
+    const char *a[] = {"rollout-node", "--record",      "run.traj", "--record-max-bytes",
+                       "1000000",      "--record-full", "drop",     NULL};
+    char **av = dup_argv(a, &argc);
+    assert_int_equal(parse(av, argc, &c, err), 0);
+    assert_string_equal(c.record, "run.traj");
+    assert_int_equal(c.record_max_bytes, 1000000);
+    assert_true(c.record_drop);
+    for (int i = 0; i < argc; i++)
+        free(av[i]);
+    const char *b[] = {"rollout-node", "--record-full", "block", NULL};
+    av = dup_argv(b, &argc);
+    assert_int_equal(parse(av, argc, &c, err), 0);
+    assert_null(c.record);
+    assert_int_equal(c.record_max_bytes, 0);
+    assert_false(c.record_drop);
+    for (int i = 0; i < argc; i++)
+        free(av[i]);
+    expect_error("--record-full", "sometimes", "expected block or drop");
+    expect_error("--record-max-bytes", "100", "expected 0 or at least 4096");
+    expect_error("--record-max-bytes", "-1", "--record-max-bytes '-1'");
+}
+
 static void test_stray_argument(void **state)
 {
     (void)state;
@@ -183,7 +211,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),       cmocka_unit_test(test_values),
         cmocka_unit_test(test_policy_choices), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_stray_argument),
+        cmocka_unit_test(test_stray_argument), cmocka_unit_test(test_record_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

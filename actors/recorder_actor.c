@@ -1,0 +1,601 @@
+#include "recorder_actor.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "clock.h"
+#include "env_actor.h"
+#include "error.h"
+#include "messages.h"
+#include "trajectory_file.h"
+
+/* The pool is at most this big, and at most CHUNKS_PER_SHARD chunks per
+ * shard: enough to ride out a disk hiccup, small enough to stay bounded. */
+#define POOL_BYTES (64u << 20)
+#define CHUNKS_PER_SHARD 16
+/* The I/O thread sleeps at most this long, and writes its buffer out once
+ * data has waited this long: a killed node loses at most ~FLUSH_NS. */
+#define IDLE_WAIT_NS (5 * 1000000ull)
+#define FLUSH_NS (50 * 1000000ull)
+
+struct ro_rec_chunk {
+    ro_rec_chunk_t *next;
+    ro_rec_port_t *port;
+    uint32_t count;   /* entries filled */
+    uint64_t dropped; /* shard steps dropped just before this one */
+    uint32_t *env;
+    uint64_t *episode;
+    uint32_t *step;
+    uint32_t *flags;
+    float *reward;
+    int32_t *act_i;
+    float *act_f;
+    float *obs;
+};
+
+struct ro_recorder {
+    /* Read-only after ro__recorder_new. */
+    uint32_t obs_dim, act_dim, cap; /* cap: entries per chunk */
+    bool discrete, drop;
+    uint64_t delay_ns; /* test hook RO_RECORD_DELAY_US: a slow disk */
+
+    /* I/O thread only (main thread before start and after join). */
+    ro_traj_writer_t w;
+    Rollout__V1__TrajectoryHeader hdr;
+    Rollout__V1__EnvArg *args;
+    Rollout__V1__EnvArg **argp;
+    char policy[128];
+    int io_rc;
+    char io_err[256];
+    uint64_t transitions, resets;
+    uint64_t busy_ns;
+
+    ro_rec_chunk_t *chunks;
+    uint32_t nchunks;
+    void *chunk_mem;
+    ro_rec_port_t *ports;
+    void *port_mem;
+    uint32_t nports;
+
+    pthread_t thread;
+    bool started, finished;
+
+    /* Shared: under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ro_rec_chunk_t *free_head;
+    ro_rec_chunk_t *q_head, **q_tail;
+    ro_rec_port_t *wait_head, **wait_tail;
+    bool stop;
+    bool io_sleeping;
+    uint32_t queued;  /* chunks in the queue */
+    uint32_t wake_at; /* wake a sleeping I/O thread at this many */
+
+    /* Statistics: relaxed atomics (counters with no data behind them). */
+    _Atomic uint64_t dropped_steps;
+    _Atomic uint64_t waits;
+};
+
+static void lock(ro_recorder_t *r)
+{
+    if (pthread_mutex_lock(&r->mu) != 0)
+        abort();
+}
+
+static void unlock(ro_recorder_t *r)
+{
+    if (pthread_mutex_unlock(&r->mu) != 0)
+        abort();
+}
+
+static size_t chunk_bytes(const ro_recorder_t *r)
+{
+    size_t e = r->cap;
+    return e * (4 + 8 + 4 + 4 + 4 + 4 + 4 * (size_t)r->act_dim + 4 * (size_t)r->obs_dim) + 64;
+}
+
+/* An upper bound of the packed size of a full chunk. */
+static uint64_t max_record(const ro_recorder_t *r)
+{
+    uint64_t per = 5 + 10 + 5 + 5 + 4 + (r->discrete ? 10 : 4ull * r->act_dim) + 4ull * r->obs_dim;
+    return (uint64_t)r->cap * per + 10 * 16 + 64;
+}
+
+static void carve_chunk(ro_recorder_t *r, ro_rec_chunk_t *c, char *m)
+{
+    size_t e = r->cap;
+    c->episode = (uint64_t *)m;
+    m += e * 8;
+    c->env = (uint32_t *)m;
+    m += e * 4;
+    c->step = (uint32_t *)m;
+    m += e * 4;
+    c->flags = (uint32_t *)m;
+    m += e * 4;
+    c->reward = (float *)m;
+    m += e * 4;
+    c->act_i = (int32_t *)m;
+    m += e * 4;
+    c->act_f = (float *)m;
+    m += e * 4 * r->act_dim;
+    c->obs = (float *)m;
+}
+
+static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
+{
+    Rollout__V1__TrajectoryHeader *h = &r->hdr;
+    rollout__v1__trajectory_header__init(h);
+    h->magic = (char *)RO_TRAJ_HEADER_MAGIC;
+    h->format_version = RO_TRAJ_FORMAT_VERSION;
+    h->env = (char *)o->vt->name;
+    h->env_spec = (char *)o->env_spec;
+    r->args = calloc(o->nenv_args + 1, sizeof *r->args);
+    r->argp = calloc(o->nenv_args + 1, sizeof *r->argp);
+    if (!r->args || !r->argp)
+        return RO_ENOMEM;
+    for (size_t i = 0; i < o->nenv_args; i++) {
+        rollout__v1__env_arg__init(&r->args[i]);
+        /* protobuf-c wants non-const pointers; pack only reads them. */
+        r->args[i].key = (char *)o->env_args[i].key;
+        r->args[i].value = (char *)o->env_args[i].value;
+        r->argp[i] = &r->args[i];
+    }
+    h->env_args = r->argp;
+    h->n_env_args = o->nenv_args;
+    h->max_episode_steps = o->max_episode_steps;
+    h->seed = o->seed;
+    h->num_envs = o->num_envs;
+    snprintf(r->policy, sizeof r->policy, "%s", o->policy ? o->policy : "");
+    h->policy = r->policy;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h->start_time_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    h->obs_dim = o->obs_dim;
+    h->action_kind = (char *)(o->discrete ? "discrete" : "box");
+    h->action_dim = o->discrete ? 1 : o->act_dim;
+    h->check_finite = o->check_finite;
+    h->max_record_bytes = (uint32_t)max_record(r);
+    return 0;
+}
+
+int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err, size_t errlen)
+{
+    ro_recorder_t *r = ro__calloc_lines(1, sizeof *r);
+    if (!r)
+        return RO_ENOMEM;
+    r->w.fd = -1;
+    r->obs_dim = o->obs_dim;
+    r->act_dim = o->discrete ? 1 : o->act_dim;
+    r->discrete = o->discrete;
+    r->drop = o->drop;
+    r->cap = 2 * o->max_shard; /* every env may end an episode: step + reset */
+    const char *d = getenv("RO_RECORD_DELAY_US");
+    if (d)
+        r->delay_ns = strtoull(d, NULL, 10) * 1000ull;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    r->q_tail = &r->q_head;
+    r->wait_tail = &r->wait_head;
+    atomic_init(&r->dropped_steps, 0);
+    atomic_init(&r->waits, 0);
+    int rc;
+
+    if (max_record(r) > RO_TRAJ_MAX_RECORD) {
+        snprintf(err, errlen,
+                 "--record: one shard step (%u envs x %u floats) exceeds the %u-byte record "
+                 "limit; use a smaller --shard",
+                 o->max_shard, o->obs_dim, RO_TRAJ_MAX_RECORD);
+        rc = RO_ERANGE;
+        goto fail;
+    }
+    size_t cb = chunk_bytes(r);
+    uint64_t n = o->chunks;
+    if (n == 0) {
+        n = (uint64_t)CHUNKS_PER_SHARD * o->nshards;
+        if (n * cb > POOL_BYTES)
+            n = POOL_BYTES / cb;
+        if (n < 2)
+            n = 2;
+    }
+    r->nchunks = (uint32_t)n;
+    /* Waking the I/O thread costs a syscall: let a quarter of the pool
+     * gather first (a shard that finds the pool empty wakes it at once). */
+    r->wake_at = r->nchunks / 4 ? r->nchunks / 4 : 1;
+    size_t cb_lines = (cb + RO_CACHE_LINE - 1) / RO_CACHE_LINE * RO_CACHE_LINE;
+    r->chunks = calloc(r->nchunks, sizeof *r->chunks);
+    r->chunk_mem = ro__calloc_lines(r->nchunks, cb_lines);
+    r->nports = o->nshards;
+    r->ports = calloc(r->nports, sizeof *r->ports);
+    r->port_mem = calloc((size_t)r->nports * o->max_shard, sizeof(uint64_t) + sizeof(uint32_t));
+    if (!r->chunks || !r->chunk_mem || !r->ports || !r->port_mem) {
+        snprintf(err, errlen, "out of memory for the recorder's %u chunks", r->nchunks);
+        rc = RO_ENOMEM;
+        goto fail;
+    }
+    for (uint32_t i = 0; i < r->nchunks; i++) {
+        carve_chunk(r, &r->chunks[i], (char *)r->chunk_mem + (size_t)i * cb_lines);
+        r->chunks[i].next = r->free_head;
+        r->free_head = &r->chunks[i];
+    }
+    /* Every port's episode counters, then every port's step counters: each
+     * array stays aligned for its type. */
+    uint64_t *eps = r->port_mem;
+    uint32_t *steps = (uint32_t *)(eps + (size_t)r->nports * o->max_shard);
+    for (uint32_t i = 0; i < r->nports; i++) {
+        ro_rec_port_t *p = &r->ports[i];
+        p->rec = r;
+        p->episode = eps + (size_t)i * o->max_shard;
+        p->step = steps + (size_t)i * o->max_shard;
+        p->resume_msg.type = RO_MSG_RECORD_RESUME;
+    }
+    if ((rc = make_header(r, o)) != 0) {
+        snprintf(err, errlen, "out of memory for the trajectory header");
+        goto fail;
+    }
+    rc = ro__traj_writer_open(&r->w, o->path, &r->hdr, o->max_bytes, err, errlen);
+    if (rc) {
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "--record: %s", err);
+        snprintf(err, errlen, "%s", tmp);
+        goto fail;
+    }
+    *out = r;
+    return 0;
+fail:
+    ro__recorder_free(r);
+    return rc;
+}
+
+ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, struct ro_env_shard *s)
+{
+    r->ports[i].shard = s;
+    return &r->ports[i];
+}
+
+/* ---- the shard's side (worker threads) ---- */
+
+static void put_entry(ro_rec_chunk_t *c, const ro_env_shard_t *s, uint32_t j, uint64_t ep,
+                      uint32_t step, uint32_t flags, const float *obs)
+{
+    ro_recorder_t *r = c->port->rec;
+    uint32_t k = c->count++;
+    c->env[k] = s->first + j;
+    c->episode[k] = ep;
+    c->step[k] = step;
+    c->flags[k] = flags;
+    size_t od = r->obs_dim, ad = r->act_dim;
+    if (flags & RO_TRAJ_RESET) {
+        c->reward[k] = 0.0f;
+        c->act_i[k] = 0;
+        memset(c->act_f + k * ad, 0, ad * sizeof(float));
+    } else {
+        c->reward[k] = s->reward[j];
+        if (r->discrete)
+            c->act_i[k] = s->act_i[j];
+        else
+            memcpy(c->act_f + k * ad, s->act_f + (size_t)j * ad, ad * sizeof(float));
+    }
+    if (obs)
+        memcpy(c->obs + k * od, obs, od * sizeof(float));
+    else
+        memset(c->obs + k * od, 0, od * sizeof(float));
+}
+
+/* Copy the shard's step (or reset) into c. */
+static void fill(ro_rec_port_t *p, ro_rec_chunk_t *c, bool start)
+{
+    const ro_env_shard_t *s = p->shard;
+    const size_t od = s->obs_dim;
+    c->port = p;
+    c->count = 0;
+    c->dropped = p->dropped;
+    p->dropped = 0;
+    for (uint32_t j = 0; j < s->n; j++) {
+        const float *o = s->obs + (size_t)j * od;
+        if (start) {
+            put_entry(c, s, j, p->episode[j], 0, RO_TRAJ_RESET, o);
+            continue;
+        }
+        uint32_t flags = (s->terminated[j] ? RO_TRAJ_TERMINATED : 0u) |
+                         (s->truncated[j] ? RO_TRAJ_TRUNCATED : 0u);
+        bool ended = flags != 0;
+        bool failed = s->truncated[j] && !s->has_final[j];
+        if (failed)
+            flags |= RO_TRAJ_FAILED;
+        const float *seen = failed ? NULL : ended ? s->final_obs + (size_t)j * od : o;
+        put_entry(c, s, j, p->episode[j], ++p->step[j], flags, seen);
+        if (ended) {
+            p->episode[j]++;
+            p->step[j] = 0;
+            put_entry(c, s, j, p->episode[j], 0, RO_TRAJ_RESET, o);
+        }
+    }
+}
+
+static void submit(ro_recorder_t *r, ro_rec_chunk_t *c)
+{
+    c->next = NULL;
+    lock(r);
+    *r->q_tail = c;
+    r->q_tail = &c->next;
+    r->queued++;
+    bool wake = r->io_sleeping && r->queued >= r->wake_at;
+    unlock(r);
+    if (wake)
+        pthread_cond_signal(&r->cv);
+}
+
+/* Steps lost in drop mode still advance the shadow counters, so episode
+ * and step numbers in the file stay those of the node. */
+static void skip(ro_rec_port_t *p)
+{
+    const ro_env_shard_t *s = p->shard;
+    p->dropped++;
+    for (uint32_t j = 0; j < s->n; j++) {
+        p->step[j]++;
+        if (s->terminated[j] || s->truncated[j]) {
+            p->episode[j]++;
+            p->step[j] = 0;
+        }
+    }
+}
+
+bool ro__recorder_capture(ro_rec_port_t *p, bool start)
+{
+    ro_recorder_t *r = p->rec;
+    lock(r);
+    ro_rec_chunk_t *c = r->free_head;
+    if (c) {
+        r->free_head = c->next;
+    } else if (!r->drop) {
+        p->start = start;
+        p->wait_next = NULL;
+        *r->wait_tail = p;
+        r->wait_tail = &p->wait_next;
+    }
+    /* The pool is empty: every chunk is queued or being written. */
+    bool wake = !c && r->io_sleeping;
+    unlock(r);
+    if (wake)
+        pthread_cond_signal(&r->cv);
+    if (c) {
+        fill(p, c, start);
+        submit(r, c);
+        return true;
+    }
+    if (r->drop) {
+        if (start) {
+            /* A lost reset is no env step, but the file says something is missing. */
+            p->dropped++;
+        } else {
+            skip(p);
+            /* Relaxed: a statistic. */
+            atomic_fetch_add_explicit(&r->dropped_steps, p->shard->n, memory_order_relaxed);
+        }
+        return true;
+    }
+    atomic_fetch_add_explicit(&r->waits, 1, memory_order_relaxed);
+    return false;
+}
+
+void ro__recorder_resume(ro_rec_port_t *p)
+{
+    ro_recorder_t *r = p->rec;
+    lock(r);
+    ro_rec_chunk_t *c = p->granted;
+    p->granted = NULL;
+    unlock(r);
+    fill(p, c, p->start);
+    submit(r, c);
+}
+
+/* ---- the I/O thread ---- */
+
+static void encode_and_write(ro_recorder_t *r, ro_rec_chunk_t *c)
+{
+    if (r->io_rc)
+        return; /* after a write error, chunks are only recycled */
+    Rollout__V1__TransitionBatch b;
+    rollout__v1__transition_batch__init(&b);
+    /* Columns point into the chunk: nothing is copied before packing. */
+    b.dropped = c->dropped;
+    b.n_env = b.n_episode = b.n_step = b.n_flags = b.n_reward = c->count;
+    b.env = c->env;
+    b.episode = c->episode;
+    b.step = c->step;
+    b.flags = c->flags;
+    b.reward = c->reward;
+    if (r->discrete) {
+        b.n_action = c->count;
+        b.action = c->act_i;
+    } else {
+        b.n_action_box = (size_t)c->count * r->act_dim;
+        b.action_box = c->act_f;
+    }
+    b.n_obs = (size_t)c->count * r->obs_dim;
+    b.obs = c->obs;
+    r->io_rc = ro__traj_writer_append(&r->w, &b, r->io_err, sizeof r->io_err);
+    for (uint32_t k = 0; k < c->count; k++) {
+        if (c->flags[k] & RO_TRAJ_RESET)
+            r->resets++;
+        else
+            r->transitions++;
+    }
+}
+
+/* Give chunks back: to waiting shards first (with a message), then to the
+ * free list. */
+static void recycle(ro_recorder_t *r, ro_rec_chunk_t *list)
+{
+    ro_rec_port_t *wake = NULL, **wake_tail = &wake;
+    lock(r);
+    while (list) {
+        ro_rec_chunk_t *c = list;
+        list = c->next;
+        ro_rec_port_t *p = r->wait_head;
+        if (p) {
+            r->wait_head = p->wait_next;
+            if (!r->wait_head)
+                r->wait_tail = &r->wait_head;
+            p->granted = c;
+            p->wait_next = NULL;
+            *wake_tail = p;
+            wake_tail = &p->wait_next;
+        } else {
+            c->next = r->free_head;
+            r->free_head = c;
+        }
+    }
+    unlock(r);
+    while (wake) {
+        ro_rec_port_t *p = wake;
+        wake = p->wait_next;
+        ro__actor_send(&p->shard->actor, &p->resume_msg);
+    }
+}
+
+static void *io_main(void *arg)
+{
+    ro_recorder_t *r = arg;
+    uint64_t unflushed_since = 0; /* 0: the buffer is empty */
+    for (;;) {
+        lock(r);
+        if (!r->q_head && !r->stop) {
+            /* Sleep until woken (enough chunks, an empty pool, stop) or a
+             * short timeout: a slow trickle of chunks still moves. */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t t = (uint64_t)ts.tv_nsec + IDLE_WAIT_NS;
+            ts.tv_sec += (time_t)(t / 1000000000ull);
+            ts.tv_nsec = (long)(t % 1000000000ull);
+            r->io_sleeping = true;
+            pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+            r->io_sleeping = false;
+        }
+        ro_rec_chunk_t *list = r->q_head;
+        r->q_head = NULL;
+        r->q_tail = &r->q_head;
+        r->queued = 0;
+        bool stop = r->stop;
+        unlock(r);
+        if (!list && stop)
+            break;
+        if (!list) {
+            if (unflushed_since && ro__now_ns() - unflushed_since >= FLUSH_NS && !r->io_rc) {
+                r->io_rc = ro__traj_writer_flush(&r->w, r->io_err, sizeof r->io_err);
+                unflushed_since = 0;
+            }
+            continue;
+        }
+        uint64_t t0 = ro__now_ns();
+        for (ro_rec_chunk_t *c = list; c; c = c->next) {
+            encode_and_write(r, c);
+            if (r->delay_ns) {
+                struct timespec ts = {(time_t)(r->delay_ns / 1000000000ull),
+                                      (long)(r->delay_ns % 1000000000ull)};
+                nanosleep(&ts, NULL);
+            }
+        }
+        /* Full buffers were written by append; what is left goes out once
+         * it has waited FLUSH_NS, so a reader (or a crash) sees whole
+         * records soon without a write(2) per wake-up. */
+        uint64_t now = ro__now_ns();
+        if (r->w.len == 0)
+            unflushed_since = 0;
+        else if (!unflushed_since)
+            unflushed_since = now;
+        else if (now - unflushed_since >= FLUSH_NS && !r->io_rc) {
+            r->io_rc = ro__traj_writer_flush(&r->w, r->io_err, sizeof r->io_err);
+            unflushed_since = 0;
+        }
+        r->busy_ns += ro__now_ns() - t0;
+        recycle(r, list);
+    }
+    /* Drops after a shard's last chunk: say so in an entry-less record.
+     * Every shard is done: the node stopped the workers before finish. */
+    for (uint32_t i = 0; i < r->nports && !r->io_rc; i++) {
+        if (!r->ports[i].dropped)
+            continue;
+        Rollout__V1__TransitionBatch b;
+        rollout__v1__transition_batch__init(&b);
+        b.dropped = r->ports[i].dropped;
+        r->io_rc = ro__traj_writer_append(&r->w, &b, r->io_err, sizeof r->io_err);
+    }
+    if (!r->io_rc)
+        r->io_rc = ro__traj_writer_close(&r->w, r->io_err, sizeof r->io_err);
+    else {
+        char ignore[64];
+        ro__traj_writer_close(&r->w, ignore, sizeof ignore);
+    }
+    return NULL;
+}
+
+int ro__recorder_start(ro_recorder_t *r, char *err, size_t errlen)
+{
+    int rc = pthread_create(&r->thread, NULL, io_main, r);
+    if (rc) {
+        snprintf(err, errlen, "cannot start the recorder thread: %s", strerror(rc));
+        return RO_ENOMEM;
+    }
+    pthread_setname_np(r->thread, "ro-recorder");
+    r->started = true;
+    return 0;
+}
+
+int ro__recorder_finish(ro_recorder_t *r, char *err, size_t errlen)
+{
+    if (r->finished)
+        return r->io_rc;
+    r->finished = true;
+    if (!r->started) {
+        char ignore[64];
+        ro__traj_writer_close(&r->w, ignore, sizeof ignore);
+        return 0;
+    }
+    lock(r);
+    r->stop = true;
+    unlock(r);
+    pthread_cond_signal(&r->cv);
+    pthread_join(r->thread, NULL);
+    if (r->io_rc && err)
+        snprintf(err, errlen, "recorder: %s", r->io_err);
+    return r->io_rc;
+}
+
+void ro__recorder_stats(const ro_recorder_t *r, ro_recorder_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    /* After finish (the join orders these plain reads), or rough figures. */
+    st->transitions = r->transitions;
+    st->resets = r->resets;
+    st->dropped_steps = atomic_load_explicit(&r->dropped_steps, memory_order_relaxed);
+    st->waits = atomic_load_explicit(&r->waits, memory_order_relaxed);
+    st->bytes = r->w.total_bytes;
+    st->files = r->w.part + 1;
+    st->io_busy_s = (double)r->busy_ns * 1e-9;
+}
+
+void ro__recorder_free(ro_recorder_t *r)
+{
+    if (!r)
+        return;
+    ro__recorder_finish(r, NULL, 0);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r->chunks);
+    free(r->chunk_mem);
+    free(r->ports);
+    free(r->port_mem);
+    free(r->args);
+    free(r->argp);
+    free(r);
+}

@@ -1,0 +1,109 @@
+/*
+ * The recorder: writes every transition of the node's envs to a trajectory
+ * file (src/trajectory_file.h, docs/replay.md), off the critical path.
+ *
+ * Env actors copy each step of their shard into a chunk taken from a
+ * bounded pool and hand it over (ro__recorder_capture); one I/O thread,
+ * owned by the recorder, encodes the chunks, writes them and puts them
+ * back. When the pool is empty, --record-full=block (the default) makes the
+ * shard wait without blocking its worker: the shard does not report to its
+ * learner until the I/O thread grants it a chunk with RO_MSG_RECORD_RESUME.
+ * --record-full=drop counts the lost shard step instead.
+ */
+#ifndef RO_RECORDER_ACTOR_H
+#define RO_RECORDER_ACTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "actor.h"
+#include "rollout/env.h"
+
+struct ro_env_shard;
+typedef struct ro_recorder ro_recorder_t;
+typedef struct ro_rec_chunk ro_rec_chunk_t;
+
+/* A shard's connection to the recorder. Owned by the recorder; the fields
+ * marked "shard" are touched only by the thread running the shard. */
+typedef struct ro_rec_port {
+    ro_recorder_t *rec;
+    struct ro_env_shard *shard;
+    uint64_t *episode;             /* shard: per env, the episode being recorded */
+    uint32_t *step;                /* shard: per env, steps recorded in it */
+    uint64_t dropped;              /* shard: steps dropped since the last chunk */
+    bool start;                    /* shard: the capture waiting for a chunk is the reset */
+    ro_msg_t resume_msg;           /* recorder -> shard: a chunk is granted */
+    ro_rec_chunk_t *granted;       /* set under the pool mutex before resume_msg */
+    struct ro_rec_port *wait_next; /* pool mutex */
+} ro_rec_port_t;
+
+typedef struct ro_recorder_opts {
+    const char *path;
+    uint64_t max_bytes; /* rotate files at this size; 0 = never */
+    bool drop;          /* --record-full=drop */
+    uint32_t chunks;    /* pool size; 0 = automatic */
+    const ro_env_vtable_t *vt;
+    const char *env_spec; /* as given to --env */
+    const ro_env_arg_t *env_args;
+    size_t nenv_args;
+    uint32_t max_episode_steps;
+    uint64_t seed;
+    uint32_t num_envs;
+    const char *policy;
+    bool check_finite;
+    uint32_t obs_dim, act_dim;
+    bool discrete;
+    uint32_t nshards;
+    uint32_t max_shard; /* envs in the largest shard */
+} ro_recorder_opts_t;
+
+typedef struct ro_recorder_stats {
+    uint64_t transitions;   /* step entries written */
+    uint64_t resets;        /* reset entries written */
+    uint64_t dropped_steps; /* env steps lost with --record-full=drop */
+    uint64_t bytes;         /* over every file */
+    uint32_t files;
+    uint64_t waits;   /* times a shard waited for a chunk */
+    double io_busy_s; /* seconds the I/O thread spent encoding and writing */
+} ro_recorder_stats_t;
+
+/* ro__recorder_new creates the first file, writes its header and allocates
+ * the chunk pool and one port per shard. Main thread. On failure returns a
+ * negative code with one line in err. */
+int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err, size_t errlen);
+
+/* ro__recorder_port returns shard i's port, bound to shard s. Main thread,
+ * before the recorder starts. */
+ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, struct ro_env_shard *s);
+
+/* ro__recorder_start starts the I/O thread. Main thread, once. */
+int ro__recorder_start(ro_recorder_t *r, char *err, size_t errlen);
+
+/*
+ * ro__recorder_capture records the step (or, with start, the reset) the
+ * shard just took. Returns true if the shard may report to its learner;
+ * false if it must wait for RO_MSG_RECORD_RESUME and then call
+ * ro__recorder_resume. Thread running the shard.
+ */
+bool ro__recorder_capture(ro_rec_port_t *p, bool start);
+
+/* ro__recorder_resume records the capture that waited. Thread running the
+ * shard, on RO_MSG_RECORD_RESUME. */
+void ro__recorder_resume(ro_rec_port_t *p);
+
+/*
+ * ro__recorder_finish waits until the I/O thread has written every chunk
+ * handed to it, closes the file and joins the thread. Call after every
+ * shard has sent its last step. Main (loop) thread. Returns 0, or the first
+ * write error with its message in err.
+ */
+int ro__recorder_finish(ro_recorder_t *r, char *err, size_t errlen);
+
+/* ro__recorder_stats fills st (after finish for final figures). */
+void ro__recorder_stats(const ro_recorder_t *r, ro_recorder_stats_t *st);
+
+/* ro__recorder_free finishes if needed and frees everything. */
+void ro__recorder_free(ro_recorder_t *r);
+
+#endif

@@ -1,0 +1,18 @@
+/*
+ * CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as used by iSCSI,
+ * ext4 and LevelDB. Check value: crc32c("123456789") == 0xE3069283.
+ */
+#ifndef RO_CRC32C_H
+#define RO_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ro__crc32c extends crc (0 to start) over len bytes. Uses the SSE4.2
+ * instruction where the CPU has it, a table otherwise. Any thread. */
+uint32_t ro__crc32c(uint32_t crc, const void *data, size_t len);
+
+/* ro__crc32c_sw is the portable table version (tests compare the two). */
+uint32_t ro__crc32c_sw(uint32_t crc, const void *data, size_t len);
+
+#endif
