@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "replay.h"
+#include "replay_serve.h"
 #include "ro_build_config.h"
 #include "thread_guard.h"
 
@@ -34,6 +35,9 @@ static void usage(FILE *f)
           "                      and flag bit for bit; report the first divergence\n"
           "  --dump              one JSON object per entry on stdout\n"
           "  --stats             episodes, return and length per env and overall (JSON)\n"
+          "  --serve HOST:PORT   act as a node for one learner (docs/protocol.md): stream\n"
+          "                      the recorded observations in order and count the\n"
+          "                      learner's actions that differ from the recorded ones\n"
           "options:\n"
           "  --env LIST          only these env indices (comma-separated, repeatable)\n"
           "  --episode LIST      --dump/--stats: only these episodes\n"
@@ -126,11 +130,33 @@ static int map_file(const char *path, const uint8_t **data, size_t *len)
     return 0;
 }
 
+/* --serve: map every part, then stream them to one learner. */
+static int serve_files(const char *addr, char **paths, size_t n, const char *plugin)
+{
+    ro_serve_file_t *files = calloc(n, sizeof *files);
+    if (!files)
+        return 2;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        files[i].name = paths[i];
+        if (map_file(paths[i], &files[i].data, &files[i].len) != 0 || !files[i].data)
+            rc = 2;
+    }
+    if (rc == 0)
+        rc = ro__replay_serve(addr, files, n, plugin, stderr);
+    for (size_t i = 0; i < n; i++)
+        if (files[i].data)
+            munmap((void *)files[i].data, files[i].len);
+    free(files);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     /* Plugins may link OpenBLAS: keep it single-threaded, like the node. */
     ro__threads_single_blas(argv);
     ro_replay_opts_t o = {.resync = true, .out = stdout, .log = stderr};
+    const char *serve = NULL;
     uint64_t tmp[RO_REPLAY_MAX_FILTER];
     opterr = 0;
     int c;
@@ -168,9 +194,8 @@ int main(int argc, char **argv)
             o.resync = false;
             break;
         case O_SERVE:
-            fprintf(stderr, "rollout-replay: --serve is not implemented yet (it needs the learner "
-                            "protocol of docs/protocol.md)\n");
-            return 2;
+            serve = optarg;
+            break;
         case O_HELP:
             usage(stdout);
             return 0;
@@ -184,6 +209,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "rollout-replay: unknown option '%s' (see --help)\n", argv[optind - 1]);
             return 2;
         }
+    }
+    if (serve) {
+        if (o.verify || o.dump || o.stats || optind >= argc) {
+            fprintf(stderr, "rollout-replay: --serve takes the trajectory files and no other "
+                            "mode (see --help)\n");
+            return 2;
+        }
+        return serve_files(serve, argv + optind, (size_t)(argc - optind), o.plugin);
     }
     if (!o.verify && !o.dump && !o.stats) {
         fprintf(stderr, "rollout-replay: nothing to do: give --verify, --dump or --stats (see "

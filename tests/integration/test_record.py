@@ -295,7 +295,7 @@ class Record(nu.TempDirCase):
         for args, msg in [((), "nothing to do"), (("--verify",), "no trajectory file"),
                           (("--bogus", f), "unknown option"),
                           (("--stats", "--env", "x", f), "--env"),
-                          (("--serve", "127.0.0.1:9000", f), "not implemented")]:
+                          (("--serve", "127.0.0.1:9000", "--verify", f), "no other mode")]:
             p = replay(*args)
             self.assertEqual(p.returncode, 2, args)
             self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)

@@ -179,6 +179,55 @@ class PushPolicy(nu.TempDirCase):
         self.assertEqual(p.returncode, 0)
 
 
+class ReplayServe(nu.TempDirCase):
+    """rollout-replay --serve acts as a node for one learner."""
+
+    def serve(self, traj, *learner_args):
+        replay = os.path.join(os.path.dirname(nu.NODE), "rollout-replay")
+        p = subprocess.Popen([replay, "--serve", "127.0.0.1:0", traj], stderr=subprocess.PIPE,
+                             text=True)
+        addr = None
+        for line in p.stderr:
+            if "serving on" in line:
+                addr = line.split()[-1]
+                break
+        q = learner("--connect", addr, *learner_args)
+        err = p.stderr.read()
+        p.wait(timeout=30)
+        return p.returncode, err, q
+
+    def test_same_seed_learner_repeats_the_recording(self):
+        traj = self.path("run.traj")
+        nu.run("--num-envs", 8, "--steps", 8 * 100, "--record", traj, "--seed", 3)
+        rc, err, q = self.serve(traj, "--seed", 3)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        # The learner got every recorded observation and, with the node's seed
+        # and init, chose exactly the recorded actions.
+        self.assertIn("compared 800 actions", err)
+        self.assertIn(": 0 mismatch(es)", err)
+        rc, err, q = self.serve(traj, "--seed", 4)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(err, r": [1-9][0-9]* mismatch\(es\); first: env \d+")
+
+    def test_bad_learner(self):
+        traj = self.path("run.traj")
+        nu.run("--num-envs", 4, "--steps", 40, "--record", traj)
+        replay = os.path.join(os.path.dirname(nu.NODE), "rollout-replay")
+        p = subprocess.Popen([replay, "--serve", "127.0.0.1:0", traj], stderr=subprocess.PIPE,
+                             text=True)
+        for line in p.stderr:
+            if "serving on" in line:
+                addr = line.split()[-1]
+                break
+        c = w.Conn(addr)
+        c.send_raw(b"\x03abc")
+        f = c.recv()
+        self.assertEqual(f.WhichOneof("body"), "error")
+        p.wait(timeout=30)
+        self.assertEqual(p.returncode, 1)
+
+
 class Reattach(nu.TempDirCase):
     def run_node_with_learners(self, metrics, kill_after_frames):
         """Serve a node with fixed learners; if kill_after_frames, SIGKILL the
