@@ -17,8 +17,11 @@ import subprocess
 import time
 
 CASES = [
-    ("cartpole+mlp64x64", ["--env", "cartpole"]),
-    ("burn50us+mlp64x64", ["--env", "burn", "--env-arg", "cost_us=50", "--num-envs", "64"]),
+    ("cartpole+mlp64x64, 256 envs", ["--env", "cartpole", "--num-envs", "256"]),
+    ("cartpole+mlp64x64, 2048 envs, batch 256",
+     ["--env", "cartpole", "--num-envs", "2048", "--batch", "256"]),
+    ("burn50us+mlp64x64, 64 envs", ["--env", "burn", "--env-arg", "cost_us=50",
+                                    "--num-envs", "64"]),
 ]
 
 
@@ -44,7 +47,8 @@ def remote(build, args, workers, seconds):
         if "listening for learners on" in line:
             addr = line.split()[-1]
             break
-    l = subprocess.Popen([f"{build}/rollout-learner", "--connect", addr, "--quiet", "--json"],
+    l = subprocess.Popen([f"{build}/rollout-learner", "--connect", addr, "--quiet", "--json",
+                          "--workers", str(LEARNER_WORKERS)],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     s = node_json(p)
     l.communicate(timeout=60)
@@ -53,15 +57,21 @@ def remote(build, args, workers, seconds):
     return s["sps"]
 
 
+LEARNER_WORKERS = 1
+
+
 def main():
+    global LEARNER_WORKERS
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("--seconds", type=float, default=3)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--remote-workers", type=int, default=max(1, os.cpu_count() - 1))
+    ap.add_argument("--learner-workers", type=int, default=1)
     ap.add_argument("--csv")
     a = ap.parse_args()
+    LEARNER_WORKERS = a.learner_workers
     rows = []
     print("| case | local W | local steps/s | remote W + learner | remote steps/s | remote / local |")
     print("|---|---|---|---|---|---|")
@@ -72,7 +82,8 @@ def main():
             rs.append(remote(a.build, args, a.remote_workers, a.seconds))
         lm, rm = statistics.median(ls), statistics.median(rs)
         rows.append((name, a.workers, lm, a.remote_workers, rm, rm / lm))
-        print(f"| {name} | {a.workers} | {lm:.0f} | {a.remote_workers} + 1 | {rm:.0f} | "
+        print(f"| {name} | {a.workers} | {lm:.0f} | {a.remote_workers} + {a.learner_workers} | "
+              f"{rm:.0f} | "
               f"{rm / lm:.3f} |", flush=True)
     if a.csv:
         with open(a.csv, "w") as f:
