@@ -89,7 +89,7 @@ def main():
         with open(a.csv, "w") as f:
             f.write("case,local_workers,local_sps,remote_workers,remote_sps,ratio\n")
             for r in rows:
-                f.write("%s,%d,%.1f,%d,%.1f,%.4f\n" % r)
+                f.write("\"%s\",%d,%.1f,%d,%.1f,%.4f\n" % r)
 
 
 if __name__ == "__main__":
