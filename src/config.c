@@ -23,6 +23,7 @@ void ro__config_defaults(ro_config_t *c)
     c->seed = 1;
     c->seconds = 10.0;
     c->metrics_interval = 1.0;
+    c->numa_node = -1;
 }
 
 void ro__config_usage(FILE *f)
@@ -43,6 +44,11 @@ void ro__config_usage(FILE *f)
           "  --workers W             worker threads (default: one per allowed CPU)\n"
           "  --overcommit            allow more workers than allowed CPUs\n"
           "  --shard K               envs stepped together by one env actor (default auto)\n"
+          "  --numa-node N           bind CPUs and memory to NUMA node N (as numactl\n"
+          "                          --cpunodebind=N --membind=N)\n"
+          "  --topology SPEC         declare NUMA nodes over the allowed CPUs, e.g.\n"
+          "                          '0:0-3;1:4-7' (also: ROLLOUT_TOPOLOGY=SPEC)\n"
+          "  --print-topology        print nodes, CPUs, distances and the worker plan\n"
           "policy:\n"
           "  --policy random|mlp|FILE  random actions, a seeded MLP (default), or an MLP\n"
           "                          loaded from a PolicyParams file\n"
@@ -176,6 +182,9 @@ enum {
     OPT_QUIET,
     OPT_CHECK_FINITE,
     OPT_OVERCOMMIT,
+    OPT_NUMA_NODE,
+    OPT_TOPOLOGY,
+    OPT_PRINT_TOPOLOGY,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -202,6 +211,9 @@ static const struct option long_opts[] = {
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"check-finite", no_argument, NULL, OPT_CHECK_FINITE},
     {"overcommit", no_argument, NULL, OPT_OVERCOMMIT},
+    {"numa-node", required_argument, NULL, OPT_NUMA_NODE},
+    {"topology", required_argument, NULL, OPT_TOPOLOGY},
+    {"print-topology", no_argument, NULL, OPT_PRINT_TOPOLOGY},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -317,6 +329,22 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
             break;
         case OPT_OVERCOMMIT:
             c->overcommit = true;
+            break;
+        case OPT_NUMA_NODE: {
+            uint32_t v;
+            rc = parse_u32("--numa-node", a, 0, 63, &v, err, errlen);
+            c->numa_node = rc ? -1 : (int)v;
+            break;
+        }
+        case OPT_TOPOLOGY:
+            if (*a == '\0') {
+                snprintf(err, errlen, "--topology '': expected nodes like 0:0-3;1:4-7");
+                rc = RO_EINVAL;
+            }
+            c->topology = a;
+            break;
+        case OPT_PRINT_TOPOLOGY:
+            c->print_topology = true;
             break;
         case OPT_HELP:
             c->help = true;

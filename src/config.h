@@ -35,6 +35,9 @@ typedef struct ro_config {
     bool quiet;              /* no live status line */
     bool check_finite;       /* validate every observation and reward */
     bool overcommit;         /* allow more workers than allowed CPUs */
+    const char *topology;    /* declared NUMA nodes ("0:0-3;1:4-7"), or NULL */
+    int numa_node;           /* bind CPUs and memory to this node; -1 = none */
+    bool print_topology;     /* print the topology and the plan, then exit */
     bool help, version;
 } ro_config_t;
 

@@ -14,6 +14,21 @@
 #include "ro_build_config.h"
 #include "thread_guard.h"
 
+/* The summary's placement fields: what the OS says about CPUs, pins and
+ * memory (docs/operations.md, "Checking threads and pinning"). */
+static void print_placement_json(const ro_summary_t *s)
+{
+    printf(",\"numa_node\":%d,\"topology_declared\":%s,\"os_numa_nodes\":%d,"
+           "\"allowed_cpus\":\"%s\",\"affinity_mismatches\":%d,\"mem_blocks\":%d,"
+           "\"mem_misplaced\":%d,\"worker_threads\":[",
+           s->numa_node, s->topology_declared ? "true" : "false", s->os_numa_nodes, s->allowed_cpus,
+           s->affinity_mismatches, s->mem_blocks, s->mem_misplaced);
+    for (int w = 0; w < s->workers && w < RO_SUMMARY_MAX_WORKERS; w++)
+        printf("%s{\"worker\":%d,\"tid\":%d,\"cpu\":%d,\"node\":%d}", w ? "," : "", w,
+               s->worker_tid[w], s->worker_cpu[w], s->worker_node[w]);
+    printf("]");
+}
+
 static void print_summary(const ro_summary_t *s, bool json)
 {
     fprintf(stderr,
@@ -32,12 +47,14 @@ static void print_summary(const ro_summary_t *s, bool json)
            "\"lanes\":%d,\"numa_nodes\":%d,\"cpus\":%d,\"num_envs\":%u,\"shard\":%u,\"batch\":%u,"
            "\"batches\":%llu,\"mean_batch\":%.3f,\"env_failures\":%llu,"
            "\"dropped_metrics\":%llu,\"steals\":%llu,\"pin_errors\":%d,\"env\":\"%s\",\"policy\":"
-           "\"%s\"}\n",
+           "\"%s\"",
            (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
            s->mean_return, s->threads, s->threads_expected, s->workers, s->lanes, s->numa_nodes,
            s->cpus, s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics,
            (unsigned long long)s->steals, s->pin_errors, s->env, s->policy);
+    print_placement_json(s);
+    printf("}\n");
     fflush(stdout);
 }
 
@@ -60,6 +77,14 @@ int main(int argc, char **argv)
     }
     if (cfg.version) {
         printf("rollout-node %s\n", RO_VERSION);
+        return 0;
+    }
+
+    if (cfg.print_topology) {
+        if (ro_node_print_topology(&cfg, stdout, err, sizeof err) != 0) {
+            fprintf(stderr, "rollout-node: %s\n", err);
+            return 2;
+        }
         return 0;
     }
 
