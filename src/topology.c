@@ -231,8 +231,14 @@ int ro__topology_parse(ro_topology_t *t, const char *spec, const cpu_set_t *allo
         for (;;) {
             int lo, hi;
             if (!parse_num(&p, CPU_SETSIZE - 1, &lo)) {
-                snprintf(err, errlen, "%s '%s': node %d: expected a CPU number at '%s'", what, spec,
-                         id, p);
+                if (*p >= '0' && *p <= '9')
+                    snprintf(err, errlen,
+                             "%s '%s': node %d: CPU at '%s' is not in this process's allowed set "
+                             "(CPUs are 0..%d)",
+                             what, spec, id, p, CPU_SETSIZE - 1);
+                else
+                    snprintf(err, errlen, "%s '%s': node %d: expected a CPU number at '%s'", what,
+                             spec, id, p);
                 goto fail;
             }
             hi = lo;
