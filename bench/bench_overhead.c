@@ -70,12 +70,13 @@ int main(int argc, char **argv)
     FILE *out = csv ? fopen(csv, "w") : NULL;
     if (out)
         fprintf(out, "feature,case,workers,sps_off,sps_on,ratio,threads_off,threads_on,"
-                     "dropped_metrics\n");
+                     "dropped_metrics,ext_load\n");
     printf("| feature | case | W | off steps/s | on steps/s | on / off | threads off/on |\n"
            "|---|---|---|---|---|---|---|\n");
     for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
         double off[BENCH_MAX_REPEATS], on[BENCH_MAX_REPEATS];
         ro_summary_t s_off = {0}, s_on = {0};
+        double load = 0; /* CPUs other processes used, mean over samples */
         for (int r = 0; r < repeats; r++) {
             for (int side = 0; side < 2; side++) {
                 /* Alternate which side goes first: no side always runs on a
@@ -85,7 +86,10 @@ int main(int argc, char **argv)
                 char kv[64];
                 bench_config(&c, pairs[k].b, W, seconds, kv);
                 apply(&c, pairs[k].f, is_on, metrics_path);
-                ro_summary_t s = bench_run(&c);
+                ro_summary_t s;
+                double l;
+                BENCH_QUIET(s = bench_run(&c), &l);
+                load += l / (2 * repeats);
                 if (is_on) {
                     on[r] = s.sps;
                     s_on = s;
@@ -100,9 +104,9 @@ int main(int argc, char **argv)
         printf("| %s | %s | %u | %.0f | %.0f | %.3f | %d/%d |\n", pairs[k].feature, pairs[k].name,
                W, m_off, m_on, m_on / m_off, s_off.threads, s_on.threads);
         if (out)
-            fprintf(out, "%s,%s,%u,%.1f,%.1f,%.4f,%d,%d,%llu\n", pairs[k].feature, pairs[k].name, W,
-                    m_off, m_on, m_on / m_off, s_off.threads, s_on.threads,
-                    (unsigned long long)s_on.dropped_metrics);
+            fprintf(out, "%s,%s,%u,%.1f,%.1f,%.4f,%d,%d,%llu,%.3f\n", pairs[k].feature,
+                    pairs[k].name, W, m_off, m_on, m_on / m_off, s_off.threads, s_on.threads,
+                    (unsigned long long)s_on.dropped_metrics, load);
         fflush(stdout);
     }
     if (out)
@@ -115,7 +119,7 @@ int main(int argc, char **argv)
     const uint64_t waits[] = {0, 100, 1000, 10000};
     FILE *bout = batch_csv ? fopen(batch_csv, "w") : NULL;
     if (bout)
-        fprintf(bout, "batch,max_wait_us,shard,workers,sps,mean_batch,threads\n");
+        fprintf(bout, "batch,max_wait_us,shard,workers,sps,mean_batch,threads,ext_load\n");
     printf("\n| batch | max-wait us | shard | steps/s | mean batch | threads |\n"
            "|---|---|---|---|---|---|\n");
     for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
@@ -125,6 +129,7 @@ int main(int argc, char **argv)
                 continue;
             double sps[BENCH_MAX_REPEATS];
             ro_summary_t s = {0};
+            double load = 0;
             for (int r = 0; r < repeats; r++) {
                 ro_config_t c;
                 char kv[64];
@@ -132,15 +137,17 @@ int main(int argc, char **argv)
                 c.batch = batches[b];
                 c.max_wait_us = waits[w];
                 c.shard = batches[b] < 32 ? batches[b] : 0;
-                s = bench_run(&c);
+                double l;
+                BENCH_QUIET(s = bench_run(&c), &l);
+                load += l / repeats;
                 sps[r] = s.sps;
             }
             double m = bench_median(sps, repeats);
             printf("| %u | %llu | %u | %.0f | %.1f | %d |\n", s.batch, (unsigned long long)waits[w],
                    s.shard, m, s.mean_batch, s.threads);
             if (bout)
-                fprintf(bout, "%u,%llu,%u,%u,%.1f,%.2f,%d\n", s.batch, (unsigned long long)waits[w],
-                        s.shard, W, m, s.mean_batch, s.threads);
+                fprintf(bout, "%u,%llu,%u,%u,%.1f,%.2f,%d,%.3f\n", s.batch,
+                        (unsigned long long)waits[w], s.shard, W, m, s.mean_batch, s.threads, load);
             fflush(stdout);
         }
     }

@@ -45,18 +45,22 @@ int main(int argc, char **argv)
         return 1;
     }
     if (out)
-        fprintf(out, "case,workers,cores,num_envs,sps,efficiency,threads,steals\n");
+        fprintf(out, "case,workers,cores,num_envs,sps,efficiency,threads,steals,ext_load\n");
     printf("| case | W | envs | steps/s | efficiency | threads |\n|---|---|---|---|---|---|\n");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         double sps[64][BENCH_MAX_REPEATS];
         int threads[64] = {0};
         unsigned long long steals[64] = {0};
+        double load[64] = {0}; /* CPUs other processes used, mean over repeats */
         for (int r = 0; r < repeats; r++) {
             for (int w = 1; w <= maxw && w <= 64; w++) {
                 ro_config_t c;
                 char kv[64];
                 bench_config(&c, &cases[k], (uint32_t)w, seconds, kv);
-                ro_summary_t s = bench_run(&c);
+                ro_summary_t s;
+                double l;
+                BENCH_QUIET(s = bench_run(&c), &l);
+                load[w - 1] += l / repeats;
                 sps[w - 1][r] = s.sps;
                 threads[w - 1] = s.threads;
                 steals[w - 1] = (unsigned long long)s.steals;
@@ -69,8 +73,8 @@ int main(int argc, char **argv)
             printf("| %s | %d | %u | %.0f | %.3f | %d |\n", names[k], w, cases[k].num_envs, m, eff,
                    threads[w - 1]);
             if (out)
-                fprintf(out, "%s,%d,%d,%u,%.1f,%.4f,%d,%llu\n", names[k], w, cores,
-                        cases[k].num_envs, m, eff, threads[w - 1], steals[w - 1]);
+                fprintf(out, "%s,%d,%d,%u,%.1f,%.4f,%d,%llu,%.3f\n", names[k], w, cores,
+                        cases[k].num_envs, m, eff, threads[w - 1], steals[w - 1], load[w - 1]);
         }
         fflush(stdout);
     }

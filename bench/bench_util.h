@@ -94,4 +94,89 @@ static inline int bench_repeats(const char *s)
     return r > 0 && r <= BENCH_MAX_REPEATS ? r : 3;
 }
 
+/*
+ * Noise from other processes. The machine is shared: a sample taken while
+ * other processes used the CPUs measures them, not us. bench_load_mark and
+ * bench_load_others tell how many CPUs (on average) other processes kept
+ * busy since the mark: all busy time (/proc/stat) minus this process's
+ * (/proc/self/stat, all threads). BENCH_QUIET repeats a measurement until
+ * that is below BENCH_QUIET_CPUS, at most BENCH_QUIET_TRIES times, keeping
+ * the last (the quietest is not tracked: a retry replaces the sample).
+ */
+#include <time.h>
+#include <unistd.h>
+
+#define BENCH_QUIET_CPUS 0.10
+#define BENCH_QUIET_TRIES 4
+
+typedef struct bench_load {
+    double busy_s, self_s, t_s;
+} bench_load_t;
+
+static inline double bench_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline void bench_load_read(bench_load_t *m)
+{
+    double tck = (double)sysconf(_SC_CLK_TCK);
+    unsigned long long v[8] = {0};
+    m->busy_s = m->self_s = 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (f) {
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]) == 8)
+            m->busy_s = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / tck;
+        fclose(f);
+    }
+    f = fopen("/proc/self/stat", "r");
+    if (f) {
+        char buf[1024];
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        /* Fields after the command name (which may hold spaces): state is
+         * field 3, utime and stime are fields 14 and 15. */
+        char *p = strrchr(buf, ')');
+        unsigned long long ut = 0, st = 0;
+        if (p &&
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+            m->self_s = (double)(ut + st) / tck;
+    }
+    m->t_s = bench_now_s();
+}
+
+static inline void bench_load_mark(bench_load_t *m)
+{
+    bench_load_read(m);
+}
+
+/* CPUs kept busy by other processes since the mark (0 if unreadable). */
+static inline double bench_load_others(const bench_load_t *mark)
+{
+    bench_load_t now;
+    bench_load_read(&now);
+    double dt = now.t_s - mark->t_s;
+    double others = (now.busy_s - mark->busy_s) - (now.self_s - mark->self_s);
+    return dt > 0 && others > 0 ? others / dt : 0.0;
+}
+
+/* Runs stmt until other processes kept fewer than BENCH_QUIET_CPUS CPUs
+ * busy during it (at most BENCH_QUIET_TRIES times); *load_out gets the
+ * load during the kept run. */
+#define BENCH_QUIET(stmt, load_out)                                                                \
+    do {                                                                                           \
+        for (int bench_try_ = 0; bench_try_ < BENCH_QUIET_TRIES; bench_try_++) {                   \
+            bench_load_t bench_mark_;                                                              \
+            bench_load_mark(&bench_mark_);                                                         \
+            stmt;                                                                                  \
+            *(load_out) = bench_load_others(&bench_mark_);                                         \
+            if (*(load_out) < BENCH_QUIET_CPUS)                                                    \
+                break;                                                                             \
+        }                                                                                          \
+    } while (0)
+
 #endif

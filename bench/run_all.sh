@@ -46,6 +46,7 @@ else
 fi
 [ "$long" = 1 ] && rss_steps=1000000000
 
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== engine efficiency"
 "$B/bench_engine" --seconds "$secs" --repeats "$reps" --csv "$out/engine.csv"
 echo "== scaling"
@@ -56,6 +57,8 @@ echo "== logger, validation, batch and max-wait"
 echo "== resident memory over $rss_steps steps (cartpole + MLP)"
 "$B/bench_rss" --node "$build/rollout-node" --interval "$every" --warmup "$warm" \
   --csv "$out/rss.csv" --summary "$out/rss_summary.csv" -- --steps "$rss_steps" 2>/dev/null
+
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- plots ----
 if command -v gnuplot >/dev/null; then
@@ -119,6 +122,11 @@ rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo "$oreps repeats of ${osecs} s (overheads), sides alternating. See docs/benchmarks.md for"
   echo "what each figure means and why any misses its target."
   echo
+  echo "The machine is shared. Load average at the start: $load_start; at the end: $load_end."
+  echo "Each sample is retried (up to 4 times) while other processes kept more than 0.1 CPU busy"
+  echo "(busy time in /proc/stat minus this process's); \`ext load\` is the mean number of CPUs"
+  echo "other processes still used during the kept samples: figures with a high one are suspect."
+  echo
   echo "## Against the targets (DESIGN.md §9)"
   echo
   echo "| figure | measured | target | met |"
@@ -132,34 +140,34 @@ rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo
   echo "## Engine efficiency (bench_engine)"
   echo
-  echo "| case | W | batch | raw 1-thread steps/s | node steps/s | efficiency | threads |"
-  echo "|---|---|---|---|---|---|---|"
-  awk -F, 'NR>1 {printf "| %s | %s | %s | %.0f | %.0f | %.3f | %s |\n", $1, $2, $3, $4, $5, $6, $7}' "$out/engine.csv"
+  echo "| case | W | batch | raw 1-thread steps/s | node steps/s | efficiency | threads | ext load |"
+  echo "|---|---|---|---|---|---|---|---|"
+  awk -F, 'NR>1 {printf "| %s | %s | %s | %.0f | %.0f | %.3f | %s | %.2f |\n", $1, $2, $3, $4, $5, $6, $7, $8}' "$out/engine.csv"
   echo
   echo "## Scaling (bench_scaling): W = 1 … $cores"
   echo
   echo "![steps/s vs workers](scaling_sps.png) ![efficiency vs workers](scaling_efficiency.png)"
   echo
-  echo "| case | W | envs | steps/s | efficiency | threads |"
-  echo "|---|---|---|---|---|---|"
-  awk -F, 'NR>1 {printf "| %s | %s | %s | %.0f | %.3f | %s |\n", $1, $2, $4, $5, $6, $7}' "$out/scaling.csv"
+  echo "| case | W | envs | steps/s | efficiency | threads | ext load |"
+  echo "|---|---|---|---|---|---|---|"
+  awk -F, 'NR>1 {printf "| %s | %s | %s | %.0f | %.3f | %s | %.2f |\n", $1, $2, $4, $5, $6, $7, $9}' "$out/scaling.csv"
   echo
   echo "No machine with 16 or more cores was available to this run: the scaling figures stop"
   echo "at W = $cores. Run \`bench/run_all.sh\` there and publish its results beside these."
   echo
   echo "## Logger and validation (bench_overhead)"
   echo
-  echo "| feature | case | W | off steps/s | on steps/s | on ÷ off | threads off/on | records dropped |"
-  echo "|---|---|---|---|---|---|---|---|"
-  awk -F, 'NR>1 {printf "| %s | %s | %s | %.0f | %.0f | %.3f | %s/%s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9}' "$out/overhead.csv"
+  echo "| feature | case | W | off steps/s | on steps/s | on ÷ off | threads off/on | records dropped | ext load |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  awk -F, 'NR>1 {printf "| %s | %s | %s | %.0f | %.0f | %.3f | %s/%s | %s | %.2f |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10}' "$out/overhead.csv"
   echo
   echo "## Batch size and max-wait (bench_overhead), cartpole + MLP(64,64)"
   echo
   echo "![steps/s vs batch](batch_sweep.png)"
   echo
-  echo "| batch | --max-wait-us | shard | W | steps/s | mean batch | threads |"
-  echo "|---|---|---|---|---|---|---|"
-  awk -F, 'NR>1 {printf "| %s | %s | %s | %s | %.0f | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7}' "$out/batch_sweep.csv"
+  echo "| batch | --max-wait-us | shard | W | steps/s | mean batch | threads | ext load |"
+  echo "|---|---|---|---|---|---|---|---|"
+  awk -F, 'NR>1 {printf "| %s | %s | %s | %s | %.0f | %s | %s | %.2f |\n", $1, $2, $3, $4, $5, $6, $7, $8}' "$out/batch_sweep.csv"
   echo
   echo "## Resident memory (bench_rss)"
   echo
