@@ -99,15 +99,20 @@ static inline int bench_repeats(const char *s)
  * other processes used the CPUs measures them, not us. bench_load_mark and
  * bench_load_others tell how many CPUs (on average) other processes kept
  * busy since the mark: all busy time (/proc/stat) minus this process's
- * (/proc/self/stat, all threads). BENCH_QUIET repeats a measurement until
- * that is below BENCH_QUIET_CPUS, at most BENCH_QUIET_TRIES times, keeping
- * the last (the quietest is not tracked: a retry replaces the sample).
+ * (/proc/self/stat, all threads). BENCH_QUIET first waits for a quiet
+ * moment (bench_wait_quiet), then repeats a measurement until other
+ * processes used less than BENCH_QUIET_CPUS during it, at most
+ * BENCH_QUIET_TRIES times, keeping the last.
  */
 #include <time.h>
 #include <unistd.h>
 
 #define BENCH_QUIET_CPUS 0.10
-#define BENCH_QUIET_TRIES 4
+#define BENCH_QUIET_TRIES 6
+/* At most this long per try, and this long per program in all, is spent
+ * waiting for other processes to go quiet. */
+#define BENCH_QUIET_WAIT_S 10.0
+#define BENCH_QUIET_BUDGET_S 240.0
 
 typedef struct bench_load {
     double busy_s, self_s, t_s;
@@ -164,6 +169,25 @@ static inline double bench_load_others(const bench_load_t *mark)
     return dt > 0 && others > 0 ? others / dt : 0.0;
 }
 
+/* bench_wait_quiet waits, in windows of 0.25 s with this process idle,
+ * until one has other processes using fewer than BENCH_QUIET_CPUS, or
+ * BENCH_QUIET_WAIT_S has passed, or the program's waiting budget is spent. */
+static inline void bench_wait_quiet(void)
+{
+    static double waited;
+    double t0 = bench_now_s();
+    while (waited < BENCH_QUIET_BUDGET_S && bench_now_s() - t0 < BENCH_QUIET_WAIT_S) {
+        bench_load_t m;
+        bench_load_mark(&m);
+        struct timespec ts = {0, 250000000};
+        nanosleep(&ts, NULL);
+        double others = bench_load_others(&m);
+        waited += 0.25;
+        if (others < BENCH_QUIET_CPUS)
+            break;
+    }
+}
+
 /* Runs stmt until other processes kept fewer than BENCH_QUIET_CPUS CPUs
  * busy during it (at most BENCH_QUIET_TRIES times); *load_out gets the
  * load during the kept run. */
@@ -171,6 +195,7 @@ static inline double bench_load_others(const bench_load_t *mark)
     do {                                                                                           \
         for (int bench_try_ = 0; bench_try_ < BENCH_QUIET_TRIES; bench_try_++) {                   \
             bench_load_t bench_mark_;                                                              \
+            bench_wait_quiet();                                                                    \
             bench_load_mark(&bench_mark_);                                                         \
             stmt;                                                                                  \
             *(load_out) = bench_load_others(&bench_mark_);                                         \

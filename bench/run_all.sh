@@ -123,9 +123,10 @@ rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo "what each figure means and why any misses its target."
   echo
   echo "The machine is shared. Load average at the start: $load_start; at the end: $load_end."
-  echo "Each sample is retried (up to 4 times) while other processes kept more than 0.1 CPU busy"
-  echo "(busy time in /proc/stat minus this process's); \`ext load\` is the mean number of CPUs"
-  echo "other processes still used during the kept samples: figures with a high one are suspect."
+  echo "Each sample waits (up to 10 s) for a quiet moment and is retried (up to 6 times) while"
+  echo "other processes kept more than 0.1 CPU busy during it (busy time in /proc/stat minus this"
+  echo "process's); \`ext load\` is the mean number of CPUs other processes still used during the"
+  echo "kept samples: figures with a high one are suspect."
   echo
   echo "## Against the targets (DESIGN.md §9)"
   echo
