@@ -8,13 +8,16 @@
 #   bench/run_all.sh --long     # the memory run over 1e9 steps instead of 1e8
 #
 # Options: --out DIR (where to write), --build DIR (build directory; set up
-# as a release build if missing). Every figure is a ratio or a median taken
-# within this one run on this one machine.
+# as a release build if missing), --only LIST (re-run only some of engine,
+# scaling, overhead, memory, comma-separated; the others' CSV files in DIR
+# are kept, and the table and plots are made from all of them). Every figure
+# is a ratio or a median taken within one run of one program.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=default
 long=0
+only=",engine,scaling,overhead,memory,"
 out=""
 build=build-bench
 while [ $# -gt 0 ]; do
@@ -23,7 +26,8 @@ while [ $# -gt 0 ]; do
     --long) long=1 ;;
     --out) out=$2; shift ;;
     --build) build=$2; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --only) only=",$2,"; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -47,16 +51,31 @@ fi
 [ "$long" = 1 ] && rss_steps=1000000000
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "== engine efficiency"
-"$B/bench_engine" --seconds "$secs" --repeats "$reps" --csv "$out/engine.csv"
-echo "== scaling"
-"$B/bench_scaling" --seconds "$secs" --repeats "$reps" --csv "$out/scaling.csv"
-echo "== logger, validation, batch and max-wait"
-"$B/bench_overhead" --seconds "$osecs" --repeats "$oreps" --csv "$out/overhead.csv" \
-  --batch-csv "$out/batch_sweep.csv"
-echo "== resident memory over $rss_steps steps (cartpole + MLP)"
-"$B/bench_rss" --node "$build/rollout-node" --interval "$every" --warmup "$warm" \
-  --csv "$out/rss.csv" --summary "$out/rss_summary.csv" -- --steps "$rss_steps" 2>/dev/null
+want() { case "$only" in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+if want engine; then
+  echo "== engine efficiency"
+  "$B/bench_engine" --seconds "$secs" --repeats "$reps" --csv "$out/engine.csv"
+fi
+if want scaling; then
+  echo "== scaling"
+  "$B/bench_scaling" --seconds "$secs" --repeats "$reps" --csv "$out/scaling.csv"
+fi
+if want overhead; then
+  echo "== logger, validation, batch and max-wait"
+  "$B/bench_overhead" --seconds "$osecs" --repeats "$oreps" --csv "$out/overhead.csv" \
+    --batch-csv "$out/batch_sweep.csv"
+fi
+if want memory; then
+  echo "== resident memory over $rss_steps steps (cartpole + MLP)"
+  "$B/bench_rss" --node "$build/rollout-node" --interval "$every" --warmup "$warm" \
+    --csv "$out/rss.csv" --summary "$out/rss_summary.csv" -- --steps "$rss_steps" 2>/dev/null
+fi
+for f in engine scaling overhead batch_sweep rss rss_summary; do
+  if [ ! -f "$out/$f.csv" ]; then
+    echo "run_all.sh: $out/$f.csv is missing: run without --only first" >&2
+    exit 1
+  fi
+done
 
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -94,7 +113,10 @@ unset xtics
 set xtics
 set ylabel "RSS (MiB)"
 set yrange [0:*]
-plot "$out/rss.csv" every ::1 using 1:(\$2/1024.0) with linespoints lw 2 title "RSS"
+set key bottom right
+# The first sample is taken before the node has even been exec'd: skip it.
+plot "< awk -F, 'NR>2' $out/rss.csv" using 1:(\$2/1024.0) with linespoints lw 2 title "RSS"
+set key top left
 
 set output "$out/batch_sweep.png"
 set title "cartpole + MLP: steps/s vs --batch (medians)"
@@ -121,6 +143,13 @@ rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo "node(s), $(uname -sr). Medians of $reps repeats of ${secs} s (engine, scaling) and"
   echo "$oreps repeats of ${osecs} s (overheads), sides alternating. See docs/benchmarks.md for"
   echo "what each figure means and why any misses its target."
+  echo
+  if [ "$only" != ",engine,scaling,overhead,memory," ]; then
+    only_list=${only#,}; only_list=${only_list%,}
+    echo
+    echo "This invocation re-ran only: $only_list (with --only); the other tables come from the"
+    echo "CSV files of an earlier run in the same directory."
+  fi
   echo
   echo "The machine is shared. Load average at the start: $load_start; at the end: $load_end."
   echo "Each sample waits (up to 10 s) for a quiet moment and is retried (up to 6 times) while"
