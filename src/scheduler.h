@@ -92,7 +92,9 @@ int ro__sched_pin_errors(const ro_sched_t *s);
 /* Actors stolen across queues so far (relaxed sum). */
 uint64_t ro__sched_steals(const ro_sched_t *s);
 
-/* Worker i's kernel thread id (0 before it started) and planned CPU. */
+/* ro__sched_worker_tid returns worker i's kernel thread id (0 before it
+ * started), ro__sched_worker_cpu its planned CPU (-1: not pinned). Main
+ * thread. */
 int ro__sched_worker_tid(const ro_sched_t *s, int i);
 int ro__sched_worker_cpu(const ro_sched_t *s, int i);
 

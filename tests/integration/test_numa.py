@@ -143,6 +143,29 @@ class Numa(nu.TempDirCase):
         self.expect_error(["--topology", self.spec, "--numa-node", 1, "--workers", 2],
                           "--workers 2", "only 1 CPUs", "--overcommit")
 
+    def test_allowed_set_is_respected(self):
+        # As under taskset, a cgroup cpuset or SLURM: the node sees only the
+        # CPUs it is allowed, plans one worker on it, refuses a second.
+        only_b = lambda: os.sched_setaffinity(0, {self.b})
+        cmd = [nu.NODE, "--json", "--quiet", "--num-envs", "16", "--steps", "1600"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, preexec_fn=only_b)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(s["cpus"], 1)
+        self.assertEqual(s["workers"], 1)
+        self.assertEqual(s["allowed_cpus"], str(self.b))
+        self.assertEqual(s["worker_threads"][0]["cpu"], self.b)
+        self.assertEqual(s["affinity_mismatches"], 0)
+        p = subprocess.run(cmd + ["--workers", "2"], capture_output=True, text=True, timeout=120,
+                           preexec_fn=only_b)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("only 1 CPUs are allowed", p.stderr)
+        # A declared node over a CPU outside the allowed set is refused.
+        p = subprocess.run([nu.NODE, "--topology", f"0:{self.a}"], capture_output=True,
+                           text=True, timeout=120, preexec_fn=only_b)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(f"CPU {self.a} is not in this process's allowed set ({self.b})", p.stderr)
+
     def test_real_topology_numa_node(self):
         # The machine's own first node: every allowed CPU of it, bound.
         p = node("--print-topology")
