@@ -10,6 +10,7 @@
 #include "error.h"
 #include "messages.h"
 #include "recorder_actor.h"
+#include "numa_mem.h"
 
 /* Below this many steps per env the shard checks nothing for a quota. */
 #define NO_QUOTA 0
@@ -207,6 +208,13 @@ int ro__env_shard_init(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro_en
                        size_t nargs, uint32_t first, uint32_t n, uint64_t seed, char *err,
                        size_t errlen)
 {
+    return ro__env_shard_init_on(s, vt, args, nargs, first, n, seed, -1, err, errlen);
+}
+
+int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro_env_arg_t *args,
+                          size_t nargs, uint32_t first, uint32_t n, uint64_t seed, int mem_node,
+                          char *err, size_t errlen)
+{
     memset(s, 0, sizeof *s);
     s->vt = vt;
     s->first = first;
@@ -223,7 +231,15 @@ int ro__env_shard_init(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro_en
     s->discrete = as.kind == RO_SPACE_DISCRETE;
     s->act_dim = (uint32_t)ro_space_size(&as);
 
-    s->mem = ro__calloc_lines(1, layout(s, NULL));
+    /* On the node of the worker that steps the shard (and the lane that
+     * reads it), placed and touched now; else cache-line-aligned heap. */
+    s->mem_node = mem_node;
+    if (mem_node >= 0) {
+        s->mem_bytes = layout(s, NULL);
+        s->mem = ro__numa_alloc(s->mem_bytes, mem_node);
+    } else {
+        s->mem = ro__calloc_lines(1, layout(s, NULL));
+    }
     if (!s->mem) {
         vt->destroy(probe);
         snprintf(err, errlen, "out of memory creating envs %u..%u", first, first + n - 1);
@@ -270,7 +286,10 @@ void ro__env_shard_destroy(ro_env_shard_t *s)
         for (uint32_t j = 0; j < s->n; j++)
             if (s->envs[j])
                 s->vt->destroy(s->envs[j]);
-    free(s->mem);
+    if (s->mem_bytes)
+        ro__numa_free(s->mem, s->mem_bytes);
+    else
+        free(s->mem);
     memset(s, 0, sizeof *s);
 }
 

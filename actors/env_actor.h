@@ -48,6 +48,8 @@ typedef struct ro_env_shard {
 
     /* Every array below lives in mem, each on its own cache line. */
     void *mem;
+    size_t mem_bytes; /* > 0: mem is a NUMA block (ro__numa_alloc) */
+    int mem_node;     /* NUMA node mem was placed on, -1 if none */
 
     /* Owned by the thread running this actor. */
     void **envs;
@@ -95,6 +97,13 @@ typedef struct ro_env_shard {
 int ro__env_shard_init(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro_env_arg_t *args,
                        size_t nargs, uint32_t first, uint32_t n, uint64_t seed, char *err,
                        size_t errlen);
+
+/* ro__env_shard_init_on is ro__env_shard_init with the shard's buffers
+ * (observations, rewards, flags, actions, per-env state) placed on NUMA node
+ * mem_node, the node of the worker that steps it; mem_node < 0: the heap. */
+int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro_env_arg_t *args,
+                          size_t nargs, uint32_t first, uint32_t n, uint64_t seed, int mem_node,
+                          char *err, size_t errlen);
 
 /* ro__env_shard_destroy destroys the envs and frees the buffers. Main
  * thread, after the scheduler stopped. */

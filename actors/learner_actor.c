@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "error.h"
 #include "messages.h"
+#include "numa_mem.h"
 
 /* Take ready shards (whole ones) until the batch is full, run the forward
  * pass over their envs, and send each its actions. */
@@ -96,7 +97,7 @@ static void learner_behaviour(ro_actor_t *self, ro_msg_t *msg)
     case RO_MSG_POLICY: {
         /* Between batches: new scratch for the new shapes, then switch. */
         ro_policy_ws_t *ws;
-        l->swap_ok = ro__policy_ws_new(&ws, l->swap_to, l->max_rows) == 0;
+        l->swap_ok = ro__policy_ws_new_on(&ws, l->swap_to, l->max_rows, l->mem_node) == 0;
         if (l->swap_ok) {
             ro__policy_ws_free(l->ws);
             l->ws = ws;
@@ -115,6 +116,14 @@ int ro__learner_init(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_
                      uint32_t batch, uint64_t max_wait_us, uint32_t shards, uint32_t rows,
                      uint32_t max_shard, bool discrete)
 {
+    return ro__learner_init_on(l, p, runq, control, batch, max_wait_us, shards, rows, max_shard,
+                               discrete, -1);
+}
+
+int ro__learner_init_on(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_actor_t *control,
+                        uint32_t batch, uint64_t max_wait_us, uint32_t shards, uint32_t rows,
+                        uint32_t max_shard, bool discrete, int mem_node)
+{
     memset(l, 0, sizeof *l);
     l->policy = p;
     l->runq = runq;
@@ -128,12 +137,26 @@ int ro__learner_init(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_
     l->active_rows = rows;
     l->active_shards = shards;
     l->ready_tail = &l->ready_head;
-    int rc = ro__policy_ws_new(&l->ws, p, l->max_rows);
+    l->mem_node = mem_node;
+    int rc = ro__policy_ws_new_on(&l->ws, p, l->max_rows, mem_node);
     if (rc)
         return rc;
-    l->rngs = calloc(l->max_rows, sizeof *l->rngs);
-    l->act_i = calloc(l->max_rows, sizeof *l->act_i);
-    l->act_f = calloc((size_t)l->max_rows * l->act_dim, sizeof *l->act_f);
+    if (mem_node >= 0) {
+        /* One block on the lane's node, each array on its own line. */
+        size_t a = ((size_t)l->max_rows * sizeof *l->rngs + 63) / 64 * 64;
+        size_t b = ((size_t)l->max_rows * sizeof *l->act_i + 63) / 64 * 64;
+        l->mem_bytes = a + b + (size_t)l->max_rows * l->act_dim * sizeof *l->act_f;
+        l->mem = ro__numa_alloc(l->mem_bytes, mem_node);
+        if (l->mem) {
+            l->rngs = (ro_rng_t **)l->mem;
+            l->act_i = (int32_t *)((char *)l->mem + a);
+            l->act_f = (float *)((char *)l->mem + a + b);
+        }
+    } else {
+        l->rngs = calloc(l->max_rows, sizeof *l->rngs);
+        l->act_i = calloc(l->max_rows, sizeof *l->act_i);
+        l->act_f = calloc((size_t)l->max_rows * l->act_dim, sizeof *l->act_f);
+    }
     if (!l->rngs || !l->act_i || !l->act_f) {
         ro__learner_destroy(l);
         return RO_ENOMEM;
@@ -153,9 +176,14 @@ int ro__learner_init(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_
 void ro__learner_destroy(ro_learner_t *l)
 {
     ro__policy_ws_free(l->ws);
-    free(l->rngs);
-    free(l->act_i);
-    free(l->act_f);
+    if (l->mem) {
+        ro__numa_free(l->mem, l->mem_bytes);
+    } else {
+        free(l->rngs);
+        free(l->act_i);
+        free(l->act_f);
+    }
+    l->mem = NULL;
     l->ws = NULL;
     l->rngs = NULL;
     l->act_i = NULL;

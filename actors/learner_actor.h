@@ -58,6 +58,9 @@ typedef struct ro_learner {
     ro_msg_t swap_msg, swap_done_msg;
     const ro_policy_t *swap_to;
     bool swap_ok;
+    void *mem;        /* rngs, act_i, act_f in one NUMA block, or NULL (heap) */
+    size_t mem_bytes; /* its size */
+    int mem_node;     /* NUMA node of the lane's buffers, -1 if not placed */
 
     /* Statistics for the logger: written by the owner, read by the loop. */
     alignas(64) _Atomic uint64_t batches; /* forward passes, relaxed */
@@ -72,6 +75,13 @@ typedef struct ro_learner {
 int ro__learner_init(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_actor_t *control,
                      uint32_t batch, uint64_t max_wait_us, uint32_t shards, uint32_t rows,
                      uint32_t max_shard, bool discrete);
+
+/* ro__learner_init_on is ro__learner_init with the lane's batch buffers
+ * (policy scratch, action rows) placed on NUMA node mem_node, the node of
+ * its worker; mem_node < 0: the heap. */
+int ro__learner_init_on(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_actor_t *control,
+                        uint32_t batch, uint64_t max_wait_us, uint32_t shards, uint32_t rows,
+                        uint32_t max_shard, bool discrete, int mem_node);
 
 /* ro__learner_destroy frees a lane's buffers. Main thread, after the stop. */
 void ro__learner_destroy(ro_learner_t *l);

@@ -1,6 +1,7 @@
 #include "logger_actor.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,10 +17,67 @@ static double secs(const ro_logger_t *lg, uint64_t t_ns)
     return t_ns > lg->t0_ns ? (double)(t_ns - lg->t0_ns) * 1e-9 : 0.0;
 }
 
+/* Appends the decimal digits of v at p; returns the new end. */
+static char *put_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_str(char *p, const char *s)
+{
+    size_t n = strlen(s);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/*
+ * episode_line writes the same line as the fprintf below ("t" to the
+ * microsecond, "return" as %.17g), formatting the integers itself: at
+ * hundreds of thousands of episodes a second (CartPole) fprintf's cost,
+ * about 0.4 us a line, took a tenth of a 2-core machine from the workers.
+ * A return that is not a whole number below 2^53 still goes through
+ * snprintf. Returns false to let the caller use fprintf instead.
+ */
+static bool episode_line(ro_logger_t *lg, const ro_metric_t *m)
+{
+    const double v = m->value;
+    if (!isfinite(v) || fabs(v) >= 9007199254740992.0 || v != floor(v) || (v == 0 && signbit(v)))
+        return false;
+    char buf[256], *p = buf;
+    uint64_t us = m->t_ns > lg->t0_ns ? (m->t_ns - lg->t0_ns + 500) / 1000 : 0;
+    p = put_str(p, "{\"type\":\"episode\",\"t\":");
+    p = put_u64(p, us / 1000000);
+    *p++ = '.';
+    for (uint64_t d = 100000, f = us % 1000000; d; d /= 10)
+        *p++ = (char)('0' + f / d % 10);
+    p = put_str(p, ",\"env\":");
+    p = put_u64(p, m->env);
+    p = put_str(p, ",\"episode\":");
+    p = put_u64(p, m->episode);
+    p = put_str(p, ",\"return\":");
+    if (v < 0)
+        *p++ = '-';
+    p = put_u64(p, (uint64_t)fabs(v));
+    p = put_str(p, ",\"length\":");
+    p = put_u64(p, m->length);
+    p = put_str(p, m->terminated ? ",\"terminated\":true" : ",\"terminated\":false");
+    p = put_str(p, m->truncated ? ",\"truncated\":true}\n" : ",\"truncated\":false}\n");
+    fwrite(buf, 1, (size_t)(p - buf), lg->metrics);
+    return true;
+}
+
 static void on_record(ro_logger_t *lg, const ro_metric_t *m)
 {
     if (m->kind == RO_METRIC_EPISODE) {
-        if (lg->metrics)
+        if (lg->metrics && !episode_line(lg, m))
             fprintf(lg->metrics,
                     "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
                     "\"return\":%.17g,\"length\":%u,\"terminated\":%s,\"truncated\":%s}\n",

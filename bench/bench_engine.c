@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "clock.h"
 #include "config.h"
 #include "env_registry.h"
@@ -199,25 +200,28 @@ int main(int argc, char **argv)
     };
     FILE *out = csv ? fopen(csv, "w") : NULL;
     if (out)
-        fprintf(out, "case,workers,batch,raw_sps,node_sps,efficiency,threads\n");
+        fprintf(out, "case,workers,batch,raw_sps,node_sps,efficiency,threads,ext_load\n");
     printf("| case | W | batch | raw 1-thread steps/s | node steps/s | efficiency | threads |\n");
     printf("|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bench_case_t *bc = &cases[i];
         double node_sps[15], raw_sps[15];
         ro_summary_t s = {0};
+        double load = 0, l; /* CPUs other processes used (bench_util.h) */
         for (int r = 0; r < repeats; r++) {
-            s = node_run(bc, workers, seconds);
+            BENCH_QUIET(s = node_run(bc, workers, seconds), &l);
+            load += l / (2 * repeats);
             node_sps[r] = s.sps;
-            raw_sps[r] = raw_loop(bc, s.batch, seconds);
+            BENCH_QUIET(raw_sps[r] = raw_loop(bc, s.batch, seconds), &l);
+            load += l / (2 * repeats);
         }
         double node = median(node_sps, repeats), raw = median(raw_sps, repeats);
         double eff = node / (raw * workers);
         printf("| %s | %u | %u | %.0f | %.0f | %.3f | %d |\n", bc->name, workers, s.batch, raw,
                node, eff, s.threads);
         if (out)
-            fprintf(out, "%s,%u,%u,%.1f,%.1f,%.4f,%d\n", bc->name, workers, s.batch, raw, node, eff,
-                    s.threads);
+            fprintf(out, "%s,%u,%u,%.1f,%.1f,%.4f,%d,%.3f\n", bc->name, workers, s.batch, raw, node,
+                    eff, s.threads, load);
         fflush(stdout);
     }
     if (out)

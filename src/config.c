@@ -27,6 +27,7 @@ void ro__config_defaults(ro_config_t *c)
     c->max_frame = 16u << 20;
     c->max_learners = 64;
     c->learner_timeout = 30.0;
+    c->numa_node = -1;
 }
 
 void ro__config_usage(FILE *f)
@@ -47,6 +48,11 @@ void ro__config_usage(FILE *f)
           "  --workers W             worker threads (default: one per allowed CPU)\n"
           "  --overcommit            allow more workers than allowed CPUs\n"
           "  --shard K               envs stepped together by one env actor (default auto)\n"
+          "  --numa-node N           bind CPUs and memory to NUMA node N (as numactl\n"
+          "                          --cpunodebind=N --membind=N)\n"
+          "  --topology SPEC         declare NUMA nodes over the allowed CPUs, e.g.\n"
+          "                          '0:0-3;1:4-7' (also: ROLLOUT_TOPOLOGY=SPEC)\n"
+          "  --print-topology        print nodes, CPUs, distances and the worker plan\n"
           "policy:\n"
           "  --policy random|mlp|FILE  random actions, a seeded MLP (default), or an MLP\n"
           "                          loaded from a PolicyParams file\n"
@@ -135,6 +141,9 @@ enum {
     OPT_MAX_FRAME,
     OPT_MAX_LEARNERS,
     OPT_LEARNER_TIMEOUT,
+    OPT_NUMA_NODE,
+    OPT_TOPOLOGY,
+    OPT_PRINT_TOPOLOGY,
     OPT_HELP,
     OPT_VERSION,
     OPT_RECORD,
@@ -170,6 +179,9 @@ static const struct option long_opts[] = {
     {"max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME},
     {"max-learners", required_argument, NULL, OPT_MAX_LEARNERS},
     {"learner-timeout", required_argument, NULL, OPT_LEARNER_TIMEOUT},
+    {"numa-node", required_argument, NULL, OPT_NUMA_NODE},
+    {"topology", required_argument, NULL, OPT_TOPOLOGY},
+    {"print-topology", no_argument, NULL, OPT_PRINT_TOPOLOGY},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {"record", required_argument, NULL, OPT_RECORD},
@@ -287,6 +299,22 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
             break;
         case OPT_LEARNER_TIMEOUT:
             rc = ro__flag_seconds("--learner-timeout", a, &c->learner_timeout, err, errlen);
+            break;
+        case OPT_NUMA_NODE: {
+            uint32_t v;
+            rc = ro__flag_u32("--numa-node", a, 0, 63, &v, err, errlen);
+            c->numa_node = rc ? -1 : (int)v;
+            break;
+        }
+        case OPT_TOPOLOGY:
+            if (*a == '\0') {
+                snprintf(err, errlen, "--topology '': expected nodes like 0:0-3;1:4-7");
+                rc = RO_EINVAL;
+            }
+            c->topology = a;
+            break;
+        case OPT_PRINT_TOPOLOGY:
+            c->print_topology = true;
             break;
         case OPT_HELP:
             c->help = true;

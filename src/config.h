@@ -48,6 +48,9 @@ typedef struct ro_config {
     const char *record;
     uint64_t record_max_bytes;
     bool record_drop;
+    const char *topology;    /* declared NUMA nodes ("0:0-3;1:4-7"), or NULL */
+    int numa_node;           /* bind CPUs and memory to this node; -1 = none */
+    bool print_topology;     /* print the topology and the plan, then exit */
     bool help, version;
 } ro_config_t;
 

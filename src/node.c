@@ -1,6 +1,7 @@
 #include "node.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdatomic.h>
@@ -18,6 +19,7 @@
 #include "learner_actor.h"
 #include "logger_actor.h"
 #include "messages.h"
+#include "numa_mem.h"
 #include "metrics_ring.h"
 #include "policy.h"
 #include "policy_params.h"
@@ -27,6 +29,11 @@
 #include "thread_guard.h"
 #include "topology.h"
 #include "wire.h"
+#include "ro_build_config.h"
+
+#if RO_HAVE_NUMA
+#include <numa.h>
+#endif
 
 /* Metric records buffered between drains, split over the lanes' rings (at
  * least RING_MIN each): 12 MiB, drained every 50 ms, absorb 5 M records/s. */
@@ -83,6 +90,9 @@ struct ro_node {
     atomic_bool stopping;
 
     uint64_t t_start_ns, t_end_ns;
+    char allowed_cpus[256];  /* the allowed set after any --numa-node binding */
+    int affinity_mismatches; /* read back from the OS while the workers ran */
+    int mem_blocks, mem_misplaced;
     int threads_seen;
     int logger_rc;
     bool ran;
@@ -141,6 +151,10 @@ static void shutdown_node(ro_node_t *n)
     int t = ro__thread_count();
     if (t > n->threads_seen)
         n->threads_seen = t;
+    /* Pins read back again while the workers still exist. */
+    int bad = ro__sched_check_affinity(n->sched);
+    if (bad > n->affinity_mismatches)
+        n->affinity_mismatches = bad;
     ro__sched_stop(n->sched);
     if (n->remote) {
         ro__remote_stop(n->remote); /* goodbye to every learner */
@@ -186,11 +200,26 @@ static void control_behaviour(ro_actor_t *self, ro_msg_t *msg)
         shutdown_node(n);
 }
 
+/* NUMA nodes the kernel has (1 without libnuma). */
+static int os_numa_nodes(void)
+{
+#if RO_HAVE_NUMA
+    if (numa_available() >= 0)
+        return numa_num_configured_nodes();
+#endif
+    return 1;
+}
+
 /* Topology and the worker plan; refuses more workers than CPUs. */
 static int plan_workers(ro_node_t *n, char *err, size_t errlen)
 {
-    int rc = ro__topology_read(&n->topo, err, errlen);
+    int rc = ro__topology_load(&n->topo, n->cfg.topology, "--topology", err, errlen);
     if (rc)
+        return rc;
+    /* --numa-node: this node's CPUs and memory only, from here on. */
+    if (n->cfg.numa_node >= 0 &&
+        ((rc = ro__topology_restrict(&n->topo, n->cfg.numa_node, err, errlen)) ||
+         (rc = ro__topology_bind(&n->topo, n->cfg.numa_node, err, errlen))))
         return rc;
     n->nworkers = n->cfg.workers ? (int)n->cfg.workers : n->topo.ncpus;
     n->plan = calloc((size_t)n->nworkers, sizeof *n->plan);
@@ -203,6 +232,55 @@ static int plan_workers(ro_node_t *n, char *err, size_t errlen)
                  "--workers %d: only %d CPUs are allowed for this process; more workers than "
                  "CPUs oversubscribe them (use --overcommit to insist)",
                  n->nworkers, n->topo.ncpus);
+    return rc;
+}
+
+/* The real NUMA node whose memory lane l's worker uses, or -1 (none). */
+static int lane_mem_node(const ro_node_t *n, uint32_t l)
+{
+    int k = ro__topology_find(&n->topo, n->group_nodes[n->plan[l].group]);
+    return k >= 0 ? n->topo.nodes[k].mem_node : -1;
+}
+
+/* Reads back where the shards' and lanes' buffers are: each block must be
+ * bound to its node and have every page there. */
+static void check_placement(ro_node_t *n)
+{
+    n->mem_blocks = n->mem_misplaced = 0;
+    for (uint32_t i = 0; i < n->nshards; i++) {
+        const ro_env_shard_t *sh = &n->shards[i];
+        if (!sh->mem_bytes)
+            continue;
+        n->mem_blocks++;
+        n->mem_misplaced += ro__numa_bound_node(sh->mem) != sh->mem_node ||
+                            ro__numa_misplaced(sh->mem, sh->mem_bytes, sh->mem_node) != 0;
+    }
+    for (uint32_t l = 0; n->lanes && l < n->nlanes; l++) {
+        const ro_learner_t *ln = &n->lanes[l];
+        if (ln->mem_node < 0)
+            continue;
+        const float *in = ro__policy_ws_input(ln->ws);
+        size_t in_bytes = (size_t)ln->max_rows * ln->obs_dim * sizeof(float);
+        n->mem_blocks += 2;
+        n->mem_misplaced += !ln->mem || ro__numa_bound_node(ln->mem) != ln->mem_node ||
+                            ro__numa_misplaced(ln->mem, ln->mem_bytes, ln->mem_node) != 0;
+        n->mem_misplaced += ro__numa_bound_node(in) != ln->mem_node ||
+                            ro__numa_misplaced(in, in_bytes, ln->mem_node) != 0;
+    }
+}
+
+int ro_node_print_topology(const ro_config_t *cfg, FILE *f, char *err, size_t errlen)
+{
+    ro_node_t *n = ro__calloc_lines(1, sizeof *n);
+    if (!n)
+        return RO_ENOMEM;
+    n->cfg = *cfg;
+    int rc = plan_workers(n, err, errlen);
+    if (rc == 0)
+        ro__topology_print(f, &n->topo, n->plan, n->nworkers, n->group_nodes, n->ngroups);
+    ro__topology_free(&n->topo);
+    free(n->plan);
+    free(n);
     return rc;
 }
 
@@ -246,8 +324,10 @@ static int make_shards(ro_node_t *n, char *err, size_t errlen)
         uint32_t lane_end = first + envs / n->nlanes + (l < envs % n->nlanes);
         while (first < lane_end) {
             uint32_t cnt = lane_end - first < k ? lane_end - first : k;
-            int rc = ro__env_shard_init(&n->shards[n->nshards], n->kind.vt, n->env_args,
-                                        n->nenv_args, first, cnt, n->cfg.seed, err, errlen);
+            /* On the node of lane l's worker, which steps and reads it. */
+            int rc =
+                ro__env_shard_init_on(&n->shards[n->nshards], n->kind.vt, n->env_args, n->nenv_args,
+                                      first, cnt, n->cfg.seed, lane_mem_node(n, l), err, errlen);
             if (rc)
                 return rc;
             n->nshards++;
@@ -424,9 +504,9 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
         if (n->lanes) {
             if (l == 0)
                 n->batch = batch;
-            rc = ro__learner_init(&n->lanes[l], n->policy, q, &n->control, batch,
-                                  n->cfg.max_wait_us, s - first_shard, rows, n->shard_size,
-                                  n->shards[0].discrete);
+            rc = ro__learner_init_on(&n->lanes[l], n->policy, q, &n->control, batch,
+                                     n->cfg.max_wait_us, s - first_shard, rows, n->shard_size,
+                                     n->shards[0].discrete, lane_mem_node(n, l));
             if (rc) {
                 snprintf(err, errlen, "cannot allocate the learner's batch buffers");
                 return rc;
@@ -569,6 +649,35 @@ void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len)
         buf[0] = '\0';
 }
 
+/* Once the workers have pinned themselves: read back their CPU masks and
+ * the buffers' pages from the OS, and say what runs where. */
+static void report_start(ro_node_t *n)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int cpus[CPU_SETSIZE], ncpus = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &set))
+                cpus[ncpus++] = c;
+    ro__topology_cpulist(cpus, ncpus, n->allowed_cpus, sizeof n->allowed_cpus);
+    if (!ro__sched_wait_pinned(n->sched, 2000))
+        n->affinity_mismatches = n->nworkers; /* not even started in 2 s */
+    else
+        n->affinity_mismatches = ro__sched_check_affinity(n->sched);
+    check_placement(n);
+    if (n->cfg.quiet)
+        return;
+    fprintf(stderr,
+            "rollout-node: running: %d threads (1 loop + %d workers, read from /proc/self/task), "
+            "allowed CPUs %s, %d NUMA node(s) in use of %d%s%s; pinning %s; %d buffers "
+            "node-local%s\n",
+            ro__thread_count(), n->nworkers, n->allowed_cpus, n->ngroups, os_numa_nodes(),
+            n->topo.fake ? " (declared)" : "", n->cfg.numa_node >= 0 ? ", bound" : "",
+            n->affinity_mismatches ? "MISMATCH" : "verified", n->mem_blocks - n->mem_misplaced,
+            n->mem_misplaced ? " (SOME MISPLACED)" : "");
+}
+
 int ro_node_run(ro_node_t *n)
 {
     if (n->ran)
@@ -589,6 +698,7 @@ int ro_node_run(ro_node_t *n)
     int rc = ro__sched_start(n->sched);
     if (rc)
         return rc;
+    report_start(n);
     n->t_start_ns = ro__now_ns();
     ro__logger_start(&n->logger);
     for (uint32_t i = 0; i < n->nshards; i++)
@@ -659,6 +769,18 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
             ro__remote_stats(n->remote, &rs);
             s->learners_rejected = rs.rejected;
         }
+    }
+    s->numa_node = n->cfg.numa_node;
+    s->topology_declared = n->topo.fake;
+    s->os_numa_nodes = os_numa_nodes();
+    snprintf(s->allowed_cpus, sizeof s->allowed_cpus, "%s", n->allowed_cpus);
+    s->affinity_mismatches = n->affinity_mismatches;
+    s->mem_blocks = n->mem_blocks;
+    s->mem_misplaced = n->mem_misplaced;
+    for (int w = 0; w < n->nworkers && w < RO_SUMMARY_MAX_WORKERS; w++) {
+        s->worker_cpu[w] = n->plan[w].cpu;
+        s->worker_node[w] = n->group_nodes[n->plan[w].group];
+        s->worker_tid[w] = ro__sched_worker_tid(n->sched, w);
     }
 }
 

@@ -9,10 +9,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "config.h"
 
 typedef struct ro_node ro_node_t;
+
+#define RO_SUMMARY_MAX_WORKERS 1024
 
 typedef struct ro_summary {
     uint64_t steps;
@@ -48,6 +51,17 @@ typedef struct ro_summary {
     uint32_t record_files;
     uint64_t record_waits;   /* shard steps that waited for a chunk */
     double record_io_busy_s; /* I/O thread busy time */
+    /* Placement, read back from the OS. */
+    int numa_node;           /* --numa-node, or -1 */
+    bool topology_declared;  /* nodes from --topology / ROLLOUT_TOPOLOGY */
+    int os_numa_nodes;       /* NUMA nodes the kernel reports (1 without libnuma) */
+    char allowed_cpus[256];  /* the process's allowed set at start, e.g. "0-3" */
+    int affinity_mismatches; /* workers whose OS CPU mask is not their planned CPU */
+    int mem_blocks;          /* shard and lane buffers placed on a node */
+    int mem_misplaced;       /* of those, blocks with a page elsewhere or unbound */
+    int worker_cpu[RO_SUMMARY_MAX_WORKERS];
+    int worker_node[RO_SUMMARY_MAX_WORKERS];
+    int worker_tid[RO_SUMMARY_MAX_WORKERS];
 } ro_summary_t;
 
 /* ro_node_new builds a node from a parsed config: topology, envs, policy,
@@ -69,6 +83,11 @@ int ro_node_run(ro_node_t *n);
 
 /* ro_node_summary fills s after ro_node_run. */
 void ro_node_summary(const ro_node_t *n, ro_summary_t *s);
+
+/* ro_node_print_topology reads the topology cfg selects (applying
+ * --numa-node's binding), plans the workers and prints both to f; nothing
+ * else is built. On error returns a negative code and one line in err. */
+int ro_node_print_topology(const ro_config_t *cfg, FILE *f, char *err, size_t errlen);
 
 /* ro_node_free releases everything. Main thread. */
 void ro_node_free(ro_node_t *n);

@@ -15,6 +15,21 @@
 #include "ro_build_config.h"
 #include "thread_guard.h"
 
+/* The summary's placement fields: what the OS says about CPUs, pins and
+ * memory (docs/operations.md, "Checking threads and pinning"). */
+static void print_placement_json(const ro_summary_t *s)
+{
+    printf(",\"numa_node\":%d,\"topology_declared\":%s,\"os_numa_nodes\":%d,"
+           "\"allowed_cpus\":\"%s\",\"affinity_mismatches\":%d,\"mem_blocks\":%d,"
+           "\"mem_misplaced\":%d,\"worker_threads\":[",
+           s->numa_node, s->topology_declared ? "true" : "false", s->os_numa_nodes, s->allowed_cpus,
+           s->affinity_mismatches, s->mem_blocks, s->mem_misplaced);
+    for (int w = 0; w < s->workers && w < RO_SUMMARY_MAX_WORKERS; w++)
+        printf("%s{\"worker\":%d,\"tid\":%d,\"cpu\":%d,\"node\":%d}", w ? "," : "", w,
+               s->worker_tid[w], s->worker_cpu[w], s->worker_node[w]);
+    printf("]");
+}
+
 static void print_summary(const ro_summary_t *s, bool json)
 {
     fprintf(stderr,
@@ -60,6 +75,7 @@ static void print_summary(const ro_summary_t *s, bool json)
                (unsigned long long)s->record_transitions, (unsigned long long)s->record_dropped,
                (unsigned long long)s->record_bytes, s->record_files,
                (unsigned long long)s->record_waits, s->record_io_busy_s);
+    print_placement_json(s);
     printf("}\n");
     fflush(stdout);
 }
@@ -87,6 +103,14 @@ int main(int argc, char **argv)
     }
     if (cfg.version) {
         printf("rollout-node %s\n", RO_VERSION);
+        return 0;
+    }
+
+    if (cfg.print_topology) {
+        if (ro_node_print_topology(&cfg, stdout, err, sizeof err) != 0) {
+            fprintf(stderr, "rollout-node: %s\n", err);
+            return 2;
+        }
         return 0;
     }
 

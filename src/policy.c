@@ -9,6 +9,7 @@
 
 #include "activation.h"
 #include "error.h"
+#include "numa_mem.h"
 #include "policy_params.h"
 
 /*
@@ -54,6 +55,8 @@ struct ro_policy_ws {
     float *h[2];  /* [BLOCK_ROWS x max_ldw] each, layer outputs in turn */
     float *probs; /* [nout] softmax weights of one row */
     void *hmem;
+    size_t in_bytes, hmem_bytes; /* sizes of in and hmem */
+    bool on_node;                /* in and hmem are NUMA blocks (ro__numa_alloc) */
 };
 
 __attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int code,
@@ -400,6 +403,12 @@ uint32_t ro__policy_act_dim(const ro_policy_t *p)
 
 int ro__policy_ws_new(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t max_batch)
 {
+    return ro__policy_ws_new_on(out, p, max_batch, -1);
+}
+
+int ro__policy_ws_new_on(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t max_batch,
+                         int mem_node)
+{
     *out = NULL;
     if (max_batch == 0)
         return RO_EINVAL;
@@ -412,12 +421,23 @@ int ro__policy_ws_new(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t max_b
         free(ws);
         return RO_ENOMEM;
     }
-    ws->in = alloc_aligned((size_t)max_batch * p->obs_dim * sizeof(float));
+    const size_t in_bytes = (size_t)max_batch * p->obs_dim * sizeof(float);
     /* A random policy has no layers: max_ldw is 0 and only probs is
      * unused space. */
     const size_t hsize = (size_t)BLOCK_ROWS * p->max_ldw;
     const size_t psize = p->kind == RO_POLICY_MLP ? pad(p->nout) : 0;
-    ws->hmem = alloc_aligned((2 * hsize + psize) * sizeof(float));
+    const size_t hmem_bytes = (2 * hsize + psize) * sizeof(float);
+    if (mem_node >= 0) {
+        /* The lane's worker's node: page blocks, placed and touched now. */
+        ws->on_node = true;
+        ws->in_bytes = in_bytes;
+        ws->hmem_bytes = hmem_bytes;
+        ws->in = ro__numa_alloc(in_bytes, mem_node);
+        ws->hmem = ro__numa_alloc(hmem_bytes, mem_node);
+    } else {
+        ws->in = alloc_aligned(in_bytes);
+        ws->hmem = alloc_aligned(hmem_bytes);
+    }
     if (!ws->in || !ws->hmem) {
         ro__policy_ws_free(ws);
         return RO_ENOMEM;
@@ -433,8 +453,13 @@ void ro__policy_ws_free(ro_policy_ws_t *ws)
 {
     if (!ws)
         return;
-    free(ws->in);
-    free(ws->hmem);
+    if (ws->on_node) {
+        ro__numa_free(ws->in, ws->in_bytes);
+        ro__numa_free(ws->hmem, ws->hmem_bytes);
+    } else {
+        free(ws->in);
+        free(ws->hmem);
+    }
     free(ws);
 }
 

@@ -79,6 +79,10 @@ uint32_t ro__policy_act_dim(const ro_policy_t *p);
 
 /* ro__policy_ws_new allocates scratch for batches of up to max_batch rows. */
 int ro__policy_ws_new(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t max_batch);
+/* ro__policy_ws_new_on is ro__policy_ws_new with the scratch (input batch
+ * and activations) placed on NUMA node mem_node; < 0: the heap. */
+int ro__policy_ws_new_on(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t max_batch,
+                         int mem_node);
 void ro__policy_ws_free(ro_policy_ws_t *ws);
 
 /* ro__policy_ws_input returns the [max_batch x obs_dim] row-major input the

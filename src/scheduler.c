@@ -29,6 +29,7 @@ typedef struct ro_worker {
     int cpu;
     _Atomic int tid;     /* written by the worker once, read by the main thread */
     _Atomic int pin_err; /* written by the worker once, read by the main thread */
+    _Atomic bool pinned; /* set (release) by the worker once pin_self is done */
     bool started;        /* main thread only */
 } ro_worker_t;
 
@@ -271,6 +272,17 @@ static void pin_self(ro_worker_t *w)
     atomic_store_explicit(&w->pin_err, rc, memory_order_relaxed);
 }
 
+/* Named threads: `ps -L`, top -H and /proc/PID/task/TID/comm show them. */
+static void name_self(int cpu)
+{
+    char name[16];
+    if (cpu >= 0)
+        snprintf(name, sizeof name, "ro-w-cpu%d", cpu % 100000);
+    else
+        snprintf(name, sizeof name, "ro-w");
+    pthread_setname_np(pthread_self(), name);
+}
+
 static void *worker_main(void *arg)
 {
     ro_worker_t *w = arg;
@@ -279,6 +291,9 @@ static void *worker_main(void *arg)
     atomic_store_explicit(&w->tid, (int)syscall(SYS_gettid), memory_order_relaxed);
     tl_own_queue = q;
     pin_self(w);
+    name_self(w->cpu);
+    /* Release: the main thread's acquire load then sees tid and pin_err. */
+    atomic_store_explicit(&w->pinned, true, memory_order_release);
 
     ro_actor_t *keep = NULL; /* an actor we ran that still has messages */
     for (;;) {
@@ -358,6 +373,7 @@ int ro__sched_new(ro_sched_t **out, int ngroups, const int *group_nodes,
         w->cpu = plan[i].cpu;
         atomic_init(&w->tid, 0);
         atomic_init(&w->pin_err, 0);
+        atomic_init(&w->pinned, false);
         grp->members[grp->n++] = w->q;
     }
     *out = s;
@@ -445,4 +461,47 @@ uint64_t ro__sched_steals(const ro_sched_t *s)
     for (int i = 0; i < s->nworkers; i++)
         n += atomic_load_explicit(&s->queues[i].steals, memory_order_relaxed);
     return n;
+}
+
+int ro__sched_worker_tid(const ro_sched_t *s, int i)
+{
+    return atomic_load_explicit(&s->workers[i].tid, memory_order_relaxed);
+}
+
+int ro__sched_worker_cpu(const ro_sched_t *s, int i)
+{
+    return s->workers[i].cpu;
+}
+
+bool ro__sched_wait_pinned(const ro_sched_t *s, int timeout_ms)
+{
+    uint64_t deadline = ro__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (int i = 0; i < s->nworkers; i++) {
+        /* Acquire: pairs with the worker's release after pinning. */
+        while (s->workers[i].started &&
+               !atomic_load_explicit(&s->workers[i].pinned, memory_order_acquire)) {
+            if (ro__now_ns() > deadline)
+                return false;
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return true;
+}
+
+int ro__sched_check_affinity(const ro_sched_t *s)
+{
+    int bad = 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        const ro_worker_t *w = &s->workers[i];
+        int tid = atomic_load_explicit(&w->tid, memory_order_relaxed);
+        if (w->cpu < 0 || !w->started || tid == 0)
+            continue;
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(tid, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1 ||
+            !CPU_ISSET(w->cpu, &set))
+            bad++;
+    }
+    return bad;
 }

@@ -92,6 +92,22 @@ int ro__sched_pin_errors(const ro_sched_t *s);
 /* Actors stolen across queues so far (relaxed sum). */
 uint64_t ro__sched_steals(const ro_sched_t *s);
 
+/* ro__sched_worker_tid returns worker i's kernel thread id (0 before it
+ * started), ro__sched_worker_cpu its planned CPU (-1: not pinned). Main
+ * thread. */
+int ro__sched_worker_tid(const ro_sched_t *s, int i);
+int ro__sched_worker_cpu(const ro_sched_t *s, int i);
+
+/* ro__sched_check_affinity reads back each running pinned worker's CPU
+ * mask from the OS (sched_getaffinity on its thread id) and returns how
+ * many are not exactly their planned CPU. Main thread, while the workers
+ * run (after they pinned themselves: ro__sched_wait_pinned). */
+int ro__sched_check_affinity(const ro_sched_t *s);
+
+/* ro__sched_wait_pinned waits (at most timeout_ms) until every started
+ * worker has pinned itself; returns whether they all did. Main thread. */
+bool ro__sched_wait_pinned(const ro_sched_t *s, int timeout_ms);
+
 /* ro__runq_push makes a runnable actor known to its home queue. Any
  * thread. */
 void ro__runq_push(ro_runq_t *q, ro_actor_t *a);

@@ -25,7 +25,15 @@ int ro__threads_single_blas(char **argv)
     }
     if (all_set)
         return 0;
-    /* OpenBLAS already sized its pool from the old values: start over. */
+    /* OpenBLAS already sized its pool from the old values: start over.
+     * Through the real path, not /proc/self/exe, so that the process keeps
+     * its name (ps, pgrep rollout-node) instead of becoming "exe". */
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        execv(self, argv);
+    }
     execv("/proc/self/exe", argv);
     /* exec failed (no /proc?): at least stop OpenBLAS from using its pool. */
     openblas_set_num_threads(1);
