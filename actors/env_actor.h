@@ -39,9 +39,9 @@ typedef struct ro_env_shard {
     uint32_t obs_dim; /* floats per observation */
     uint32_t act_dim; /* floats per box action; 1 for discrete */
     bool discrete;
-    bool check_finite;  /* validate observations and rewards */
-    uint32_t max_steps; /* episode limit, 0 = none */
-    uint64_t quota;     /* steps per env before the shard is done, 0 = none */
+    bool check_finite;   /* validate observations and rewards */
+    uint32_t max_steps;  /* episode limit, 0 = none */
+    uint64_t quota;      /* steps per env before the shard is done, 0 = none */
     ro_actor_t *learner; /* a local learner lane, or the remote-learner hub */
     ro_metrics_ring_t *ring;
     const atomic_bool *stopping; /* set by the loop on SIGINT/--seconds */

@@ -8,14 +8,14 @@
 #define RO_MESSAGES_H
 
 enum ro_msg_type {
-    RO_MSG_START = 1,  /* node -> env actor: reset your envs and report */
-    RO_MSG_ACTIONS,    /* learner -> env actor: actions are in your buffer */
-    RO_MSG_OBS_READY,  /* env actor -> learner: observations are in my buffer */
-    RO_MSG_SHARD_DONE, /* env actor -> learner: I stepped my last step */
-    RO_MSG_TICK,       /* timer -> learner: a max-wait deadline may have passed */
-    RO_MSG_LANE_DONE,  /* learner -> node: every shard of mine is done */
-    RO_MSG_STOP,       /* remote hub -> env actor: finish without stepping */
-    RO_MSG_POLICY,     /* node -> learner lane: switch to the policy in swap_to */
+    RO_MSG_START = 1,   /* node -> env actor: reset your envs and report */
+    RO_MSG_ACTIONS,     /* learner -> env actor: actions are in your buffer */
+    RO_MSG_OBS_READY,   /* env actor -> learner: observations are in my buffer */
+    RO_MSG_SHARD_DONE,  /* env actor -> learner: I stepped my last step */
+    RO_MSG_TICK,        /* timer -> learner: a max-wait deadline may have passed */
+    RO_MSG_LANE_DONE,   /* learner -> node: every shard of mine is done */
+    RO_MSG_STOP,        /* remote hub -> env actor: finish without stepping */
+    RO_MSG_POLICY,      /* node -> learner lane: switch to the policy in swap_to */
     RO_MSG_POLICY_DONE, /* learner lane -> node: switched (or could not) */
     /* recorder -> env actor: a chunk is yours; record the step, then report */
     RO_MSG_RECORD_RESUME,

@@ -106,8 +106,7 @@ static uint32_t shard_index(const ro_remote_t *h, const ro_env_shard_t *s)
     return (uint32_t)(s - h->shards);
 }
 
-__attribute__((format(printf, 2, 3))) static void logf_(const ro_session_t *s, const char *fmt,
-                                                         ...)
+__attribute__((format(printf, 2, 3))) static void logf_(const ro_session_t *s, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -575,14 +574,14 @@ static void on_actions(ro_session_t *s, const Rollout__V1__Actions *a)
         }
         if (bad) {
             if (h->discrete)
-                session_fail(s, RO_ERANGE, "actions for seq %llu: action %d at %zu is outside [0, %u)",
+                session_fail(s, RO_ERANGE,
+                             "actions for seq %llu: action %d at %zu is outside [0, %u)",
                              (unsigned long long)a->seq, a->discrete[i], i, h->act_n);
             else
-                session_fail(s, RO_ERANGE,
-                             "actions for seq %llu: value %g at %zu is outside [%g, %g]",
-                             (unsigned long long)a->seq, (double)a->box[i], i,
-                             (double)h->act_low[i % h->act_dim],
-                             (double)h->act_high[i % h->act_dim]);
+                session_fail(
+                    s, RO_ERANGE, "actions for seq %llu: value %g at %zu is outside [%g, %g]",
+                    (unsigned long long)a->seq, (double)a->box[i], i,
+                    (double)h->act_low[i % h->act_dim], (double)h->act_high[i % h->act_dim]);
             return;
         }
     }
@@ -726,8 +725,8 @@ static void on_connection(uv_stream_t *server, int status)
     h->nconns++;
     h->stats.accepted++;
     if (h->stopping || h->nconns > h->o.max_learners) {
-        session_fail(s, RO_EPROTO, h->stopping ? "the node is stopping"
-                                               : "too many connections (limit %u)",
+        session_fail(s, RO_EPROTO,
+                     h->stopping ? "the node is stopping" : "too many connections (limit %u)",
                      h->o.max_learners);
         return;
     }

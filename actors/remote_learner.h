@@ -59,11 +59,11 @@ typedef struct ro_remote_opts {
 
 /* Counters, read on the loop thread. */
 typedef struct ro_remote_stats {
-    uint64_t accepted;      /* connections accepted */
-    uint64_t attached;      /* hellos accepted */
-    uint64_t rejected;      /* sessions closed for bad input or a slow peer */
-    uint64_t timed_out;     /* sessions closed for not answering in time */
-    uint64_t batches_sent;  /* Observations frames */
+    uint64_t accepted;       /* connections accepted */
+    uint64_t attached;       /* hellos accepted */
+    uint64_t rejected;       /* sessions closed for bad input or a slow peer */
+    uint64_t timed_out;      /* sessions closed for not answering in time */
+    uint64_t batches_sent;   /* Observations frames */
     uint64_t batches_resent; /* batches sent again after a learner left */
     uint64_t rows_sent;
 } ro_remote_stats_t;

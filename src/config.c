@@ -65,17 +65,17 @@ void ro__config_usage(FILE *f)
           "  --max-wait-us US        run a partial batch after this wait (default 1000)\n"
           "  --save-policy FILE      write the policy's weights as PolicyParams\n"
           "remote learners (docs/protocol.md):\n"
-        "  --learner local|remote  forward passes in this node (default), or by learners\n"
-        "                          that attach over TCP\n"
-        "  --listen HOST:PORT      where learners attach (default 127.0.0.1:5555; port 0\n"
-        "                          picks a free one); with --learner local, where\n"
-        "                          trainers push new policy weights\n"
-        "  --token-file FILE       secret learners must present; required unless loopback\n"
-        "  --max-frame-bytes N     largest frame accepted from a learner (default 16 MiB)\n"
-        "  --max-learners N        learner connections at once (default 64)\n"
-        "  --learner-timeout S     close a learner that leaves a batch unanswered for S\n"
-        "                          seconds; its envs go to another (default 30; 0: never)\n"
-        "run:\n"
+          "  --learner local|remote  forward passes in this node (default), or by learners\n"
+          "                          that attach over TCP\n"
+          "  --listen HOST:PORT      where learners attach (default 127.0.0.1:5555; port 0\n"
+          "                          picks a free one); with --learner local, where\n"
+          "                          trainers push new policy weights\n"
+          "  --token-file FILE       secret learners must present; required unless loopback\n"
+          "  --max-frame-bytes N     largest frame accepted from a learner (default 16 MiB)\n"
+          "  --max-learners N        learner connections at once (default 64)\n"
+          "  --learner-timeout S     close a learner that leaves a batch unanswered for S\n"
+          "                          seconds; its envs go to another (default 30; 0: never)\n"
+          "run:\n"
           "  --seed S                run seed (default 1)\n"
           "  --steps N               total env steps, split evenly over the envs\n"
           "  --seconds S             stop after S seconds (default 10; 0 = no limit)\n"
@@ -331,7 +331,7 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
             break;
         case OPT_RECORD_MAX_BYTES:
             rc = ro__flag_u64("--record-max-bytes", a, 0, UINT64_MAX / 2, &c->record_max_bytes, err,
-                           errlen);
+                              errlen);
             if (rc == 0 && c->record_max_bytes != 0 && c->record_max_bytes < 4096) {
                 snprintf(err, errlen, "--record-max-bytes '%s': expected 0 or at least 4096", a);
                 rc = RO_EINVAL;

@@ -35,12 +35,12 @@ typedef struct ro_config {
     bool quiet;              /* no live status line */
     bool check_finite;       /* validate every observation and reward */
     bool overcommit;         /* allow more workers than allowed CPUs */
-    bool remote;            /* --learner remote: learners attach over TCP */
-    const char *listen;     /* HOST:PORT for remote learners */
-    const char *token_file; /* shared secret learners must present */
-    uint32_t max_frame;     /* largest frame accepted from a learner */
-    uint32_t max_learners;  /* learner connections at once */
-    double learner_timeout; /* seconds a learner may leave a batch unanswered */
+    bool remote;             /* --learner remote: learners attach over TCP */
+    const char *listen;      /* HOST:PORT for remote learners */
+    const char *token_file;  /* shared secret learners must present */
+    uint32_t max_frame;      /* largest frame accepted from a learner */
+    uint32_t max_learners;   /* learner connections at once */
+    double learner_timeout;  /* seconds a learner may leave a batch unanswered */
 
     /* --record (docs/replay.md): trajectory file or NULL; rotate at
      * record_max_bytes (0 = never); record_drop: drop and count the steps
@@ -48,9 +48,9 @@ typedef struct ro_config {
     const char *record;
     uint64_t record_max_bytes;
     bool record_drop;
-    const char *topology;    /* declared NUMA nodes ("0:0-3;1:4-7"), or NULL */
-    int numa_node;           /* bind CPUs and memory to this node; -1 = none */
-    bool print_topology;     /* print the topology and the plan, then exit */
+    const char *topology; /* declared NUMA nodes ("0:0-3;1:4-7"), or NULL */
+    int numa_node;        /* bind CPUs and memory to this node; -1 = none */
+    bool print_topology;  /* print the topology and the plan, then exit */
     bool help, version;
 } ro_config_t;
 

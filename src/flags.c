@@ -11,7 +11,7 @@
 
 /* Strict unsigned parse: the whole string, decimal, within [lo, hi]. */
 int ro__flag_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out,
-                     char *err, size_t errlen)
+                 char *err, size_t errlen)
 {
     char *end;
     errno = 0;
@@ -29,7 +29,7 @@ bad:
 }
 
 int ro__flag_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out,
-                     char *err, size_t errlen)
+                 char *err, size_t errlen)
 {
     uint64_t v;
     int rc = ro__flag_u64(flag, s, lo, hi, &v, err, errlen);
@@ -76,7 +76,6 @@ bad:
              RO_POLICY_MAX_HIDDEN);
     return RO_EINVAL;
 }
-
 
 int ro__flag_policy(const char *s, ro_policy_spec_t *p, char *err, size_t errlen)
 {

@@ -55,8 +55,8 @@ typedef struct node_conn {
     bool connected, welcomed, closing, failed;
     uint64_t node_id;
     uint32_t num_envs;
-    ro_rng_t *rngs;  /* [num_envs] */
-    double *ep_ret;  /* [num_envs] running return */
+    ro_rng_t *rngs; /* [num_envs] */
+    double *ep_ret; /* [num_envs] running return */
     uint64_t steps, episodes;
     double return_sum;
     char rbuf[READ_CHUNK];
@@ -117,7 +117,7 @@ struct learner {
     ro_actor_t done; /* loop actor: jobs come back here */
     uint32_t jobs_out;
     bool finished;
-    int threads; /* read from /proc/self/task once the workers run */
+    int threads;                     /* read from /proc/self/task once the workers run */
     Rollout__V1__PolicyParams *push; /* --push-policy: the weights to push */
     uint32_t pushed;                 /* nodes that accepted them */
 
@@ -393,7 +393,7 @@ static int adopt_spec(learner_t *L, node_conn_t *c, const Rollout__V1__Welcome *
     }
     for (uint32_t e = 0; e < c->num_envs; e++)
         ro__rng_init(&c->rngs[e], ro__seed_mix(L->cfg.policy.seed ^ ((uint64_t)c->index << 32), e,
-                                              RO_STREAM_ACTION));
+                                               RO_STREAM_ACTION));
     c->welcomed = true;
     L->threads = ro__thread_count();
     if (!L->cfg.quiet)
@@ -417,8 +417,8 @@ static bool obs_valid(node_conn_t *c, const Rollout__V1__Observations *o)
     }
     for (size_t i = 0; i < n; i++)
         if (o->env[i] >= c->num_envs) {
-            conn_fail(c, "observations %llu: env %u outside [0, %u)",
-                      (unsigned long long)o->seq, o->env[i], c->num_envs);
+            conn_fail(c, "observations %llu: env %u outside [0, %u)", (unsigned long long)o->seq,
+                      o->env[i], c->num_envs);
             return false;
         }
     for (size_t i = 0; i < o->n_final_index; i++)
@@ -805,8 +805,8 @@ static void print_summary(const learner_t *L, double secs)
         const node_conn_t *c = &L->conns[i];
         printf("%s{\"address\":\"%s\",\"node_id\":\"%016llx\",\"steps\":%llu,\"episodes\":%llu,"
                "\"mean_return\":%.17g,\"failed\":%s}",
-               i ? "," : "", c->addr, (unsigned long long)c->node_id,
-               (unsigned long long)c->steps, (unsigned long long)c->episodes,
+               i ? "," : "", c->addr, (unsigned long long)c->node_id, (unsigned long long)c->steps,
+               (unsigned long long)c->episodes,
                c->episodes ? c->return_sum / (double)c->episodes : 0.0,
                c->failed ? "true" : "false");
     }

@@ -372,8 +372,7 @@ static int make_policy(ro_node_t *n, char *err, size_t errlen)
 /* A trainer pushed weights: validate them against the env, build the
  * policy, and hand it to every lane; the old one is freed once all have
  * switched (control_behaviour). Loop thread. */
-static int on_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char *err,
-                          size_t errlen)
+static int on_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char *err, size_t errlen)
 {
     ro_node_t *n = ctx;
     if (n->swap_next || n->nretired == 8) {

@@ -31,13 +31,13 @@ typedef struct ro_summary {
     int threads_expected; /* 1 loop + W workers */
     int workers;
     int lanes;
-    int numa_nodes;  /* NUMA nodes with workers (worker groups) */
-    uint64_t steals; /* actors run away from their home worker */
+    int numa_nodes;             /* NUMA nodes with workers (worker groups) */
+    uint64_t steals;            /* actors run away from their home worker */
     uint64_t learners_attached; /* --learner remote: hellos accepted */
     uint64_t learners_rejected; /* closed for bad input or a slow peer */
     uint64_t batches_resent;    /* batches sent again after a learner left */
     uint64_t policy_pushes;     /* policies pushed by trainers and switched to */
-    int cpus;        /* allowed CPUs */
+    int cpus;                   /* allowed CPUs */
     int pin_errors;
     uint32_t num_envs;
     uint32_t shard;

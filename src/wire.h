@@ -24,8 +24,8 @@ typedef Rollout__V1__Frame ro_frame_t;
 
 /* Accumulates stream bytes and cuts them into frames. One owner thread. */
 typedef struct ro_frame_reader {
-    uint8_t *buf;     /* buffered bytes; capacity grows up to max_frame + prefix */
-    size_t len;       /* bytes buffered */
+    uint8_t *buf; /* buffered bytes; capacity grows up to max_frame + prefix */
+    size_t len;   /* bytes buffered */
     size_t cap;
     size_t max_frame; /* largest accepted frame body */
     uint64_t offset;  /* stream offset of buf[0], for messages */
