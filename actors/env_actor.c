@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "crash_report.h"
 #include "error.h"
 #include "messages.h"
 #include "recorder_actor.h"
@@ -43,6 +44,7 @@ static void push_metric(ro_env_shard_t *s, uint32_t kind, uint32_t j, double val
 
 static void begin_episode(ro_env_shard_t *s, uint32_t j, float *o)
 {
+    ro__crash_ctx.what = "reset";
     s->vt->reset(s->envs[j], o);
     s->episode_start[j] = 1;
     s->ep_len[j] = 0;
@@ -51,11 +53,16 @@ static void begin_episode(ro_env_shard_t *s, uint32_t j, float *o)
 
 static void reset_all(ro_env_shard_t *s)
 {
+    ro__crash_ctx.env_name = s->vt->name;
     for (uint32_t j = 0; j < s->n; j++) {
+        ro__crash_ctx.env = s->first + j;
+        ro__crash_ctx.episode = s->ep_num[j];
+        ro__crash_ctx.step = 0;
         begin_episode(s, j, s->obs + (size_t)j * s->obs_dim);
         s->reward[j] = 0.0f;
         s->terminated[j] = s->truncated[j] = s->has_final[j] = 0;
     }
+    ro__crash_ctx.env_name = NULL;
 }
 
 /* A failed or non-finite step: the episode is cut (truncated, with no final
@@ -75,8 +82,15 @@ static void fail_env(ro_env_shard_t *s, uint32_t j, float *o)
 static void step_all(ro_env_shard_t *s)
 {
     const size_t od = s->obs_dim;
+    /* For the crash report: a few stores per step, no branch, no syscall. */
+    ro_crash_ctx_t *cx = &ro__crash_ctx;
+    cx->env_name = s->vt->name;
     for (uint32_t j = 0; j < s->n; j++) {
         float *o = s->obs + j * od;
+        cx->what = "step";
+        cx->env = s->first + j;
+        cx->episode = s->ep_num[j];
+        cx->step = s->ep_len[j] + 1;
         ro_action_t a;
         if (s->discrete)
             a.discrete = s->act_i[j];
@@ -109,6 +123,7 @@ static void step_all(ro_env_shard_t *s)
             s->episode_start[j] = 0;
         }
     }
+    cx->env_name = NULL;
     s->steps_done++;
     /* Relaxed: statistics; the loop reads them for throughput only. */
     atomic_store_explicit(&s->steps, s->steps_done * s->n, memory_order_relaxed);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "crash_report.h"
 #include "error.h"
 #include "node.h"
 #include "ro_build_config.h"
@@ -90,6 +91,8 @@ int main(int argc, char **argv)
     /* A learner that closes its connection must not kill us with SIGPIPE:
      * the write fails with EPIPE and the session is closed instead. */
     signal(SIGPIPE, SIG_IGN);
+    /* An env that crashes gets named before the process goes. */
+    ro__crash_report_install();
 
     ro_config_t cfg;
     char err[512] = "";
