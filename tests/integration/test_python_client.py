@@ -319,13 +319,17 @@ class AgainstRealNode(unittest.TestCase):
                 self.assertEqual(b.obs.dtype, np.float32)
                 self.assertTrue(np.isfinite(b.obs).all())
                 for i, e in enumerate(b.env.tolist()):
-                    self.assertNotIn(e, first)
+                    if e in first:
+                        # Answered envs step on while others' first observations
+                        # are still coming: a later step, never a repeat.
+                        self.assertGreater(int(b.step[i]), first[e][0])
+                        continue
                     first[e] = (int(b.step[i]), bool(b.episode_start[i]))
                 c.send_actions(b, np.zeros(b.n, np.int64))
             self.assertEqual(first, {e: (0, True) for e in range(8)})
             b = c.recv(10)  # the answer was accepted: the envs stepped
             self.assertIsNotNone(b)
-            self.assertTrue((b.step == 1).all(), b.step)
+            self.assertTrue((b.step >= 1).all(), b.step)
 
     def test_vecenv_actions_reach_their_envs(self):
         node = self.start()
