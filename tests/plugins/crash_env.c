@@ -5,6 +5,7 @@
  */
 #include <rollout/env.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,8 +69,11 @@ static int crash_step(void *env, ro_action_t action, float *obs, ro_step_t *out)
     (void)action;
     c->t++;
     if (c->victim && c->t == c->crash_at) {
-        volatile int *p = NULL;
-        *p = 42; /* the bug */
+        /* The bug: a store to an unmapped page (not NULL, which UBSan
+         * would catch first in sanitizer builds). */
+        volatile uintptr_t addr = 64; /* volatile: the compiler cannot see it */
+        volatile int *p = (volatile int *)addr;
+        *p = 42;
     }
     obs[0] = 0.0f;
     out->reward = 1.0f;
