@@ -1,6 +1,9 @@
 """An env that crashes (SIGSEGV in step) takes the node down, but not
 silently: one line names the signal, the env, the env index and the step."""
+import json
+import shutil
 import signal
+import tempfile
 import subprocess
 import unittest
 
@@ -15,6 +18,31 @@ class Crash(unittest.TestCase):
         self.assertEqual(p.returncode, -signal.SIGSEGV, p.stderr)
         self.assertIn("rollout: fatal: SIGSEGV in env 'crash' during step of env 3, "
                       "episode 0, step 7", p.stderr)
+
+
+    def test_nan_observation_is_reset_and_counted(self):
+        m = self.tmp + "/m.jsonl"
+        p = subprocess.run([nu.NODE, "--env", nu.PLUGIN, "--env-arg", "crash_at=0",
+                            "--env-arg", "nan_at=5", "--check-finite", "--num-envs", "8",
+                            "--steps", "8000", "--quiet", "--json", "--metrics", m],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(s["env_failures"], 1)
+        self.assertEqual(s["steps"], 8000)  # the node went on
+        fails = [r for r in nu.read_metrics(m) if r["type"] == "env_failure"]
+        self.assertEqual([(r["env"], r["episode"], r["step"]) for r in fails], [(3, 0, 5)])
+        # Without --check-finite the NaN goes through as data: nothing is reset.
+        p = subprocess.run([nu.NODE, "--env", nu.PLUGIN, "--env-arg", "crash_at=0",
+                            "--env-arg", "nan_at=5", "--num-envs", "8", "--steps", "800",
+                            "--quiet", "--json"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(json.loads(p.stdout.strip().splitlines()[-1])["env_failures"], 0)
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
 
 
 if __name__ == "__main__":

@@ -228,6 +228,58 @@ class ReplayServe(nu.TempDirCase):
         self.assertEqual(p.returncode, 1)
 
 
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Churn(nu.TempDirCase):
+    def test_200_connections_leave_no_fd_or_memory_behind(self):
+        node, addr = w.start_node(nu.NODE, "--num-envs", 16, "--seconds", 0)
+        good = subprocess.Popen([sys.executable, os.path.join(HERE, "fixed_learner.py"), addr],
+                                stdout=subprocess.DEVNULL)
+        pb = w.pb2()
+
+        def churn(i):
+            c = w.Conn(addr)
+            kind = i % 4
+            if kind == 0:
+                c.send_raw(b"\x07garbage")
+                c.recv()
+            elif kind == 1:
+                c.hello()
+            elif kind == 2:
+                c.hello()
+                c.recv()  # take some envs' observations, then vanish unanswered
+            c.close()
+
+        for i in range(40):  # warm-up: every path runs, the allocator settles
+            churn(i)
+        time.sleep(0.5)
+        fds, rss = fd_count(node.pid), rss_kib(node.pid)
+        for i in range(200):
+            churn(i)
+        time.sleep(1.0)
+        fds_after, rss_after = fd_count(node.pid), rss_kib(node.pid)
+        self.assertEqual(fds_after, fds)
+        if not nu.linked_with("libasan"):  # ASan's quarantine holds freed memory on purpose
+            self.assertLess(rss_after - rss, 2048, f"RSS {rss} -> {rss_after} KiB")
+        self.assertIsNone(good.poll(), "the good learner was dropped")
+        node.send_signal(signal.SIGINT)
+        s, _ = finish(node)
+        good.wait(timeout=30)
+        self.assertEqual(node.returncode, 0)
+        self.assertGreaterEqual(s["learners_rejected"], 60)  # the garbage senders
+        self.assertGreater(s["steps"], 0)
+
+
 class Reattach(nu.TempDirCase):
     def run_node_with_learners(self, metrics, kill_after_frames):
         """Serve a node with fixed learners; if kill_after_frames, SIGKILL the

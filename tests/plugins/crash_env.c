@@ -1,22 +1,26 @@
 /*
- * A test env that crashes on purpose: "crash" counts steps and, at step
- * crash_at of env instance 3's first episode, writes through a null
- * pointer. For the node's crash report (docs/operations.md).
+ * A test env that fails on purpose: "crash" counts steps and, at step
+ * crash_at of env instance 3's first episode, writes to an unmapped address
+ * (for the node's crash report, docs/operations.md); at step nan_at it
+ * returns a NaN observation (for --check-finite).
  */
 #include <rollout/env.h>
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct crash {
-    uint32_t t, crash_at;
+    uint32_t t, total, crash_at, nan_at; /* t: step of the episode; total: of the instance */
     int victim;
     float low[1], high[1];
 } crash_t;
 
-static const char *const arg_keys[] = {"crash_at", "step at which env 3 crashes", NULL};
+static const char *const arg_keys[] = {"crash_at", "step at which env 3 crashes (0: never)",
+                                       "nan_at",   "step at which env 3 returns NaN (0: never)",
+                                       NULL};
 
 static int crash_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_t seed,
                         char *err, size_t errlen)
@@ -30,6 +34,8 @@ static int crash_create(void **out, const ro_env_arg_t *args, size_t nargs, uint
     for (size_t i = 0; i < nargs; i++)
         if (strcmp(args[i].key, "crash_at") == 0)
             c->crash_at = (uint32_t)strtoul(args[i].value, NULL, 10);
+        else if (strcmp(args[i].key, "nan_at") == 0)
+            c->nan_at = (uint32_t)strtoul(args[i].value, NULL, 10);
     /* The runtime seeds env i with a mix of (seed, i): tell env 3 by its
      * index, which the test passes as a second arg-free convention: the
      * victim is the instance created fourth. */
@@ -68,6 +74,7 @@ static int crash_step(void *env, ro_action_t action, float *obs, ro_step_t *out)
     crash_t *c = env;
     (void)action;
     c->t++;
+    c->total++;
     if (c->victim && c->t == c->crash_at) {
         /* The bug: a store to an unmapped page (not NULL, which UBSan
          * would catch first in sanitizer builds). */
@@ -75,7 +82,7 @@ static int crash_step(void *env, ro_action_t action, float *obs, ro_step_t *out)
         volatile int *p = (volatile int *)addr;
         *p = 42;
     }
-    obs[0] = 0.0f;
+    obs[0] = c->victim && c->total == c->nan_at ? NAN : 0.0f; /* once in the instance's life */
     out->reward = 1.0f;
     return 0;
 }
