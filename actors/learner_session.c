@@ -200,8 +200,8 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
     }
     Rollout__V1__Space os = ROLLOUT__V1__SPACE__INIT, as = ROLLOUT__V1__SPACE__INIT;
     uint32_t oshape[RO_SPACE_MAX_DIMS], ashape[RO_SPACE_MAX_DIMS];
-    ro__hub_fill_space(&os, h->obs_space, oshape);
-    ro__hub_fill_space(&as, h->act_space, ashape);
+    ro__wire_space(&os, h->obs_space, oshape);
+    ro__wire_space(&as, h->act_space, ashape);
     Rollout__V1__EnvSpec spec = ROLLOUT__V1__ENV_SPEC__INIT;
     spec.env = (char *)h->o.env_name;
     spec.observation = &os;

@@ -73,23 +73,6 @@ void ro__hub_route(ro_remote_t *h, ro_env_shard_t *sh)
     maybe_flush(own);
 }
 
-void ro__hub_fill_space(Rollout__V1__Space *sp, const ro_space_t *in, uint32_t *shape)
-{
-    if (in->kind == RO_SPACE_DISCRETE) {
-        sp->kind = "discrete";
-        sp->n = in->n;
-        return;
-    }
-    sp->kind = "box";
-    for (uint32_t d = 0; d < in->ndim; d++)
-        shape[d] = in->shape[d];
-    sp->n_shape = in->ndim;
-    sp->shape = shape;
-    sp->n_low = sp->n_high = ro_space_size(in);
-    sp->low = (float *)in->low;
-    sp->high = (float *)in->high;
-}
-
 static void send_batch(ro_session_t *s)
 {
     ro_remote_t *h = s->hub;

@@ -127,6 +127,5 @@ void ro__hub_route(ro_remote_t *h, ro_env_shard_t *sh);
 void ro__hub_set_owner(ro_remote_t *h, ro_env_shard_t *sh, ro_session_t *to);
 void ro__hub_adopt_orphans(ro_remote_t *h);
 void ro__hub_stop_shard(ro_env_shard_t *sh);
-void ro__hub_fill_space(Rollout__V1__Space *sp, const ro_space_t *in, uint32_t *shape);
 
 #endif

@@ -347,20 +347,15 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
                 rc = RO_EINVAL;
             }
             break;
-        case ':':
-            snprintf(err, errlen, "%s: missing value (see --help)", argv[optind - 1]);
-            return RO_EINVAL;
-        default:
-            snprintf(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]);
-            return RO_EINVAL;
+        default: /* ':' (a missing value) or an unknown option */
+            return ro__flag_getopt_error(opt, argv, err, errlen);
         }
         if (rc)
             return rc;
     }
-    if (optind < argc) {
-        snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
-        return RO_EINVAL;
-    }
+    if (optind < argc)
+        return ro__errorf(err, errlen, RO_EINVAL, "unexpected argument '%s' (see --help)",
+                          argv[optind]);
     /* --steps alone means "run until the steps are done". */
     if (steps_given && !seconds_given)
         c->seconds = 0;

@@ -3,6 +3,7 @@
 #define RO_ERROR_H
 
 #include <errno.h>
+#include <stddef.h>
 
 enum {
     RO_EINVAL = -EINVAL,     /* a bad argument or value */
@@ -16,6 +17,12 @@ enum {
     RO_EPROTO = -EPROTO,     /* a peer broke the protocol */
     RO_EACCES = -EACCES,     /* a peer presented a wrong or missing token */
 };
+
+/* ro__errorf writes a message into err (errlen bytes; either may be 0) and
+ * returns code, so that a failure reads `return ro__errorf(err, n, RO_EINVAL,
+ * "...", ...)`. Any thread. */
+__attribute__((format(printf, 4, 5))) int ro__errorf(char *err, size_t errlen, int code,
+                                                     const char *fmt, ...);
 
 /* ro_strerror returns a static description of an error code. Any thread. */
 const char *ro_strerror(int code);

@@ -1,6 +1,7 @@
 #include "flags.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
@@ -141,4 +142,13 @@ int ro__flag_token_file(const char *path, char *out, size_t outlen, char *err, s
         return RO_EINVAL;
     }
     return 0;
+}
+
+int ro__flag_getopt_error(int opt, char **argv, char *err, size_t errlen)
+{
+    /* getopt_long leaves optind just past the offending argument. */
+    if (opt == ':')
+        return ro__errorf(err, errlen, RO_EINVAL, "%s: missing value (see --help)",
+                          argv[optind - 1]);
+    return ro__errorf(err, errlen, RO_EINVAL, "unknown option '%s' (see --help)", argv[optind - 1]);
 }

@@ -31,4 +31,8 @@ int ro__flag_gemm(const char *s, ro_policy_spec_t *p, char *err, size_t errlen);
 /* --token-file: one line (trailing whitespace trimmed) into out. */
 int ro__flag_token_file(const char *path, char *out, size_t outlen, char *err, size_t errlen);
 
+/* ro__flag_getopt_error words what getopt_long reported (opt ':' for a
+ * missing value, anything else an unknown option) as one line; RO_EINVAL. */
+int ro__flag_getopt_error(int opt, char **argv, char *err, size_t errlen);
+
 #endif

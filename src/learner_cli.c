@@ -171,20 +171,15 @@ int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err,
         case OPT_VERSION:
             c->version = true;
             break;
-        case ':':
-            snprintf(err, errlen, "%s: missing value (see --help)", argv[optind - 1]);
-            return RO_EINVAL;
-        default:
-            snprintf(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]);
-            return RO_EINVAL;
+        default: /* ':' (a missing value) or an unknown option */
+            return ro__flag_getopt_error(opt, argv, err, errlen);
         }
         if (rc)
             return rc;
     }
-    if (optind < argc) {
-        snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
-        return RO_EINVAL;
-    }
+    if (optind < argc)
+        return ro__errorf(err, errlen, RO_EINVAL, "unexpected argument '%s' (see --help)",
+                          argv[optind]);
     if (c->nconnect == 0 && !c->help && !c->version) {
         snprintf(err, errlen, "no node to serve: give --connect HOST:PORT (see --help)");
         return RO_EINVAL;

@@ -59,18 +59,6 @@ struct ro_policy_ws {
     bool on_node;                /* in and hmem are NUMA blocks (ro__numa_alloc) */
 };
 
-__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int code,
-                                                      const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static void *alloc_aligned(size_t bytes)
 {
     void *ptr = NULL;
@@ -88,28 +76,29 @@ static uint32_t pad(uint32_t n)
 static int check_spaces(const ro_space_t *obs, const ro_space_t *act, char *err, size_t errlen)
 {
     if (obs->kind != RO_SPACE_BOX)
-        return fail(err, errlen, RO_EINVAL, "policy: the observation space must be a box");
+        return ro__errorf(err, errlen, RO_EINVAL, "policy: the observation space must be a box");
     if (obs->ndim < 1 || obs->ndim > RO_SPACE_MAX_DIMS || ro_space_size(obs) == 0 ||
         ro_space_size(obs) > UINT32_MAX)
-        return fail(err, errlen, RO_EINVAL, "policy: the observation box has a bad shape");
+        return ro__errorf(err, errlen, RO_EINVAL, "policy: the observation box has a bad shape");
     if (act->kind == RO_SPACE_DISCRETE) {
         if (act->n == 0 || act->n > INT32_MAX)
-            return fail(err, errlen, RO_EINVAL, "policy: %u discrete actions; expected 1..%d",
-                        act->n, INT32_MAX);
+            return ro__errorf(err, errlen, RO_EINVAL, "policy: %u discrete actions; expected 1..%d",
+                              act->n, INT32_MAX);
         return 0;
     }
     if (act->kind != RO_SPACE_BOX)
-        return fail(err, errlen, RO_EINVAL, "policy: the action space must be discrete or a box");
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "policy: the action space must be discrete or a box");
     if (act->ndim < 1 || act->ndim > RO_SPACE_MAX_DIMS || ro_space_size(act) == 0 ||
         ro_space_size(act) > RO_POLICY_MAX_WIDTH)
-        return fail(err, errlen, RO_EINVAL, "policy: the action box has a bad shape");
+        return ro__errorf(err, errlen, RO_EINVAL, "policy: the action box has a bad shape");
     if (!act->low || !act->high)
-        return fail(err, errlen, RO_EINVAL, "policy: the action box has no bounds");
+        return ro__errorf(err, errlen, RO_EINVAL, "policy: the action box has no bounds");
     for (size_t j = 0; j < ro_space_size(act); j++)
         if (!(act->low[j] <= act->high[j])) /* also catches NaN */
-            return fail(err, errlen, RO_EINVAL,
-                        "policy: action bounds low[%zu] = %g, high[%zu] = %g are not a range", j,
-                        (double)act->low[j], j, (double)act->high[j]);
+            return ro__errorf(err, errlen, RO_EINVAL,
+                              "policy: action bounds low[%zu] = %g, high[%zu] = %g are not a range",
+                              j, (double)act->low[j], j, (double)act->high[j]);
     return 0;
 }
 
@@ -117,15 +106,16 @@ static int check_spaces(const ro_space_t *obs, const ro_space_t *act, char *err,
 static int check_spec(const ro_policy_spec_t *spec, char *err, size_t errlen)
 {
     if (spec->nhidden < 1 || spec->nhidden > RO_POLICY_MAX_HIDDEN)
-        return fail(err, errlen, RO_EINVAL, "policy: %u hidden layers; expected 1..%d",
-                    spec->nhidden, RO_POLICY_MAX_HIDDEN);
+        return ro__errorf(err, errlen, RO_EINVAL, "policy: %u hidden layers; expected 1..%d",
+                          spec->nhidden, RO_POLICY_MAX_HIDDEN);
     for (uint32_t l = 0; l < spec->nhidden; l++)
         if (spec->hidden[l] < 1 || spec->hidden[l] > RO_POLICY_MAX_WIDTH)
-            return fail(err, errlen, RO_EINVAL,
-                        "policy: hidden layer %u is %u wide; expected 1..%u", l, spec->hidden[l],
-                        RO_POLICY_MAX_WIDTH);
+            return ro__errorf(err, errlen, RO_EINVAL,
+                              "policy: hidden layer %u is %u wide; expected 1..%u", l,
+                              spec->hidden[l], RO_POLICY_MAX_WIDTH);
     if (spec->activation != RO_ACT_TANH && spec->activation != RO_ACT_RELU)
-        return fail(err, errlen, RO_EINVAL, "policy: unknown activation %d", (int)spec->activation);
+        return ro__errorf(err, errlen, RO_EINVAL, "policy: unknown activation %d",
+                          (int)spec->activation);
     return 0;
 }
 
@@ -244,17 +234,17 @@ static int finish_policy(ro_policy_t *p, const ro_space_t *act, char *err, size_
 {
     if (p->kind == RO_POLICY_MLP) {
         if (build_kernels(p) < 0)
-            return fail(err, errlen, RO_ENOMEM, "policy: out of memory for the weights");
+            return ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory for the weights");
         if (act->kind == RO_SPACE_BOX) {
             p->std = malloc(p->nout * sizeof(float));
             if (!p->std)
-                return fail(err, errlen, RO_ENOMEM, "policy: out of memory");
+                return ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory");
             for (uint32_t j = 0; j < p->nout; j++)
                 p->std[j] = expf(p->params.log_std[j]);
         }
     }
     if (act->kind == RO_SPACE_BOX && build_bounds(p, act) < 0)
-        return fail(err, errlen, RO_ENOMEM, "policy: out of memory");
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory");
     return 0;
 }
 
@@ -263,7 +253,7 @@ int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_spa
 {
     *out = NULL;
     if (spec->kind != RO_POLICY_RANDOM && spec->kind != RO_POLICY_MLP)
-        return fail(err, errlen, RO_EINVAL, "policy: unknown kind %d", (int)spec->kind);
+        return ro__errorf(err, errlen, RO_EINVAL, "policy: unknown kind %d", (int)spec->kind);
     int rc = check_spaces(obs, act, err, errlen);
     if (rc < 0)
         return rc;
@@ -287,17 +277,18 @@ int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_spa
             goto fail;
         p->path = strdup(spec->params_path);
         if (!p->path) {
-            rc = fail(err, errlen, RO_ENOMEM, "policy: out of memory");
+            rc = ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory");
             goto fail;
         }
     } else if (spec->kind == RO_POLICY_MLP) {
         if (p->nout > RO_POLICY_MAX_WIDTH) {
-            rc = fail(err, errlen, RO_EINVAL, "policy: %u discrete actions; an MLP head takes %u",
-                      p->nout, RO_POLICY_MAX_WIDTH);
+            rc = ro__errorf(err, errlen, RO_EINVAL,
+                            "policy: %u discrete actions; an MLP head takes %u", p->nout,
+                            RO_POLICY_MAX_WIDTH);
             goto fail;
         }
         if (init_params(&p->params, spec, p->obs_dim, act->kind, p->nout) < 0) {
-            rc = fail(err, errlen, RO_ENOMEM, "policy: out of memory for the weights");
+            rc = ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory for the weights");
             goto fail;
         }
     }
@@ -334,7 +325,7 @@ int ro__policy_new_from_params(ro_policy_t **out, ro_policy_params_t *pp, ro_gem
     memset(pp, 0, sizeof *pp);
     p->path = strdup(label);
     if (!p->path)
-        rc = fail(err, errlen, RO_ENOMEM, "policy: out of memory");
+        rc = ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory");
     if (rc < 0 || (rc = finish_policy(p, act, err, errlen)) < 0) {
         ro__policy_free(p);
         return rc;
@@ -615,6 +606,6 @@ void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng
 int ro__policy_save(const ro_policy_t *p, const char *path, char *err, size_t errlen)
 {
     if (p->kind != RO_POLICY_MLP)
-        return fail(err, errlen, RO_EINVAL, "policy: a random policy has no weights to save");
+        return ro__errorf(err, errlen, RO_EINVAL, "policy: a random policy has no weights to save");
     return ro__policy_params_save(&p->params, path, err, errlen);
 }

@@ -16,18 +16,6 @@
 /* A varint of a 64-bit value takes at most 10 bytes. */
 #define VARINT_MAX 10
 
-__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int code,
-                                                      const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 int ro__policy_params_alloc(ro_policy_params_t *p)
 {
     /* Dimensions come from a validated file or spec; the overflow checks
@@ -89,11 +77,12 @@ static int check_finite(const float *v, size_t n, const char *name, const char *
     for (size_t i = 0; i < n; i++)
         if (!isfinite(v[i])) {
             if (layer == UINT32_MAX)
-                return fail(err, errlen, RO_EBADMSG, "%s: %s[%zu] is %g; values must be finite",
-                            name, field, i, (double)v[i]);
-            return fail(err, errlen, RO_EBADMSG,
-                        "%s: layers[%u].%s[%zu] is %g; values must be finite", name, layer, field,
-                        i, (double)v[i]);
+                return ro__errorf(err, errlen, RO_EBADMSG,
+                                  "%s: %s[%zu] is %g; values must be finite", name, field, i,
+                                  (double)v[i]);
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              "%s: layers[%u].%s[%zu] is %g; values must be finite", name, layer,
+                              field, i, (double)v[i]);
         }
     return 0;
 }
@@ -104,36 +93,37 @@ static int check_header(ro_policy_params_t *p, const Rollout__V1__PolicyParams *
 {
     char tmp[40];
     if (m->format_version != 1)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: format_version is %u; this reader knows format_version 1", name,
-                    m->format_version);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: format_version is %u; this reader knows format_version 1", name,
+                          m->format_version);
     const char *act = m->activation ? m->activation : "";
     if (strcmp(act, "tanh") == 0)
         p->activation = RO_ACT_TANH;
     else if (strcmp(act, "relu") == 0)
         p->activation = RO_ACT_RELU;
     else
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: activation is \"%s\"; expected \"tanh\" or \"relu\"", name,
-                    printable(act, tmp));
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: activation is \"%s\"; expected \"tanh\" or \"relu\"", name,
+                          printable(act, tmp));
     const char *kind = m->action_kind ? m->action_kind : "";
     if (strcmp(kind, "discrete") == 0)
         p->action_kind = RO_SPACE_DISCRETE;
     else if (strcmp(kind, "box") == 0)
         p->action_kind = RO_SPACE_BOX;
     else
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: action_kind is \"%s\"; expected \"discrete\" or \"box\"", name,
-                    printable(kind, tmp));
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: action_kind is \"%s\"; expected \"discrete\" or \"box\"", name,
+                          printable(kind, tmp));
     if (m->obs_dim == 0)
-        return fail(err, errlen, RO_EBADMSG, "%s: obs_dim is 0", name);
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: obs_dim is 0", name);
     if (m->action_dim == 0 || m->action_dim > RO_POLICY_MAX_WIDTH)
-        return fail(err, errlen, RO_EBADMSG, "%s: action_dim is %u; expected 1..%u", name,
-                    m->action_dim, RO_POLICY_MAX_WIDTH);
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: action_dim is %u; expected 1..%u", name,
+                          m->action_dim, RO_POLICY_MAX_WIDTH);
     if (m->n_layers == 0 || m->n_layers > RO_POLICY_MAX_HIDDEN + 1)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: has %zu layers; expected 1..%d (up to %d hidden layers, then the head)",
-                    name, m->n_layers, RO_POLICY_MAX_HIDDEN + 1, RO_POLICY_MAX_HIDDEN);
+        return ro__errorf(
+            err, errlen, RO_EBADMSG,
+            "%s: has %zu layers; expected 1..%d (up to %d hidden layers, then the head)", name,
+            m->n_layers, RO_POLICY_MAX_HIDDEN + 1, RO_POLICY_MAX_HIDDEN);
     p->obs_dim = m->obs_dim;
     p->action_dim = m->action_dim;
     p->nlayers = (uint32_t)m->n_layers;
@@ -150,44 +140,46 @@ static int check_layer(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m
     const Rollout__V1__Tensor *b = L ? L->bias : NULL;
     const int head = l + 1 == p->nlayers;
     if (!w)
-        return fail(err, errlen, RO_EBADMSG, "%s: layers[%u].weight is missing", name, l);
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: layers[%u].weight is missing", name, l);
     if (w->n_shape != 2)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: layers[%u].weight has %zu dimensions; expected 2 ([out, in])", name, l,
-                    w->n_shape);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].weight has %zu dimensions; expected 2 ([out, in])", name,
+                          l, w->n_shape);
     uint32_t out = w->shape[0], in = w->shape[1];
     if (out == 0 || in == 0)
-        return fail(err, errlen, RO_EBADMSG, "%s: layers[%u].weight has shape [%u,%u]", name, l,
-                    out, in);
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: layers[%u].weight has shape [%u,%u]", name,
+                          l, out, in);
     if ((uint64_t)out * in != w->n_data)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: layers[%u].weight has shape [%u,%u] (%llu values) but %zu data values",
-                    name, l, out, in, (unsigned long long)out * in, w->n_data);
+        return ro__errorf(
+            err, errlen, RO_EBADMSG,
+            "%s: layers[%u].weight has shape [%u,%u] (%llu values) but %zu data values", name, l,
+            out, in, (unsigned long long)out * in, w->n_data);
     if (l == 0 && in != p->obs_dim)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: layers[0].weight has shape [%u,%u] but obs_dim is %u", name, out, in,
-                    p->obs_dim);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[0].weight has shape [%u,%u] but obs_dim is %u", name, out, in,
+                          p->obs_dim);
     if (l > 0 && in != p->layers[l - 1].out)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: layers[%u].weight has shape [%u,%u] but layers[%u] outputs %u", name, l,
-                    out, in, l - 1, p->layers[l - 1].out);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].weight has shape [%u,%u] but layers[%u] outputs %u", name,
+                          l, out, in, l - 1, p->layers[l - 1].out);
     if (head && out != p->action_dim)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: layers[%u] (the head) outputs %u but action_dim is %u", name, l, out,
-                    p->action_dim);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u] (the head) outputs %u but action_dim is %u", name, l, out,
+                          p->action_dim);
     if (!head && out > RO_POLICY_MAX_WIDTH)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: layers[%u] outputs %u; hidden layers are at most %u wide", name, l, out,
-                    RO_POLICY_MAX_WIDTH);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u] outputs %u; hidden layers are at most %u wide", name, l,
+                          out, RO_POLICY_MAX_WIDTH);
     if (!b)
-        return fail(err, errlen, RO_EBADMSG, "%s: layers[%u].bias is missing", name, l);
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: layers[%u].bias is missing", name, l);
     if (b->n_shape != 1 || b->shape[0] != out)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: layers[%u].bias must have shape [%u] (the layer's outputs)", name, l, out);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].bias must have shape [%u] (the layer's outputs)", name, l,
+                          out);
     if (b->n_data != out)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: layers[%u].bias has shape [%u] but %zu data values", name, l, out,
-                    b->n_data);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].bias has shape [%u] but %zu data values", name, l, out,
+                          b->n_data);
     p->layers[l].in = in;
     p->layers[l].out = out;
     return 0;
@@ -200,18 +192,19 @@ static int check_log_std(const ro_policy_params_t *p, const Rollout__V1__PolicyP
     const Rollout__V1__Tensor *t = m->log_std;
     if (p->action_kind == RO_SPACE_DISCRETE) {
         if (t)
-            return fail(err, errlen, RO_EBADMSG,
-                        "%s: log_std is set but action_kind is \"discrete\"", name);
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              "%s: log_std is set but action_kind is \"discrete\"", name);
         return 0;
     }
     if (!t)
-        return fail(err, errlen, RO_EBADMSG, "%s: log_std is missing; a box head needs it", name);
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: log_std is missing; a box head needs it",
+                          name);
     if (t->n_shape != 1 || t->shape[0] != p->action_dim)
-        return fail(err, errlen, RO_EBADMSG, "%s: log_std must have shape [%u] (action_dim)", name,
-                    p->action_dim);
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: log_std must have shape [%u] (action_dim)",
+                          name, p->action_dim);
     if (t->n_data != p->action_dim)
-        return fail(err, errlen, RO_EBADMSG, "%s: log_std has shape [%u] but %zu data values", name,
-                    p->action_dim, t->n_data);
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: log_std has shape [%u] but %zu data values",
+                          name, p->action_dim, t->n_data);
     return 0;
 }
 
@@ -223,16 +216,17 @@ static int read_frame(const uint8_t *buf, size_t len, const uint8_t **msg, size_
     size_t i = 0;
     for (;;) {
         if (i == len)
-            return fail(err, errlen, RO_EBADMSG,
-                        len ? "%s: truncated inside the length prefix" : "%s: file is empty", name);
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              len ? "%s: truncated inside the length prefix" : "%s: file is empty",
+                              name);
         if (i == VARINT_MAX)
-            return fail(err, errlen, RO_EBADMSG,
-                        "%s: length prefix is longer than %d bytes (not a varint)", name,
-                        VARINT_MAX);
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              "%s: length prefix is longer than %d bytes (not a varint)", name,
+                              VARINT_MAX);
         uint8_t b = buf[i];
         /* The tenth byte carries bit 63 only: more would overflow. */
         if (i == VARINT_MAX - 1 && (b & 0x7e))
-            return fail(err, errlen, RO_EBADMSG, "%s: length prefix overflows 64 bits", name);
+            return ro__errorf(err, errlen, RO_EBADMSG, "%s: length prefix overflows 64 bits", name);
         v |= (uint64_t)(b & 0x7f) << (7 * i);
         i++;
         if (!(b & 0x80))
@@ -240,13 +234,13 @@ static int read_frame(const uint8_t *buf, size_t len, const uint8_t **msg, size_
     }
     size_t rest = len - i;
     if (v > rest)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: truncated: the length prefix says %llu bytes but %zu follow", name,
-                    (unsigned long long)v, rest);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: truncated: the length prefix says %llu bytes but %zu follow", name,
+                          (unsigned long long)v, rest);
     if (v < rest)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: %zu bytes of trailing data after the %llu-byte message", name,
-                    rest - (size_t)v, (unsigned long long)v);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: %zu bytes of trailing data after the %llu-byte message", name,
+                          rest - (size_t)v, (unsigned long long)v);
     *msg = buf + i;
     *msglen = (size_t)v;
     return 0;
@@ -263,8 +257,8 @@ int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t
         return rc;
     Rollout__V1__PolicyParams *m = rollout__v1__policy_params__unpack(NULL, msglen, msg);
     if (!m)
-        return fail(err, errlen, RO_EBADMSG,
-                    "%s: not a valid PolicyParams message (protobuf decoding failed)", name);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: not a valid PolicyParams message (protobuf decoding failed)", name);
 
     ro_policy_params_t p;
     memset(&p, 0, sizeof p);
@@ -283,7 +277,7 @@ int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t
         rc = check_finite(m->log_std->data, m->log_std->n_data, name, "log_std", UINT32_MAX, err,
                           errlen);
     if (rc == 0 && ro__policy_params_alloc(&p) < 0)
-        rc = fail(err, errlen, RO_ENOMEM, "%s: out of memory for the weights", name);
+        rc = ro__errorf(err, errlen, RO_ENOMEM, "%s: out of memory for the weights", name);
     if (rc < 0) {
         rollout__v1__policy_params__free_unpacked(m, NULL);
         return rc;
@@ -305,32 +299,35 @@ int ro__policy_params_check_spaces(const ro_policy_params_t *p, const ro_space_t
                                    size_t errlen)
 {
     if (obs->kind != RO_SPACE_BOX)
-        return fail(err, errlen, RO_EINVAL, "%s: the env's observation space is not a box", name);
+        return ro__errorf(err, errlen, RO_EINVAL, "%s: the env's observation space is not a box",
+                          name);
     size_t od = ro_space_size(obs);
     if (od != p->obs_dim)
-        return fail(err, errlen, RO_EINVAL,
-                    "%s: obs_dim is %u but the env's observations have %zu floats", name,
-                    p->obs_dim, od);
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "%s: obs_dim is %u but the env's observations have %zu floats", name,
+                          p->obs_dim, od);
     if (act->kind == RO_SPACE_DISCRETE) {
         if (p->action_kind != RO_SPACE_DISCRETE)
-            return fail(err, errlen, RO_EINVAL,
-                        "%s: action_kind is \"box\" but the env's actions are discrete", name);
+            return ro__errorf(err, errlen, RO_EINVAL,
+                              "%s: action_kind is \"box\" but the env's actions are discrete",
+                              name);
         if (act->n != p->action_dim)
-            return fail(err, errlen, RO_EINVAL,
-                        "%s: action_dim is %u but the env has %u discrete actions", name,
-                        p->action_dim, act->n);
+            return ro__errorf(err, errlen, RO_EINVAL,
+                              "%s: action_dim is %u but the env has %u discrete actions", name,
+                              p->action_dim, act->n);
         return 0;
     }
     if (act->kind != RO_SPACE_BOX)
-        return fail(err, errlen, RO_EINVAL, "%s: the env's action space has an unknown kind", name);
+        return ro__errorf(err, errlen, RO_EINVAL, "%s: the env's action space has an unknown kind",
+                          name);
     if (p->action_kind != RO_SPACE_BOX)
-        return fail(err, errlen, RO_EINVAL,
-                    "%s: action_kind is \"discrete\" but the env's actions are a box", name);
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "%s: action_kind is \"discrete\" but the env's actions are a box", name);
     size_t ad = ro_space_size(act);
     if (ad != p->action_dim)
-        return fail(err, errlen, RO_EINVAL,
-                    "%s: action_dim is %u but the env's actions have %zu floats", name,
-                    p->action_dim, ad);
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "%s: action_dim is %u but the env's actions have %zu floats", name,
+                          p->action_dim, ad);
     return 0;
 }
 
@@ -339,23 +336,24 @@ static int read_file(const char *path, uint8_t **buf, size_t *len, char *err, si
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errlen, errno == ENOENT ? RO_ENOENT : RO_EIO, "policy file %s: %s", path,
-                    strerror(errno));
+        return ro__errorf(err, errlen, errno == ENOENT ? RO_ENOENT : RO_EIO, "policy file %s: %s",
+                          path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, RO_EIO, "policy file %s: not a regular file", path);
+        return ro__errorf(err, errlen, RO_EIO, "policy file %s: not a regular file", path);
     }
     if ((uint64_t)st.st_size > RO_POLICY_FILE_MAX) {
         close(fd);
-        return fail(err, errlen, RO_ERANGE, "policy file %s: %lld bytes, over the %zu MiB limit",
-                    path, (long long)st.st_size, RO_POLICY_FILE_MAX >> 20);
+        return ro__errorf(err, errlen, RO_ERANGE,
+                          "policy file %s: %lld bytes, over the %zu MiB limit", path,
+                          (long long)st.st_size, RO_POLICY_FILE_MAX >> 20);
     }
     size_t size = (size_t)st.st_size;
     uint8_t *b = malloc(size ? size : 1);
     if (!b) {
         close(fd);
-        return fail(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
     }
     size_t got = 0;
     while (got < size) {
@@ -366,8 +364,8 @@ static int read_file(const char *path, uint8_t **buf, size_t *len, char *err, si
             int e = r < 0 ? errno : 0;
             close(fd);
             free(b);
-            return fail(err, errlen, RO_EIO, "policy file %s: %s", path,
-                        e ? strerror(e) : "file shrank while being read");
+            return ro__errorf(err, errlen, RO_EIO, "policy file %s: %s", path,
+                              e ? strerror(e) : "file shrank while being read");
         }
         got += (size_t)r;
     }
@@ -390,7 +388,7 @@ int ro__policy_params_load(ro_policy_params_t *out, const char *path, const ro_s
     char *name = malloc(nlen);
     if (!name) {
         free(buf);
-        return fail(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
     }
     snprintf(name, nlen, "policy file %s", path);
     rc = ro__policy_params_decode(out, buf, len, name, err, errlen);
@@ -506,33 +504,33 @@ int ro__policy_params_save(const ro_policy_params_t *p, const char *path, char *
     uint8_t *buf = NULL;
     size_t len = 0;
     if (ro__policy_params_encode(p, &buf, &len) < 0)
-        return fail(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
     size_t tlen = strlen(path) + sizeof ".tmp.XXXXXX";
     char *tmp = malloc(tlen);
     if (!tmp) {
         free(buf);
-        return fail(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
     }
     snprintf(tmp, tlen, "%s.tmp.XXXXXX", path);
     int rc = 0;
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        rc = fail(err, errlen, RO_EIO, "policy file %s: cannot create %s: %s", path, tmp,
-                  strerror(errno));
+        rc = ro__errorf(err, errlen, RO_EIO, "policy file %s: cannot create %s: %s", path, tmp,
+                        strerror(errno));
         goto out;
     }
     /* mkstemp makes the file 0600; weights are not secret, so give them
      * the usual mode of a data file. */
     (void)fchmod(fd, 0644);
     if (write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
-        rc =
-            fail(err, errlen, RO_EIO, "policy file %s: writing %s: %s", path, tmp, strerror(errno));
+        rc = ro__errorf(err, errlen, RO_EIO, "policy file %s: writing %s: %s", path, tmp,
+                        strerror(errno));
         close(fd);
         unlink(tmp);
         goto out;
     }
     if (close(fd) < 0 || rename(tmp, path) < 0) {
-        rc = fail(err, errlen, RO_EIO, "policy file %s: %s", path, strerror(errno));
+        rc = ro__errorf(err, errlen, RO_EIO, "policy file %s: %s", path, strerror(errno));
         unlink(tmp);
         goto out;
     }

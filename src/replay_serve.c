@@ -193,27 +193,8 @@ static int handshake(serve_t *s, const Rollout__V1__TrajectoryHeader *h, const r
     }
     Rollout__V1__Space o = ROLLOUT__V1__SPACE__INIT, a = ROLLOUT__V1__SPACE__INIT;
     uint32_t oshape[RO_SPACE_MAX_DIMS], ashape[RO_SPACE_MAX_DIMS];
-    o.kind = "box";
-    for (uint32_t d = 0; d < os->ndim; d++)
-        oshape[d] = os->shape[d];
-    o.n_shape = os->ndim;
-    o.shape = oshape;
-    o.n_low = o.n_high = ro_space_size(os);
-    o.low = (float *)os->low;
-    o.high = (float *)os->high;
-    if (as->kind == RO_SPACE_DISCRETE) {
-        a.kind = "discrete";
-        a.n = as->n;
-    } else {
-        a.kind = "box";
-        for (uint32_t d = 0; d < as->ndim; d++)
-            ashape[d] = as->shape[d];
-        a.n_shape = as->ndim;
-        a.shape = ashape;
-        a.n_low = a.n_high = ro_space_size(as);
-        a.low = (float *)as->low;
-        a.high = (float *)as->high;
-    }
+    ro__wire_space(&o, os, oshape);
+    ro__wire_space(&a, as, ashape);
     Rollout__V1__EnvSpec spec = ROLLOUT__V1__ENV_SPEC__INIT;
     spec.env = h->env;
     spec.observation = &o;

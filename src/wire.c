@@ -149,3 +149,20 @@ const char *ro__frame_kind(const ro_frame_t *f)
         return "empty";
     }
 }
+
+void ro__wire_space(Rollout__V1__Space *sp, const ro_space_t *in, uint32_t *shape)
+{
+    if (in->kind == RO_SPACE_DISCRETE) {
+        sp->kind = "discrete";
+        sp->n = in->n;
+        return;
+    }
+    sp->kind = "box";
+    for (uint32_t d = 0; d < in->ndim; d++)
+        shape[d] = in->shape[d];
+    sp->n_shape = in->ndim;
+    sp->shape = shape;
+    sp->n_low = sp->n_high = ro_space_size(in);
+    sp->low = (float *)in->low;
+    sp->high = (float *)in->high;
+}

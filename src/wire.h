@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "rollout.pb-c.h"
+#include "rollout/env.h"
 
 #define RO_PROTOCOL_VERSION 1u
 #define RO_WIRE_DEFAULT_MAX_FRAME (16u << 20)
@@ -59,6 +60,11 @@ size_t ro__varint_put(uint8_t *p, uint64_t v);
 /* ro__varint_get reads a varint from p[0..n). Returns the bytes read, 0 if
  * more bytes are needed, or -1 if it is malformed (over 10 bytes). */
 int ro__varint_get(const uint8_t *p, size_t n, uint64_t *v);
+
+/* ro__wire_space describes an env space in a Space message. sp points into
+ * in's bounds and into shape (RO_SPACE_MAX_DIMS entries, the caller's), so
+ * both must outlive the packing of the message. */
+void ro__wire_space(Rollout__V1__Space *sp, const ro_space_t *in, uint32_t *shape);
 
 /* ro__frame_kind names the body of a frame ("hello", ...), for messages. */
 const char *ro__frame_kind(const ro_frame_t *f);
