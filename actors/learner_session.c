@@ -135,7 +135,7 @@ void ro__session_close(ro_session_t *s)
         *tail = b->shards;
         while (*tail)
             tail = &(*tail)->ready_next;
-        if (b->shards)
+        if (b->shards && !h->stopping) /* a stopping node sends nothing again */
             h->stats.batches_resent++;
         b->next = h->free_batches;
         h->free_batches = b;

@@ -99,16 +99,25 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
     lg->sample(lg->sample_ctx, &cur);
     double dt = (double)(now - lg->last_ns) * 1e-9;
     uint64_t db = cur.batches - lg->last.batches;
-    if (lg->metrics)
+    if (lg->metrics) {
         fprintf(lg->metrics,
                 "{\"type\":\"throughput\",\"t\":%.6f,\"steps\":%llu,\"sps\":%.1f,"
                 "\"episodes\":%llu,\"batches\":%llu,\"mean_batch\":%.2f,\"dropped\":%llu,"
-                "\"env_failures\":%llu}\n",
+                "\"env_failures\":%llu",
                 secs(lg, now), (unsigned long long)cur.steps,
                 dt > 0 ? (double)(cur.steps - lg->last.steps) / dt : 0.0,
                 (unsigned long long)cur.episodes, (unsigned long long)cur.batches,
                 db ? (double)(cur.rows - lg->last.rows) / (double)db : 0.0,
                 (unsigned long long)ro__logger_dropped(lg), (unsigned long long)lg->env_failures);
+        if (cur.remote)
+            fprintf(lg->metrics,
+                    ",\"learners\":%u,\"envs_in_flight\":%u,\"envs_unsent\":%u,"
+                    "\"oldest_wait_ms\":%.3f,\"queued_bytes\":%llu,\"batches_resent\":%llu",
+                    cur.learners, cur.envs_in_flight, cur.envs_unsent,
+                    (double)cur.oldest_wait_ns * 1e-6, (unsigned long long)cur.queued_bytes,
+                    (unsigned long long)cur.batches_resent);
+        fputs("}\n", lg->metrics);
+    }
     lg->last = cur;
     lg->last_ns = now;
 }
@@ -125,11 +134,16 @@ static void status(ro_logger_t *lg, uint64_t now, bool final)
                             (double)(cur.episodes - lg->status_last.episodes);
     lg->status_last = cur;
     lg->status_last_ns = now;
-    char line[200];
+    char line[240];
     snprintf(line, sizeof line,
              "[%7.1fs] steps %12llu | %10.0f steps/s | episodes %9llu | mean return %9.2f",
              secs(lg, now), (unsigned long long)cur.steps, lg->sps_recent,
              (unsigned long long)cur.episodes, lg->return_recent);
+    if (cur.remote) {
+        size_t k = strlen(line);
+        snprintf(line + k, sizeof line - k, " | learners %u, envs waiting %u",
+                 cur.learners, cur.envs_in_flight + cur.envs_unsent);
+    }
     if (lg->status_tty)
         fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
     else

@@ -29,6 +29,15 @@ typedef struct ro_logger_sample {
     uint64_t rows;     /* envs in those forward passes */
     uint64_t episodes; /* finished episodes */
     double return_sum; /* sum of their returns */
+    /* With remote learners (remote set): where the envs wait, from
+     * ro_remote_stats_t. Backpressure from a slow learner shows here. */
+    bool remote;
+    uint32_t learners;
+    uint32_t envs_in_flight;
+    uint32_t envs_unsent;
+    uint64_t oldest_wait_ns;
+    uint64_t queued_bytes;
+    uint64_t batches_resent;
 } ro_logger_sample_t;
 
 typedef void (*ro_logger_sample_fn)(void *ctx, ro_logger_sample_t *out);

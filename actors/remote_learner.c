@@ -437,6 +437,20 @@ void ro__remote_close(ro_remote_t *h)
 void ro__remote_stats(const ro_remote_t *h, ro_remote_stats_t *out)
 {
     *out = h->stats;
+    uint64_t now = ro__now_ns();
+    /* At most --max-learners sessions and nshards orphans: cheap enough
+     * for the logger's once-a-second sample. */
+    for (const ro_session_t *s = h->sessions; s; s = s->next) {
+        if (s->attached && !s->trainer)
+            out->learners++;
+        out->envs_in_flight += s->inflight_rows;
+        out->envs_unsent += s->pending_rows;
+        if (s->inflight_head && now - s->inflight_head->sent_ns > out->oldest_wait_ns)
+            out->oldest_wait_ns = now - s->inflight_head->sent_ns;
+        out->queued_bytes += uv_stream_get_write_queue_size((const uv_stream_t *)&s->tcp);
+    }
+    for (const ro_env_shard_t *sh = h->orphan_head; sh; sh = sh->ready_next)
+        out->envs_unsent += sh->n;
 }
 
 void ro__remote_free(ro_remote_t *h)

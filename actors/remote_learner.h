@@ -66,6 +66,15 @@ typedef struct ro_remote_stats {
     uint64_t batches_sent;   /* Observations frames */
     uint64_t batches_resent; /* batches sent again after a learner left */
     uint64_t rows_sent;
+    /* Gauges at the time of the call: where the envs are waiting. A slow
+     * learner shows as envs_in_flight near num_envs and a growing
+     * oldest_wait_ns; memory stays bounded because each env waits in its
+     * own shard buffer (there is no queue to grow). */
+    uint32_t learners;       /* attached learner sessions */
+    uint32_t envs_in_flight; /* sent, actions not yet back */
+    uint32_t envs_unsent;    /* ready, waiting for a batch or a learner */
+    uint64_t oldest_wait_ns; /* age of the oldest unanswered batch; 0 if none */
+    uint64_t queued_bytes;   /* frames accepted by the kernel's queue, not yet sent */
 } ro_remote_stats_t;
 
 /*
@@ -91,7 +100,7 @@ void ro__remote_stop(ro_remote_t *r);
 /* ro__remote_close closes every handle (after stop). Loop thread. */
 void ro__remote_close(ro_remote_t *r);
 
-/* ro__remote_stats copies the counters. Loop thread. */
+/* ro__remote_stats copies the counters and reads the gauges. Loop thread. */
 void ro__remote_stats(const ro_remote_t *r, ro_remote_stats_t *out);
 
 /* ro__remote_free frees the hub after its handles closed. */

@@ -121,6 +121,20 @@ static void sample_counters(void *ctx, ro_logger_sample_t *out)
         out->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
         out->rows += atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
     }
+    if (n->remote) {
+        /* The logger samples on the loop thread, the hub's thread. */
+        ro_remote_stats_t rs;
+        ro__remote_stats(n->remote, &rs);
+        out->batches = rs.batches_sent;
+        out->rows = rs.rows_sent;
+        out->remote = true;
+        out->learners = rs.learners;
+        out->envs_in_flight = rs.envs_in_flight;
+        out->envs_unsent = rs.envs_unsent;
+        out->oldest_wait_ns = rs.oldest_wait_ns;
+        out->queued_bytes = rs.queued_bytes;
+        out->batches_resent = rs.batches_resent;
+    }
 }
 
 static void request_stop(ro_node_t *n)

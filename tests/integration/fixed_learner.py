@@ -2,21 +2,27 @@
 A run served by any sequence of such learners steps every env exactly as a
 run served by one of them, so a test can compare them.
 
-usage: fixed_learner.py ADDR [--token T]
+usage: fixed_learner.py ADDR [--token T] [--delay-s S]
 Prints one line per answered frame ("answered SEQ ROWS") and exits when the
-node says goodbye or closes."""
+node says goodbye or closes. --delay-s makes it a slow learner: it sleeps
+that long before answering each frame."""
+import argparse
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wireutil as w  # noqa: E402
 
 
 def main():
-    addr = sys.argv[1]
-    token = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--token" else ""
-    c = w.Conn(addr, timeout=60)
-    welcome = c.hello(token=token, name="fixed")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("addr")
+    ap.add_argument("--token", default="")
+    ap.add_argument("--delay-s", type=float, default=0.0)
+    a = ap.parse_args()
+    c = w.Conn(a.addr, timeout=60)
+    welcome = c.hello(token=a.token, name="fixed")
     if welcome is None or welcome.WhichOneof("body") != "welcome":
         print("refused", welcome, flush=True)
         return 1
@@ -26,6 +32,8 @@ def main():
         if f is None or f.WhichOneof("body") != "observations":
             return 0
         o = f.observations
+        if a.delay_s:
+            time.sleep(a.delay_s)
         try:
             c.send(actions=w.pb2().Actions(
                 seq=o.seq, discrete=[(e * 7 + s) % n for e, s in zip(o.env, o.step)]))

@@ -280,6 +280,36 @@ class Churn(nu.TempDirCase):
         self.assertGreater(s["steps"], 0)
 
 
+class SlowLearner(nu.TempDirCase):
+    def test_slow_learner_backpressure_is_bounded_and_visible(self):
+        # A learner that takes 100 ms per frame: the envs wait for it (no
+        # queue grows), and the throughput lines say where they wait.
+        metrics = self.path("m.jsonl")
+        node, addr = w.start_node(nu.NODE, "--num-envs", 64, "--seconds", 0, "--metrics",
+                                  metrics, "--metrics-interval", 0.2)
+        slow = subprocess.Popen([sys.executable, os.path.join(HERE, "fixed_learner.py"), addr,
+                                 "--delay-s", "0.1"], stdout=subprocess.DEVNULL)
+        time.sleep(1.5)
+        rss = rss_kib(node.pid)
+        time.sleep(3.0)
+        rss_after = rss_kib(node.pid)
+        node.send_signal(signal.SIGINT)
+        s, err = finish(node)
+        slow.wait(timeout=30)
+        self.assertEqual(node.returncode, 0, err)
+        if not nu.linked_with("libasan"):
+            self.assertLess(rss_after - rss, 1024, f"RSS {rss} -> {rss_after} KiB")
+        tput = [r for r in nu.read_metrics(metrics) if r["type"] == "throughput"]
+        attached = [r for r in tput if r["learners"] == 1]
+        self.assertGreaterEqual(len(attached), 10, tput)
+        waiting = sorted(r["envs_in_flight"] + r["envs_unsent"] for r in attached)
+        self.assertGreaterEqual(waiting[len(waiting) // 2], 48, waiting)
+        self.assertGreaterEqual(max(r["oldest_wait_ms"] for r in attached), 80.0)
+        # At most 64 envs per 100 ms frame: the learner sets the pace.
+        self.assertLess(max(r["sps"] for r in attached[1:]), 1000, attached)
+        self.assertGreater(s["steps"], 0)
+
+
 class Reattach(nu.TempDirCase):
     def run_node_with_learners(self, metrics, kill_after_frames):
         """Serve a node with fixed learners; if kill_after_frames, SIGKILL the
