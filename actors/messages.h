@@ -19,6 +19,7 @@ enum ro_msg_type {
     RO_MSG_POLICY_DONE, /* learner lane -> node: switched (or could not) */
     /* recorder -> env actor: a chunk is yours; record the step, then report */
     RO_MSG_RECORD_RESUME,
+    RO_MSG_RECORD_FAILED, /* recorder -> node: a write failed (--record-error stop) */
 };
 
 #endif

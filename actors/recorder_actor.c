@@ -41,7 +41,9 @@ struct ro_rec_chunk {
 struct ro_recorder {
     /* Read-only after ro__recorder_new. */
     uint32_t obs_dim, act_dim, cap; /* cap: entries per chunk */
-    bool discrete, drop;
+    bool discrete, drop, keep_going;
+    ro_actor_t *on_error;
+    ro_msg_t error_msg; /* I/O thread -> on_error, sent once */
     uint64_t delay_ns; /* test hook RO_RECORD_DELAY_US: a slow disk */
 
     /* I/O thread only (main thread before start and after join). */
@@ -53,6 +55,8 @@ struct ro_recorder {
     int io_rc;
     char io_err[256];
     uint64_t transitions, resets;
+    uint64_t lost_steps; /* not recorded: cut from the file or never written */
+    bool error_reported;
     uint64_t busy_ns;
 
     ro_rec_chunk_t *chunks;
@@ -173,6 +177,9 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     r->act_dim = o->discrete ? 1 : o->act_dim;
     r->discrete = o->discrete;
     r->drop = o->drop;
+    r->keep_going = o->keep_going;
+    r->on_error = o->on_error;
+    r->error_msg.type = RO_MSG_RECORD_FAILED;
     r->cap = 2 * o->max_shard; /* every env may end an episode: step + reset */
     const char *d = getenv("RO_RECORD_DELAY_US");
     if (d)
@@ -400,10 +407,41 @@ void ro__recorder_resume(ro_rec_port_t *p)
 
 /* ---- the I/O thread ---- */
 
+static uint32_t chunk_steps(const ro_rec_chunk_t *c)
+{
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < c->count; k++)
+        n += !(c->flags[k] & RO_TRAJ_RESET);
+    return n;
+}
+
+/* Takes a writer call's result. The first failure is the only one: the
+ * writer has cut the file back to its last whole record, nothing more is
+ * written, and the node is told (stop) or the run goes on (continue). */
+static void io_result(ro_recorder_t *r, int rc)
+{
+    if (!rc || r->io_rc)
+        return;
+    r->io_rc = rc;
+    /* Records the writer cut had been counted as written. */
+    r->transitions -= r->w.lost_steps;
+    r->resets -= r->w.lost_resets;
+    r->lost_steps += r->w.lost_steps;
+    if (r->keep_going)
+        fprintf(stderr,
+                "rollout-node: recorder: %s; the run goes on unrecorded (--record-error "
+                "continue)\n",
+                r->io_err);
+    else if (r->on_error)
+        ro__actor_send(r->on_error, &r->error_msg);
+}
+
 static void encode_and_write(ro_recorder_t *r, ro_rec_chunk_t *c)
 {
-    if (r->io_rc)
-        return; /* after a write error, chunks are only recycled */
+    if (r->io_rc) {
+        r->lost_steps += chunk_steps(c); /* after a write error, chunks are only recycled */
+        return;
+    }
     Rollout__V1__TransitionBatch b;
     rollout__v1__transition_batch__init(&b);
     /* Columns point into the chunk: nothing is copied before packing. */
@@ -423,7 +461,12 @@ static void encode_and_write(ro_recorder_t *r, ro_rec_chunk_t *c)
     }
     b.n_obs = (size_t)c->count * r->obs_dim;
     b.obs = c->obs;
-    r->io_rc = ro__traj_writer_append(&r->w, &b, r->io_err, sizeof r->io_err);
+    int rc = ro__traj_writer_append(&r->w, &b, r->io_err, sizeof r->io_err);
+    if (rc) {
+        r->lost_steps += chunk_steps(c); /* this record never reached the buffer */
+        io_result(r, rc);
+        return;
+    }
     for (uint32_t k = 0; k < c->count; k++) {
         if (c->flags[k] & RO_TRAJ_RESET)
             r->resets++;
@@ -491,7 +534,7 @@ static void *io_main(void *arg)
             break;
         if (!list) {
             if (unflushed_since && ro__now_ns() - unflushed_since >= FLUSH_NS && !r->io_rc) {
-                r->io_rc = ro__traj_writer_flush(&r->w, r->io_err, sizeof r->io_err);
+                io_result(r, ro__traj_writer_flush(&r->w, r->io_err, sizeof r->io_err));
                 unflushed_since = 0;
             }
             continue;
@@ -514,7 +557,7 @@ static void *io_main(void *arg)
         else if (!unflushed_since)
             unflushed_since = now;
         else if (now - unflushed_since >= FLUSH_NS && !r->io_rc) {
-            r->io_rc = ro__traj_writer_flush(&r->w, r->io_err, sizeof r->io_err);
+            io_result(r, ro__traj_writer_flush(&r->w, r->io_err, sizeof r->io_err));
             unflushed_since = 0;
         }
         r->busy_ns += ro__now_ns() - t0;
@@ -528,10 +571,10 @@ static void *io_main(void *arg)
         Rollout__V1__TransitionBatch b;
         rollout__v1__transition_batch__init(&b);
         b.dropped = r->ports[i].dropped;
-        r->io_rc = ro__traj_writer_append(&r->w, &b, r->io_err, sizeof r->io_err);
+        io_result(r, ro__traj_writer_append(&r->w, &b, r->io_err, sizeof r->io_err));
     }
     if (!r->io_rc)
-        r->io_rc = ro__traj_writer_close(&r->w, r->io_err, sizeof r->io_err);
+        io_result(r, ro__traj_writer_close(&r->w, r->io_err, sizeof r->io_err));
     else {
         char ignore[64];
         ro__traj_writer_close(&r->w, ignore, sizeof ignore);
@@ -554,7 +597,7 @@ int ro__recorder_start(ro_recorder_t *r, char *err, size_t errlen)
 int ro__recorder_finish(ro_recorder_t *r, char *err, size_t errlen)
 {
     if (r->finished)
-        return r->io_rc;
+        return r->keep_going ? 0 : r->io_rc;
     r->finished = true;
     if (!r->started) {
         char ignore[64];
@@ -566,8 +609,11 @@ int ro__recorder_finish(ro_recorder_t *r, char *err, size_t errlen)
     unlock(r);
     pthread_cond_signal(&r->cv);
     pthread_join(r->thread, NULL);
+    if (r->keep_going)
+        return 0; /* reported when it happened; the summary counts the loss */
     if (r->io_rc && err)
-        snprintf(err, errlen, "recorder: %s", r->io_err);
+        snprintf(err, errlen, "recorder: %s; the run was stopped (--record-error stop)",
+                 r->io_err);
     return r->io_rc;
 }
 
@@ -577,6 +623,8 @@ void ro__recorder_stats(const ro_recorder_t *r, ro_recorder_stats_t *st)
     /* After finish (the join orders these plain reads), or rough figures. */
     st->transitions = r->transitions;
     st->resets = r->resets;
+    st->lost_steps = r->lost_steps;
+    st->failed = r->io_rc != 0;
     st->dropped_steps = atomic_load_explicit(&r->dropped_steps, memory_order_relaxed);
     st->waits = atomic_load_explicit(&r->waits, memory_order_relaxed);
     st->bytes = r->w.total_bytes;

@@ -9,6 +9,11 @@
  * shard wait without blocking its worker: the shard does not report to its
  * learner until the I/O thread grants it a chunk with RO_MSG_RECORD_RESUME.
  * --record-full=drop counts the lost shard step instead.
+ *
+ * When a write fails (disk full, I/O error) the file is cut back to its
+ * last whole record and nothing more is written. --record-error=stop (the
+ * default) tells the node to stop the run; --record-error=continue lets it
+ * go on unrecorded. Either way the steps not recorded are counted.
  */
 #ifndef RO_RECORDER_ACTOR_H
 #define RO_RECORDER_ACTOR_H
@@ -42,6 +47,8 @@ typedef struct ro_recorder_opts {
     const char *path;
     uint64_t max_bytes; /* rotate files at this size; 0 = never */
     bool drop;          /* --record-full=drop */
+    bool keep_going;    /* --record-error=continue */
+    ro_actor_t *on_error; /* sent RO_MSG_RECORD_FAILED on a write error (stop), or NULL */
     uint32_t chunks;    /* pool size; 0 = automatic */
     const ro_env_vtable_t *vt;
     const char *env_spec; /* as given to --env */
@@ -62,6 +69,8 @@ typedef struct ro_recorder_stats {
     uint64_t transitions;   /* step entries written */
     uint64_t resets;        /* reset entries written */
     uint64_t dropped_steps; /* env steps lost with --record-full=drop */
+    uint64_t lost_steps;    /* env steps not recorded because a write failed */
+    bool failed;            /* a write failed */
     uint64_t bytes;         /* over every file */
     uint32_t files;
     uint64_t waits;   /* times a shard waited for a chunk */
@@ -96,7 +105,8 @@ void ro__recorder_resume(ro_rec_port_t *p);
  * ro__recorder_finish waits until the I/O thread has written every chunk
  * handed to it, closes the file and joins the thread. Call after every
  * shard has sent its last step. Main (loop) thread. Returns 0, or the first
- * write error with its message in err.
+ * write error with its message in err (0 with --record-error=continue,
+ * which reported it when it happened).
  */
 int ro__recorder_finish(ro_recorder_t *r, char *err, size_t errlen);
 

@@ -90,6 +90,9 @@ void ro__config_usage(FILE *f)
           "                          bytes (default 0: one file)\n"
           "  --record-full block|drop  when the disk falls behind: pause the envs\n"
           "                          (default) or drop and count the steps\n"
+          "  --record-error stop|continue  when a write fails (disk full): stop the run\n"
+          "                          and exit 1 (default), or go on unrecorded; the\n"
+          "                          file keeps every whole record either way\n"
           "  --help, --version\n",
           f);
 }
@@ -149,6 +152,7 @@ enum {
     OPT_RECORD,
     OPT_RECORD_MAX_BYTES,
     OPT_RECORD_FULL,
+    OPT_RECORD_ERROR,
 };
 
 static const struct option long_opts[] = {
@@ -187,6 +191,7 @@ static const struct option long_opts[] = {
     {"record", required_argument, NULL, OPT_RECORD},
     {"record-max-bytes", required_argument, NULL, OPT_RECORD_MAX_BYTES},
     {"record-full", required_argument, NULL, OPT_RECORD_FULL},
+    {"record-error", required_argument, NULL, OPT_RECORD_ERROR},
     {NULL, 0, NULL, 0},
 };
 
@@ -344,6 +349,16 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
                 c->record_drop = true;
             else {
                 snprintf(err, errlen, "--record-full '%s': expected block or drop", a);
+                rc = RO_EINVAL;
+            }
+            break;
+        case OPT_RECORD_ERROR:
+            if (strcmp(a, "stop") == 0)
+                c->record_keep_going = false;
+            else if (strcmp(a, "continue") == 0)
+                c->record_keep_going = true;
+            else {
+                snprintf(err, errlen, "--record-error '%s': expected stop or continue", a);
                 rc = RO_EINVAL;
             }
             break;

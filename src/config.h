@@ -48,6 +48,7 @@ typedef struct ro_config {
     const char *record;
     uint64_t record_max_bytes;
     bool record_drop;
+    bool record_keep_going; /* --record-error continue: a failed write ends recording, not the run */
     const char *topology; /* declared NUMA nodes ("0:0-3;1:4-7"), or NULL */
     int numa_node;        /* bind CPUs and memory to this node; -1 = none */
     bool print_topology;  /* print the topology and the plan, then exit */

@@ -175,6 +175,9 @@ static void shutdown_node(ro_node_t *n)
         ro__remote_close(n->remote);
     }
     n->logger_rc = ro__logger_finish(&n->logger);
+    if (n->logger_rc)
+        fprintf(stderr, "rollout-node: could not write the metrics file %s (disk full or I/O error)\n",
+                n->cfg.metrics);
     if (n->recorder) {
         /* Every shard has handed over its last step: write it all. */
         char err[512] = "";
@@ -208,6 +211,10 @@ static void control_behaviour(ro_actor_t *self, ro_msg_t *msg)
         n->swap_next = NULL;
         n->swap_failed = false;
         n->policy_pushes++;
+        return;
+    }
+    if (msg->type == RO_MSG_RECORD_FAILED) {
+        request_stop(n); /* --record-error stop; finish reports the error */
         return;
     }
     if (msg->type == RO_MSG_LANE_DONE && ++n->lanes_done == n->learners_expected)
@@ -565,6 +572,8 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
         .path = n->cfg.record,
         .max_bytes = n->cfg.record_max_bytes,
         .drop = n->cfg.record_drop,
+        .keep_going = n->cfg.record_keep_going,
+        .on_error = &n->control,
         .vt = n->kind.vt,
         .env_spec = n->cfg.env,
         .env_args = n->env_args,
@@ -709,8 +718,10 @@ int ro_node_run(ro_node_t *n)
         }
     }
     int rc = ro__sched_start(n->sched);
-    if (rc)
+    if (rc) {
+        fprintf(stderr, "rollout-node: cannot start the worker threads: %s\n", ro_strerror(rc));
         return rc;
+    }
     report_start(n);
     n->t_start_ns = ro__now_ns();
     ro__logger_start(&n->logger);
@@ -750,6 +761,8 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
         s->recording = true;
         s->record_transitions = rs.transitions;
         s->record_dropped = rs.dropped_steps;
+        s->record_lost = rs.lost_steps;
+        s->record_failed = rs.failed;
         s->record_bytes = rs.bytes;
         s->record_files = rs.files;
         s->record_waits = rs.waits;

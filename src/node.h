@@ -47,6 +47,8 @@ typedef struct ro_summary {
     bool recording;              /* --record */
     uint64_t record_transitions; /* env steps written */
     uint64_t record_dropped;     /* env steps dropped (--record-full=drop) */
+    uint64_t record_lost;        /* env steps not recorded after a write failed */
+    bool record_failed;          /* a write failed (disk full, I/O error) */
     uint64_t record_bytes;       /* over every file */
     uint32_t record_files;
     uint64_t record_waits;   /* shard steps that waited for a chunk */
@@ -77,8 +79,9 @@ void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len);
 
 /* ro_node_run starts the workers and runs the loop until every env is done
  * (--steps), the time is up (--seconds), or SIGINT/SIGTERM; then stops the
- * workers and flushes the logger. Returns 0, or a negative code if the
- * metrics could not be written. Main thread, once. */
+ * workers and flushes the logger. Returns 0, or a negative code after
+ * printing why on stderr (workers, metrics file or recording failed).
+ * Main thread, once. */
 int ro_node_run(ro_node_t *n);
 
 /* ro_node_summary fills s after ro_node_run. */

@@ -48,6 +48,9 @@ static void print_summary(const ro_summary_t *s, bool json)
                 (unsigned long long)s->record_transitions, (unsigned long long)s->record_bytes,
                 s->record_files, (unsigned long long)s->record_dropped,
                 (unsigned long long)s->record_waits);
+    if (s->record_failed)
+        fprintf(stderr, "record: a write failed; %llu steps were not recorded\n",
+                (unsigned long long)s->record_lost);
     if (s->pin_errors)
         fprintf(stderr, "warning: %d workers could not be pinned to their CPU\n", s->pin_errors);
     if (!json)
@@ -72,10 +75,12 @@ static void print_summary(const ro_summary_t *s, bool json)
            s->policy);
     if (s->recording)
         printf(",\"record_transitions\":%llu,\"record_dropped\":%llu,\"record_bytes\":%llu,"
-               "\"record_files\":%u,\"record_waits\":%llu,\"record_io_busy_s\":%.6f",
+               "\"record_files\":%u,\"record_waits\":%llu,\"record_io_busy_s\":%.6f,"
+               "\"record_failed\":%s,\"record_lost\":%llu",
                (unsigned long long)s->record_transitions, (unsigned long long)s->record_dropped,
                (unsigned long long)s->record_bytes, s->record_files,
-               (unsigned long long)s->record_waits, s->record_io_busy_s);
+               (unsigned long long)s->record_waits, s->record_io_busy_s,
+               s->record_failed ? "true" : "false", (unsigned long long)s->record_lost);
     print_placement_json(s);
     printf("}\n");
     fflush(stdout);
@@ -137,9 +142,5 @@ int main(int argc, char **argv)
     ro_node_summary(node, &s);
     print_summary(&s, cfg.json);
     ro_node_free(node);
-    if (rc != 0) {
-        fprintf(stderr, "rollout-node: %s\n", ro_strerror(rc));
-        return 1;
-    }
-    return 0;
+    return rc != 0; /* ro_node_run said why */
 }

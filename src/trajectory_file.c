@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "crc32c.h"
@@ -210,8 +211,10 @@ size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out)
 
 /* ---- writer ---- */
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+/* Writes all n bytes; *done is how many reached the file, even on error. */
+static int write_all(int fd, const uint8_t *p, size_t n, size_t *done)
 {
+    *done = 0;
     while (n > 0) {
         ssize_t k = write(fd, p, n);
         if (k < 0) {
@@ -221,7 +224,71 @@ static int write_all(int fd, const uint8_t *p, size_t n)
         }
         p += k;
         n -= (size_t)k;
+        *done += (size_t)k;
     }
+    return 0;
+}
+
+/* Counts the entries of one lost record (the buffer holds whole frames). */
+static void count_lost(ro_traj_writer_t *w, const uint8_t *payload, size_t len)
+{
+    w->lost_records++;
+    Rollout__V1__TransitionBatch *b = rollout__v1__transition_batch__unpack(NULL, len, payload);
+    if (!b)
+        return; /* out of memory: the record is counted, its entries are not */
+    for (size_t k = 0; k < b->n_flags; k++) {
+        if (b->flags[k] & RO_TRAJ_RESET)
+            w->lost_resets++;
+        else
+            w->lost_steps++;
+    }
+    rollout__v1__transition_batch__free_unpacked(b, NULL);
+}
+
+/*
+ * A write of the buffer failed after `done` of its bytes reached the file.
+ * Cut the file back to the end of the last frame written whole, so that it
+ * ends on a record boundary (a torn tail would read as damage), and count
+ * the records that did not make it. Returns 0 or the ftruncate error.
+ */
+static int cut_to_whole_records(ro_traj_writer_t *w, size_t done)
+{
+    uint64_t start = w->file_bytes - w->len; /* file offset of buf[0] */
+    uint64_t lost_before = w->lost_records;
+    size_t pos = 0, keep = 0;
+    bool header = start == 0; /* the buffer begins with the magic and header */
+    if (header)
+        pos = RO_TRAJ_MAGIC_LEN;
+    keep = done >= pos ? pos : 0;
+    while (pos < w->len) {
+        uint64_t len = 0;
+        int h = get_varint32(w->buf + pos, w->len - pos, &len);
+        if (h <= 0)
+            break; /* cannot happen: the buffer holds frames we built */
+        size_t framed = (size_t)h + (size_t)len + CRC_BYTES;
+        bool whole = keep == pos && pos + framed <= done;
+        if (!header && !whole)
+            count_lost(w, w->buf + pos + h, (size_t)len);
+        if (whole)
+            keep = pos + framed;
+        header = false;
+        pos += framed;
+    }
+    /* Without its header the file is empty rather than torn. */
+    if (start == 0 && keep <= RO_TRAJ_MAGIC_LEN)
+        keep = 0;
+    uint64_t cut = w->file_bytes - (start + keep);
+    uint64_t lost = w->lost_records - lost_before;
+    w->file_bytes -= cut;
+    w->total_bytes -= cut;
+    w->file_records -= lost;
+    w->batches -= lost;
+    struct stat st;
+    if (fstat(w->fd, &st) == 0 && !S_ISREG(st.st_mode))
+        return 0; /* a device or pipe: nothing to cut */
+    if (ftruncate(w->fd, (off_t)(start + keep)) != 0)
+        return -errno;
+    lseek(w->fd, (off_t)(start + keep), SEEK_SET);
     return 0;
 }
 
@@ -229,13 +296,24 @@ int ro__traj_writer_flush(ro_traj_writer_t *w, char *err, size_t errlen)
 {
     if (w->len == 0)
         return 0;
-    int rc = write_all(w->fd, w->buf, w->len);
-    w->len = 0;
+    size_t done;
+    int rc = write_all(w->fd, w->buf, w->len, &done);
     if (rc) {
-        snprintf(err, errlen, "writing %s (part %u): %s", w->path, w->part, strerror(-rc));
-        return RO_EIO;
+        int trc = cut_to_whole_records(w, done);
+        if (trc)
+            snprintf(err, errlen,
+                     "writing %s (part %u): %s; cutting it back to its last whole record also "
+                     "failed: %s",
+                     w->path, w->part, strerror(-rc), strerror(-trc));
+        else
+            snprintf(err, errlen,
+                     "writing %s (part %u): %s; the file ends after its last whole record "
+                     "(%" PRIu64 " records, %" PRIu64 " bytes)",
+                     w->path, w->part, strerror(-rc), w->file_records, w->file_bytes);
     }
-    return 0;
+    w->len = 0;
+    w->buf_records = 0;
+    return rc ? RO_EIO : 0;
 }
 
 static int open_part(ro_traj_writer_t *w, char *err, size_t errlen)
@@ -338,6 +416,7 @@ int ro__traj_writer_append(ro_traj_writer_t *w, Rollout__V1__TransitionBatch *b,
     w->file_bytes += framed;
     w->total_bytes += framed;
     w->file_records++;
+    w->buf_records++;
     w->batches++;
     return 0;
 }

@@ -58,7 +58,11 @@ typedef struct ro_traj_writer {
     uint64_t batches;      /* over every part */
     uint8_t *buf;
     size_t len, cap;
+    uint32_t buf_records;               /* records in buf (the header is not one) */
     Rollout__V1__TrajectoryHeader *hdr; /* the caller's; part is set per file */
+    /* After a failed write (disk full, I/O error): the records cut from the
+     * end of the file or never written, and the entries in them. */
+    uint64_t lost_records, lost_steps, lost_resets;
 } ro_traj_writer_t;
 
 /*
@@ -69,13 +73,16 @@ typedef struct ro_traj_writer {
 int ro__traj_writer_open(ro_traj_writer_t *w, const char *path, Rollout__V1__TrajectoryHeader *hdr,
                          uint64_t max_bytes, char *err, size_t errlen);
 
+/* ro__traj_writer_flush writes the buffer out. If a write fails (ENOSPC,
+ * EIO) the file is cut back to its last whole record, so it never ends in a
+ * torn one; the records lost are counted in lost_*, and err says how many
+ * records the file keeps. */
+int ro__traj_writer_flush(ro_traj_writer_t *w, char *err, size_t errlen);
+
 /* ro__traj_writer_append sets b->record and appends it, rotating to the
  * next part first if the current file would grow past max_bytes. */
 int ro__traj_writer_append(ro_traj_writer_t *w, Rollout__V1__TransitionBatch *b, char *err,
                            size_t errlen);
-
-/* ro__traj_writer_flush writes the buffer out. */
-int ro__traj_writer_flush(ro_traj_writer_t *w, char *err, size_t errlen);
 
 /* ro__traj_writer_close flushes, fsyncs and closes; frees the buffer.
  * Safe on a writer that failed to open or is already closed. */

@@ -1,8 +1,8 @@
 /*
  * Tests of CRC-32C and of trajectory files: writer/reader round trips,
  * rotation, every kind of damage (cut short at every byte, flipped bytes,
- * foreign files, bad headers, invalid records), and a deterministic
- * mini-fuzz of the reader.
+ * foreign files, bad headers, invalid records), a deterministic
+ * mini-fuzz of the reader, and writes that fail part-way (a full disk).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,9 +11,11 @@
 
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -561,6 +563,67 @@ static void test_mini_fuzz(void **state)
     free(orig);
 }
 
+/* A write that fails part-way (here: the file size limit, as a full disk
+ * would) leaves a file that ends on its last whole record, and the writer
+ * counts what it lost. */
+static void test_write_fails_midway(void **state)
+{
+    (void)state;
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_IGN); /* get EFBIG instead of the signal */
+    const rlim_t limits[] = {0, 5, 40, 200, 1000, 4097, 65536, 300001, 1048577};
+    for (size_t li = 0; li < sizeof limits / sizeof limits[0]; li++) {
+        char p[128];
+        tmp_path(p, sizeof p, "full.traj");
+        fixture_file_t f;
+        make_header(&f);
+        ro_traj_writer_t w;
+        char err[ERRLEN] = "";
+        assert_int_equal(ro__traj_writer_open(&w, p, &f.hdr, 0, err, sizeof err), 0);
+        struct rlimit lim = {limits[li], old.rlim_max};
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+        uint32_t appended = 0;
+        int rc = 0;
+        while (appended < 12000 && rc == 0) {
+            batch_data_t d;
+            make_batch(&d, appended);
+            rc = ro__traj_writer_append(&w, &d.b, err, sizeof err);
+            appended += rc == 0;
+        }
+        uint64_t kept = w.file_records, kept_bytes = w.file_bytes;
+        if (rc == 0) { /* everything fit in the buffer: the close writes it */
+            rc = ro__traj_writer_close(&w, err, sizeof err);
+            kept = w.file_records;
+            kept_bytes = w.file_bytes;
+        } else {
+            char ignore[ERRLEN];
+            ro__traj_writer_close(&w, ignore, sizeof ignore);
+        }
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+        assert_int_not_equal(rc, 0);
+        assert_non_null(strstr(err, "File too large"));
+        assert_non_null(strstr(err, "last whole record"));
+        assert_int_equal(kept + w.lost_records, appended);
+        assert_int_equal(w.lost_steps, w.lost_records * ENVS);
+        size_t len;
+        uint8_t *data = slurp(p, &len);
+        assert_int_equal(len, kept_bytes);
+        assert_true(len <= limits[li]);
+        if (len > 0) {
+            outcome_t o;
+            read_all(data, len, false, &o, true);
+            assert_int_equal(o.batches, kept);
+            assert_int_equal(o.cut_short + o.corrupt + o.resynced, 0);
+        } else {
+            assert_int_equal(kept, 0);
+        }
+        free(data);
+        unlink(p);
+    }
+    signal(SIGXFSZ, SIG_DFL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -573,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_not_a_trajectory_file),
         cmocka_unit_test(test_invalid_records),
         cmocka_unit_test(test_mini_fuzz),
+        cmocka_unit_test(test_write_fails_midway),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

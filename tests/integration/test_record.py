@@ -1,12 +1,14 @@
 """Recording (rollout-node --record) and replay (rollout-replay): record ->
 verify for every kind of env, several workers, SIGINT/SIGTERM, rotation,
-block and drop, dump/stats, a real divergence, and damaged files."""
+block and drop, dump/stats, a real divergence, damaged files, and a full
+disk (a small tmpfs) under both --record-error policies."""
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -290,6 +292,56 @@ class Record(nu.TempDirCase):
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("recorder: writing /dev/full", p.stderr)
 
+    def mount_small_tmpfs(self, kib):
+        """A tmpfs of `kib` KiB under the test's directory, unmounted at the
+        end; skips the test (with the reason) where mounting is forbidden."""
+        d = tempfile.mkdtemp(prefix="rollout-small-fs-")
+        self.addCleanup(os.rmdir, d)  # cleanups run last first: after the umount
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", d],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            self.skipTest(f"cannot mount a tmpfs here: {p.stderr.strip() or p.returncode}")
+        self.addCleanup(subprocess.run, ["umount", d])
+        return d
+
+    def check_disk_full_run(self, policy, steps):
+        d = self.mount_small_tmpfs(1024)
+        f = os.path.join(d, "x.traj")
+        cmd = [nu.NODE, "--json", "--quiet", "--record", f, "--record-error", policy,
+               "--num-envs", 64, "--steps", steps]
+        p = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=240)
+        s = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertIn("No space left on device", p.stderr)
+        self.assertIn("the file ends after its last whole record", p.stderr)
+        self.assertIn(f"--record-error {policy}", p.stderr)
+        self.assertTrue(s["record_failed"])
+        # Every step was recorded or counted as not recorded.
+        self.assertEqual(s["record_transitions"] + s["record_lost"], s["steps"])
+        self.assertGreater(s["record_transitions"], 0)
+        self.assertGreater(s["record_lost"], 0)
+        self.assertEqual(os.path.getsize(f), s["record_bytes"])
+        # Nothing torn: the file verifies and holds exactly what the node
+        # says it recorded.
+        v = replay("--verify", f)
+        self.assertEqual(v.returncode, 0, v.stderr)
+        self.assertIn("0 damaged record(s)", v.stderr)
+        self.assertEqual(verified_steps(v.stderr)[0], s["record_transitions"])
+        return p, s
+
+    def test_disk_full_stop(self):
+        # The default: the run stops soon after the disk fills, exit 1.
+        p, s = self.check_disk_full_run("stop", 64 * 200000)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("the run was stopped", p.stderr)
+        self.assertLess(s["steps"], 64 * 200000)
+
+    def test_disk_full_continue(self):
+        # --record-error continue: the run goes on to its end, unrecorded.
+        p, s = self.check_disk_full_run("continue", 64 * 20000)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("the run goes on unrecorded", p.stderr)
+        self.assertEqual(s["steps"], 64 * 20000)
+
     def test_bad_flags(self):
         f = self.path("x.traj")
         for args, msg in [((), "nothing to do"), (("--verify",), "no trajectory file"),
@@ -303,6 +355,9 @@ class Record(nu.TempDirCase):
         _, p = nu.run("--record-full", "sometimes", check=False)
         self.assertEqual(p.returncode, 2)
         self.assertIn("--record-full", p.stderr)
+        _, p = nu.run("--record-error", "ignore", check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--record-error 'ignore': expected stop or continue", p.stderr)
         _, p = nu.run("--record", "/nonexistent-dir/x.traj", "--steps", 10, check=False)
         self.assertEqual(p.returncode, 2)
         self.assertIn("/nonexistent-dir/x.traj", p.stderr)
