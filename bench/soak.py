@@ -1,0 +1,194 @@
+#!/usr/bin/python3
+"""Soak: a long run of cartpole + MLP served by a remote rollout-learner that
+is replaced every --reattach-s seconds (alternately SIGKILLed mid-stream and
+stopped with SIGTERM), while the node's RSS, open fds, threads and steps/s
+are sampled from /proc and its progress lines.
+
+The figures that matter are flatness: RSS, fds and threads after warm-up
+against the end, and steps/s per learner generation against the first.
+
+usage: soak.py BUILD_DIR [--minutes M] [--reattach-s S] [--sample-s S]
+               [--num-envs N] [--csv FILE] [--summary FILE] [--check]
+
+--check exits 1 unless fds and threads stay flat, RSS grows less than
+--max-rss-growth-kib after warm-up, and every learner generation stepped the
+node (the CI's short form, tests/integration/meson.build). Steps/s stability
+is reported, never checked: timing belongs to benchmarks.
+"""
+import argparse
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+STATUS = re.compile(r"\]\s+steps\s+(\d+)\s+\|")
+
+
+def proc_sample(pid):
+    with open(f"/proc/{pid}/status") as f:
+        st = dict(line.split(":", 1) for line in f if ":" in line)
+    rss = int(st["VmRSS"].split()[0])
+    threads = int(st["Threads"])
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    return rss, fds, threads
+
+
+class Node:
+    """rollout-node --learner remote; a thread follows its progress lines."""
+
+    def __init__(self, build, num_envs, extra):
+        self.p = subprocess.Popen(
+            [f"{build}/rollout-node", "--env", "cartpole", "--num-envs", str(num_envs),
+             "--learner", "remote", "--listen", "127.0.0.1:0", "--seconds", "0",
+             "--learner-timeout", "5", "--json", *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addr = None
+        for line in self.p.stderr:
+            if "listening for learners on" in line:
+                self.addr = line.split()[-1]
+                break
+        if not self.addr:
+            raise SystemExit(f"soak: the node did not start (exit {self.p.wait()})")
+        self.steps = 0
+        self.log = []
+        self.t = threading.Thread(target=self.follow, daemon=True)
+        self.t.start()
+
+    def follow(self):
+        for line in self.p.stderr:
+            m = STATUS.search(line)
+            if m:
+                self.steps = int(m.group(1))
+            elif line.strip():
+                self.log.append(line.rstrip())
+
+
+def start_learner(build, addr, gen):
+    return subprocess.Popen([f"{build}/rollout-learner", "--connect", addr, "--quiet",
+                             "--name", f"soak-{gen}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--reattach-s", type=float, default=60.0)
+    ap.add_argument("--sample-s", type=float, default=5.0)
+    ap.add_argument("--warmup-s", type=float, default=None,
+                    help="RSS baseline taken this long after start (default: one reattach)")
+    ap.add_argument("--num-envs", type=int, default=256)
+    ap.add_argument("--workers", type=int, default=1,
+                    help="node workers; the learner gets the other CPU (default 1)")
+    ap.add_argument("--csv")
+    ap.add_argument("--summary")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--max-rss-growth-kib", type=int, default=4096)
+    a = ap.parse_args()
+    warmup = a.reattach_s if a.warmup_s is None else a.warmup_s
+
+    node = Node(a.build, a.num_envs, ["--workers", str(a.workers)])
+    gen = 0
+    learner = start_learner(a.build, node.addr, gen)
+    t0 = time.monotonic()
+    end = t0 + a.minutes * 60.0
+    next_swap = t0 + a.reattach_s
+    rows = []  # (t, generation, steps, rss, fds, threads)
+    gen_start_steps = {0: 0}
+    kills = {"SIGKILL": 0, "SIGTERM": 0}
+    last_steps, last_t = 0, t0
+    while time.monotonic() < end:
+        time.sleep(a.sample_s)
+        now = time.monotonic()
+        if node.p.poll() is not None:
+            raise SystemExit(f"soak: the node exited early ({node.p.returncode}): {node.log}")
+        rss, fds, threads = proc_sample(node.p.pid)
+        steps = node.steps
+        rows.append((now - t0, gen, steps, (steps - last_steps) / (now - last_t), rss, fds,
+                     threads))
+        last_steps, last_t = steps, now
+        if now >= next_swap and now < end:
+            sig = signal.SIGKILL if gen % 2 == 0 else signal.SIGTERM
+            learner.send_signal(sig)
+            learner.wait(timeout=30)
+            kills[sig.name] += 1
+            gen += 1
+            gen_start_steps[gen] = node.steps
+            learner = start_learner(a.build, node.addr, gen)
+            next_swap = now + a.reattach_s
+    node.p.send_signal(signal.SIGINT)
+    out, _ = node.p.communicate(timeout=60)
+    learner.wait(timeout=60)
+    node.t.join(timeout=5)
+
+    if a.csv:
+        with open(a.csv, "w") as f:
+            f.write("t_s,learner,steps,sps,rss_kib,fds,threads\n")
+            for r in rows:
+                f.write(f"{r[0]:.1f},{r[1]},{r[2]},{r[3]:.0f},{r[4]},{r[5]},{r[6]}\n")
+
+    base = [r for r in rows if r[0] >= warmup] or rows
+    rss0, rss_max, rss_end = base[0][4], max(r[4] for r in base), base[-1][4]
+    fds_set = sorted({r[5] for r in base})
+    thr_set = sorted({r[6] for r in base})
+    # Steps/s per learner generation, over its whole life (reattach gaps
+    # included: they are part of what a user sees).
+    by_gen = {}
+    for r in rows:
+        by_gen.setdefault(r[1], []).append(r)
+    gen_sps = []
+    for g, rs in sorted(by_gen.items()):
+        if len(rs) >= 2:
+            gen_sps.append((rs[-1][2] - rs[0][2]) / (rs[-1][0] - rs[0][0]))
+    mean = statistics.mean(gen_sps) if gen_sps else 0.0
+    cv = statistics.pstdev(gen_sps) / mean if len(gen_sps) > 1 and mean else 0.0
+    stepped = [g for g, rs in by_gen.items() if rs[-1][2] > gen_start_steps[g]]
+    lines = [
+        f"soak: {a.minutes:g} min, cartpole + MLP(64,64), {a.num_envs} envs, node "
+        f"{a.workers} worker(s), learner replaced every {a.reattach_s:g} s "
+        f"({kills['SIGKILL']} SIGKILL, {kills['SIGTERM']} SIGTERM), {len(rows)} samples",
+        f"steps: {rows[-1][2] if rows else 0}; steps/s per learner generation: mean {mean:.0f}, "
+        f"min {min(gen_sps, default=0):.0f}, max {max(gen_sps, default=0):.0f}, "
+        f"coefficient of variation {cv:.3f}; first {gen_sps[0] if gen_sps else 0:.0f}, "
+        f"last {gen_sps[-1] if gen_sps else 0:.0f}",
+        f"RSS after {warmup:g} s warm-up: {rss0} KiB, max {rss_max} KiB, end {rss_end} KiB "
+        f"(growth {rss_end - rss0:+d} KiB)",
+        f"open fds: {fds_set}; threads: {thr_set}",
+        f"learner generations that stepped the node: {len(stepped)} of {len(by_gen)}",
+        f"node summary: {out.strip().splitlines()[-1] if out.strip() else '(none)'}"[:400],
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if a.summary:
+        with open(a.summary, "w") as f:
+            f.write(text + "\n")
+    if not a.check:
+        return 0
+    bad = []
+    if len(fds_set) != 1:
+        bad.append(f"open fds changed: {fds_set}")
+    if len(thr_set) != 1:
+        bad.append(f"threads changed: {thr_set}")
+    libs = subprocess.run(["ldd", f"{a.build}/rollout-node"], capture_output=True,
+                          text=True).stdout
+    if "libasan" in libs or "libtsan" in libs:
+        # ASan's quarantine keeps freed memory on purpose; TSan's shadow
+        # and history grow with the run.
+        print("soak: RSS not checked: the node is built with a sanitizer")
+    elif rss_max - rss0 > a.max_rss_growth_kib:
+        bad.append(f"RSS grew {rss_max - rss0} KiB (limit {a.max_rss_growth_kib})")
+    if len(stepped) != len(by_gen):
+        bad.append(f"only {len(stepped)} of {len(by_gen)} learner generations stepped the node")
+    if node.p.returncode != 0:
+        bad.append(f"node exited {node.p.returncode}")
+    for b in bad:
+        print(f"soak: FAIL: {b}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
