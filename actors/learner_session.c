@@ -405,6 +405,7 @@ void ro__session_accept(uv_stream_t *server, int status)
     if (!s)
         return;
     s->hub = h;
+    s->accepted_ns = ro__now_ns();
     s->pending_tail = &s->pending_head;
     s->inflight_tail = &s->inflight_head;
     s->next_seq = 1;

@@ -198,17 +198,26 @@ void ro__hub_stop_shard(ro_env_shard_t *sh)
 }
 
 /* A learner that leaves its oldest batch unanswered for learner_timeout_s
- * has stopped reading or is stuck: its envs go to the others. */
+ * has stopped reading or is stuck: its envs go to the others. A connection
+ * that has not said hello within hello_timeout_s is closed, so that silent
+ * connections cannot hold the --max-learners slots. */
 static void on_watchdog(uv_timer_t *t)
 {
     ro_remote_t *h = t->data;
     uint64_t now = ro__now_ns(), limit = (uint64_t)(h->o.learner_timeout_s * 1e9);
+    uint64_t hello_limit = (uint64_t)(h->o.hello_timeout_s * 1e9);
     ro_session_t *s = h->sessions;
     while (s) {
         ro_session_t *next = s->next;
+        if (!s->attached && !s->closing && hello_limit && s->accepted_ns + hello_limit < now) {
+            h->stats.timed_out++;
+            ro__session_fail(s, RO_EPROTO, "no hello within %.1f s", h->o.hello_timeout_s);
+            s = next;
+            continue;
+        }
         /* sent_ns may be later than now: closing one learner sends its
          * batches to another during this loop. */
-        if (s->attached && s->inflight_head && s->inflight_head->sent_ns + limit < now) {
+        if (limit && s->attached && s->inflight_head && s->inflight_head->sent_ns + limit < now) {
             h->stats.timed_out++;
             ro__session_fail(s, RO_EPROTO, "no actions for %.1f s, its envs move to other learners",
                              (double)(now - s->inflight_head->sent_ns) * 1e-9);
@@ -379,8 +388,14 @@ int ro__remote_new(ro_remote_t **out, uv_loop_t *loop, ro_env_shard_t *shards, u
     h->timer.data = h;
     uv_timer_init(loop, &h->watchdog);
     h->watchdog.data = h;
-    if (o->learner_timeout_s > 0) {
-        uint64_t ms = (uint64_t)(o->learner_timeout_s * 250.0); /* check 4 times per timeout */
+    /* Check 4 times per timeout (the shorter one). */
+    double period_s = 0;
+    if (o->learner_timeout_s > 0)
+        period_s = o->learner_timeout_s / 4;
+    if (o->hello_timeout_s > 0 && (period_s == 0 || o->hello_timeout_s / 4 < period_s))
+        period_s = o->hello_timeout_s / 4;
+    if (period_s > 0) {
+        uint64_t ms = (uint64_t)(period_s * 1000.0);
         uv_timer_start(&h->watchdog, on_watchdog, ms ? ms : 1, ms ? ms : 1);
     }
     uv_async_init(loop, &h->async, ro__actor_async_cb);

@@ -47,6 +47,7 @@ typedef struct ro_remote_opts {
     size_t max_frame;         /* largest frame accepted, bytes */
     uint32_t max_learners;    /* sessions at once; more are refused */
     double learner_timeout_s; /* close a learner that leaves a batch unanswered this long */
+    double hello_timeout_s;   /* close a connection that has not said hello this long; 0: never */
     const char *env_name;
     uint64_t seed;
     uint32_t max_episode_steps;
@@ -62,7 +63,7 @@ typedef struct ro_remote_stats {
     uint64_t accepted;       /* connections accepted */
     uint64_t attached;       /* hellos accepted */
     uint64_t rejected;       /* sessions closed for bad input or a slow peer */
-    uint64_t timed_out;      /* sessions closed for not answering in time */
+    uint64_t timed_out;      /* sessions closed for not answering (or saying hello) in time */
     uint64_t batches_sent;   /* Observations frames */
     uint64_t batches_resent; /* batches sent again after a learner left */
     uint64_t rows_sent;

@@ -39,6 +39,7 @@ struct ro_session {
     bool attached; /* hello accepted */
     bool trainer;  /* role "trainer": pushes policies, holds no envs */
     bool closing;
+    uint64_t accepted_ns; /* for the hello timeout */
     char peer[64];
     char name[64];
     ro_env_shard_t *pending_head, **pending_tail; /* ready, not yet sent */

@@ -27,6 +27,7 @@ void ro__config_defaults(ro_config_t *c)
     c->max_frame = 16u << 20;
     c->max_learners = 64;
     c->learner_timeout = 30.0;
+    c->hello_timeout = 10.0;
     c->numa_node = -1;
 }
 
@@ -75,6 +76,8 @@ void ro__config_usage(FILE *f)
           "  --max-learners N        learner connections at once (default 64)\n"
           "  --learner-timeout S     close a learner that leaves a batch unanswered for S\n"
           "                          seconds; its envs go to another (default 30; 0: never)\n"
+          "  --hello-timeout S       close a connection that has not said a valid hello\n"
+          "                          within S seconds (default 10; 0: never)\n"
           "run:\n"
           "  --seed S                run seed (default 1)\n"
           "  --steps N               total env steps, split evenly over the envs\n"
@@ -144,6 +147,7 @@ enum {
     OPT_MAX_FRAME,
     OPT_MAX_LEARNERS,
     OPT_LEARNER_TIMEOUT,
+    OPT_HELLO_TIMEOUT,
     OPT_NUMA_NODE,
     OPT_TOPOLOGY,
     OPT_PRINT_TOPOLOGY,
@@ -183,6 +187,7 @@ static const struct option long_opts[] = {
     {"max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME},
     {"max-learners", required_argument, NULL, OPT_MAX_LEARNERS},
     {"learner-timeout", required_argument, NULL, OPT_LEARNER_TIMEOUT},
+    {"hello-timeout", required_argument, NULL, OPT_HELLO_TIMEOUT},
     {"numa-node", required_argument, NULL, OPT_NUMA_NODE},
     {"topology", required_argument, NULL, OPT_TOPOLOGY},
     {"print-topology", no_argument, NULL, OPT_PRINT_TOPOLOGY},
@@ -304,6 +309,9 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
             break;
         case OPT_LEARNER_TIMEOUT:
             rc = ro__flag_seconds("--learner-timeout", a, &c->learner_timeout, err, errlen);
+            break;
+        case OPT_HELLO_TIMEOUT:
+            rc = ro__flag_seconds("--hello-timeout", a, &c->hello_timeout, err, errlen);
             break;
         case OPT_NUMA_NODE: {
             uint32_t v;

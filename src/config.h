@@ -41,6 +41,7 @@ typedef struct ro_config {
     uint32_t max_frame;      /* largest frame accepted from a learner */
     uint32_t max_learners;   /* learner connections at once */
     double learner_timeout;  /* seconds a learner may leave a batch unanswered */
+    double hello_timeout;    /* seconds a connection may take to say hello */
 
     /* --record (docs/replay.md): trajectory file or NULL; rotate at
      * record_max_bytes (0 = never); record_drop: drop and count the steps

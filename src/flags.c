@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "error.h"
 
@@ -142,6 +143,18 @@ int ro__flag_token_file(const char *path, char *out, size_t outlen, char *err, s
         return RO_EINVAL;
     }
     return 0;
+}
+
+bool ro__flag_token_file_exposed(const char *path, char *msg, size_t msglen)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !(st.st_mode & (S_IRWXG | S_IRWXO)))
+        return false;
+    snprintf(msg, msglen,
+             "--token-file '%s' is accessible to other users (mode %03o): anyone who can read "
+             "it can attach learners; chmod 600 it",
+             path, (unsigned)(st.st_mode & 0777));
+    return true;
 }
 
 int ro__flag_getopt_error(int opt, char **argv, char *err, size_t errlen)

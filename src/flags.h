@@ -6,6 +6,7 @@
 #ifndef RO_FLAGS_H
 #define RO_FLAGS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,10 @@ int ro__flag_gemm(const char *s, ro_policy_spec_t *p, char *err, size_t errlen);
 
 /* --token-file: one line (trailing whitespace trimmed) into out. */
 int ro__flag_token_file(const char *path, char *out, size_t outlen, char *err, size_t errlen);
+
+/* ro__flag_token_file_exposed: true, with a one-line warning in msg, if the
+ * token file can be read or written by users other than its owner. */
+bool ro__flag_token_file_exposed(const char *path, char *msg, size_t msglen);
 
 /* ro__flag_getopt_error words what getopt_long reported (opt ':' for a
  * missing value, anything else an unknown option) as one line; RO_EINVAL. */

@@ -428,20 +428,31 @@ static int on_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char 
     return 0;
 }
 
+/* --token-file: read the secret, and say so if other users can read it too. */
+static int load_token(ro_node_t *n, char *err, size_t errlen)
+{
+    if (!n->cfg.token_file)
+        return 0;
+    int rc = ro__flag_token_file(n->cfg.token_file, n->token, sizeof n->token, err, errlen);
+    char warn[512];
+    if (rc == 0 && ro__flag_token_file_exposed(n->cfg.token_file, warn, sizeof warn))
+        fprintf(stderr, "rollout-node: warning: %s\n", warn);
+    return rc;
+}
+
 /* --listen with local lanes: trainers may push policies. */
 static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
 {
-    if (n->cfg.token_file) {
-        int rc = ro__flag_token_file(n->cfg.token_file, n->token, sizeof n->token, err, errlen);
-        if (rc)
-            return rc;
-    }
+    int rc = load_token(n, err, errlen);
+    if (rc)
+        return rc;
     ro_remote_opts_t o = {
         .listen = n->cfg.listen,
         .token = n->cfg.token_file ? n->token : NULL,
         .batch = 1,
         .max_frame = n->cfg.max_frame,
         .max_learners = n->cfg.max_learners,
+        .hello_timeout_s = n->cfg.hello_timeout,
         .env_name = n->kind.vt->name,
         .seed = n->cfg.seed,
         .max_episode_steps = n->max_steps,
@@ -456,11 +467,9 @@ static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
  * still live on worker l's queue. */
 static int make_remote(ro_node_t *n, char *err, size_t errlen)
 {
-    if (n->cfg.token_file) {
-        int rc = ro__flag_token_file(n->cfg.token_file, n->token, sizeof n->token, err, errlen);
-        if (rc)
-            return rc;
-    }
+    int trc = load_token(n, err, errlen);
+    if (trc)
+        return trc;
     n->batch = n->cfg.batch ? n->cfg.batch : (n->cfg.num_envs + 1) / 2;
     if (n->batch < n->shard_size)
         n->batch = n->shard_size;
@@ -472,6 +481,7 @@ static int make_remote(ro_node_t *n, char *err, size_t errlen)
         .max_frame = n->cfg.max_frame,
         .max_learners = n->cfg.max_learners,
         .learner_timeout_s = n->cfg.learner_timeout,
+        .hello_timeout_s = n->cfg.hello_timeout,
         .env_name = n->kind.vt->name,
         .seed = n->cfg.seed,
         .max_episode_steps = n->max_steps,

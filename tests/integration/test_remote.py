@@ -280,6 +280,44 @@ class Churn(nu.TempDirCase):
         self.assertGreater(s["steps"], 0)
 
 
+class Slots(nu.TempDirCase):
+    def test_silent_connections_cannot_hold_the_slots(self):
+        # Connections that never say hello are closed after --hello-timeout,
+        # so they cannot keep learners out for good.
+        node, addr = w.start_node(nu.NODE, "--num-envs", 16, "--seconds", 0, "--max-learners",
+                                  2, "--hello-timeout", 1)
+        silent = [w.Conn(addr), w.Conn(addr)]
+        time.sleep(0.2)
+        refused = w.Conn(addr).hello()
+        self.assertEqual(refused.WhichOneof("body"), "error")
+        self.assertIn("too many connections", refused.error.message)
+        for c in silent:
+            f = c.recv()
+            self.assertEqual(f.WhichOneof("body"), "error")
+            self.assertIn("no hello within 1.0 s", f.error.message)
+            self.assertIsNone(c.recv())
+        good = w.Conn(addr)
+        self.assertEqual(good.hello().WhichOneof("body"), "welcome")
+        self.assertEqual(good.recv().WhichOneof("body"), "observations")
+        good.close()
+        node.send_signal(signal.SIGINT)
+        s, err = finish(node)
+        self.assertEqual(node.returncode, 0, err)
+        self.assertEqual(err.count("no hello within"), 2, err)
+        self.assertGreaterEqual(s["learners_rejected"], 3)
+
+    def test_token_file_readable_by_others_is_warned_about(self):
+        tok = self.path("token")
+        with open(tok, "w") as f:
+            f.write("a-long-random-secret\n")
+        for mode, warned in [(0o644, True), (0o600, False)]:
+            os.chmod(tok, mode)
+            _, p = nu.run("--learner", "remote", "--listen", "127.0.0.1:0", "--token-file", tok,
+                          "--seconds", 0.2)
+            self.assertEqual("accessible to other users" in p.stderr, warned, p.stderr)
+        self.assertNotIn("a-long-random-secret", p.stderr)
+
+
 class SlowLearner(nu.TempDirCase):
     def test_slow_learner_backpressure_is_bounded_and_visible(self):
         # A learner that takes 100 ms per frame: the envs wait for it (no
