@@ -288,7 +288,9 @@ class Slots(nu.TempDirCase):
                                   2, "--hello-timeout", 1)
         silent = [w.Conn(addr), w.Conn(addr)]
         time.sleep(0.2)
-        refused = w.Conn(addr).hello()
+        late = w.Conn(addr)
+        refused = late.hello()
+        late.close()
         self.assertEqual(refused.WhichOneof("body"), "error")
         self.assertIn("too many connections", refused.error.message)
         for c in silent:
@@ -296,6 +298,7 @@ class Slots(nu.TempDirCase):
             self.assertEqual(f.WhichOneof("body"), "error")
             self.assertIn("no hello within 1.0 s", f.error.message)
             self.assertIsNone(c.recv())
+            c.close()
         good = w.Conn(addr)
         self.assertEqual(good.hello().WhichOneof("body"), "welcome")
         self.assertEqual(good.recv().WhichOneof("body"), "observations")
