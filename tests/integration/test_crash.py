@@ -38,6 +38,25 @@ class Crash(unittest.TestCase):
                             "--quiet", "--json"], capture_output=True, text=True, timeout=60)
         self.assertEqual(json.loads(p.stdout.strip().splitlines()[-1])["env_failures"], 0)
 
+    def test_failed_step_and_infinite_reward_are_reset_and_counted(self):
+        # A step that returns an error is always a failure; an infinite
+        # reward is one with --check-finite.
+        for arg, flags in [("fail_at=9", []), ("inf_at=9", ["--check-finite"])]:
+            m = self.tmp + "/m.jsonl"
+            p = subprocess.run([nu.NODE, "--env", nu.PLUGIN, "--env-arg", "crash_at=0",
+                                "--env-arg", arg, *flags, "--num-envs", "8", "--steps", "8000",
+                                "--quiet", "--json", "--metrics", m],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            s = json.loads(p.stdout.strip().splitlines()[-1])
+            self.assertEqual(s["env_failures"], 1, arg)
+            self.assertEqual(s["steps"], 8000)
+            fails = [r for r in nu.read_metrics(m) if r["type"] == "env_failure"]
+            self.assertEqual([(r["env"], r["episode"], r["step"]) for r in fails], [(3, 0, 9)])
+            # The env started over: its next episode is 1 and complete.
+            eps = nu.episodes_by_env(nu.read_metrics(m))[3]
+            self.assertEqual(eps[0][0], 1, eps[:3])
+
     def setUp(self):
         self.tmp = tempfile.mkdtemp()
 

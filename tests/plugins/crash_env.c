@@ -2,7 +2,8 @@
  * A test env that fails on purpose: "crash" counts steps and, at step
  * crash_at of env instance 3's first episode, writes to an unmapped address
  * (for the node's crash report, docs/operations.md); at step nan_at it
- * returns a NaN observation (for --check-finite).
+ * returns a NaN observation and at inf_at an infinite reward (for
+ * --check-finite); at fail_at its step returns an error.
  */
 #include <rollout/env.h>
 
@@ -13,13 +14,16 @@
 #include <string.h>
 
 typedef struct crash {
-    uint32_t t, total, crash_at, nan_at; /* t: step of the episode; total: of the instance */
+    /* t: step of the episode; total: of the instance; the rest: args */
+    uint32_t t, total, crash_at, nan_at, inf_at, fail_at;
     int victim;
     float low[1], high[1];
 } crash_t;
 
 static const char *const arg_keys[] = {"crash_at", "step at which env 3 crashes (0: never)",
                                        "nan_at",   "step at which env 3 returns NaN (0: never)",
+                                       "inf_at",   "step at which env 3's reward is +inf (0: never)",
+                                       "fail_at",  "step at which env 3's step fails (0: never)",
                                        NULL};
 
 static int crash_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_t seed,
@@ -36,6 +40,10 @@ static int crash_create(void **out, const ro_env_arg_t *args, size_t nargs, uint
             c->crash_at = (uint32_t)strtoul(args[i].value, NULL, 10);
         else if (strcmp(args[i].key, "nan_at") == 0)
             c->nan_at = (uint32_t)strtoul(args[i].value, NULL, 10);
+        else if (strcmp(args[i].key, "inf_at") == 0)
+            c->inf_at = (uint32_t)strtoul(args[i].value, NULL, 10);
+        else if (strcmp(args[i].key, "fail_at") == 0)
+            c->fail_at = (uint32_t)strtoul(args[i].value, NULL, 10);
     /* The runtime seeds env i with a mix of (seed, i): tell env 3 by its
      * index, which the test passes as a second arg-free convention: the
      * victim is the instance created fourth. */
@@ -82,9 +90,10 @@ static int crash_step(void *env, ro_action_t action, float *obs, ro_step_t *out)
         volatile int *p = (volatile int *)addr;
         *p = 42;
     }
-    obs[0] = c->victim && c->total == c->nan_at ? NAN : 0.0f; /* once in the instance's life */
-    out->reward = 1.0f;
-    return 0;
+    /* Each once in the instance's life. */
+    obs[0] = c->victim && c->total == c->nan_at ? NAN : 0.0f;
+    out->reward = c->victim && c->total == c->inf_at ? INFINITY : 1.0f;
+    return c->victim && c->total == c->fail_at ? -5 : 0;
 }
 
 static void crash_destroy(void *env)
