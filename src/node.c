@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <uv.h>
 
@@ -88,6 +89,7 @@ struct ro_node {
 
     /* Set by the loop (signal, deadline); read by env actors on workers. */
     atomic_bool stopping;
+    int signals; /* SIGINT/SIGTERM received; loop thread */
 
     uint64_t t_start_ns, t_end_ns;
     char allowed_cpus[256];  /* the allowed set after any --numa-node binding */
@@ -145,10 +147,19 @@ static void request_stop(ro_node_t *n)
         ro__remote_stop(n->remote); /* envs waiting for learners finish now */
 }
 
+/* The first SIGINT/SIGTERM stops the run cleanly (every step in flight
+ * finished and recorded, metrics flushed). A second one means the operator
+ * will not wait for that, e.g. a recording draining to a stalled disk:
+ * leave at once, as the signal would have. */
 static void on_signal(uv_signal_t *h, int signum)
 {
     ro_node_t *n = h->data;
-    (void)signum;
+    if (n->signals++ > 0) {
+        static const char msg[] = "rollout-node: second signal: exiting without finishing the "
+                                  "steps in flight or flushing files\n";
+        (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+        _exit(128 + signum);
+    }
     request_stop(n);
 }
 
