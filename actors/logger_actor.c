@@ -174,6 +174,11 @@ static void on_timer(uv_timer_t *t)
     if (now >= lg->next_tput_ns) {
         throughput_line(lg, now);
         lg->next_tput_ns = now + lg->interval_ns;
+        /* Out to the file once per interval, so that the file follows a
+         * running node (tail -f, a test watching it); write errors show at
+         * the finish. */
+        if (lg->metrics)
+            fflush(lg->metrics);
     }
     if ((lg->status_tty || lg->status_lines) && now >= lg->next_status_ns) {
         status(lg, now, false);

@@ -219,7 +219,10 @@ static void on_watchdog(uv_timer_t *t)
          * batches to another during this loop. */
         if (limit && s->attached && s->inflight_head && s->inflight_head->sent_ns + limit < now) {
             h->stats.timed_out++;
-            ro__session_fail(s, RO_EPROTO, "no actions for %.1f s, its envs move to other learners",
+            /* ETIMEDOUT, not EPROTO: a learner may come back (rollout-learner
+             * reconnects after this one, not after a protocol error). */
+            ro__session_fail(s, RO_ETIMEDOUT,
+                             "no actions for %.1f s, its envs move to other learners",
                              (double)(now - s->inflight_head->sent_ns) * 1e-9);
         }
         s = next;

@@ -6,16 +6,17 @@
 #include <stddef.h>
 
 enum {
-    RO_EINVAL = -EINVAL,     /* a bad argument or value */
-    RO_ENOMEM = -ENOMEM,     /* out of memory */
-    RO_ENOENT = -ENOENT,     /* no such file, env or symbol */
-    RO_EIO = -EIO,           /* read or write failed */
-    RO_ERANGE = -ERANGE,     /* a value outside its accepted range */
-    RO_EBADMSG = -EBADMSG,   /* a malformed message or file record */
-    RO_ENOTSUP = -ENOTSUP,   /* not supported by this build or env */
-    RO_EMSGSIZE = -EMSGSIZE, /* a frame or record over its size limit */
-    RO_EPROTO = -EPROTO,     /* a peer broke the protocol */
-    RO_EACCES = -EACCES,     /* a peer presented a wrong or missing token */
+    RO_EINVAL = -EINVAL,       /* a bad argument or value */
+    RO_ENOMEM = -ENOMEM,       /* out of memory */
+    RO_ENOENT = -ENOENT,       /* no such file, env or symbol */
+    RO_EIO = -EIO,             /* read or write failed */
+    RO_ERANGE = -ERANGE,       /* a value outside its accepted range */
+    RO_EBADMSG = -EBADMSG,     /* a malformed message or file record */
+    RO_ENOTSUP = -ENOTSUP,     /* not supported by this build or env */
+    RO_EMSGSIZE = -EMSGSIZE,   /* a frame or record over its size limit */
+    RO_EPROTO = -EPROTO,       /* a peer broke the protocol */
+    RO_EACCES = -EACCES,       /* a peer presented a wrong or missing token */
+    RO_ETIMEDOUT = -ETIMEDOUT, /* a peer did not answer in time */
 };
 
 /* ro__errorf writes a message into err (errlen bytes; either may be 0) and

@@ -31,6 +31,10 @@ void ro__learner_usage(FILE *f)
           "  --steps N               stop after answering N env steps\n"
           "  --seconds S             stop after S seconds (default: run until the nodes stop)\n"
           "  --max-frame-bytes N     largest frame accepted from a node (default 16 MiB)\n"
+          "  --reconnect-s S         a node whose connection is lost (no goodbye) is\n"
+          "                          reconnected to, with backoff, for up to S seconds\n"
+          "                          without a connection, then given up (default 60;\n"
+          "                          0: never reconnect)\n"
           "  --name NAME             shown in the nodes' logs\n"
           "  --push-policy FILE      instead of serving envs, push these weights (a\n"
           "                          PolicyParams file) to nodes running their own learner\n"
@@ -56,6 +60,7 @@ enum {
     OPT_STEPS,
     OPT_SECONDS,
     OPT_MAX_FRAME,
+    OPT_RECONNECT,
     OPT_NAME,
     OPT_PUSH_POLICY,
     OPT_JSON,
@@ -79,6 +84,7 @@ static const struct option long_opts[] = {
     {"steps", required_argument, NULL, OPT_STEPS},
     {"seconds", required_argument, NULL, OPT_SECONDS},
     {"max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME},
+    {"reconnect-s", required_argument, NULL, OPT_RECONNECT},
     {"name", required_argument, NULL, OPT_NAME},
     {"push-policy", required_argument, NULL, OPT_PUSH_POLICY},
     {"json", no_argument, NULL, OPT_JSON},
@@ -99,6 +105,7 @@ int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err,
     c->batch = 1024;
     c->workers = 1;
     c->max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
+    c->reconnect_s = 60.0;
     c->name = "rollout-learner";
     optind = 1;
     opterr = 0;
@@ -152,6 +159,9 @@ int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err,
             break;
         case OPT_MAX_FRAME:
             rc = ro__flag_u32("--max-frame-bytes", a, 1024, 1u << 30, &c->max_frame, err, errlen);
+            break;
+        case OPT_RECONNECT:
+            rc = ro__flag_seconds("--reconnect-s", a, &c->reconnect_s, err, errlen);
             break;
         case OPT_NAME:
             c->name = a;

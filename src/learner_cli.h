@@ -25,6 +25,8 @@ typedef struct ro_learner_cfg {
     uint64_t steps;       /* stop after answering this many env steps; 0: no limit */
     double seconds;       /* stop after this long; 0: no limit */
     uint32_t max_frame;
+    double reconnect_s; /* give up on a lost node after this long without a connection; 0: never
+                           reconnect */
     const char *name;
     const char *push_policy; /* push this PolicyParams file to the nodes, then exit */
     bool json, quiet, help, version;

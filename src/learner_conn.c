@@ -1,15 +1,27 @@
 /*
  * rollout-learner's connections to nodes: the hello and welcome, checking
  * every frame a node sends, queueing observations for the forward passes,
- * writing frames, closing, and --push-policy's exchange.
+ * writing frames, closing, reconnecting to a node whose connection was lost,
+ * and --push-policy's exchange.
+ *
+ * A connection's life: attempt (connect, hello) -> welcomed -> closed. A
+ * close is final after the node's goodbye, an error the learner found, an
+ * error the node sent (except its learner timeout, ETIMEDOUT), the learner
+ * stopping, or a failed first connection. Any other close of a welcomed
+ * connection (EOF, reset, keepalive or user timeout, the node timing us out)
+ * starts reconnect attempts with backoff, for up to --reconnect-s seconds
+ * without a connection.
  */
 #include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <uv.h>
 
@@ -21,7 +33,24 @@
 #include "ro_build_config.h"
 #include "thread_guard.h"
 
+/* A dead link is noticed in bounded time: keepalive probes start after 2 s
+ * without traffic and repeat every 1 s; TCP_USER_TIMEOUT closes the
+ * connection once sent data (a probe included) has gone unacknowledged for
+ * 5 s. Either way a cut link is closed about 5 s after it went quiet. */
+#define KEEPALIVE_IDLE_S 2
+#define KEEPALIVE_INTVL_S 1
+#define KEEPALIVE_CNT 3
+#define USER_TIMEOUT_MS 5000
+/* Reconnects: 100 ms after the loss, doubling to 2 s between attempts; an
+ * attempt that has no welcome after 5 s is abandoned. */
+#define RECONNECT_MIN_MS 100
+#define RECONNECT_MAX_MS 2000
+#define ATTEMPT_TIMEOUT_MS 5000
+/* Failed attempts logged: the first, every 10th, and any with a new reason. */
+#define LOG_EVERY 10
+
 static void conn_close(node_conn_t *c, const char *why);
+static void conn_attempt(node_conn_t *c);
 
 static void on_written(uv_write_t *req, int status)
 {
@@ -65,16 +94,72 @@ __attribute__((format(printf, 2, 3))) static void conn_fail(node_conn_t *c, cons
     f.body_case = ROLLOUT__V1__FRAME__BODY_ERROR;
     f.error = &e;
     ro__learner_send(c, &f);
-    c->failed = true;
+    c->failed = c->final = true;
     c->L->exit_code = 1;
     conn_close(c, msg);
 }
 
+static void on_retry(uv_timer_t *t)
+{
+    node_conn_t *c = t->data;
+    c->waiting = false;
+    conn_attempt(c);
+}
+
+/* Wait before the next attempt: the backoff doubles up to its cap. */
+static void schedule_retry(node_conn_t *c)
+{
+    uint32_t ms = c->backoff_ms;
+    c->backoff_ms = ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : ms * 2;
+    c->waiting = true;
+    uv_timer_start(&c->retry, on_retry, ms, 0);
+}
+
+/* A connection or an attempt has closed: try again, give up, or be done
+ * with the node. */
 static void on_closed(uv_handle_t *h)
 {
     node_conn_t *c = h->data;
     learner_t *L = c->L;
     ro__frame_reader_free(&c->rd);
+    bool retry = !c->final && !L->stopping && !L->push && c->attached && L->cfg.reconnect_s > 0;
+    if (retry && c->welcomed) {
+        /* A session was lost: first attempt soon. */
+        c->lost_ns = ro__now_ns();
+        c->attempts = 0;
+        c->backoff_ms = RECONNECT_MIN_MS;
+        c->last_fail[0] = '\0';
+        fprintf(stderr,
+                "rollout-learner: node %s: connection lost (%s); reconnecting for up to %g s\n",
+                c->addr, c->why, L->cfg.reconnect_s);
+        schedule_retry(c);
+        return;
+    }
+    if (retry) {
+        /* An attempt failed. */
+        c->attempts++;
+        double down = (double)(ro__now_ns() - c->lost_ns) * 1e-9;
+        if (down >= L->cfg.reconnect_s) {
+            fprintf(stderr,
+                    "rollout-learner: node %s: no connection for %.1f s (%u attempts, last: %s); "
+                    "giving up on it (--reconnect-s %g)\n",
+                    c->addr, down, c->attempts, c->why, L->cfg.reconnect_s);
+            c->failed = true;
+            L->exit_code = 1;
+        } else {
+            if (c->attempts == 1 || c->attempts % LOG_EVERY == 0 || strcmp(c->why, c->last_fail)) {
+                fprintf(stderr,
+                        "rollout-learner: node %s: reconnect attempt %u failed (%s); %.1f s "
+                        "without a connection, retrying every %.1f s at most\n",
+                        c->addr, c->attempts, c->why, down, RECONNECT_MAX_MS / 1000.0);
+                snprintf(c->last_fail, sizeof c->last_fail, "%s", c->why);
+            }
+            schedule_retry(c);
+            return;
+        }
+    } else if (!L->cfg.quiet || c->failed) {
+        fprintf(stderr, "rollout-learner: node %s: %s\n", c->addr, c->why);
+    }
     L->open_conns--;
     ro__learner_maybe_finish(L);
 }
@@ -103,10 +188,11 @@ static void conn_close(node_conn_t *c, const char *why)
     if (c->closing)
         return;
     c->closing = true;
-    if (!c->L->cfg.quiet || c->failed)
-        fprintf(stderr, "rollout-learner: node %s: %s\n", c->addr, why);
+    snprintf(c->why, sizeof c->why, "%s", why);
+    uv_timer_stop(&c->retry);
     /* Unanswered observations stay with the node, which sends them again to
-     * the next learner: dropping them here loses nothing. */
+     * the next learner (us again, after a reconnect): dropping them here
+     * loses nothing. */
     drop_pending_of(c->L, c);
     uv_read_stop((uv_stream_t *)&c->tcp);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
@@ -124,12 +210,19 @@ void ro__learner_stop_all(learner_t *L, const char *why)
     f.goodbye = &g;
     for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
         node_conn_t *c = &L->conns[i];
+        if (c->waiting) { /* between two attempts: nothing to close */
+            uv_timer_stop(&c->retry);
+            c->waiting = false;
+            L->open_conns--;
+            continue;
+        }
         if (c->closing)
             continue;
         if (c->welcomed)
             ro__learner_send(c, &f);
         conn_close(c, why);
     }
+    ro__learner_maybe_finish(L);
 }
 
 /* ---------- the spec and the policy ---------- */
@@ -242,22 +335,47 @@ static int adopt_spec(learner_t *L, node_conn_t *c, const Rollout__V1__Welcome *
         conn_fail(c, "%s", err);
         return rc;
     }
-    c->num_envs = spec->num_envs;
-    c->node_id = w->node_id;
-    c->rngs = calloc(c->num_envs, sizeof *c->rngs);
-    c->ep_ret = calloc(c->num_envs, sizeof *c->ep_ret);
-    if (!c->rngs || !c->ep_ret) {
-        conn_fail(c, "out of memory for %u envs", c->num_envs);
-        return RO_ENOMEM;
+    if (c->attached) {
+        /* A reconnect: the sampling streams go on (a lane may still hold a
+         * job with some of them); a restarted node starts its envs over. */
+        if (spec->num_envs != c->num_envs) {
+            conn_fail(c, "came back with %u envs, had %u", spec->num_envs, c->num_envs);
+            return RO_EPROTO;
+        }
+        if (w->node_id != c->node_id) {
+            memset(c->ep_ret, 0, c->num_envs * sizeof *c->ep_ret);
+            memset(c->next_step, 0, c->num_envs * sizeof *c->next_step);
+        }
+    } else {
+        c->num_envs = spec->num_envs;
+        c->rngs = calloc(c->num_envs, sizeof *c->rngs);
+        c->ep_ret = calloc(c->num_envs, sizeof *c->ep_ret);
+        c->next_step = calloc(c->num_envs, sizeof *c->next_step);
+        if (!c->rngs || !c->ep_ret || !c->next_step) {
+            conn_fail(c, "out of memory for %u envs", c->num_envs);
+            return RO_ENOMEM;
+        }
+        for (uint32_t e = 0; e < c->num_envs; e++)
+            ro__rng_init(&c->rngs[e], ro__seed_mix(L->cfg.policy.seed ^ ((uint64_t)c->index << 32),
+                                                   e, RO_STREAM_ACTION));
     }
-    for (uint32_t e = 0; e < c->num_envs; e++)
-        ro__rng_init(&c->rngs[e], ro__seed_mix(L->cfg.policy.seed ^ ((uint64_t)c->index << 32), e,
-                                               RO_STREAM_ACTION));
     c->welcomed = true;
     L->threads = ro__thread_count();
-    if (!L->cfg.quiet)
+    if (c->attached) {
+        uv_timer_stop(&c->retry); /* the attempt's deadline */
+        c->reconnects++;
+        fprintf(stderr,
+                "rollout-learner: node %s: reconnected after %.1f s without a connection "
+                "(attempt %u)%s\n",
+                c->addr, (double)(ro__now_ns() - c->lost_ns) * 1e-9, c->attempts + 1,
+                w->node_id != c->node_id ? ", a new node id: the node restarted" : "");
+        c->lost_ns = 0;
+    } else if (!L->cfg.quiet) {
         fprintf(stderr, "rollout-learner: node %s: %s x%u, node id %016llx\n", c->addr,
-                spec->env ? spec->env : "?", c->num_envs, (unsigned long long)c->node_id);
+                spec->env ? spec->env : "?", c->num_envs, (unsigned long long)w->node_id);
+    }
+    c->node_id = w->node_id;
+    c->attached = true;
     return 0;
 }
 
@@ -289,10 +407,15 @@ static bool obs_valid(node_conn_t *c, const Rollout__V1__Observations *o)
     return true;
 }
 
+/* Episode returns. A batch sent again after a reconnect repeats (env, step)
+ * pairs already counted: those are skipped. */
 static void account(node_conn_t *c, const Rollout__V1__Observations *o)
 {
     for (size_t i = 0; i < o->n_env; i++) {
         uint32_t e = o->env[i];
+        if (o->step[i] < c->next_step[e])
+            continue;
+        c->next_step[e] = o->step[i] + 1;
         c->ep_ret[e] += o->reward[i];
         if (o->terminated[i] || o->truncated[i]) {
             c->episodes++;
@@ -328,7 +451,7 @@ static void on_push_frame(node_conn_t *c, ro_frame_t *f)
                  (unsigned long long)f->policy_accepted->version);
         conn_close(c, msg);
     } else if (f->body_case == ROLLOUT__V1__FRAME__BODY_ERROR) {
-        c->failed = true;
+        c->failed = c->final = true;
         L->exit_code = 1;
         conn_close(c, f->error->message ? f->error->message : "error");
     } else {
@@ -351,10 +474,16 @@ static void on_frame(node_conn_t *c, ro_frame_t *f, bool *keep)
                           f->welcome->protocol_version, RO_PROTOCOL_VERSION);
             else
                 adopt_spec(L, c, f->welcome);
+        } else if (f->body_case == ROLLOUT__V1__FRAME__BODY_ERROR && f->error && c->attached) {
+            /* A reconnect refused ("too many connections", "stopping"): the
+             * attempt failed, the next may not. */
+            char msg[256];
+            snprintf(msg, sizeof msg, "refused: %s", f->error->message ? f->error->message : "");
+            conn_close(c, msg);
         } else if (f->body_case == ROLLOUT__V1__FRAME__BODY_ERROR && f->error) {
             snprintf(L->err, sizeof L->err, "node %s refused us: %s", c->addr,
                      f->error->message ? f->error->message : "");
-            c->failed = true;
+            c->failed = c->final = true;
             L->exit_code = 1;
             conn_close(c, L->err);
         } else {
@@ -374,6 +503,7 @@ static void on_frame(node_conn_t *c, ro_frame_t *f, bool *keep)
         }
         p->frame = f;
         p->c = c;
+        p->gen = c->gen;
         p->next = NULL;
         if (!L->pending_head)
             L->first_pending_ns = ro__now_ns();
@@ -383,11 +513,16 @@ static void on_frame(node_conn_t *c, ro_frame_t *f, bool *keep)
         *keep = true;
         break;
     case ROLLOUT__V1__FRAME__BODY_GOODBYE:
+        c->final = true;
         conn_close(c, "node said goodbye");
         break;
     case ROLLOUT__V1__FRAME__BODY_ERROR:
-        c->failed = true;
-        L->exit_code = 1;
+        /* The node timed us out (we were slow, or the link was cut): come
+         * back. Any other error is final. */
+        if (f->error->code != ETIMEDOUT || L->cfg.reconnect_s <= 0) {
+            c->failed = c->final = true;
+            L->exit_code = 1;
+        }
         conn_close(c, f->error->message ? f->error->message : "error");
         break;
     default:
@@ -434,20 +569,48 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
 }
 
-void ro__learner_on_connect(uv_connect_t *req, int status)
+/* Keepalive and a user timeout, so that a cut link is noticed (see above). */
+static void set_timeouts(node_conn_t *c)
+{
+    uv_os_fd_t fd;
+    int intvl = KEEPALIVE_INTVL_S, cnt = KEEPALIVE_CNT;
+    unsigned ut = USER_TIMEOUT_MS;
+    /* libuv before 1.45 sets only the idle time: the rest by hand. */
+    if (uv_tcp_keepalive(&c->tcp, 1, KEEPALIVE_IDLE_S) != 0 ||
+        uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt) != 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut) != 0)
+        fprintf(stderr,
+                "rollout-learner: node %s: warning: could not set TCP keepalive and user "
+                "timeout; a cut link may go unnoticed for minutes\n",
+                c->addr);
+}
+
+static void connect_failed(node_conn_t *c, int status)
+{
+    char msg[200];
+    snprintf(msg, sizeof msg, "cannot connect: %s", uv_strerror(status));
+    if (!c->attached) { /* the first connection: the address may be wrong */
+        c->failed = c->final = true;
+        c->L->exit_code = 1;
+    }
+    conn_close(c, msg);
+}
+
+static void on_connect(uv_connect_t *req, int status)
 {
     node_conn_t *c = req->data;
     learner_t *L = c->L;
+    if (status == UV_ECANCELED || c->closing)
+        return; /* closed while connecting: on_closed decides */
     if (status < 0) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "cannot connect: %s", uv_strerror(status));
-        c->failed = true;
-        L->exit_code = 1;
-        conn_close(c, msg);
+        connect_failed(c, status);
         return;
     }
     c->connected = true;
     uv_tcp_nodelay(&c->tcp, 1);
+    set_timeouts(c);
     Rollout__V1__Hello h = ROLLOUT__V1__HELLO__INIT;
     h.protocol_version = RO_PROTOCOL_VERSION;
     h.role = L->push ? "trainer" : "learner";
@@ -458,6 +621,45 @@ void ro__learner_on_connect(uv_connect_t *req, int status)
     f.hello = &h;
     ro__learner_send(c, &f);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+static void on_attempt_timeout(uv_timer_t *t)
+{
+    node_conn_t *c = t->data;
+    if (!c->welcomed && !c->closing)
+        conn_close(c, c->connected ? "no welcome within 5 s" : "connect timed out after 5 s");
+}
+
+/* One connection attempt: a fresh handle and reader, a new generation. A
+ * reconnect attempt has ATTEMPT_TIMEOUT_MS to be welcomed; the first one
+ * waits as long as the kernel does. */
+static void conn_attempt(node_conn_t *c)
+{
+    learner_t *L = c->L;
+    c->gen++;
+    c->connected = c->welcomed = c->closing = false;
+    uv_tcp_init(&L->loop, &c->tcp);
+    c->tcp.data = c;
+    c->creq.data = c;
+    if (ro__frame_reader_init(&c->rd, L->cfg.max_frame) != 0) {
+        c->failed = c->final = true;
+        L->exit_code = 1;
+        conn_close(c, "out of memory");
+        return;
+    }
+    if (c->attached)
+        uv_timer_start(&c->retry, on_attempt_timeout, ATTEMPT_TIMEOUT_MS, 0);
+    int rc = uv_tcp_connect(&c->creq, &c->tcp, (struct sockaddr *)&c->sa, on_connect);
+    if (rc != 0) /* e.g. no route to the host: no callback comes */
+        connect_failed(c, rc);
+}
+
+void ro__learner_conn_start(node_conn_t *c)
+{
+    uv_timer_init(&c->L->loop, &c->retry);
+    c->retry.data = c;
+    c->L->open_conns++;
+    conn_attempt(c);
 }
 
 int ro__learner_parse_addr(const char *spec, struct sockaddr_storage *ss)

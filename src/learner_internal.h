@@ -26,17 +26,30 @@
 typedef struct learner learner_t;
 
 typedef struct node_conn {
-    uv_tcp_t tcp;
+    uv_tcp_t tcp; /* re-initialized for every connection attempt */
     uv_connect_t creq;
+    uv_timer_t retry; /* backoff before a reconnect, then that attempt's deadline */
     learner_t *L;
     int index;
     const char *addr;
+    struct sockaddr_storage sa;
     ro_frame_reader_t rd;
     bool connected, welcomed, closing, failed;
+    bool final;       /* no reconnect after this close: a goodbye or an error */
+    bool attached;    /* welcomed at least once: reconnects only after that */
+    bool waiting;     /* tcp closed, retry timer armed for the next attempt */
+    uint32_t gen;     /* bumped per connection: actions of an older one are not sent */
+    uint64_t lost_ns; /* when the last welcomed connection ended; 0 while it lasts */
+    uint32_t attempts, backoff_ms;
+    uint64_t reconnects; /* welcomes after the first */
+    char why[200];       /* why the connection (or attempt) closed */
+    char last_fail[200]; /* last logged attempt failure: log again when it changes */
     uint64_t node_id;
     uint32_t num_envs;
-    ro_rng_t *rngs; /* [num_envs] */
-    double *ep_ret; /* [num_envs] running return */
+    ro_rng_t *rngs;      /* [num_envs]; kept across reconnects (lanes may hold them) */
+    double *ep_ret;      /* [num_envs] running return */
+    uint64_t *next_step; /* [num_envs] first step not yet counted: a resent batch is not
+                            counted twice */
     uint64_t steps, episodes;
     double return_sum;
     char rbuf[READ_CHUNK];
@@ -46,6 +59,7 @@ typedef struct node_conn {
 typedef struct pending {
     ro_frame_t *frame;
     node_conn_t *c;
+    uint32_t gen; /* c->gen when it arrived */
     struct pending *next;
 } pending_t;
 
@@ -76,7 +90,7 @@ struct learner {
     ro_learner_cfg_t cfg;
     char token[256];
     node_conn_t conns[RO_LEARNER_MAX_NODES];
-    uint32_t open_conns;
+    uint32_t open_conns; /* nodes not done with: connected, connecting or waiting to reconnect */
 
     /* The spaces, from the first welcome; every node must match. */
     bool have_spec;
@@ -118,14 +132,16 @@ struct learner {
 int ro__learner_send(node_conn_t *c, const ro_frame_t *f);
 /* ro__learner_stop_all says goodbye to every node and closes the connections. */
 void ro__learner_stop_all(learner_t *L, const char *why);
-/* ro__learner_on_connect sends the hello once a connection is up. */
-void ro__learner_on_connect(uv_connect_t *req, int status);
+/* ro__learner_conn_start initializes c's handles and makes the first
+ * connection attempt; c->L, index, addr and sa are set. Loop thread, before
+ * uv_run. */
+void ro__learner_conn_start(node_conn_t *c);
 /* ro__learner_parse_addr parses "HOST:PORT" (numeric IPv4/IPv6). */
 int ro__learner_parse_addr(const char *spec, struct sockaddr_storage *ss);
 
 /* learner_main.c */
-/* ro__learner_maybe_finish closes the loop's handles once no node is
- * connected and no job is out. */
+/* ro__learner_maybe_finish closes the loop's handles (the nodes' retry
+ * timers too) once no node is left and no job is out. */
 void ro__learner_maybe_finish(learner_t *L);
 
 #endif

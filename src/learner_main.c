@@ -12,9 +12,12 @@
  * its own sampling stream, seeded from (seed, node index, env index); a
  * stream is only touched by the lane that holds the env's job.
  *
+ * A node whose connection is lost without a goodbye is reconnected to
+ * (learner_conn.c); the others are served meanwhile.
+ *
  * Exit status: 0 when the run ended (nodes said goodbye, --steps or
- * --seconds reached, SIGINT/SIGTERM), 1 if a node could not be reached or
- * broke the protocol, 2 for bad flags.
+ * --seconds reached, SIGINT/SIGTERM), 1 if a node could not be reached,
+ * broke the protocol or was given up after --reconnect-s, 2 for bad flags.
  */
 #include <errno.h>
 #include <math.h>
@@ -34,12 +37,14 @@
 #include "ro_build_config.h"
 #include "thread_guard.h"
 
-/* Close the loop's handles once no node is connected and no job is out. */
+/* Close the loop's handles once no node is left and no job is out. */
 void ro__learner_maybe_finish(learner_t *L)
 {
     if (L->finished || L->open_conns > 0 || L->jobs_out > 0)
         return;
     L->finished = true;
+    for (uint32_t i = 0; i < L->cfg.nconnect; i++)
+        uv_close((uv_handle_t *)&L->conns[i].retry, NULL);
     uv_close((uv_handle_t *)&L->check, NULL);
     uv_close((uv_handle_t *)&L->wait_timer, NULL);
     uv_close((uv_handle_t *)&L->deadline, NULL);
@@ -107,8 +112,10 @@ static void done_behaviour(ro_actor_t *self, ro_msg_t *msg)
         ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
         f.body_case = ROLLOUT__V1__FRAME__BODY_ACTIONS;
         f.actions = &a;
-        /* A node that went away keeps these observations for its next learner. */
-        if (j->rows > 0 && !p->c->closing && ro__learner_send(p->c, &f) == 0) {
+        /* A node that went away keeps these observations for its next learner;
+         * a connection made since (a reconnect) is not the one they came on. */
+        if (j->rows > 0 && !p->c->closing && p->gen == p->c->gen &&
+            ro__learner_send(p->c, &f) == 0) {
             p->c->steps += o->n_env;
             L->steps += o->n_env;
         }
@@ -241,11 +248,11 @@ static void print_summary(const learner_t *L, double secs)
     for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
         const node_conn_t *c = &L->conns[i];
         printf("%s{\"address\":\"%s\",\"node_id\":\"%016llx\",\"steps\":%llu,\"episodes\":%llu,"
-               "\"mean_return\":%.17g,\"failed\":%s}",
+               "\"mean_return\":%.17g,\"reconnects\":%llu,\"failed\":%s}",
                i ? "," : "", c->addr, (unsigned long long)c->node_id, (unsigned long long)c->steps,
                (unsigned long long)c->episodes,
                c->episodes ? c->return_sum / (double)c->episodes : 0.0,
-               c->failed ? "true" : "false");
+               (unsigned long long)c->reconnects, c->failed ? "true" : "false");
     }
     printf("]}\n");
     fflush(stdout);
@@ -334,9 +341,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "rollout-learner: %s\n", err);
         return 2;
     }
-    struct sockaddr_storage addrs[RO_LEARNER_MAX_NODES];
     for (uint32_t i = 0; i < L.cfg.nconnect; i++)
-        if (ro__learner_parse_addr(L.cfg.connect[i], &addrs[i]) != 0) {
+        if (ro__learner_parse_addr(L.cfg.connect[i], &L.conns[i].sa) != 0) {
             fprintf(stderr,
                     "rollout-learner: --connect '%s': expected HOST:PORT with a numeric IPv4 or "
                     "IPv6 address and a port in [1, 65535]\n",
@@ -381,12 +387,7 @@ int main(int argc, char **argv)
         c->L = &L;
         c->index = (int)i;
         c->addr = L.cfg.connect[i];
-        ro__frame_reader_init(&c->rd, L.cfg.max_frame);
-        uv_tcp_init(&L.loop, &c->tcp);
-        c->tcp.data = c;
-        c->creq.data = c;
-        L.open_conns++;
-        uv_tcp_connect(&c->creq, &c->tcp, (struct sockaddr *)&addrs[i], ro__learner_on_connect);
+        ro__learner_conn_start(c);
     }
     uv_run(&L.loop, UV_RUN_DEFAULT);
     double secs = (double)(ro__now_ns() - L.t0) * 1e-9;
@@ -407,6 +408,7 @@ int main(int argc, char **argv)
     for (uint32_t i = 0; i < L.cfg.nconnect; i++) {
         free(L.conns[i].rngs);
         free(L.conns[i].ep_ret);
+        free(L.conns[i].next_step);
     }
     while (L.pending_head) {
         pending_t *p = L.pending_head;

@@ -1,6 +1,7 @@
 """Remote learners over TCP: the C rollout-learner on one and two nodes, a
 learner SIGKILLed mid-run and replaced with no transition lost or repeated,
-and every kind of bad input from a peer."""
+rollout-learner reconnecting to a node that dropped it (and only then), and
+every kind of bad input from a peer."""
 import json
 import os
 import signal
@@ -65,6 +66,12 @@ class CLearner(nu.TempDirCase):
                            text=True)
         self.assertEqual(p.returncode, 1)
         self.assertIn("cannot connect", p.stderr)
+        p = subprocess.run([LEARNER, "--connect", "127.0.0.1:1", "--reconnect-s", "-1"],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--reconnect-s '-1'", p.stderr)
+        p = subprocess.run([LEARNER, "--help"], capture_output=True, text=True)
+        self.assertIn("--reconnect-s S", p.stdout)
 
     def test_two_nodes_one_learner(self):
         a, addr_a = w.start_node(nu.NODE, "--num-envs", 32, "--steps", 32 * 200, "--seed", 1)
@@ -101,6 +108,145 @@ class CLearner(nu.TempDirCase):
         finish(node)
         self.assertEqual(p.returncode, 2)
         self.assertIn("w.pb", p.stderr)
+
+
+def last_steps(path):
+    """The steps of a metrics file's latest throughput line (0 before one)."""
+    steps = 0
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.endswith("\n") and '"throughput"' in line:
+                    steps = json.loads(line)["steps"]
+    except FileNotFoundError:
+        pass
+    return steps
+
+
+def wait_for(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+class Lines:
+    """A pipe's lines, collected by a thread."""
+
+    def __init__(self, pipe):
+        self.lines = []
+        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _read(self, pipe):
+        self.lines.extend(pipe)
+        pipe.close()
+
+    def count(self, needle):
+        return sum(needle in line for line in list(self.lines))
+
+    def text(self):
+        return "".join(self.lines)
+
+
+class Reconnect(nu.TempDirCase):
+    """rollout-learner comes back to a node that dropped it without a goodbye,
+    gives up after --reconnect-s, and leaves a node that said goodbye."""
+
+    def node(self, *args):
+        m = self.path(f"m{len(os.listdir(self.tmp))}.jsonl")
+        node, addr = w.start_node(nu.NODE, "--num-envs", 8, "--metrics", m,
+                                  "--metrics-interval", 0.25, *args)
+        return node, addr, Lines(node.stderr), m
+
+    def learner(self, *args):
+        p = subprocess.Popen([LEARNER, "--json", "--quiet", *map(str, args)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return p, Lines(p.stderr)
+
+    def wait(self, p, log, timeout=60):
+        """Wait for a node or learner whose stderr a Lines reads; returns its
+        --json summary, or None."""
+        p.wait(timeout=timeout)
+        out = p.stdout.read()
+        p.stdout.close()
+        log.thread.join(timeout=10)
+        lines = out.strip().splitlines()
+        return json.loads(lines[-1]) if lines else None
+
+    def test_reconnects_after_the_node_timed_it_out(self):
+        node, addr, log, m = self.node("--seconds", 0, "--learner-timeout", 1)
+        lp, llog = self.learner("--connect", addr)
+        wait_for(lambda: last_steps(m) > 1000, 60, "the learner to serve the node")
+        # Frozen, the learner leaves its batches unanswered: the node closes
+        # its session after --learner-timeout and holds the envs.
+        lp.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: log.count("no actions for") == 1, 30, "the node's timeout")
+            time.sleep(0.5)
+        finally:
+            lp.send_signal(signal.SIGCONT)
+        wait_for(lambda: log.count("attached (") == 2, 30, "the learner to attach again")
+        before = last_steps(m)
+        wait_for(lambda: last_steps(m) > before + 1000, 30, "the node to step again")
+        node.send_signal(signal.SIGINT)
+        s = self.wait(node, log)
+        ls = self.wait(lp, llog)["nodes"][0]
+        self.assertEqual(node.returncode, 0, log.text())
+        self.assertEqual(lp.returncode, 0, llog.text())
+        self.assertGreaterEqual(s["learners_attached"], 2)
+        self.assertGreaterEqual(s["batches_resent"], 1)
+        self.assertEqual(ls["reconnects"], 1, llog.text())
+        self.assertFalse(ls["failed"])
+        self.assertEqual(llog.count("connection lost"), 1, llog.text())
+        self.assertEqual(llog.count("reconnected after"), 1, llog.text())
+        # Batches sent again after the reconnect are not counted twice (the
+        # node may count an episode or so more: ended, never sent at the stop).
+        self.assertLessEqual(ls["episodes"], s["episodes"])
+        self.assertGreaterEqual(ls["episodes"], s["episodes"] - 8)
+        self.assertAlmostEqual(ls["mean_return"], s["mean_return"], delta=2.0)
+
+    def test_goodbye_ends_the_learner_promptly_without_reconnecting(self):
+        node, addr, log, _ = self.node("--steps", 8 * 400)
+        lp, llog = self.learner("--connect", addr)
+        s = self.wait(node, log)
+        ls = self.wait(lp, llog, timeout=10)  # the goodbye ends it: no reconnect attempts
+        self.assertEqual(lp.returncode, 0, llog.text())
+        self.assertEqual(ls["nodes"][0]["reconnects"], 0)
+        self.assertNotIn("reconnect", llog.text())
+        self.assertEqual(s["learners_attached"], 1)
+
+    def test_gives_up_on_a_dead_node_and_serves_the_other(self):
+        a, addr_a, alog, _ = self.node("--seconds", 0)
+        b, addr_b, blog, mb = self.node("--seconds", 0, "--seed", 2)
+        lp, llog = self.learner("--connect", addr_a, "--connect", addr_b, "--reconnect-s", 1)
+        wait_for(lambda: last_steps(mb) > 1000, 60, "the learner to serve node B")
+        a.kill()  # no goodbye: refused reconnects until --reconnect-s
+        self.wait(a, alog)
+        wait_for(lambda: llog.count("giving up") == 1, 30, "the learner to give up on node A")
+        before = last_steps(mb)
+        wait_for(lambda: last_steps(mb) > before + 1000, 30, "node B to be served still")
+        self.assertIsNone(lp.poll())
+        b.send_signal(signal.SIGINT)
+        self.wait(b, blog)
+        na, nb = self.wait(lp, llog)["nodes"]
+        self.assertEqual(lp.returncode, 1, llog.text())
+        self.assertTrue(na["failed"])
+        self.assertFalse(nb["failed"])
+        self.assertEqual(na["reconnects"] + nb["reconnects"], 0)
+        self.assertEqual(llog.count("connection lost"), 1, llog.text())
+        self.assertLessEqual(llog.count("reconnect attempt"), 3, llog.text())  # no flood
+
+    def test_reconnect_s_0_drops_the_node(self):
+        node, addr, log, m = self.node("--seconds", 0)
+        lp, llog = self.learner("--connect", addr, "--reconnect-s", 0)
+        wait_for(lambda: last_steps(m) > 1000, 60, "the learner to serve the node")
+        node.kill()
+        self.wait(node, log)
+        self.wait(lp, llog, timeout=10)
+        self.assertEqual(lp.returncode, 0, llog.text())
+        self.assertNotIn("reconnect", llog.text())
 
 
 def write_policy(path, obs_dim, logits, version=1):

@@ -1,0 +1,292 @@
+"""Fault injection over real links: two rollout-nodes and one rollout-learner,
+each in its own network namespace, the learner joined to each node by a veth
+pair (learner<->A on 10.N.1.0/24, learner<->B on 10.N.2.0/24). The link to
+node A is cut by setting A's end of its veth down, then restored:
+
+- a short cut (shorter than A's --learner-timeout and the learner's TCP
+  timeouts) is ridden out: A goes on over the same connection, no new attach;
+- a long cut (longer than A's --learner-timeout): meanwhile the learner keeps
+  serving B while A stands still; once the link is back the learner
+  reconnects, A steps again, and the batch in flight at the cut was resent.
+
+Both nodes and the learner exit 0 at the end. Everything is judged by what the
+processes do (metrics, logs, summaries), with generous deadlines: sanitizer
+builds are several times slower.
+
+Run as: test_netns.py ROLLOUT_NODE PLUGIN_SO (rollout-learner lies beside the
+node). Needs root and iproute2's `ip`; exits 77 (skipped), saying why, where
+network namespaces cannot be created."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import nodeutil as nu
+
+SKIP = 77
+PID = os.getpid()
+NS_L, NS_A, NS_B = f"ro{PID}l", f"ro{PID}a", f"ro{PID}b"
+NET = 1 + PID % 250  # concurrent runs (release, ASan, TSan builds) use different subnets
+ADDR_A, ADDR_B = f"10.{NET}.1.2", f"10.{NET}.2.2"
+PORT = 5555
+TIMEOUT_A = 3.0  # node A's --learner-timeout
+SHORT_CUT = 0.5  # well under TIMEOUT_A and the learner's 5 s TCP timeouts
+LONG_CUT = 8.0   # over TIMEOUT_A + the learner's keepalive detection (about 5 s)
+IP = shutil.which("ip") or next((p for p in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip")
+                                 if os.access(p, os.X_OK)), None)
+LEARNER = None
+
+
+def ip(*args, check=True):
+    p = subprocess.run([IP, *args], capture_output=True, text=True, timeout=30)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {p.stderr.strip()}")
+    return p
+
+
+def create_namespaces():
+    """The three namespaces and the two veth pairs, up. Returns None, or why
+    this machine cannot have them."""
+    if IP is None:
+        return "iproute2's ip is not installed"
+    delete_namespaces()  # left over by a killed run that had our pid
+    p = ip("netns", "add", NS_L, check=False)
+    if p.returncode != 0:
+        return f"cannot create network namespaces: {p.stderr.strip()}"
+    try:
+        ip("netns", "add", NS_A)
+        ip("netns", "add", NS_B)
+        for peer, ns, k in (("va", NS_A, 1), ("vb", NS_B, 2)):
+            ip("-n", NS_L, "link", "add", peer, "type", "veth", "peer", "name", "v0", "netns", ns)
+            ip("-n", NS_L, "addr", "add", f"10.{NET}.{k}.1/24", "dev", peer)
+            ip("-n", ns, "addr", "add", f"10.{NET}.{k}.2/24", "dev", "v0")
+            ip("-n", NS_L, "link", "set", peer, "up")
+            ip("-n", ns, "link", "set", "v0", "up")
+        for ns in (NS_L, NS_A, NS_B):
+            ip("-n", ns, "link", "set", "lo", "up")
+    except RuntimeError as e:
+        return f"cannot set up veth links between network namespaces: {e}"
+    return None
+
+
+def delete_namespaces():
+    """Deleting a namespace deletes its veth ends (and their peers)."""
+    if IP is not None:
+        for ns in (NS_L, NS_A, NS_B):
+            ip("netns", "del", ns, check=False)
+
+
+class Proc:
+    """A process in a namespace (`ip netns exec` execs it: same pid); a thread
+    keeps its stderr lines with their arrival times."""
+
+    def __init__(self, ns, argv):
+        self.p = subprocess.Popen([IP, "netns", "exec", ns, *map(str, argv)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.p.stderr:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def log(self):
+        return "\n".join(line for _, line in list(self.lines))
+
+    def find(self, needle, after=0.0):
+        """Arrival time of the first line with needle at or after `after`."""
+        for t, line in list(self.lines):
+            if t >= after and needle in line:
+                return t
+        return None
+
+    def count(self, needle):
+        return sum(needle in line for _, line in list(self.lines))
+
+    def wait_line(self, needle, after=0.0, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            t = self.find(needle, after)
+            if t is not None:
+                return t
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no line with '{needle}' (exit {self.p.poll()}):\n{self.log()}")
+
+    def finish(self, timeout=60):
+        """Wait for the exit; return (status, the --json summary or None)."""
+        self.p.wait(timeout=timeout)
+        out = self.p.stdout.read()
+        self.reader.join(timeout=10)
+        self.close()
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        return self.p.returncode, json.loads(lines[-1]) if lines else None
+
+    def close(self):
+        self.p.stdout.close()
+        if not self.reader.is_alive():
+            self.p.stderr.close()
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+            self.reader.join(timeout=10)
+        if not self.p.stdout.closed:
+            self.close()
+
+
+class Metrics:
+    """Follows a node's metrics file: the steps of its latest throughput line
+    (the node flushes the file at each one)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.pos = 0
+        self.rest = ""
+        self.last = 0
+
+    def steps(self):
+        try:
+            with open(self.path) as f:
+                f.seek(self.pos)
+                data = f.read()
+                self.pos = f.tell()
+        except FileNotFoundError:
+            return 0
+        lines = (self.rest + data).split("\n")
+        self.rest = lines.pop()  # an unfinished line waits for the rest
+        for line in lines:
+            if '"throughput"' in line:
+                self.last = json.loads(line)["steps"]
+        return self.last
+
+
+def wait_rising(m, above, timeout, what):
+    """Wait until m's steps exceed `above`; returns when."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if m.steps() > above:
+            return time.monotonic()
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: steps stayed at {m.steps()} (waited for > {above})")
+
+
+def link(ns, state):
+    ip("-n", ns, "link", "set", "v0", state)
+
+
+class CutLink(nu.TempDirCase):
+    def setUp(self):
+        super().setUp()
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            p.kill()
+        super().tearDown()
+
+    def node(self, ns, addr, timeout, metrics, token):
+        """A node the test stops with SIGINT (--seconds only bounds a stray one)."""
+        p = Proc(ns, [nu.NODE, "--learner", "remote", "--listen", f"{addr}:{PORT}",
+                      "--token-file", token, "--learner-timeout", timeout, "--seconds", 300,
+                      "--env", "cartpole", "--num-envs", 8, "--workers", 1,
+                      "--metrics", metrics, "--metrics-interval", 0.25, "--json", "--quiet"])
+        self.procs.append(p)
+        return p
+
+    def test_cut_links_are_ridden_out_or_reconnected(self):
+        token = self.path("token")
+        with open(token, "w") as f:
+            f.write("netns-secret\n")
+        ma, mb = Metrics(self.path("a.jsonl")), Metrics(self.path("b.jsonl"))
+        a = self.node(NS_A, ADDR_A, TIMEOUT_A, ma.path, token)
+        b = self.node(NS_B, ADDR_B, 30, mb.path, token)
+        a.wait_line("listening for learners on", timeout=60)
+        b.wait_line("listening for learners on", timeout=60)
+        lrn = Proc(NS_L, [LEARNER, "--connect", f"{ADDR_A}:{PORT}", "--connect",
+                          f"{ADDR_B}:{PORT}", "--token-file", token, "--json", "--quiet"])
+        self.procs.append(lrn)
+        wait_rising(ma, 1000, 60, "node A before any cut")
+        wait_rising(mb, 1000, 60, "node B before any cut")
+
+        # A short cut: TCP retransmits carry the same connection through it.
+        link(NS_A, "down")
+        time.sleep(SHORT_CUT)
+        link(NS_A, "up")
+        t_up = time.monotonic()
+        t_resumed = wait_rising(ma, ma.steps() + 1000, 30, "node A after a short cut")
+        short_resume = t_resumed - t_up
+        self.assertEqual(a.count("attached ("), 1, a.log())
+        self.assertEqual(a.count("closing") + a.count("disconnected"), 0, a.log())
+        self.assertEqual(lrn.count("connection lost"), 0, lrn.log())
+
+        # A long cut: node A times the learner out, the learner finds the
+        # link dead; B is served all along.
+        t_cut = time.monotonic()
+        link(NS_A, "down")
+        time.sleep(1.0)  # grace: what was under way when the link went down
+        a1, b1 = ma.steps(), mb.steps()
+        a.wait_line("no actions for", after=t_cut, timeout=TIMEOUT_A + 30)
+        time.sleep(max(0.0, t_cut + LONG_CUT - time.monotonic()))
+        a2, b2 = ma.steps(), mb.steps()
+        link(NS_A, "up")
+        t_up = time.monotonic()
+        self.assertEqual(a2, a1, "node A stepped while its link was down")
+        self.assertGreater(b2, b1 + 100, "node B was not served while A's link was down")
+        t_resumed = wait_rising(ma, a2 + 1000, 60, "node A after the link came back")
+        wait_rising(mb, mb.steps() + 1000, 30, "node B after the cut")
+        t_lost = lrn.find("connection lost", after=t_cut)
+        t_back = lrn.wait_line("reconnected", after=t_cut, timeout=30)
+
+        for p in (a, b):
+            p.p.send_signal(signal.SIGINT)
+        rc_a, sa = a.finish()
+        rc_b, sb = b.finish()
+        rc_l, ls = lrn.finish(timeout=60)
+        self.assertEqual(rc_a, 0, a.log())
+        self.assertEqual(rc_b, 0, b.log())
+        self.assertEqual(rc_l, 0, lrn.log())
+        self.assertGreaterEqual(sa["learners_attached"], 2, a.log())
+        self.assertGreaterEqual(sa["batches_resent"], 1, a.log())
+        self.assertEqual(sb["learners_attached"], 1, b.log())
+        na, nb = ls["nodes"]
+        self.assertGreaterEqual(na["reconnects"], 1, lrn.log())
+        self.assertEqual(nb["reconnects"], 0, lrn.log())
+        self.assertFalse(na["failed"] or nb["failed"], lrn.log())
+        print(f"measured: short cut ({SHORT_CUT} s): A stepping again {short_resume:.2f} s "
+              f"after the restore, same connection; long cut ({LONG_CUT} s): node A timed "
+              f"the learner out after {a.find('no actions for', t_cut) - t_cut:.2f} s, "
+              + (f"the learner found the link dead after {t_lost - t_cut:.2f} s, "
+                 if t_lost is not None else "")
+              + f"reconnected {t_back - t_up:.2f} s and A stepped again "
+              f"{t_resumed - t_up:.2f} s after the restore; A: {sa['batches_resent']} "
+              f"batches resent, {na['reconnects']} reconnect(s)", file=sys.stderr)
+        print("learner log:\n" + lrn.log(), file=sys.stderr)
+
+
+def main():
+    nu.setup_from_argv()
+    global LEARNER
+    LEARNER = os.path.join(os.path.dirname(nu.NODE), "rollout-learner")
+    # Meson stops a test that overruns with SIGTERM: still delete the namespaces.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    try:
+        why = create_namespaces()
+        if why:
+            print(f"SKIP: {why}")
+            sys.exit(SKIP)
+        unittest.main(verbosity=2)
+    finally:
+        delete_namespaces()
+
+
+if __name__ == "__main__":
+    main()
