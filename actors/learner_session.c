@@ -16,6 +16,7 @@
 #include "error.h"
 #include "messages.h"
 #include "rng.h"
+#include "tcp_liveness.h"
 #include "wire.h"
 
 __attribute__((format(printf, 2, 3))) void ro__session_log(const ro_session_t *s, const char *fmt,
@@ -431,6 +432,10 @@ void ro__session_accept(uv_stream_t *server, int status)
     }
     snprintf(s->peer, sizeof s->peer, "%s:%d", ip, port);
     uv_tcp_nodelay(&s->tcp, 1);
+    /* A learner behind a cut link is closed in seconds (and its envs move),
+     * even one that holds no envs and so is never timed out. */
+    if (ro__tcp_liveness(&s->tcp) != 0)
+        ro__session_log(s, "warning: could not set TCP keepalive; a cut link may go unnoticed");
     s->next = h->sessions;
     h->sessions = s;
     h->nconns++;

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,16 +30,9 @@
 #include "learner_internal.h"
 #include "policy_params.h"
 #include "ro_build_config.h"
+#include "tcp_liveness.h"
 #include "thread_guard.h"
 
-/* A dead link is noticed in bounded time: keepalive probes start after 2 s
- * without traffic and repeat every 1 s; TCP_USER_TIMEOUT closes the
- * connection once sent data (a probe included) has gone unacknowledged for
- * 5 s. Either way a cut link is closed about 5 s after it went quiet. */
-#define KEEPALIVE_IDLE_S 2
-#define KEEPALIVE_INTVL_S 1
-#define KEEPALIVE_CNT 3
-#define USER_TIMEOUT_MS 5000
 /* Reconnects: 100 ms after the loss, doubling to 2 s between attempts; an
  * attempt that has no welcome after 5 s is abandoned. */
 #define RECONNECT_MIN_MS 100
@@ -569,18 +561,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
 }
 
-/* Keepalive and a user timeout, so that a cut link is noticed (see above). */
+/* Keepalive and a user timeout, so that a cut link is noticed
+ * (tcp_liveness.h). */
 static void set_timeouts(node_conn_t *c)
 {
-    uv_os_fd_t fd;
-    int intvl = KEEPALIVE_INTVL_S, cnt = KEEPALIVE_CNT;
-    unsigned ut = USER_TIMEOUT_MS;
-    /* libuv before 1.45 sets only the idle time: the rest by hand. */
-    if (uv_tcp_keepalive(&c->tcp, 1, KEEPALIVE_IDLE_S) != 0 ||
-        uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0 ||
-        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) != 0 ||
-        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt) != 0 ||
-        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut) != 0)
+    if (ro__tcp_liveness(&c->tcp) != 0)
         fprintf(stderr,
                 "rollout-learner: node %s: warning: could not set TCP keepalive and user "
                 "timeout; a cut link may go unnoticed for minutes\n",
