@@ -7,7 +7,9 @@ node A is cut by setting A's end of its veth down, then restored:
   timeouts) is ridden out: A goes on over the same connection, no new attach;
 - a long cut (longer than A's --learner-timeout): meanwhile the learner keeps
   serving B while A stands still; once the link is back the learner
-  reconnects, A steps again, and the batch in flight at the cut was resent.
+  reconnects, A steps again, and the batch in flight at the cut was resent;
+- a cut with no --learner-timeout on the node: the node's own keepalive and
+  TCP user timeout close the dead session, and the learner comes back.
 
 Both nodes and the learner exit 0 at the end. Everything is judged by what the
 processes do (metrics, logs, summaries), with generous deadlines: sanitizer
@@ -270,6 +272,37 @@ class CutLink(nu.TempDirCase):
               f"{t_resumed - t_up:.2f} s after the restore; A: {sa['batches_resent']} "
               f"batches resent, {na['reconnects']} reconnect(s)", file=sys.stderr)
         print("learner log:\n" + lrn.log(), file=sys.stderr)
+
+    def test_node_notices_a_dead_link_by_itself(self):
+        # With no --learner-timeout, the node's own keepalive and user
+        # timeout close the session of a learner behind a cut link, so its
+        # envs are free for the next one (and an idle learner frees its slot).
+        token = self.path("token")
+        with open(token, "w") as f:
+            f.write("netns-secret\n")
+        ma = Metrics(self.path("a.jsonl"))
+        a = self.node(NS_A, ADDR_A, 0, ma.path, token)
+        a.wait_line("listening for learners on", timeout=60)
+        lrn = Proc(NS_L, [LEARNER, "--connect", f"{ADDR_A}:{PORT}", "--token-file", token,
+                          "--json", "--quiet"])
+        self.procs.append(lrn)
+        wait_rising(ma, 1000, 60, "node A before the cut")
+        t_cut = time.monotonic()
+        link(NS_A, "down")
+        t_closed = a.wait_line("connection timed out", after=t_cut, timeout=60)
+        link(NS_A, "up")
+        t_up = time.monotonic()
+        t_resumed = wait_rising(ma, ma.steps() + 1000, 60, "node A after the link came back")
+        a.p.send_signal(signal.SIGINT)
+        rc_a, sa = a.finish()
+        rc_l, ls = lrn.finish(timeout=60)
+        self.assertEqual(rc_a, 0, a.log())
+        self.assertEqual(rc_l, 0, lrn.log())
+        self.assertEqual(sa["learners_attached"], 2, a.log())
+        self.assertEqual(ls["nodes"][0]["reconnects"], 1, lrn.log())
+        print(f"measured: with no learner timeout the node closed the dead session "
+              f"{t_closed - t_cut:.2f} s after the cut; A stepped again "
+              f"{t_resumed - t_up:.2f} s after the restore", file=sys.stderr)
 
 
 def main():
