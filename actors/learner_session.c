@@ -18,6 +18,7 @@
 #include "rng.h"
 #include "tcp_liveness.h"
 #include "wire.h"
+#include "wire_check.h"
 
 __attribute__((format(printf, 2, 3))) void ro__session_log(const ro_session_t *s, const char *fmt,
                                                            ...)
@@ -159,40 +160,21 @@ void ro__session_close(ro_session_t *s)
     uv_close((uv_handle_t *)&s->tcp, on_closed);
 }
 
-static bool token_ok(const ro_remote_t *h, const char *given)
-{
-    if (!h->has_token)
-        return true;
-    if (!given)
-        return false;
-    /* Constant time in the token's length: no timing oracle. */
-    size_t n = strlen(h->token), m = strlen(given);
-    unsigned diff = (unsigned)(n ^ m);
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)h->token[i] ^ (unsigned char)(i < m ? given[i] : 0);
-    return diff == 0;
-}
-
 static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
 {
     ro_remote_t *h = s->hub;
     if (hello->name)
         snprintf(s->name, sizeof s->name, "'%.40s'", hello->name);
-    if (hello->protocol_version != RO_PROTOCOL_VERSION) {
-        ro__session_fail(s, RO_EPROTO, "protocol version %u is not supported (this node speaks %u)",
-                         hello->protocol_version, RO_PROTOCOL_VERSION);
-        return;
-    }
-    bool learner = hello->role && strcmp(hello->role, "learner") == 0;
-    bool trainer = hello->role && strcmp(hello->role, "trainer") == 0;
-    if ((learner && !h->o.learners) || (trainer && !h->o.on_policy) || (!learner && !trainer)) {
-        ro__session_fail(s, RO_EPROTO, "role '%.40s' is not served here (this node takes %s)",
-                         hello->role ? hello->role : "",
-                         h->o.learners ? "learners" : "trainers pushing policies");
-        return;
-    }
-    if (!token_ok(h, hello->token)) {
-        ro__session_fail(s, RO_EACCES, "missing or wrong token");
+    ro_hello_rules_t rules = {
+        .learners = h->o.learners,
+        .trainers = h->o.on_policy != NULL,
+        .token = h->has_token ? h->token : NULL,
+    };
+    bool trainer;
+    char err[256];
+    int rc = ro__check_hello(hello, &rules, &trainer, err, sizeof err);
+    if (rc) {
+        ro__session_fail(s, rc, "%s", err);
         return;
     }
     if (h->stopping) {
@@ -267,34 +249,11 @@ static void on_actions(ro_session_t *s, const Rollout__V1__Actions *a)
                          (unsigned long long)a->seq);
         return;
     }
-    const size_t want = (size_t)b->rows * (h->discrete ? 1 : h->act_dim);
-    const size_t got = h->discrete ? a->n_discrete : a->n_box;
-    if (got != want || (h->discrete ? a->n_box : a->n_discrete) != 0) {
-        ro__session_fail(s, RO_EPROTO, "actions for seq %llu: %zu %s values, expected %zu",
-                         (unsigned long long)a->seq, got, h->discrete ? "discrete" : "box", want);
+    char err[256];
+    int rc = ro__check_actions(a, b->rows, h->act_space, err, sizeof err);
+    if (rc) {
+        ro__session_fail(s, rc, "%s", err);
         return;
-    }
-    for (size_t i = 0; i < want; i++) {
-        bool bad;
-        if (h->discrete)
-            bad = a->discrete[i] < 0 || (uint32_t)a->discrete[i] >= h->act_n;
-        else {
-            float v = a->box[i];
-            size_t d = i % h->act_dim;
-            bad = !isfinite(v) || v < h->act_low[d] || v > h->act_high[d];
-        }
-        if (bad) {
-            if (h->discrete)
-                ro__session_fail(s, RO_ERANGE,
-                                 "actions for seq %llu: action %d at %zu is outside [0, %u)",
-                                 (unsigned long long)a->seq, a->discrete[i], i, h->act_n);
-            else
-                ro__session_fail(
-                    s, RO_ERANGE, "actions for seq %llu: value %g at %zu is outside [%g, %g]",
-                    (unsigned long long)a->seq, (double)a->box[i], i,
-                    (double)h->act_low[i % h->act_dim], (double)h->act_high[i % h->act_dim]);
-            return;
-        }
     }
     *pp = b->next;
     if (s->inflight_tail == &b->next)

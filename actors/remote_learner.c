@@ -326,9 +326,6 @@ int ro__remote_new(ro_remote_t **out, uv_loop_t *loop, ro_env_shard_t *shards, u
     h->obs_dim = (uint32_t)ro_space_size(obs);
     h->discrete = act->kind == RO_SPACE_DISCRETE;
     h->act_dim = (uint32_t)ro_space_size(act);
-    h->act_n = act->n;
-    h->act_low = act->low;
-    h->act_high = act->high;
     h->orphan_tail = &h->orphan_head;
     h->node_id = ro__seed_mix(ro__now_ns(), (uint64_t)getpid(), 77);
 

@@ -74,8 +74,6 @@ struct ro_remote {
     uint32_t num_envs;
     uint32_t obs_dim, act_dim;
     bool discrete;
-    uint32_t act_n;
-    const float *act_low, *act_high;
     const ro_space_t *obs_space, *act_space;
 
     ro_session_t **owner; /* [nshards] */

@@ -31,6 +31,7 @@
 #include "policy_params.h"
 #include "ro_build_config.h"
 #include "tcp_liveness.h"
+#include "wire_check.h"
 #include "thread_guard.h"
 
 /* Reconnects: 100 ms after the loss, doubling to 2 s between attempts; an
@@ -219,51 +220,20 @@ void ro__learner_stop_all(learner_t *L, const char *why)
 
 /* ---------- the spec and the policy ---------- */
 
-static int space_from(const Rollout__V1__Space *sp, ro_space_t *out, float **low, float **high,
-                      char *err, size_t errlen)
+/* A copy of a checked box space's bounds, owned by the learner. */
+static int copy_bounds(ro_space_t *sp, float **low, float **high)
 {
-    memset(out, 0, sizeof *out);
-    if (!sp || !sp->kind) {
-        snprintf(err, errlen, "welcome without a space");
-        return RO_EPROTO;
-    }
-    if (strcmp(sp->kind, "discrete") == 0) {
-        if (sp->n < 1 || sp->n > (1u << 20)) {
-            snprintf(err, errlen, "discrete space with n = %u", sp->n);
-            return RO_EPROTO;
-        }
-        out->kind = RO_SPACE_DISCRETE;
-        out->n = sp->n;
+    if (sp->kind != RO_SPACE_BOX)
         return 0;
-    }
-    if (strcmp(sp->kind, "box") != 0 || sp->n_shape < 1 || sp->n_shape > RO_SPACE_MAX_DIMS) {
-        snprintf(err, errlen, "space of kind '%.20s' with %zu dims", sp->kind, sp->n_shape);
-        return RO_EPROTO;
-    }
-    out->kind = RO_SPACE_BOX;
-    out->ndim = (uint32_t)sp->n_shape;
-    size_t size = 1;
-    for (size_t d = 0; d < sp->n_shape; d++) {
-        if (sp->shape[d] < 1 || sp->shape[d] > (1u << 20) || size * sp->shape[d] > (1u << 20)) {
-            snprintf(err, errlen, "box space with a bad shape");
-            return RO_EPROTO;
-        }
-        out->shape[d] = sp->shape[d];
-        size *= sp->shape[d];
-    }
-    if (sp->n_low != size || sp->n_high != size) {
-        snprintf(err, errlen, "box space of %zu values with %zu/%zu bounds", size, sp->n_low,
-                 sp->n_high);
-        return RO_EPROTO;
-    }
+    size_t size = ro_space_size(sp);
     *low = malloc(size * sizeof(float));
     *high = malloc(size * sizeof(float));
     if (!*low || !*high)
         return RO_ENOMEM;
     memcpy(*low, sp->low, size * sizeof(float));
     memcpy(*high, sp->high, size * sizeof(float));
-    out->low = *low;
-    out->high = *high;
+    sp->low = *low;
+    sp->high = *high;
     return 0;
 }
 
@@ -272,22 +242,14 @@ static int adopt_spec(learner_t *L, node_conn_t *c, const Rollout__V1__Welcome *
     ro_space_t os, as;
     float *olo = NULL, *ohi = NULL, *alo = NULL, *ahi = NULL;
     const Rollout__V1__EnvSpec *spec = w->spec;
-    if (!spec) {
-        conn_fail(c, "welcome without an env spec");
-        return RO_EPROTO;
-    }
     char err[256];
-    int rc = space_from(spec->observation, &os, &olo, &ohi, err, sizeof err);
+    int rc = ro__check_welcome(w, MAX_NUM_ENVS, &os, &as, err, sizeof err);
     if (rc == 0)
-        rc = space_from(spec->action, &as, &alo, &ahi, err, sizeof err);
-    if (rc == 0 && os.kind != RO_SPACE_BOX) {
-        snprintf(err, sizeof err, "observations must be a box");
-        rc = RO_EPROTO;
-    }
-    if (rc == 0 && (spec->num_envs < 1 || spec->num_envs > MAX_NUM_ENVS)) {
-        snprintf(err, sizeof err, "num_envs %u outside [1, %u]", spec->num_envs, MAX_NUM_ENVS);
-        rc = RO_EPROTO;
-    }
+        rc = copy_bounds(&os, &olo, &ohi);
+    if (rc == 0)
+        rc = copy_bounds(&as, &alo, &ahi);
+    if (rc == RO_ENOMEM)
+        snprintf(err, sizeof err, "out of memory for the env spaces");
     uint32_t od = rc == 0 ? (uint32_t)ro_space_size(&os) : 0;
     uint32_t ad = rc == 0 ? (uint32_t)ro_space_size(&as) : 0;
     if (rc == 0 && L->have_spec &&
@@ -376,26 +338,11 @@ static int adopt_spec(learner_t *L, node_conn_t *c, const Rollout__V1__Welcome *
 /* Checks an Observations frame from a node before anything reads it. */
 static bool obs_valid(node_conn_t *c, const Rollout__V1__Observations *o)
 {
-    const learner_t *L = c->L;
-    size_t n = o->n_env;
-    if (n == 0 || o->n_step != n || o->n_reward != n || o->n_terminated != n ||
-        o->n_truncated != n || o->n_episode_start != n || o->n_obs != n * L->obs_dim ||
-        o->n_final_obs != o->n_final_index * L->obs_dim || o->n_final_index > n) {
-        conn_fail(c, "observations %llu: inconsistent field lengths", (unsigned long long)o->seq);
+    char err[256];
+    if (ro__check_observations(o, c->L->obs_dim, c->num_envs, err, sizeof err) != 0) {
+        conn_fail(c, "%s", err);
         return false;
     }
-    for (size_t i = 0; i < n; i++)
-        if (o->env[i] >= c->num_envs) {
-            conn_fail(c, "observations %llu: env %u outside [0, %u)", (unsigned long long)o->seq,
-                      o->env[i], c->num_envs);
-            return false;
-        }
-    for (size_t i = 0; i < o->n_final_index; i++)
-        if (o->final_index[i] >= n) {
-            conn_fail(c, "observations %llu: final_index %u outside the batch",
-                      (unsigned long long)o->seq, o->final_index[i]);
-            return false;
-        }
     return true;
 }
 
@@ -461,11 +408,7 @@ static void on_frame(node_conn_t *c, ro_frame_t *f, bool *keep)
     }
     if (!c->welcomed) {
         if (f->body_case == ROLLOUT__V1__FRAME__BODY_WELCOME && f->welcome) {
-            if (f->welcome->protocol_version != RO_PROTOCOL_VERSION)
-                conn_fail(c, "protocol version %u (this learner speaks %u)",
-                          f->welcome->protocol_version, RO_PROTOCOL_VERSION);
-            else
-                adopt_spec(L, c, f->welcome);
+            adopt_spec(L, c, f->welcome);
         } else if (f->body_case == ROLLOUT__V1__FRAME__BODY_ERROR && f->error && c->attached) {
             /* A reconnect refused ("too many connections", "stopping"): the
              * attempt failed, the next may not. */

@@ -368,7 +368,7 @@ static void test_numa_alloc_read_back(void **state)
 static void test_shard_buffers_on_node(void **state)
 {
     (void)state;
-    int a, b;
+    int a = 0, b = 0; /* skip() does not return, but clang cannot tell */
     if (!ro__numa_available() || !two_allowed(&a, &b))
         skip();
     char spec[64], err[256] = "";

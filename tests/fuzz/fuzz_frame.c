@@ -2,8 +2,12 @@
  * libFuzzer entry point for the wire's frame reader (-Dfuzz=true, clang):
  * what a learner or a node reads from a peer. The input is fed in chunks of
  * varying size (as TCP delivers it) to a reader with a 64 KiB frame limit;
- * every frame decoded is inspected and freed, and an error must stop the
- * stream cleanly.
+ * an error must stop the stream cleanly. Every frame decoded then goes
+ * through the validation its receiver applies (src/wire_check.c: hello and
+ * actions on the node, welcome and observations on the learner), against
+ * a discrete and a box env; whatever passes is read in full, so a check
+ * that lets an out-of-bounds index or length through shows up as an ASan
+ * report. (PolicyParams have their own target, fuzz_policy_params.)
  *
  *     build-fuzz/tests/fuzz/fuzz_frame -max_total_time=60 tests/fuzz/corpus/frame/
  */
@@ -12,8 +16,109 @@
 #include <stdlib.h>
 
 #include "wire.h"
+#include "wire_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Sums what a passing message holds: every index and value is read. */
+static volatile float sink;
+
+static const float box_low[2] = {-2.0f, -1.0f}, box_high[2] = {2.0f, 1.0f};
+static const ro_space_t discrete_act = {.kind = RO_SPACE_DISCRETE, .n = 2};
+static const ro_space_t box_act = {
+    .kind = RO_SPACE_BOX, .ndim = 1, .shape = {2}, .low = box_low, .high = box_high};
+
+static void check_actions(const Rollout__V1__Actions *a)
+{
+    char err[256];
+    const ro_space_t *spaces[2] = {&discrete_act, &box_act};
+    for (int k = 0; k < 2; k++) {
+        const ro_space_t *sp = spaces[k];
+        size_t dim = ro_space_size(sp);
+        size_t n = sp->kind == RO_SPACE_DISCRETE ? a->n_discrete : a->n_box;
+        /* The batch the frame claims to answer, and a fixed one. */
+        size_t rows[2] = {n / dim, 4};
+        for (int r = 0; r < 2; r++) {
+            if (ro__check_actions(a, rows[r], sp, err, sizeof err) != 0)
+                continue;
+            for (size_t i = 0; i < rows[r] * dim; i++)
+                sink += sp->kind == RO_SPACE_DISCRETE ? (float)a->discrete[i] : a->box[i];
+        }
+    }
+}
+
+static void check_observations(const Rollout__V1__Observations *o)
+{
+    char err[256];
+    const uint32_t dims[2] = {4, 1}, envs[2] = {64, 1u << 20};
+    for (int k = 0; k < 2; k++) {
+        if (ro__check_observations(o, dims[k], envs[k], err, sizeof err) != 0)
+            continue;
+        for (size_t i = 0; i < o->n_env; i++) {
+            if (o->env[i] >= envs[k])
+                __builtin_trap(); /* passed the check, yet outside the node's envs */
+            sink += o->reward[i] + (float)o->step[i] + (float)o->terminated[i] +
+                    (float)o->truncated[i] + (float)o->episode_start[i];
+            for (uint32_t d = 0; d < dims[k]; d++)
+                sink += o->obs[i * dims[k] + d];
+        }
+        for (size_t j = 0; j < o->n_final_index; j++) {
+            if (o->final_index[j] >= o->n_env)
+                __builtin_trap();
+            for (uint32_t d = 0; d < dims[k]; d++)
+                sink += o->final_obs[j * dims[k] + d];
+        }
+    }
+}
+
+static void check_welcome(const Rollout__V1__Welcome *w)
+{
+    char err[256];
+    ro_space_t obs, act;
+    if (ro__check_welcome(w, 1u << 20, &obs, &act, err, sizeof err) != 0)
+        return;
+    const ro_space_t *sp[2] = {&obs, &act};
+    for (int k = 0; k < 2; k++)
+        if (sp[k]->kind == RO_SPACE_BOX)
+            for (size_t i = 0; i < ro_space_size(sp[k]); i++)
+                sink += sp[k]->high[i] - sp[k]->low[i];
+}
+
+static void check_hello(const Rollout__V1__Hello *h)
+{
+    char err[256];
+    bool trainer;
+    const ro_hello_rules_t rules[2] = {{.learners = true, .token = "s3cret"}, {.trainers = true}};
+    for (int k = 0; k < 2; k++)
+        if (ro__check_hello(h, &rules[k], &trainer, err, sizeof err) == 0 && trainer != (k == 1))
+            __builtin_trap(); /* accepted a role this node does not take */
+}
+
+/* A oneof member is present whenever its case is set; the receivers
+ * check the pointer anyway, and so does this. */
+static void validate(const ro_frame_t *f)
+{
+    switch (f->body_case) {
+    case ROLLOUT__V1__FRAME__BODY_HELLO:
+        if (f->hello)
+            check_hello(f->hello);
+        break;
+    case ROLLOUT__V1__FRAME__BODY_ACTIONS:
+        if (f->actions)
+            check_actions(f->actions);
+        break;
+    case ROLLOUT__V1__FRAME__BODY_OBSERVATIONS:
+        if (f->observations)
+            check_observations(f->observations);
+        break;
+    case ROLLOUT__V1__FRAME__BODY_WELCOME:
+        if (f->welcome)
+            check_welcome(f->welcome);
+        break;
+    default: /* error, goodbye, policy_accepted: strings and numbers only */
+        break;
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -37,6 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             if (!ro__frame_kind(f))
                 abort();
+            validate(f);
             ro__frame_free(f);
         }
     }
