@@ -1,5 +1,6 @@
 """A minimal learner for tests: raw frames over a socket, so tests can also
 send malformed ones. rollout_pb2 is generated from proto/ into a temp dir."""
+import atexit
 import importlib
 import os
 import socket
@@ -93,12 +94,26 @@ class Conn:
         self.sock.close()
 
 
+_started = []
+
+
+@atexit.register
+def _kill_leftovers():
+    """A test that failed half-way may leave a --seconds 0 node behind."""
+    for p in _started:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def start_node(node, *args, env=None):
     """Start rollout-node listening on a free loopback port; returns
-    (Popen, address). The node prints the bound address on stderr."""
+    (Popen, address). The node prints the bound address on stderr; it is
+    killed at exit if the test left it running."""
     p = subprocess.Popen([node, "--learner", "remote", "--listen", "127.0.0.1:0", "--quiet",
                           "--json", *map(str, args)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env)
+    _started.append(p)
     for line in p.stderr:
         if "listening for learners on" in line:
             return p, line.strip().rsplit(" ", 1)[1]
