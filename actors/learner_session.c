@@ -178,7 +178,7 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
         return;
     }
     if (h->stopping) {
-        ro__session_fail(s, RO_EPROTO, "the node is stopping");
+        ro__session_fail(s, RO_ESHUTDOWN, "the node is stopping");
         return;
     }
     Rollout__V1__Space os = ROLLOUT__V1__SPACE__INIT, as = ROLLOUT__V1__SPACE__INIT;
@@ -400,7 +400,7 @@ void ro__session_accept(uv_stream_t *server, int status)
     h->nconns++;
     h->stats.accepted++;
     if (h->stopping || h->nconns > h->o.max_learners) {
-        ro__session_fail(s, RO_EPROTO,
+        ro__session_fail(s, h->stopping ? RO_ESHUTDOWN : RO_EPROTO,
                          h->stopping ? "the node is stopping" : "too many connections (limit %u)",
                          h->o.max_learners);
         return;

@@ -17,6 +17,7 @@ enum {
     RO_EPROTO = -EPROTO,       /* a peer broke the protocol */
     RO_EACCES = -EACCES,       /* a peer presented a wrong or missing token */
     RO_ETIMEDOUT = -ETIMEDOUT, /* a peer did not answer in time */
+    RO_ESHUTDOWN = -ESHUTDOWN, /* the node is stopping: do not come back */
 };
 
 /* ro__errorf writes a message into err (errlen bytes; either may be 0) and

@@ -409,9 +409,15 @@ static void on_frame(node_conn_t *c, ro_frame_t *f, bool *keep)
     if (!c->welcomed) {
         if (f->body_case == ROLLOUT__V1__FRAME__BODY_WELCOME && f->welcome) {
             adopt_spec(L, c, f->welcome);
+        } else if (f->body_case == ROLLOUT__V1__FRAME__BODY_ERROR && f->error && c->attached &&
+                   f->error->code == ESHUTDOWN) {
+            /* A reconnect to a node that is stopping: it is done, as after
+             * a goodbye. */
+            c->final = true;
+            conn_close(c, "the node is stopping");
         } else if (f->body_case == ROLLOUT__V1__FRAME__BODY_ERROR && f->error && c->attached) {
-            /* A reconnect refused ("too many connections", "stopping"): the
-             * attempt failed, the next may not. */
+            /* A reconnect refused ("too many connections"): the attempt
+             * failed, the next may not. */
             char msg[256];
             snprintf(msg, sizeof msg, "refused: %s", f->error->message ? f->error->message : "");
             conn_close(c, msg);
