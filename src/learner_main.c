@@ -341,6 +341,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "rollout-learner: %s\n", err);
         return 2;
     }
+    if (L.cfg.token_file && ro__flag_token_file_exposed(L.cfg.token_file, err, sizeof err))
+        fprintf(stderr, "rollout-learner: warning: %s\n", err);
     for (uint32_t i = 0; i < L.cfg.nconnect; i++)
         if (ro__learner_parse_addr(L.cfg.connect[i], &L.conns[i].sa) != 0) {
             fprintf(stderr,

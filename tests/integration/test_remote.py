@@ -464,7 +464,10 @@ class Slots(nu.TempDirCase):
             _, p = nu.run("--learner", "remote", "--listen", "127.0.0.1:0", "--token-file", tok,
                           "--seconds", 0.2)
             self.assertEqual("accessible to other users" in p.stderr, warned, p.stderr)
-        self.assertNotIn("a-long-random-secret", p.stderr)
+            # The learner says the same (here with no node to reach).
+            lp = learner("--connect", "127.0.0.1:1", "--token-file", tok)
+            self.assertEqual("accessible to other users" in lp.stderr, warned, lp.stderr)
+        self.assertNotIn("a-long-random-secret", p.stderr + lp.stderr)
 
 
 class SlowLearner(nu.TempDirCase):
