@@ -56,7 +56,6 @@ struct ro_recorder {
     char io_err[256];
     uint64_t transitions, resets;
     uint64_t lost_steps; /* not recorded: cut from the file or never written */
-    bool error_reported;
     uint64_t busy_ns;
 
     ro_rec_chunk_t *chunks;

@@ -8,7 +8,12 @@ The figures that matter are flatness: RSS, fds and threads after warm-up
 against the end, and steps/s per learner generation against the first.
 
 usage: soak.py BUILD_DIR [--minutes M] [--reattach-s S] [--sample-s S]
-               [--num-envs N] [--csv FILE] [--summary FILE] [--check]
+               [--num-envs N] [--csv FILE] [--summary FILE] [--plot PNG] [--check]
+
+The published run (docs/benchmarks.md#soak):
+
+    bench/soak.py build --csv docs/benchmarks/soak.csv \
+        --summary docs/benchmarks/soak_summary.txt --plot docs/benchmarks/soak.png
 
 --check exits 1 unless fds and threads stay flat, RSS grows less than
 --max-rss-growth-kib after warm-up, and every learner generation stepped the
@@ -25,7 +30,8 @@ import sys
 import threading
 import time
 
-STATUS = re.compile(r"\]\s+steps\s+(\d+)\s+\|")
+# "[  12.0s] steps   12345 | ...": the node's own clock with its step count.
+STATUS = re.compile(r"\[\s*([0-9.]+)s\]\s+steps\s+(\d+)\s+\|")
 
 
 def proc_sample(pid):
@@ -53,7 +59,9 @@ class Node:
                 break
         if not self.addr:
             raise SystemExit(f"soak: the node did not start (exit {self.p.wait()})")
-        self.steps = 0
+        # (the node's clock, its step count) from the latest progress line,
+        # replaced as one tuple: rates use the node's clock, not ours.
+        self.progress = (0.0, 0)
         self.log = []
         self.t = threading.Thread(target=self.follow, daemon=True)
         self.t.start()
@@ -62,7 +70,7 @@ class Node:
         for line in self.p.stderr:
             m = STATUS.search(line)
             if m:
-                self.steps = int(m.group(1))
+                self.progress = (float(m.group(1)), int(m.group(2)))
             elif line.strip():
                 self.log.append(line.rstrip())
 
@@ -71,6 +79,36 @@ def start_learner(build, addr, gen):
     return subprocess.Popen([f"{build}/rollout-learner", "--connect", addr, "--quiet",
                              "--name", f"soak-{gen}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def plot(csv, png):
+    """steps/s over time above; RSS, open fds and threads below (gnuplot)."""
+    script = f"""
+set datafile separator ","
+set terminal pngcairo size 900,650 font ",11"
+set output "{png}"
+set multiplot layout 2,1 title "soak: cartpole + MLP(64,64), remote learner replaced every minute"
+set grid
+set key bottom right
+set ylabel "env steps/s"
+set yrange [0:*]
+plot "{csv}" using 1:5 every ::1 with lines lw 1.5 title "steps/s (between progress lines, node clock)"
+set xlabel "seconds"
+set ylabel "RSS (MiB)"
+set y2label "fds, threads"
+set y2tics
+set ytics nomirror
+set yrange [0:*]
+set y2range [0:16]
+plot "{csv}" using 1:($6/1024) every ::1 with lines lw 2 title "RSS", \
+     "{csv}" using 1:7 every ::1 axes x1y2 with lines lw 2 title "open fds", \
+     "{csv}" using 1:8 every ::1 axes x1y2 with lines lw 2 dt 2 title "threads"
+unset multiplot
+"""
+    try:
+        subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"soak: no plot ({e}); bash .ci/install-deps installs gnuplot", file=sys.stderr)
 
 
 def main():
@@ -86,6 +124,7 @@ def main():
                     help="node workers; the learner gets the other CPU (default 1)")
     ap.add_argument("--csv")
     ap.add_argument("--summary")
+    ap.add_argument("--plot", help="PNG of steps/s, RSS, fds and threads over time (needs --csv)")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--max-rss-growth-kib", type=int, default=4096)
     a = ap.parse_args()
@@ -97,27 +136,29 @@ def main():
     t0 = time.monotonic()
     end = t0 + a.minutes * 60.0
     next_swap = t0 + a.reattach_s
-    rows = []  # (t, generation, steps, rss, fds, threads)
+    rows = []  # (t, generation, steps, node_t, sps, rss, fds, threads)
     gen_start_steps = {0: 0}
     kills = {"SIGKILL": 0, "SIGTERM": 0}
-    last_steps, last_t = 0, t0
+    last_steps, last_node_t = 0, 0.0
     while time.monotonic() < end:
         time.sleep(a.sample_s)
         now = time.monotonic()
         if node.p.poll() is not None:
             raise SystemExit(f"soak: the node exited early ({node.p.returncode}): {node.log}")
         rss, fds, threads = proc_sample(node.p.pid)
-        steps = node.steps
-        rows.append((now - t0, gen, steps, (steps - last_steps) / (now - last_t), rss, fds,
-                     threads))
-        last_steps, last_t = steps, now
+        # The progress lines come every 2 s: a rate between two of them,
+        # timed by the node, does not alias with this loop's period.
+        node_t, steps = node.progress
+        sps = (steps - last_steps) / (node_t - last_node_t) if node_t > last_node_t else 0.0
+        rows.append((now - t0, gen, steps, node_t, sps, rss, fds, threads))
+        last_steps, last_node_t = steps, node_t
         if now >= next_swap and now < end:
             sig = signal.SIGKILL if gen % 2 == 0 else signal.SIGTERM
             learner.send_signal(sig)
             learner.wait(timeout=30)
             kills[sig.name] += 1
             gen += 1
-            gen_start_steps[gen] = node.steps
+            gen_start_steps[gen] = node.progress[1]
             learner = start_learner(a.build, node.addr, gen)
             next_swap = now + a.reattach_s
     node.p.send_signal(signal.SIGINT)
@@ -127,14 +168,14 @@ def main():
 
     if a.csv:
         with open(a.csv, "w") as f:
-            f.write("t_s,learner,steps,sps,rss_kib,fds,threads\n")
+            f.write("t_s,learner,steps,node_t_s,sps,rss_kib,fds,threads\n")
             for r in rows:
-                f.write(f"{r[0]:.1f},{r[1]},{r[2]},{r[3]:.0f},{r[4]},{r[5]},{r[6]}\n")
+                f.write(f"{r[0]:.1f},{r[1]},{r[2]},{r[3]:.1f},{r[4]:.0f},{r[5]},{r[6]},{r[7]}\n")
 
     base = [r for r in rows if r[0] >= warmup] or rows
-    rss0, rss_max, rss_end = base[0][4], max(r[4] for r in base), base[-1][4]
-    fds_set = sorted({r[5] for r in base})
-    thr_set = sorted({r[6] for r in base})
+    rss0, rss_max, rss_end = base[0][5], max(r[5] for r in base), base[-1][5]
+    fds_set = sorted({r[6] for r in base})
+    thr_set = sorted({r[7] for r in base})
     # Steps/s per learner generation, over its whole life (reattach gaps
     # included: they are part of what a user sees).
     by_gen = {}
@@ -142,8 +183,8 @@ def main():
         by_gen.setdefault(r[1], []).append(r)
     gen_sps = []
     for g, rs in sorted(by_gen.items()):
-        if len(rs) >= 2:
-            gen_sps.append((rs[-1][2] - rs[0][2]) / (rs[-1][0] - rs[0][0]))
+        if len(rs) >= 2 and rs[-1][3] > rs[0][3]:
+            gen_sps.append((rs[-1][2] - rs[0][2]) / (rs[-1][3] - rs[0][3]))
     mean = statistics.mean(gen_sps) if gen_sps else 0.0
     cv = statistics.pstdev(gen_sps) / mean if len(gen_sps) > 1 and mean else 0.0
     stepped = [g for g, rs in by_gen.items() if rs[-1][2] > gen_start_steps[g]]
@@ -166,6 +207,8 @@ def main():
     if a.summary:
         with open(a.summary, "w") as f:
             f.write(text + "\n")
+    if a.plot and a.csv:
+        plot(a.csv, a.plot)
     if not a.check:
         return 0
     bad = []

@@ -312,7 +312,6 @@ int ro__traj_writer_flush(ro_traj_writer_t *w, char *err, size_t errlen)
                      w->path, w->part, strerror(-rc), w->file_records, w->file_bytes);
     }
     w->len = 0;
-    w->buf_records = 0;
     return rc ? RO_EIO : 0;
 }
 
@@ -416,7 +415,6 @@ int ro__traj_writer_append(ro_traj_writer_t *w, Rollout__V1__TransitionBatch *b,
     w->file_bytes += framed;
     w->total_bytes += framed;
     w->file_records++;
-    w->buf_records++;
     w->batches++;
     return 0;
 }

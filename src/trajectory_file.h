@@ -58,7 +58,6 @@ typedef struct ro_traj_writer {
     uint64_t batches;      /* over every part */
     uint8_t *buf;
     size_t len, cap;
-    uint32_t buf_records;               /* records in buf (the header is not one) */
     Rollout__V1__TrajectoryHeader *hdr; /* the caller's; part is set per file */
     /* After a failed write (disk full, I/O error): the records cut from the
      * end of the file or never written, and the entries in them. */
