@@ -346,8 +346,9 @@ static bool obs_valid(node_conn_t *c, const Rollout__V1__Observations *o)
     return true;
 }
 
-/* Episode returns. A batch sent again after a reconnect repeats (env, step)
- * pairs already counted: those are skipped. */
+/* Steps and episode returns. A batch sent again after a reconnect repeats
+ * (env, step) pairs already counted: those are skipped, so every env step
+ * is counted once however often it was served. */
 static void account(node_conn_t *c, const Rollout__V1__Observations *o)
 {
     for (size_t i = 0; i < o->n_env; i++) {
@@ -355,6 +356,8 @@ static void account(node_conn_t *c, const Rollout__V1__Observations *o)
         if (o->step[i] < c->next_step[e])
             continue;
         c->next_step[e] = o->step[i] + 1;
+        c->steps++;
+        c->L->steps++;
         c->ep_ret[e] += o->reward[i];
         if (o->terminated[i] || o->truncated[i]) {
             c->episodes++;

@@ -114,11 +114,8 @@ static void done_behaviour(ro_actor_t *self, ro_msg_t *msg)
         f.actions = &a;
         /* A node that went away keeps these observations for its next learner;
          * a connection made since (a reconnect) is not the one they came on. */
-        if (j->rows > 0 && !p->c->closing && p->gen == p->c->gen &&
-            ro__learner_send(p->c, &f) == 0) {
-            p->c->steps += o->n_env;
-            L->steps += o->n_env;
-        }
+        if (j->rows > 0 && !p->c->closing && p->gen == p->c->gen)
+            ro__learner_send(p->c, &f); /* steps were counted on arrival (account) */
         r += (uint32_t)o->n_env;
         ro__frame_free(p->frame);
         free(p);

@@ -262,6 +262,12 @@ class CutLink(nu.TempDirCase):
         self.assertGreaterEqual(sa["batches_resent"], 1, a.log())
         self.assertEqual(sb["learners_attached"], 1, b.log())
         na, nb = ls["nodes"]
+        # The batches resent after the cut are not counted twice: the
+        # learner's steps for each node are the node's, plus at most the
+        # observations in flight at the stop (one per env, 8).
+        for n, s in ((na, sa), (nb, sb)):
+            self.assertGreaterEqual(n["steps"], s["steps"])
+            self.assertLessEqual(n["steps"], s["steps"] + 8, (n, s))
         self.assertGreaterEqual(na["reconnects"], 1, lrn.log())
         self.assertEqual(nb["reconnects"], 0, lrn.log())
         self.assertFalse(na["failed"] or nb["failed"], lrn.log())

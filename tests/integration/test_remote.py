@@ -204,6 +204,10 @@ class Reconnect(nu.TempDirCase):
         # Batches sent again after the reconnect are not counted twice (the
         # node may count an episode or so more: ended, never sent at the stop).
         self.assertLessEqual(ls["episodes"], s["episodes"])
+        # Every env step once: the learner also counts the observations in
+        # flight at the stop, at most one per env (8), never a resent one.
+        self.assertGreaterEqual(ls["steps"], s["steps"])
+        self.assertLessEqual(ls["steps"], s["steps"] + 8, (ls, s))
         self.assertGreaterEqual(ls["episodes"], s["episodes"] - 8)
         self.assertAlmostEqual(ls["mean_return"], s["mean_return"], delta=2.0)
 
