@@ -16,24 +16,20 @@
 #include "error.h"
 #include "policy.h"
 #include "policy_params.h"
+#include "tmpdir_fixture.h"
 
 #define ERRLEN 512
-
-static char tmpdir[64];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ro_test_policy_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return tmpdir_create("policy");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tmpdir_remove();
 }
 
 static const char *tmp_path(const char *name)

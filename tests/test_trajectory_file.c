@@ -22,26 +22,22 @@
 #include "crc32c.h"
 #include "error.h"
 #include "trajectory_file.h"
+#include "tmpdir_fixture.h"
 
 #define ERRLEN 512
 #define OBS_DIM 3
 #define ENVS 4
 
-static char tmpdir[64];
-
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ro_test_traj_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return tmpdir_create("traj");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tmpdir_remove();
 }
 
 static void tmp_path(char *buf, size_t len, const char *name)

@@ -279,11 +279,7 @@ class PushPolicy(nu.TempDirCase):
         p = subprocess.Popen([nu.NODE, "--listen", "127.0.0.1:0", "--seconds", "0", "--quiet",
                               "--json", "--num-envs", "32", "--metrics", m],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        addr = None
-        for line in p.stderr:
-            if "listening for learners on" in line:
-                addr = line.split()[-1]
-                break
+        addr = w.listen_address(p)
         time.sleep(0.5)
         # Always push the cart right: every episode ends within about 10 steps.
         right = self.path("right.pb")
@@ -315,11 +311,7 @@ class PushPolicy(nu.TempDirCase):
     def test_learner_role_refused_by_a_local_node(self):
         p = subprocess.Popen([nu.NODE, "--listen", "127.0.0.1:0", "--seconds", "0", "--quiet"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        addr = None
-        for line in p.stderr:
-            if "listening for learners on" in line:
-                addr = line.split()[-1]
-                break
+        addr = w.listen_address(p)
         c = w.Conn(addr)
         f = c.hello()
         self.assertEqual(f.WhichOneof("body"), "error")

@@ -113,9 +113,15 @@ def start_node(node, *args, env=None):
     p = subprocess.Popen([node, "--learner", "remote", "--listen", "127.0.0.1:0", "--quiet",
                           "--json", *map(str, args)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env)
+    return p, listen_address(p)
+
+
+def listen_address(p):
+    """The address a node started with --listen printed on stderr (it says so
+    even for port 0); the node is killed at exit if the test leaves it."""
     _started.append(p)
     for line in p.stderr:
         if "listening for learners on" in line:
-            return p, line.strip().rsplit(" ", 1)[1]
+            return line.strip().rsplit(" ", 1)[1]
     p.wait()
     raise RuntimeError(f"node did not start: exit {p.returncode}")
