@@ -1,17 +1,17 @@
-#include "env_actor.h"
+#include "actors/env_actor.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "clock.h"
-#include "crash_report.h"
-#include "error.h"
-#include "messages.h"
-#include "recorder_actor.h"
-#include "numa_mem.h"
+#include "runtime/alloc.h"
+#include "runtime/clock.h"
+#include "runtime/crash_report.h"
+#include "runtime/error.h"
+#include "actors/messages.h"
+#include "actors/recorder_actor.h"
+#include "runtime/numa_mem.h"
 
 /* Below this many steps per env the shard checks nothing for a quota. */
 #define NO_QUOTA 0

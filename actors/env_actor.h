@@ -22,9 +22,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "actor.h"
-#include "metrics_ring.h"
-#include "rng.h"
+#include "runtime/actor.h"
+#include "runtime/metrics_ring.h"
+#include "runtime/rng.h"
 #include "rollout/env.h"
 
 struct ro_rec_port;

@@ -1,12 +1,12 @@
-#include "learner_actor.h"
+#include "actors/learner_actor.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "error.h"
-#include "messages.h"
-#include "numa_mem.h"
+#include "runtime/clock.h"
+#include "runtime/error.h"
+#include "actors/messages.h"
+#include "runtime/numa_mem.h"
 
 /* Take ready shards (whole ones) until the batch is full, run the forward
  * pass over their envs, and send each its actions. */

@@ -20,10 +20,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "actor.h"
-#include "env_actor.h"
-#include "policy.h"
-#include "scheduler.h"
+#include "runtime/actor.h"
+#include "actors/env_actor.h"
+#include "policy/policy.h"
+#include "runtime/scheduler.h"
 
 typedef struct ro_learner {
     ro_actor_t actor;

@@ -1,12 +1,12 @@
-#include "logger_actor.h"
+#include "actors/logger_actor.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "error.h"
+#include "runtime/clock.h"
+#include "runtime/error.h"
 
 #define DRAIN_MS 50
 #define STATUS_TTY_NS 500000000ull

@@ -20,7 +20,7 @@
 
 #include <uv.h>
 
-#include "metrics_ring.h"
+#include "runtime/metrics_ring.h"
 
 /* Counters the logger samples from the node (relaxed reads). */
 typedef struct ro_logger_sample {

@@ -1,4 +1,4 @@
-#include "recorder_actor.h"
+#include "actors/recorder_actor.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -7,12 +7,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "alloc.h"
-#include "clock.h"
-#include "env_actor.h"
-#include "error.h"
-#include "messages.h"
-#include "trajectory_file.h"
+#include "runtime/alloc.h"
+#include "runtime/clock.h"
+#include "actors/env_actor.h"
+#include "runtime/error.h"
+#include "actors/messages.h"
+#include "trajectory/file.h"
 
 /* The pool is at most this big, and at most CHUNKS_PER_SHARD chunks per
  * shard: enough to ride out a disk hiccup, small enough to stay bounded. */

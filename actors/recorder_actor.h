@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "actor.h"
+#include "runtime/actor.h"
 #include "rollout/env.h"
 
 struct ro_env_shard;

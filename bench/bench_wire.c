@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "wire.h"
+#include "runtime/clock.h"
+#include "wire/frame.h"
 
 static void fill(Rollout__V1__Observations *o, uint32_t n, uint32_t od)
 {

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activation.h"
-#include "rng.h"
+#include "policy/activation.h"
+#include "runtime/rng.h"
 
 static float from_bits(uint32_t u)
 {

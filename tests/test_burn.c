@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env_registry.h"
+#include "envs/registry.h"
 #include "envs/burn.h"
-#include "error.h"
+#include "runtime/error.h"
 
 static const ro_env_vtable_t *const vt = &ro__env_burn;
 

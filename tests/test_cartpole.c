@@ -13,9 +13,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "env_registry.h"
+#include "envs/registry.h"
 #include "envs/cartpole.h"
-#include "error.h"
+#include "runtime/error.h"
 
 static const ro_env_vtable_t *const vt = &ro__env_cartpole;
 

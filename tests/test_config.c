@@ -8,8 +8,8 @@
 
 #include <string.h>
 
-#include "config.h"
-#include "error.h"
+#include "node/config.h"
+#include "runtime/error.h"
 
 #include <stdlib.h>
 

@@ -11,11 +11,11 @@
 #include <semaphore.h>
 #include <string.h>
 
-#include "env_actor.h"
-#include "env_registry.h"
-#include "learner_actor.h"
-#include "messages.h"
-#include "scheduler.h"
+#include "actors/env_actor.h"
+#include "envs/registry.h"
+#include "actors/learner_actor.h"
+#include "actors/messages.h"
+#include "runtime/scheduler.h"
 
 typedef struct fixture {
     ro_sched_t *sched;

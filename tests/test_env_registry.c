@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "env_registry.h"
-#include "error.h"
+#include "envs/registry.h"
+#include "runtime/error.h"
 
 static void assert_contains(const char *msg, const char *part)
 {

@@ -15,8 +15,8 @@
 
 #include <uv.h>
 
-#include "logger_actor.h"
-#include "metrics_ring.h"
+#include "actors/logger_actor.h"
+#include "runtime/metrics_ring.h"
 
 static void no_sample(void *ctx, ro_logger_sample_t *out)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics_ring.h"
+#include "runtime/metrics_ring.h"
 
 static void test_capacity_must_be_power_of_two(void **state)
 {

@@ -9,8 +9,8 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "actor.h"
-#include "mpscq.h"
+#include "runtime/actor.h"
+#include "runtime/mpscq.h"
 
 typedef struct item {
     ro_mpscq_node_t link;

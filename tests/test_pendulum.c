@@ -12,9 +12,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "env_registry.h"
+#include "envs/registry.h"
 #include "envs/pendulum.h"
-#include "error.h"
+#include "runtime/error.h"
 
 static const ro_env_vtable_t *const vt = &ro__env_pendulum;
 

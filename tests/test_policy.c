@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "policy.h"
-#include "policy_params.h"
+#include "runtime/error.h"
+#include "policy/policy.h"
+#include "policy/params.h"
 #include "tmpdir_fixture.h"
 
 #define ERRLEN 512

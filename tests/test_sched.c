@@ -12,9 +12,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "actor.h"
-#include "clock.h"
-#include "scheduler.h"
+#include "runtime/actor.h"
+#include "runtime/clock.h"
+#include "runtime/scheduler.h"
 
 /* A latch the test thread waits on until `target` events happened. */
 typedef struct latch {

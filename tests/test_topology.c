@@ -13,14 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env_actor.h"
-#include "env_registry.h"
-#include "error.h"
-#include "node.h"
-#include "numa_mem.h"
+#include "actors/env_actor.h"
+#include "envs/registry.h"
+#include "runtime/error.h"
+#include "node/node.h"
+#include "runtime/numa_mem.h"
 #include "ro_build_config.h"
-#include "scheduler.h"
-#include "topology.h"
+#include "runtime/scheduler.h"
+#include "runtime/topology.h"
 
 #if RO_HAVE_NUMA
 #include <numaif.h>

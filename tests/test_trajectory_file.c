@@ -19,9 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "crc32c.h"
-#include "error.h"
-#include "trajectory_file.h"
+#include "trajectory/crc32c.h"
+#include "runtime/error.h"
+#include "trajectory/file.h"
 #include "tmpdir_fixture.h"
 
 #define ERRLEN 512

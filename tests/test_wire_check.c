@@ -13,9 +13,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "error.h"
-#include "wire.h"
-#include "wire_check.h"
+#include "runtime/error.h"
+#include "wire/frame.h"
+#include "wire/checks.h"
 
 static char err[256];
 

@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "wire.h"
-#include "wire_check.h"
+#include "wire/frame.h"
+#include "wire/checks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
