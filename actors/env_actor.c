@@ -12,6 +12,7 @@
 #include "actors/messages.h"
 #include "actors/recorder_actor.h"
 #include "runtime/numa_mem.h"
+#include "runtime/scheduler.h"
 
 /* Below this many steps per env the shard checks nothing for a quota. */
 #define NO_QUOTA 0

@@ -180,7 +180,7 @@ static void test_record_flags(void **state)
     assert_int_equal(parse(av, argc, &c, err), 0);
     assert_string_equal(c.record, "run.traj");
     assert_int_equal(c.record_max_bytes, 1000000);
-    assert_true(c.record_drop);
+    assert_int_equal(c.record_full, RO_RECORD_DROP);
     for (int i = 0; i < argc; i++)
         free(av[i]);
     const char *b[] = {"rollout-node", "--record-full", "block", NULL};
@@ -188,7 +188,7 @@ static void test_record_flags(void **state)
     assert_int_equal(parse(av, argc, &c, err), 0);
     assert_null(c.record);
     assert_int_equal(c.record_max_bytes, 0);
-    assert_false(c.record_drop);
+    assert_int_equal(c.record_full, RO_RECORD_BLOCK);
     for (int i = 0; i < argc; i++)
         free(av[i]);
     expect_error("--record-full", "sometimes", "expected block or drop");

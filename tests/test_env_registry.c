@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "envs/env_args.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
 

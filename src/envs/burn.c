@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "envs/env_args.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envs/env_args.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"

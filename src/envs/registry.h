@@ -14,6 +14,9 @@
 
 #include "rollout/env.h"
 
+/* The most --env-arg pairs an env is given. */
+#define RO_MAX_ENV_ARGS 32
+
 extern const ro_env_vtable_t ro__env_cartpole;
 extern const ro_env_vtable_t ro__env_pendulum;
 extern const ro_env_vtable_t ro__env_burn;
@@ -48,15 +51,5 @@ void ro__env_close(ro_env_kind_t *kind);
 int ro__env_check_args(const ro_env_vtable_t *vt, const ro_env_arg_t *args, size_t n,
                        ro_env_arg_t *out, size_t *nout, uint32_t *max_steps, char *err,
                        size_t errlen);
-
-/*
- * Helpers for env implementations parsing their args. Each returns 0, or
- * RO_EINVAL with a message naming key and value if the value is not a number
- * in [lo, hi].
- */
-int ro__env_arg_double(const char *key, const char *value, double lo, double hi, double *out,
-                       char *err, size_t errlen);
-int ro__env_arg_u32(const char *key, const char *value, uint32_t lo, uint32_t hi, uint32_t *out,
-                    char *err, size_t errlen);
 
 #endif

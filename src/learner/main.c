@@ -31,7 +31,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
-#include "runtime/flags.h"
+#include "wire/token.h"
 #include "learner/learner.h"
 #include "policy/params.h"
 #include "ro_build_config.h"
@@ -334,11 +334,11 @@ int main(int argc, char **argv)
         return 0;
     }
     if (L.cfg.token_file &&
-        ro__flag_token_file(L.cfg.token_file, L.token, sizeof L.token, err, sizeof err) != 0) {
+        ro__token_read(L.cfg.token_file, L.token, sizeof L.token, err, sizeof err) != 0) {
         fprintf(stderr, "rollout-learner: %s\n", err);
         return 2;
     }
-    if (L.cfg.token_file && ro__flag_token_file_exposed(L.cfg.token_file, err, sizeof err))
+    if (L.cfg.token_file && ro__token_exposed(L.cfg.token_file, err, sizeof err))
         fprintf(stderr, "rollout-learner: warning: %s\n", err);
     for (uint32_t i = 0; i < L.cfg.nconnect; i++)
         if (ro__learner_parse_addr(L.cfg.connect[i], &L.conns[i].sa) != 0) {

@@ -26,7 +26,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
-#include "runtime/flags.h"
+#include "wire/token.h"
 #include "learner/learner.h"
 #include "policy/params.h"
 #include "ro_build_config.h"

@@ -10,9 +10,13 @@
 #include <stdio.h>
 
 #include "policy/policy.h"
+#include "envs/registry.h"
 #include "rollout/env.h"
 
-#define RO_MAX_ENV_ARGS 32
+/* Values of the choice flags, in the order --help lists them. */
+enum { RO_LEARNER_LOCAL = 0, RO_LEARNER_REMOTE = 1 };
+enum { RO_RECORD_BLOCK = 0, RO_RECORD_DROP = 1 };
+enum { RO_RECORD_STOP = 0, RO_RECORD_CONTINUE = 1 };
 
 typedef struct ro_config {
     const char *env; /* built-in name or plugin path */
@@ -35,7 +39,7 @@ typedef struct ro_config {
     bool quiet;              /* no live status line */
     bool check_finite;       /* validate every observation and reward */
     bool overcommit;         /* allow more workers than allowed CPUs */
-    bool remote;             /* --learner remote: learners attach over TCP */
+    int learner;             /* --learner: RO_LEARNER_LOCAL or RO_LEARNER_REMOTE */
     const char *listen;      /* HOST:PORT for remote learners */
     const char *token_file;  /* shared secret learners must present */
     uint32_t max_frame;      /* largest frame accepted from a learner */
@@ -48,8 +52,9 @@ typedef struct ro_config {
      * the disk cannot take instead of pausing the envs. */
     const char *record;
     uint64_t record_max_bytes;
-    bool record_drop;
-    bool record_keep_going; /* --record-error continue: a failed write ends recording, not the run */
+    int record_full;  /* --record-full: RO_RECORD_BLOCK or RO_RECORD_DROP */
+    int record_error; /* --record-error: RO_RECORD_STOP, or RO_RECORD_CONTINUE: a failed write
+                         ends recording, not the run */
     const char *topology; /* declared NUMA nodes ("0:0-3;1:4-7"), or NULL */
     int numa_node;        /* bind CPUs and memory to this node; -1 = none */
     bool print_topology;  /* print the topology and the plan, then exit */
@@ -60,8 +65,9 @@ typedef struct ro_config {
 void ro__config_defaults(ro_config_t *c);
 
 /*
- * ro__config_parse parses argv into c (defaults first). Strings in c point
- * into argv. On a bad flag or value returns RO_EINVAL with one line in err
+ * ro__config_parse parses argv into c (defaults first) with the node's flag
+ * table and the one flag parser (runtime/flags.h). Strings in c point into
+ * argv. On a bad flag or value returns RO_EINVAL with one line in err
  * naming the flag, the value and what is accepted.
  */
 int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t errlen);

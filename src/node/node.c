@@ -16,7 +16,7 @@
 #include "actors/env_actor.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
-#include "runtime/flags.h"
+#include "wire/token.h"
 #include "actors/learner_actor.h"
 #include "actors/logger_actor.h"
 #include "actors/messages.h"
@@ -387,7 +387,7 @@ static int make_rings(ro_node_t *n)
 
 static int make_policy(ro_node_t *n, char *err, size_t errlen)
 {
-    if (n->cfg.remote)
+    if (n->cfg.learner == RO_LEARNER_REMOTE)
         return 0; /* the learners hold the policy */
     ro_space_t os, as;
     n->kind.vt->spaces(n->shards[0].envs[0], &os, &as);
@@ -444,9 +444,9 @@ static int load_token(ro_node_t *n, char *err, size_t errlen)
 {
     if (!n->cfg.token_file)
         return 0;
-    int rc = ro__flag_token_file(n->cfg.token_file, n->token, sizeof n->token, err, errlen);
+    int rc = ro__token_read(n->cfg.token_file, n->token, sizeof n->token, err, errlen);
     char warn[512];
-    if (rc == 0 && ro__flag_token_file_exposed(n->cfg.token_file, warn, sizeof warn))
+    if (rc == 0 && ro__token_exposed(n->cfg.token_file, warn, sizeof warn))
         fprintf(stderr, "rollout-node: warning: %s\n", warn);
     return rc;
 }
@@ -513,7 +513,7 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
     int rc = ro__sched_new(&n->sched, n->ngroups, n->group_nodes, n->plan, n->nworkers);
     if (rc)
         return rc;
-    if (n->cfg.remote) {
+    if (n->cfg.learner == RO_LEARNER_REMOTE) {
         if ((rc = make_remote(n, err, errlen)))
             return rc;
     } else {
@@ -567,7 +567,7 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
             ro__env_shard_wire(&n->shards[i], &w);
         }
     }
-    if (!n->cfg.remote && n->cfg.listen)
+    if (!(n->cfg.learner == RO_LEARNER_REMOTE) && n->cfg.listen)
         return make_trainer_listener(n, err, errlen);
     return 0;
 }
@@ -579,7 +579,7 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
     if (!n->cfg.record)
         return 0;
     char pol[128];
-    if (n->cfg.remote)
+    if (n->cfg.learner == RO_LEARNER_REMOTE)
         snprintf(pol, sizeof pol, "remote learners");
     else
         ro__policy_describe(n->policy, pol, sizeof pol);
@@ -592,8 +592,8 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
     ro_recorder_opts_t o = {
         .path = n->cfg.record,
         .max_bytes = n->cfg.record_max_bytes,
-        .drop = n->cfg.record_drop,
-        .keep_going = n->cfg.record_keep_going,
+        .drop = n->cfg.record_full == RO_RECORD_DROP,
+        .keep_going = n->cfg.record_error == RO_RECORD_CONTINUE,
         .on_error = &n->control,
         .vt = n->kind.vt,
         .env_spec = n->cfg.env,
@@ -664,7 +664,7 @@ int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errle
 void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
 {
     char pol[128];
-    if (n->cfg.remote) {
+    if (n->cfg.learner == RO_LEARNER_REMOTE) {
         char addr[80];
         ro__remote_address(n->remote, addr, sizeof addr);
         snprintf(pol, sizeof pol, "remote learners on %s", addr);
@@ -799,7 +799,7 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     s->shard = n->shard_size;
     s->batch = n->batch;
     snprintf(s->env, sizeof s->env, "%s", n->kind.vt->name);
-    if (n->cfg.remote) {
+    if (n->cfg.learner == RO_LEARNER_REMOTE) {
         snprintf(s->policy, sizeof s->policy, "remote");
         ro_remote_stats_t rs;
         ro__remote_stats(n->remote, &rs);

@@ -19,6 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The activation applied after each hidden layer of an MLP. */
+typedef enum ro_activation {
+    RO_ACT_TANH = 1,
+    RO_ACT_RELU = 2,
+} ro_activation_t;
+
 /* ro__act_tanh replaces x[0..n) by tanh(x) in place: absolute error at
  * most 2e-6 over all floats, odd (exact signs, tanh(-0) = -0), NaN in gives
  * NaN out. */

@@ -13,7 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "policy/policy.h"
+#include "policy/activation.h"
+#include "rollout/env.h"
+
+/* The most hidden layers an MLP may have (files and specs alike). */
+#define RO_POLICY_MAX_HIDDEN 8
 
 /* The largest weights file accepted. */
 #define RO_POLICY_FILE_MAX ((size_t)256 << 20)

@@ -13,19 +13,14 @@
 #include <stdint.h>
 
 #include "rollout/env.h"
+#include "policy/activation.h"
+#include "policy/params.h"
 #include "runtime/rng.h"
-
-#define RO_POLICY_MAX_HIDDEN 8
 
 typedef enum ro_policy_kind {
     RO_POLICY_RANDOM = 1, /* uniform over the action space; no forward pass */
     RO_POLICY_MLP = 2,    /* MLP with seeded init, or loaded weights */
 } ro_policy_kind_t;
-
-typedef enum ro_activation {
-    RO_ACT_TANH = 1,
-    RO_ACT_RELU = 2,
-} ro_activation_t;
 
 /* How dense layers are computed. */
 typedef enum ro_gemm {

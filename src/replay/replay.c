@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/config.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"

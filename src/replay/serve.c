@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "node/config.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"

@@ -1,24 +1,27 @@
 #include "runtime/actor.h"
 
-#include "runtime/scheduler.h"
-
-void ro__actor_init_worker(ro_actor_t *a, const char *name, ro_behaviour_fn fn,
-                           struct ro_runq *runq, uint32_t batch)
+void ro__actor_init(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uint32_t batch,
+                    ro_schedule_fn schedule, void *home)
 {
     a->behaviour = fn;
     a->name = name;
-    a->runq = runq;
-    a->async = NULL;
+    a->schedule = schedule;
+    a->home = home;
     a->batch = batch ? batch : 1;
     a->runq_next = NULL;
     ro__mpscq_init(&a->mailbox);
     atomic_init(&a->pending, 0);
 }
 
+/* A loop actor's home is a uv_async_t: sends coalesce, the callback drains. */
+static void schedule_on_loop(ro_actor_t *a)
+{
+    uv_async_send(a->home);
+}
+
 void ro__actor_init_loop(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uv_async_t *async)
 {
-    ro__actor_init_worker(a, name, fn, NULL, 64);
-    a->async = async;
+    ro__actor_init(a, name, fn, 64, schedule_on_loop, async);
 }
 
 bool ro__actor_send(ro_actor_t *to, ro_msg_t *msg)
@@ -33,10 +36,7 @@ bool ro__actor_send(ro_actor_t *to, ro_msg_t *msg)
     int_fast64_t old = atomic_fetch_add_explicit(&to->pending, 1, memory_order_acq_rel);
     if (old != 0)
         return false; /* already runnable, or the count catches up a handled message */
-    if (to->runq != NULL)
-        ro__runq_push(to->runq, to);
-    else
-        uv_async_send(to->async); /* coalesces; the callback drains */
+    to->schedule(to);
     return true;
 }
 

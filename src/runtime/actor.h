@@ -7,8 +7,10 @@
  * is on at most one run queue (or being run by at most one thread) at a time
  * and needs no lock for its own state.
  *
- * Where an actor runs is its "home": a worker run queue (ro_runq_t, see
- * sched.h) or the libuv loop (a uv_async_t; see ro__actor_init_loop).
+ * Where an actor runs is its "home": a worker run queue (scheduler.h:
+ * ro__actor_init_worker) or the libuv loop (a uv_async_t; see
+ * ro__actor_init_loop). The actor only knows how to make itself runnable
+ * there (its schedule function), so this file depends on no scheduler.
  */
 #ifndef RO_ACTOR_H
 #define RO_ACTOR_H
@@ -31,18 +33,21 @@ typedef struct ro_msg {
 } ro_msg_t;
 
 typedef struct ro_actor ro_actor_t;
-struct ro_runq;
 
 /* A behaviour handles one message on the thread running the actor. */
 typedef void (*ro_behaviour_fn)(ro_actor_t *self, ro_msg_t *msg);
+
+/* A schedule function puts a runnable actor on its home (a->home): called
+ * by the sender whose message made the actor runnable. Any thread. */
+typedef void (*ro_schedule_fn)(ro_actor_t *a);
 
 struct ro_actor {
     /* Set before the first send, read-only afterwards. */
     ro_behaviour_fn behaviour;
     const char *name;
-    struct ro_runq *runq; /* worker home, or NULL for a loop actor */
-    uv_async_t *async;    /* loop home: owned by the actor's embedder */
-    uint32_t batch;       /* messages handled per run before yielding */
+    ro_schedule_fn schedule; /* makes the actor runnable at home */
+    void *home;              /* a worker's run queue, or the loop's uv_async_t */
+    uint32_t batch;          /* messages handled per run before yielding */
 
     /* Run-queue link: touched only under the run queue's mutex. */
     ro_actor_t *runq_next;
@@ -55,10 +60,11 @@ struct ro_actor {
     alignas(64) atomic_int_fast64_t pending;
 };
 
-/* ro__actor_init_worker prepares an actor that runs on worker threads of
- * runq. Before the first send. */
-void ro__actor_init_worker(ro_actor_t *a, const char *name, ro_behaviour_fn fn,
-                           struct ro_runq *runq, uint32_t batch);
+/* ro__actor_init prepares an actor whose home is `home`, made runnable there
+ * by `schedule`. Before the first send. Schedulers wrap it (e.g.
+ * ro__actor_init_worker in scheduler.h). */
+void ro__actor_init(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uint32_t batch,
+                    ro_schedule_fn schedule, void *home);
 
 /* ro__actor_init_loop prepares an actor that runs on the loop thread. The
  * caller owns `async`, already initialised with uv_async_init() whose

@@ -2,22 +2,21 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdbool.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "runtime/error.h"
 
-/* Strict unsigned parse: the whole string, decimal, within [lo, hi]. */
+/* Where --help starts a flag's help text. */
+#define HELP_COLUMN 26
+
 int ro__flag_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out,
                  char *err, size_t errlen)
 {
     char *end;
     errno = 0;
-    if (*s == '-' || *s == '+' || *s == '\0')
+    if (*s < '0' || *s > '9') /* strtoull would take a sign or blanks */
         goto bad;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || *end != '\0' || v < lo || v > hi)
@@ -25,9 +24,8 @@ int ro__flag_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint
     *out = v;
     return 0;
 bad:
-    snprintf(err, errlen, "%s '%s': expected an integer in [%llu, %llu]", flag, s,
-             (unsigned long long)lo, (unsigned long long)hi);
-    return RO_EINVAL;
+    return ro__errorf(err, errlen, RO_EINVAL, "%s '%s': expected an integer in [%llu, %llu]", flag,
+                      s, (unsigned long long)lo, (unsigned long long)hi);
 }
 
 int ro__flag_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out,
@@ -40,128 +38,140 @@ int ro__flag_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint
     return rc;
 }
 
-int ro__flag_seconds(const char *flag, const char *s, double *out, char *err, size_t errlen)
+static int seconds_at_least(const char *flag, const char *s, double lo, double *out, char *err,
+                            size_t errlen)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end != '\0' || !isfinite(v) || v < 0 || v > 1e9) {
-        snprintf(err, errlen, "%s '%s': expected a number of seconds >= 0", flag, s);
-        return RO_EINVAL;
-    }
+    if (errno || end == s || *end != '\0' || !isfinite(v) || v < 0 || v > 1e9)
+        return ro__errorf(err, errlen, RO_EINVAL, "%s '%s': expected a number of seconds >= 0",
+                          flag, s);
+    if (v < lo)
+        return ro__errorf(err, errlen, RO_EINVAL, "%s '%s': expected at least %g", flag, s, lo);
     *out = v;
     return 0;
 }
 
-int ro__flag_hidden(const char *s, ro_policy_spec_t *p, char *err, size_t errlen)
+int ro__flag_seconds(const char *flag, const char *s, double *out, char *err, size_t errlen)
 {
-    char buf[256];
-    if (strlen(s) >= sizeof buf)
-        goto bad;
-    strcpy(buf, s);
-    p->nhidden = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (p->nhidden == RO_POLICY_MAX_HIDDEN)
-            goto bad;
-        uint32_t w;
-        if (ro__flag_u32("--hidden", tok, 1, 65536, &w, err, errlen))
-            goto bad;
-        p->hidden[p->nhidden++] = w;
+    return seconds_at_least(flag, s, 0.0, out, err, errlen);
+}
+
+static int parse_choice(const ro_flag_t *f, const char *flag, const char *s, int *out, char *err,
+                        size_t errlen)
+{
+    for (int i = 0; f->choices[i]; i++)
+        if (strcmp(s, f->choices[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    char list[256] = "";
+    size_t used = 0;
+    for (int i = 0; f->choices[i] && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
+                                 i == 0              ? ""
+                                 : f->choices[i + 1] ? ", "
+                                                     : " or ",
+                                 f->choices[i]);
+    return ro__errorf(err, errlen, RO_EINVAL, "%s '%s': expected %s", flag, s, list);
+}
+
+/* One flag's value into its field. */
+static int parse_value(const ro_flag_t *f, void *cfg, const char *s, char *err, size_t errlen)
+{
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", f->name);
+    void *field = (char *)cfg + f->offset;
+    switch (f->kind) {
+    case RO_FLAG_BOOL:
+        *(bool *)field = true;
+        return 0;
+    case RO_FLAG_U32:
+        return ro__flag_u32(flag, s, (uint32_t)f->lo, (uint32_t)f->hi, field, err, errlen);
+    case RO_FLAG_U64:
+        return ro__flag_u64(flag, s, f->lo, f->hi, field, err, errlen);
+    case RO_FLAG_SECONDS:
+        return seconds_at_least(flag, s, (double)f->lo / 1000.0, field, err, errlen);
+    case RO_FLAG_STRING:
+        if (*s == '\0')
+            return ro__errorf(err, errlen, RO_EINVAL, "%s '': expected %s", flag,
+                              f->value ? f->value : "a value");
+        *(const char **)field = s;
+        return 0;
+    case RO_FLAG_CHOICE:
+        return parse_choice(f, flag, s, field, err, errlen);
+    case RO_FLAG_FN:
+        return f->parse(field, s, err, errlen);
+    case RO_FLAG_SECTION:
+        break;
     }
-    if (p->nhidden == 0 || s[strlen(s) - 1] == ',' || s[0] == ',' || strstr(s, ",,"))
-        goto bad;
-    return 0;
-bad:
-    snprintf(err, errlen,
-             "--hidden '%s': expected 1 to %d comma-separated widths in [1, 65536], e.g. 64,64", s,
-             RO_POLICY_MAX_HIDDEN);
     return RO_EINVAL;
 }
 
-int ro__flag_policy(const char *s, ro_policy_spec_t *p, char *err, size_t errlen)
+int ro__flags_parse(const ro_flag_t *flags, size_t n, void *cfg, bool *given, int argc, char **argv,
+                    int *operands, char *err, size_t errlen)
 {
-    if (strcmp(s, "random") == 0) {
-        p->kind = RO_POLICY_RANDOM;
-        p->params_path = NULL;
-    } else if (strcmp(s, "mlp") == 0) {
-        p->kind = RO_POLICY_MLP;
-        p->params_path = NULL;
-    } else if (*s == '\0') {
-        snprintf(err, errlen, "--policy '': expected random, mlp or a PolicyParams file");
-        return RO_EINVAL;
-    } else {
-        p->kind = RO_POLICY_MLP;
-        p->params_path = s;
+    struct option *opts = calloc(n + 1, sizeof *opts);
+    if (!opts)
+        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory parsing the command line");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (given)
+            given[i] = false;
+        if (flags[i].kind == RO_FLAG_SECTION)
+            continue;
+        opts[k].name = flags[i].name;
+        opts[k].has_arg = flags[i].value ? required_argument : no_argument;
+        opts[k].val = 256 + (int)i;
+        k++;
     }
+    optind = 1;
+    opterr = 0; /* our own one-line messages */
+    int rc = 0, opt;
+    while (rc == 0 && (opt = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        /* getopt_long leaves optind just past the offending argument. */
+        if (opt == ':')
+            rc = ro__errorf(err, errlen, RO_EINVAL, "%s: missing value (see --help)",
+                            argv[optind - 1]);
+        else if (opt < 256 || (size_t)(opt - 256) >= n)
+            rc = ro__errorf(err, errlen, RO_EINVAL, "unknown option '%s' (see --help)",
+                            argv[optind - 1]);
+        else {
+            size_t i = (size_t)(opt - 256);
+            rc = parse_value(&flags[i], cfg, optarg, err, errlen);
+            if (given)
+                given[i] = true;
+        }
+    }
+    free(opts);
+    if (rc)
+        return rc;
+    if (operands)
+        *operands = optind;
+    else if (optind < argc)
+        return ro__errorf(err, errlen, RO_EINVAL, "unexpected argument '%s' (see --help)",
+                          argv[optind]);
     return 0;
 }
 
-int ro__flag_activation(const char *s, ro_policy_spec_t *p, char *err, size_t errlen)
+void ro__flags_usage(FILE *f, const char *head, const ro_flag_t *flags, size_t n)
 {
-    if (strcmp(s, "tanh") == 0)
-        p->activation = RO_ACT_TANH;
-    else if (strcmp(s, "relu") == 0)
-        p->activation = RO_ACT_RELU;
-    else {
-        snprintf(err, errlen, "--activation '%s': expected tanh or relu", s);
-        return RO_EINVAL;
+    fputs(head, f);
+    for (size_t i = 0; i < n; i++) {
+        const ro_flag_t *fl = &flags[i];
+        if (fl->kind == RO_FLAG_SECTION) {
+            fprintf(f, "%s:\n", fl->name);
+            continue;
+        }
+        int w =
+            fprintf(f, "  --%s%s%s", fl->name, fl->value ? " " : "", fl->value ? fl->value : "");
+        fprintf(f, "%*s", w < HELP_COLUMN ? HELP_COLUMN - w : 2, "");
+        for (const char *h = fl->help; *h; h++) {
+            fputc(*h, f);
+            if (*h == '\n')
+                fprintf(f, "%*s", HELP_COLUMN, "");
+        }
+        fputc('\n', f);
     }
-    return 0;
-}
-
-int ro__flag_gemm(const char *s, ro_policy_spec_t *p, char *err, size_t errlen)
-{
-    if (strcmp(s, "exact") == 0)
-        p->gemm = RO_GEMM_EXACT;
-    else if (strcmp(s, "openblas") == 0)
-        p->gemm = RO_GEMM_BLAS;
-    else {
-        snprintf(err, errlen, "--gemm '%s': expected exact or openblas", s);
-        return RO_EINVAL;
-    }
-    return 0;
-}
-
-int ro__flag_token_file(const char *path, char *out, size_t outlen, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "--token-file '%s': cannot read it (%s)", path, strerror(errno));
-        return RO_EINVAL;
-    }
-    size_t len = fread(out, 1, outlen - 1, f);
-    bool more = fgetc(f) != EOF;
-    fclose(f);
-    out[len] = '\0';
-    while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == '\r' || out[len - 1] == ' ' ||
-                       out[len - 1] == '\t'))
-        out[--len] = '\0';
-    if (more || len == 0 || strlen(out) != len) {
-        snprintf(err, errlen, "--token-file '%s': expected one line of 1 to %zu characters", path,
-                 outlen - 2);
-        return RO_EINVAL;
-    }
-    return 0;
-}
-
-bool ro__flag_token_file_exposed(const char *path, char *msg, size_t msglen)
-{
-    struct stat st;
-    if (stat(path, &st) != 0 || !(st.st_mode & (S_IRWXG | S_IRWXO)))
-        return false;
-    snprintf(msg, msglen,
-             "--token-file '%s' is accessible to other users (mode %03o): anyone who can read "
-             "it can attach learners; chmod 600 it",
-             path, (unsigned)(st.st_mode & 0777));
-    return true;
-}
-
-int ro__flag_getopt_error(int opt, char **argv, char *err, size_t errlen)
-{
-    /* getopt_long leaves optind just past the offending argument. */
-    if (opt == ':')
-        return ro__errorf(err, errlen, RO_EINVAL, "%s: missing value (see --help)",
-                          argv[optind - 1]);
-    return ro__errorf(err, errlen, RO_EINVAL, "unknown option '%s' (see --help)", argv[optind - 1]);
 }

@@ -283,6 +283,17 @@ static void name_self(int cpu)
     pthread_setname_np(pthread_self(), name);
 }
 
+static void schedule_on_runq(ro_actor_t *a)
+{
+    ro__runq_push(a->home, a);
+}
+
+void ro__actor_init_worker(ro_actor_t *a, const char *name, ro_behaviour_fn fn, ro_runq_t *runq,
+                           uint32_t batch)
+{
+    ro__actor_init(a, name, fn, batch, schedule_on_runq, runq);
+}
+
 static void *worker_main(void *arg)
 {
     ro_worker_t *w = arg;
@@ -304,7 +315,7 @@ static void *worker_main(void *arg)
         lock(q);
         if (nd != UINT64_MAX && now >= nd)
             due = take_due_locked(q, now);
-        if (keep && keep->runq == q) {
+        if (keep && keep->home == q) {
             append_locked(q, keep); /* back of the line: no actor starves the rest */
             keep = NULL;
         }
@@ -313,7 +324,7 @@ static void *worker_main(void *arg)
         unlock(q);
 
         if (keep) { /* a stolen actor goes back to its home queue */
-            ro__runq_push(keep->runq, keep);
+            ro__runq_push(keep->home, keep);
             keep = NULL;
         }
         deliver(due);

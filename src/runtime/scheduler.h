@@ -108,6 +108,12 @@ int ro__sched_check_affinity(const ro_sched_t *s);
  * worker has pinned itself; returns whether they all did. Main thread. */
 bool ro__sched_wait_pinned(const ro_sched_t *s, int timeout_ms);
 
+/* ro__actor_init_worker prepares an actor whose home is runq: it runs on
+ * runq's worker (or a sibling that steals it), up to batch messages at a
+ * time. Before the first send. */
+void ro__actor_init_worker(ro_actor_t *a, const char *name, ro_behaviour_fn fn, ro_runq_t *runq,
+                           uint32_t batch);
+
 /* ro__runq_push makes a runnable actor known to its home queue. Any
  * thread. */
 void ro__runq_push(ro_runq_t *q, ro_actor_t *a);
