@@ -1,173 +1,162 @@
-#include "actors/learner_hub_impl.h"
+#include "actors/learner_hub.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "actors/messages.h"
+#include "actors/obs_codec.h"
+#include "actors/session_flow.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
-#include "actors/messages.h"
 #include "runtime/rng.h"
+#include "wire/addr.h"
+#include "wire/checks.h"
+#include "wire/conn.h"
 #include "wire/frame.h"
 
-/* ---------- shard ownership and batching ---------- */
+/* Bytes a session may have queued for writing before we call its learner a
+ * slow consumer and close it: it has stopped reading. */
+#define MAX_QUEUED_BYTES (64u << 20)
 
-static void queue_append(ro_env_shard_t ***tail, ro_env_shard_t *sh)
-{
-    sh->ready_next = NULL;
-    **tail = sh;
-    *tail = &sh->ready_next;
-}
+typedef struct ro_session {
+    ro_conn_t conn;
+    ro_hub_t *hub;
+    ro_flow_t flow;
+    bool attached; /* hello accepted */
+    bool trainer;  /* role "trainer": pushes policies, holds no envs */
+    bool listed;   /* in the hub's list (until it starts closing) */
+    uint64_t accepted_ns;
+    struct ro_session *next;
+} ro_session_t;
 
-static ro_session_t *least_loaded(ro_remote_t *h)
+struct ro_hub {
+    /* Loop thread only. */
+    ro_actor_t actor;
+    uv_async_t async;
+    uv_loop_t *loop;
+    uv_tcp_t server;
+    uv_timer_t timer;    /* max-wait of partial batches */
+    uv_timer_t watchdog; /* learners that stopped answering */
+    ro_actor_t *control;
+    ro_msg_t done_msg;
+    ro_hub_opts_t o;
+    char token[256];
+    bool has_token;
+    char addr[80];
+
+    ro_step_batch_t *const *batches; /* [nshards], batches[i]->index == i */
+    uint32_t nshards;
+    uint32_t num_envs;
+    const ro_space_t *obs_space, *act_space;
+
+    ro_session_t **owner; /* [nshards] */
+    bool *active;         /* [nshards] not yet done */
+    uint32_t active_shards;
+    ro_batch_item_t *orphan_head, **orphan_tail; /* ready, no learner */
+
+    ro_session_t *sessions;
+    uint32_t nsessions; /* attached learners */
+    uint32_t nconns;    /* all open connections */
+
+    ro_sent_batch_t *pool; /* [nshards]: no more frames than shards are ever in flight */
+    ro_sent_batch_t *free_batches;
+    ro_obs_encoder_t enc;
+    ro_pb_alloc_t alloc; /* decodes every session's frames (each is freed at once) */
+
+    uint64_t node_id;
+    bool stopping;
+    bool timer_armed;
+    ro_hub_stats_t stats;
+};
+
+static void session_close(ro_session_t *s, const char *why);
+
+/* ---------- who holds which env ---------- */
+
+static ro_session_t *least_loaded(ro_hub_t *h)
 {
     ro_session_t *best = NULL;
     for (ro_session_t *s = h->sessions; s; s = s->next)
-        if (s->attached && !s->trainer && !s->closing &&
-            (!best || s->owned_rows < best->owned_rows))
+        if (s->attached && !s->trainer && (!best || s->flow.owned_rows < best->flow.owned_rows))
             best = s;
     return best;
 }
 
-void ro__hub_set_owner(ro_remote_t *h, ro_env_shard_t *sh, ro_session_t *to)
+static void set_owner(ro_hub_t *h, ro_step_batch_t *b, ro_session_t *to)
 {
-    uint32_t i = shard_index(h, sh);
-    ro_session_t *from = h->owner[i];
+    ro_session_t *from = h->owner[b->index];
     if (from == to)
         return;
-    if (from) {
-        from->owned_rows -= sh->n;
-        from->owned_shards--;
-    }
-    if (to) {
-        to->owned_rows += sh->n;
-        to->owned_shards++;
-    }
-    h->owner[i] = to;
+    if (from)
+        from->flow.owned_rows -= b->n;
+    if (to)
+        to->flow.owned_rows += b->n;
+    h->owner[b->index] = to;
 }
 
-static void maybe_flush(ro_session_t *s);
+static void maybe_send(ro_session_t *s);
 
-/* A ready shard: to its owner's pending list. A shard moves to another
+/* A ready shard: to its owner's pending batch. A shard moves to another
  * learner only when it has none, or when its owner holds clearly more than
  * the least-loaded one (a new learner attached): lazy rebalancing, one
  * shard at a time, at a step boundary. */
-void ro__hub_route(ro_remote_t *h, ro_env_shard_t *sh)
+static void route(ro_hub_t *h, ro_step_batch_t *b)
 {
-    ro_session_t *own = h->owner[shard_index(h, sh)];
+    ro_session_t *own = h->owner[b->index];
     ro_session_t *least = least_loaded(h);
-    if (!own || (least && own->owned_rows > least->owned_rows + sh->n))
-        ro__hub_set_owner(h, sh, least);
-    own = h->owner[shard_index(h, sh)];
+    if (!own || (least && own->flow.owned_rows > least->flow.owned_rows + b->n))
+        set_owner(h, b, least);
+    own = h->owner[b->index];
     if (!own) {
-        queue_append(&h->orphan_tail, sh);
+        b->item.next = NULL;
+        *h->orphan_tail = &b->item;
+        h->orphan_tail = &b->item.next;
         return;
     }
-    if (own->pending_rows == 0)
-        own->first_pending_ns = ro__now_ns();
-    queue_append(&own->pending_tail, sh);
-    own->pending_rows += sh->n;
-    maybe_flush(own);
+    ro__batcher_push(&own->flow.pending, &b->item);
+    maybe_send(own);
 }
 
-static void send_batch(ro_session_t *s)
+/* Route every step batch of a list (orphans, a closed session's). */
+static void route_all(ro_hub_t *h, ro_batch_item_t *it)
 {
-    ro_remote_t *h = s->hub;
-    sent_batch_t *b = h->free_batches;
-    h->free_batches = b->next;
-    b->next = NULL;
-    b->shards = NULL;
-    b->rows = 0;
-    b->seq = s->next_seq++;
-    b->sent_ns = ro__now_ns();
-
-    const size_t od = h->obs_dim;
-    ro_env_shard_t **tail = &b->shards;
-    uint32_t r = 0, nfinal = 0;
-    while (s->pending_head && r < h->o.batch) {
-        ro_env_shard_t *sh = s->pending_head;
-        s->pending_head = sh->ready_next;
-        s->pending_rows -= sh->n;
-        memcpy(h->s_obs + r * od, sh->obs, sh->n * od * sizeof(float));
-        for (uint32_t j = 0; j < sh->n; j++, r++) {
-            h->s_env[r] = sh->first + j;
-            h->s_step[r] = sh->steps_done;
-            h->s_reward[r] = sh->reward[j];
-            h->s_term[r] = sh->terminated[j];
-            h->s_trunc[r] = sh->truncated[j];
-            h->s_start[r] = sh->episode_start[j];
-            if (sh->has_final[j]) {
-                memcpy(h->s_final + nfinal * od, sh->final_obs + j * od, od * sizeof(float));
-                h->s_final_idx[nfinal++] = r;
-            }
-        }
-        sh->ready_next = NULL;
-        *tail = sh;
-        tail = &sh->ready_next;
+    while (it) {
+        ro_batch_item_t *next = it->next;
+        ro_step_batch_t *b = ro__step_batch_of_item(it);
+        if (h->stopping)
+            ro__step_batch_reply(b, RO_MSG_STOP); /* finish without stepping */
+        else
+            route(h, b);
+        it = next;
     }
-    if (!s->pending_head)
-        s->pending_tail = &s->pending_head;
-    b->rows = r;
-    s->first_pending_ns = ro__now_ns();
-    *s->inflight_tail = b;
-    s->inflight_tail = &b->next;
-    s->inflight_rows += r;
-
-    Rollout__V1__Observations o = ROLLOUT__V1__OBSERVATIONS__INIT;
-    o.seq = b->seq;
-    o.n_env = o.n_step = o.n_reward = o.n_terminated = o.n_truncated = o.n_episode_start = r;
-    o.env = h->s_env;
-    o.step = h->s_step;
-    o.reward = h->s_reward;
-    o.terminated = h->s_term;
-    o.truncated = h->s_trunc;
-    o.episode_start = h->s_start;
-    o.n_obs = r * od;
-    o.obs = h->s_obs;
-    o.n_final_index = nfinal;
-    o.final_index = h->s_final_idx;
-    o.n_final_obs = nfinal * od;
-    o.final_obs = h->s_final;
-    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
-    f.body_case = ROLLOUT__V1__FRAME__BODY_OBSERVATIONS;
-    f.observations = &o;
-    h->stats.batches_sent++;
-    h->stats.rows_sent += r;
-    if (ro__session_send(s, &f) != 0)
-        ro__session_close(s); /* its batches, this one included, go to others */
 }
 
-static void arm_timer(ro_remote_t *h);
-
-static void maybe_flush(ro_session_t *s)
+static void adopt_orphans(ro_hub_t *h)
 {
-    ro_remote_t *h = s->hub;
-    while (!s->closing && s->pending_rows > 0) {
-        bool full = s->pending_rows >= h->o.batch;
-        bool all_waiting = s->pending_rows + s->inflight_rows >= s->owned_rows;
-        bool expired = h->o.max_wait_us == 0 ||
-                       ro__now_ns() - s->first_pending_ns >= h->o.max_wait_us * 1000ull;
-        if (!full && !all_waiting && !expired)
-            break;
-        send_batch(s);
-    }
-    if (!s->closing && s->pending_rows > 0)
-        arm_timer(h);
+    ro_batch_item_t *it = h->orphan_head;
+    h->orphan_head = NULL;
+    h->orphan_tail = &h->orphan_head;
+    route_all(h, it);
 }
+
+/* ---------- batching ---------- */
 
 static void on_timer(uv_timer_t *t)
 {
-    ro_remote_t *h = t->data;
+    ro_hub_t *h = t->data;
     h->timer_armed = false;
-    for (ro_session_t *s = h->sessions; s; s = s->next)
+    for (ro_session_t *s = h->sessions; s;) {
+        ro_session_t *next = s->next; /* s may close */
         if (s->attached)
-            maybe_flush(s);
+            maybe_send(s);
+        s = next;
+    }
 }
 
-static void arm_timer(ro_remote_t *h)
+static void arm_timer(ro_hub_t *h)
 {
     if (h->timer_armed)
         return;
@@ -176,25 +165,271 @@ static void arm_timer(ro_remote_t *h)
     uv_timer_start(&h->timer, on_timer, ms ? ms : 1, 0);
 }
 
-/* Send the orphans (ready shards nobody owned) to the learners there are. */
-void ro__hub_adopt_orphans(ro_remote_t *h)
+static void maybe_send(ro_session_t *s)
 {
-    ro_env_shard_t *sh = h->orphan_head;
-    h->orphan_head = NULL;
-    h->orphan_tail = &h->orphan_head;
-    while (sh) {
-        ro_env_shard_t *next = sh->ready_next;
-        ro__hub_route(h, sh);
-        sh = next;
+    ro_hub_t *h = s->hub;
+    while (s->listed && ro__flow_due(&s->flow)) {
+        uint32_t rows;
+        int rc = ro__flow_send(&s->flow, &h->free_batches, &h->enc, &s->conn, &rows);
+        h->stats.batches_sent++;
+        h->stats.rows_sent += rows;
+        if (rc == -ENOBUFS) {
+            ro__conn_log(&s->conn, "stopped reading (over %u MiB queued); closing",
+                         MAX_QUEUED_BYTES >> 20);
+            h->stats.rejected++;
+        }
+        if (rc != 0)
+            session_close(s, "could not send"); /* its batches, this one included, go to others */
+    }
+    if (s->listed && s->flow.pending.rows > 0)
+        arm_timer(h);
+}
+
+/* ---------- sessions ---------- */
+
+static void unlist(ro_session_t *s)
+{
+    ro_hub_t *h = s->hub;
+    for (ro_session_t **pp = &h->sessions; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    s->listed = false;
+    if (s->attached && !s->trainer)
+        h->nsessions--;
+    h->nconns--;
+}
+
+/* Close a session and give what it held to the others (or the orphans):
+ * unanswered batches first, in the order they were sent, then its pending
+ * shards. Each is sent again as it was: the envs have not stepped. */
+static void session_close(ro_session_t *s, const char *why)
+{
+    if (!s->listed)
+        return;
+    ro_hub_t *h = s->hub;
+    unlist(s);
+    uint64_t resent;
+    ro_batch_item_t *held = ro__flow_reclaim(&s->flow, &h->free_batches, &resent);
+    if (!h->stopping) /* a stopping node sends nothing again */
+        h->stats.batches_resent += resent;
+    for (uint32_t i = 0; i < h->nshards; i++)
+        if (h->owner[i] == s)
+            set_owner(h, h->batches[i], NULL);
+    route_all(h, held);
+    ro__conn_close(&s->conn, why);
+}
+
+/* A peer broke the rules: tell it, log, close. */
+__attribute__((format(printf, 3, 4))) static void session_fail(ro_session_t *s, int code,
+                                                               const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    s->hub->stats.rejected++;
+    ro__conn_fail(&s->conn, code, "%s", msg); /* logs, sends the error, closes the socket */
+    session_close(s, msg);
+}
+
+static int send_welcome(ro_session_t *s)
+{
+    ro_hub_t *h = s->hub;
+    Rollout__V1__Space os = ROLLOUT__V1__SPACE__INIT, as = ROLLOUT__V1__SPACE__INIT;
+    uint32_t oshape[RO_SPACE_MAX_DIMS], ashape[RO_SPACE_MAX_DIMS];
+    ro__wire_space(&os, h->obs_space, oshape);
+    ro__wire_space(&as, h->act_space, ashape);
+    Rollout__V1__EnvSpec spec = ROLLOUT__V1__ENV_SPEC__INIT;
+    spec.env = (char *)h->o.env_name;
+    spec.observation = &os;
+    spec.action = &as;
+    spec.num_envs = h->num_envs;
+    spec.max_episode_steps = h->o.max_episode_steps;
+    Rollout__V1__Welcome w = ROLLOUT__V1__WELCOME__INIT;
+    w.protocol_version = RO_PROTOCOL_VERSION;
+    w.node_id = h->node_id;
+    w.spec = &spec;
+    w.seed = h->o.seed;
+    w.max_frame = (uint32_t)h->o.max_frame;
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;
+    f.welcome = &w;
+    return ro__conn_send(&s->conn, &f);
+}
+
+static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
+{
+    ro_hub_t *h = s->hub;
+    if (hello->name)
+        snprintf(s->conn.label, sizeof s->conn.label, "learner %s '%.40s'", s->conn.peer,
+                 hello->name);
+    ro_hello_rules_t rules = {
+        .learners = h->o.learners,
+        .trainers = h->o.on_policy != NULL,
+        .token = h->has_token ? h->token : NULL,
+    };
+    bool trainer;
+    char err[256];
+    int rc = ro__check_hello(hello, &rules, &trainer, err, sizeof err);
+    if (rc) {
+        session_fail(s, rc, "%s", err);
+        return;
+    }
+    if (h->stopping) {
+        session_fail(s, RO_ESHUTDOWN, "the node is stopping");
+        return;
+    }
+    if (send_welcome(s) != 0) {
+        session_close(s, "could not send the welcome");
+        return;
+    }
+    s->attached = true;
+    if (trainer) {
+        s->trainer = true;
+        ro__conn_log(&s->conn, "attached as a trainer");
+        return;
+    }
+    h->nsessions++;
+    h->stats.attached++;
+    ro__conn_log(&s->conn, "attached (%u learner%s)", h->nsessions, h->nsessions == 1 ? "" : "s");
+    adopt_orphans(h);
+}
+
+static void on_policy_params(ro_session_t *s, const Rollout__V1__PolicyParams *pp)
+{
+    ro_hub_t *h = s->hub;
+    char err[400] = "";
+    int rc = h->o.on_policy(h->o.ctx, pp, err, sizeof err);
+    if (rc != 0) {
+        session_fail(s, rc, "%s", err[0] ? err : "policy rejected");
+        return;
+    }
+    ro__conn_log(&s->conn, "pushed policy version %llu", (unsigned long long)pp->version);
+    Rollout__V1__PolicyAccepted a = ROLLOUT__V1__POLICY_ACCEPTED__INIT;
+    a.version = pp->version;
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_POLICY_ACCEPTED;
+    f.policy_accepted = &a;
+    if (ro__conn_send(&s->conn, &f) != 0)
+        session_close(s, "could not answer");
+}
+
+/* Actions answer a batch: its shards step again (or finish, if we stop). */
+static void on_actions(ro_session_t *s, const Rollout__V1__Actions *a)
+{
+    ro_hub_t *h = s->hub;
+    char err[256];
+    ro_batch_item_t *it =
+        ro__flow_answer(&s->flow, &h->free_batches, a, h->act_space, err, sizeof err);
+    if (!it) {
+        session_fail(s, RO_EPROTO, "%s", err);
+        return;
+    }
+    while (it) {
+        ro_batch_item_t *next = it->next;
+        ro__step_batch_reply(ro__step_batch_of_item(it),
+                             h->stopping ? RO_MSG_STOP : RO_MSG_ACTIONS);
+        it = next;
     }
 }
 
-/* Tell a shard we hold to finish without stepping (the node is stopping). */
-void ro__hub_stop_shard(ro_env_shard_t *sh)
+static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 {
-    sh->ready_next = NULL;
-    sh->act_msg.type = RO_MSG_STOP;
-    ro__actor_send(&sh->actor, &sh->act_msg);
+    ro_session_t *s = c->owner;
+    (void)keep;
+    if (!s->listed)
+        return;
+    if (!s->attached) {
+        if (f->body_case == ROLLOUT__V1__FRAME__BODY_HELLO && f->hello)
+            on_hello(s, f->hello);
+        else
+            session_fail(s, RO_EPROTO, "expected hello first, got %s", ro__frame_kind(f));
+        return;
+    }
+    switch (f->body_case) {
+    case ROLLOUT__V1__FRAME__BODY_ACTIONS:
+        if (s->trainer)
+            session_fail(s, RO_EPROTO, "a trainer cannot send actions");
+        else
+            on_actions(s, f->actions);
+        break;
+    case ROLLOUT__V1__FRAME__BODY_POLICY_PARAMS:
+        if (!s->trainer)
+            session_fail(s, RO_EPROTO, "only a trainer may push a policy");
+        else
+            on_policy_params(s, f->policy_params);
+        break;
+    case ROLLOUT__V1__FRAME__BODY_GOODBYE:
+        ro__conn_log(c, "said goodbye (%.100s)", f->goodbye->reason ? f->goodbye->reason : "");
+        session_close(s, "goodbye");
+        break;
+    case ROLLOUT__V1__FRAME__BODY_ERROR:
+        ro__conn_log(c, "sent error %u: %.200s; closing", f->error->code,
+                     f->error->message ? f->error->message : "");
+        session_close(s, "error");
+        break;
+    default:
+        session_fail(s, RO_EPROTO, "unexpected %s frame from a learner", ro__frame_kind(f));
+        break;
+    }
+}
+
+/* The socket is gone: a close we started, or one the peer or the network
+ * made (then its batches still have to go elsewhere). */
+static void on_closed(ro_conn_t *c)
+{
+    ro_session_t *s = c->owner;
+    if (s->listed) {
+        if (c->broken) /* conn.c logged it */
+            s->hub->stats.rejected++;
+        else
+            ro__conn_log(c, "%s", c->why[0] ? c->why : "disconnected");
+        session_close(s, c->why);
+    }
+    free(s);
+}
+
+static const ro_conn_ops_t session_ops = {
+    .on_frame = on_frame,
+    .on_closed = on_closed,
+};
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    ro_hub_t *h = server->data;
+    if (status < 0)
+        return;
+    ro_session_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return;
+    s->hub = h;
+    s->accepted_ns = ro__now_ns();
+    ro__flow_init(&s->flow, h->o.batch, h->o.max_wait_us * 1000ull);
+    ro_conn_opts_t co = {
+        .ops = &session_ops,
+        .owner = s,
+        .program = "rollout-node",
+        .max_frame = h->o.max_frame,
+        .max_queued = MAX_QUEUED_BYTES,
+        .alloc = &h->alloc,
+    };
+    if (ro__conn_accept(&s->conn, server, &co) != 0) {
+        free(s);
+        return;
+    }
+    snprintf(s->conn.label, sizeof s->conn.label, "learner %s", s->conn.peer);
+    s->listed = true;
+    s->next = h->sessions;
+    h->sessions = s;
+    h->nconns++;
+    h->stats.accepted++;
+    if (h->stopping)
+        session_fail(s, RO_ESHUTDOWN, "the node is stopping");
+    else if (h->nconns > h->o.max_learners)
+        session_fail(s, RO_EPROTO, "too many connections (limit %u)", h->o.max_learners);
 }
 
 /* A learner that leaves its oldest batch unanswered for learner_timeout_s
@@ -203,27 +438,24 @@ void ro__hub_stop_shard(ro_env_shard_t *sh)
  * connections cannot hold the --max-learners slots. */
 static void on_watchdog(uv_timer_t *t)
 {
-    ro_remote_t *h = t->data;
+    ro_hub_t *h = t->data;
     uint64_t now = ro__now_ns(), limit = (uint64_t)(h->o.learner_timeout_s * 1e9);
     uint64_t hello_limit = (uint64_t)(h->o.hello_timeout_s * 1e9);
     ro_session_t *s = h->sessions;
     while (s) {
         ro_session_t *next = s->next;
-        if (!s->attached && !s->closing && hello_limit && s->accepted_ns + hello_limit < now) {
+        uint64_t sent = ro__flow_oldest_sent_ns(&s->flow);
+        if (!s->attached && hello_limit && s->accepted_ns + hello_limit < now) {
             h->stats.timed_out++;
-            ro__session_fail(s, RO_EPROTO, "no hello within %.1f s", h->o.hello_timeout_s);
-            s = next;
-            continue;
-        }
-        /* sent_ns may be later than now: closing one learner sends its
-         * batches to another during this loop. */
-        if (limit && s->attached && s->inflight_head && s->inflight_head->sent_ns + limit < now) {
+            session_fail(s, RO_EPROTO, "no hello within %.1f s", h->o.hello_timeout_s);
+        } else if (limit && s->attached && sent && sent + limit < now) {
+            /* sent may be later than now: closing one learner sends its
+             * batches to another during this loop. ETIMEDOUT, not EPROTO: a
+             * learner may come back (rollout-learner reconnects after this
+             * one, not after a protocol error). */
             h->stats.timed_out++;
-            /* ETIMEDOUT, not EPROTO: a learner may come back (rollout-learner
-             * reconnects after this one, not after a protocol error). */
-            ro__session_fail(s, RO_ETIMEDOUT,
-                             "no actions for %.1f s, its envs move to other learners",
-                             (double)(now - s->inflight_head->sent_ns) * 1e-9);
+            session_fail(s, RO_ETIMEDOUT, "no actions for %.1f s, its envs move to other learners",
+                         (double)(now - sent) * 1e-9);
         }
         s = next;
     }
@@ -231,82 +463,80 @@ static void on_watchdog(uv_timer_t *t)
 
 /* ---------- the actor ---------- */
 
-static void remote_behaviour(ro_actor_t *self, ro_msg_t *msg)
+static void hub_behaviour(ro_actor_t *self, ro_msg_t *msg)
 {
-    ro_remote_t *h = ro__container_of(self, ro_remote_t, actor);
-    ro_env_shard_t *sh = ro__container_of(msg, ro_env_shard_t, ready_msg);
-    uint32_t i = shard_index(h, sh);
+    ro_hub_t *h = ro__container_of(self, ro_hub_t, actor);
+    ro_step_batch_t *b = ro__step_batch_of(msg);
     if (msg->type == RO_MSG_SHARD_DONE) {
-        ro_session_t *own = h->owner[i];
-        ro__hub_set_owner(h, sh, NULL);
-        h->active[i] = false;
+        ro_session_t *own = h->owner[b->index];
+        set_owner(h, b, NULL);
+        h->active[b->index] = false;
         if (own)
-            maybe_flush(own); /* the others of its shards may all be waiting now */
+            maybe_send(own); /* the others of its shards may all be waiting now */
         if (--h->active_shards == 0)
             ro__actor_send(h->control, &h->done_msg);
         return;
     }
     if (h->stopping) {
-        ro__hub_stop_shard(sh);
+        ro__step_batch_reply(b, RO_MSG_STOP);
         return;
     }
-    ro__hub_route(h, sh);
+    route(h, b);
 }
 
 /* ---------- set-up and tear-down ---------- */
 
-static int parse_listen(const char *spec, struct sockaddr_storage *ss, bool *loopback, char *err,
-                        size_t errlen)
+static int bind_listener(ro_hub_t *h, char *err, size_t errlen)
 {
-    char host[256];
-    const char *colon = strrchr(spec, ':');
-    if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof host)
-        goto bad;
-    memcpy(host, spec, (size_t)(colon - spec));
-    host[colon - spec] = '\0';
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || colon[1] == '\0' || port < 0 || port > 65535)
-        goto bad;
-    char *h = host;
-    size_t hl = strlen(h);
-    if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') {
-        h[hl - 1] = '\0';
-        h++;
-    }
-    if (uv_ip4_addr(h, (int)port, (struct sockaddr_in *)ss) == 0) {
-        uint32_t a = ntohl(((struct sockaddr_in *)ss)->sin_addr.s_addr);
-        *loopback = (a >> 24) == 127;
-        return 0;
-    }
-    if (uv_ip6_addr(h, (int)port, (struct sockaddr_in6 *)ss) == 0) {
-        static const unsigned char lo6[16] = {[15] = 1};
-        *loopback = memcmp(&((struct sockaddr_in6 *)ss)->sin6_addr, lo6, 16) == 0;
-        return 0;
-    }
-bad:
-    snprintf(err, errlen, "--listen '%s': expected HOST:PORT with a numeric IPv4 or IPv6 address",
-             spec);
-    return RO_EINVAL;
-}
-
-int ro__remote_new(ro_remote_t **out, uv_loop_t *loop, ro_env_shard_t *shards, uint32_t nshards,
-                   uint32_t num_envs, const ro_space_t *obs, const ro_space_t *act,
-                   ro_actor_t *control, const ro_remote_opts_t *o, char *err, size_t errlen)
-{
+    ro_addr_t a;
     struct sockaddr_storage ss;
-    bool loopback = false;
-    int rc = parse_listen(o->listen, &ss, &loopback, err, errlen);
+    int rc = ro__addr_parse(h->o.listen, true, &a, "--listen", err, errlen);
+    if (rc == 0)
+        rc = ro__addr_resolve(h->loop, &a, &ss, "--listen", err, errlen);
     if (rc)
         return rc;
-    if (!loopback && !o->token) {
-        snprintf(err, errlen,
-                 "--listen '%s' is not a loopback address: a --token-file is required so that "
-                 "only your learners can attach",
-                 o->listen);
-        return RO_EINVAL;
+    if (!ro__addr_is_loopback((struct sockaddr *)&ss) && !h->o.token)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--listen '%s' is not a loopback address: a --token-file is required so "
+                          "that only your learners can attach",
+                          h->o.listen);
+    uv_tcp_init(h->loop, &h->server);
+    h->server.data = h;
+    rc = uv_tcp_bind(&h->server, (struct sockaddr *)&ss, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&h->server, 128, on_connection);
+    if (rc != 0) {
+        ro__errorf(err, errlen, RO_EIO, "--listen '%s': %s", h->o.listen, uv_strerror(rc));
+        uv_close((uv_handle_t *)&h->server, NULL);
+        uv_run(h->loop, UV_RUN_NOWAIT);
+        return RO_EIO;
     }
-    ro_remote_t *h = calloc(1, sizeof *h);
+    struct sockaddr_storage bound;
+    int blen = sizeof bound;
+    if (uv_tcp_getsockname(&h->server, (struct sockaddr *)&bound, &blen) == 0)
+        ro__addr_format((struct sockaddr *)&bound, h->addr, sizeof h->addr);
+    return 0;
+}
+
+/* The watchdog looks 4 times per timeout (the shorter one). */
+static void start_watchdog(ro_hub_t *h)
+{
+    double period_s = 0;
+    if (h->o.learner_timeout_s > 0)
+        period_s = h->o.learner_timeout_s / 4;
+    if (h->o.hello_timeout_s > 0 && (period_s == 0 || h->o.hello_timeout_s / 4 < period_s))
+        period_s = h->o.hello_timeout_s / 4;
+    if (period_s > 0) {
+        uint64_t ms = (uint64_t)(period_s * 1000.0);
+        uv_timer_start(&h->watchdog, on_watchdog, ms ? ms : 1, ms ? ms : 1);
+    }
+}
+
+int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches, uint32_t nshards,
+                uint32_t num_envs, const ro_space_t *obs, const ro_space_t *act,
+                ro_actor_t *control, const ro_hub_opts_t *o, char *err, size_t errlen)
+{
+    ro_hub_t *h = calloc(1, sizeof *h);
     if (!h)
         return RO_ENOMEM;
     h->o = *o;
@@ -317,131 +547,76 @@ int ro__remote_new(ro_remote_t **out, uv_loop_t *loop, ro_env_shard_t *shards, u
     h->loop = loop;
     h->control = control;
     h->done_msg.type = RO_MSG_LANE_DONE;
-    h->shards = shards;
+    h->batches = batches;
     h->nshards = nshards;
     h->active_shards = nshards;
     h->num_envs = num_envs;
     h->obs_space = obs;
     h->act_space = act;
-    h->obs_dim = (uint32_t)ro_space_size(obs);
-    h->discrete = act->kind == RO_SPACE_DISCRETE;
-    h->act_dim = (uint32_t)ro_space_size(act);
     h->orphan_tail = &h->orphan_head;
     h->node_id = ro__seed_mix(ro__now_ns(), (uint64_t)getpid(), 77);
+    /* Decoded frames are freed as soon as they are handled: a few frames'
+     * worth of decoded memory at once is plenty. */
+    ro__pb_alloc_init(&h->alloc, 4 * o->max_frame + (1u << 20));
 
     uint32_t max_shard = 0;
     for (uint32_t i = 0; i < nshards; i++)
-        max_shard = shards[i].n > max_shard ? shards[i].n : max_shard;
-    h->max_rows = o->batch + max_shard;
-    size_t od = h->obs_dim, mr = h->max_rows;
+        max_shard = batches[i]->n > max_shard ? batches[i]->n : max_shard;
     /* nshards is 0 when only trainers attach (local learner lanes). */
     h->owner = calloc(nshards + 1, sizeof *h->owner);
     h->active = calloc(nshards + 1, sizeof *h->active);
     h->pool = calloc(nshards + 1, sizeof *h->pool);
-    h->s_env = calloc(mr, sizeof *h->s_env);
-    h->s_step = calloc(mr, sizeof *h->s_step);
-    h->s_obs = calloc(mr * od, sizeof *h->s_obs);
-    h->s_final = calloc(mr * od, sizeof *h->s_final);
-    h->s_reward = calloc(mr, sizeof *h->s_reward);
-    h->s_term = calloc(mr, sizeof *h->s_term);
-    h->s_trunc = calloc(mr, sizeof *h->s_trunc);
-    h->s_start = calloc(mr, sizeof *h->s_start);
-    h->s_final_idx = calloc(mr, sizeof *h->s_final_idx);
-    if (!h->owner || !h->active || !h->pool || !h->s_env || !h->s_step || !h->s_obs ||
-        !h->s_final || !h->s_reward || !h->s_term || !h->s_trunc || !h->s_start ||
-        !h->s_final_idx) {
-        ro__remote_free(h);
-        return RO_ENOMEM;
-    }
+    int rc = RO_ENOMEM;
+    if (!h->owner || !h->active || !h->pool ||
+        ro__obs_encoder_init(&h->enc, o->batch + max_shard, (uint32_t)ro_space_size(obs)) != 0)
+        goto fail;
     for (uint32_t i = 0; i < nshards; i++) {
         h->active[i] = true;
         h->pool[i].next = h->free_batches;
         h->free_batches = &h->pool[i];
     }
-
-    uv_tcp_init(loop, &h->server);
-    h->server.data = h;
-    rc = uv_tcp_bind(&h->server, (struct sockaddr *)&ss, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&h->server, 128, ro__session_accept);
-    if (rc != 0) {
-        snprintf(err, errlen, "--listen '%s': %s", o->listen, uv_strerror(rc));
-        uv_close((uv_handle_t *)&h->server, NULL);
-        uv_run(loop, UV_RUN_NOWAIT);
-        ro__remote_free(h);
-        return RO_EIO;
-    }
-    struct sockaddr_storage bound;
-    int blen = sizeof bound;
-    char ip[48] = "?";
-    uv_tcp_getsockname(&h->server, (struct sockaddr *)&bound, &blen);
-    if (bound.ss_family == AF_INET) {
-        uv_ip4_name((struct sockaddr_in *)&bound, ip, sizeof ip);
-        snprintf(h->addr, sizeof h->addr, "%s:%d", ip,
-                 ntohs(((struct sockaddr_in *)&bound)->sin_port));
-    } else {
-        uv_ip6_name((struct sockaddr_in6 *)&bound, ip, sizeof ip);
-        snprintf(h->addr, sizeof h->addr, "[%s]:%d", ip,
-                 ntohs(((struct sockaddr_in6 *)&bound)->sin6_port));
-    }
+    if ((rc = bind_listener(h, err, errlen)) != 0)
+        goto fail;
     uv_timer_init(loop, &h->timer);
     h->timer.data = h;
     uv_timer_init(loop, &h->watchdog);
     h->watchdog.data = h;
-    /* Check 4 times per timeout (the shorter one). */
-    double period_s = 0;
-    if (o->learner_timeout_s > 0)
-        period_s = o->learner_timeout_s / 4;
-    if (o->hello_timeout_s > 0 && (period_s == 0 || o->hello_timeout_s / 4 < period_s))
-        period_s = o->hello_timeout_s / 4;
-    if (period_s > 0) {
-        uint64_t ms = (uint64_t)(period_s * 1000.0);
-        uv_timer_start(&h->watchdog, on_watchdog, ms ? ms : 1, ms ? ms : 1);
-    }
+    start_watchdog(h);
     uv_async_init(loop, &h->async, ro__actor_async_cb);
     h->async.data = &h->actor;
-    ro__actor_init_loop(&h->actor, "remote-learner", remote_behaviour, &h->async);
+    ro__actor_init_loop(&h->actor, "learner-hub", hub_behaviour, &h->async);
     *out = h;
     return 0;
+fail:
+    ro__hub_free(h);
+    return rc;
 }
 
-ro_actor_t *ro__remote_actor(ro_remote_t *r)
+ro_actor_t *ro__hub_actor(ro_hub_t *h)
 {
-    return &r->actor;
+    return &h->actor;
 }
 
-void ro__remote_address(const ro_remote_t *r, char *buf, size_t len)
+void ro__hub_address(const ro_hub_t *h, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s", r->addr);
+    snprintf(buf, len, "%s", h->addr);
 }
 
-void ro__remote_stop(ro_remote_t *h)
+void ro__hub_stop(ro_hub_t *h)
 {
     if (h->stopping)
         return;
     h->stopping = true;
-    Rollout__V1__Goodbye g = ROLLOUT__V1__GOODBYE__INIT;
-    g.reason = "node stopping";
-    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
-    f.body_case = ROLLOUT__V1__FRAME__BODY_GOODBYE;
-    f.goodbye = &g;
     while (h->sessions) {
         ro_session_t *s = h->sessions;
         if (s->attached)
-            ro__session_send(s, &f);
-        ro__session_close(s); /* stops every shard it held */
+            ro__conn_goodbye(&s->conn, "node stopping");
+        session_close(s, "node stopping"); /* stops every shard it held */
     }
-    ro_env_shard_t *sh = h->orphan_head;
-    h->orphan_head = NULL;
-    h->orphan_tail = &h->orphan_head;
-    while (sh) {
-        ro_env_shard_t *next = sh->ready_next;
-        ro__hub_stop_shard(sh);
-        sh = next;
-    }
+    adopt_orphans(h); /* stopping: each is told to finish */
 }
 
-void ro__remote_close(ro_remote_t *h)
+void ro__hub_close(ro_hub_t *h)
 {
     uv_close((uv_handle_t *)&h->server, NULL);
     uv_close((uv_handle_t *)&h->timer, NULL);
@@ -449,7 +624,7 @@ void ro__remote_close(ro_remote_t *h)
     uv_close((uv_handle_t *)&h->async, NULL);
 }
 
-void ro__remote_stats(const ro_remote_t *h, ro_remote_stats_t *out)
+void ro__hub_stats(const ro_hub_t *h, ro_hub_stats_t *out)
 {
     *out = h->stats;
     uint64_t now = ro__now_ns();
@@ -458,31 +633,24 @@ void ro__remote_stats(const ro_remote_t *h, ro_remote_stats_t *out)
     for (const ro_session_t *s = h->sessions; s; s = s->next) {
         if (s->attached && !s->trainer)
             out->learners++;
-        out->envs_in_flight += s->inflight_rows;
-        out->envs_unsent += s->pending_rows;
-        if (s->inflight_head && now - s->inflight_head->sent_ns > out->oldest_wait_ns)
-            out->oldest_wait_ns = now - s->inflight_head->sent_ns;
-        out->queued_bytes += uv_stream_get_write_queue_size((const uv_stream_t *)&s->tcp);
+        out->envs_in_flight += s->flow.inflight_rows;
+        out->envs_unsent += s->flow.pending.rows;
+        uint64_t sent = ro__flow_oldest_sent_ns(&s->flow);
+        if (sent && now - sent > out->oldest_wait_ns)
+            out->oldest_wait_ns = now - sent;
+        out->queued_bytes += ro__conn_queued(&s->conn);
     }
-    for (const ro_env_shard_t *sh = h->orphan_head; sh; sh = sh->ready_next)
-        out->envs_unsent += sh->n;
+    for (const ro_batch_item_t *it = h->orphan_head; it; it = it->next)
+        out->envs_unsent += it->rows;
 }
 
-void ro__remote_free(ro_remote_t *h)
+void ro__hub_free(ro_hub_t *h)
 {
     if (!h)
         return;
     free(h->owner);
     free(h->active);
     free(h->pool);
-    free(h->s_env);
-    free(h->s_step);
-    free(h->s_obs);
-    free(h->s_final);
-    free(h->s_reward);
-    free(h->s_term);
-    free(h->s_trunc);
-    free(h->s_start);
-    free(h->s_final_idx);
+    ro__obs_encoder_free(&h->enc);
     free(h);
 }

@@ -2,15 +2,15 @@
  * The remote-learner hub: serves the node's envs to learners attached over
  * TCP (rollout-learner, the Python client), in place of local learner lanes.
  *
- * It is a loop actor. Env actors send it OBS_READY / SHARD_DONE exactly as
+ * It is a loop actor. Env actors offer it their step batches exactly as
  * they would a local lane. Each shard is owned by one learner session at a
- * time (so a learner sees whole trajectories); the hub batches a session's
- * ready shards into Observations frames (a full batch, every shard of the
- * session waiting, or max-wait), and applies the Actions frame that answers
- * each one.
+ * time (so a learner sees whole trajectories); a session batches its ready
+ * shards into Observations frames (the one batcher: a full batch, every
+ * shard of the session waiting, or max-wait) and the Actions frame that
+ * answers each one sends them back to stepping (session_flow.h).
  *
  * No transition is lost: a shard whose observations were sent stays parked
- * (its exchange buffer is the kept copy) until its actions arrive. If the
+ * (its step batch is the kept copy) until its actions arrive. If the
  * learner goes away, its unanswered batches and its shards pass to another
  * learner, or wait for the next one to attach, and are sent again. Memory is
  * bounded by the number of shards.
@@ -23,8 +23,8 @@
  * connection is closed with a log line, and the node keeps serving the
  * other learners.
  */
-#ifndef RO_REMOTE_LEARNER_H
-#define RO_REMOTE_LEARNER_H
+#ifndef RO_LEARNER_HUB_H
+#define RO_LEARNER_HUB_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,14 +32,14 @@
 
 #include <uv.h>
 
-#include "runtime/actor.h"
-#include "actors/env_actor.h"
+#include "actors/step_batch.h"
 #include "rollout.pb-c.h"
 #include "rollout/env.h"
+#include "runtime/actor.h"
 
-typedef struct ro_remote ro_remote_t;
+typedef struct ro_hub ro_hub_t;
 
-typedef struct ro_remote_opts {
+typedef struct ro_hub_opts {
     const char *listen;       /* "HOST:PORT" */
     const char *token;        /* required in hellos, or NULL */
     uint32_t batch;           /* envs per Observations frame */
@@ -56,10 +56,10 @@ typedef struct ro_remote_opts {
      * (loop thread), which returns 0 or a negative code with a message. */
     int (*on_policy)(void *ctx, const Rollout__V1__PolicyParams *pp, char *err, size_t errlen);
     void *ctx;
-} ro_remote_opts_t;
+} ro_hub_opts_t;
 
 /* Counters, read on the loop thread. */
-typedef struct ro_remote_stats {
+typedef struct ro_hub_stats {
     uint64_t accepted;       /* connections accepted */
     uint64_t attached;       /* hellos accepted */
     uint64_t rejected;       /* sessions closed for bad input or a slow peer */
@@ -70,41 +70,42 @@ typedef struct ro_remote_stats {
     /* Gauges at the time of the call: where the envs are waiting. A slow
      * learner shows as envs_in_flight near num_envs and a growing
      * oldest_wait_ns; memory stays bounded because each env waits in its
-     * own shard buffer (there is no queue to grow). */
+     * own step batch (there is no queue to grow). */
     uint32_t learners;       /* attached learner sessions */
     uint32_t envs_in_flight; /* sent, actions not yet back */
     uint32_t envs_unsent;    /* ready, waiting for a batch or a learner */
     uint64_t oldest_wait_ns; /* age of the oldest unanswered batch; 0 if none */
     uint64_t queued_bytes;   /* frames accepted by the kernel's queue, not yet sent */
-} ro_remote_stats_t;
+} ro_hub_stats_t;
 
 /*
- * ro__remote_new binds the listener and prepares the hub for `nshards`
- * shards (already initialised; their learner must be ro__remote_actor()).
- * control receives RO_MSG_LANE_DONE when every shard is done. On failure
- * returns a negative code and one line in err. Loop thread.
+ * ro__hub_new binds the listener and prepares the hub for the step batches
+ * of nshards shards (batches[i]->index == i; their learner must be
+ * ro__hub_actor()). control receives RO_MSG_LANE_DONE when every shard is
+ * done. On failure returns a negative code and one line in err. Loop
+ * thread, before the loop runs.
  */
-int ro__remote_new(ro_remote_t **out, uv_loop_t *loop, ro_env_shard_t *shards, uint32_t nshards,
-                   uint32_t num_envs, const ro_space_t *obs, const ro_space_t *act,
-                   ro_actor_t *control, const ro_remote_opts_t *o, char *err, size_t errlen);
+int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches, uint32_t nshards,
+                uint32_t num_envs, const ro_space_t *obs, const ro_space_t *act,
+                ro_actor_t *control, const ro_hub_opts_t *o, char *err, size_t errlen);
 
-/* ro__remote_actor is the actor shards send to. */
-ro_actor_t *ro__remote_actor(ro_remote_t *r);
+/* ro__hub_actor is the actor shards offer their step batches to. */
+ro_actor_t *ro__hub_actor(ro_hub_t *h);
 
-/* ro__remote_address writes the bound address ("127.0.0.1:40123"). */
-void ro__remote_address(const ro_remote_t *r, char *buf, size_t len);
+/* ro__hub_address writes the bound address ("127.0.0.1:40123"). */
+void ro__hub_address(const ro_hub_t *h, char *buf, size_t len);
 
-/* ro__remote_stop stops serving: says goodbye to every learner and tells
+/* ro__hub_stop stops serving: says goodbye to every learner and tells
  * every shard it holds to finish. Loop thread; idempotent. */
-void ro__remote_stop(ro_remote_t *r);
+void ro__hub_stop(ro_hub_t *h);
 
-/* ro__remote_close closes every handle (after stop). Loop thread. */
-void ro__remote_close(ro_remote_t *r);
+/* ro__hub_close closes every handle (after stop). Loop thread. */
+void ro__hub_close(ro_hub_t *h);
 
-/* ro__remote_stats copies the counters and reads the gauges. Loop thread. */
-void ro__remote_stats(const ro_remote_t *r, ro_remote_stats_t *out);
+/* ro__hub_stats copies the counters and reads the gauges. Loop thread. */
+void ro__hub_stats(const ro_hub_t *h, ro_hub_stats_t *out);
 
-/* ro__remote_free frees the hub after its handles closed. */
-void ro__remote_free(ro_remote_t *r);
+/* ro__hub_free frees the hub after its handles closed. */
+void ro__hub_free(ro_hub_t *h);
 
 #endif

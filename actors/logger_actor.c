@@ -141,8 +141,8 @@ static void status(ro_logger_t *lg, uint64_t now, bool final)
              (unsigned long long)cur.episodes, lg->return_recent);
     if (cur.remote) {
         size_t k = strlen(line);
-        snprintf(line + k, sizeof line - k, " | learners %u, envs waiting %u",
-                 cur.learners, cur.envs_in_flight + cur.envs_unsent);
+        snprintf(line + k, sizeof line - k, " | learners %u, envs waiting %u", cur.learners,
+                 cur.envs_in_flight + cur.envs_unsent);
     }
     if (lg->status_tty)
         fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");

@@ -9,7 +9,7 @@
 
 #include "runtime/alloc.h"
 #include "runtime/clock.h"
-#include "actors/env_actor.h"
+#include "actors/step_batch.h"
 #include "runtime/error.h"
 #include "actors/messages.h"
 #include "trajectory/file.h"
@@ -44,7 +44,7 @@ struct ro_recorder {
     bool discrete, drop, keep_going;
     ro_actor_t *on_error;
     ro_msg_t error_msg; /* I/O thread -> on_error, sent once */
-    uint64_t delay_ns; /* test hook RO_RECORD_DELAY_US: a slow disk */
+    uint64_t delay_ns;  /* test hook RO_RECORD_DELAY_US: a slow disk */
 
     /* I/O thread only (main thread before start and after join). */
     ro_traj_writer_t w;
@@ -261,15 +261,15 @@ fail:
     return rc;
 }
 
-ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, struct ro_env_shard *s)
+ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, const ro_step_batch_t *b)
 {
-    r->ports[i].shard = s;
+    r->ports[i].batch = b;
     return &r->ports[i];
 }
 
 /* ---- the shard's side (worker threads) ---- */
 
-static void put_entry(ro_rec_chunk_t *c, const ro_env_shard_t *s, uint32_t j, uint64_t ep,
+static void put_entry(ro_rec_chunk_t *c, const ro_step_batch_t *s, uint32_t j, uint64_t ep,
                       uint32_t step, uint32_t flags, const float *obs)
 {
     ro_recorder_t *r = c->port->rec;
@@ -299,7 +299,7 @@ static void put_entry(ro_rec_chunk_t *c, const ro_env_shard_t *s, uint32_t j, ui
 /* Copy the shard's step (or reset) into c. */
 static void fill(ro_rec_port_t *p, ro_rec_chunk_t *c, bool start)
 {
-    const ro_env_shard_t *s = p->shard;
+    const ro_step_batch_t *s = p->batch;
     const size_t od = s->obs_dim;
     c->port = p;
     c->count = 0;
@@ -344,7 +344,7 @@ static void submit(ro_recorder_t *r, ro_rec_chunk_t *c)
  * and step numbers in the file stay those of the node. */
 static void skip(ro_rec_port_t *p)
 {
-    const ro_env_shard_t *s = p->shard;
+    const ro_step_batch_t *s = p->batch;
     p->dropped++;
     for (uint32_t j = 0; j < s->n; j++) {
         p->step[j]++;
@@ -385,7 +385,7 @@ bool ro__recorder_capture(ro_rec_port_t *p, bool start)
         } else {
             skip(p);
             /* Relaxed: a statistic. */
-            atomic_fetch_add_explicit(&r->dropped_steps, p->shard->n, memory_order_relaxed);
+            atomic_fetch_add_explicit(&r->dropped_steps, p->batch->n, memory_order_relaxed);
         }
         return true;
     }
@@ -501,7 +501,7 @@ static void recycle(ro_recorder_t *r, ro_rec_chunk_t *list)
     while (wake) {
         ro_rec_port_t *p = wake;
         wake = p->wait_next;
-        ro__actor_send(&p->shard->actor, &p->resume_msg);
+        ro__actor_send(p->batch->env, &p->resume_msg);
     }
 }
 
@@ -611,8 +611,7 @@ int ro__recorder_finish(ro_recorder_t *r, char *err, size_t errlen)
     if (r->keep_going)
         return 0; /* reported when it happened; the summary counts the loss */
     if (r->io_rc && err)
-        snprintf(err, errlen, "recorder: %s; the run was stopped (--record-error stop)",
-                 r->io_err);
+        snprintf(err, errlen, "recorder: %s; the run was stopped (--record-error stop)", r->io_err);
     return r->io_rc;
 }
 

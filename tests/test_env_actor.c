@@ -81,8 +81,8 @@ static void teardown(fixture_t *f)
  * orders the shard's writes before our reads. */
 static uint32_t step(fixture_t *f)
 {
-    f->shard.act_msg.type = RO_MSG_ACTIONS;
-    ro__actor_send(&f->shard.actor, &f->shard.act_msg);
+    f->shard.xchg.to_env.type = RO_MSG_ACTIONS;
+    ro__actor_send(&f->shard.actor, &f->shard.xchg.to_env);
     sem_wait(&f->got);
     return f->last_type;
 }
@@ -95,11 +95,11 @@ static void test_start_flags_first_observation(void **state)
     sem_wait(&f->got);
     assert_int_equal(f->last_type, RO_MSG_OBS_READY);
     for (uint32_t j = 0; j < 3; j++) {
-        assert_int_equal(f->shard.episode_start[j], 1);
-        assert_int_equal(f->shard.terminated[j], 0);
-        assert_int_equal(f->shard.truncated[j], 0);
+        assert_int_equal(f->shard.xchg.episode_start[j], 1);
+        assert_int_equal(f->shard.xchg.terminated[j], 0);
+        assert_int_equal(f->shard.xchg.truncated[j], 0);
         for (int k = 0; k < 4; k++)
-            assert_true(fabsf(f->shard.obs[j * 4 + k]) <= 0.05f);
+            assert_true(fabsf(f->shard.xchg.obs[j * 4 + k]) <= 0.05f);
     }
     teardown(f);
 }
@@ -115,31 +115,31 @@ static void test_termination_autoreset(void **state)
     sem_wait(&f->got);
     int steps = 0;
     for (;;) {
-        f->shard.act_i[0] = 1;
+        f->shard.xchg.act_i[0] = 1;
         assert_int_equal(step(f), RO_MSG_OBS_READY);
         steps++;
         assert_true(steps < 500);
-        if (f->shard.terminated[0])
+        if (f->shard.xchg.terminated[0])
             break;
-        assert_int_equal(f->shard.episode_start[0], 0);
-        assert_int_equal(f->shard.has_final[0], 0);
+        assert_int_equal(f->shard.xchg.episode_start[0], 0);
+        assert_int_equal(f->shard.xchg.has_final[0], 0);
     }
-    assert_true(f->shard.reward[0] == 1.0f);
-    assert_int_equal(f->shard.truncated[0], 0);
-    assert_int_equal(f->shard.has_final[0], 1);
-    assert_int_equal(f->shard.episode_start[0], 1);
-    const float *fin = f->shard.final_obs;
+    assert_true(f->shard.xchg.reward[0] == 1.0f);
+    assert_int_equal(f->shard.xchg.truncated[0], 0);
+    assert_int_equal(f->shard.xchg.has_final[0], 1);
+    assert_int_equal(f->shard.xchg.episode_start[0], 1);
+    const float *fin = f->shard.xchg.final_obs;
     assert_true(fabsf(fin[0]) > 2.4f || fabsf(fin[2]) > 0.2094395f);
     for (int k = 0; k < 4; k++)
-        assert_true(fabsf(f->shard.obs[k]) <= 0.05f); /* a fresh reset */
+        assert_true(fabsf(f->shard.xchg.obs[k]) <= 0.05f); /* a fresh reset */
     assert_int_equal(f->shard.episodes, 1);
     assert_true(f->shard.return_sum == (double)steps);
 
     /* The next step continues the new episode. */
-    f->shard.act_i[0] = 0;
+    f->shard.xchg.act_i[0] = 0;
     step(f);
-    assert_int_equal(f->shard.episode_start[0], 0);
-    assert_int_equal(f->shard.has_final[0], 0);
+    assert_int_equal(f->shard.xchg.episode_start[0], 0);
+    assert_int_equal(f->shard.xchg.has_final[0], 0);
 
     ro_metric_t m;
     assert_true(ro__metrics_ring_pop(&f->ring, &m));
@@ -161,19 +161,19 @@ static void test_truncation_final_obs(void **state)
     ro__env_shard_start(&f->shard);
     sem_wait(&f->got);
     for (int t = 1; t <= 5; t++) {
-        f->shard.act_i[0] = t & 1;
-        f->shard.act_i[1] = (t + 1) & 1;
+        f->shard.xchg.act_i[0] = t & 1;
+        f->shard.xchg.act_i[1] = (t + 1) & 1;
         step(f);
         for (uint32_t j = 0; j < 2; j++) {
-            assert_int_equal(f->shard.terminated[j], 0);
-            assert_int_equal(f->shard.truncated[j], t == 5);
-            assert_int_equal(f->shard.has_final[j], t == 5);
-            assert_int_equal(f->shard.episode_start[j], t == 5);
+            assert_int_equal(f->shard.xchg.terminated[j], 0);
+            assert_int_equal(f->shard.xchg.truncated[j], t == 5);
+            assert_int_equal(f->shard.xchg.has_final[j], t == 5);
+            assert_int_equal(f->shard.xchg.episode_start[j], t == 5);
         }
     }
     /* Cart-pole states after 5 alternating pushes stay small; the final obs
      * differs from the fresh reset held in obs. */
-    assert_memory_not_equal(f->shard.final_obs, f->shard.obs, 4 * sizeof(float));
+    assert_memory_not_equal(f->shard.xchg.final_obs, f->shard.xchg.obs, 4 * sizeof(float));
     assert_int_equal(f->shard.episodes, 2);
     teardown(f);
 }
@@ -184,7 +184,7 @@ static void test_quota_and_stop(void **state)
     fixture_t *f = setup(&ro__env_pendulum, NULL, 0, 2, 3);
     ro__env_shard_start(&f->shard);
     sem_wait(&f->got);
-    f->shard.act_f[0] = f->shard.act_f[1] = 0.5f;
+    f->shard.xchg.act_f[0] = f->shard.xchg.act_f[1] = 0.5f;
     assert_int_equal(step(f), RO_MSG_OBS_READY);
     assert_int_equal(step(f), RO_MSG_OBS_READY);
     assert_int_equal(step(f), RO_MSG_SHARD_DONE); /* quota of 3 steps */
@@ -198,7 +198,7 @@ static void test_quota_and_stop(void **state)
     atomic_store(&f->stopping, true);
     /* The step in flight completes, then the shard reports done. */
     assert_int_equal(step(f), RO_MSG_SHARD_DONE);
-    assert_int_equal(f->shard.steps_done, 2);
+    assert_int_equal(f->shard.xchg.steps, 2);
     teardown(f);
 }
 
@@ -210,14 +210,14 @@ static void test_env_failure_resets(void **state)
     fixture_t *f = setup(&ro__env_cartpole, NULL, 0, 1, 0);
     ro__env_shard_start(&f->shard);
     sem_wait(&f->got);
-    f->shard.act_i[0] = 1;
+    f->shard.xchg.act_i[0] = 1;
     step(f);
-    f->shard.act_i[0] = 7; /* cartpole accepts 0 or 1 */
+    f->shard.xchg.act_i[0] = 7; /* cartpole accepts 0 or 1 */
     step(f);
     assert_int_equal(f->shard.env_failures, 1);
-    assert_int_equal(f->shard.truncated[0], 1);
-    assert_int_equal(f->shard.has_final[0], 0);
-    assert_int_equal(f->shard.episode_start[0], 1);
+    assert_int_equal(f->shard.xchg.truncated[0], 1);
+    assert_int_equal(f->shard.xchg.has_final[0], 0);
+    assert_int_equal(f->shard.xchg.episode_start[0], 1);
     assert_int_equal(f->shard.episodes, 0); /* a failed episode is not a finished one */
     ro_metric_t m;
     assert_true(ro__metrics_ring_pop(&f->ring, &m));

@@ -385,9 +385,9 @@ static void test_shard_buffers_on_node(void **state)
                      0);
     assert_true(sh.mem_bytes > 0);
     assert_int_equal(sh.mem_node, mem);
-    assert_int_equal(page_node(sh.obs), mem);
-    assert_int_equal(page_node(sh.act_i), mem);
-    assert_int_equal(ro__numa_bound_node(sh.obs), mem);
+    assert_int_equal(page_node(sh.xchg.obs), mem);
+    assert_int_equal(page_node(sh.xchg.act_i), mem);
+    assert_int_equal(ro__numa_bound_node(sh.xchg.obs), mem);
     assert_int_equal(ro__numa_misplaced(sh.mem, sh.mem_bytes, mem), 0);
     ro__env_shard_destroy(&sh);
 

@@ -63,7 +63,8 @@ struct ro_node {
     uint32_t nshards;
     ro_learner_t *lanes; /* nlanes local learner lanes (none with --learner remote) */
     uint32_t nlanes;     /* env groups: one per worker */
-    ro_remote_t *remote; /* --learner remote: the hub serving TCP learners */
+    ro_hub_t *hub;       /* --learner remote (or trainers on --listen): the TCP hub */
+    ro_step_batch_t **batches; /* [nshards]: each shard's step batch, for the hub */
     char token[256];
     ro_space_t obs_space, act_space; /* for the hub's welcome and pushed policies */
     /* A pushed policy being switched to (loop thread only). */
@@ -123,10 +124,10 @@ static void sample_counters(void *ctx, ro_logger_sample_t *out)
         out->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
         out->rows += atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
     }
-    if (n->remote) {
+    if (n->hub) {
         /* The logger samples on the loop thread, the hub's thread. */
-        ro_remote_stats_t rs;
-        ro__remote_stats(n->remote, &rs);
+        ro_hub_stats_t rs;
+        ro__hub_stats(n->hub, &rs);
         out->batches = rs.batches_sent;
         out->rows = rs.rows_sent;
         out->remote = true;
@@ -143,8 +144,8 @@ static void request_stop(ro_node_t *n)
 {
     /* Relaxed: env actors only need to see it eventually; it guards no data. */
     atomic_store_explicit(&n->stopping, true, memory_order_relaxed);
-    if (n->remote)
-        ro__remote_stop(n->remote); /* envs waiting for learners finish now */
+    if (n->hub)
+        ro__hub_stop(n->hub); /* envs waiting for learners finish now */
 }
 
 /* The first SIGINT/SIGTERM stops the run cleanly (every step in flight
@@ -181,9 +182,9 @@ static void shutdown_node(ro_node_t *n)
     if (bad > n->affinity_mismatches)
         n->affinity_mismatches = bad;
     ro__sched_stop(n->sched);
-    if (n->remote) {
-        ro__remote_stop(n->remote); /* goodbye to every learner */
-        ro__remote_close(n->remote);
+    if (n->hub) {
+        ro__hub_stop(n->hub); /* goodbye to every learner */
+        ro__hub_close(n->hub);
     }
     n->logger_rc = ro__logger_finish(&n->logger);
     if (n->logger_rc)
@@ -411,17 +412,10 @@ static int on_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char 
         snprintf(err, errlen, "a policy update is still being applied; push again later");
         return RO_EINVAL;
     }
-    size_t body = rollout__v1__policy_params__get_packed_size(msg);
-    uint8_t *buf = malloc(body + RO_VARINT_MAX);
-    if (!buf)
-        return RO_ENOMEM;
-    size_t k = ro__varint_put(buf, body);
-    rollout__v1__policy_params__pack(msg, buf + k);
     char label[64];
     snprintf(label, sizeof label, "pushed policy v%llu", (unsigned long long)msg->version);
     ro_policy_params_t pp;
-    int rc = ro__policy_params_decode(&pp, buf, k + body, label, err, errlen);
-    free(buf);
+    int rc = ro__policy_params_from_msg(&pp, msg, label, err, errlen);
     if (rc)
         return rc;
     ro_policy_t *next;
@@ -434,6 +428,7 @@ static int on_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char 
     n->swaps_pending = n->nlanes;
     for (uint32_t l = 0; l < n->nlanes; l++) {
         n->lanes[l].swap_to = next;
+        n->lanes[l].swap_version = msg->version;
         ro__actor_send(&n->lanes[l].actor, &n->lanes[l].swap_msg);
     }
     return 0;
@@ -457,7 +452,7 @@ static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
     int rc = load_token(n, err, errlen);
     if (rc)
         return rc;
-    ro_remote_opts_t o = {
+    ro_hub_opts_t o = {
         .listen = n->cfg.listen,
         .token = n->cfg.token_file ? n->token : NULL,
         .batch = 1,
@@ -470,7 +465,7 @@ static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
         .on_policy = on_policy_push,
         .ctx = n,
     };
-    return ro__remote_new(&n->remote, &n->loop, NULL, 0, n->cfg.num_envs, &n->obs_space,
+    return ro__hub_new(&n->hub, &n->loop, NULL, 0, n->cfg.num_envs, &n->obs_space,
                           &n->act_space, &n->control, &o, err, errlen);
 }
 
@@ -484,7 +479,7 @@ static int make_remote(ro_node_t *n, char *err, size_t errlen)
     n->batch = n->cfg.batch ? n->cfg.batch : (n->cfg.num_envs + 1) / 2;
     if (n->batch < n->shard_size)
         n->batch = n->shard_size;
-    ro_remote_opts_t o = {
+    ro_hub_opts_t o = {
         .listen = n->cfg.listen ? n->cfg.listen : "127.0.0.1:5555",
         .token = n->cfg.token_file ? n->token : NULL,
         .batch = n->batch,
@@ -498,7 +493,12 @@ static int make_remote(ro_node_t *n, char *err, size_t errlen)
         .max_episode_steps = n->max_steps,
         .learners = true,
     };
-    int rc = ro__remote_new(&n->remote, &n->loop, n->shards, n->nshards, n->cfg.num_envs,
+    n->batches = calloc(n->nshards, sizeof *n->batches);
+    if (!n->batches)
+        return RO_ENOMEM;
+    for (uint32_t i = 0; i < n->nshards; i++)
+        n->batches[i] = &n->shards[i].xchg;
+    int rc = ro__hub_new(&n->hub, &n->loop, n->batches, n->nshards, n->cfg.num_envs,
                             &n->obs_space, &n->act_space, &n->control, &o, err, errlen);
     if (rc)
         return rc;
@@ -530,10 +530,10 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
          * NUMA node); idle workers of the node steal when loads differ. */
         ro_runq_t *q = ro__sched_queue(n->sched, (int)l);
         uint32_t first_shard = s, rows = 0;
-        uint32_t lane_end = n->shards[s].first;
+        uint32_t lane_end = n->shards[s].xchg.first;
         lane_end += n->cfg.num_envs / n->nlanes + (l < n->cfg.num_envs % n->nlanes);
-        while (s < n->nshards && n->shards[s].first < lane_end)
-            rows += n->shards[s++].n;
+        while (s < n->nshards && n->shards[s].xchg.first < lane_end)
+            rows += n->shards[s++].xchg.n;
         uint32_t batch = n->cfg.batch;
         if (batch == 0) {
             /* Half a lane: one half steps while the other is in its forward
@@ -547,7 +547,7 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
                 n->batch = batch;
             rc = ro__learner_init_on(&n->lanes[l], n->policy, q, &n->control, batch,
                                      n->cfg.max_wait_us, s - first_shard, rows, n->shard_size,
-                                     n->shards[0].discrete, lane_mem_node(n, l));
+                                     n->shards[0].xchg.discrete, lane_mem_node(n, l));
             if (rc) {
                 snprintf(err, errlen, "cannot allocate the learner's batch buffers");
                 return rc;
@@ -555,8 +555,9 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
         }
         for (uint32_t i = first_shard; i < s; i++) {
             ro_env_shard_wiring_t w = {
+                .index = i,
                 .runq = q,
-                .learner = n->lanes ? &n->lanes[l].actor : ro__remote_actor(n->remote),
+                .learner = n->lanes ? &n->lanes[l].actor : ro__hub_actor(n->hub),
                 .ring = &n->rings[l],
                 .stopping = &n->stopping,
                 .max_steps = n->max_steps,
@@ -587,7 +588,7 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
     snprintf(desc, sizeof desc, "%s: %s", n->cfg.policy_arg, pol);
     uint32_t max_shard = 0;
     for (uint32_t i = 0; i < n->nshards; i++)
-        max_shard = n->shards[i].n > max_shard ? n->shards[i].n : max_shard;
+        max_shard = n->shards[i].xchg.n > max_shard ? n->shards[i].xchg.n : max_shard;
     const ro_env_shard_t *s0 = &n->shards[0];
     ro_recorder_opts_t o = {
         .path = n->cfg.record,
@@ -604,9 +605,9 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
         .num_envs = n->cfg.num_envs,
         .policy = desc,
         .check_finite = n->cfg.check_finite,
-        .obs_dim = s0->obs_dim,
-        .act_dim = s0->act_dim,
-        .discrete = s0->discrete,
+        .obs_dim = s0->xchg.obs_dim,
+        .act_dim = s0->xchg.act_dim,
+        .discrete = s0->xchg.discrete,
         .nshards = n->nshards,
         .max_shard = max_shard,
     };
@@ -614,7 +615,7 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
     if (rc)
         return rc;
     for (uint32_t i = 0; i < n->nshards; i++)
-        n->shards[i].rec = ro__recorder_port(n->recorder, i, &n->shards[i]);
+        n->shards[i].rec = ro__recorder_port(n->recorder, i, &n->shards[i].xchg);
     return 0;
 }
 
@@ -666,7 +667,7 @@ void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
     char pol[128];
     if (n->cfg.learner == RO_LEARNER_REMOTE) {
         char addr[80];
-        ro__remote_address(n->remote, addr, sizeof addr);
+        ro__hub_address(n->hub, addr, sizeof addr);
         snprintf(pol, sizeof pol, "remote learners on %s", addr);
     } else {
         ro__policy_describe(n->policy, pol, sizeof pol);
@@ -686,8 +687,8 @@ void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
 
 void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len)
 {
-    if (n->remote)
-        ro__remote_address(n->remote, buf, len);
+    if (n->hub)
+        ro__hub_address(n->hub, buf, len);
     else if (len)
         buf[0] = '\0';
 }
@@ -759,7 +760,7 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     double return_sum = 0;
     for (uint32_t i = 0; i < n->nshards; i++) {
         const ro_env_shard_t *sh = &n->shards[i];
-        s->steps += sh->steps_done * sh->n;
+        s->steps += sh->xchg.steps * sh->xchg.n;
         s->episodes += sh->episodes;
         return_sum += sh->return_sum;
         s->env_failures += sh->env_failures;
@@ -801,8 +802,8 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     snprintf(s->env, sizeof s->env, "%s", n->kind.vt->name);
     if (n->cfg.learner == RO_LEARNER_REMOTE) {
         snprintf(s->policy, sizeof s->policy, "remote");
-        ro_remote_stats_t rs;
-        ro__remote_stats(n->remote, &rs);
+        ro_hub_stats_t rs;
+        ro__hub_stats(n->hub, &rs);
         s->learners_attached = rs.attached;
         s->learners_rejected = rs.rejected;
         s->batches = rs.batches_sent;
@@ -811,9 +812,9 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     } else {
         ro__policy_describe(n->policy, s->policy, sizeof s->policy);
         s->policy_pushes = n->policy_pushes;
-        if (n->remote) { /* trainers may attach: count the bad ones */
-            ro_remote_stats_t rs;
-            ro__remote_stats(n->remote, &rs);
+        if (n->hub) { /* trainers may attach: count the bad ones */
+            ro_hub_stats_t rs;
+            ro__hub_stats(n->hub, &rs);
             s->learners_rejected = rs.rejected;
         }
     }
@@ -866,7 +867,8 @@ void ro_node_free(ro_node_t *n)
         if (uv_loop_close(&n->loop) != 0)
             fprintf(stderr, "rollout: warning: a loop handle was left open\n");
     }
-    ro__remote_free(n->remote); /* its handles are closed now */
+    ro__hub_free(n->hub); /* its handles are closed now */
+    free(n->batches);
     ro__topology_free(&n->topo);
     free(n->plan);
     free(n);

@@ -11,10 +11,9 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "wire/pb_alloc.h"
+#include "wire/varint.h"
 #include "rollout.pb-c.h"
-
-/* A varint of a 64-bit value takes at most 10 bytes. */
-#define VARINT_MAX 10
 
 int ro__policy_params_alloc(ro_policy_params_t *p)
 {
@@ -213,26 +212,18 @@ static int read_frame(const uint8_t *buf, size_t len, const uint8_t **msg, size_
                       const char *name, char *err, size_t errlen)
 {
     uint64_t v = 0;
-    size_t i = 0;
-    for (;;) {
-        if (i == len)
-            return ro__errorf(err, errlen, RO_EBADMSG,
-                              len ? "%s: truncated inside the length prefix" : "%s: file is empty",
-                              name);
-        if (i == VARINT_MAX)
-            return ro__errorf(err, errlen, RO_EBADMSG,
-                              "%s: length prefix is longer than %d bytes (not a varint)", name,
-                              VARINT_MAX);
-        uint8_t b = buf[i];
-        /* The tenth byte carries bit 63 only: more would overflow. */
-        if (i == VARINT_MAX - 1 && (b & 0x7e))
-            return ro__errorf(err, errlen, RO_EBADMSG, "%s: length prefix overflows 64 bits", name);
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        i++;
-        if (!(b & 0x80))
-            break;
-    }
-    size_t rest = len - i;
+    int k = ro__varint_get(buf, len, &v);
+    if (k == 0)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          len ? "%s: truncated inside the length prefix" : "%s: file is empty",
+                          name);
+    if (k < 0)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          buf[RO_VARINT_MAX - 1] & 0x80
+                              ? "%s: length prefix is longer than 10 bytes (not a varint)"
+                              : "%s: length prefix overflows 64 bits",
+                          name);
+    size_t rest = len - (size_t)k;
     if (v > rest)
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "%s: truncated: the length prefix says %llu bytes but %zu follow", name,
@@ -241,28 +232,18 @@ static int read_frame(const uint8_t *buf, size_t len, const uint8_t **msg, size_
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "%s: %zu bytes of trailing data after the %llu-byte message", name,
                           rest - (size_t)v, (unsigned long long)v);
-    *msg = buf + i;
+    *msg = buf + k;
     *msglen = (size_t)v;
     return 0;
 }
 
-int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t len,
-                             const char *name, char *err, size_t errlen)
+int ro__policy_params_from_msg(ro_policy_params_t *out, const Rollout__V1__PolicyParams *m,
+                               const char *name, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    const uint8_t *msg = NULL;
-    size_t msglen = 0;
-    int rc = read_frame(buf, len, &msg, &msglen, name, err, errlen);
-    if (rc < 0)
-        return rc;
-    Rollout__V1__PolicyParams *m = rollout__v1__policy_params__unpack(NULL, msglen, msg);
-    if (!m)
-        return ro__errorf(err, errlen, RO_EBADMSG,
-                          "%s: not a valid PolicyParams message (protobuf decoding failed)", name);
-
     ro_policy_params_t p;
     memset(&p, 0, sizeof p);
-    rc = check_header(&p, m, name, err, errlen);
+    int rc = check_header(&p, m, name, err, errlen);
     for (uint32_t l = 0; rc == 0 && l < p.nlayers; l++)
         rc = check_layer(&p, m, l, name, err, errlen);
     if (rc == 0)
@@ -278,10 +259,8 @@ int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t
                           errlen);
     if (rc == 0 && ro__policy_params_alloc(&p) < 0)
         rc = ro__errorf(err, errlen, RO_ENOMEM, "%s: out of memory for the weights", name);
-    if (rc < 0) {
-        rollout__v1__policy_params__free_unpacked(m, NULL);
+    if (rc < 0)
         return rc;
-    }
     for (uint32_t l = 0; l < p.nlayers; l++) {
         const Rollout__V1__Layer *L = m->layers[l];
         memcpy(p.layers[l].weight, L->weight->data, L->weight->n_data * sizeof(float));
@@ -289,9 +268,45 @@ int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t
     }
     if (p.log_std)
         memcpy(p.log_std, m->log_std->data, p.action_dim * sizeof(float));
-    rollout__v1__policy_params__free_unpacked(m, NULL);
     *out = p;
     return 0;
+}
+
+int ro__policy_params_unpack(Rollout__V1__PolicyParams **out, ro_pb_alloc_t *alloc,
+                             const uint8_t *buf, size_t len, const char *name, char *err,
+                             size_t errlen)
+{
+    const uint8_t *msg = NULL;
+    size_t msglen = 0;
+    int rc = read_frame(buf, len, &msg, &msglen, name, err, errlen);
+    if (rc < 0)
+        return rc;
+    /* Decoded, the weights take about what they take in the file; the
+     * structs around them are bounded by the layer count. A file of empty
+     * messages that would decode into far more is refused. */
+    ro__pb_alloc_init(alloc, 2 * msglen + (1u << 20));
+    *out = rollout__v1__policy_params__unpack(&alloc->base, msglen, msg);
+    if (!*out)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          ro__pb_alloc_refused(alloc)
+                              ? "%s: decodes into more memory than its size allows"
+                              : "%s: not a valid PolicyParams message (protobuf decoding failed)",
+                          name);
+    return 0;
+}
+
+int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t len,
+                             const char *name, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    ro_pb_alloc_t alloc;
+    Rollout__V1__PolicyParams *m;
+    int rc = ro__policy_params_unpack(&m, &alloc, buf, len, name, err, errlen);
+    if (rc)
+        return rc;
+    rc = ro__policy_params_from_msg(out, m, name, err, errlen);
+    rollout__v1__policy_params__free_unpacked(m, &alloc.base);
+    return rc;
 }
 
 int ro__policy_params_check_spaces(const ro_policy_params_t *p, const ro_space_t *obs,
@@ -450,17 +465,11 @@ int ro__policy_params_encode(const ro_policy_params_t *p, uint8_t **buf, size_t 
     }
 
     size_t n = rollout__v1__policy_params__get_packed_size(&m);
-    uint8_t hdr[VARINT_MAX];
-    size_t h = 0;
-    for (uint64_t v = n;; v >>= 7) {
-        hdr[h++] = (uint8_t)(v & 0x7f) | (v >= 0x80 ? 0x80 : 0);
-        if (v < 0x80)
-            break;
-    }
+    size_t h = ro__varint_size(n);
     uint8_t *b = malloc(h + n);
     if (!b)
         return RO_ENOMEM;
-    memcpy(b, hdr, h);
+    ro__varint_put(b, n);
     rollout__v1__policy_params__pack(&m, b + h);
     *buf = b;
     *len = h + n;

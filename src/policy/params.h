@@ -14,6 +14,8 @@
 #include <stdint.h>
 
 #include "policy/activation.h"
+#include "rollout.pb-c.h"
+#include "wire/pb_alloc.h"
 #include "rollout/env.h"
 
 /* The most hidden layers an MLP may have (files and specs alike). */
@@ -69,6 +71,19 @@ void ro__policy_params_free(ro_policy_params_t *p);
  */
 int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t len,
                              const char *name, char *err, size_t errlen);
+
+/* ro__policy_params_from_msg validates an already decoded PolicyParams (a
+ * trainer's push) as decode does, and copies its weights into out. */
+int ro__policy_params_from_msg(ro_policy_params_t *out, const Rollout__V1__PolicyParams *m,
+                               const char *name, char *err, size_t errlen);
+
+/* ro__policy_params_unpack decodes one length-delimited PolicyParams from
+ * buf without checking its content, through alloc (initialised here, bounded
+ * by the input's size; free the message with it). For a message to send on
+ * as it is (rollout-learner --push-policy, after decode checked it). */
+int ro__policy_params_unpack(Rollout__V1__PolicyParams **out, ro_pb_alloc_t *alloc,
+                             const uint8_t *buf, size_t len, const char *name, char *err,
+                             size_t errlen);
 
 /*
  * ro__policy_params_check_spaces checks that p fits the env's spaces: the

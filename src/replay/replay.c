@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envs/registry.h"
+#include "replay/recorded_env.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
 #include "trajectory/file.h"
@@ -41,9 +41,7 @@ struct ro_replay {
     uint32_t last_part;
     env_state_t *envs;
     float *buf;
-    ro_env_kind_t kind;
-    ro_env_arg_t args[RO_MAX_ENV_ARGS];
-    size_t nargs;
+    ro_recorded_env_t renv;
     uint32_t act_n; /* discrete: number of actions */
     bool discrete;
     bool diverged;
@@ -71,9 +69,8 @@ void ro__replay_free(ro_replay_t *r)
     if (r->envs && r->hdr)
         for (uint32_t i = 0; i < r->hdr->num_envs; i++)
             if (r->envs[i].env)
-                r->kind.vt->destroy(r->envs[i].env);
-    if (r->kind.vt)
-        ro__env_close(&r->kind);
+                r->renv.kind.vt->destroy(r->envs[i].env);
+    ro__recorded_env_close(&r->renv);
     if (r->hdr)
         rollout__v1__trajectory_header__free_unpacked(r->hdr, NULL);
     free(r->envs);
@@ -101,37 +98,15 @@ static bool selected_episode(const ro_replay_t *r, uint64_t ep)
     return false;
 }
 
-/* The env kind, its args and its spaces, from the first header. */
+/* The env kind and its args, from the first header. */
 static int open_env(ro_replay_t *r)
 {
-    const Rollout__V1__TrajectoryHeader *h = r->hdr;
     char err[512] = "";
-    const char *spec = r->o.plugin ? r->o.plugin : h->env_spec;
-    if (ro__env_open(&r->kind, spec, err, sizeof err) != 0) {
-        fprintf(r->o.log, "rollout-replay: %s: cannot load env '%s': %s\n", r->name, spec, err);
-        return RO_REPLAY_UNUSABLE;
-    }
-    if (strcmp(r->kind.vt->name, h->env) != 0) {
-        fprintf(r->o.log, "rollout-replay: %s: '%s' is env '%s', the recording is of '%s'\n",
-                r->name, spec, r->kind.vt->name, h->env);
-        return RO_REPLAY_UNUSABLE;
-    }
-    if (h->n_env_args > RO_MAX_ENV_ARGS) {
-        fprintf(r->o.log, "rollout-replay: %s: more than %d env args\n", r->name, RO_MAX_ENV_ARGS);
-        return RO_REPLAY_UNUSABLE;
-    }
-    ro_env_arg_t in[RO_MAX_ENV_ARGS];
-    for (size_t i = 0; i < h->n_env_args; i++) {
-        in[i].key = h->env_args[i]->key;
-        in[i].value = h->env_args[i]->value;
-    }
-    uint32_t ignored;
-    if (ro__env_check_args(r->kind.vt, in, h->n_env_args, r->args, &r->nargs, &ignored, err,
-                           sizeof err) != 0) {
+    if (ro__recorded_env_open(&r->renv, r->hdr, r->o.plugin, err, sizeof err) != 0) {
         fprintf(r->o.log, "rollout-replay: %s: %s\n", r->name, err);
         return RO_REPLAY_UNUSABLE;
     }
-    r->buf = malloc((size_t)h->obs_dim * sizeof(float));
+    r->buf = malloc((size_t)r->hdr->obs_dim * sizeof(float));
     if (!r->buf)
         return RO_REPLAY_UNUSABLE;
     return RO_REPLAY_OK;
@@ -142,17 +117,16 @@ static int create_env(ro_replay_t *r, uint32_t i)
     const Rollout__V1__TrajectoryHeader *h = r->hdr;
     char err[512] = "";
     void *e;
-    if (r->kind.vt->create(&e, r->args, r->nargs, ro__seed_mix(h->seed, i, RO_STREAM_ENV), err,
-                           sizeof err) != 0) {
+    if (ro__recorded_env_create(&r->renv, h, i, &e, err, sizeof err) != 0) {
         fprintf(r->o.log, "rollout-replay: %s: creating env %u: %s\n", r->name, i, err);
         return RO_REPLAY_UNUSABLE;
     }
     ro_space_t os, as;
-    r->kind.vt->spaces(e, &os, &as);
+    r->renv.kind.vt->spaces(e, &os, &as);
     bool discrete = as.kind == RO_SPACE_DISCRETE;
     if (ro_space_size(&os) != h->obs_dim || discrete != (strcmp(h->action_kind, "discrete") == 0) ||
         (!discrete && ro_space_size(&as) != h->action_dim)) {
-        r->kind.vt->destroy(e);
+        r->renv.kind.vt->destroy(e);
         fprintf(r->o.log,
                 "rollout-replay: %s: env %u's spaces differ from the header's (obs %u floats, "
                 "%s actions of %u)\n",
@@ -219,7 +193,7 @@ static int verify_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, s
             if (rc)
                 return rc;
         }
-        r->kind.vt->reset(e->env, r->buf);
+        r->renv.kind.vt->reset(e->env, r->buf);
         r->verified_resets++;
         return compare_obs(r, b, k);
     } else {
@@ -239,7 +213,7 @@ static int verify_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, s
             a.box = b->action_box + k * h->action_dim;
         }
         ro_step_t st = {0};
-        int rc = r->kind.vt->step(e->env, a, r->buf, &st);
+        int rc = r->renv.kind.vt->step(e->env, a, r->buf, &st);
         bool failed = rc != 0 || (h->check_finite && !finite_row(r->buf, od, st.reward));
         bool rec_failed = (flags & RO_TRAJ_FAILED) != 0;
         r->verified_steps++;

@@ -30,18 +30,17 @@ int ro__check_hello(const Rollout__V1__Hello *h, const ro_hello_rules_t *rules, 
     bool learner = h->role && strcmp(h->role, "learner") == 0;
     bool train = h->role && strcmp(h->role, "trainer") == 0;
     if ((learner && !rules->learners) || (train && !rules->trainers) || (!learner && !train))
-        return ro__errorf(err, errlen, RO_EPROTO,
-                          "role '%.40s' is not served here (this node takes %s)",
-                          h->role ? h->role : "",
-                          rules->learners ? "learners" : "trainers pushing policies");
+        return ro__errorf(
+            err, errlen, RO_EPROTO, "role '%.40s' is not served here (this node takes %s)",
+            h->role ? h->role : "", rules->learners ? "learners" : "trainers pushing policies");
     if (!token_ok(rules->token, h->token))
         return ro__errorf(err, errlen, RO_EACCES, "missing or wrong token");
     *trainer = train;
     return 0;
 }
 
-int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space_t *act,
-                      char *err, size_t errlen)
+int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space_t *act, char *err,
+                      size_t errlen)
 {
     const bool discrete = act->kind == RO_SPACE_DISCRETE;
     const size_t dim = ro_space_size(act);
@@ -49,8 +48,9 @@ int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space
     const size_t got = discrete ? a->n_discrete : a->n_box;
     const unsigned long long seq = (unsigned long long)a->seq;
     if (got != want || (discrete ? a->n_box : a->n_discrete) != 0)
-        return ro__errorf(err, errlen, RO_EPROTO, "actions for seq %llu: %zu %s values, expected %zu",
-                          seq, got, discrete ? "discrete" : "box", want);
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "actions for seq %llu: %zu %s values, expected %zu", seq, got,
+                          discrete ? "discrete" : "box", want);
     for (size_t i = 0; i < want; i++) {
         if (discrete) {
             if (a->discrete[i] < 0 || (uint32_t)a->discrete[i] >= act->n)
@@ -128,8 +128,8 @@ int ro__check_welcome(const Rollout__V1__Welcome *w, uint32_t max_envs, ro_space
     return 0;
 }
 
-int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim,
-                           uint32_t num_envs, char *err, size_t errlen)
+int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim, uint32_t num_envs,
+                           char *err, size_t errlen)
 {
     const unsigned long long seq = (unsigned long long)o->seq;
     size_t n = o->n_env;

@@ -32,8 +32,8 @@ int ro__check_hello(const Rollout__V1__Hello *h, const ro_hello_rules_t *rules, 
 /* ro__check_actions: an Actions frame answering a batch of `rows` envs
  * whose action space is act: the count, and every value inside the space
  * (finite, in bounds). RO_EPROTO for the count, RO_ERANGE for a value. */
-int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space_t *act,
-                      char *err, size_t errlen);
+int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space_t *act, char *err,
+                      size_t errlen);
 
 /* ro__check_space reads a Space: a discrete one with 1..2^20 actions, or a
  * box of 1..4 dims and at most 2^20 values with that many finite bounds,
@@ -48,7 +48,7 @@ int ro__check_welcome(const Rollout__V1__Welcome *w, uint32_t max_envs, ro_space
 
 /* ro__check_observations: consistent field lengths for obs_dim floats per
  * env, env indices below num_envs, final_index inside the batch. */
-int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim,
-                           uint32_t num_envs, char *err, size_t errlen);
+int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim, uint32_t num_envs,
+                           char *err, size_t errlen);
 
 #endif

@@ -5,37 +5,13 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "wire/varint.h"
 
-size_t ro__varint_put(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
-int ro__varint_get(const uint8_t *p, size_t n, uint64_t *v)
-{
-    uint64_t x = 0;
-    for (size_t i = 0; i < RO_VARINT_MAX; i++) {
-        if (i == n)
-            return 0;
-        x |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        if (!(p[i] & 0x80)) {
-            *v = x;
-            return (int)i + 1;
-        }
-    }
-    return -1;
-}
-
-int ro__frame_reader_init(ro_frame_reader_t *r, size_t max_frame)
+int ro__frame_reader_init(ro_frame_reader_t *r, size_t max_frame, ro_pb_alloc_t *alloc)
 {
     memset(r, 0, sizeof *r);
     r->max_frame = max_frame;
+    r->alloc = alloc;
     r->cap = 4096;
     r->buf = malloc(r->cap);
     return r->buf ? 0 : RO_ENOMEM;
@@ -45,72 +21,101 @@ void ro__frame_reader_free(ro_frame_reader_t *r)
 {
     free(r->buf);
     r->buf = NULL;
-    r->len = r->cap = 0;
+    r->start = r->len = r->cap = 0;
+}
+
+uint8_t *ro__frame_reader_space(ro_frame_reader_t *r, size_t n)
+{
+    if (r->cap - r->len >= n)
+        return r->buf + r->len;
+    /* Move what is buffered to the front before growing: decoding never
+     * moves bytes, so each byte is moved at most once per refill. */
+    if (r->start > 0) {
+        memmove(r->buf, r->buf + r->start, r->len - r->start);
+        r->len -= r->start;
+        r->start = 0;
+        if (r->cap - r->len >= n)
+            return r->buf + r->len;
+    }
+    /* Never more than one whole frame plus its prefix, plus this read:
+     * next() refuses an oversized length before its body arrives. */
+    size_t cap = r->cap;
+    while (cap - r->len < n)
+        cap *= 2;
+    uint8_t *b = realloc(r->buf, cap);
+    if (!b)
+        return NULL;
+    r->buf = b;
+    r->cap = cap;
+    return r->buf + r->len;
+}
+
+void ro__frame_reader_commit(ro_frame_reader_t *r, size_t n)
+{
+    r->len += n;
 }
 
 int ro__frame_reader_feed(ro_frame_reader_t *r, const void *data, size_t n)
 {
-    if (r->len + n > r->cap) {
-        /* Never more than one whole frame plus its prefix, plus this read:
-         * next() rejects an oversized length before its body arrives. */
-        size_t cap = r->cap;
-        while (cap < r->len + n)
-            cap *= 2;
-        uint8_t *b = realloc(r->buf, cap);
-        if (!b)
-            return RO_ENOMEM;
-        r->buf = b;
-        r->cap = cap;
-    }
-    memcpy(r->buf + r->len, data, n);
-    r->len += n;
+    uint8_t *to = ro__frame_reader_space(r, n);
+    if (!to)
+        return RO_ENOMEM;
+    memcpy(to, data, n);
+    ro__frame_reader_commit(r, n);
     return 0;
 }
 
 int ro__frame_reader_next(ro_frame_reader_t *r, ro_frame_t **out, char *err, size_t errlen)
 {
+    const uint8_t *p = r->buf + r->start;
+    size_t avail = r->len - r->start;
     uint64_t body;
-    int k = ro__varint_get(r->buf, r->len, &body);
-    if (k < 0) {
-        snprintf(err, errlen, "malformed length prefix at byte %llu",
-                 (unsigned long long)r->offset);
-        return RO_EBADMSG;
-    }
+    int k = ro__varint_get(p, avail, &body);
+    if (k < 0)
+        return ro__errorf(err, errlen, RO_EBADMSG, "malformed length prefix at byte %llu",
+                          (unsigned long long)r->offset);
     if (k == 0)
         return 0;
-    if (body > r->max_frame) {
-        snprintf(err, errlen, "frame of %llu bytes at byte %llu exceeds the limit of %zu",
-                 (unsigned long long)body, (unsigned long long)r->offset, r->max_frame);
-        return RO_EMSGSIZE;
-    }
-    if (r->len - (size_t)k < body)
+    if (body > r->max_frame)
+        return ro__errorf(err, errlen, RO_EMSGSIZE,
+                          "frame of %llu bytes at byte %llu exceeds the limit of %zu",
+                          (unsigned long long)body, (unsigned long long)r->offset, r->max_frame);
+    if (avail - (size_t)k < body)
         return 0;
-    ro_frame_t *f = rollout__v1__frame__unpack(NULL, (size_t)body, r->buf + k);
+    ro_frame_t *f = rollout__v1__frame__unpack(&r->alloc->base, (size_t)body, p + k);
     if (!f) {
-        snprintf(err, errlen, "frame of %llu bytes at byte %llu is not a valid Frame message",
-                 (unsigned long long)body, (unsigned long long)r->offset);
-        return RO_EBADMSG;
+        if (ro__pb_alloc_refused(r->alloc))
+            return ro__errorf(err, errlen, RO_EMSGSIZE,
+                              "frame of %llu bytes at byte %llu decodes into more than the %zu "
+                              "bytes allowed",
+                              (unsigned long long)body, (unsigned long long)r->offset,
+                              r->alloc->limit);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "frame of %llu bytes at byte %llu is not a valid Frame message",
+                          (unsigned long long)body, (unsigned long long)r->offset);
     }
     size_t used = (size_t)k + (size_t)body;
-    memmove(r->buf, r->buf + used, r->len - used);
-    r->len -= used;
+    r->start += used;
     r->offset += used;
-    /* Give back memory a huge frame made us take. */
-    if (r->cap > (1u << 20) && r->len < 4096) {
-        uint8_t *b = realloc(r->buf, 4096);
-        if (b) {
-            r->buf = b;
-            r->cap = 4096;
+    if (r->start == r->len) {
+        r->start = r->len = 0;
+        /* Give back memory a huge frame made us take. */
+        if (r->cap > (1u << 20)) {
+            uint8_t *b = realloc(r->buf, 4096);
+            if (b) {
+                r->buf = b;
+                r->cap = 4096;
+            }
         }
     }
     *out = f;
     return 1;
 }
 
-void ro__frame_free(ro_frame_t *f)
+void ro__frame_free(ro_pb_alloc_t *alloc, ro_frame_t *f)
 {
     if (f)
-        rollout__v1__frame__free_unpacked(f, NULL);
+        rollout__v1__frame__free_unpacked(f, &alloc->base);
 }
 
 int ro__frame_encode(const ro_frame_t *f, uint8_t **out, size_t *len)
