@@ -12,7 +12,6 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
-#include "wire/addr.h"
 #include "wire/checks.h"
 #include "wire/conn.h"
 #include "wire/frame.h"
@@ -486,38 +485,6 @@ static void hub_behaviour(ro_actor_t *self, ro_msg_t *msg)
 
 /* ---------- set-up and tear-down ---------- */
 
-static int bind_listener(ro_hub_t *h, char *err, size_t errlen)
-{
-    ro_addr_t a;
-    struct sockaddr_storage ss;
-    int rc = ro__addr_parse(h->o.listen, true, &a, "--listen", err, errlen);
-    if (rc == 0)
-        rc = ro__addr_resolve(h->loop, &a, &ss, "--listen", err, errlen);
-    if (rc)
-        return rc;
-    if (!ro__addr_is_loopback((struct sockaddr *)&ss) && !h->o.token)
-        return ro__errorf(err, errlen, RO_EINVAL,
-                          "--listen '%s' is not a loopback address: a --token-file is required so "
-                          "that only your learners can attach",
-                          h->o.listen);
-    uv_tcp_init(h->loop, &h->server);
-    h->server.data = h;
-    rc = uv_tcp_bind(&h->server, (struct sockaddr *)&ss, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&h->server, 128, on_connection);
-    if (rc != 0) {
-        ro__errorf(err, errlen, RO_EIO, "--listen '%s': %s", h->o.listen, uv_strerror(rc));
-        uv_close((uv_handle_t *)&h->server, NULL);
-        uv_run(h->loop, UV_RUN_NOWAIT);
-        return RO_EIO;
-    }
-    struct sockaddr_storage bound;
-    int blen = sizeof bound;
-    if (uv_tcp_getsockname(&h->server, (struct sockaddr *)&bound, &blen) == 0)
-        ro__addr_format((struct sockaddr *)&bound, h->addr, sizeof h->addr);
-    return 0;
-}
-
 /* The watchdog looks 4 times per timeout (the shorter one). */
 static void start_watchdog(ro_hub_t *h)
 {
@@ -575,8 +542,12 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
         h->pool[i].next = h->free_batches;
         h->free_batches = &h->pool[i];
     }
-    if ((rc = bind_listener(h, err, errlen)) != 0)
+    rc = ro__conn_listen(&h->server, loop, o->listen, "--listen", o->token != NULL, on_connection,
+                         h, h->addr, sizeof h->addr, err, errlen);
+    if (rc) {
+        uv_run(loop, UV_RUN_NOWAIT); /* the server handle closes */
         goto fail;
+    }
     uv_timer_init(loop, &h->timer);
     h->timer.data = h;
     uv_timer_init(loop, &h->watchdog);

@@ -12,7 +12,7 @@
 #include "actors/step_batch.h"
 #include "runtime/error.h"
 #include "actors/messages.h"
-#include "trajectory/file.h"
+#include "trajectory/writer.h"
 
 /* The pool is at most this big, and at most CHUNKS_PER_SHARD chunks per
  * shard: enough to ride out a disk hiccup, small enough to stay bounded. */

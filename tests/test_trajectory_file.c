@@ -21,7 +21,8 @@
 
 #include "trajectory/crc32c.h"
 #include "runtime/error.h"
-#include "trajectory/file.h"
+#include "trajectory/reader.h"
+#include "trajectory/writer.h"
 #include "tmpdir_fixture.h"
 
 #define ERRLEN 512

@@ -52,9 +52,9 @@ typedef struct ro_config {
      * the disk cannot take instead of pausing the envs. */
     const char *record;
     uint64_t record_max_bytes;
-    int record_full;  /* --record-full: RO_RECORD_BLOCK or RO_RECORD_DROP */
-    int record_error; /* --record-error: RO_RECORD_STOP, or RO_RECORD_CONTINUE: a failed write
-                         ends recording, not the run */
+    int record_full;      /* --record-full: RO_RECORD_BLOCK or RO_RECORD_DROP */
+    int record_error;     /* --record-error: RO_RECORD_STOP, or RO_RECORD_CONTINUE: a failed write
+                             ends recording, not the run */
     const char *topology; /* declared NUMA nodes ("0:0-3;1:4-7"), or NULL */
     int numa_node;        /* bind CPUs and memory to this node; -1 = none */
     bool print_topology;  /* print the topology and the plan, then exit */

@@ -1,4 +1,5 @@
 #include "node/node.h"
+#include "node/node_internal.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -32,215 +33,16 @@
 #include "wire/frame.h"
 #include "ro_build_config.h"
 
-#if RO_HAVE_NUMA
-#include <numa.h>
-#endif
-
 /* Metric records buffered between drains, split over the lanes' rings (at
  * least RING_MIN each): 12 MiB, drained every 50 ms, absorb 5 M records/s. */
 #define RING_TOTAL (1u << 18)
 #define RING_MIN (1u << 12)
-
-struct ro_node {
-    /* Main/loop thread only, unless noted. */
-    ro_config_t cfg;
-    ro_topology_t topo;
-    ro_worker_plan_t *plan;
-    int nworkers;
-    int ngroups; /* NUMA nodes with workers */
-    int group_nodes[RO_TOPO_MAX_NODES];
-    ro_sched_t *sched;
-
-    ro_env_kind_t kind;
-    ro_env_arg_t env_args[RO_MAX_ENV_ARGS];
-    size_t nenv_args;
-    uint32_t max_steps;
-    uint32_t shard_size;
-    uint32_t batch;
-
-    ro_policy_t *policy;
-    ro_env_shard_t *shards; /* nshards */
-    uint32_t nshards;
-    ro_learner_t *lanes; /* nlanes local learner lanes (none with --learner remote) */
-    uint32_t nlanes;     /* env groups: one per worker */
-    ro_hub_t *hub;       /* --learner remote (or trainers on --listen): the TCP hub */
-    ro_step_batch_t **batches; /* [nshards]: each shard's step batch, for the hub */
-    char token[256];
-    ro_space_t obs_space, act_space; /* for the hub's welcome and pushed policies */
-    /* A pushed policy being switched to (loop thread only). */
-    ro_policy_t *swap_next;
-    uint32_t swaps_pending;
-    bool swap_failed;
-    ro_policy_t *retired[8]; /* policies a lane may still use after a failed switch */
-    uint32_t nretired;
-    uint64_t policy_pushes;
-
-    ro_metrics_ring_t *rings; /* one per lane: its shards' episode records */
-    ro_logger_t logger;
-    ro_recorder_t *recorder; /* --record, or NULL */
-    int record_rc;
-
-    uv_loop_t loop;
-    uv_async_t control_async;
-    ro_actor_t control; /* loop actor: receives RO_MSG_LANE_DONE */
-    uv_signal_t sigint, sigterm;
-    uv_timer_t deadline;
-    uint32_t lanes_done;
-    uint32_t learners_expected; /* LANE_DONE messages that end the run */
-
-    /* Set by the loop (signal, deadline); read by env actors on workers. */
-    atomic_bool stopping;
-    int signals; /* SIGINT/SIGTERM received; loop thread */
-
-    uint64_t t_start_ns, t_end_ns;
-    char allowed_cpus[256];  /* the allowed set after any --numa-node binding */
-    int affinity_mismatches; /* read back from the OS while the workers ran */
-    int mem_blocks, mem_misplaced;
-    int threads_seen;
-    int logger_rc;
-    bool ran;
-    bool loop_inited;
-};
 
 static void close_handle(uv_handle_t *h, void *arg)
 {
     (void)arg;
     if (!uv_is_closing(h))
         uv_close(h, NULL);
-}
-
-static void sample_counters(void *ctx, ro_logger_sample_t *out)
-{
-    ro_node_t *n = ctx;
-    memset(out, 0, sizeof *out);
-    /* Relaxed reads of statistics written by workers. */
-    for (uint32_t i = 0; i < n->nshards; i++) {
-        const ro_env_shard_t *sh = &n->shards[i];
-        out->steps += atomic_load_explicit(&sh->steps, memory_order_relaxed);
-        out->episodes += atomic_load_explicit(&sh->episodes_pub, memory_order_relaxed);
-        out->return_sum += atomic_load_explicit(&sh->return_pub, memory_order_relaxed);
-    }
-    for (uint32_t i = 0; n->lanes && i < n->nlanes; i++) {
-        out->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
-        out->rows += atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
-    }
-    if (n->hub) {
-        /* The logger samples on the loop thread, the hub's thread. */
-        ro_hub_stats_t rs;
-        ro__hub_stats(n->hub, &rs);
-        out->batches = rs.batches_sent;
-        out->rows = rs.rows_sent;
-        out->remote = true;
-        out->learners = rs.learners;
-        out->envs_in_flight = rs.envs_in_flight;
-        out->envs_unsent = rs.envs_unsent;
-        out->oldest_wait_ns = rs.oldest_wait_ns;
-        out->queued_bytes = rs.queued_bytes;
-        out->batches_resent = rs.batches_resent;
-    }
-}
-
-static void request_stop(ro_node_t *n)
-{
-    /* Relaxed: env actors only need to see it eventually; it guards no data. */
-    atomic_store_explicit(&n->stopping, true, memory_order_relaxed);
-    if (n->hub)
-        ro__hub_stop(n->hub); /* envs waiting for learners finish now */
-}
-
-/* The first SIGINT/SIGTERM stops the run cleanly (every step in flight
- * finished and recorded, metrics flushed). A second one means the operator
- * will not wait for that, e.g. a recording draining to a stalled disk:
- * leave at once, as the signal would have. */
-static void on_signal(uv_signal_t *h, int signum)
-{
-    ro_node_t *n = h->data;
-    if (n->signals++ > 0) {
-        static const char msg[] = "rollout-node: second signal: exiting without finishing the "
-                                  "steps in flight or flushing files\n";
-        (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
-        _exit(128 + signum);
-    }
-    request_stop(n);
-}
-
-static void on_deadline(uv_timer_t *t)
-{
-    request_stop(t->data);
-}
-
-/* Every lane is done: every env finished its last step and nothing is in
- * flight. Stop the workers, flush the logger, close the loop's handles. */
-static void shutdown_node(ro_node_t *n)
-{
-    n->t_end_ns = ro__now_ns();
-    int t = ro__thread_count();
-    if (t > n->threads_seen)
-        n->threads_seen = t;
-    /* Pins read back again while the workers still exist. */
-    int bad = ro__sched_check_affinity(n->sched);
-    if (bad > n->affinity_mismatches)
-        n->affinity_mismatches = bad;
-    ro__sched_stop(n->sched);
-    if (n->hub) {
-        ro__hub_stop(n->hub); /* goodbye to every learner */
-        ro__hub_close(n->hub);
-    }
-    n->logger_rc = ro__logger_finish(&n->logger);
-    if (n->logger_rc)
-        fprintf(stderr, "rollout-node: could not write the metrics file %s (disk full or I/O error)\n",
-                n->cfg.metrics);
-    if (n->recorder) {
-        /* Every shard has handed over its last step: write it all. */
-        char err[512] = "";
-        n->record_rc = ro__recorder_finish(n->recorder, err, sizeof err);
-        if (n->record_rc)
-            fprintf(stderr, "rollout-node: %s\n", err);
-    }
-    uv_close((uv_handle_t *)&n->control_async, NULL);
-    uv_close((uv_handle_t *)&n->sigint, NULL);
-    uv_close((uv_handle_t *)&n->sigterm, NULL);
-    uv_close((uv_handle_t *)&n->deadline, NULL);
-}
-
-static void control_behaviour(ro_actor_t *self, ro_msg_t *msg)
-{
-    ro_node_t *n = ro__container_of(self, ro_node_t, control);
-    if (msg->type == RO_MSG_POLICY_DONE) {
-        ro_learner_t *l = ro__container_of(msg, ro_learner_t, swap_done_msg);
-        n->swap_failed |= !l->swap_ok;
-        if (--n->swaps_pending > 0)
-            return;
-        if (n->swap_failed && n->nretired < 8) {
-            /* Out of memory in some lane: it still runs the old policy. */
-            fprintf(stderr, "rollout-node: a learner lane could not switch policies (out of "
-                            "memory); it keeps the old one\n");
-            n->retired[n->nretired++] = n->policy;
-        } else {
-            ro__policy_free(n->policy);
-        }
-        n->policy = n->swap_next;
-        n->swap_next = NULL;
-        n->swap_failed = false;
-        n->policy_pushes++;
-        return;
-    }
-    if (msg->type == RO_MSG_RECORD_FAILED) {
-        request_stop(n); /* --record-error stop; finish reports the error */
-        return;
-    }
-    if (msg->type == RO_MSG_LANE_DONE && ++n->lanes_done == n->learners_expected)
-        shutdown_node(n);
-}
-
-/* NUMA nodes the kernel has (1 without libnuma). */
-static int os_numa_nodes(void)
-{
-#if RO_HAVE_NUMA
-    if (numa_available() >= 0)
-        return numa_num_configured_nodes();
-#endif
-    return 1;
 }
 
 /* Topology and the worker plan; refuses more workers than CPUs. */
@@ -273,33 +75,6 @@ static int lane_mem_node(const ro_node_t *n, uint32_t l)
 {
     int k = ro__topology_find(&n->topo, n->group_nodes[n->plan[l].group]);
     return k >= 0 ? n->topo.nodes[k].mem_node : -1;
-}
-
-/* Reads back where the shards' and lanes' buffers are: each block must be
- * bound to its node and have every page there. */
-static void check_placement(ro_node_t *n)
-{
-    n->mem_blocks = n->mem_misplaced = 0;
-    for (uint32_t i = 0; i < n->nshards; i++) {
-        const ro_env_shard_t *sh = &n->shards[i];
-        if (!sh->mem_bytes)
-            continue;
-        n->mem_blocks++;
-        n->mem_misplaced += ro__numa_bound_node(sh->mem) != sh->mem_node ||
-                            ro__numa_misplaced(sh->mem, sh->mem_bytes, sh->mem_node) != 0;
-    }
-    for (uint32_t l = 0; n->lanes && l < n->nlanes; l++) {
-        const ro_learner_t *ln = &n->lanes[l];
-        if (ln->mem_node < 0)
-            continue;
-        const float *in = ro__policy_ws_input(ln->ws);
-        size_t in_bytes = (size_t)ln->max_rows * ln->obs_dim * sizeof(float);
-        n->mem_blocks += 2;
-        n->mem_misplaced += !ln->mem || ro__numa_bound_node(ln->mem) != ln->mem_node ||
-                            ro__numa_misplaced(ln->mem, ln->mem_bytes, ln->mem_node) != 0;
-        n->mem_misplaced += ro__numa_bound_node(in) != ln->mem_node ||
-                            ro__numa_misplaced(in, in_bytes, ln->mem_node) != 0;
-    }
 }
 
 int ro_node_print_topology(const ro_config_t *cfg, FILE *f, char *err, size_t errlen)
@@ -402,38 +177,6 @@ static int make_policy(ro_node_t *n, char *err, size_t errlen)
     return rc;
 }
 
-/* A trainer pushed weights: validate them against the env, build the
- * policy, and hand it to every lane; the old one is freed once all have
- * switched (control_behaviour). Loop thread. */
-static int on_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char *err, size_t errlen)
-{
-    ro_node_t *n = ctx;
-    if (n->swap_next || n->nretired == 8) {
-        snprintf(err, errlen, "a policy update is still being applied; push again later");
-        return RO_EINVAL;
-    }
-    char label[64];
-    snprintf(label, sizeof label, "pushed policy v%llu", (unsigned long long)msg->version);
-    ro_policy_params_t pp;
-    int rc = ro__policy_params_from_msg(&pp, msg, label, err, errlen);
-    if (rc)
-        return rc;
-    ro_policy_t *next;
-    rc = ro__policy_new_from_params(&next, &pp, n->cfg.policy.gemm, &n->obs_space, &n->act_space,
-                                    label, err, errlen);
-    ro__policy_params_free(&pp);
-    if (rc)
-        return rc;
-    n->swap_next = next;
-    n->swaps_pending = n->nlanes;
-    for (uint32_t l = 0; l < n->nlanes; l++) {
-        n->lanes[l].swap_to = next;
-        n->lanes[l].swap_version = msg->version;
-        ro__actor_send(&n->lanes[l].actor, &n->lanes[l].swap_msg);
-    }
-    return 0;
-}
-
 /* --token-file: read the secret, and say so if other users can read it too. */
 static int load_token(ro_node_t *n, char *err, size_t errlen)
 {
@@ -462,11 +205,11 @@ static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
         .env_name = n->kind.vt->name,
         .seed = n->cfg.seed,
         .max_episode_steps = n->max_steps,
-        .on_policy = on_policy_push,
+        .on_policy = ro__node_policy_push,
         .ctx = n,
     };
-    return ro__hub_new(&n->hub, &n->loop, NULL, 0, n->cfg.num_envs, &n->obs_space,
-                          &n->act_space, &n->control, &o, err, errlen);
+    return ro__hub_new(&n->hub, &n->loop, NULL, 0, n->cfg.num_envs, &n->obs_space, &n->act_space,
+                       &n->control, &o, err, errlen);
 }
 
 /* --learner remote: the hub takes the lanes' place; shards of env group l
@@ -498,8 +241,8 @@ static int make_remote(ro_node_t *n, char *err, size_t errlen)
         return RO_ENOMEM;
     for (uint32_t i = 0; i < n->nshards; i++)
         n->batches[i] = &n->shards[i].xchg;
-    int rc = ro__hub_new(&n->hub, &n->loop, n->batches, n->nshards, n->cfg.num_envs,
-                            &n->obs_space, &n->act_space, &n->control, &o, err, errlen);
+    int rc = ro__hub_new(&n->hub, &n->loop, n->batches, n->nshards, n->cfg.num_envs, &n->obs_space,
+                         &n->act_space, &n->control, &o, err, errlen);
     if (rc)
         return rc;
     n->learners_expected = 1;
@@ -625,7 +368,7 @@ static int make_loop(ro_node_t *n, char *err, size_t errlen)
     n->loop_inited = true;
     uv_async_init(&n->loop, &n->control_async, ro__actor_async_cb);
     n->control_async.data = &n->control;
-    ro__actor_init_loop(&n->control, "control", control_behaviour, &n->control_async);
+    ro__actor_init_loop(&n->control, "control", ro__node_control, &n->control_async);
     uv_signal_init(&n->loop, &n->sigint);
     uv_signal_init(&n->loop, &n->sigterm);
     n->sigint.data = n->sigterm.data = n;
@@ -635,7 +378,7 @@ static int make_loop(ro_node_t *n, char *err, size_t errlen)
         .metrics_path = n->cfg.metrics,
         .interval_s = n->cfg.metrics_interval,
         .quiet = n->cfg.quiet,
-        .sample = sample_counters,
+        .sample = ro__node_sample,
         .sample_ctx = n,
     };
     return ro__logger_init(&n->logger, &n->loop, n->rings, n->nlanes, &lo, err, errlen);
@@ -691,145 +434,6 @@ void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len)
         ro__hub_address(n->hub, buf, len);
     else if (len)
         buf[0] = '\0';
-}
-
-/* Once the workers have pinned themselves: read back their CPU masks and
- * the buffers' pages from the OS, and say what runs where. */
-static void report_start(ro_node_t *n)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    int cpus[CPU_SETSIZE], ncpus = 0;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        for (int c = 0; c < CPU_SETSIZE; c++)
-            if (CPU_ISSET(c, &set))
-                cpus[ncpus++] = c;
-    ro__topology_cpulist(cpus, ncpus, n->allowed_cpus, sizeof n->allowed_cpus);
-    if (!ro__sched_wait_pinned(n->sched, 2000))
-        n->affinity_mismatches = n->nworkers; /* not even started in 2 s */
-    else
-        n->affinity_mismatches = ro__sched_check_affinity(n->sched);
-    check_placement(n);
-    if (n->cfg.quiet)
-        return;
-    fprintf(stderr,
-            "rollout-node: running: %d threads (1 loop + %d workers, read from /proc/self/task), "
-            "allowed CPUs %s, %d NUMA node(s) in use of %d%s%s; pinning %s; %d buffers "
-            "node-local%s\n",
-            ro__thread_count(), n->nworkers, n->allowed_cpus, n->ngroups, os_numa_nodes(),
-            n->topo.fake ? " (declared)" : "", n->cfg.numa_node >= 0 ? ", bound" : "",
-            n->affinity_mismatches ? "MISMATCH" : "verified", n->mem_blocks - n->mem_misplaced,
-            n->mem_misplaced ? " (SOME MISPLACED)" : "");
-}
-
-int ro_node_run(ro_node_t *n)
-{
-    if (n->ran)
-        return RO_EINVAL;
-    n->ran = true;
-    uv_signal_start(&n->sigint, on_signal, SIGINT);
-    uv_signal_start(&n->sigterm, on_signal, SIGTERM);
-    if (n->cfg.seconds > 0)
-        uv_timer_start(&n->deadline, on_deadline, (uint64_t)(n->cfg.seconds * 1000.0), 0);
-    if (n->recorder) {
-        char err[256];
-        int rrc = ro__recorder_start(n->recorder, err, sizeof err);
-        if (rrc) {
-            fprintf(stderr, "rollout-node: %s\n", err);
-            return rrc;
-        }
-    }
-    int rc = ro__sched_start(n->sched);
-    if (rc) {
-        fprintf(stderr, "rollout-node: cannot start the worker threads: %s\n", ro_strerror(rc));
-        return rc;
-    }
-    report_start(n);
-    n->t_start_ns = ro__now_ns();
-    ro__logger_start(&n->logger);
-    for (uint32_t i = 0; i < n->nshards; i++)
-        ro__env_shard_start(&n->shards[i]);
-    n->threads_seen = ro__thread_count();
-    uv_run(&n->loop, UV_RUN_DEFAULT);
-    return n->logger_rc ? n->logger_rc : n->record_rc;
-}
-
-void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
-{
-    memset(s, 0, sizeof *s);
-    double return_sum = 0;
-    for (uint32_t i = 0; i < n->nshards; i++) {
-        const ro_env_shard_t *sh = &n->shards[i];
-        s->steps += sh->xchg.steps * sh->xchg.n;
-        s->episodes += sh->episodes;
-        return_sum += sh->return_sum;
-        s->env_failures += sh->env_failures;
-    }
-    for (uint32_t i = 0; n->lanes && i < n->nlanes; i++) {
-        s->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
-        s->mean_batch += (double)atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
-    }
-    s->mean_batch = s->batches ? s->mean_batch / (double)s->batches : 0.0;
-    s->mean_return = s->episodes ? return_sum / (double)s->episodes : 0.0;
-    s->seconds = n->t_end_ns > n->t_start_ns ? (double)(n->t_end_ns - n->t_start_ns) * 1e-9 : 0;
-    s->sps = s->seconds > 0 ? (double)s->steps / s->seconds : 0;
-    for (uint32_t l = 0; n->rings && l < n->nlanes; l++)
-        s->dropped_metrics += ro__metrics_ring_dropped(&n->rings[l]);
-    s->threads = n->threads_seen;
-    s->threads_expected = 1 + n->nworkers + (n->recorder != NULL); /* + the recorder's I/O thread */
-    if (n->recorder) {
-        ro_recorder_stats_t rs;
-        ro__recorder_stats(n->recorder, &rs);
-        s->recording = true;
-        s->record_transitions = rs.transitions;
-        s->record_dropped = rs.dropped_steps;
-        s->record_lost = rs.lost_steps;
-        s->record_failed = rs.failed;
-        s->record_bytes = rs.bytes;
-        s->record_files = rs.files;
-        s->record_waits = rs.waits;
-        s->record_io_busy_s = rs.io_busy_s;
-    }
-    s->workers = n->nworkers;
-    s->lanes = (int)n->nlanes;
-    s->numa_nodes = n->ngroups;
-    s->steals = ro__sched_steals(n->sched);
-    s->cpus = n->topo.ncpus;
-    s->pin_errors = ro__sched_pin_errors(n->sched);
-    s->num_envs = n->cfg.num_envs;
-    s->shard = n->shard_size;
-    s->batch = n->batch;
-    snprintf(s->env, sizeof s->env, "%s", n->kind.vt->name);
-    if (n->cfg.learner == RO_LEARNER_REMOTE) {
-        snprintf(s->policy, sizeof s->policy, "remote");
-        ro_hub_stats_t rs;
-        ro__hub_stats(n->hub, &rs);
-        s->learners_attached = rs.attached;
-        s->learners_rejected = rs.rejected;
-        s->batches = rs.batches_sent;
-        s->batches_resent = rs.batches_resent;
-        s->mean_batch = rs.batches_sent ? (double)rs.rows_sent / (double)rs.batches_sent : 0.0;
-    } else {
-        ro__policy_describe(n->policy, s->policy, sizeof s->policy);
-        s->policy_pushes = n->policy_pushes;
-        if (n->hub) { /* trainers may attach: count the bad ones */
-            ro_hub_stats_t rs;
-            ro__hub_stats(n->hub, &rs);
-            s->learners_rejected = rs.rejected;
-        }
-    }
-    s->numa_node = n->cfg.numa_node;
-    s->topology_declared = n->topo.fake;
-    s->os_numa_nodes = os_numa_nodes();
-    snprintf(s->allowed_cpus, sizeof s->allowed_cpus, "%s", n->allowed_cpus);
-    s->affinity_mismatches = n->affinity_mismatches;
-    s->mem_blocks = n->mem_blocks;
-    s->mem_misplaced = n->mem_misplaced;
-    for (int w = 0; w < n->nworkers && w < RO_SUMMARY_MAX_WORKERS; w++) {
-        s->worker_cpu[w] = n->plan[w].cpu;
-        s->worker_node[w] = n->group_nodes[n->plan[w].group];
-        s->worker_tid[w] = ro__sched_worker_tid(n->sched, w);
-    }
 }
 
 void ro_node_free(ro_node_t *n)

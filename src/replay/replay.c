@@ -8,7 +8,7 @@
 #include "replay/recorded_env.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
-#include "trajectory/file.h"
+#include "trajectory/reader.h"
 
 /* Warnings about envs with missing entries, before only counting them. */
 #define MAX_GAP_WARNINGS 8

@@ -17,8 +17,7 @@
 #include "replay/recorded_env.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
-#include "trajectory/file.h"
-#include "wire/addr.h"
+#include "trajectory/reader.h"
 #include "wire/checks.h"
 #include "wire/conn.h"
 #include "wire/frame.h"
@@ -358,31 +357,13 @@ static void on_connection(uv_stream_t *server, int status)
 
 static int listen_on(serve_t *s, const char *spec)
 {
-    ro_addr_t a;
-    struct sockaddr_storage ss;
-    char err[300];
-    int rc = ro__addr_parse(spec, true, &a, "--serve", err, sizeof err);
-    if (rc == 0)
-        rc = ro__addr_resolve(&s->loop, &a, &ss, "--serve", err, sizeof err);
+    char err[400], name[80];
+    int rc = ro__conn_listen(&s->server, &s->loop, spec, "--serve", true, on_connection, s, name,
+                             sizeof name, err, sizeof err);
     if (rc) {
         fprintf(s->log, "rollout-replay: %s\n", err);
         return rc;
     }
-    uv_tcp_init(&s->loop, &s->server);
-    s->server.data = s;
-    rc = uv_tcp_bind(&s->server, (struct sockaddr *)&ss, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&s->server, 1, on_connection);
-    if (rc) {
-        fprintf(s->log, "rollout-replay: --serve '%s': %s\n", spec, uv_strerror(rc));
-        uv_close((uv_handle_t *)&s->server, NULL);
-        return RO_EIO;
-    }
-    struct sockaddr_storage bound;
-    int blen = sizeof bound;
-    char name[80] = "?";
-    if (uv_tcp_getsockname(&s->server, (struct sockaddr *)&bound, &blen) == 0)
-        ro__addr_format((struct sockaddr *)&bound, name, sizeof name);
     fprintf(s->log, "rollout-replay: serving on %s\n", name);
     fflush(s->log);
     return 0;

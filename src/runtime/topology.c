@@ -434,3 +434,13 @@ void ro__topology_print(FILE *f, const ro_topology_t *t, const ro_worker_plan_t 
         fprintf(f, "\n");
     }
 }
+
+/* NUMA nodes the kernel has (1 without libnuma). */
+int ro__topology_os_nodes(void)
+{
+#if RO_HAVE_NUMA
+    if (numa_available() >= 0)
+        return numa_num_configured_nodes();
+#endif
+    return 1;
+}

@@ -103,4 +103,8 @@ void ro__topology_cpulist(const int *cpus, int n, char *buf, size_t len);
 void ro__topology_print(FILE *f, const ro_topology_t *t, const ro_worker_plan_t *plan, int nworkers,
                         const int *group_nodes, int ngroups);
 
+/* ro__topology_os_nodes returns the NUMA nodes the kernel has (1 without
+ * libnuma). Any thread. */
+int ro__topology_os_nodes(void);
+
 #endif

@@ -160,18 +160,10 @@ static void name_peer(ro_conn_t *c)
 {
     struct sockaddr_storage ss;
     int len = sizeof ss;
-    char ip[48] = "?";
-    int port = 0;
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
-        if (ss.ss_family == AF_INET) {
-            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
-            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        } else if (ss.ss_family == AF_INET6) {
-            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
-            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-        }
-    }
-    snprintf(c->peer, sizeof c->peer, ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", ip, port);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+        ro__addr_format((struct sockaddr *)&ss, c->peer, sizeof c->peer);
+    else
+        snprintf(c->peer, sizeof c->peer, "?");
 }
 
 static void setup(ro_conn_t *c, const ro_conn_opts_t *o)
@@ -259,5 +251,40 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
         ro__conn_close(c, why);
         return 0;
     }
+    return 0;
+}
+
+int ro__conn_listen(uv_tcp_t *server, uv_loop_t *loop, const char *spec, const char *flag,
+                    bool off_loopback_ok, uv_connection_cb cb, void *data, char *bound,
+                    size_t boundlen, char *err, size_t errlen)
+{
+    ro_addr_t a;
+    struct sockaddr_storage ss;
+    int rc = ro__addr_parse(spec, true, &a, flag, err, errlen);
+    if (rc == 0)
+        rc = ro__addr_resolve(loop, &a, &ss, flag, err, errlen);
+    if (rc)
+        return rc;
+    if (!off_loopback_ok && !ro__addr_is_loopback((struct sockaddr *)&ss))
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "%s '%s' is not a loopback address: a --token-file is required so that "
+                          "only your learners can attach",
+                          flag, spec);
+    if ((rc = uv_tcp_init(loop, server)) != 0)
+        return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec, uv_strerror(rc));
+    server->data = data;
+    rc = uv_tcp_bind(server, (struct sockaddr *)&ss, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)server, 128, cb);
+    if (rc != 0) {
+        uv_close((uv_handle_t *)server, NULL);
+        return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec, uv_strerror(rc));
+    }
+    struct sockaddr_storage got;
+    int glen = sizeof got;
+    if (uv_tcp_getsockname(server, (struct sockaddr *)&got, &glen) == 0)
+        ro__addr_format((struct sockaddr *)&got, bound, boundlen);
+    else
+        snprintf(bound, boundlen, "%s", spec);
     return 0;
 }

@@ -19,6 +19,7 @@
 
 #include <uv.h>
 
+#include "wire/addr.h"
 #include "wire/frame.h"
 #include "wire/pb_alloc.h"
 
@@ -64,6 +65,18 @@ struct ro_conn {
     char label[128]; /* names the peer in logs; the owner may rewrite it */
     char why[256];   /* why the connection closed */
 };
+
+/*
+ * ro__conn_listen binds server to spec ("HOST:PORT", port 0: any free one;
+ * flag names it in messages) and listens, calling cb for each connection
+ * (server->data = data). A non-loopback address is refused unless
+ * off_loopback_ok (a token protects the listener). The bound address is
+ * written to bound ("127.0.0.1:40123"). Returns 0, or a negative code with
+ * one line in err (the handle is then closing). Loop thread.
+ */
+int ro__conn_listen(uv_tcp_t *server, uv_loop_t *loop, const char *spec, const char *flag,
+                    bool off_loopback_ok, uv_connection_cb cb, void *data, char *bound,
+                    size_t boundlen, char *err, size_t errlen);
 
 /* ro__conn_accept accepts a pending connection from server. Returns 0 (the
  * connection reads and will call on_closed), or a negative code (nothing

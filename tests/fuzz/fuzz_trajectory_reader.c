@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "trajectory/file.h"
+#include "trajectory/reader.h"
 
 static void read_all(const uint8_t *data, size_t size, bool resync)
 {
