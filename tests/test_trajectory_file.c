@@ -246,7 +246,7 @@ static void read_all(const uint8_t *data, size_t len, bool resync, outcome_t *o,
             if (check)
                 check_batch(b, (uint32_t)b->record - 1);
             o->batches++;
-            ro__traj_batch_free(b);
+            ro__traj_batch_free(&r, b);
         } else if (ev == RO_TRAJ_CUT_SHORT) {
             o->cut_short++;
         } else if (ev == RO_TRAJ_CORRUPT) {
@@ -337,7 +337,7 @@ static void test_cut_short_everywhere(void **state)
         ends[nends++] = r.off;
         Rollout__V1__TransitionBatch *b;
         while (ro__traj_reader_next(&r, &b) == RO_TRAJ_BATCH) {
-            ro__traj_batch_free(b);
+            ro__traj_batch_free(&r, b);
             ends[nends++] = r.off;
         }
         ro__traj_reader_close(&r);
@@ -389,7 +389,7 @@ static void test_flipped_byte(void **state)
     starts[n++] = r.off;
     Rollout__V1__TransitionBatch *b;
     while (ro__traj_reader_next(&r, &b) == RO_TRAJ_BATCH) {
-        ro__traj_batch_free(b);
+        ro__traj_batch_free(&r, b);
         starts[n++] = r.off;
     }
     ro__traj_reader_close(&r);
@@ -549,7 +549,7 @@ static void test_mini_fuzz(void **state)
                 for (size_t k = 0; k < b->n_env; k++)
                     assert_true(b->env[k] < r.hdr->num_envs);
                 assert_int_equal(b->n_obs, b->n_env * r.hdr->obs_dim);
-                ro__traj_batch_free(b);
+                ro__traj_batch_free(&r, b);
             }
             assert_true(++events < 1000);
         }

@@ -37,6 +37,7 @@ typedef struct env_state {
 struct ro_replay {
     ro_replay_opts_t o;
     Rollout__V1__TrajectoryHeader *hdr; /* the first file's */
+    ro_pb_alloc_t hdr_alloc;            /* hdr was decoded with it */
     bool have_hdr;
     uint32_t last_part;
     env_state_t *envs;
@@ -72,7 +73,7 @@ void ro__replay_free(ro_replay_t *r)
                 r->renv.kind.vt->destroy(r->envs[i].env);
     ro__recorded_env_close(&r->renv);
     if (r->hdr)
-        rollout__v1__trajectory_header__free_unpacked(r->hdr, NULL);
+        rollout__v1__trajectory_header__free_unpacked(r->hdr, &r->hdr_alloc.base);
     free(r->envs);
     free(r->buf);
     free(r);
@@ -378,8 +379,7 @@ int ro__replay_feed(ro_replay_t *r, const char *name, const uint8_t *data, size_
     }
     int rc = RO_REPLAY_OK;
     if (!r->have_hdr) {
-        r->hdr = rd.hdr;
-        rd.hdr = NULL; /* ours now */
+        ro__traj_reader_take_header(&rd, &r->hdr, &r->hdr_alloc); /* ours now */
         r->have_hdr = true;
         r->last_part = r->hdr->part;
         r->envs = calloc(r->hdr->num_envs, sizeof *r->envs);
@@ -416,7 +416,7 @@ int ro__replay_feed(ro_replay_t *r, const char *name, const uint8_t *data, size_
             r->dropped_shard_steps += b->dropped;
             for (size_t k = 0; k < b->n_env && rc == RO_REPLAY_OK; k++)
                 rc = process_entry(r, b, k);
-            ro__traj_batch_free(b);
+            ro__traj_batch_free(&rd, b);
         } else if (ev == RO_TRAJ_CUT_SHORT) {
             r->cut_short++;
             fprintf(r->o.log, "rollout-replay: warning: %s: %s\n", name, rd.msg);

@@ -204,7 +204,7 @@ static void send_next(serve_t *s)
         }
         uint32_t nfin;
         int rows = fill_rows(s, b, &nfin);
-        ro__traj_batch_free(b);
+        ro__traj_batch_free(&s->rd, b);
         if (rows < 0) {
             finish(s, 1, "out of memory");
             return;

@@ -21,6 +21,9 @@ int ro__traj_reader_open(ro_traj_reader_t *r, const uint8_t *data, size_t len, b
                          char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
+    /* A header is at most 1 MiB; decoded, its strings and args stay within
+     * a few times that. */
+    ro__pb_alloc_init(&r->hdr_alloc, 8u << 20);
     r->data = data;
     r->len = len;
     r->resync = resync;
@@ -42,7 +45,7 @@ int ro__traj_reader_open(ro_traj_reader_t *r, const uint8_t *data, size_t len, b
         snprintf(err, errlen, "trajectory header (record 0 at byte %zu): CRC mismatch", off);
         return RO_EBADMSG;
     }
-    r->hdr = rollout__v1__trajectory_header__unpack(NULL, mlen, p);
+    r->hdr = rollout__v1__trajectory_header__unpack(&r->hdr_alloc.base, mlen, p);
     if (!r->hdr) {
         snprintf(err, errlen, "trajectory header at byte %zu does not decode", off);
         return RO_EBADMSG;
@@ -53,22 +56,33 @@ int ro__traj_reader_open(ro_traj_reader_t *r, const uint8_t *data, size_t len, b
         return rc;
     }
     r->max_record = r->hdr->max_record_bytes;
+    /* A batch decodes into about its size (floats), at most 4 bytes per
+     * encoded byte (one-byte varints into 32-bit fields), plus its structs. */
+    ro__pb_alloc_init(&r->alloc, 4 * (size_t)r->max_record + (1u << 20));
     r->off = off + (size_t)h + mlen + RO_TRAJ_CRC_BYTES;
     r->next_rec = 1;
     return 0;
 }
 
-void ro__traj_reader_close(ro_traj_reader_t *r)
+void ro__traj_reader_take_header(ro_traj_reader_t *r, Rollout__V1__TrajectoryHeader **hdr,
+                                 ro_pb_alloc_t *alloc)
 {
-    if (r->hdr)
-        rollout__v1__trajectory_header__free_unpacked(r->hdr, NULL);
+    *hdr = r->hdr;
+    ro__pb_alloc_move(alloc, &r->hdr_alloc);
     r->hdr = NULL;
 }
 
-void ro__traj_batch_free(Rollout__V1__TransitionBatch *b)
+void ro__traj_reader_close(ro_traj_reader_t *r)
+{
+    if (r->hdr)
+        rollout__v1__trajectory_header__free_unpacked(r->hdr, &r->hdr_alloc.base);
+    r->hdr = NULL;
+}
+
+void ro__traj_batch_free(ro_traj_reader_t *r, Rollout__V1__TransitionBatch *b)
 {
     if (b)
-        rollout__v1__transition_batch__free_unpacked(b, NULL);
+        rollout__v1__transition_batch__free_unpacked(b, &r->alloc.base);
 }
 
 /* What is at offset off. */
@@ -81,7 +95,7 @@ typedef struct {
     char why[160];
 } at_t;
 
-static void look_at(const ro_traj_reader_t *r, size_t off, at_t *a)
+static void look_at(ro_traj_reader_t *r, size_t off, at_t *a)
 {
     a->batch = NULL;
     a->why[0] = '\0';
@@ -115,7 +129,7 @@ static void look_at(const ro_traj_reader_t *r, size_t off, at_t *a)
                  crc);
         return;
     }
-    a->batch = rollout__v1__transition_batch__unpack(NULL, mlen, p);
+    a->batch = rollout__v1__transition_batch__unpack(&r->alloc.base, mlen, p);
     if (!a->batch) {
         a->kind = AT_BAD;
         snprintf(a->why, sizeof a->why, "the record does not decode as a TransitionBatch");
@@ -123,7 +137,7 @@ static void look_at(const ro_traj_reader_t *r, size_t off, at_t *a)
     }
     char why[128];
     if (ro__traj_validate_batch(r->hdr, a->batch, why, sizeof why) != 0) {
-        ro__traj_batch_free(a->batch);
+        ro__traj_batch_free(r, a->batch);
         a->batch = NULL;
         a->kind = AT_BAD;
         snprintf(a->why, sizeof a->why, "invalid record: %s", why);
@@ -141,7 +155,7 @@ static ro_traj_event_t scan(ro_traj_reader_t *r)
         look_at(r, off, &a);
         if (a.kind != AT_GOOD)
             continue;
-        ro__traj_batch_free(a.batch);
+        ro__traj_batch_free(r, a.batch);
         r->scanning = false;
         r->off = off;
         say(r, "resynchronised at byte %zu after skipping %zu damaged bytes", off,
@@ -170,7 +184,7 @@ ro_traj_event_t ro__traj_reader_next(ro_traj_reader_t *r, Rollout__V1__Transitio
     if (a.kind == AT_GOOD) {
         if (a.batch->record < r->next_rec) {
             /* A valid record out of order: a stale copy, treat as damage. */
-            ro__traj_batch_free(a.batch);
+            ro__traj_batch_free(r, a.batch);
             a.kind = AT_BAD;
             snprintf(a.why, sizeof a.why, "record number %" PRIu64 " out of order",
                      (uint64_t)r->next_rec);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "trajectory/format.h"
+#include "wire/pb_alloc.h"
 
 /* What ro__traj_reader_next found. */
 typedef enum ro_traj_event {
@@ -30,9 +31,11 @@ typedef struct ro_traj_reader {
     bool resync;   /* scan for the next valid record after damage */
     bool scanning; /* after damage, looking for a valid record */
     bool done;
-    size_t damage_at; /* where the damage began */
-    Rollout__V1__TrajectoryHeader *hdr;
-    char msg[256]; /* describes the last non-batch event */
+    size_t damage_at;                   /* where the damage began */
+    Rollout__V1__TrajectoryHeader *hdr; /* decoded with hdr_alloc */
+    ro_pb_alloc_t hdr_alloc;            /* bounds the header's decoding */
+    ro_pb_alloc_t alloc;                /* bounds each batch's decoding */
+    char msg[256];                      /* describes the last non-batch event */
 } ro_traj_reader_t;
 
 /*
@@ -48,10 +51,16 @@ int ro__traj_reader_open(ro_traj_reader_t *r, const uint8_t *data, size_t len, b
 /* ro__traj_reader_next reads on. Returns an event; see ro_traj_event_t. */
 ro_traj_event_t ro__traj_reader_next(ro_traj_reader_t *r, Rollout__V1__TransitionBatch **out);
 
-/* ro__traj_batch_free frees a batch returned by the reader. */
-void ro__traj_batch_free(Rollout__V1__TransitionBatch *b);
+/* ro__traj_batch_free frees a batch r returned. */
+void ro__traj_batch_free(ro_traj_reader_t *r, Rollout__V1__TransitionBatch *b);
 
-/* ro__traj_reader_close frees the header. */
+/* ro__traj_reader_take_header hands the header (and its allocator: free
+ * it with rollout__v1__trajectory_header__free_unpacked(*hdr,
+ * &alloc->base)) to the caller, who may keep it after the reader closes. */
+void ro__traj_reader_take_header(ro_traj_reader_t *r, Rollout__V1__TrajectoryHeader **hdr,
+                                 ro_pb_alloc_t *alloc);
+
+/* ro__traj_reader_close frees the header, unless taken. */
 void ro__traj_reader_close(ro_traj_reader_t *r);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "runtime/error.h"
 #include "trajectory/crc32c.h"
+#include "wire/pb_alloc.h"
 #include "wire/varint.h"
 
 #define WRITE_BUF (1u << 20)
@@ -37,7 +38,10 @@ static int write_all(int fd, const uint8_t *p, size_t n, size_t *done)
 static void count_lost(ro_traj_writer_t *w, const uint8_t *payload, size_t len)
 {
     w->lost_records++;
-    Rollout__V1__TransitionBatch *b = rollout__v1__transition_batch__unpack(NULL, len, payload);
+    ro_pb_alloc_t alloc; /* our own bytes, but bounded like any decoding */
+    ro__pb_alloc_init(&alloc, 4 * len + (1u << 20));
+    Rollout__V1__TransitionBatch *b =
+        rollout__v1__transition_batch__unpack(&alloc.base, len, payload);
     if (!b)
         return; /* out of memory: the record is counted, its entries are not */
     for (size_t k = 0; k < b->n_flags; k++) {
@@ -46,7 +50,7 @@ static void count_lost(ro_traj_writer_t *w, const uint8_t *payload, size_t len)
         else
             w->lost_steps++;
     }
-    rollout__v1__transition_batch__free_unpacked(b, NULL);
+    rollout__v1__transition_batch__free_unpacked(b, &alloc.base);
 }
 
 /*

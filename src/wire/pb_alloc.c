@@ -51,3 +51,10 @@ bool ro__pb_alloc_refused(ro_pb_alloc_t *a)
     a->refused = false;
     return r;
 }
+
+void ro__pb_alloc_move(ro_pb_alloc_t *dst, ro_pb_alloc_t *src)
+{
+    *dst = *src;
+    dst->base.allocator_data = dst;
+    src->used = 0;
+}

@@ -27,6 +27,11 @@ typedef struct ro_pb_alloc {
 /* ro__pb_alloc_init prepares an allocator that holds at most limit bytes. */
 void ro__pb_alloc_init(ro_pb_alloc_t *a, size_t limit);
 
+/* ro__pb_alloc_move moves an allocator (and the count of what it holds)
+ * from *src to *dst, e.g. along with a decoded message changing owner:
+ * free that message with dst from then on. */
+void ro__pb_alloc_move(ro_pb_alloc_t *dst, ro_pb_alloc_t *src);
+
 /* ro__pb_alloc_refused tells whether an allocation failed for the bound
  * (rather than the message being malformed) since the last call, and
  * clears it: an unpack that returned NULL asks this to word its error. */
