@@ -704,10 +704,8 @@ static void report_start(ro_node_t *n)
             if (CPU_ISSET(c, &set))
                 cpus[ncpus++] = c;
     ro__topology_cpulist(cpus, ncpus, n->allowed_cpus, sizeof n->allowed_cpus);
-    if (!ro__sched_wait_pinned(n->sched, 2000))
-        n->affinity_mismatches = n->nworkers; /* not even started in 2 s */
-    else
-        n->affinity_mismatches = ro__sched_check_affinity(n->sched);
+    ro__sched_wait_pinned(n->sched);
+    n->affinity_mismatches = ro__sched_check_affinity(n->sched);
     check_placement(n);
     if (n->cfg.quiet)
         return;
