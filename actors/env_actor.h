@@ -56,6 +56,7 @@ typedef struct ro_env_shard {
     uint32_t *ep_len;
     double *ep_return;
     uint64_t *ep_num;
+    uint64_t *ep_policy;   /* per env: policy version of its episode's first action */
     uint64_t steps_done;   /* steps of each env of the shard */
     uint64_t episodes;     /* finished episodes */
     double return_sum;     /* sum of their returns */
@@ -67,8 +68,12 @@ typedef struct ro_env_shard {
     float *final_obs; /* [n x obs_dim], valid where has_final */
     float *reward;
     uint8_t *terminated, *truncated, *episode_start, *has_final;
-    int32_t *act_i;    /* [n] discrete actions */
-    float *act_f;      /* [n x act_dim] box actions */
+    int32_t *act_i; /* [n] discrete actions */
+    float *act_f;   /* [n x act_dim] box actions */
+    /* The version of the policy that chose act_i/act_f (written by a local
+     * learner lane with them; stays 0 with remote learners, which do not
+     * say). Stream consumers stamp each transition with it. */
+    uint64_t policy_version;
     ro_rng_t *act_rng; /* [n] per-env action-sampling streams, used by the learner */
 
     ro_msg_t ready_msg;              /* ours; in the learner's mailbox or ready list */

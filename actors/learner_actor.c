@@ -33,6 +33,7 @@ static void flush_one(ro_learner_t *l)
     l->first_ready_ns = ro__now_ns();
 
     ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f);
+    const uint64_t version = ro__policy_version(l->policy);
 
     uint32_t r = 0;
     while (taken) {
@@ -45,6 +46,7 @@ static void flush_one(ro_learner_t *l)
             memcpy(s->act_f, l->act_f + (size_t)r * l->act_dim,
                    (size_t)s->n * l->act_dim * sizeof(float));
         r += s->n;
+        s->policy_version = version; /* handed over with the actions */
         s->act_msg.type = RO_MSG_ACTIONS;
         ro__actor_send(&s->actor, &s->act_msg);
     }

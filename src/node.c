@@ -809,6 +809,7 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     } else {
         ro__policy_describe(n->policy, s->policy, sizeof s->policy);
         s->policy_pushes = n->policy_pushes;
+        s->policy_version = ro__policy_version(n->policy);
         if (n->remote) { /* trainers may attach: count the bad ones */
             ro_remote_stats_t rs;
             ro__remote_stats(n->remote, &rs);
