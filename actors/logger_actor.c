@@ -124,6 +124,9 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
                     cur.learners, cur.envs_in_flight, cur.envs_unsent,
                     (double)cur.oldest_wait_ns * 1e-6, (unsigned long long)cur.queued_bytes,
                     (unsigned long long)cur.batches_resent);
+        if (cur.recording)
+            fprintf(lg->metrics, ",\"record_waits\":%llu,\"record_dropped\":%llu",
+                    (unsigned long long)cur.record_waits, (unsigned long long)cur.record_dropped);
         fputs("}\n", lg->metrics);
     }
     lg->last = cur;

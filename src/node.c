@@ -137,6 +137,10 @@ static void sample_counters(void *ctx, ro_logger_sample_t *out)
         out->queued_bytes = rs.queued_bytes;
         out->batches_resent = rs.batches_resent;
     }
+    if (n->recorder) {
+        out->recording = true;
+        ro__recorder_pressure(n->recorder, &out->record_waits, &out->record_dropped);
+    }
 }
 
 static void request_stop(ro_node_t *n)
@@ -160,6 +164,11 @@ static void on_signal(uv_signal_t *h, int signum)
         (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
         _exit(128 + signum);
     }
+    if (!n->cfg.quiet)
+        fprintf(stderr,
+                "rollout-node: %s: finishing the steps in flight and flushing files (a second "
+                "signal exits at once)\n",
+                signum == SIGINT ? "SIGINT" : "SIGTERM");
     request_stop(n);
 }
 
