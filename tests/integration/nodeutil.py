@@ -41,6 +41,12 @@ def linked_with(lib, binary=None):
     return lib in p.stdout
 
 
+def sanitized():
+    """Whether the node runs under ASan or TSan, which keep freed memory and
+    history on purpose: RSS then says nothing about leaks."""
+    return linked_with("libasan") or linked_with("libtsan")
+
+
 # ---- processes ----
 
 _started = []

@@ -67,7 +67,7 @@ class Replace(nu.TempDirCase):
         self.assertEqual(proc_status(node.pid, "Threads"), threads, "threads")
         self.assertEqual({k: end[k] for k in GAUGES}, {k: start[k] for k in GAUGES})
         rss_after = proc_status(node.pid, "VmRSS")
-        if not nu.linked_with("libasan"):  # ASan's quarantine holds freed memory on purpose
+        if not nu.sanitized():  # the sanitizers hold freed memory on purpose
             self.assertLess(rss_after - rss, 4096, f"RSS {rss} -> {rss_after} KiB")
         node.send_signal(signal.SIGINT)
         out, err = node.communicate(timeout=nu.HANG_GUARD_S)
