@@ -38,6 +38,8 @@ static void push_metric(ro_env_shard_t *s, uint32_t kind, uint32_t j, double val
         .terminated = term,
         .truncated = trunc,
         .t_ns = ro__now_ns(),
+        .policy_first = s->ep_policy[j],
+        .policy_last = s->xchg.policy_version, /* the version that chose this step's action */
     };
     /* Never blocks: a full ring drops and counts. */
     ro__metrics_ring_push(s->ring, &m);
@@ -94,6 +96,8 @@ static void step_all(ro_env_shard_t *s)
         cx->env = b->first + j;
         cx->episode = s->ep_num[j];
         cx->step = s->ep_len[j] + 1;
+        if (s->ep_len[j] == 0) /* the episode's first action */
+            s->ep_policy[j] = b->policy_version;
         ro_action_t a;
         if (b->discrete)
             a.discrete = b->act_i[j];
@@ -187,7 +191,7 @@ static size_t layout(ro_env_shard_t *s, char *mem)
 {
     ro_step_batch_t *b = &s->xchg;
     const size_t n = b->n, od = b->obs_dim;
-    size_t off = 0, at[14];
+    size_t off = 0, at[15];
     at[0] = carve(&off, n * sizeof(void *));
     at[1] = carve(&off, n * sizeof(uint32_t));
     at[2] = carve(&off, n * sizeof(double));
@@ -202,6 +206,7 @@ static size_t layout(ro_env_shard_t *s, char *mem)
     at[11] = carve(&off, n);
     at[12] = carve(&off, n * sizeof(int32_t));
     at[13] = carve(&off, n * b->act_dim * sizeof(float));
+    at[14] = carve(&off, n * sizeof(uint64_t));
     if (mem) {
         s->envs = (void **)(mem + at[0]);
         s->ep_len = (uint32_t *)(mem + at[1]);
@@ -217,6 +222,7 @@ static size_t layout(ro_env_shard_t *s, char *mem)
         b->has_final = (uint8_t *)(mem + at[11]);
         b->act_i = (int32_t *)(mem + at[12]);
         b->act_f = (float *)(mem + at[13]);
+        s->ep_policy = (uint64_t *)(mem + at[14]);
     }
     return off;
 }

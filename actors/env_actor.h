@@ -53,6 +53,7 @@ typedef struct ro_env_shard {
     uint32_t *ep_len;
     double *ep_return;
     uint64_t *ep_num;
+    uint64_t *ep_policy;   /* per env: policy version of its episode's first action */
     uint64_t episodes;     /* finished episodes */
     double return_sum;     /* sum of their returns */
     uint64_t env_failures; /* failed or non-finite steps */

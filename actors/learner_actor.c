@@ -26,6 +26,7 @@ static void flush_one(ro_learner_t *l)
     }
 
     ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f);
+    const uint64_t version = ro__policy_version(l->policy);
 
     r = 0;
     while (taken) {
@@ -36,7 +37,7 @@ static void flush_one(ro_learner_t *l)
         else
             memcpy(b->act_f, l->act_f + (size_t)r * l->act_dim,
                    (size_t)b->n * l->act_dim * sizeof(float));
-        b->policy_version = l->policy_version;
+        b->policy_version = version; /* handed over with the actions */
         r += b->n;
         ro__step_batch_reply(b, RO_MSG_ACTIONS);
     }
@@ -81,7 +82,6 @@ static void learner_behaviour(ro_actor_t *self, ro_msg_t *msg)
             ro__policy_ws_free(l->ws);
             l->ws = ws;
             l->policy = l->swap_to;
-            l->policy_version = l->swap_version;
         }
         ro__actor_send(l->control, &l->swap_done_msg);
         break;

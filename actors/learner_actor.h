@@ -43,19 +43,16 @@ typedef struct ro_learner {
     ro_batcher_t ready;   /* step batches waiting for a forward pass */
     uint32_t active_rows; /* envs in shards not yet done */
     uint32_t active_shards;
-    uint64_t policy_version; /* of `policy`, stamped on every batch it answers */
     bool timer_armed;        /* timer.msg is with the run queue or our mailbox */
     ro_rng_t **rngs;         /* [max_rows] sampling stream of each batch row */
     int32_t *act_i;          /* [max_rows] */
     float *act_f;            /* [max_rows x act_dim] */
     ro_timer_t timer;
     ro_msg_t done_msg;
-    /* Policy swap: the node sets swap_to (and its version) and sends
-     * swap_msg; the lane answers with swap_done_msg (swap_ok tells whether it
-     * switched). */
+    /* Policy swap: the node sets swap_to and sends swap_msg; the lane
+     * answers with swap_done_msg (swap_ok tells whether it switched). */
     ro_msg_t swap_msg, swap_done_msg;
     const ro_policy_t *swap_to;
-    uint64_t swap_version;
     bool swap_ok;
     void *mem;        /* rngs, act_i, act_f in one NUMA block, or NULL (heap) */
     size_t mem_bytes; /* its size */

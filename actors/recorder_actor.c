@@ -44,7 +44,6 @@ struct ro_recorder {
     bool discrete, drop, keep_going;
     ro_actor_t *on_error;
     ro_msg_t error_msg; /* I/O thread -> on_error, sent once */
-    uint64_t delay_ns;  /* test hook RO_RECORD_DELAY_US: a slow disk */
 
     /* I/O thread only (main thread before start and after join). */
     ro_traj_writer_t w;
@@ -180,9 +179,6 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     r->on_error = o->on_error;
     r->error_msg.type = RO_MSG_RECORD_FAILED;
     r->cap = 2 * o->max_shard; /* every env may end an episode: step + reset */
-    const char *d = getenv("RO_RECORD_DELAY_US");
-    if (d)
-        r->delay_ns = strtoull(d, NULL, 10) * 1000ull;
     pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -539,14 +535,8 @@ static void *io_main(void *arg)
             continue;
         }
         uint64_t t0 = ro__now_ns();
-        for (ro_rec_chunk_t *c = list; c; c = c->next) {
+        for (ro_rec_chunk_t *c = list; c; c = c->next)
             encode_and_write(r, c);
-            if (r->delay_ns) {
-                struct timespec ts = {(time_t)(r->delay_ns / 1000000000ull),
-                                      (long)(r->delay_ns % 1000000000ull)};
-                nanosleep(&ts, NULL);
-            }
-        }
         /* Full buffers were written by append; what is left goes out once
          * it has waited FLUSH_NS, so a reader (or a crash) sees whole
          * records soon without a write(2) per wake-up. */
@@ -628,6 +618,13 @@ void ro__recorder_stats(const ro_recorder_t *r, ro_recorder_stats_t *st)
     st->bytes = r->w.total_bytes;
     st->files = r->w.part + 1;
     st->io_busy_s = (double)r->busy_ns * 1e-9;
+}
+
+void ro__recorder_pressure(const ro_recorder_t *r, uint64_t *waits, uint64_t *dropped_steps)
+{
+    /* Relaxed: statistics, read while the shards move them. */
+    *waits = atomic_load_explicit(&r->waits, memory_order_relaxed);
+    *dropped_steps = atomic_load_explicit(&r->dropped_steps, memory_order_relaxed);
 }
 
 void ro__recorder_free(ro_recorder_t *r)

@@ -113,6 +113,11 @@ int ro__recorder_finish(ro_recorder_t *r, char *err, size_t errlen);
 /* ro__recorder_stats fills st (after finish for final figures). */
 void ro__recorder_stats(const ro_recorder_t *r, ro_recorder_stats_t *st);
 
+/* ro__recorder_pressure reads, while the run goes on, what a full pool
+ * does: shard steps that waited for a chunk and env steps dropped (the
+ * throughput lines show them). Any thread. */
+void ro__recorder_pressure(const ro_recorder_t *r, uint64_t *waits, uint64_t *dropped_steps);
+
 /* ro__recorder_free finishes if needed and frees everything. */
 void ro__recorder_free(ro_recorder_t *r);
 

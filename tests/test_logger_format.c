@@ -29,9 +29,11 @@ static void reference(char *buf, size_t len, uint64_t dt_ns, const ro_metric_t *
 {
     snprintf(buf, len,
              "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
-             "\"return\":%.17g,\"length\":%u,\"terminated\":%s,\"truncated\":%s}\n",
+             "\"return\":%.17g,\"length\":%u,\"terminated\":%s,\"truncated\":%s,"
+             "\"policy_first\":%llu,\"policy_last\":%llu}\n",
              (double)dt_ns * 1e-9, m->env, (unsigned long long)m->episode, m->value, m->length,
-             m->terminated ? "true" : "false", m->truncated ? "true" : "false");
+             m->terminated ? "true" : "false", m->truncated ? "true" : "false",
+             (unsigned long long)m->policy_first, (unsigned long long)m->policy_last);
 }
 
 static void test_episode_lines_match_fprintf(void **state)
@@ -70,7 +72,7 @@ static void test_episode_lines_match_fprintf(void **state)
     assert_int_equal(ro__logger_init(&lg, &loop, &ring, 1, &o, err, sizeof err), 0);
     ro__logger_start(&lg);
 
-    char want[64][256];
+    char want[64][320];
     for (size_t i = 0; i < n; i++) {
         ro_metric_t m = {
             .kind = RO_METRIC_EPISODE,
@@ -81,6 +83,8 @@ static void test_episode_lines_match_fprintf(void **state)
             .terminated = (uint8_t)(i & 1),
             .truncated = (uint8_t)((i >> 1) & 1),
             .t_ns = lg.t0_ns + dts[i],
+            .policy_first = i == 5 ? UINT64_MAX : i / 2,
+            .policy_last = i == 6 ? UINT64_MAX : i,
         };
         reference(want[i], sizeof want[i], dts[i], &m);
         assert_true(ro__metrics_ring_push(&ring, &m));

@@ -69,10 +69,10 @@ static void print_summary(const ro_summary_t *s, bool json)
            s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
     printf("\"learners_attached\":%llu,\"learners_rejected\":%llu,\"batches_resent\":%llu,"
-           "\"policy_pushes\":%llu,\"env\":\"%s\",\"policy\":\"%s\"",
+           "\"policy_pushes\":%llu,\"policy_version\":%llu,\"env\":\"%s\",\"policy\":\"%s\"",
            (unsigned long long)s->learners_attached, (unsigned long long)s->learners_rejected,
-           (unsigned long long)s->batches_resent, (unsigned long long)s->policy_pushes, s->env,
-           s->policy);
+           (unsigned long long)s->batches_resent, (unsigned long long)s->policy_pushes,
+           (unsigned long long)s->policy_version, s->env, s->policy);
     if (s->recording)
         printf(",\"record_transitions\":%llu,\"record_dropped\":%llu,\"record_bytes\":%llu,"
                "\"record_files\":%u,\"record_waits\":%llu,\"record_io_busy_s\":%.6f,"

@@ -37,6 +37,7 @@ typedef struct ro_summary {
     uint64_t learners_rejected; /* closed for bad input or a slow peer */
     uint64_t batches_resent;    /* batches sent again after a learner left */
     uint64_t policy_pushes;     /* policies pushed by trainers and switched to */
+    uint64_t policy_version;    /* version of the policy the lanes run now (0 if remote) */
     int cpus;                   /* allowed CPUs */
     int pin_errors;
     uint32_t num_envs;

@@ -38,7 +38,6 @@ int ro__node_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char *
     n->swaps_pending = n->nlanes;
     for (uint32_t l = 0; l < n->nlanes; l++) {
         n->lanes[l].swap_to = next;
-        n->lanes[l].swap_version = msg->version;
         ro__actor_send(&n->lanes[l].actor, &n->lanes[l].swap_msg);
     }
     return 0;

@@ -2,6 +2,7 @@
  * Running a node: start the workers and the envs, the control actor on the
  * loop, signals and the --seconds deadline, and the clean stop.
  */
+#include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,19 +24,43 @@ static void request_stop(ro_node_t *n)
         ro__hub_stop(n->hub); /* envs waiting for learners finish now */
 }
 
+/* A second SIGINT/SIGTERM means the operator will not wait for the clean
+ * stop, e.g. a recording draining to a stalled disk: leave at once, as the
+ * signal would have. Runs as the signal handler itself (write and _exit are
+ * async-signal-safe), so it works while the loop thread waits, for
+ * instance in ro__recorder_finish for a write that does not return. */
+static void on_second_signal(int signum)
+{
+    static const char msg[] = "rollout-node: second signal: exiting without finishing the "
+                              "steps in flight or flushing files\n";
+    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+    _exit(128 + signum);
+}
+
 /* The first SIGINT/SIGTERM stops the run cleanly (every step in flight
- * finished and recorded, metrics flushed). A second one means the operator
- * will not wait for that, e.g. a recording draining to a stalled disk:
- * leave at once, as the signal would have. */
+ * finished and recorded, metrics flushed). */
 static void on_signal(uv_signal_t *h, int signum)
 {
     ro_node_t *n = h->data;
-    if (n->signals++ > 0) {
-        static const char msg[] = "rollout-node: second signal: exiting without finishing the "
-                                  "steps in flight or flushing files\n";
-        (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
-        _exit(128 + signum);
-    }
+    if (n->signals++ > 0) /* both reached the loop before the handler below was in place */
+        on_second_signal(signum);
+    /* From now on the kernel calls on_second_signal directly, in place of
+     * libuv's handler (which only wakes the loop); closing the uv_signal
+     * handles at shutdown restores the default action. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_second_signal;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0)
+        fprintf(stderr,
+                "rollout-node: warning: a second signal may not end the clean stop: "
+                "sigaction: %s\n",
+                strerror(errno));
+    if (!n->cfg.quiet)
+        fprintf(stderr,
+                "rollout-node: %s: finishing the steps in flight and flushing files (a second "
+                "signal exits at once)\n",
+                signum == SIGINT ? "SIGINT" : "SIGTERM");
     request_stop(n);
 }
 
@@ -106,10 +131,8 @@ static void report_start(ro_node_t *n)
             if (CPU_ISSET(c, &set))
                 cpus[ncpus++] = c;
     ro__topology_cpulist(cpus, ncpus, n->allowed_cpus, sizeof n->allowed_cpus);
-    if (!ro__sched_wait_pinned(n->sched, 2000))
-        n->affinity_mismatches = n->nworkers; /* not even started in 2 s */
-    else
-        n->affinity_mismatches = ro__sched_check_affinity(n->sched);
+    ro__sched_wait_pinned(n->sched);
+    n->affinity_mismatches = ro__sched_check_affinity(n->sched);
     ro__node_check_placement(n);
     if (n->cfg.quiet)
         return;

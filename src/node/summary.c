@@ -38,6 +38,10 @@ void ro__node_sample(void *ctx, ro_logger_sample_t *out)
         out->queued_bytes = rs.queued_bytes;
         out->batches_resent = rs.batches_resent;
     }
+    if (n->recorder) {
+        out->recording = true;
+        ro__recorder_pressure(n->recorder, &out->record_waits, &out->record_dropped);
+    }
 }
 
 /* Reads back where the shards' and lanes' buffers are: each block must be
@@ -125,6 +129,7 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     } else {
         ro__policy_describe(n->policy, s->policy, sizeof s->policy);
         s->policy_pushes = n->policy_pushes;
+        s->policy_version = ro__policy_version(n->policy);
         if (n->hub) { /* trainers may attach: count the bad ones */
             ro_hub_stats_t rs;
             ro__hub_stats(n->hub, &rs);

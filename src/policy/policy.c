@@ -392,6 +392,11 @@ uint32_t ro__policy_act_dim(const ro_policy_t *p)
     return p->act_kind == RO_SPACE_DISCRETE ? 1 : p->act_dim;
 }
 
+uint64_t ro__policy_version(const ro_policy_t *p)
+{
+    return p->params.version; /* zeroed for a random or seeded policy */
+}
+
 int ro__policy_ws_new(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t max_batch)
 {
     return ro__policy_ws_new_on(out, p, max_batch, -1);

@@ -72,6 +72,10 @@ void ro__policy_describe(const ro_policy_t *p, char *buf, size_t len);
 uint32_t ro__policy_obs_dim(const ro_policy_t *p);
 uint32_t ro__policy_act_dim(const ro_policy_t *p);
 
+/* ro__policy_version is the version field of the weights (PolicyParams: a
+ * file or a trainer's push); 0 for a random or seeded policy. */
+uint64_t ro__policy_version(const ro_policy_t *p);
+
 /* ro__policy_ws_new allocates scratch for batches of up to max_batch rows. */
 int ro__policy_ws_new(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t max_batch);
 /* ro__policy_ws_new_on is ro__policy_ws_new with the scratch (input batch

@@ -20,7 +20,8 @@ typedef enum ro_metric_kind {
     RO_METRIC_ENV_FAIL = 2, /* env step failed or produced a non-finite value; env reset */
 } ro_metric_kind_t;
 
-/* 40 bytes: a whole record is written before it is published. */
+/* 56 bytes (a cell is one 64-byte line): a whole record is written before
+ * it is published. */
 typedef struct ro_metric {
     uint32_t kind;    /* ro_metric_kind_t */
     uint32_t env;     /* env index */
@@ -30,6 +31,9 @@ typedef struct ro_metric {
     uint8_t terminated, truncated;
     uint16_t pad;
     uint64_t t_ns; /* CLOCK_MONOTONIC when produced */
+    /* Version of the policy that chose the episode's first and last action
+     * (ro__policy_version; 0 when remote learners chose them). */
+    uint64_t policy_first, policy_last;
 } ro_metric_t;
 
 typedef struct ro_metric_cell {

@@ -27,10 +27,10 @@ typedef struct ro_worker {
     ro_runq_t *q;
     int index; /* in its group */
     int cpu;
-    _Atomic int tid;     /* written by the worker once, read by the main thread */
-    _Atomic int pin_err; /* written by the worker once, read by the main thread */
-    _Atomic bool pinned; /* set (release) by the worker once pin_self is done */
-    bool started;        /* main thread only */
+    _Atomic int tid;        /* written by the worker once, read by the main thread */
+    _Atomic int pin_err;    /* written by the worker once, read by the main thread */
+    bool started;           /* main thread only */
+    struct ro_sched *sched; /* read-only after init: where to report pinned */
 } ro_worker_t;
 
 struct ro_sched {
@@ -39,6 +39,11 @@ struct ro_sched {
     int nworkers;
     ro_group_t *groups;
     int ngroups;
+    /* Workers report here once pinned; the main thread waits for them
+     * (ro__sched_wait_pinned) on the event, not on a deadline. */
+    pthread_mutex_t pin_mu;
+    pthread_cond_t pin_cv;
+    int npinned; /* under pin_mu */
 };
 
 /*
@@ -303,8 +308,11 @@ static void *worker_main(void *arg)
     tl_own_queue = q;
     pin_self(w);
     name_self(w->cpu);
-    /* Release: the main thread's acquire load then sees tid and pin_err. */
-    atomic_store_explicit(&w->pinned, true, memory_order_release);
+    /* Under pin_mu: the main thread's wait then sees tid and pin_err. */
+    must(pthread_mutex_lock(&w->sched->pin_mu), "pthread_mutex_lock");
+    w->sched->npinned++;
+    must(pthread_cond_broadcast(&w->sched->pin_cv), "pthread_cond_broadcast");
+    must(pthread_mutex_unlock(&w->sched->pin_mu), "pthread_mutex_unlock");
 
     ro_actor_t *keep = NULL; /* an actor we ran that still has messages */
     for (;;) {
@@ -363,6 +371,8 @@ int ro__sched_new(ro_sched_t **out, int ngroups, const int *group_nodes,
         goto fail;
     s->nworkers = nworkers;
     s->ngroups = ngroups;
+    must(pthread_mutex_init(&s->pin_mu, NULL), "pthread_mutex_init");
+    must(pthread_cond_init(&s->pin_cv, NULL), "pthread_cond_init");
     for (int g = 0; g < ngroups; g++) {
         ro_group_t *grp = &s->groups[g];
         grp->numa_node = group_nodes ? group_nodes[g] : 0;
@@ -384,7 +394,7 @@ int ro__sched_new(ro_sched_t **out, int ngroups, const int *group_nodes,
         w->cpu = plan[i].cpu;
         atomic_init(&w->tid, 0);
         atomic_init(&w->pin_err, 0);
-        atomic_init(&w->pinned, false);
+        w->sched = s;
         grp->members[grp->n++] = w->q;
     }
     *out = s;
@@ -437,6 +447,8 @@ void ro__sched_free(ro_sched_t *s)
     }
     for (int g = 0; g < s->ngroups; g++)
         free(s->groups[g].members);
+    pthread_mutex_destroy(&s->pin_mu);
+    pthread_cond_destroy(&s->pin_cv);
     free(s->queues);
     free(s->workers);
     free(s->groups);
@@ -484,20 +496,19 @@ int ro__sched_worker_cpu(const ro_sched_t *s, int i)
     return s->workers[i].cpu;
 }
 
-bool ro__sched_wait_pinned(const ro_sched_t *s, int timeout_ms)
+void ro__sched_wait_pinned(ro_sched_t *s)
 {
-    uint64_t deadline = ro__now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    for (int i = 0; i < s->nworkers; i++) {
-        /* Acquire: pairs with the worker's release after pinning. */
-        while (s->workers[i].started &&
-               !atomic_load_explicit(&s->workers[i].pinned, memory_order_acquire)) {
-            if (ro__now_ns() > deadline)
-                return false;
-            struct timespec ts = {0, 200000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    return true;
+    int started = 0;
+    for (int i = 0; i < s->nworkers; i++)
+        started += s->workers[i].started;
+    /* A started worker pins itself before anything else, so the count
+     * always gets there: no deadline (a loaded machine only makes it
+     * later). The mutex also orders the workers' tid and pin_err stores
+     * before our reads. */
+    must(pthread_mutex_lock(&s->pin_mu), "pthread_mutex_lock");
+    while (s->npinned < started)
+        must(pthread_cond_wait(&s->pin_cv, &s->pin_mu), "pthread_cond_wait");
+    must(pthread_mutex_unlock(&s->pin_mu), "pthread_mutex_unlock");
 }
 
 int ro__sched_check_affinity(const ro_sched_t *s)

@@ -104,9 +104,9 @@ int ro__sched_worker_cpu(const ro_sched_t *s, int i);
  * run (after they pinned themselves: ro__sched_wait_pinned). */
 int ro__sched_check_affinity(const ro_sched_t *s);
 
-/* ro__sched_wait_pinned waits (at most timeout_ms) until every started
- * worker has pinned itself; returns whether they all did. Main thread. */
-bool ro__sched_wait_pinned(const ro_sched_t *s, int timeout_ms);
+/* ro__sched_wait_pinned waits until every started worker has pinned
+ * itself (each reports it; no deadline). Main thread. */
+void ro__sched_wait_pinned(ro_sched_t *s);
 
 /* ro__actor_init_worker prepares an actor whose home is runq: it runs on
  * runq's worker (or a sibling that steals it), up to batch messages at a
