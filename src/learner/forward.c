@@ -75,7 +75,8 @@ int ro__forward_start(ro_forward_t *fw, uv_loop_t *loop, uint32_t workers, bool 
         ro__actor_init_worker(&fw->lanes[i].actor, "learner-lane", lane_behaviour,
                               ro__sched_queue(fw->sched, i), 4);
     }
-    uv_async_init(loop, &fw->done_async, ro__actor_async_cb);
+    if ((rc = uv_async_init(loop, &fw->done_async, ro__actor_async_cb)) != 0)
+        return ro__errorf(err, errlen, RO_EIO, "cannot set up the event loop: %s", uv_strerror(rc));
     fw->done_async.data = &fw->done;
     ro__actor_init_loop(&fw->done, "learner-done", done_behaviour, &fw->done_async);
     return ro__sched_start(fw->sched);

@@ -482,10 +482,19 @@ static int load_push(learner_t *L, char *err, size_t errlen)
     return rc;
 }
 
-static void init_loop(learner_t *L)
+static int init_loop(learner_t *L, char *err, size_t errlen)
 {
-    uv_loop_init(&L->loop);
+    int rc = uv_loop_init(&L->loop);
+    if (rc == 0 && (rc = uv_signal_init(&L->loop, &L->sigint)) == 0 &&
+        (rc = uv_signal_init(&L->loop, &L->sigterm)) == 0) {
+        L->sigint.data = L->sigterm.data = L;
+        if ((rc = uv_signal_start(&L->sigint, on_signal, SIGINT)) == 0)
+            rc = uv_signal_start(&L->sigterm, on_signal, SIGTERM);
+    }
+    if (rc)
+        return ro__errorf(err, errlen, RO_EIO, "cannot set up the event loop: %s", uv_strerror(rc));
     ro__batcher_init(&L->pending, L->cfg.batch, L->cfg.max_wait_us * 1000ull);
+    /* Check and timer handles cannot fail to initialise or start. */
     uv_check_init(&L->loop, &L->check);
     L->check.data = L;
     uv_check_start(&L->check, on_check);
@@ -495,15 +504,11 @@ static void init_loop(learner_t *L)
     L->deadline.data = L;
     uv_timer_init(&L->loop, &L->progress);
     L->progress.data = L;
-    uv_signal_init(&L->loop, &L->sigint);
-    uv_signal_init(&L->loop, &L->sigterm);
-    L->sigint.data = L->sigterm.data = L;
-    uv_signal_start(&L->sigint, on_signal, SIGINT);
-    uv_signal_start(&L->sigterm, on_signal, SIGTERM);
     if (L->cfg.seconds > 0)
         uv_timer_start(&L->deadline, on_deadline, (uint64_t)(L->cfg.seconds * 1000.0), 0);
     if (!L->cfg.quiet)
         uv_timer_start(&L->progress, on_progress, 2000, 2000);
+    return 0;
 }
 
 /* Every --connect address, checked before anything starts. */
@@ -567,8 +572,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "rollout-learner: %s\n", err);
         return 2;
     }
-    init_loop(&L);
-    if (ro__forward_start(&L.fw, &L.loop, L.cfg.workers, L.cfg.overcommit, on_job_done, &L, err,
+    if (init_loop(&L, err, sizeof err) != 0 ||
+        ro__forward_start(&L.fw, &L.loop, L.cfg.workers, L.cfg.overcommit, on_job_done, &L, err,
                           sizeof err) != 0) {
         fprintf(stderr, "rollout-learner: %s\n", err);
         return 2;

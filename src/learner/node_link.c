@@ -94,7 +94,7 @@ static void on_closed(ro_conn_t *c)
 {
     ro_link_t *l = c->owner;
     uv_timer_stop(&l->retry); /* the attempt's deadline */
-    if (c->broken) /* the node's bytes were not frames: a protocol error */
+    if (c->broken)            /* the node's bytes were not frames: a protocol error */
         l->failed = l->final = true;
     if (!l->why[0])
         snprintf(l->why, sizeof l->why, "%s", c->why[0] ? c->why : "disconnected");

@@ -151,19 +151,23 @@ int ro_node_run(ro_node_t *n)
     if (n->ran)
         return RO_EINVAL;
     n->ran = true;
-    uv_signal_start(&n->sigint, on_signal, SIGINT);
-    uv_signal_start(&n->sigterm, on_signal, SIGTERM);
+    int rc;
+    if ((rc = uv_signal_start(&n->sigint, on_signal, SIGINT)) ||
+        (rc = uv_signal_start(&n->sigterm, on_signal, SIGTERM))) {
+        fprintf(stderr, "rollout-node: cannot handle SIGINT and SIGTERM: %s\n", uv_strerror(rc));
+        return RO_EIO;
+    }
+    /* Timers only fail on a closing handle. */
     if (n->cfg.seconds > 0)
         uv_timer_start(&n->deadline, on_deadline, (uint64_t)(n->cfg.seconds * 1000.0), 0);
     if (n->recorder) {
         char err[256];
-        int rrc = ro__recorder_start(n->recorder, err, sizeof err);
-        if (rrc) {
+        if ((rc = ro__recorder_start(n->recorder, err, sizeof err)) != 0) {
             fprintf(stderr, "rollout-node: %s\n", err);
-            return rrc;
+            return rc;
         }
     }
-    int rc = ro__sched_start(n->sched);
+    rc = ro__sched_start(n->sched);
     if (rc) {
         fprintf(stderr, "rollout-node: cannot start the worker threads: %s\n", ro_strerror(rc));
         return rc;

@@ -404,7 +404,13 @@ int ro__replay_serve(const char *addr, const ro_serve_file_t *files, size_t nfil
     const Rollout__V1__TrajectoryHeader *h = first.hdr;
     ro_recorded_env_t renv = {0};
     void *env = NULL;
-    uv_loop_init(&s->loop);
+    int lrc = uv_loop_init(&s->loop);
+    if (lrc) {
+        fprintf(log, "rollout-replay: cannot start the event loop: %s\n", uv_strerror(lrc));
+        ro__traj_reader_close(&first);
+        free(s);
+        return 2;
+    }
     if (env_spaces(s, h, plugin, &renv, &env) == 0) {
         s->num_envs = h->num_envs;
         s->obs_dim = h->obs_dim;
