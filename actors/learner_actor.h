@@ -43,10 +43,10 @@ typedef struct ro_learner {
     ro_batcher_t ready;   /* step batches waiting for a forward pass */
     uint32_t active_rows; /* envs in shards not yet done */
     uint32_t active_shards;
-    bool timer_armed;        /* timer.msg is with the run queue or our mailbox */
-    ro_rng_t **rngs;         /* [max_rows] sampling stream of each batch row */
-    int32_t *act_i;          /* [max_rows] */
-    float *act_f;            /* [max_rows x act_dim] */
+    bool timer_armed; /* timer.msg is with the run queue or our mailbox */
+    ro_rng_t **rngs;  /* [max_rows] sampling stream of each batch row */
+    int32_t *act_i;   /* [max_rows] */
+    float *act_f;     /* [max_rows x act_dim] */
     ro_timer_t timer;
     ro_msg_t done_msg;
     /* Policy swap: the node sets swap_to and sends swap_msg; the lane
