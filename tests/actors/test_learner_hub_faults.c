@@ -4,7 +4,8 @@
  * hello, actions for an unknown seq or before a hello each close only that
  * learner, with an Error frame saying why, and count in `rejected`; stopping
  * says goodbye to every learner, tells every shard it holds (and any that
- * offers later) to stop, and turns new connections away.
+ * offers later) to stop, and turns new connections away. And a hub that
+ * cannot listen says why and leaves nothing behind.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -156,12 +157,50 @@ static void test_stop(void **state)
     hub_test_free(t);
 }
 
+/* ro__hub_new refuses a listener off loopback without a token, and a port
+ * already taken, with one line naming --listen; nothing is left open or
+ * allocated (ASan checks the rest). */
+static void test_new_refuses_bad_listen(void **state)
+{
+    (void)state;
+    hub_test_t *t = hub_test_new();
+    const struct {
+        const char *listen;
+        int code;
+        const char *why;
+    } cases[] = {
+        {"0.0.0.0:0", RO_EINVAL, "--listen '0.0.0.0:0' is not a loopback address"},
+        {"127.0.0.1", RO_EINVAL, "--listen '127.0.0.1': expected HOST:PORT"},
+        {t->addr, RO_EIO, "address already in use"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ro_hub_opts_t o = {
+            .listen = cases[i].listen,
+            .batch = 4,
+            .max_frame = 1u << 20,
+            .max_learners = 8,
+            .env_name = "fake-env",
+            .learners = true,
+        };
+        ro_hub_t *h = (ro_hub_t *)&o; /* untouched on failure */
+        char err[ERRLEN] = "";
+        int rc = ro__hub_new(&h, &t->loop, t->bp, SHARDS, NUM_ENVS, &t->obs, &t->act, &t->env, &o,
+                             err, sizeof err);
+        if (rc != cases[i].code || !strstr(err, cases[i].why))
+            fail_msg("listen '%s': expected %d saying \"%s\"; got %d \"%s\"", cases[i].listen,
+                     cases[i].code, cases[i].why, rc, err);
+        assert_ptr_equal(h, (ro_hub_t *)&o);
+    }
+    hub_test_free(t); /* the failed hubs' handles are gone: the loop closes */
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as the node does */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_frames_close_only_that_learner),
         cmocka_unit_test(test_stop),
+        cmocka_unit_test(test_new_refuses_bad_listen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
