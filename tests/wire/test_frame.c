@@ -257,21 +257,6 @@ static void test_malformed_input(void **state)
     free_stream(&s);
 }
 
-static void test_varint_round_trip(void **state)
-{
-    (void)state;
-    const uint64_t values[] = {0,     1,     127,        128,        300,
-                               16383, 16384, 1ull << 32, 1ull << 63, UINT64_MAX};
-    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
-        uint8_t b[RO_VARINT_MAX];
-        size_t n = ro__varint_put(b, values[i]);
-        uint64_t v = 0;
-        assert_int_equal(ro__varint_get(b, n, &v), (int)n);
-        assert_int_equal(v, values[i]);
-        assert_int_equal(ro__varint_get(b, n - 1, &v), 0); /* cut short: more needed */
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,7 +265,6 @@ int main(void)
         cmocka_unit_test(test_partial_frames_wait),
         cmocka_unit_test(test_oversize_prefix_refused_before_its_body),
         cmocka_unit_test(test_malformed_input),
-        cmocka_unit_test(test_varint_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -122,7 +122,8 @@ static uint64_t record_tampered(const char *path, uint64_t from)
     const uint32_t od = t.sh.xchg.obs_dim;
     for (uint64_t k = 0; k < 40; k++) {
         shard_step(&t.sh, k);
-        if (tampered == UINT64_MAX && k >= from && !t.sh.xchg.has_final[2] && !t.sh.xchg.has_final[3]) {
+        if (tampered == UINT64_MAX && k >= from && !t.sh.xchg.has_final[2] &&
+            !t.sh.xchg.has_final[3]) {
             /* The env would not return these: the recording is wrong here. */
             t.sh.xchg.obs[2 * od + 0] += 0.5f;
             t.sh.xchg.obs[3 * od + 1] += 0.25f;
