@@ -172,7 +172,7 @@ static void maybe_send(ro_session_t *s)
         int rc = ro__flow_send(&s->flow, &h->free_batches, &h->enc, &s->conn, &rows);
         h->stats.batches_sent++;
         h->stats.rows_sent += rows;
-        if (rc == -ENOBUFS) {
+        if (rc == RO_ENOBUFS) {
             ro__conn_log(&s->conn, "stopped reading (over %u MiB queued); closing",
                          MAX_QUEUED_BYTES >> 20);
             h->stats.rejected++;

@@ -80,7 +80,8 @@ typedef struct ro_hub_stats {
 
 /*
  * ro__hub_new binds the listener and prepares the hub for the step batches
- * of nshards shards (batches[i]->index == i; their learner must be
+ * of nshards shards, already initialised (it sizes its frames from their
+ * row counts; batches[i]->index == i; their learner must be
  * ro__hub_actor()). control receives RO_MSG_LANE_DONE when every shard is
  * done. On failure returns a negative code and one line in err. Loop
  * thread, before the loop runs.

@@ -31,7 +31,7 @@ int ro__conn_send(ro_conn_t *c, const ro_frame_t *f)
     if (c->closing || !c->open)
         return RO_EIO;
     if (ro__conn_queued(c) > c->max_queued)
-        return -ENOBUFS;
+        return RO_ENOBUFS;
     write_req_t *w = malloc(sizeof *w);
     if (!w)
         return RO_ENOMEM;
