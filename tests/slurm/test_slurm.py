@@ -1,0 +1,219 @@
+"""SLURM end to end: examples/slurm/rollout.sbatch and rollout-long.sh,
+unchanged, on a one-host cluster the test brings up and takes down.
+
+    test_slurm.py ROLLOUT_NODE ROLLOUT_LEARNER
+
+The jobs find the two binaries in one directory (ROLLOUT_BIN) of links in
+the test's scratch directory. Exits 77 (skipped), saying
+why, where the SLURM or MUNGE programs are missing or it does not run as
+root; under CI=true those fail instead.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from slurm_cluster import Cluster, ClusterError, free_ports, missing_programs  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "slurm"))
+SBATCH_SCRIPT = os.path.join(EXAMPLES, "rollout.sbatch")
+LONG_SCRIPT = os.path.join(EXAMPLES, "rollout-long.sh")
+BINARIES = None  # (rollout-node, rollout-learner)
+CLUSTER = None
+
+
+def cpu_list(text):
+    """'0-2,5' -> {0, 1, 2, 5}"""
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+class SlurmCase(unittest.TestCase):
+    def setUp(self):
+        self.env = dict(CLUSTER.env)
+        self.ports = free_ports(CLUSTER.cpus)
+        self.env.update(ROLLOUT_BIN=CLUSTER.bin, ROLLOUT_PORT=str(self.ports[0]))
+        self.cwd = os.path.join(CLUSTER.dir, self.id().rsplit(".", 1)[1])
+        os.makedirs(self.cwd)
+
+    def run_dir(self, jobid):
+        return os.path.join(self.cwd, f"rollout-{jobid}")
+
+    def dump(self, *jobids):
+        """The jobs' output and every file of their run directories."""
+        out = []
+        for j in jobids:
+            for path in [os.path.join(self.cwd, f"rollout-{j}.out")] + sorted(
+                    os.path.join(self.run_dir(j), f) for f in
+                    (os.listdir(self.run_dir(j)) if os.path.isdir(self.run_dir(j)) else [])):
+                if path.endswith("/token"):
+                    continue
+                try:
+                    with open(path, errors="replace") as f:
+                        out.append(f"--- {path}:\n{f.read()}")
+                except OSError as e:
+                    out.append(f"--- {path}: {e}")
+        out.append(CLUSTER.log_tail("slurmctld", 20))
+        out.append(CLUSTER.log_tail("slurmd", 20))
+        return "\n".join(out)
+
+    def read_json(self, path):
+        with open(path) as f:
+            lines = [line for line in f if line.startswith("{")]
+        self.assertEqual(len(lines), 1, f"{path}: expected one JSON summary line")
+        return json.loads(lines[0])
+
+    def check_nodes(self, jobid, learners):
+        """Every node task wrote a summary; each ran pinned to its own
+        socket's CPUs (one CPU here) and served `learners` learners."""
+        run = self.run_dir(jobid)
+        with open(os.path.join(run, "addresses")) as f:
+            addresses = f.read().split()
+        # The learner attaches by host name: SLURM's node name, port per task.
+        self.assertEqual(addresses, [f"{CLUSTER.short}:{p}" for p in self.ports])
+        nodes = [self.read_json(os.path.join(run, f"node-{t}.json"))
+                 for t in range(len(addresses))]
+        seen = set()
+        for t, n in enumerate(nodes):
+            allowed = cpu_list(n["allowed_cpus"])
+            self.assertEqual(len(allowed), 1, f"node {t}: one socket = one CPU here: {n}")
+            self.assertFalse(allowed & seen, f"node {t}: CPUs {allowed} bound twice")
+            seen |= allowed
+            self.assertEqual(n["cpus"], len(allowed))
+            self.assertEqual(n["workers"], len(allowed))
+            self.assertEqual({w["cpu"] for w in n["worker_threads"]}, allowed,
+                             f"node {t}: workers not pinned to its CPUs: {n}")
+            self.assertEqual(n["affinity_mismatches"], 0)
+            self.assertEqual(n["pin_errors"], 0)
+            self.assertEqual(n["learners_attached"], learners, f"node {t}: {n}")
+            self.assertEqual(n["learners_rejected"], 0)
+            self.assertGreater(n["steps"], 0)
+        self.assertEqual(seen, set(range(CLUSTER.cpus)))
+        return nodes
+
+    def check_learner(self, path, nodes):
+        """The learner's summary lists every node, each with steps."""
+        lrn = self.read_json(path)
+        self.assertEqual(len(lrn["nodes"]), len(nodes), f"{path}: {lrn}")
+        ports = sorted(int(n["address"].rsplit(":", 1)[1]) for n in lrn["nodes"])
+        self.assertEqual(ports, self.ports)
+        for n in lrn["nodes"]:
+            self.assertFalse(n["failed"], f"{path}: {n}")
+            self.assertGreater(n["steps"], 0, f"{path}: no steps from {n['address']}")
+        return lrn
+
+    def test_one_job(self):
+        """rollout.sbatch: nodes and learner in one job, run to --steps."""
+        steps = 100000
+        self.env["ROLLOUT_NODE_ARGS"] = f"--env cartpole --steps {steps}"
+        p = subprocess.run(["sbatch", "--wait", "--parsable", "--nodes=1", SBATCH_SCRIPT],
+                           cwd=self.cwd, env=self.env, capture_output=True, text=True,
+                           timeout=3 * 90)
+        m = re.match(r"(\d+)", p.stdout)
+        self.assertTrue(m, f"sbatch printed no job id: {p.stdout} {p.stderr}")
+        jobid = m.group(1)
+        self.assertEqual(p.returncode, 0, f"job {jobid} failed: {p.stderr}\n" + self.dump(jobid))
+        try:
+            nodes = self.check_nodes(jobid, learners=1)
+            for n in nodes:
+                self.assertGreaterEqual(n["steps"], steps)
+            lrn = self.check_learner(os.path.join(self.run_dir(jobid), f"learner-{jobid}.json"),
+                                     nodes)
+            # One learner from start to end answered every step of every node.
+            self.assertEqual(sorted(n["steps"] for n in lrn["nodes"]),
+                             sorted(n["steps"] for n in nodes))
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.dump(jobid)}") from None
+
+    def test_long_run(self):
+        """rollout-long.sh: a nodes job serving until scancel, a learner job
+        attaching with --dependency=after, and a second learner job (chained
+        with --dependency=afterany) taking over the same nodes."""
+        self.env["ROLLOUT_NODE_ARGS"] = "--env cartpole --seconds 0"
+        self.env["ROLLOUT_LEARNER_ARGS"] = "--steps 40000"
+        p = subprocess.run([LONG_SCRIPT, "--nodes=1"], cwd=self.cwd, env=self.env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        ids = dict(re.findall(r"^(nodes|learner) job: (\d+)$", p.stdout, re.M))
+        self.assertEqual(set(ids), {"nodes", "learner"}, p.stdout)
+        nodes_job, learner1 = ids["nodes"], ids["learner"]
+        jobs = [nodes_job, learner1]
+        try:
+            learner2 = CLUSTER.cmd(
+                "sbatch", "--parsable", "--nodes=1", "--ntasks=1",
+                f"--dependency=afterany:{learner1}",
+                f"--export=ALL,ROLLOUT_ROLE=learner,ROLLOUT_NODES_JOB={nodes_job}",
+                SBATCH_SCRIPT, env=self.env, cwd=self.cwd).strip().split(";")[0]
+            jobs.append(learner2)
+            for j in (learner1, learner2):
+                state, code = CLUSTER.wait_job(j, "a learner job")
+                self.assertEqual((state, code), ("COMPLETED", "0:0"), f"learner job {j}")
+            state, _ = CLUSTER.job_state(nodes_job)
+            self.assertEqual(state, "RUNNING", "the nodes job should serve until cancelled")
+            CLUSTER.cmd("scancel", nodes_job)
+            state, _ = CLUSTER.wait_job(nodes_job, "the nodes job, cancelled")
+            self.assertEqual(state, "CANCELLED")
+            nodes = self.check_nodes(nodes_job, learners=2)
+            for j in (learner1, learner2):
+                self.check_learner(os.path.join(self.run_dir(nodes_job), f"learner-{j}.json"),
+                                   nodes)
+        except (AssertionError, ClusterError) as e:
+            raise AssertionError(f"{e}\n{self.dump(*jobs)}") from None
+
+
+def main():
+    global CLUSTER
+    binaries = [os.path.abspath(sys.argv.pop(1)) for _ in range(2)]
+    in_ci = os.environ.get("CI") == "true"
+    why = None
+    missing = missing_programs()
+    if missing:
+        why = "not installed: " + ", ".join(missing) + " (.ci/install-deps installs them)"
+    elif os.geteuid() != 0:
+        why = "needs root (slurmd launches the jobs)"
+    if why:
+        print(f"slurm: {why}", file=sys.stderr)
+        sys.exit(1 if in_ci else 77)
+
+    # meson's timeout sends SIGTERM: unwind, so that the cluster is stopped.
+    def on_term(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_term)
+
+    CLUSTER = Cluster()
+    ok = False
+    try:
+        CLUSTER.bin = os.path.join(CLUSTER.dir, "bin")
+        os.makedirs(CLUSTER.bin)
+        for path, name in zip(binaries, ("rollout-node", "rollout-learner")):
+            os.symlink(path, os.path.join(CLUSTER.bin, name))
+        CLUSTER.start()
+        print(f"slurm: cluster up in {CLUSTER.dir}: node {CLUSTER.short}, {CLUSTER.cpus} CPUs",
+              file=sys.stderr)
+        prog = unittest.main(exit=False, verbosity=2)
+        ok = prog.result.wasSuccessful()
+    except ClusterError as e:
+        print(f"slurm: the cluster did not come up: {e}", file=sys.stderr)
+    finally:
+        problems = CLUSTER.stop()
+        for p in problems:
+            print(f"slurm: stop: {p}", file=sys.stderr)
+        if problems:
+            ok = False
+        if ok:
+            CLUSTER.remove()
+        else:
+            print(f"slurm: scratch directory kept: {CLUSTER.dir}", file=sys.stderr)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
