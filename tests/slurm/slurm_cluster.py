@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -64,6 +65,57 @@ def free_ports(count):
     raise RuntimeError(f"found no {count} consecutive free TCP ports")
 
 
+def cluster_processes(scratch, exclude=()):
+    """(pid, command line) of the live processes that belong to the cluster
+    in `scratch`: their command line or environment names it (daemons,
+    slurmstepd, the jobs' processes: they inherit SLURM_CONF and ROLLOUT_*)."""
+    exclude = set(exclude) | {os.getpid()}
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) in exclude:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
+            continue
+        if scratch.encode() in cmdline or scratch.encode() in environ:
+            found.append((int(pid), cmdline.replace(b"\0", b" ").decode(errors="replace")))
+    return found
+
+
+def kill_cluster_processes(scratch, exclude=()):
+    """SIGTERM to every process of the cluster, SIGKILL to those left after
+    10 s; returns what was found."""
+    found = cluster_processes(scratch, exclude)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid, _ in cluster_processes(scratch, exclude):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 10
+        while cluster_processes(scratch, exclude) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    return found
+
+
+def reap(scratch):
+    """The reaper: started by Cluster() in its own session with a pipe on
+    stdin, it waits for EOF, which comes when the test process exits however
+    it exits (SIGKILL, meson's timeout included), then kills whatever of the
+    cluster is still running. After a clean stop() it finds nothing."""
+    while sys.stdin.buffer.read(4096):
+        pass
+    for pid, cmdline in kill_cluster_processes(scratch):
+        print(f"reaper: the test process is gone; killed pid {pid}: {cmdline}", flush=True)
+
+
 class ClusterError(Exception):
     pass
 
@@ -83,6 +135,16 @@ class Cluster:
         self.procs = {}  # name -> Popen, in start order
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         self.env["SLURM_CONF"] = self.conf
+        # The reaper holds the read end of this pipe; the test holds the
+        # write end until it exits.
+        # Its output goes to a file: it must not hold meson's pipes open.
+        rfd, self._reaper_pipe = os.pipe()
+        os.makedirs(self.logs)
+        with open(os.path.join(self.logs, "reaper.log"), "w") as log:
+            self.reaper = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--reap", self.dir],
+                stdin=rfd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        os.close(rfd)
 
     # -- commands ---------------------------------------------------------
     def cmd(self, *args, check=True, timeout=60, env=None, cwd=None):
@@ -129,7 +191,6 @@ class Cluster:
 
     # -- start ------------------------------------------------------------
     def start(self):
-        os.makedirs(self.logs)
         mdir = os.path.join(self.dir, "munge")
         os.makedirs(mdir, mode=0o755)
         os.chmod(mdir, 0o755)
@@ -226,30 +287,6 @@ PartitionName=rollout Nodes={self.short} Default=YES MaxTime=INFINITE State=UP O
             time.sleep(0.5)
 
     # -- stop -------------------------------------------------------------
-    def _ours(self):
-        """Processes other than daemons we started that belong to this
-        cluster: their command line or environment names the scratch dir."""
-        mine = os.getpid()
-        daemons = {p.pid for p in self.procs.values()}
-        found = []
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit() or int(pid) in daemons or int(pid) == mine:
-                continue
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmdline = f.read()
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    environ = f.read()
-                with open(f"/proc/{pid}/stat") as f:
-                    zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
-            except OSError:
-                continue
-            if zombie:
-                continue
-            if self.dir.encode() in cmdline or self.dir.encode() in environ:
-                found.append((int(pid), cmdline.replace(b"\0", b" ").decode(errors="replace")))
-        return found
-
     def stop(self):
         """Cancels every job, stops the daemons, kills anything of the
         cluster still running; returns a list of problems (empty: clean)."""
@@ -277,14 +314,15 @@ PartitionName=rollout Nodes={self.short} Default=YES MaxTime=INFINITE State=UP O
                     problems.append(f"{name} ignored SIGTERM for 30 s: killed")
                     p.kill()
                     p.wait()
-        left = self._ours()
-        for pid, cmdline in left:
-            problems.append(f"left behind: pid {pid}: {cmdline}")
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        for pid, cmdline in kill_cluster_processes(self.dir, exclude=[self.reaper.pid]):
+            problems.append(f"left behind, killed: pid {pid}: {cmdline}")
+        os.close(self._reaper_pipe)
+        self.reaper.wait()
         return problems
 
     def remove(self):
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--reap"]:
+    reap(sys.argv[2])
