@@ -32,6 +32,6 @@ nodes=$(sbatch --parsable --export=ALL,ROLLOUT_ROLE=nodes "$@" "$script")
 nodes=${nodes%%;*} # --parsable prints "ID" or "ID;CLUSTER"
 echo "nodes job: $nodes"
 # shellcheck disable=SC2086 # ROLLOUT_LEARNER_SBATCH is a list of options
-learner=$(sbatch --parsable --dependency="after:$nodes" ${ROLLOUT_LEARNER_SBATCH:---nodes=1 --ntasks=1} \
-  --export=ALL,ROLLOUT_ROLE=learner,ROLLOUT_NODES_JOB="$nodes" "$script")
+learner=$(sbatch --parsable --dependency="after:$nodes" \
+  ${ROLLOUT_LEARNER_SBATCH:---nodes=1 --ntasks=1} --export=ALL,ROLLOUT_ROLE=learner,ROLLOUT_NODES_JOB="$nodes" "$script")
 echo "learner job: ${learner%%;*}"

@@ -124,9 +124,12 @@ class Cluster:
     """start() brings the cluster up (node idle in sinfo); stop() takes it
     down. stop() is safe to call at any point of start()."""
 
-    def __init__(self):
+    def __init__(self, sockets):
         self.short = socket.gethostname().split(".")[0]
         self.cpus = os.cpu_count()
+        if self.cpus % sockets:
+            raise ValueError(f"{self.cpus} CPUs do not split into {sockets} sockets")
+        self.sockets = sockets
         self.dir = tempfile.mkdtemp(prefix="rollout-slurm-")
         # munged wants every directory above its socket searchable by all.
         os.chmod(self.dir, 0o755)
@@ -225,12 +228,17 @@ class Cluster:
         d = self.dir
         for sub in ("state", "spool"):
             os.makedirs(os.path.join(d, sub))
-        # The node is declared as one socket per CPU (config_overrides makes
-        # slurmd bind tasks by this layout, not the hardware's), so that the
-        # per-socket script runs one rollout-node per CPU here, as it runs one
-        # per socket on a real cluster. OverSubscribe=FORCE:2 lets the
-        # long-run learner job share this one host with the --exclusive nodes
-        # job, as it would run on a machine of its own on a cluster.
+        # The node is declared with `sockets` sockets of equal CPUs
+        # (config_overrides makes slurmd bind tasks by this layout, not the
+        # hardware's): one socket per CPU makes the per-socket script run one
+        # rollout-node per CPU here; one socket holding every CPU is a real
+        # machine's kind of socket, of several cores. OverSubscribe=FORCE:2
+        # lets the long-run learner job share this one host with the
+        # --exclusive nodes job, as it would run on a machine of its own on a
+        # cluster.
+        node = (f"NodeName={self.short} NodeAddr=127.0.0.1 CPUs={self.cpus} "
+                f"Sockets={self.sockets} CoresPerSocket={self.cpus // self.sockets} "
+                "ThreadsPerCore=1 State=UNKNOWN")
         conf = f"""\
 ClusterName=rollouttest
 SlurmctldHost={self.short}(127.0.0.1)
@@ -257,7 +265,7 @@ JobCompType=jobcomp/none
 MpiDefault=none
 ReturnToService=2
 MailProg=/bin/true
-NodeName={self.short} NodeAddr=127.0.0.1 CPUs={self.cpus} Sockets={self.cpus} CoresPerSocket=1 ThreadsPerCore=1 State=UNKNOWN
+{node}
 PartitionName=rollout Nodes={self.short} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:2
 """
         with open(self.conf, "w") as f:

@@ -37,11 +37,15 @@ def cpu_list(text):
 
 
 class SlurmCase(unittest.TestCase):
+    """The tests of one node layout; main() runs each subclass on a cluster
+    whose node has `sockets` sockets."""
+    sockets = None
+
     def setUp(self):
         self.env = dict(CLUSTER.env)
-        self.ports = free_ports(CLUSTER.cpus)
+        self.ports = free_ports(CLUSTER.sockets)
         self.env.update(ROLLOUT_BIN=CLUSTER.bin, ROLLOUT_PORT=str(self.ports[0]))
-        self.cwd = os.path.join(CLUSTER.dir, self.id().rsplit(".", 1)[1])
+        self.cwd = os.path.join(CLUSTER.dir, self.id().rsplit(".", 1)[1] + f"-{self.sockets}")
         os.makedirs(self.cwd)
 
     def run_dir(self, jobid):
@@ -72,8 +76,9 @@ class SlurmCase(unittest.TestCase):
         return json.loads(lines[0])
 
     def check_nodes(self, jobid, learners):
-        """Every node task wrote a summary; each ran pinned to its own
-        socket's CPUs (one CPU here) and served `learners` learners."""
+        """One node task per socket wrote a summary; each ran on exactly its
+        own socket's CPUs, its workers pinned to them, and served `learners`
+        learners."""
         run = self.run_dir(jobid)
         with open(os.path.join(run, "addresses")) as f:
             addresses = f.read().split()
@@ -81,10 +86,11 @@ class SlurmCase(unittest.TestCase):
         self.assertEqual(addresses, [f"{CLUSTER.short}:{p}" for p in self.ports])
         nodes = [self.read_json(os.path.join(run, f"node-{t}.json"))
                  for t in range(len(addresses))]
+        per_socket = CLUSTER.cpus // CLUSTER.sockets
         seen = set()
         for t, n in enumerate(nodes):
             allowed = cpu_list(n["allowed_cpus"])
-            self.assertEqual(len(allowed), 1, f"node {t}: one socket = one CPU here: {n}")
+            self.assertEqual(len(allowed), per_socket, f"node {t}: not its socket's CPUs: {n}")
             self.assertFalse(allowed & seen, f"node {t}: CPUs {allowed} bound twice")
             seen |= allowed
             self.assertEqual(n["cpus"], len(allowed))
@@ -99,18 +105,7 @@ class SlurmCase(unittest.TestCase):
         self.assertEqual(seen, set(range(CLUSTER.cpus)))
         return nodes
 
-    def check_learner(self, path, nodes):
-        """The learner's summary lists every node, each with steps."""
-        lrn = self.read_json(path)
-        self.assertEqual(len(lrn["nodes"]), len(nodes), f"{path}: {lrn}")
-        ports = sorted(int(n["address"].rsplit(":", 1)[1]) for n in lrn["nodes"])
-        self.assertEqual(ports, self.ports)
-        for n in lrn["nodes"]:
-            self.assertFalse(n["failed"], f"{path}: {n}")
-            self.assertGreater(n["steps"], 0, f"{path}: no steps from {n['address']}")
-        return lrn
-
-    def test_one_job(self):
+    def one_job(self):
         """rollout.sbatch: nodes and learner in one job, run to --steps."""
         steps = 100000
         self.env["ROLLOUT_NODE_ARGS"] = f"--env cartpole --steps {steps}"
@@ -133,7 +128,18 @@ class SlurmCase(unittest.TestCase):
         except AssertionError as e:
             raise AssertionError(f"{e}\n{self.dump(jobid)}") from None
 
-    def test_long_run(self):
+    def check_learner(self, path, nodes):
+        """The learner's summary lists every node, each with steps."""
+        lrn = self.read_json(path)
+        self.assertEqual(len(lrn["nodes"]), len(nodes), f"{path}: {lrn}")
+        ports = sorted(int(n["address"].rsplit(":", 1)[1]) for n in lrn["nodes"])
+        self.assertEqual(ports, self.ports)
+        for n in lrn["nodes"]:
+            self.assertFalse(n["failed"], f"{path}: {n}")
+            self.assertGreater(n["steps"], 0, f"{path}: no steps from {n['address']}")
+        return lrn
+
+    def long_run(self):
         """rollout-long.sh: a nodes job serving until scancel, a learner job
         attaching with --dependency=after, and a second learner job (chained
         with --dependency=afterany) taking over the same nodes."""
@@ -169,8 +175,57 @@ class SlurmCase(unittest.TestCase):
             raise AssertionError(f"{e}\n{self.dump(*jobs)}") from None
 
 
-def main():
+class SocketPerCpu(SlurmCase):
+    """One socket per CPU: the per-socket script runs one node per CPU."""
+    sockets = os.cpu_count()
+
+    def test_one_job(self):
+        self.one_job()
+
+    def test_long_run(self):
+        self.long_run()
+
+
+class OneSocket(SlurmCase):
+    """One socket of every CPU: one node, bound to all of them."""
+    sockets = 1
+
+    def test_one_job(self):
+        self.one_job()
+
+
+def run_layout(case, binaries):
+    """Brings a cluster up with case.sockets sockets, runs the case's tests
+    on it, takes it down; whether all passed and the stop was clean."""
     global CLUSTER
+    CLUSTER = Cluster(case.sockets)
+    ok = False
+    try:
+        CLUSTER.bin = os.path.join(CLUSTER.dir, "bin")
+        os.makedirs(CLUSTER.bin)
+        for path, name in zip(binaries, ("rollout-node", "rollout-learner")):
+            os.symlink(path, os.path.join(CLUSTER.bin, name))
+        CLUSTER.start()
+        print(f"slurm: cluster up in {CLUSTER.dir}: node {CLUSTER.short}, {CLUSTER.cpus} CPUs "
+              f"in {CLUSTER.sockets} socket(s)", file=sys.stderr)
+        suite = unittest.defaultTestLoader.loadTestsFromTestCase(case)
+        ok = unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful()
+    except ClusterError as e:
+        print(f"slurm: the cluster did not come up: {e}", file=sys.stderr)
+    finally:
+        problems = CLUSTER.stop()
+        for p in problems:
+            print(f"slurm: stop: {p}", file=sys.stderr)
+        if problems:
+            ok = False
+        if ok:
+            CLUSTER.remove()
+        else:
+            print(f"slurm: scratch directory kept: {CLUSTER.dir}", file=sys.stderr)
+    return ok
+
+
+def main():
     binaries = [os.path.abspath(sys.argv.pop(1)) for _ in range(2)]
     in_ci = os.environ.get("CI") == "true"
     why = None
@@ -188,30 +243,9 @@ def main():
         raise KeyboardInterrupt(f"signal {signum}")
     signal.signal(signal.SIGTERM, on_term)
 
-    CLUSTER = Cluster()
-    ok = False
-    try:
-        CLUSTER.bin = os.path.join(CLUSTER.dir, "bin")
-        os.makedirs(CLUSTER.bin)
-        for path, name in zip(binaries, ("rollout-node", "rollout-learner")):
-            os.symlink(path, os.path.join(CLUSTER.bin, name))
-        CLUSTER.start()
-        print(f"slurm: cluster up in {CLUSTER.dir}: node {CLUSTER.short}, {CLUSTER.cpus} CPUs",
-              file=sys.stderr)
-        prog = unittest.main(exit=False, verbosity=2)
-        ok = prog.result.wasSuccessful()
-    except ClusterError as e:
-        print(f"slurm: the cluster did not come up: {e}", file=sys.stderr)
-    finally:
-        problems = CLUSTER.stop()
-        for p in problems:
-            print(f"slurm: stop: {p}", file=sys.stderr)
-        if problems:
-            ok = False
-        if ok:
-            CLUSTER.remove()
-        else:
-            print(f"slurm: scratch directory kept: {CLUSTER.dir}", file=sys.stderr)
+    ok = True
+    for case in (SocketPerCpu, OneSocket):
+        ok = run_layout(case, binaries) and ok
     sys.exit(0 if ok else 1)
 
 
