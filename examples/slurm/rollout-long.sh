@@ -17,8 +17,9 @@
 # ROLLOUT_LEARNER_SBATCH: sbatch options for the learner job (default
 # "--nodes=1 --ntasks=1"; e.g. add "--partition=gpu --gres=gpu:1").
 #
-# Both jobs must be submitted from the same directory (the run directory,
-# rollout-NODESJOB, is made there). Another learner for the same nodes:
+# Run it from a directory on a file system every machine sees: the run
+# directory, rollout-NODESJOB, is made there. Another learner for the same
+# nodes, submitted from the same directory:
 #
 #   sbatch --nodes=1 --ntasks=1 --export=ALL,ROLLOUT_ROLE=learner,ROLLOUT_NODES_JOB=1234 \
 #       examples/slurm/rollout.sbatch
@@ -31,7 +32,7 @@ script=$(dirname "$(readlink -f "$0")")/rollout.sbatch
 nodes=$(sbatch --parsable --export=ALL,ROLLOUT_ROLE=nodes "$@" "$script")
 nodes=${nodes%%;*} # --parsable prints "ID" or "ID;CLUSTER"
 echo "nodes job: $nodes"
-# shellcheck disable=SC2086 # ROLLOUT_LEARNER_SBATCH is a list of options
-learner=$(sbatch --parsable --dependency="after:$nodes" \
-  ${ROLLOUT_LEARNER_SBATCH:---nodes=1 --ntasks=1} --export=ALL,ROLLOUT_ROLE=learner,ROLLOUT_NODES_JOB="$nodes" "$script")
+read -ra learner_opts <<<"${ROLLOUT_LEARNER_SBATCH:---nodes=1 --ntasks=1}"
+learner=$(sbatch --parsable --dependency="after:$nodes" "${learner_opts[@]}" \
+  --export=ALL,ROLLOUT_ROLE=learner,ROLLOUT_NODES_JOB="$nodes" "$script")
 echo "learner job: ${learner%%;*}"
