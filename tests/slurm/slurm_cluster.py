@@ -175,6 +175,11 @@ class Cluster:
         finally:
             log.close()
 
+    def wait_for(self, what, ready):
+        """Polls ready() until true; fails naming `what` if a daemon exits
+        first or the hang guard passes."""
+        self._wait(what, ready, list(self.procs))
+
     def _wait(self, what, ready, daemons):
         """Polls ready() until true; fails naming `what` if a daemon in
         `daemons` exits first or the hang guard passes."""

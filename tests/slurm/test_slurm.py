@@ -140,9 +140,11 @@ class SlurmCase(unittest.TestCase):
         return lrn
 
     def long_run(self):
-        """rollout-long.sh: a nodes job serving until scancel, a learner job
-        attaching with --dependency=after, and a second learner job (chained
-        with --dependency=afterany) taking over the same nodes."""
+        """rollout-long.sh: a nodes job serving until scancel and a learner
+        job attaching with --dependency=after that stops after --steps; then
+        a second learner job, chained with --dependency=afterany, takes over
+        the same nodes and is still attached when the nodes job is
+        cancelled: every node writes its summary, the learner finishes."""
         self.env["ROLLOUT_NODE_ARGS"] = "--env cartpole --seconds 0"
         self.env["ROLLOUT_LEARNER_ARGS"] = "--steps 40000"
         p = subprocess.run([LONG_SCRIPT, "--nodes=1"], cwd=self.cwd, env=self.env,
@@ -152,27 +154,56 @@ class SlurmCase(unittest.TestCase):
         self.assertEqual(set(ids), {"nodes", "learner"}, p.stdout)
         nodes_job, learner1 = ids["nodes"], ids["learner"]
         jobs = [nodes_job, learner1]
+        run = self.run_dir(nodes_job)
         try:
+            # The documented command for the next learner; this one has no
+            # step budget: it serves until the nodes stop.
+            env = {k: v for k, v in self.env.items() if k != "ROLLOUT_LEARNER_ARGS"}
             learner2 = CLUSTER.cmd(
                 "sbatch", "--parsable", "--nodes=1", "--ntasks=1",
                 f"--dependency=afterany:{learner1}",
                 f"--export=ALL,ROLLOUT_ROLE=learner,ROLLOUT_NODES_JOB={nodes_job}",
-                SBATCH_SCRIPT, env=self.env, cwd=self.cwd).strip().split(";")[0]
+                SBATCH_SCRIPT, env=env, cwd=self.cwd).strip().split(";")[0]
             jobs.append(learner2)
-            for j in (learner1, learner2):
-                state, code = CLUSTER.wait_job(j, "a learner job")
-                self.assertEqual((state, code), ("COMPLETED", "0:0"), f"learner job {j}")
+            state, code = CLUSTER.wait_job(learner1, "the first learner job")
+            self.assertEqual((state, code), ("COMPLETED", "0:0"), f"learner job {learner1}")
+
+            def attached_twice():
+                for t in range(len(self.ports)):
+                    try:
+                        with open(os.path.join(run, f"node-{t}.log")) as f:
+                            if f.read().count("': attached") < 2:
+                                return False
+                    except OSError:
+                        return False
+                return True
+            CLUSTER.wait_for("every node logging a second learner attached", attached_twice)
             state, _ = CLUSTER.job_state(nodes_job)
             self.assertEqual(state, "RUNNING", "the nodes job should serve until cancelled")
             CLUSTER.cmd("scancel", nodes_job)
             state, _ = CLUSTER.wait_job(nodes_job, "the nodes job, cancelled")
             self.assertEqual(state, "CANCELLED")
+            state, code = CLUSTER.wait_job(learner2, "the second learner job")
+            self.assertEqual((state, code), ("COMPLETED", "0:0"), f"learner job {learner2}")
             nodes = self.check_nodes(nodes_job, learners=2)
             for j in (learner1, learner2):
-                self.check_learner(os.path.join(self.run_dir(nodes_job), f"learner-{j}.json"),
-                                   nodes)
+                self.check_learner(os.path.join(run, f"learner-{j}.json"), nodes)
         except (AssertionError, ClusterError) as e:
             raise AssertionError(f"{e}\n{self.dump(*jobs)}") from None
+
+    def node_fails(self):
+        """A node that cannot start fails the job, which says why."""
+        self.env["ROLLOUT_NODE_ARGS"] = "--env no-such-env"
+        p = subprocess.run(["sbatch", "--wait", "--parsable", "--nodes=1", SBATCH_SCRIPT],
+                           cwd=self.cwd, env=self.env, capture_output=True, text=True,
+                           timeout=3 * 90)
+        jobid = re.match(r"(\d+)", p.stdout).group(1)
+        self.assertNotEqual(p.returncode, 0, self.dump(jobid))
+        with open(os.path.join(self.cwd, f"rollout-{jobid}.out")) as f:
+            out = f.read()
+        self.assertIn("gave up waiting for node task 0", out)
+        self.assertIn("unknown env 'no-such-env'", out)
+        self.assertFalse(os.path.exists(os.path.join(self.run_dir(jobid), "addresses")))
 
 
 class SocketPerCpu(SlurmCase):
@@ -184,6 +215,9 @@ class SocketPerCpu(SlurmCase):
 
     def test_long_run(self):
         self.long_run()
+
+    def test_node_fails(self):
+        self.node_fails()
 
 
 class OneSocket(SlurmCase):
