@@ -75,10 +75,10 @@ class SlurmCase(unittest.TestCase):
         self.assertEqual(len(lines), 1, f"{path}: expected one JSON summary line")
         return json.loads(lines[0])
 
-    def check_nodes(self, jobid, learners):
+    def check_nodes(self, jobid, learners, stepped=True):
         """One node task per socket wrote a summary; each ran on exactly its
         own socket's CPUs, its workers pinned to them, and served `learners`
-        learners."""
+        learners (stepping, unless not `stepped`)."""
         run = self.run_dir(jobid)
         with open(os.path.join(run, "addresses")) as f:
             addresses = f.read().split()
@@ -101,7 +101,8 @@ class SlurmCase(unittest.TestCase):
             self.assertEqual(n["pin_errors"], 0)
             self.assertEqual(n["learners_attached"], learners, f"node {t}: {n}")
             self.assertEqual(n["learners_rejected"], 0)
-            self.assertGreater(n["steps"], 0)
+            if stepped:
+                self.assertGreater(n["steps"], 0)
         self.assertEqual(seen, set(range(CLUSTER.cpus)))
         return nodes
 
@@ -109,13 +110,8 @@ class SlurmCase(unittest.TestCase):
         """rollout.sbatch: nodes and learner in one job, run to --steps."""
         steps = 100000
         self.env["ROLLOUT_NODE_ARGS"] = f"--env cartpole --steps {steps}"
-        p = subprocess.run(["sbatch", "--wait", "--parsable", "--nodes=1", SBATCH_SCRIPT],
-                           cwd=self.cwd, env=self.env, capture_output=True, text=True,
-                           timeout=3 * 90)
-        m = re.match(r"(\d+)", p.stdout)
-        self.assertTrue(m, f"sbatch printed no job id: {p.stdout} {p.stderr}")
-        jobid = m.group(1)
-        self.assertEqual(p.returncode, 0, f"job {jobid} failed: {p.stderr}\n" + self.dump(jobid))
+        jobid, rc = self.submit_wait()
+        self.assertEqual(rc, 0, f"job {jobid} failed\n" + self.dump(jobid))
         try:
             nodes = self.check_nodes(jobid, learners=1)
             for n in nodes:
@@ -191,19 +187,48 @@ class SlurmCase(unittest.TestCase):
         except (AssertionError, ClusterError) as e:
             raise AssertionError(f"{e}\n{self.dump(*jobs)}") from None
 
-    def node_fails(self):
-        """A node that cannot start fails the job, which says why."""
-        self.env["ROLLOUT_NODE_ARGS"] = "--env no-such-env"
-        p = subprocess.run(["sbatch", "--wait", "--parsable", "--nodes=1", SBATCH_SCRIPT],
-                           cwd=self.cwd, env=self.env, capture_output=True, text=True,
-                           timeout=3 * 90)
-        jobid = re.match(r"(\d+)", p.stdout).group(1)
-        self.assertNotEqual(p.returncode, 0, self.dump(jobid))
+    def submit_wait(self):
+        """sbatch --wait rollout.sbatch; (job id, sbatch's exit status)."""
+        try:
+            p = subprocess.run(["sbatch", "--wait", "--parsable", "--nodes=1", SBATCH_SCRIPT],
+                               cwd=self.cwd, env=self.env, capture_output=True, text=True,
+                               timeout=3 * 90)
+        except subprocess.TimeoutExpired:
+            jobs = CLUSTER.cmd("squeue", "-h", "-o", "%i", check=False).split()
+            raise AssertionError(f"sbatch --wait: the job did not end within {3 * 90} s\n"
+                                 + self.dump(*jobs)) from None
+        m = re.match(r"(\d+)", p.stdout)
+        self.assertTrue(m, f"sbatch printed no job id: {p.stdout} {p.stderr}")
+        return m.group(1), p.returncode
+
+    def job_output(self, jobid):
         with open(os.path.join(self.cwd, f"rollout-{jobid}.out")) as f:
-            out = f.read()
+            return f.read()
+
+    def node_fails(self):
+        """Nodes that cannot start fail the job, which says why."""
+        self.env["ROLLOUT_NODE_ARGS"] = "--env no-such-env"
+        jobid, rc = self.submit_wait()
+        self.assertNotEqual(rc, 0, self.dump(jobid))
+        out = self.job_output(jobid)
         self.assertIn("gave up waiting for node task 0", out)
         self.assertIn("unknown env 'no-such-env'", out)
         self.assertFalse(os.path.exists(os.path.join(self.run_dir(jobid), "addresses")))
+
+    def learner_fails(self):
+        """A learner that fails fails the job, which says why, and the
+        nodes are stopped with SIGTERM: each still writes its summary."""
+        self.env["ROLLOUT_NODE_ARGS"] = "--env cartpole --seconds 0"
+        self.env["ROLLOUT_LEARNER_ARGS"] = "--no-such-flag"
+        jobid, rc = self.submit_wait()
+        self.assertNotEqual(rc, 0, self.dump(jobid))
+        out = self.job_output(jobid)
+        self.assertIn("the learner failed", out)
+        self.assertIn("--no-such-flag", out)
+        try:
+            self.check_nodes(jobid, learners=0, stepped=False)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.dump(jobid)}") from None
 
 
 class SocketPerCpu(SlurmCase):
@@ -218,6 +243,9 @@ class SocketPerCpu(SlurmCase):
 
     def test_node_fails(self):
         self.node_fails()
+
+    def test_learner_fails(self):
+        self.learner_fails()
 
 
 class OneSocket(SlurmCase):
