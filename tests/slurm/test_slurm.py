@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import unittest
@@ -299,6 +300,15 @@ def main():
     if why:
         print(f"slurm: {why}", file=sys.stderr)
         sys.exit(1 if in_ci else 77)
+
+    # The learner connects to the node's name, which must resolve here.
+    short = socket.gethostname().split(".")[0]
+    try:
+        socket.getaddrinfo(short, None)
+    except OSError as e:
+        print(f"slurm: the host name {short!r} (hostname -s) does not resolve ({e}): the "
+              "nodes listen on it and the learner connects to it", file=sys.stderr)
+        sys.exit(1)
 
     # meson's timeout sends SIGTERM: unwind, so that the cluster is stopped.
     def on_term(signum, frame):
