@@ -138,9 +138,9 @@ class Cluster:
         self.procs = {}  # name -> Popen, in start order
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         self.env["SLURM_CONF"] = self.conf
-        # The reaper holds the read end of this pipe; the test holds the
-        # write end until it exits.
-        # Its output goes to a file: it must not hold meson's pipes open.
+        # The reaper holds the read end of this pipe, the test the write end
+        # until it exits. Its output goes to a file: it must not hold
+        # meson's pipes open.
         rfd, self._reaper_pipe = os.pipe()
         os.makedirs(self.logs)
         with open(os.path.join(self.logs, "reaper.log"), "w") as log:

@@ -4,9 +4,9 @@ unchanged, on a one-host cluster the test brings up and takes down.
     test_slurm.py ROLLOUT_NODE ROLLOUT_LEARNER
 
 The jobs find the two binaries in one directory (ROLLOUT_BIN) of links in
-the test's scratch directory. Exits 77 (skipped), saying
-why, where the SLURM or MUNGE programs are missing or it does not run as
-root; under CI=true those fail instead.
+the test's scratch directory. Exits 77 (skipped), saying why, where the
+SLURM or MUNGE programs are missing or it does not run as root; under
+CI=true those fail instead.
 """
 import json
 import os
@@ -24,7 +24,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "slurm"))
 SBATCH_SCRIPT = os.path.join(EXAMPLES, "rollout.sbatch")
 LONG_SCRIPT = os.path.join(EXAMPLES, "rollout-long.sh")
-BINARIES = None  # (rollout-node, rollout-learner)
 CLUSTER = None
 
 
