@@ -25,7 +25,7 @@ static void flush_one(ro_learner_t *l)
         r += b->n;
     }
 
-    ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f);
+    ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f, NULL);
     const uint64_t version = ro__policy_version(l->policy);
 
     r = 0;

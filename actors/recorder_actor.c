@@ -11,6 +11,7 @@
 #include "runtime/clock.h"
 #include "actors/step_batch.h"
 #include "runtime/error.h"
+#include "runtime/grant_pool.h"
 #include "actors/messages.h"
 #include "trajectory/writer.h"
 
@@ -24,7 +25,8 @@
 #define FLUSH_NS (50 * 1000000ull)
 
 struct ro_rec_chunk {
-    ro_rec_chunk_t *next;
+    ro_pool_item_t item;  /* in the pool while free */
+    ro_rec_chunk_t *next; /* the I/O queue's link */
     ro_rec_port_t *port;
     uint32_t count;   /* entries filled */
     uint64_t dropped; /* shard steps dropped just before this one */
@@ -67,12 +69,13 @@ struct ro_recorder {
     pthread_t thread;
     bool started, finished;
 
+    /* The free chunks and the shards waiting for one (its own lock). */
+    ro_grant_pool_t pool;
+
     /* Shared: under mu. */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    ro_rec_chunk_t *free_head;
     ro_rec_chunk_t *q_head, **q_tail;
-    ro_rec_port_t *wait_head, **wait_tail;
     bool stop;
     bool io_sleeping;
     uint32_t queued;  /* chunks in the queue */
@@ -186,7 +189,7 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     pthread_cond_init(&r->cv, &ca);
     pthread_condattr_destroy(&ca);
     r->q_tail = &r->q_head;
-    r->wait_tail = &r->wait_head;
+    ro__grant_pool_init(&r->pool);
     atomic_init(&r->dropped_steps, 0);
     atomic_init(&r->waits, 0);
     int rc;
@@ -225,8 +228,7 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     }
     for (uint32_t i = 0; i < r->nchunks; i++) {
         carve_chunk(r, &r->chunks[i], (char *)r->chunk_mem + (size_t)i * cb_lines);
-        r->chunks[i].next = r->free_head;
-        r->free_head = &r->chunks[i];
+        ro__grant_pool_give(&r->pool, &r->chunks[i].item);
     }
     /* Every port's episode counters, then every port's step counters: each
      * array stays aligned for its type. */
@@ -238,6 +240,7 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
         p->episode = eps + (size_t)i * o->max_shard;
         p->step = steps + (size_t)i * o->max_shard;
         p->resume_msg.type = RO_MSG_RECORD_RESUME;
+        p->waiter.msg = &p->resume_msg;
     }
     if ((rc = make_header(r, o)) != 0) {
         snprintf(err, errlen, "out of memory for the trajectory header");
@@ -260,6 +263,7 @@ fail:
 ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, const ro_step_batch_t *b)
 {
     r->ports[i].batch = b;
+    r->ports[i].waiter.to = b->env; /* the shard: its RESUME carries the granted chunk */
     return &r->ports[i];
 }
 
@@ -354,21 +358,18 @@ static void skip(ro_rec_port_t *p)
 bool ro__recorder_capture(ro_rec_port_t *p, bool start)
 {
     ro_recorder_t *r = p->rec;
-    lock(r);
-    ro_rec_chunk_t *c = r->free_head;
-    if (c) {
-        r->free_head = c->next;
-    } else if (!r->drop) {
-        p->start = start;
-        p->wait_next = NULL;
-        *r->wait_tail = p;
-        r->wait_tail = &p->wait_next;
+    if (!r->drop)
+        p->start = start; /* before the waiter is queued: its grant may come at once */
+    ro_pool_item_t *it = ro__grant_pool_take(&r->pool, r->drop ? NULL : &p->waiter);
+    ro_rec_chunk_t *c = it ? ro__container_of(it, ro_rec_chunk_t, item) : NULL;
+    if (!c) {
+        /* The pool is empty: every chunk is queued or being written. */
+        lock(r);
+        bool wake = r->io_sleeping;
+        unlock(r);
+        if (wake)
+            pthread_cond_signal(&r->cv);
     }
-    /* The pool is empty: every chunk is queued or being written. */
-    bool wake = !c && r->io_sleeping;
-    unlock(r);
-    if (wake)
-        pthread_cond_signal(&r->cv);
     if (c) {
         fill(p, c, start);
         submit(r, c);
@@ -392,10 +393,8 @@ bool ro__recorder_capture(ro_rec_port_t *p, bool start)
 void ro__recorder_resume(ro_rec_port_t *p)
 {
     ro_recorder_t *r = p->rec;
-    lock(r);
-    ro_rec_chunk_t *c = p->granted;
-    p->granted = NULL;
-    unlock(r);
+    ro_rec_chunk_t *c =
+        ro__container_of(ro__grant_pool_claim(&r->pool, &p->waiter), ro_rec_chunk_t, item);
     fill(p, c, p->start);
     submit(r, c);
 }
@@ -474,31 +473,14 @@ static void encode_and_write(ro_recorder_t *r, ro_rec_chunk_t *c)
  * free list. */
 static void recycle(ro_recorder_t *r, ro_rec_chunk_t *list)
 {
-    ro_rec_port_t *wake = NULL, **wake_tail = &wake;
-    lock(r);
+    ro_pool_item_t *items = NULL;
     while (list) {
         ro_rec_chunk_t *c = list;
         list = c->next;
-        ro_rec_port_t *p = r->wait_head;
-        if (p) {
-            r->wait_head = p->wait_next;
-            if (!r->wait_head)
-                r->wait_tail = &r->wait_head;
-            p->granted = c;
-            p->wait_next = NULL;
-            *wake_tail = p;
-            wake_tail = &p->wait_next;
-        } else {
-            c->next = r->free_head;
-            r->free_head = c;
-        }
+        c->item.next = items;
+        items = &c->item;
     }
-    unlock(r);
-    while (wake) {
-        ro_rec_port_t *p = wake;
-        wake = p->wait_next;
-        ro__actor_send(p->batch->env, &p->resume_msg);
-    }
+    ro__grant_pool_give(&r->pool, items);
 }
 
 static void *io_main(void *arg)
@@ -634,6 +616,7 @@ void ro__recorder_free(ro_recorder_t *r)
     ro__recorder_finish(r, NULL, 0);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
+    ro__grant_pool_destroy(&r->pool);
     free(r->chunks);
     free(r->chunk_mem);
     free(r->ports);

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "runtime/actor.h"
+#include "runtime/grant_pool.h"
 #include "rollout/env.h"
 
 struct ro_step_batch;
@@ -39,8 +40,7 @@ typedef struct ro_rec_port {
     uint64_t dropped;                  /* shard: steps dropped since the last chunk */
     bool start;                        /* shard: the capture waiting for a chunk is the reset */
     ro_msg_t resume_msg;               /* recorder -> shard: a chunk is granted */
-    ro_rec_chunk_t *granted;           /* set under the pool mutex before resume_msg */
-    struct ro_rec_port *wait_next;     /* pool mutex */
+    ro_pool_waiter_t waiter;           /* in the chunk pool's wait list (its mutex) */
 } ro_rec_port_t;
 
 typedef struct ro_recorder_opts {

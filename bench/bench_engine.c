@@ -90,7 +90,7 @@ static double raw_loop(const bench_case_t *bc, uint32_t B, double seconds)
     uint64_t now = t0;
     while (now < deadline) {
         for (int rep = 0; rep < 16; rep++) {
-            ro__policy_act(p, ws, B, rows, ai, af);
+            ro__policy_act(p, ws, B, rows, ai, af, NULL);
             for (uint32_t i = 0; i < B; i++) {
                 ro_action_t a;
                 if (as.kind == RO_SPACE_DISCRETE)

@@ -34,7 +34,7 @@ static void lane_behaviour(ro_actor_t *self, ro_msg_t *msg)
             memcpy(in + (size_t)r * fw->obs_dim, o->obs, o->n_obs * sizeof(float));
             r += (uint32_t)o->n_env;
         }
-        ro__policy_act(fw->policy, ln->ws, j->rows, j->rowrng, j->act_i, j->act_f);
+        ro__policy_act(fw->policy, ln->ws, j->rows, j->rowrng, j->act_i, j->act_f, NULL);
     } else {
         j->failed = true; /* out of memory: the loop answers nothing, the node resends */
     }

@@ -88,15 +88,31 @@ void ro__policy_ws_free(ro_policy_ws_t *ws);
  * caller fills before ro__policy_act. */
 float *ro__policy_ws_input(ro_policy_ws_t *ws);
 
+/* What the policy tells about the actions it chose, for learners that
+ * correct for policy lag (stream mode). Either array may be NULL. */
+typedef struct ro_act_stats {
+    /* [n] log-probability of each chosen action under the policy: of the
+     * (clipped) box action under the unclipped Gaussian density, summed
+     * over dimensions; -log(n) or -sum(log(high - low)) for a random one. */
+    float *logp;
+    /* [n x act_dim] the Gaussian's mean (box MLP only; untouched else). */
+    float *mean;
+} ro_act_stats_t;
+
 /*
  * ro__policy_act runs the forward pass over the first n input rows and
  * samples one action per row, row i drawing only from rngs[i]. Discrete
  * actions go to act_i[i]; box actions to act_f[i * act_dim ...], clipped to
  * the action bounds. Exactly the same number of draws is taken from rngs[i]
- * whatever n is, so sampling does not depend on batching.
+ * whatever n is, so sampling does not depend on batching. stats, if not
+ * NULL, gets what it asks for; computing it draws nothing.
  */
 void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng_t *const *rngs,
-                    int32_t *act_i, float *act_f);
+                    int32_t *act_i, float *act_f, const ro_act_stats_t *stats);
+
+/* ro__policy_log_std returns the box MLP's per-dimension log standard
+ * deviation (act_dim floats), or NULL for other policies. */
+const float *ro__policy_log_std(const ro_policy_t *p);
 
 /* ro__policy_forward writes the raw head outputs (logits or means) of the
  * first n input rows to out [n x act_dim]. MLP only; used by tests. */

@@ -149,7 +149,7 @@ static void check_batch_independence(const ro_space_t *act, ro_activation_t actv
         ro__policy_forward(p, ws, 1, alone_out[r]);
         ro_rng_t rng, *rp = &rng;
         ro__rng_init(&rng, ro__seed_mix(9, r, RO_STREAM_ACTION));
-        ro__policy_act(p, ws, 1, &rp, &alone_ai[r], alone_af[r]);
+        ro__policy_act(p, ws, 1, &rp, &alone_ai[r], alone_af[r], NULL);
     }
 
     /* In batches of 37 and of 100, rows rotated so each sits elsewhere. */
@@ -168,7 +168,7 @@ static void check_batch_independence(const ro_space_t *act, ro_activation_t actv
                 rp[i] = &rng[i];
             }
             ro__policy_forward(p, ws, n, out);
-            ro__policy_act(p, ws, n, rp, ai, af);
+            ro__policy_act(p, ws, n, rp, ai, af, NULL);
             for (uint32_t i = 0; i < n; i++) {
                 assert_memory_equal(out + i * nout, alone_out[src[i]], nout * sizeof(float));
                 if (disc)
