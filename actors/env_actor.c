@@ -11,6 +11,7 @@
 #include "runtime/error.h"
 #include "actors/messages.h"
 #include "actors/recorder_actor.h"
+#include "actors/segment.h"
 #include "runtime/numa_mem.h"
 #include "runtime/scheduler.h"
 
@@ -138,41 +139,68 @@ static void step_all(ro_env_shard_t *s)
     atomic_store_explicit(&s->return_pub, s->return_sum, memory_order_relaxed);
 }
 
-/* --record: step (or reset) as usual, then hand the shard's entries to the
- * recorder. Returns false if the shard must wait for a chunk. */
-static bool record_step(ro_env_shard_t *s, ro_msg_t *msg)
+/* The step (or reset) goes to the learner, or the shard is done. */
+static void offer(ro_env_shard_t *s)
 {
-    if (msg->type == RO_MSG_RECORD_RESUME) {
-        ro__recorder_resume(s->rec);
+    /* Relaxed: the flag carries no data; we only need to see it eventually. */
+    bool stop = atomic_load_explicit(s->stopping, memory_order_relaxed);
+    bool done = stop || (s->quota != NO_QUOTA && s->xchg.steps >= s->quota);
+    if (done && s->stream)
+        ro__stream_port_finish(s->stream, &s->xchg);
+    ro__step_batch_offer(&s->xchg, done ? RO_MSG_SHARD_DONE : RO_MSG_OBS_READY);
+}
+
+/* --learner stream: the step's outcome into the shard's segment (the reset:
+ * a segment to fill first). Returns false if the shard must wait for a
+ * segment (RO_MSG_STREAM_RESUME comes later). */
+static bool stream_step(ro_env_shard_t *s, bool start)
+{
+    if (!s->stream)
         return true;
-    }
-    bool start = msg->type == RO_MSG_START;
-    if (start)
-        reset_all(s);
-    else
-        step_all(s);
-    return ro__recorder_capture(s->rec, start);
+    return start ? ro__stream_port_ready(s->stream)
+                 : ro__stream_capture_outcome(s->stream, &s->xchg);
+}
+
+/* After a step or the reset: the recorder, then the stream, may make the
+ * shard wait for a buffer (without blocking its worker); then it offers. */
+static void after_step(ro_env_shard_t *s, bool start)
+{
+    s->after_start = start;
+    if (__builtin_expect(s->rec != NULL, 0) && !ro__recorder_capture(s->rec, start))
+        return; /* no free chunk: RO_MSG_RECORD_RESUME comes later */
+    if (stream_step(s, start))
+        offer(s);
 }
 
 static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
 {
     ro_env_shard_t *s = ro__container_of(self, ro_env_shard_t, actor);
-    if (msg->type == RO_MSG_STOP) { /* no actions will come: the node is stopping */
-        ro__step_batch_offer(&s->xchg, RO_MSG_SHARD_DONE);
-        return;
-    }
-    if (__builtin_expect(s->rec != NULL, 0)) {
-        if (!record_step(s, msg))
-            return; /* no free chunk: RO_MSG_RECORD_RESUME comes later */
-    } else if (msg->type == RO_MSG_START)
-        reset_all(s);
-    else
+    switch (msg->type) {
+    case RO_MSG_ACTIONS:
+        if (s->stream)
+            ro__stream_capture_action(s->stream, &s->xchg, s->ep_num, s->ep_len);
         step_all(s);
-
-    /* Relaxed: the flag carries no data; we only need to see it eventually. */
-    bool stop = atomic_load_explicit(s->stopping, memory_order_relaxed);
-    bool quota_done = s->quota != NO_QUOTA && s->xchg.steps >= s->quota;
-    ro__step_batch_offer(&s->xchg, (stop || quota_done) ? RO_MSG_SHARD_DONE : RO_MSG_OBS_READY);
+        after_step(s, false);
+        break;
+    case RO_MSG_START:
+        reset_all(s);
+        after_step(s, true);
+        break;
+    case RO_MSG_STOP: /* no actions will come: the node is stopping */
+        ro__step_batch_offer(&s->xchg, RO_MSG_SHARD_DONE);
+        break;
+    case RO_MSG_RECORD_RESUME:
+        ro__recorder_resume(s->rec);
+        if (stream_step(s, s->after_start))
+            offer(s);
+        break;
+    case RO_MSG_STREAM_RESUME:
+        ro__stream_port_resume(s->stream);
+        offer(s);
+        break;
+    default:
+        break;
+    }
 }
 
 /* Reserve the next array of `bytes` in a block, on its own cache line: no
@@ -191,7 +219,7 @@ static size_t layout(ro_env_shard_t *s, char *mem)
 {
     ro_step_batch_t *b = &s->xchg;
     const size_t n = b->n, od = b->obs_dim;
-    size_t off = 0, at[15];
+    size_t off = 0, at[18];
     at[0] = carve(&off, n * sizeof(void *));
     at[1] = carve(&off, n * sizeof(uint32_t));
     at[2] = carve(&off, n * sizeof(double));
@@ -207,6 +235,9 @@ static size_t layout(ro_env_shard_t *s, char *mem)
     at[12] = carve(&off, n * sizeof(int32_t));
     at[13] = carve(&off, n * b->act_dim * sizeof(float));
     at[14] = carve(&off, n * sizeof(uint64_t));
+    at[15] = carve(&off, n * sizeof(float));
+    at[16] = carve(&off, n * b->act_dim * sizeof(float));
+    at[17] = carve(&off, b->act_dim * sizeof(float));
     if (mem) {
         s->envs = (void **)(mem + at[0]);
         s->ep_len = (uint32_t *)(mem + at[1]);
@@ -223,6 +254,9 @@ static size_t layout(ro_env_shard_t *s, char *mem)
         b->act_i = (int32_t *)(mem + at[12]);
         b->act_f = (float *)(mem + at[13]);
         s->ep_policy = (uint64_t *)(mem + at[14]);
+        b->logp = (float *)(mem + at[15]);
+        b->mean = (float *)(mem + at[16]);
+        b->log_std = (float *)(mem + at[17]);
     }
     return off;
 }

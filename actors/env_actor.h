@@ -38,9 +38,10 @@ typedef struct ro_env_shard {
     uint32_t max_steps; /* episode limit, 0 = none */
     uint64_t quota;     /* steps per env before the shard is done, 0 = none */
     ro_metrics_ring_t *ring;
-    const atomic_bool *stopping; /* set by the loop on SIGINT/--seconds */
-    bool record_episodes;        /* push one metric record per finished episode */
-    struct ro_rec_port *rec;     /* --record: this shard's recorder port, or NULL */
+    const atomic_bool *stopping;   /* set by the loop on SIGINT/--seconds */
+    bool record_episodes;          /* push one metric record per finished episode */
+    struct ro_rec_port *rec;       /* --record: this shard's recorder port, or NULL */
+    struct ro_stream_port *stream; /* --learner stream: this shard's port, or NULL */
 
     /* Every per-env array (here and in xchg) lives in mem, each on its own
      * cache line. */
@@ -57,6 +58,7 @@ typedef struct ro_env_shard {
     uint64_t episodes;     /* finished episodes */
     double return_sum;     /* sum of their returns */
     uint64_t env_failures; /* failed or non-finite steps */
+    bool after_start;      /* the step waiting for a buffer was the reset */
 
     /* Statistics for the logger: written by the owner after each step of
      * the shard, read by the loop; relaxed (counters, no data behind them). */

@@ -25,8 +25,10 @@ static void flush_one(ro_learner_t *l)
         r += b->n;
     }
 
-    ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f, NULL);
+    ro_act_stats_t stats = {.logp = l->logp, .mean = l->mean};
+    ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f, l->logp ? &stats : NULL);
     const uint64_t version = ro__policy_version(l->policy);
+    const float *log_std = l->logp ? ro__policy_log_std(l->policy) : NULL;
 
     r = 0;
     while (taken) {
@@ -38,6 +40,14 @@ static void flush_one(ro_learner_t *l)
             memcpy(b->act_f, l->act_f + (size_t)r * l->act_dim,
                    (size_t)b->n * l->act_dim * sizeof(float));
         b->policy_version = version; /* handed over with the actions */
+        if (l->logp) {               /* stream mode: what the policy said of them */
+            memcpy(b->logp, l->logp + r, b->n * sizeof(float));
+            if (log_std) {
+                memcpy(b->mean, l->mean + (size_t)r * l->act_dim,
+                       (size_t)b->n * l->act_dim * sizeof(float));
+                memcpy(b->log_std, log_std, l->act_dim * sizeof(float));
+            }
+        }
         r += b->n;
         ro__step_batch_reply(b, RO_MSG_ACTIONS);
     }
@@ -151,8 +161,24 @@ int ro__learner_init_on(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, 
     return 0;
 }
 
+int ro__learner_want_stats(ro_learner_t *l)
+{
+    l->logp = calloc(l->max_rows, sizeof *l->logp);
+    l->mean = calloc((size_t)l->max_rows * l->act_dim, sizeof *l->mean);
+    if (!l->logp || !l->mean) {
+        free(l->logp);
+        free(l->mean);
+        l->logp = l->mean = NULL;
+        return RO_ENOMEM;
+    }
+    return 0;
+}
+
 void ro__learner_destroy(ro_learner_t *l)
 {
+    free(l->logp);
+    free(l->mean);
+    l->logp = l->mean = NULL;
     ro__policy_ws_free(l->ws);
     if (l->mem) {
         ro__numa_free(l->mem, l->mem_bytes);

@@ -47,6 +47,8 @@ typedef struct ro_learner {
     ro_rng_t **rngs;  /* [max_rows] sampling stream of each batch row */
     int32_t *act_i;   /* [max_rows] */
     float *act_f;     /* [max_rows x act_dim] */
+    float *logp;      /* [max_rows] stream mode: each action's log-probability, or NULL */
+    float *mean;      /* [max_rows x act_dim] stream mode: a box policy's means */
     ro_timer_t timer;
     ro_msg_t done_msg;
     /* Policy swap: the node sets swap_to and sends swap_msg; the lane
@@ -78,6 +80,11 @@ int ro__learner_init(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_
 int ro__learner_init_on(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_actor_t *control,
                         uint32_t batch, uint64_t max_wait_us, uint32_t shards, uint32_t rows,
                         uint32_t max_shard, bool discrete, int mem_node);
+
+/* ro__learner_want_stats makes the lane hand each step batch its actions'
+ * log-probabilities (and a box policy's mean and log_std) with them, for
+ * stream mode. Main thread, before the lane runs. 0 or RO_ENOMEM. */
+int ro__learner_want_stats(ro_learner_t *l);
 
 /* ro__learner_destroy frees a lane's buffers. Main thread, after the stop. */
 void ro__learner_destroy(ro_learner_t *l);

@@ -6,9 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "actors/hub_internal.h"
 #include "actors/messages.h"
-#include "actors/obs_codec.h"
-#include "actors/session_flow.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
@@ -16,99 +15,31 @@
 #include "wire/conn.h"
 #include "wire/frame.h"
 
-/* Bytes a session may have queued for writing before we call its learner a
- * slow consumer and close it: it has stopped reading. */
-#define MAX_QUEUED_BYTES (64u << 20)
-
-typedef struct ro_session {
-    ro_conn_t conn;
-    ro_hub_t *hub;
-    ro_flow_t flow;
-    bool attached; /* hello accepted */
-    bool trainer;  /* role "trainer": pushes policies, holds no envs */
-    bool listed;   /* in the hub's list (until it starts closing) */
-    uint64_t accepted_ns;
-    struct ro_session *next;
-} ro_session_t;
-
-struct ro_hub {
-    /* Loop thread only. */
-    ro_actor_t actor;
-    uv_async_t async;
-    uv_loop_t *loop;
-    uv_tcp_t server;
-    uv_timer_t timer;    /* max-wait of partial batches */
-    uv_timer_t watchdog; /* learners that stopped answering */
-    ro_actor_t *control;
-    ro_msg_t done_msg;
-    ro_hub_opts_t o;
-    char token[256];
-    bool has_token;
-    char addr[80];
-
-    ro_step_batch_t *const *batches; /* [nshards], batches[i]->index == i */
-    uint32_t nshards;
-    uint32_t num_envs;
-    const ro_space_t *obs_space, *act_space;
-
-    ro_session_t **owner; /* [nshards] */
-    bool *active;         /* [nshards] not yet done */
-    uint32_t active_shards;
-    ro_batch_item_t *orphan_head, **orphan_tail; /* ready, no learner */
-
-    ro_session_t *sessions;
-    uint32_t nsessions; /* attached learners */
-    uint32_t nconns;    /* all open connections */
-
-    ro_sent_batch_t *pool; /* [nshards]: no more frames than shards are ever in flight */
-    ro_sent_batch_t *free_batches;
-    ro_obs_encoder_t enc;
-    ro_pb_alloc_t alloc; /* decodes every session's frames (each is freed at once) */
-
-    uint64_t node_id;
-    bool stopping;
-    bool timer_armed;
-    ro_hub_stats_t stats;
-};
-
 static void session_close(ro_session_t *s, const char *why);
+__attribute__((format(printf, 3, 4))) static void session_fail(ro_session_t *s, int code,
+                                                               const char *fmt, ...);
 
 /* ---------- who holds which env ---------- */
 
-static ro_session_t *least_loaded(ro_hub_t *h)
-{
-    ro_session_t *best = NULL;
-    for (ro_session_t *s = h->sessions; s; s = s->next)
-        if (s->attached && !s->trainer && (!best || s->flow.owned_rows < best->flow.owned_rows))
-            best = s;
-    return best;
-}
-
-static void set_owner(ro_hub_t *h, ro_step_batch_t *b, ro_session_t *to)
-{
-    ro_session_t *from = h->owner[b->index];
-    if (from == to)
-        return;
-    if (from)
-        from->flow.owned_rows -= b->n;
-    if (to)
-        to->flow.owned_rows += b->n;
-    h->owner[b->index] = to;
-}
-
 static void maybe_send(ro_session_t *s);
 
-/* A ready shard: to its owner's pending batch. A shard moves to another
- * learner only when it has none, or when its owner holds clearly more than
- * the least-loaded one (a new learner attached): lazy rebalancing, one
- * shard at a time, at a step boundary. */
+/* Who serves shard i (rows envs) now: its owner, unless it has none or it
+ * holds clearly more than the least-loaded learner (a new learner
+ * attached): lazy rebalancing, one shard at a time, at a step (or segment)
+ * boundary. NULL: no learner. */
+static ro_session_t *owner_for(ro_hub_t *h, uint32_t i, uint32_t rows)
+{
+    ro_session_t *own = h->owner[i];
+    ro_session_t *least = ro__hub_least_loaded(h);
+    if (!own || (least && own->flow.owned_rows > least->flow.owned_rows + rows))
+        ro__hub_set_owner(h, i, rows, least);
+    return h->owner[i];
+}
+
+/* A ready shard: to its owner's pending batch. */
 static void route(ro_hub_t *h, ro_step_batch_t *b)
 {
-    ro_session_t *own = h->owner[b->index];
-    ro_session_t *least = least_loaded(h);
-    if (!own || (least && own->flow.owned_rows > least->flow.owned_rows + b->n))
-        set_owner(h, b, least);
-    own = h->owner[b->index];
+    ro_session_t *own = owner_for(h, b->index, b->n);
     if (!own) {
         b->item.next = NULL;
         *h->orphan_tail = &b->item;
@@ -139,6 +70,108 @@ static void adopt_orphans(ro_hub_t *h)
     h->orphan_head = NULL;
     h->orphan_tail = &h->orphan_head;
     route_all(h, it);
+}
+
+/* ---------- stream mode: segments ---------- */
+
+static void stream_send(ro_session_t *s);
+
+/* Every shard sent its last segment and every segment was acknowledged
+ * (or, stopping with no learner left, dropped): the hub is done. */
+static void stream_check_done(ro_hub_t *h)
+{
+    if (h->done_sent || h->active_shards > 0)
+        return;
+    if (h->stopping && h->nsessions == 0) {
+        for (ro_segment_t *g = h->seg_orphans; g; g = g->next)
+            h->stats.segments_unsent_at_stop++;
+        ro__seg_pool_give(h->segs, h->seg_orphans);
+        h->seg_orphans = NULL;
+        h->seg_orphan_tail = &h->seg_orphans;
+    }
+    if (h->seg_orphans)
+        return;
+    for (ro_session_t *s = h->sessions; s; s = s->next)
+        if (s->sflow.pending || s->sflow.sent)
+            return;
+    h->done_sent = true;
+    ro__actor_send(h->control, &h->done_msg);
+}
+
+/* A full segment: to the learner that holds its shard (each shard's
+ * segments go to one learner at a time, in order), or to the orphans. */
+static void route_segment(ro_hub_t *h, ro_segment_t *g)
+{
+    ro_session_t *own = owner_for(h, g->shard, g->n);
+    if (!own) {
+        g->next = NULL;
+        *h->seg_orphan_tail = g;
+        h->seg_orphan_tail = &g->next;
+        return;
+    }
+    ro__sflow_push(&own->sflow, g);
+    stream_send(own);
+}
+
+static void route_segments(ro_hub_t *h, ro_segment_t *g)
+{
+    while (g) {
+        ro_segment_t *next = g->next;
+        route_segment(h, g);
+        g = next;
+    }
+}
+
+static void stream_adopt_orphans(ro_hub_t *h)
+{
+    ro_segment_t *g = h->seg_orphans;
+    h->seg_orphans = NULL;
+    h->seg_orphan_tail = &h->seg_orphans;
+    route_segments(h, g);
+}
+
+static void on_segment(ro_hub_t *h, ro_segment_t *g)
+{
+    if (g->last) { /* the shard's last: nothing more comes from it */
+        h->active_shards--;
+        ro__hub_set_owner(h, g->shard, g->n, NULL);
+    }
+    if (g->t == 0) {
+        g->next = NULL;
+        ro__seg_pool_give(h->segs, g);
+    } else {
+        route_segment(h, g);
+    }
+    stream_check_done(h);
+}
+
+static void stream_send(ro_session_t *s)
+{
+    ro_hub_t *h = s->hub;
+    ro_segment_t *dropped = NULL;
+    int rc = ro__sflow_send(&s->sflow, &s->conn, h->version_now, &dropped, &h->sst);
+    ro__seg_pool_give(h->segs, dropped);
+    if (rc == RO_ENOBUFS) {
+        ro__conn_log(&s->conn, "stopped reading (over %u MiB queued); closing",
+                     MAX_QUEUED_BYTES >> 20);
+        h->stats.rejected++;
+    }
+    if (rc)
+        session_close(s, "could not send");
+}
+
+static void on_segment_ack(ro_session_t *s, const Rollout__V1__SegmentAck *a)
+{
+    ro_hub_t *h = s->hub;
+    ro_segment_t *freed = NULL;
+    char err[200];
+    if (ro__sflow_ack(&s->sflow, a->seq, &freed, &h->sst, err, sizeof err) != 0) {
+        session_fail(s, RO_EPROTO, "%s", err);
+        return;
+    }
+    ro__seg_pool_give(h->segs, freed); /* waiting shards go on */
+    stream_send(s);
+    stream_check_done(h);
 }
 
 /* ---------- batching ---------- */
@@ -215,8 +248,14 @@ static void session_close(ro_session_t *s, const char *why)
         h->stats.batches_resent += resent;
     for (uint32_t i = 0; i < h->nshards; i++)
         if (h->owner[i] == s)
-            set_owner(h, h->batches[i], NULL);
+            ro__hub_set_owner(h, i, h->batches[i]->n, NULL);
     route_all(h, held);
+    if (h->segs) {
+        ro_segment_t *segs = ro__sflow_reclaim(&s->sflow, &resent);
+        h->stats.segments_resent += resent;
+        route_segments(h, segs);
+        stream_check_done(h);
+    }
     ro__conn_close(&s->conn, why);
 }
 
@@ -232,31 +271,6 @@ __attribute__((format(printf, 3, 4))) static void session_fail(ro_session_t *s, 
     s->hub->stats.rejected++;
     ro__conn_fail(&s->conn, code, "%s", msg); /* logs, sends the error, closes the socket */
     session_close(s, msg);
-}
-
-static int send_welcome(ro_session_t *s)
-{
-    ro_hub_t *h = s->hub;
-    Rollout__V1__Space os = ROLLOUT__V1__SPACE__INIT, as = ROLLOUT__V1__SPACE__INIT;
-    uint32_t oshape[RO_SPACE_MAX_DIMS], ashape[RO_SPACE_MAX_DIMS];
-    ro__wire_space(&os, h->obs_space, oshape);
-    ro__wire_space(&as, h->act_space, ashape);
-    Rollout__V1__EnvSpec spec = ROLLOUT__V1__ENV_SPEC__INIT;
-    spec.env = (char *)h->o.env_name;
-    spec.observation = &os;
-    spec.action = &as;
-    spec.num_envs = h->num_envs;
-    spec.max_episode_steps = h->o.max_episode_steps;
-    Rollout__V1__Welcome w = ROLLOUT__V1__WELCOME__INIT;
-    w.protocol_version = RO_PROTOCOL_VERSION;
-    w.node_id = h->node_id;
-    w.spec = &spec;
-    w.seed = h->o.seed;
-    w.max_frame = (uint32_t)h->o.max_frame;
-    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
-    f.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;
-    f.welcome = &w;
-    return ro__conn_send(&s->conn, &f);
 }
 
 static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
@@ -281,7 +295,7 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
         session_fail(s, RO_ESHUTDOWN, "the node is stopping");
         return;
     }
-    if (send_welcome(s) != 0) {
+    if (ro__hub_send_welcome(s) != 0) {
         session_close(s, "could not send the welcome");
         return;
     }
@@ -294,6 +308,12 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
     h->nsessions++;
     h->stats.attached++;
     ro__conn_log(&s->conn, "attached (%u learner%s)", h->nsessions, h->nsessions == 1 ? "" : "s");
+    if (h->segs) {
+        ro__sflow_init(&s->sflow, hello->window ? hello->window : h->window,
+                       hello->max_policy_lag ? hello->max_policy_lag : h->max_lag);
+        stream_adopt_orphans(h);
+        return;
+    }
     adopt_orphans(h);
 }
 
@@ -307,6 +327,8 @@ static void on_policy_params(ro_session_t *s, const Rollout__V1__PolicyParams *p
         return;
     }
     ro__conn_log(&s->conn, "pushed policy version %llu", (unsigned long long)pp->version);
+    s->pushed_version = pp->version;
+    h->stats.policy_pushes++;
     Rollout__V1__PolicyAccepted a = ROLLOUT__V1__POLICY_ACCEPTED__INIT;
     a.version = pp->version;
     ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
@@ -338,6 +360,7 @@ static void on_actions(ro_session_t *s, const Rollout__V1__Actions *a)
 static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 {
     ro_session_t *s = c->owner;
+    ro_hub_t *h = s->hub;
     (void)keep;
     if (!s->listed)
         return;
@@ -356,10 +379,16 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
             on_actions(s, f->actions);
         break;
     case ROLLOUT__V1__FRAME__BODY_POLICY_PARAMS:
-        if (!s->trainer)
-            session_fail(s, RO_EPROTO, "only a trainer may push a policy");
+        if (!s->trainer && !(h->segs && h->o.on_policy))
+            session_fail(s, RO_EPROTO, "only a trainer (or a stream learner) may push a policy");
         else
             on_policy_params(s, f->policy_params);
+        break;
+    case ROLLOUT__V1__FRAME__BODY_SEGMENT_ACK:
+        if (!h->segs || s->trainer)
+            session_fail(s, RO_EPROTO, "a segment ack, but no segments were sent");
+        else
+            on_segment_ack(s, f->segment_ack);
         break;
     case ROLLOUT__V1__FRAME__BODY_GOODBYE:
         ro__conn_log(c, "said goodbye (%.100s)", f->goodbye->reason ? f->goodbye->reason : "");
@@ -443,7 +472,8 @@ static void on_watchdog(uv_timer_t *t)
     ro_session_t *s = h->sessions;
     while (s) {
         ro_session_t *next = s->next;
-        uint64_t sent = ro__flow_oldest_sent_ns(&s->flow);
+        uint64_t sent =
+            h->segs ? ro__sflow_oldest_sent_ns(&s->sflow) : ro__flow_oldest_sent_ns(&s->flow);
         if (!s->attached && hello_limit && s->accepted_ns + hello_limit < now) {
             h->stats.timed_out++;
             session_fail(s, RO_EPROTO, "no hello within %.1f s", h->o.hello_timeout_s);
@@ -453,8 +483,8 @@ static void on_watchdog(uv_timer_t *t)
              * learner may come back (rollout-learner reconnects after this
              * one, not after a protocol error). */
             h->stats.timed_out++;
-            session_fail(s, RO_ETIMEDOUT, "no actions for %.1f s, its envs move to other learners",
-                         (double)(now - sent) * 1e-9);
+            session_fail(s, RO_ETIMEDOUT, "no %s for %.1f s, its envs move to other learners",
+                         h->segs ? "segment ack" : "actions", (double)(now - sent) * 1e-9);
         }
         s = next;
     }
@@ -465,10 +495,14 @@ static void on_watchdog(uv_timer_t *t)
 static void hub_behaviour(ro_actor_t *self, ro_msg_t *msg)
 {
     ro_hub_t *h = ro__container_of(self, ro_hub_t, actor);
+    if (msg->type == RO_MSG_SEGMENT) {
+        on_segment(h, ro__container_of(msg, ro_segment_t, msg));
+        return;
+    }
     ro_step_batch_t *b = ro__step_batch_of(msg);
     if (msg->type == RO_MSG_SHARD_DONE) {
         ro_session_t *own = h->owner[b->index];
-        set_owner(h, b, NULL);
+        ro__hub_set_owner(h, b->index, b->n, NULL);
         h->active[b->index] = false;
         if (own)
             maybe_send(own); /* the others of its shards may all be waiting now */
@@ -568,14 +602,29 @@ fail:
     return rc;
 }
 
-ro_actor_t *ro__hub_actor(ro_hub_t *h)
+void ro__hub_stream(ro_hub_t *h, struct ro_seg_pool *pool, uint32_t window, uint32_t max_lag)
 {
-    return &h->actor;
+    h->segs = pool;
+    h->unroll = pool->lay.T;
+    h->window = window;
+    h->max_lag = max_lag;
+    h->seg_orphan_tail = &h->seg_orphans;
 }
 
-void ro__hub_address(const ro_hub_t *h, char *buf, size_t len)
+void ro__hub_policy_version(ro_hub_t *h, uint64_t version)
 {
-    snprintf(buf, len, "%s", h->addr);
+    h->version_now = version;
+}
+
+/* Goodbye to every session, and close it. */
+static void close_sessions(ro_hub_t *h)
+{
+    while (h->sessions) {
+        ro_session_t *s = h->sessions;
+        if (s->attached)
+            ro__conn_goodbye(&s->conn, "node stopping");
+        session_close(s, "node stopping");
+    }
 }
 
 void ro__hub_stop(ro_hub_t *h)
@@ -583,50 +632,19 @@ void ro__hub_stop(ro_hub_t *h)
     if (h->stopping)
         return;
     h->stopping = true;
-    while (h->sessions) {
-        ro_session_t *s = h->sessions;
-        if (s->attached)
-            ro__conn_goodbye(&s->conn, "node stopping");
-        session_close(s, "node stopping"); /* stops every shard it held */
+    if (h->segs) { /* the learners take what is still to come */
+        stream_check_done(h);
+        return;
     }
-    adopt_orphans(h); /* stopping: each is told to finish */
+    close_sessions(h); /* stops every shard each held */
+    adopt_orphans(h);  /* stopping: each is told to finish */
 }
 
 void ro__hub_close(ro_hub_t *h)
 {
+    close_sessions(h);
     uv_close((uv_handle_t *)&h->server, NULL);
     uv_close((uv_handle_t *)&h->timer, NULL);
     uv_close((uv_handle_t *)&h->watchdog, NULL);
     uv_close((uv_handle_t *)&h->async, NULL);
-}
-
-void ro__hub_stats(const ro_hub_t *h, ro_hub_stats_t *out)
-{
-    *out = h->stats;
-    uint64_t now = ro__now_ns();
-    /* At most --max-learners sessions and nshards orphans: cheap enough
-     * for the logger's once-a-second sample. */
-    for (const ro_session_t *s = h->sessions; s; s = s->next) {
-        if (s->attached && !s->trainer)
-            out->learners++;
-        out->envs_in_flight += s->flow.inflight_rows;
-        out->envs_unsent += s->flow.pending.rows;
-        uint64_t sent = ro__flow_oldest_sent_ns(&s->flow);
-        if (sent && now - sent > out->oldest_wait_ns)
-            out->oldest_wait_ns = now - sent;
-        out->queued_bytes += ro__conn_queued(&s->conn);
-    }
-    for (const ro_batch_item_t *it = h->orphan_head; it; it = it->next)
-        out->envs_unsent += it->rows;
-}
-
-void ro__hub_free(ro_hub_t *h)
-{
-    if (!h)
-        return;
-    free(h->owner);
-    free(h->active);
-    free(h->pool);
-    ro__obs_encoder_free(&h->enc);
-    free(h);
 }

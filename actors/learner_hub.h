@@ -76,6 +76,16 @@ typedef struct ro_hub_stats {
     uint32_t envs_unsent;    /* ready, waiting for a batch or a learner */
     uint64_t oldest_wait_ns; /* age of the oldest unanswered batch; 0 if none */
     uint64_t queued_bytes;   /* frames accepted by the kernel's queue, not yet sent */
+    uint64_t policy_pushes;  /* policies pushed by trainers or stream learners and accepted */
+    /* Stream mode (stream set). */
+    bool stream;
+    uint64_t segments_sent, segments_acked, segments_resent, segments_dropped_lag;
+    uint64_t segments_unsent_at_stop; /* dropped: the node stopped with no learner left */
+    uint64_t transitions_sent, transitions_acked;
+    uint32_t segments_in_flight;             /* sent, not yet acknowledged */
+    uint32_t segments_unsent;                /* waiting for their learner's window, or a learner */
+    uint64_t policy_lag_min, policy_lag_max; /* versions behind, at send */
+    double policy_lag_mean;
 } ro_hub_stats_t;
 
 /*
@@ -90,17 +100,34 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
                 uint32_t num_envs, const ro_space_t *obs, const ro_space_t *act,
                 ro_actor_t *control, const ro_hub_opts_t *o, char *err, size_t errlen);
 
+struct ro_seg_pool;
+
+/* ro__hub_stream switches a new hub to stream mode (docs/protocol.md): its
+ * learners get the segments of pool, each session at most `window`
+ * unacknowledged (unless its hello asks otherwise), none whose oldest
+ * action is more than max_lag policy versions behind (0: any). Shards go
+ * to local lanes; they send the hub their segments. Before the loop runs. */
+void ro__hub_stream(ro_hub_t *h, struct ro_seg_pool *pool, uint32_t window, uint32_t max_lag);
+
+/* ro__hub_policy_version tells the hub the version of the policy acting
+ * now (stream mode: the lag of what it sends). Loop thread. */
+void ro__hub_policy_version(ro_hub_t *h, uint64_t version);
+
 /* ro__hub_actor is the actor shards offer their step batches to. */
 ro_actor_t *ro__hub_actor(ro_hub_t *h);
 
 /* ro__hub_address writes the bound address ("127.0.0.1:40123"). */
 void ro__hub_address(const ro_hub_t *h, char *buf, size_t len);
 
-/* ro__hub_stop stops serving: says goodbye to every learner and tells
- * every shard it holds to finish. Loop thread; idempotent. */
+/* ro__hub_stop stops serving. Seed mode: says goodbye to every learner and
+ * tells every shard it holds to finish. Stream mode: takes no new learner;
+ * the learners attached get every segment still to come, and the hub sends
+ * its done message once they acknowledged them (or none is left). Loop
+ * thread; idempotent. */
 void ro__hub_stop(ro_hub_t *h);
 
-/* ro__hub_close closes every handle (after stop). Loop thread. */
+/* ro__hub_close says goodbye to the learners still attached and closes
+ * every handle (after stop). Loop thread. */
 void ro__hub_close(ro_hub_t *h);
 
 /* ro__hub_stats copies the counters and reads the gauges. Loop thread. */

@@ -20,6 +20,8 @@ enum ro_msg_type {
     /* recorder -> env actor: a chunk is yours; record the step, then report */
     RO_MSG_RECORD_RESUME,
     RO_MSG_RECORD_FAILED, /* recorder -> node: a write failed (--record-error stop) */
+    RO_MSG_SEGMENT,       /* env actor -> stream hub: a full trajectory segment */
+    RO_MSG_STREAM_RESUME, /* segment pool -> env actor: a segment is yours; fill it */
 };
 
 #endif

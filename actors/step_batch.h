@@ -55,6 +55,11 @@ typedef struct ro_step_batch {
     int32_t *act_i;          /* [n] discrete actions */
     float *act_f;            /* [n x act_dim] box actions */
     uint64_t policy_version; /* of the policy that chose these actions */
+    /* Stream mode: what the policy said of its actions (ro_act_stats_t);
+     * written only by a learner asked for them. */
+    float *logp;    /* [n] */
+    float *mean;    /* [n x act_dim], a box MLP's */
+    float *log_std; /* [act_dim], a box MLP's */
 } ro_step_batch_t;
 
 /* ro__step_batch_of finds the batch a to_learner message belongs to. */

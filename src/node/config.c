@@ -32,6 +32,8 @@ void ro__config_defaults(ro_config_t *c)
     c->learner_timeout = 30.0;
     c->hello_timeout = 10.0;
     c->numa_node = -1;
+    c->unroll = 32;
+    c->stream_window = 8;
 }
 
 /* --env-arg KEY=VALUE, repeatable. field: the config. */
@@ -79,7 +81,7 @@ static int parse_record_max_bytes(void *field, const char *value, char *err, siz
     return rc;
 }
 
-static const char *const learner_modes[] = {"local", "remote", NULL};
+static const char *const learner_modes[] = {"local", "remote", "stream", NULL};
 static const char *const record_full_modes[] = {"block", "drop", NULL};
 static const char *const record_error_modes[] = {"stop", "continue", NULL};
 
@@ -126,8 +128,17 @@ static const ro_flag_t node_flags[] = {
     {RO_FLAG_STRING, "save-policy", "FILE", AT(save_policy),
      .help = "write the policy's weights as PolicyParams"},
     {.kind = RO_FLAG_SECTION, .name = "remote learners (docs/protocol.md)"},
-    {RO_FLAG_CHOICE, "learner", "local|remote", AT(learner), .choices = learner_modes,
-     .help = "forward passes in this node (default), or by learners\nthat attach over TCP"},
+    {RO_FLAG_CHOICE, "learner", "local|remote|stream", AT(learner), .choices = learner_modes,
+     .help =
+         "forward passes in this node (default); by learners\nthat attach over TCP (SEED style); "
+         "or here, with\nevery transition streamed to learners that attach"},
+    {RO_FLAG_U32, "unroll", "T", AT(unroll), 1, 4096,
+     .help = "--learner stream: steps per trajectory segment (default 32)"},
+    {RO_FLAG_U32, "stream-window", "N", AT(stream_window), 1, 1024,
+     .help = "--learner stream: segments a learner may hold\nunacknowledged (default 8)"},
+    {RO_FLAG_U64, "max-policy-lag", "K", AT(max_policy_lag), 0, UINT32_MAX,
+     .help = "--learner stream: drop (and count) segments whose\noldest action is more than K "
+             "policy versions behind\n(default 0: never; a learner's hello may ask)"},
     {RO_FLAG_STRING, "listen", "HOST:PORT", AT(listen),
      .help = "where learners attach (default 127.0.0.1:5555; port 0\npicks a free one); with "
              "--learner local, where\ntrainers push new policy weights"},

@@ -14,7 +14,7 @@
 #include "rollout/env.h"
 
 /* Values of the choice flags, in the order --help lists them. */
-enum { RO_LEARNER_LOCAL = 0, RO_LEARNER_REMOTE = 1 };
+enum { RO_LEARNER_LOCAL = 0, RO_LEARNER_REMOTE = 1, RO_LEARNER_STREAM = 2 };
 enum { RO_RECORD_BLOCK = 0, RO_RECORD_DROP = 1 };
 enum { RO_RECORD_STOP = 0, RO_RECORD_CONTINUE = 1 };
 
@@ -39,7 +39,10 @@ typedef struct ro_config {
     bool quiet;              /* no live status line */
     bool check_finite;       /* validate every observation and reward */
     bool overcommit;         /* allow more workers than allowed CPUs */
-    int learner;             /* --learner: RO_LEARNER_LOCAL or RO_LEARNER_REMOTE */
+    int learner;             /* --learner: RO_LEARNER_LOCAL, _REMOTE or _STREAM */
+    uint32_t unroll;         /* --learner stream: steps per segment */
+    uint32_t stream_window;  /* --learner stream: segments a learner holds unacknowledged */
+    uint64_t max_policy_lag; /* --learner stream: drop segments older than this; 0: never */
     const char *listen;      /* HOST:PORT for remote learners */
     const char *token_file;  /* shared secret learners must present */
     uint32_t max_frame;      /* largest frame accepted from a learner */

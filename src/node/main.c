@@ -51,6 +51,19 @@ static void print_summary(const ro_summary_t *s, bool json)
     if (s->record_failed)
         fprintf(stderr, "record: a write failed; %llu steps were not recorded\n",
                 (unsigned long long)s->record_lost);
+    if (s->stream)
+        fprintf(stderr,
+                "stream: %llu transitions in %llu segments sent, %llu acknowledged, %llu resent, "
+                "%llu dropped for lag, %llu unsent | policy lag %llu..%llu (mean %.2f) | shards "
+                "waited %.2f s for learners\n",
+                (unsigned long long)s->stream_transitions_sent,
+                (unsigned long long)s->stream_segments_sent,
+                (unsigned long long)s->stream_segments_acked,
+                (unsigned long long)s->stream_segments_resent,
+                (unsigned long long)s->stream_segments_dropped_lag,
+                (unsigned long long)s->stream_segments_unsent,
+                (unsigned long long)s->policy_lag_min, (unsigned long long)s->policy_lag_max,
+                s->policy_lag_mean, s->stream_wait_s);
     if (s->pin_errors)
         fprintf(stderr, "warning: %d workers could not be pinned to their CPU\n", s->pin_errors);
     if (!json)
@@ -81,6 +94,22 @@ static void print_summary(const ro_summary_t *s, bool json)
                (unsigned long long)s->record_bytes, s->record_files,
                (unsigned long long)s->record_waits, s->record_io_busy_s,
                s->record_failed ? "true" : "false", (unsigned long long)s->record_lost);
+    if (s->stream)
+        printf(",\"stream_segments_sent\":%llu,\"stream_segments_acked\":%llu,"
+               "\"stream_segments_resent\":%llu,\"stream_segments_dropped_lag\":%llu,"
+               "\"stream_segments_unsent\":%llu,\"stream_transitions_sent\":%llu,"
+               "\"stream_transitions_acked\":%llu,\"policy_lag_min\":%llu,"
+               "\"policy_lag_max\":%llu,\"policy_lag_mean\":%.6f,\"stream_waits\":%llu,"
+               "\"stream_wait_s\":%.6f",
+               (unsigned long long)s->stream_segments_sent,
+               (unsigned long long)s->stream_segments_acked,
+               (unsigned long long)s->stream_segments_resent,
+               (unsigned long long)s->stream_segments_dropped_lag,
+               (unsigned long long)s->stream_segments_unsent,
+               (unsigned long long)s->stream_transitions_sent,
+               (unsigned long long)s->stream_transitions_acked,
+               (unsigned long long)s->policy_lag_min, (unsigned long long)s->policy_lag_max,
+               s->policy_lag_mean, (unsigned long long)s->stream_waits, s->stream_wait_s);
     print_placement_json(s);
     printf("}\n");
     fflush(stdout);

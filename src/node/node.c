@@ -37,6 +37,9 @@
  * least RING_MIN each): 12 MiB, drained every 50 ms, absorb 5 M records/s. */
 #define RING_TOTAL (1u << 18)
 #define RING_MIN (1u << 12)
+/* --learner stream: segments per shard, and the most memory they take. */
+#define STREAM_SEGS_PER_SHARD 4
+#define STREAM_POOL_BYTES (128u << 20)
 
 static void close_handle(uv_handle_t *h, void *arg)
 {
@@ -214,7 +217,10 @@ static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
 
 /* --learner remote: the hub takes the lanes' place; shards of env group l
  * still live on worker l's queue. */
-static int make_remote(ro_node_t *n, char *err, size_t errlen)
+/* The hub serving learners over TCP: with --learner remote in the lanes'
+ * place (shards of env group l still live on worker l's queue), with
+ * --learner stream beside the lanes, taking their segments. */
+static int make_hub(ro_node_t *n, char *err, size_t errlen)
 {
     int trc = load_token(n, err, errlen);
     if (trc)
@@ -222,6 +228,7 @@ static int make_remote(ro_node_t *n, char *err, size_t errlen)
     n->batch = n->cfg.batch ? n->cfg.batch : (n->cfg.num_envs + 1) / 2;
     if (n->batch < n->shard_size)
         n->batch = n->shard_size;
+    bool stream = n->cfg.learner == RO_LEARNER_STREAM;
     ro_hub_opts_t o = {
         .listen = n->cfg.listen ? n->cfg.listen : "127.0.0.1:5555",
         .token = n->cfg.token_file ? n->token : NULL,
@@ -235,6 +242,9 @@ static int make_remote(ro_node_t *n, char *err, size_t errlen)
         .seed = n->cfg.seed,
         .max_episode_steps = n->max_steps,
         .learners = true,
+        /* Stream learners (and trainers) push the weights the lanes act with. */
+        .on_policy = stream ? ro__node_policy_push : NULL,
+        .ctx = n,
     };
     n->batches = calloc(n->nshards, sizeof *n->batches);
     if (!n->batches)
@@ -245,7 +255,48 @@ static int make_remote(ro_node_t *n, char *err, size_t errlen)
                          &n->act_space, &n->control, &o, err, errlen);
     if (rc)
         return rc;
-    n->learners_expected = 1;
+    n->learners_expected = stream ? n->learners_expected + 1 : 1;
+    return 0;
+}
+
+/* --learner stream: the segment pool, a port per shard, lanes that report
+ * their actions' log-probabilities; the hub takes the segments. */
+static int make_stream(ro_node_t *n, char *err, size_t errlen)
+{
+    int rc = make_hub(n, err, errlen);
+    if (rc)
+        return rc;
+    uint32_t max_shard = 0;
+    for (uint32_t i = 0; i < n->nshards; i++)
+        max_shard = n->shards[i].xchg.n > max_shard ? n->shards[i].xchg.n : max_shard;
+    ro_seg_layout_t lay;
+    bool gaussian = ro__policy_log_std(n->policy) != NULL;
+    ro__seg_layout(&lay, n->cfg.unroll, &n->obs_space, &n->act_space, gaussian, max_shard);
+    /* One being filled and a few in flight per shard, within a memory cap:
+     * when learners fall behind, shards wait for segments (backpressure). */
+    uint64_t nsegs = (uint64_t)STREAM_SEGS_PER_SHARD * n->nshards;
+    if (nsegs * lay.bytes > STREAM_POOL_BYTES)
+        nsegs = STREAM_POOL_BYTES / lay.bytes;
+    if (nsegs < (uint64_t)n->nshards + 1)
+        nsegs = n->nshards + 1;
+    if (nsegs * lay.bytes > 4 * (uint64_t)STREAM_POOL_BYTES)
+        return ro__errorf(err, errlen, RO_ERANGE,
+                          "--unroll %u: a segment of %u steps of %u envs takes %zu bytes; use a "
+                          "smaller --unroll or --shard",
+                          n->cfg.unroll, n->cfg.unroll, max_shard, lay.bytes);
+    if (ro__seg_pool_init(&n->segs, &lay, (uint32_t)nsegs) != 0 ||
+        !(n->ports = calloc(n->nshards, sizeof *n->ports)))
+        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %llu stream segments",
+                          (unsigned long long)nsegs);
+    ro__hub_stream(n->hub, &n->segs, n->cfg.stream_window, (uint32_t)n->cfg.max_policy_lag);
+    ro__hub_policy_version(n->hub, ro__policy_version(n->policy));
+    for (uint32_t i = 0; i < n->nshards; i++) {
+        ro__stream_port_init(&n->ports[i], &n->segs, ro__hub_actor(n->hub), i, &n->shards[i].actor);
+        n->shards[i].stream = &n->ports[i];
+    }
+    for (uint32_t l = 0; l < n->nlanes; l++)
+        if (ro__learner_want_stats(&n->lanes[l]) != 0)
+            return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for the lanes' statistics");
     return 0;
 }
 
@@ -257,7 +308,7 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
     if (rc)
         return rc;
     if (n->cfg.learner == RO_LEARNER_REMOTE) {
-        if ((rc = make_remote(n, err, errlen)))
+        if ((rc = make_hub(n, err, errlen)))
             return rc;
     } else {
         n->lanes = ro__calloc_lines(n->nlanes, sizeof *n->lanes);
@@ -311,7 +362,9 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
             ro__env_shard_wire(&n->shards[i], &w);
         }
     }
-    if (!(n->cfg.learner == RO_LEARNER_REMOTE) && n->cfg.listen)
+    if (n->cfg.learner == RO_LEARNER_STREAM)
+        return make_stream(n, err, errlen);
+    if (n->cfg.learner == RO_LEARNER_LOCAL && n->cfg.listen)
         return make_trainer_listener(n, err, errlen);
     return 0;
 }
@@ -475,6 +528,9 @@ void ro_node_free(ro_node_t *n)
     }
     ro__hub_free(n->hub); /* its handles are closed now */
     free(n->batches);
+    free(n->ports);
+    if (n->segs.segs)
+        ro__seg_pool_free(&n->segs);
     ro__topology_free(&n->topo);
     free(n->plan);
     free(n);

@@ -38,7 +38,17 @@ typedef struct ro_summary {
     uint64_t batches_resent;    /* batches sent again after a learner left */
     uint64_t policy_pushes;     /* policies pushed by trainers and switched to */
     uint64_t policy_version;    /* version of the policy the lanes run now (0 if remote) */
-    int cpus;                   /* allowed CPUs */
+    /* --learner stream (stream set): what the learners were sent and took. */
+    bool stream;
+    uint64_t stream_segments_sent, stream_segments_acked, stream_segments_resent;
+    uint64_t stream_segments_dropped_lag; /* older than --max-policy-lag */
+    uint64_t stream_segments_unsent;      /* dropped: stopped with no learner left */
+    uint64_t stream_transitions_sent, stream_transitions_acked;
+    uint64_t policy_lag_min, policy_lag_max; /* versions behind when sent */
+    double policy_lag_mean;
+    uint64_t stream_waits; /* times a shard waited for a free segment */
+    double stream_wait_s;  /* shards' time waiting for one (summed over shards) */
+    int cpus;              /* allowed CPUs */
     int pin_errors;
     uint32_t num_envs;
     uint32_t shard;

@@ -18,6 +18,7 @@
 #include "actors/learner_hub.h"
 #include "actors/logger_actor.h"
 #include "actors/recorder_actor.h"
+#include "actors/segment.h"
 #include "envs/registry.h"
 #include "node/config.h"
 #include "policy/policy.h"
@@ -49,6 +50,8 @@ struct ro_node {
     uint32_t nlanes;           /* env groups: one per worker */
     ro_hub_t *hub;             /* --learner remote (or trainers on --listen): the TCP hub */
     ro_step_batch_t **batches; /* [nshards]: each shard's step batch, for the hub */
+    ro_seg_pool_t segs;        /* --learner stream: the segments */
+    ro_stream_port_t *ports;   /* --learner stream: [nshards] each shard's port */
     char token[256];
     ro_space_t obs_space, act_space; /* for the hub's welcome and pushed policies */
     /* A pushed policy being switched to (loop thread only). */

@@ -58,6 +58,8 @@ void ro__node_policy_switched(ro_node_t *n, ro_learner_t *l)
     }
     n->policy = n->swap_next;
     n->swap_next = NULL;
+    if (n->hub) /* stream mode: the lag of what it sends */
+        ro__hub_policy_version(n->hub, ro__policy_version(n->policy));
     n->swap_failed = false;
     n->policy_pushes++;
 }

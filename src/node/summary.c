@@ -71,6 +71,28 @@ void ro__node_check_placement(ro_node_t *n)
     }
 }
 
+static void stream_summary(const ro_node_t *n, const ro_hub_stats_t *rs, ro_summary_t *s)
+{
+    s->stream = true;
+    s->stream_segments_sent = rs->segments_sent;
+    s->stream_segments_acked = rs->segments_acked;
+    s->stream_segments_resent = rs->segments_resent;
+    s->stream_segments_dropped_lag = rs->segments_dropped_lag;
+    s->stream_segments_unsent = rs->segments_unsent_at_stop;
+    s->stream_transitions_sent = rs->transitions_sent;
+    s->stream_transitions_acked = rs->transitions_acked;
+    s->policy_lag_min = rs->policy_lag_min;
+    s->policy_lag_max = rs->policy_lag_max;
+    s->policy_lag_mean = rs->policy_lag_mean;
+    uint64_t wait_ns = 0;
+    for (uint32_t i = 0; i < n->nshards; i++) {
+        /* Relaxed: statistics; the workers are joined. */
+        wait_ns += atomic_load_explicit(&n->ports[i].wait_ns, memory_order_relaxed);
+        s->stream_waits += atomic_load_explicit(&n->ports[i].waits, memory_order_relaxed);
+    }
+    s->stream_wait_s = (double)wait_ns * 1e-9;
+}
+
 void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
 {
     memset(s, 0, sizeof *s);
@@ -130,10 +152,13 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
         ro__policy_describe(n->policy, s->policy, sizeof s->policy);
         s->policy_pushes = n->policy_pushes;
         s->policy_version = ro__policy_version(n->policy);
-        if (n->hub) { /* trainers may attach: count the bad ones */
+        if (n->hub) { /* trainers (or stream learners) attach: count them */
             ro_hub_stats_t rs;
             ro__hub_stats(n->hub, &rs);
             s->learners_rejected = rs.rejected;
+            s->learners_attached = rs.attached;
+            if (rs.stream)
+                stream_summary(n, &rs, s);
         }
     }
     s->numa_node = n->cfg.numa_node;

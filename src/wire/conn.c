@@ -49,6 +49,38 @@ int ro__conn_send(ro_conn_t *c, const ro_frame_t *f)
     return 0;
 }
 
+typedef struct bufs_req {
+    uv_write_t req;
+    ro_conn_written_fn written;
+    void *ctx;
+} bufs_req_t;
+
+static void on_bufs_written(uv_write_t *req, int status)
+{
+    bufs_req_t *w = (bufs_req_t *)req;
+    w->written(w->ctx, status);
+    free(w);
+}
+
+int ro__conn_send_bufs(ro_conn_t *c, const uv_buf_t *bufs, unsigned nbufs,
+                       ro_conn_written_fn written, void *ctx)
+{
+    if (c->closing || !c->open)
+        return RO_EIO;
+    if (ro__conn_queued(c) > c->max_queued)
+        return RO_ENOBUFS;
+    bufs_req_t *w = malloc(sizeof *w);
+    if (!w)
+        return RO_ENOMEM;
+    w->written = written;
+    w->ctx = ctx;
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, on_bufs_written) != 0) {
+        free(w);
+        return RO_EIO;
+    }
+    return 0;
+}
+
 void ro__conn_log(const ro_conn_t *c, const char *fmt, ...)
 {
     char msg[512];

@@ -93,6 +93,20 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
  * reading (over max_queued bytes waiting): the caller should close it. */
 int ro__conn_send(ro_conn_t *c, const ro_frame_t *f);
 
+/* A vectored send's completion: called once its bytes were handed to the
+ * kernel, or the connection closed first (status < 0). */
+typedef void (*ro_conn_written_fn)(void *ctx, int status);
+
+/*
+ * ro__conn_send_bufs queues bytes already framed by the caller (a frame
+ * laid out over several buffers, so that large arrays go out from where
+ * they lie, without a copy). The buffers must stay valid until written is
+ * called (also when this returns 0 and the connection closes). Returns
+ * as ro__conn_send; on an error written is not called.
+ */
+int ro__conn_send_bufs(ro_conn_t *c, const uv_buf_t *bufs, unsigned nbufs,
+                       ro_conn_written_fn written, void *ctx);
+
 /* ro__conn_queued returns the bytes accepted for writing, not yet sent. */
 size_t ro__conn_queued(const ro_conn_t *c);
 

@@ -1,0 +1,97 @@
+/*
+ * The remote-learner hub's insides, shared by learner_hub.c (the actor,
+ * sessions, frames, routing) and hub_state.c (bookkeeping that calls
+ * nothing of the hub: ownership counts, the welcome, statistics). Loop
+ * thread only, like everything of the hub.
+ */
+#ifndef RO_HUB_INTERNAL_H
+#define RO_HUB_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "actors/learner_hub.h"
+#include "actors/obs_codec.h"
+#include "actors/segment.h"
+#include "actors/session_flow.h"
+#include "actors/stream_flow.h"
+#include "wire/conn.h"
+#include "wire/pb_alloc.h"
+
+/* Bytes a session may have queued for writing before we call its learner a
+ * slow consumer and close it: it has stopped reading. */
+#define MAX_QUEUED_BYTES (64u << 20)
+
+typedef struct ro_session {
+    ro_conn_t conn;
+    ro_hub_t *hub;
+    ro_flow_t flow;   /* seed mode: its step batches */
+    ro_sflow_t sflow; /* stream mode: its segments */
+    bool attached;    /* hello accepted */
+    bool trainer;     /* role "trainer": pushes policies, holds no envs */
+    bool listed;      /* in the hub's list (until it starts closing) */
+    uint64_t accepted_ns;
+    uint64_t pushed_version; /* the version of its last accepted policy push */
+    struct ro_session *next;
+} ro_session_t;
+
+struct ro_hub {
+    /* Loop thread only. */
+    ro_actor_t actor;
+    uv_async_t async;
+    uv_loop_t *loop;
+    uv_tcp_t server;
+    uv_timer_t timer;    /* max-wait of partial batches */
+    uv_timer_t watchdog; /* learners that stopped answering */
+    ro_actor_t *control;
+    ro_msg_t done_msg;
+    ro_hub_opts_t o;
+    char token[256];
+    bool has_token;
+    char addr[80];
+
+    ro_step_batch_t *const *batches; /* [nshards], batches[i]->index == i */
+    uint32_t nshards;
+    uint32_t num_envs;
+    const ro_space_t *obs_space, *act_space;
+
+    ro_session_t **owner; /* [nshards] */
+    bool *active;         /* [nshards] not yet done */
+    uint32_t active_shards;
+    ro_batch_item_t *orphan_head, **orphan_tail; /* ready, no learner */
+
+    ro_session_t *sessions;
+    uint32_t nsessions; /* attached learners */
+    uint32_t nconns;    /* all open connections */
+
+    ro_sent_batch_t *pool; /* [nshards]: no more frames than shards are ever in flight */
+    ro_sent_batch_t *free_batches;
+    ro_obs_encoder_t enc;
+    ro_pb_alloc_t alloc; /* decodes every session's frames (each is freed at once) */
+
+    /* Stream mode (ro__hub_stream): the learners get segments; step
+     * batches go to local lanes and never come here. */
+    ro_seg_pool_t *segs; /* NULL in seed mode */
+    uint32_t unroll, window, max_lag;
+    uint64_t version_now;                         /* of the policy acting now */
+    ro_segment_t *seg_orphans, **seg_orphan_tail; /* ready, no learner */
+    bool done_sent;
+    ro_sflow_stats_t sst;
+
+    uint64_t node_id;
+    bool stopping;
+    bool timer_armed;
+    ro_hub_stats_t stats;
+};
+
+/* hub_state.c */
+/* ro__hub_least_loaded is the attached learner holding the fewest envs. */
+ro_session_t *ro__hub_least_loaded(ro_hub_t *h);
+/* ro__hub_set_owner moves shard i (rows envs) to session `to` (or none). */
+void ro__hub_set_owner(ro_hub_t *h, uint32_t i, uint32_t rows, ro_session_t *to);
+/* ro__hub_send_welcome answers a good hello. 0 or the conn's error. */
+int ro__hub_send_welcome(ro_session_t *s);
+
+#endif

@@ -1,0 +1,124 @@
+/*
+ * The hub's bookkeeping: which learner holds which shard, the welcome, the
+ * statistics. Calls nothing of learner_hub.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "actors/hub_internal.h"
+#include "runtime/clock.h"
+#include "wire/frame.h"
+
+ro_session_t *ro__hub_least_loaded(ro_hub_t *h)
+{
+    ro_session_t *best = NULL;
+    for (ro_session_t *s = h->sessions; s; s = s->next)
+        if (s->attached && !s->trainer && (!best || s->flow.owned_rows < best->flow.owned_rows))
+            best = s;
+    return best;
+}
+
+void ro__hub_set_owner(ro_hub_t *h, uint32_t i, uint32_t rows, ro_session_t *to)
+{
+    ro_session_t *from = h->owner[i];
+    if (from == to)
+        return;
+    if (from)
+        from->flow.owned_rows -= rows;
+    if (to)
+        to->flow.owned_rows += rows;
+    h->owner[i] = to;
+}
+
+int ro__hub_send_welcome(ro_session_t *s)
+{
+    ro_hub_t *h = s->hub;
+    Rollout__V1__Space os = ROLLOUT__V1__SPACE__INIT, as = ROLLOUT__V1__SPACE__INIT;
+    uint32_t oshape[RO_SPACE_MAX_DIMS], ashape[RO_SPACE_MAX_DIMS];
+    ro__wire_space(&os, h->obs_space, oshape);
+    ro__wire_space(&as, h->act_space, ashape);
+    Rollout__V1__EnvSpec spec = ROLLOUT__V1__ENV_SPEC__INIT;
+    spec.env = (char *)h->o.env_name;
+    spec.observation = &os;
+    spec.action = &as;
+    spec.num_envs = h->num_envs;
+    spec.max_episode_steps = h->o.max_episode_steps;
+    Rollout__V1__Welcome w = ROLLOUT__V1__WELCOME__INIT;
+    w.protocol_version = RO_PROTOCOL_VERSION;
+    w.node_id = h->node_id;
+    w.spec = &spec;
+    w.seed = h->o.seed;
+    w.max_frame = (uint32_t)h->o.max_frame;
+    if (h->segs) {
+        w.mode = "stream";
+        w.unroll = h->unroll;
+        w.policy_version = h->version_now;
+    } else {
+        w.mode = "seed";
+    }
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;
+    f.welcome = &w;
+    return ro__conn_send(&s->conn, &f);
+}
+
+ro_actor_t *ro__hub_actor(ro_hub_t *h)
+{
+    return &h->actor;
+}
+
+void ro__hub_address(const ro_hub_t *h, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", h->addr);
+}
+
+void ro__hub_stats(const ro_hub_t *h, ro_hub_stats_t *out)
+{
+    *out = h->stats;
+    uint64_t now = ro__now_ns();
+    /* At most --max-learners sessions and nshards orphans: cheap enough
+     * for the logger's once-a-second sample. */
+    for (const ro_session_t *s = h->sessions; s; s = s->next) {
+        if (s->attached && !s->trainer)
+            out->learners++;
+        out->envs_in_flight += s->flow.inflight_rows;
+        out->envs_unsent += s->flow.pending.rows;
+        uint64_t sent = ro__flow_oldest_sent_ns(&s->flow);
+        if (sent && now - sent > out->oldest_wait_ns)
+            out->oldest_wait_ns = now - sent;
+        out->queued_bytes += ro__conn_queued(&s->conn);
+    }
+    for (const ro_batch_item_t *it = h->orphan_head; it; it = it->next)
+        out->envs_unsent += it->rows;
+    if (!h->segs)
+        return;
+    out->stream = true;
+    out->segments_sent = h->sst.sent;
+    out->segments_acked = h->sst.acked;
+    out->segments_dropped_lag = h->sst.dropped_lag;
+    out->transitions_sent = h->sst.transitions_sent;
+    out->transitions_acked = h->sst.transitions_acked;
+    out->policy_lag_min = h->sst.lag_min;
+    out->policy_lag_max = h->sst.lag_max;
+    out->policy_lag_mean = h->sst.lag_count ? (double)h->sst.lag_sum / (double)h->sst.lag_count : 0;
+    for (const ro_session_t *s = h->sessions; s; s = s->next) {
+        out->segments_in_flight += s->sflow.sent;
+        out->segments_unsent += s->sflow.pending;
+        uint64_t sent = ro__sflow_oldest_sent_ns(&s->sflow);
+        if (sent && now - sent > out->oldest_wait_ns)
+            out->oldest_wait_ns = now - sent;
+    }
+    for (const ro_segment_t *g = h->seg_orphans; g; g = g->next)
+        out->segments_unsent++;
+}
+
+void ro__hub_free(ro_hub_t *h)
+{
+    if (!h)
+        return;
+    free(h->owner);
+    free(h->active);
+    free(h->pool);
+    ro__obs_encoder_free(&h->enc);
+    free(h);
+}

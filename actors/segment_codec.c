@@ -1,0 +1,183 @@
+#include "actors/segment_codec.h"
+
+#include <string.h>
+
+#include "wire/varint.h"
+
+/* Protobuf wire types. */
+#define VARINT 0
+#define LEN 2
+
+static size_t tag_size(uint32_t field)
+{
+    return ro__varint_size((uint64_t)field << 3);
+}
+
+/* Bytes of a varint field, 0 if it is 0 (proto3 leaves it out). */
+static size_t uint_field_size(uint32_t field, uint64_t v)
+{
+    return v ? tag_size(field) + ro__varint_size(v) : 0;
+}
+
+static size_t len_field_size(uint32_t field, size_t len)
+{
+    return tag_size(field) + ro__varint_size(len) + len;
+}
+
+static uint8_t *put_tag(uint8_t *p, uint32_t field, int type)
+{
+    return p + ro__varint_put(p, (uint64_t)field << 3 | (uint64_t)type);
+}
+
+static uint8_t *put_uint_field(uint8_t *p, uint32_t field, uint64_t v)
+{
+    if (!v)
+        return p;
+    p = put_tag(p, field, VARINT);
+    return p + ro__varint_put(p, v);
+}
+
+static uint8_t *put_len(uint8_t *p, uint32_t field, size_t len)
+{
+    p = put_tag(p, field, LEN);
+    return p + ro__varint_put(p, len);
+}
+
+static const uint8_t col_dtype[RO_SEG_NCOLS] = {
+    [RO_SEG_OBS] = RO_DT_FLOAT32,           [RO_SEG_LOGP] = RO_DT_FLOAT32,
+    [RO_SEG_MEAN] = RO_DT_FLOAT32,          [RO_SEG_LOG_STD] = RO_DT_FLOAT32,
+    [RO_SEG_REWARD] = RO_DT_FLOAT32,        [RO_SEG_TERMINATED] = RO_DT_UINT8,
+    [RO_SEG_TRUNCATED] = RO_DT_UINT8,       [RO_SEG_IS_FIRST] = RO_DT_UINT8,
+    [RO_SEG_EPISODE] = RO_DT_UINT32,        [RO_SEG_STEP] = RO_DT_UINT32,
+    [RO_SEG_POLICY_VERSION] = RO_DT_UINT64, [RO_SEG_NEXT_OBS] = RO_DT_FLOAT32,
+    [RO_SEG_FINAL_INDEX] = RO_DT_INT32,     [RO_SEG_FINAL_OBS] = RO_DT_FLOAT32,
+};
+
+/* Column c's shape in s: returns its dimensions. */
+static uint32_t col_shape(const ro_segment_t *s, int c, uint32_t *shape)
+{
+    const ro_seg_layout_t *lay = s->lay;
+    uint32_t k = 0;
+    switch (c) {
+    case RO_SEG_OBS:
+    case RO_SEG_MEAN:
+    case RO_SEG_ACTION:
+    case RO_SEG_LOGP:
+    case RO_SEG_REWARD:
+    case RO_SEG_TERMINATED:
+    case RO_SEG_TRUNCATED:
+    case RO_SEG_IS_FIRST:
+    case RO_SEG_EPISODE:
+    case RO_SEG_STEP:
+        shape[k++] = s->t;
+        shape[k++] = s->n;
+        break;
+    case RO_SEG_LOG_STD:
+    case RO_SEG_POLICY_VERSION:
+        shape[k++] = s->t;
+        break;
+    case RO_SEG_NEXT_OBS:
+        shape[k++] = s->n;
+        break;
+    default: /* final_index, final_obs */
+        shape[k++] = s->nfinal;
+        break;
+    }
+    if (c == RO_SEG_OBS || c == RO_SEG_NEXT_OBS || c == RO_SEG_FINAL_OBS)
+        for (uint32_t d = 0; d < lay->obs_ndim; d++)
+            shape[k++] = lay->obs_shape[d];
+    if (c == RO_SEG_MEAN || c == RO_SEG_LOG_STD || (c == RO_SEG_ACTION && !lay->discrete))
+        shape[k++] = lay->act_dim;
+    return k;
+}
+
+static uint8_t dtype_of(const ro_segment_t *s, int c)
+{
+    if (c == RO_SEG_ACTION)
+        return s->lay->discrete ? RO_DT_INT32 : RO_DT_FLOAT32;
+    return col_dtype[c];
+}
+
+/* The bytes of NamedTensor c without its data, and the data's length. */
+static size_t tensor_size(const ro_segment_t *s, int c, size_t *data)
+{
+    uint32_t shape[8];
+    uint32_t nd = col_shape(s, c, shape);
+    size_t packed = 0;
+    for (uint32_t d = 0; d < nd; d++)
+        packed += ro__varint_size(shape[d]);
+    *data = ro__seg_col_bytes(s, c);
+    const char *name = ro__seg_col_name(c);
+    return len_field_size(1, strlen(name)) + uint_field_size(2, dtype_of(s, c)) +
+           (packed ? len_field_size(3, packed) : 0) + (*data ? len_field_size(4, *data) : 0);
+}
+
+static uint8_t *put_tensor_header(uint8_t *p, const ro_segment_t *s, int c, size_t body,
+                                  size_t data)
+{
+    uint32_t shape[8];
+    uint32_t nd = col_shape(s, c, shape);
+    size_t packed = 0;
+    for (uint32_t d = 0; d < nd; d++)
+        packed += ro__varint_size(shape[d]);
+    p = put_len(p, 9, body); /* Segment.tensors */
+    const char *name = ro__seg_col_name(c);
+    size_t nl = strlen(name);
+    p = put_len(p, 1, nl);
+    memcpy(p, name, nl);
+    p += nl;
+    p = put_uint_field(p, 2, dtype_of(s, c));
+    if (packed) {
+        p = put_len(p, 3, packed);
+        for (uint32_t d = 0; d < nd; d++)
+            p += ro__varint_put(p, shape[d]);
+    }
+    if (data)
+        p = put_len(p, 4, data); /* the bytes follow, from the segment */
+    return p;
+}
+
+void ro__seg_wire_build(ro_seg_wire_t *w, const ro_segment_t *s, uint64_t seq)
+{
+    /* Sizes first: every length prefix precedes what it counts. */
+    size_t body[RO_SEG_NCOLS], data[RO_SEG_NCOLS];
+    size_t seg = uint_field_size(1, seq) + uint_field_size(2, s->shard) +
+                 uint_field_size(3, s->shard_seq) + uint_field_size(4, s->first_env) +
+                 uint_field_size(5, s->t) + uint_field_size(6, s->n) +
+                 uint_field_size(7, s->version_min) + uint_field_size(8, s->version_max);
+    for (int c = 0; c < RO_SEG_NCOLS; c++) {
+        body[c] = s->col[c] ? tensor_size(s, c, &data[c]) : 0;
+        if (s->col[c])
+            seg += len_field_size(9, body[c]);
+    }
+    size_t frame = len_field_size(9, seg); /* Frame.segment */
+
+    uint8_t *p = w->hdr;
+    uint8_t *start = p;
+    w->nbufs = 0;
+    p += ro__varint_put(p, frame); /* the length-delimited framing */
+    p = put_len(p, 9, seg);
+    p = put_uint_field(p, 1, seq);
+    p = put_uint_field(p, 2, s->shard);
+    p = put_uint_field(p, 3, s->shard_seq);
+    p = put_uint_field(p, 4, s->first_env);
+    p = put_uint_field(p, 5, s->t);
+    p = put_uint_field(p, 6, s->n);
+    p = put_uint_field(p, 7, s->version_min);
+    p = put_uint_field(p, 8, s->version_max);
+    for (int c = 0; c < RO_SEG_NCOLS; c++) {
+        if (!s->col[c])
+            continue;
+        p = put_tensor_header(p, s, c, body[c], data[c]);
+        if (!data[c])
+            continue;
+        /* Headers so far in one buffer, then the column where it lies. */
+        w->bufs[w->nbufs++] = uv_buf_init((char *)start, (unsigned)(p - start));
+        w->bufs[w->nbufs++] = uv_buf_init((char *)s->col[c], (unsigned)data[c]);
+        start = p;
+    }
+    if (p > start)
+        w->bufs[w->nbufs++] = uv_buf_init((char *)start, (unsigned)(p - start));
+    w->used = (size_t)(p - w->hdr);
+    w->bytes = ro__varint_size(frame) + frame;
+}

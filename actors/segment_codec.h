@@ -1,0 +1,34 @@
+/*
+ * A segment on the wire: Frame{segment: Segment{..., tensors}} in
+ * protobuf's own encoding, laid out as buffers for one vectored write: the
+ * small headers in a scratch of the write, each column's bytes where they
+ * lie in the segment (no copy). The bytes are those protobuf-c would pack
+ * for the same message (tests/actors/test_segment_codec.c checks it).
+ */
+#ifndef RO_SEGMENT_CODEC_H
+#define RO_SEGMENT_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "actors/segment.h"
+
+/* Buffers of one segment's frame: at most a prefix plus a header and the
+ * data of each column. */
+#define RO_SEG_WIRE_BUFS (1 + 2 * RO_SEG_NCOLS)
+
+typedef struct ro_seg_wire {
+    uv_buf_t bufs[RO_SEG_WIRE_BUFS];
+    unsigned nbufs;
+    size_t bytes; /* the whole frame, length prefix included */
+    size_t used;  /* of hdr */
+    uint8_t hdr[2048];
+} ro_seg_wire_t;
+
+/* ro__seg_wire_build lays out s as a frame with connection sequence seq.
+ * w->bufs point into w->hdr and into s. */
+void ro__seg_wire_build(ro_seg_wire_t *w, const ro_segment_t *s, uint64_t seq);
+
+#endif
