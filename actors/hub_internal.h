@@ -12,7 +12,7 @@
 
 #include <uv.h>
 
-#include "actors/learner_hub.h"
+#include "actors/hub_types.h"
 #include "actors/obs_codec.h"
 #include "actors/segment.h"
 #include "actors/session_flow.h"

@@ -10,6 +10,7 @@
 #include "policy/activation.h"
 #include "runtime/error.h"
 #include "runtime/numa_mem.h"
+#include "policy/logp.h"
 #include "policy/params.h"
 
 /*
@@ -584,41 +585,6 @@ static void sample_random(const ro_policy_t *p, ro_rng_t *rng, int32_t *ai, floa
     }
 }
 
-/* log p(a) of a uniform draw: of one of n actions, or in the box. */
-static float random_logp(const ro_policy_t *p)
-{
-    if (p->act_kind == RO_SPACE_DISCRETE)
-        return -logf((float)p->nout);
-    double s = 0.0;
-    for (uint32_t j = 0; j < p->act_dim; j++)
-        s += log((double)p->high[j] - (double)p->low[j]);
-    return (float)-s;
-}
-
-/* log softmax(z)[a], by the same max-shifted sum sampling uses. */
-static float categorical_logp(const float *z, uint32_t n, int32_t a)
-{
-    float m = z[0];
-    for (uint32_t j = 1; j < n; j++)
-        m = z[j] > m ? z[j] : m;
-    double total = 0.0;
-    for (uint32_t j = 0; j < n; j++)
-        total += expf(z[j] - m);
-    return (float)((double)(z[a] - m) - log(total));
-}
-
-/* log N(a; mean, std) summed over the dimensions. */
-static float gaussian_logp(const ro_policy_t *p, const float *mean, const float *a)
-{
-    static const double half_log_2pi = 0.91893853320467274178;
-    double s = 0.0;
-    for (uint32_t j = 0; j < p->act_dim; j++) {
-        double u = ((double)a[j] - (double)mean[j]) / (double)p->std[j];
-        s += -0.5 * u * u - (double)p->params.log_std[j] - half_log_2pi;
-    }
-    return (float)s;
-}
-
 const float *ro__policy_log_std(const ro_policy_t *p)
 {
     return p->kind == RO_POLICY_MLP && p->act_kind == RO_SPACE_BOX ? p->params.log_std : NULL;
@@ -633,8 +599,11 @@ void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng
         for (uint32_t i = 0; i < n; i++)
             sample_random(p, rngs[i], act_i ? act_i + i : NULL,
                           act_f ? act_f + (size_t)i * p->act_dim : NULL);
+        float lp = p->act_kind == RO_SPACE_DISCRETE
+                       ? ro__logp_uniform_discrete(p->nout)
+                       : ro__logp_uniform_box(p->low, p->high, p->act_dim);
         for (uint32_t i = 0; logp && i < n; i++)
-            logp[i] = random_logp(p);
+            logp[i] = lp;
         return;
     }
     const uint32_t ld = p->dense[p->nlayers - 1].ldw;
@@ -647,13 +616,13 @@ void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng
             if (p->act_kind == RO_SPACE_DISCRETE) {
                 act_i[r] = sample_categorical(z, p->nout, ws->probs, rngs[r]);
                 if (logp)
-                    logp[r] = categorical_logp(z, p->nout, act_i[r]);
+                    logp[r] = ro__logp_categorical(z, p->nout, act_i[r]);
                 continue;
             }
             float *a = act_f + r * p->act_dim;
             sample_gaussian(p, z, rngs[r], a);
             if (logp)
-                logp[r] = gaussian_logp(p, z, a);
+                logp[r] = ro__logp_gaussian(z, a, p->std, p->params.log_std, p->act_dim);
             if (mean)
                 memcpy(mean + r * p->act_dim, z, p->act_dim * sizeof(float));
         }
