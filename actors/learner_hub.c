@@ -163,13 +163,11 @@ static void stream_send(ro_session_t *s)
 static void on_segment_ack(ro_session_t *s, const Rollout__V1__SegmentAck *a)
 {
     ro_hub_t *h = s->hub;
-    ro_segment_t *freed = NULL;
     char err[200];
-    if (ro__sflow_ack(&s->sflow, a->seq, &freed, &h->sst, err, sizeof err) != 0) {
+    if (ro__sflow_ack(&s->sflow, a->seq, &h->sst, err, sizeof err) != 0) {
         session_fail(s, RO_EPROTO, "%s", err);
         return;
     }
-    ro__seg_pool_give(h->segs, freed); /* waiting shards go on */
     stream_send(s);
     stream_check_done(h);
 }

@@ -107,6 +107,7 @@ int ro__seg_pool_init(ro_seg_pool_t *p, const ro_seg_layout_t *lay, uint32_t nse
     for (uint32_t i = 0; i < nsegs; i++) {
         ro_segment_t *s = &p->segs[i];
         s->lay = &p->lay;
+        s->pool = p;
         s->msg.type = RO_MSG_SEGMENT;
         s->mem = (char *)p->mem + (size_t)i * lay->bytes;
         char *m = s->mem;
@@ -164,6 +165,7 @@ static void start_segment(ro_stream_port_t *p, ro_segment_t *s)
     s->nfinal = 0;
     s->last = false;
     s->conn_seq = 0;
+    s->acked = false;
     s->next = NULL;
     p->cur = s;
 }

@@ -66,6 +66,7 @@ typedef struct ro_segment {
     ro_msg_t msg;            /* env actor -> stream hub: full (RO_MSG_SEGMENT) */
     struct ro_segment *next; /* the hub's queues */
     const ro_seg_layout_t *lay;
+    struct ro_seg_pool *pool; /* where it goes back */
 
     /* Set by the env actor before the hand-over. */
     uint32_t shard, first_env, n;
@@ -79,6 +80,7 @@ typedef struct ro_segment {
     uint64_t conn_seq; /* its seq on the connection it was sent on; 0: unsent */
     uint64_t sent_ns;
     uint32_t writing; /* writes of its frame not yet done */
+    bool acked;       /* acknowledged while still being written: freed when written */
 
     void *col[RO_SEG_NCOLS]; /* each column's array, in mem */
     void *mem;

@@ -46,9 +46,15 @@ typedef struct seg_write {
 static void on_written(void *ctx, int status)
 {
     seg_write_t *w = ctx;
+    ro_segment_t *s = w->seg;
     (void)status; /* a failed write shows up as the session's close */
-    w->seg->writing--;
     free(w);
+    /* libuv calls back a loop turn after the bytes went to the kernel: an
+     * ack (read in that turn) may come first. */
+    if (--s->writing == 0 && s->acked) {
+        s->next = NULL;
+        ro__seg_pool_give(s->pool, s);
+    }
 }
 
 int ro__sflow_send(ro_sflow_t *f, ro_conn_t *c, uint64_t version_now, ro_segment_t **dropped,
@@ -89,27 +95,29 @@ int ro__sflow_send(ro_sflow_t *f, ro_conn_t *c, uint64_t version_now, ro_segment
     return 0;
 }
 
-int ro__sflow_ack(ro_sflow_t *f, uint64_t seq, ro_segment_t **freed, ro_sflow_stats_t *st,
-                  char *err, size_t errlen)
+int ro__sflow_ack(ro_sflow_t *f, uint64_t seq, ro_sflow_stats_t *st, char *err, size_t errlen)
 {
     if (seq >= f->next_seq)
         return ro__errorf(err, errlen, RO_EPROTO, "ack for segment %llu, which was never sent",
                           (unsigned long long)seq);
-    for (ro_segment_t *s = f->sent_head; s && s->conn_seq <= seq; s = s->next)
-        if (s->writing)
-            return ro__errorf(err, errlen, RO_EPROTO, "ack for segment %llu before it was written",
-                              (unsigned long long)s->conn_seq);
+    ro_segment_t *freed = NULL;
     while (f->sent_head && f->sent_head->conn_seq <= seq) {
         ro_segment_t *s = f->sent_head;
         f->sent_head = s->next;
         f->sent--;
         st->acked++;
         st->transitions_acked += (uint64_t)s->t * s->n;
-        s->next = *freed;
-        *freed = s;
+        if (s->writing) { /* freed once written (on_written) */
+            s->acked = true;
+            continue;
+        }
+        s->next = freed;
+        freed = s;
     }
     if (!f->sent_head)
         f->sent_tail = &f->sent_head;
+    if (freed)
+        ro__seg_pool_give(freed->pool, freed); /* waiting shards go on */
     return 0;
 }
 

@@ -48,10 +48,9 @@ int ro__sflow_send(ro_sflow_t *f, ro_conn_t *c, uint64_t version_now, ro_segment
                    ro_sflow_stats_t *st);
 
 /* ro__sflow_ack takes an acknowledgement of every segment up to seq: they
- * go to *freed (give them back). Returns 0, or RO_EPROTO with one line in
- * err for a seq that was never sent or not yet fully written. */
-int ro__sflow_ack(ro_sflow_t *f, uint64_t seq, ro_segment_t **freed, ro_sflow_stats_t *st,
-                  char *err, size_t errlen);
+ * go back to their pool (once their frame is written). Returns 0, or
+ * RO_EPROTO with one line in err for a seq that was never sent. */
+int ro__sflow_ack(ro_sflow_t *f, uint64_t seq, ro_sflow_stats_t *st, char *err, size_t errlen);
 
 /* ro__sflow_reclaim empties the session: sent segments in order, then
  * pending ones; *resent counts the sent ones. */

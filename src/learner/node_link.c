@@ -251,8 +251,15 @@ static void on_connect(ro_conn_t *c, int status)
     ro__conn_send(&l->conn, &f);
 }
 
+static bool on_raw(ro_conn_t *c, const uint8_t *body, size_t len)
+{
+    ro_link_t *l = c->owner;
+    return l->welcomed && l->o.ops->on_raw && l->o.ops->on_raw(l, body, len);
+}
+
 static const ro_conn_ops_t link_conn_ops = {
     .on_frame = on_frame,
+    .on_raw = on_raw,
     .on_connect = on_connect,
     .on_closed = on_closed,
 };

@@ -35,6 +35,9 @@ typedef struct ro_link_ops {
     /* Any other frame of a welcomed connection but goodbye and error: set
      * *keep to keep it (free it with ro__frame_free(&l->alloc, f)). */
     void (*on_frame)(ro_link_t *l, ro_frame_t *f, bool *keep);
+    /* Optional: a welcomed connection's frame bytes, before decoding (valid
+     * during the call); true if handled in place (stream segments). */
+    bool (*on_raw)(ro_link_t *l, const uint8_t *body, size_t len);
     /* The connection of generation l->gen closed: what came on it is void.
      * Then l->done tells whether the link is over (else it reconnects). */
     void (*on_down)(ro_link_t *l);

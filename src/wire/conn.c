@@ -172,6 +172,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     while (!c->closing) {
         ro_frame_t *f = NULL;
         char err[256];
+        if (c->ops->on_raw) {
+            const uint8_t *body;
+            size_t len;
+            int prc = ro__frame_reader_peek(&c->rd, &body, &len, err, sizeof err);
+            if (prc == 0)
+                return;
+            if (prc > 0 && c->ops->on_raw(c, body, len)) {
+                if (!c->closing)
+                    ro__frame_reader_skip(&c->rd);
+                continue;
+            }
+        }
         int rc = ro__frame_reader_next(&c->rd, &f, err, sizeof err);
         if (rc == 0)
             return;

@@ -32,6 +32,10 @@ typedef struct ro_conn_ops {
      * ro__frame_free and c->alloc); otherwise it is freed on return. May
      * close c. */
     void (*on_frame)(ro_conn_t *c, ro_frame_t *f, bool *keep);
+    /* Optional, called first with each frame's bytes (no length prefix;
+     * valid during the call): return true if it was handled in place (not
+     * decoded then). May close c. */
+    bool (*on_raw)(ro_conn_t *c, const uint8_t *body, size_t len);
     /* ro__conn_connect finished: status 0, or a libuv error (the
      * connection is then closing). NULL for accepted connections. */
     void (*on_connect)(ro_conn_t *c, int status);

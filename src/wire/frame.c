@@ -65,38 +65,36 @@ int ro__frame_reader_feed(ro_frame_reader_t *r, const void *data, size_t n)
     return 0;
 }
 
-int ro__frame_reader_next(ro_frame_reader_t *r, ro_frame_t **out, char *err, size_t errlen)
+int ro__frame_reader_peek(ro_frame_reader_t *r, const uint8_t **body, size_t *len, char *err,
+                          size_t errlen)
 {
     const uint8_t *p = r->buf + r->start;
     size_t avail = r->len - r->start;
-    uint64_t body;
-    int k = ro__varint_get(p, avail, &body);
+    uint64_t n;
+    int k = ro__varint_get(p, avail, &n);
     if (k < 0)
         return ro__errorf(err, errlen, RO_EBADMSG, "malformed length prefix at byte %llu",
                           (unsigned long long)r->offset);
     if (k == 0)
         return 0;
-    if (body > r->max_frame)
+    if (n > r->max_frame)
         return ro__errorf(err, errlen, RO_EMSGSIZE,
                           "frame of %llu bytes at byte %llu exceeds the limit of %zu",
-                          (unsigned long long)body, (unsigned long long)r->offset, r->max_frame);
-    if (avail - (size_t)k < body)
+                          (unsigned long long)n, (unsigned long long)r->offset, r->max_frame);
+    if (avail - (size_t)k < n)
         return 0;
-    ro_frame_t *f = rollout__v1__frame__unpack(&r->alloc->base, (size_t)body, p + k);
-    if (!f) {
-        if (ro__pb_alloc_refused(r->alloc))
-            return ro__errorf(err, errlen, RO_EMSGSIZE,
-                              "frame of %llu bytes at byte %llu decodes into more than the %zu "
-                              "bytes allowed",
-                              (unsigned long long)body, (unsigned long long)r->offset,
-                              r->alloc->limit);
-        return ro__errorf(err, errlen, RO_EBADMSG,
-                          "frame of %llu bytes at byte %llu is not a valid Frame message",
-                          (unsigned long long)body, (unsigned long long)r->offset);
-    }
-    size_t used = (size_t)k + (size_t)body;
+    *body = p + k;
+    *len = (size_t)n;
+    r->peeked = (size_t)k + (size_t)n;
+    return 1;
+}
+
+/* The peeked (or decoded) frame of used bytes is done with. */
+static void consume(ro_frame_reader_t *r, size_t used)
+{
     r->start += used;
     r->offset += used;
+    r->peeked = 0;
     if (r->start == r->len) {
         r->start = r->len = 0;
         /* Give back memory a huge frame made us take. */
@@ -108,6 +106,32 @@ int ro__frame_reader_next(ro_frame_reader_t *r, ro_frame_t **out, char *err, siz
             }
         }
     }
+}
+
+void ro__frame_reader_skip(ro_frame_reader_t *r)
+{
+    consume(r, r->peeked);
+}
+
+int ro__frame_reader_next(ro_frame_reader_t *r, ro_frame_t **out, char *err, size_t errlen)
+{
+    const uint8_t *body;
+    size_t len;
+    int rc = ro__frame_reader_peek(r, &body, &len, err, errlen);
+    if (rc <= 0)
+        return rc;
+    ro_frame_t *f = rollout__v1__frame__unpack(&r->alloc->base, len, body);
+    if (!f) {
+        if (ro__pb_alloc_refused(r->alloc))
+            return ro__errorf(err, errlen, RO_EMSGSIZE,
+                              "frame of %zu bytes at byte %llu decodes into more than the %zu "
+                              "bytes allowed",
+                              len, (unsigned long long)r->offset, r->alloc->limit);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "frame of %zu bytes at byte %llu is not a valid Frame message", len,
+                          (unsigned long long)r->offset);
+    }
+    consume(r, r->peeked);
     *out = f;
     return 1;
 }

@@ -31,6 +31,7 @@ typedef struct ro_frame_reader {
     size_t cap;           /* grows up to one frame, its prefix and one read */
     size_t max_frame;     /* largest accepted frame body; the owner may change it */
     uint64_t offset;      /* stream offset of buf[start], for messages */
+    size_t peeked;        /* bytes of the frame peek found (prefix included) */
     ro_pb_alloc_t *alloc; /* decodes; the caller's, shared by whatever it reads */
 } ro_frame_reader_t;
 
@@ -59,6 +60,15 @@ int ro__frame_reader_feed(ro_frame_reader_t *r, const void *data, size_t n);
  * resynchronised: close it.
  */
 int ro__frame_reader_next(ro_frame_reader_t *r, ro_frame_t **out, char *err, size_t errlen);
+
+/* ro__frame_reader_peek finds the next complete frame without decoding it:
+ * returns 1 with *body, *len pointing into the reader (valid until the next
+ * call on it), 0 if more bytes are needed, or a negative code as next().
+ * ro__frame_reader_skip then consumes it. For frames read in place
+ * (stream-mode segments: wire/segment_view.h). */
+int ro__frame_reader_peek(ro_frame_reader_t *r, const uint8_t **body, size_t *len, char *err,
+                          size_t errlen);
+void ro__frame_reader_skip(ro_frame_reader_t *r);
 
 /* ro__frame_free frees a frame decoded with alloc. */
 void ro__frame_free(ro_pb_alloc_t *alloc, ro_frame_t *f);

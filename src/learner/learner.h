@@ -1,0 +1,88 @@
+/*
+ * rollout-learner's state, shared by main.c (start-up, signals, the
+ * summary) and serve.c (links' callbacks, the spec, jobs): main.c calls
+ * serve.c, never the other way. Loop thread, except where a field says a
+ * lane touches it.
+ */
+#ifndef RO_LEARNER_H
+#define RO_LEARNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "actors/batcher.h"
+#include "learner/cli.h"
+#include "learner/forward.h"
+#include "learner/node_link.h"
+#include "learner/stream_rx.h"
+#include "policy/policy.h"
+#include "wire/pb_alloc.h"
+
+#define MAX_NUM_ENVS (1u << 20)
+
+/* One node: its link and what the learner keeps of it. Loop thread. */
+typedef struct node {
+    ro_link_t link;
+    uint32_t num_envs;
+    ro_rng_t *rngs;      /* [num_envs]; kept across reconnects (lanes may hold them) */
+    double *ep_ret;      /* [num_envs] running return */
+    uint64_t *next_step; /* [num_envs] first step not yet counted: a resent batch is not
+                            counted twice */
+    uint64_t steps, episodes;
+    double return_sum;
+    bool stream;       /* a stream node: segments, not observations */
+    ro_stream_rx_t rx; /* stream: what came in */
+} node_t;
+
+typedef struct learner {
+    uv_loop_t loop;
+    uv_check_t check;
+    uv_timer_t wait_timer, deadline, progress;
+    uv_signal_t sigint, sigterm;
+    ro_learner_cfg_t cfg;
+    char token[256];
+    node_t nodes[RO_LEARNER_MAX_NODES];
+    uint32_t open_links; /* nodes not done with */
+
+    /* The spaces, from the first welcome; every node must match. */
+    bool have_spec;
+    uint32_t obs_dim, act_dim, act_n;
+    bool discrete;
+    float *bounds[4]; /* copies of the box bounds: obs low/high, act low/high */
+    ro_space_t obs_space, act_space;
+    ro_policy_t *policy; /* read-only once built: shared by the lanes */
+
+    ro_forward_t fw;
+    ro_batcher_t pending; /* received frames waiting for a forward pass */
+    bool wait_armed;
+    bool finished;
+    int threads;                     /* read from /proc/self/task once the workers run */
+    Rollout__V1__PolicyParams *push; /* --push-policy: the weights to push */
+    ro_pb_alloc_t push_alloc;
+    uint32_t pushed; /* nodes that accepted them */
+
+    uint64_t steps, batches;
+    uint64_t t0;
+    bool stopping;
+    int exit_code;
+    char err[512];
+} learner_t;
+
+/* serve.c */
+/* The links' callbacks. */
+extern const ro_link_ops_t ro__learner_link_ops;
+/* ro__learner_stop_all says goodbye to every node and closes. */
+void ro__learner_stop_all(learner_t *L, const char *why);
+/* ro__learner_maybe_finish closes the loop's handles once no node is left
+ * and no job is out. */
+void ro__learner_maybe_finish(learner_t *L);
+/* ro__learner_job_done takes a job back from a lane (forward.h). */
+void ro__learner_job_done(void *ctx, ro_job_t *j);
+/* ro__learner_on_check runs the batches due after each turn of the loop. */
+void ro__learner_on_check(uv_check_t *h);
+/* ro__learner_free_pending frees received frames (a list of ro_pending_t). */
+void ro__learner_free_pending(ro_batch_item_t *it);
+
+#endif

@@ -1,0 +1,413 @@
+/*
+ * rollout-learner's serving: what the node links report (welcomes, frames,
+ * segments, connections going down), batching frames into jobs for the
+ * forward-pass lanes and answering them. Calls nothing of main.c.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "learner/learner.h"
+#include "actors/batcher.h"
+#include "policy/params.h"
+#include "ro_build_config.h"
+#include "runtime/clock.h"
+#include "runtime/error.h"
+#include "runtime/thread_guard.h"
+#include "wire/checks.h"
+#include "wire/token.h"
+
+static node_t *node_of(ro_link_t *l)
+{
+    return ro__container_of(l, node_t, link);
+}
+
+/* Close the loop's handles once no node is left and no job is out. */
+void ro__learner_maybe_finish(learner_t *L)
+{
+    if (L->finished || L->open_links > 0 || L->fw.jobs_out > 0)
+        return;
+    L->finished = true;
+    for (uint32_t i = 0; i < L->cfg.nconnect; i++)
+        ro__link_release(&L->nodes[i].link);
+    uv_close((uv_handle_t *)&L->check, NULL);
+    uv_close((uv_handle_t *)&L->wait_timer, NULL);
+    uv_close((uv_handle_t *)&L->deadline, NULL);
+    uv_close((uv_handle_t *)&L->progress, NULL);
+    uv_close((uv_handle_t *)&L->sigint, NULL);
+    uv_close((uv_handle_t *)&L->sigterm, NULL);
+    ro__forward_close(&L->fw);
+}
+
+void ro__learner_stop_all(learner_t *L, const char *why)
+{
+    if (L->stopping)
+        return;
+    L->stopping = true;
+    for (uint32_t i = 0; i < L->cfg.nconnect; i++)
+        ro__link_stop(&L->nodes[i].link, why);
+    ro__learner_maybe_finish(L);
+}
+
+void ro__learner_free_pending(ro_batch_item_t *it)
+{
+    while (it) {
+        ro_pending_t *p = ro__container_of(it, ro_pending_t, item);
+        it = it->next;
+        ro__frame_free(&p->link->alloc, p->frame);
+        free(p);
+    }
+}
+
+/* A copy of a checked box space's bounds, owned by the learner. */
+static int copy_bounds(ro_space_t *sp, float **low, float **high)
+{
+    if (sp->kind != RO_SPACE_BOX)
+        return 0;
+    size_t size = ro_space_size(sp);
+    *low = malloc(size * sizeof(float));
+    *high = malloc(size * sizeof(float));
+    if (!*low || !*high)
+        return RO_ENOMEM;
+    memcpy(*low, sp->low, size * sizeof(float));
+    memcpy(*high, sp->high, size * sizeof(float));
+    sp->low = *low;
+    sp->high = *high;
+    return 0;
+}
+
+/* The first welcome fixes the spaces and builds the policy; every later one
+ * must have the same spaces. */
+static int adopt_spec(learner_t *L, const Rollout__V1__Welcome *w, char *err, size_t errlen)
+{
+    ro_space_t os, as;
+    int rc = ro__check_welcome(w, MAX_NUM_ENVS, &os, &as, err, errlen);
+    if (rc)
+        return rc;
+    uint32_t od = (uint32_t)ro_space_size(&os), ad = (uint32_t)ro_space_size(&as);
+    if (L->have_spec) {
+        if (od != L->obs_dim || (as.kind == RO_SPACE_DISCRETE) != L->discrete ||
+            (L->discrete ? as.n != L->act_n : ad != L->act_dim))
+            return ro__errorf(err, errlen, RO_EPROTO,
+                              "its env spaces differ from the first node's");
+        return 0;
+    }
+    if (copy_bounds(&os, &L->bounds[0], &L->bounds[1]) ||
+        copy_bounds(&as, &L->bounds[2], &L->bounds[3]))
+        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for the env spaces");
+    L->have_spec = true;
+    L->obs_dim = od;
+    L->act_dim = ad;
+    L->act_n = as.n;
+    L->discrete = as.kind == RO_SPACE_DISCRETE;
+    L->obs_space = os;
+    L->act_space = as;
+    char perr[256] = "";
+    if (ro__policy_new(&L->policy, &L->cfg.policy, &L->obs_space, &L->act_space, perr,
+                       sizeof perr) != 0) {
+        snprintf(L->err, sizeof L->err, "%s", perr);
+        L->exit_code = 2;
+        ro__learner_stop_all(L, "policy does not fit the env");
+        return RO_EINVAL;
+    }
+    L->fw.policy = L->policy;
+    L->fw.obs_dim = L->obs_dim;
+    return 0;
+}
+
+/* A stream node: nothing to act on; its segments are checked against
+ * its spaces and counted. */
+static int welcome_stream(node_t *n, const Rollout__V1__Welcome *w, char *err, size_t errlen)
+{
+    ro_space_t os, as;
+    int rc = ro__check_welcome(w, MAX_NUM_ENVS, &os, &as, err, errlen);
+    if (rc)
+        return rc;
+    if (w->unroll < 1 || w->unroll > 1u << 16)
+        return ro__errorf(err, errlen, RO_EPROTO, "a stream node with unroll %u", w->unroll);
+    ro_segment_rules_t rules = {
+        .unroll = w->unroll,
+        .num_envs = w->spec->num_envs,
+        .obs_dim = (uint32_t)ro_space_size(&os),
+        .act_dim = (uint32_t)ro_space_size(&as),
+        .discrete = as.kind == RO_SPACE_DISCRETE,
+    };
+    if (n->stream) { /* a reconnect: the same node goes on, a restarted one over */
+        if (memcmp(&rules, &n->rx.rules, sizeof rules) != 0)
+            return ro__errorf(err, errlen, RO_EPROTO, "came back with other spaces or envs");
+        if (w->node_id != n->link.node_id)
+            ro__stream_rx_restart(&n->rx);
+        return 0;
+    }
+    n->stream = true;
+    n->num_envs = rules.num_envs;
+    if (ro__stream_rx_init(&n->rx, &rules) != 0)
+        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %u envs", rules.num_envs);
+    return 0;
+}
+
+static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, size_t errlen)
+{
+    learner_t *L = l->o.owner;
+    node_t *n = node_of(l);
+    if (!L->push && w->mode && strcmp(w->mode, "stream") == 0) {
+        int rc = welcome_stream(n, w, err, errlen);
+        L->threads = ro__thread_count();
+        return rc;
+    }
+    if (L->push) { /* --push-policy: the weights, then wait for the answer */
+        ro_frame_t out = ROLLOUT__V1__FRAME__INIT;
+        out.body_case = ROLLOUT__V1__FRAME__BODY_POLICY_PARAMS;
+        out.policy_params = L->push;
+        if (ro__conn_send(&l->conn, &out) != 0)
+            return ro__errorf(err, errlen, RO_EIO, "could not send the policy");
+        return 0;
+    }
+    int rc = adopt_spec(L, w, err, errlen);
+    if (rc)
+        return rc;
+    uint32_t envs = w->spec->num_envs;
+    if (l->attached) {
+        /* A reconnect: the sampling streams go on (a lane may still hold a
+         * job with some of them); a restarted node starts its envs over. */
+        if (envs != n->num_envs)
+            return ro__errorf(err, errlen, RO_EPROTO, "came back with %u envs, had %u", envs,
+                              n->num_envs);
+        if (w->node_id != l->node_id) {
+            memset(n->ep_ret, 0, n->num_envs * sizeof *n->ep_ret);
+            memset(n->next_step, 0, n->num_envs * sizeof *n->next_step);
+        }
+    } else {
+        n->num_envs = envs;
+        n->rngs = calloc(envs, sizeof *n->rngs);
+        n->ep_ret = calloc(envs, sizeof *n->ep_ret);
+        n->next_step = calloc(envs, sizeof *n->next_step);
+        if (!n->rngs || !n->ep_ret || !n->next_step)
+            return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %u envs", envs);
+        uint64_t seed = L->cfg.policy.seed ^ ((uint64_t)l->o.index << 32);
+        for (uint32_t e = 0; e < envs; e++)
+            ro__rng_init(&n->rngs[e], ro__seed_mix(seed, e, RO_STREAM_ACTION));
+    }
+    L->threads = ro__thread_count();
+    return 0;
+}
+
+/* Steps and episode returns. A batch sent again after a reconnect repeats
+ * (env, step) pairs already counted: those are skipped, so every env step
+ * is counted once however often it was served. */
+static void account(learner_t *L, node_t *n, const Rollout__V1__Observations *o)
+{
+    for (size_t i = 0; i < o->n_env; i++) {
+        uint32_t e = o->env[i];
+        if (o->step[i] < n->next_step[e])
+            continue;
+        n->next_step[e] = o->step[i] + 1;
+        n->steps++;
+        L->steps++;
+        n->ep_ret[e] += o->reward[i];
+        if (o->terminated[i] || o->truncated[i]) {
+            n->episodes++;
+            n->return_sum += n->ep_ret[e];
+            n->ep_ret[e] = 0.0;
+        }
+    }
+}
+
+static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
+{
+    learner_t *L = l->o.owner;
+    node_t *n = node_of(l);
+    char err[256];
+    if (L->push && f->body_case == ROLLOUT__V1__FRAME__BODY_POLICY_ACCEPTED) {
+        L->pushed++;
+        ro__conn_goodbye(&l->conn, "policy pushed");
+        snprintf(err, sizeof err, "accepted policy version %llu",
+                 (unsigned long long)f->policy_accepted->version);
+        ro__link_close(l, err, true);
+        return;
+    }
+    if (L->push || f->body_case != ROLLOUT__V1__FRAME__BODY_OBSERVATIONS) {
+        ro__link_fail(l, "unexpected %s frame from a node", ro__frame_kind(f));
+        return;
+    }
+    if (L->stopping)
+        return;
+    if (ro__check_observations(f->observations, L->obs_dim, n->num_envs, err, sizeof err) != 0) {
+        ro__link_fail(l, "%s", err);
+        return;
+    }
+    account(L, n, f->observations);
+    ro_pending_t *p = malloc(sizeof *p);
+    if (!p) {
+        ro__link_fail(l, "out of memory");
+        return;
+    }
+    p->frame = f;
+    p->link = l;
+    p->gen = l->gen;
+    p->item.rows = (uint32_t)f->observations->n_env;
+    ro__batcher_push(&L->pending, &p->item);
+    *keep = true;
+}
+
+/* A connection went down: its frames not yet in a job are void (the node
+ * keeps them for its next learner, us again after a reconnect). */
+static void on_down(ro_link_t *l)
+{
+    learner_t *L = l->o.owner;
+    uint32_t rows;
+    ro_batch_item_t *all = ro__batcher_take_all(&L->pending, &rows), *mine = NULL;
+    while (all) {
+        ro_batch_item_t *next = all->next;
+        ro_pending_t *p = ro__container_of(all, ro_pending_t, item);
+        if (p->link == l) {
+            all->next = mine;
+            mine = all;
+        } else {
+            ro__batcher_push(&L->pending, all);
+        }
+        all = next;
+    }
+    ro__learner_free_pending(mine);
+    if (l->failed && L->exit_code == 0)
+        L->exit_code = 1;
+    if (l->done) {
+        L->open_links--;
+        ro__learner_maybe_finish(L);
+    }
+}
+
+/* A stream node's segment, read in place: counted, then acknowledged. */
+static bool on_raw(ro_link_t *l, const uint8_t *body, size_t len)
+{
+    learner_t *L = l->o.owner;
+    node_t *n = node_of(l);
+    if (!n->stream || L->stopping)
+        return false;
+    uint64_t before = n->rx.steps, ack;
+    char err[256];
+    int rc = ro__stream_rx_frame(&n->rx, body, len, &ack, err, sizeof err);
+    if (rc < 0)
+        ro__link_fail(l, "%s", err);
+    if (rc <= 0)
+        return rc < 0;
+    L->steps += n->rx.steps - before;
+    n->steps = n->rx.steps;
+    n->episodes = n->rx.episodes;
+    n->return_sum = n->rx.return_sum;
+    L->batches++;
+    Rollout__V1__SegmentAck a = ROLLOUT__V1__SEGMENT_ACK__INIT;
+    a.seq = ack;
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_SEGMENT_ACK;
+    f.segment_ack = &a;
+    ro__link_send(l, &f);
+    if (L->cfg.steps && L->steps >= L->cfg.steps)
+        ro__learner_stop_all(L, "step budget reached");
+    return true;
+}
+
+const ro_link_ops_t ro__learner_link_ops = {
+    .on_welcome = on_welcome,
+    .on_frame = on_frame,
+    .on_raw = on_raw,
+    .on_down = on_down,
+};
+
+/* Back from a lane: one Actions frame per Observations frame of the job. */
+void ro__learner_job_done(void *ctx, ro_job_t *j)
+{
+    learner_t *L = ctx;
+    uint32_t r = 0;
+    for (ro_batch_item_t *it = j->frames; it; it = it->next) {
+        ro_pending_t *p = ro__container_of(it, ro_pending_t, item);
+        const Rollout__V1__Observations *o = p->frame->observations;
+        Rollout__V1__Actions a = ROLLOUT__V1__ACTIONS__INIT;
+        a.seq = o->seq;
+        if (L->discrete) {
+            a.n_discrete = o->n_env;
+            a.discrete = j->act_i + r;
+        } else {
+            a.n_box = o->n_env * L->act_dim;
+            a.box = j->act_f + (size_t)r * L->act_dim;
+        }
+        ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+        f.body_case = ROLLOUT__V1__FRAME__BODY_ACTIONS;
+        f.actions = &a;
+        /* A node that went away keeps these observations for its next
+         * learner; a connection made since (a reconnect) is not the one they
+         * came on. Steps were counted on arrival (account). */
+        if (!j->failed && p->gen == p->link->gen)
+            ro__link_send(p->link, &f);
+        r += (uint32_t)o->n_env;
+    }
+    ro__learner_free_pending(j->frames);
+    free(j->rowrng);
+    free(j->act_i);
+    free(j->act_f);
+    free(j);
+    if (L->cfg.steps && L->steps >= L->cfg.steps)
+        ro__learner_stop_all(L, "step budget reached");
+    ro__learner_maybe_finish(L);
+}
+
+/* One batch of pending frames into a job for the next lane. */
+static void submit_batch(learner_t *L)
+{
+    ro_job_t *j = calloc(1, sizeof *j);
+    if (!j) {
+        snprintf(L->err, sizeof L->err, "out of memory for a batch");
+        L->exit_code = 1;
+        ro__learner_stop_all(L, "out of memory");
+        return;
+    }
+    j->frames = ro__batcher_take(&L->pending, &j->rows);
+    j->rowrng = calloc(j->rows, sizeof *j->rowrng);
+    j->act_i = calloc(j->rows, sizeof *j->act_i);
+    j->act_f = calloc((size_t)j->rows * L->act_dim, sizeof *j->act_f);
+    j->failed = !j->rowrng || !j->act_i || !j->act_f; /* answered with nothing: resent */
+    uint32_t r = 0;
+    for (ro_batch_item_t *it = j->frames; it && !j->failed; it = it->next) {
+        ro_pending_t *p = ro__container_of(it, ro_pending_t, item);
+        const Rollout__V1__Observations *o = p->frame->observations;
+        for (size_t i = 0; i < o->n_env; i++)
+            j->rowrng[r + i] = &node_of(p->link)->rngs[o->env[i]];
+        r += (uint32_t)o->n_env;
+    }
+    L->batches++;
+    if (j->failed) {
+        L->fw.jobs_out++; /* as if a lane had it: on_job_done counts it back */
+        ro__actor_send(&L->fw.done, &j->msg);
+    } else {
+        ro__forward_submit(&L->fw, j);
+    }
+}
+
+static void on_wait_timer(uv_timer_t *t);
+
+/* After each turn of the loop: run what is due. */
+static void flush(learner_t *L)
+{
+    while (!L->stopping && ro__batcher_due(&L->pending, RO_BATCHER_UNKNOWN))
+        submit_batch(L);
+    if (L->pending.rows > 0 && !L->stopping && !L->wait_armed) {
+        L->wait_armed = true;
+        uv_timer_start(&L->wait_timer, on_wait_timer, (L->cfg.max_wait_us + 999) / 1000, 0);
+    }
+}
+
+static void on_wait_timer(uv_timer_t *t)
+{
+    learner_t *L = t->data;
+    L->wait_armed = false;
+    flush(L);
+}
+
+void ro__learner_on_check(uv_check_t *h)
+{
+    flush(h->data);
+}

@@ -1,0 +1,82 @@
+#include "learner/stream_rx.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+
+int ro__stream_rx_init(ro_stream_rx_t *rx, const ro_segment_rules_t *rules)
+{
+    memset(rx, 0, sizeof *rx);
+    rx->rules = *rules;
+    rx->next_seq = calloc(rules->num_envs, sizeof *rx->next_seq);
+    rx->ep_ret = calloc(rules->num_envs, sizeof *rx->ep_ret);
+    rx->version_min = UINT64_MAX;
+    return rx->next_seq && rx->ep_ret ? 0 : RO_ENOMEM;
+}
+
+void ro__stream_rx_free(ro_stream_rx_t *rx)
+{
+    free(rx->next_seq);
+    free(rx->ep_ret);
+    rx->next_seq = NULL;
+    rx->ep_ret = NULL;
+}
+
+void ro__stream_rx_restart(ro_stream_rx_t *rx)
+{
+    memset(rx->next_seq, 0, rx->rules.num_envs * sizeof *rx->next_seq);
+    memset(rx->ep_ret, 0, rx->rules.num_envs * sizeof *rx->ep_ret);
+}
+
+/* Steps, episodes and returns of a checked segment. */
+static void account(ro_stream_rx_t *rx, const ro_segment_view_t *v)
+{
+    const float *reward = (const float *)ro__segment_view_find(v, "reward")->data;
+    const uint8_t *term = ro__segment_view_find(v, "terminated")->data;
+    const uint8_t *trunc = ro__segment_view_find(v, "truncated")->data;
+    double *ret = rx->ep_ret + v->first_env;
+    for (uint32_t t = 0; t < v->t; t++) {
+        const size_t row = (size_t)t * v->n;
+        for (uint32_t j = 0; j < v->n; j++) {
+            float r; /* the frame's bytes may be unaligned */
+            memcpy(&r, reward + row + j, sizeof r);
+            ret[j] += r;
+            if (term[row + j] | trunc[row + j]) {
+                rx->episodes++;
+                rx->return_sum += ret[j];
+                ret[j] = 0.0;
+            }
+        }
+    }
+    rx->steps += (uint64_t)v->t * v->n;
+    rx->segments++;
+    rx->version_min = v->version_min < rx->version_min ? v->version_min : rx->version_min;
+    rx->version_max = v->version_max > rx->version_max ? v->version_max : rx->version_max;
+}
+
+int ro__stream_rx_frame(ro_stream_rx_t *rx, const uint8_t *body, size_t len, uint64_t *ack,
+                        char *err, size_t errlen)
+{
+    ro_segment_view_t v;
+    int rc = ro__segment_view_parse(body, len, &v, err, errlen);
+    if (rc <= 0)
+        return rc;
+    if ((rc = ro__segment_view_check(&v, &rx->rules, err, errlen)) != 0)
+        return rc;
+    if (v.shard >= rx->rules.num_envs)
+        return ro__errorf(err, errlen, RO_EPROTO, "segment %llu: shard %u of a node of %u envs",
+                          (unsigned long long)v.seq, v.shard, rx->rules.num_envs);
+    *ack = v.seq;
+    /* A shard's segments come in order; one sent again after a reconnect
+     * (its ack was lost with the connection) is counted once. */
+    if (v.shard_seq < rx->next_seq[v.shard]) {
+        rx->duplicates++;
+        return 1;
+    }
+    if (rx->next_seq[v.shard] && v.shard_seq > rx->next_seq[v.shard])
+        rx->gaps += v.shard_seq - rx->next_seq[v.shard];
+    rx->next_seq[v.shard] = v.shard_seq + 1;
+    account(rx, &v);
+    return 1;
+}

@@ -1,0 +1,288 @@
+#include "wire/segment_view.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "wire/varint.h"
+
+/* A cursor over untrusted protobuf bytes. */
+typedef struct cursor {
+    const uint8_t *p, *end;
+} cursor_t;
+
+static int get_varint(cursor_t *c, uint64_t *v)
+{
+    int k = ro__varint_get(c->p, (size_t)(c->end - c->p), v);
+    if (k <= 0)
+        return -1;
+    c->p += k;
+    return 0;
+}
+
+/* The next field: its number and wire type, and for a length-delimited one
+ * its bytes; for a varint, its value. -1 when malformed. */
+static int next_field(cursor_t *c, uint32_t *field, uint32_t *type, uint64_t *value,
+                      const uint8_t **bytes)
+{
+    uint64_t tag;
+    if (get_varint(c, &tag) || (tag >> 3) == 0 || (tag >> 3) > UINT32_MAX)
+        return -1;
+    *field = (uint32_t)(tag >> 3);
+    *type = (uint32_t)(tag & 7);
+    switch (*type) {
+    case 0: /* varint */
+        return get_varint(c, value);
+    case 1: /* fixed64 */
+        if (c->end - c->p < 8)
+            return -1;
+        c->p += 8;
+        return 0;
+    case 2: /* length-delimited */
+        if (get_varint(c, value) || *value > (uint64_t)(c->end - c->p))
+            return -1;
+        *bytes = c->p;
+        c->p += *value;
+        return 0;
+    case 5: /* fixed32 */
+        if (c->end - c->p < 4)
+            return -1;
+        c->p += 4;
+        return 0;
+    default: /* groups are not ours */
+        return -1;
+    }
+}
+
+static int parse_tensor(const uint8_t *p, size_t len, ro_tensor_view_t *t)
+{
+    memset(t, 0, sizeof *t);
+    cursor_t c = {p, p + len};
+    while (c.p < c.end) {
+        uint32_t f, type;
+        uint64_t v = 0;
+        const uint8_t *b = NULL;
+        if (next_field(&c, &f, &type, &v, &b))
+            return -1;
+        if (f == 1 && type == 2) {
+            t->name = (const char *)b;
+            t->name_len = (size_t)v;
+        } else if (f == 2 && type == 0) {
+            t->dtype = (uint32_t)v;
+        } else if (f == 3 && type == 2) { /* packed shape (the last one wins) */
+            cursor_t s = {b, b + v};
+            t->ndim = 0;
+            while (s.p < s.end) {
+                uint64_t d;
+                if (t->ndim == RO_VIEW_MAX_DIMS || get_varint(&s, &d) || d > UINT32_MAX)
+                    return -1;
+                t->shape[t->ndim++] = (uint32_t)d;
+            }
+        } else if (f == 3 && type == 0) { /* an unpacked shape element */
+            if (t->ndim == RO_VIEW_MAX_DIMS || v > UINT32_MAX)
+                return -1;
+            t->shape[t->ndim++] = (uint32_t)v;
+        } else if (f == 4 && type == 2) {
+            t->data = b;
+            t->bytes = (size_t)v;
+        }
+    }
+    return 0;
+}
+
+static int parse_segment(const uint8_t *p, size_t len, ro_segment_view_t *v, char *err,
+                         size_t errlen)
+{
+    cursor_t c = {p, p + len};
+    while (c.p < c.end) {
+        uint32_t f, type;
+        uint64_t x = 0;
+        const uint8_t *b = NULL;
+        if (next_field(&c, &f, &type, &x, &b))
+            return ro__errorf(err, errlen, RO_EBADMSG, "a segment that is not valid protobuf");
+        if (type == 0 && f <= 8 && f != 0) {
+            uint32_t u32 = x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
+            switch (f) {
+            case 1:
+                v->seq = x;
+                break;
+            case 2:
+                v->shard = u32;
+                break;
+            case 3:
+                v->shard_seq = x;
+                break;
+            case 4:
+                v->first_env = u32;
+                break;
+            case 5:
+                v->t = u32;
+                break;
+            case 6:
+                v->n = u32;
+                break;
+            case 7:
+                v->version_min = x;
+                break;
+            case 8:
+                v->version_max = x;
+                break;
+            }
+        } else if (f == 9 && type == 2) {
+            if (v->ntensors == RO_VIEW_MAX_TENSORS)
+                return ro__errorf(err, errlen, RO_EBADMSG, "a segment with over %d tensors",
+                                  RO_VIEW_MAX_TENSORS);
+            if (parse_tensor(b, (size_t)x, &v->tensors[v->ntensors++]))
+                return ro__errorf(err, errlen, RO_EBADMSG,
+                                  "a segment tensor that is not valid "
+                                  "protobuf");
+        }
+    }
+    return 0;
+}
+
+int ro__segment_view_parse(const uint8_t *frame, size_t len, ro_segment_view_t *v, char *err,
+                           size_t errlen)
+{
+    memset(v, 0, sizeof *v);
+    cursor_t c = {frame, frame + len};
+    const uint8_t *seg = NULL;
+    size_t seglen = 0;
+    bool other = false;
+    while (c.p < c.end) {
+        uint32_t f, type;
+        uint64_t x = 0;
+        const uint8_t *b = NULL;
+        if (next_field(&c, &f, &type, &x, &b))
+            return ro__errorf(err, errlen, RO_EBADMSG, "a frame that is not valid protobuf");
+        if (f == 9 && type == 2) { /* Frame.segment (oneof: the last one wins) */
+            seg = b;
+            seglen = (size_t)x;
+            other = false;
+        } else if (f >= 1 && f <= 10) {
+            other = true;
+        }
+    }
+    if (!seg || other)
+        return 0;
+    int rc = parse_segment(seg, seglen, v, err, errlen);
+    return rc ? rc : 1;
+}
+
+const ro_tensor_view_t *ro__segment_view_find(const ro_segment_view_t *v, const char *name)
+{
+    size_t n = strlen(name);
+    /* The last one wins, as protobuf would have it for a repeated name. */
+    for (uint32_t i = v->ntensors; i-- > 0;)
+        if (v->tensors[i].name_len == n && memcmp(v->tensors[i].name, name, n) == 0)
+            return &v->tensors[i];
+    return NULL;
+}
+
+static size_t dtype_size(uint32_t dtype)
+{
+    switch (dtype) {
+    case 1: /* float32 */
+    case 2: /* int32 */
+    case 4: /* uint32 */
+        return 4;
+    case 3: /* uint8 */
+        return 1;
+    case 5: /* uint64 */
+        return 8;
+    default:
+        return 0;
+    }
+}
+
+/* Tensor name: dtype and shape (dims; 0 in want is "any"); its bytes match. */
+static int expect(const ro_segment_view_t *v, const char *name, uint32_t dtype, uint32_t ndim,
+                  const uint32_t *want, char *err, size_t errlen)
+{
+    const ro_tensor_view_t *t = ro__segment_view_find(v, name);
+    if (!t)
+        return ro__errorf(err, errlen, RO_EPROTO, "segment %llu has no tensor '%s'",
+                          (unsigned long long)v->seq, name);
+    if (t->dtype != dtype || t->ndim != ndim)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "segment %llu: tensor '%s' has dtype %u and %u dims, expected %u and %u",
+                          (unsigned long long)v->seq, name, t->dtype, t->ndim, dtype, ndim);
+    uint64_t elems = 1;
+    for (uint32_t d = 0; d < ndim; d++) {
+        if (want[d] != UINT32_MAX && t->shape[d] != want[d])
+            return ro__errorf(err, errlen, RO_EPROTO,
+                              "segment %llu: tensor '%s' dim %u is %u, expected %u",
+                              (unsigned long long)v->seq, name, d, t->shape[d], want[d]);
+        elems *= t->shape[d];
+    }
+    if (elems * dtype_size(dtype) != t->bytes)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "segment %llu: tensor '%s' has %zu bytes for %llu elements",
+                          (unsigned long long)v->seq, name, t->bytes, (unsigned long long)elems);
+    return 0;
+}
+
+int ro__segment_view_check(const ro_segment_view_t *v, const ro_segment_rules_t *r, char *err,
+                           size_t errlen)
+{
+    const unsigned long long seq = (unsigned long long)v->seq;
+    if (v->t < 1 || v->t > r->unroll || v->n < 1 || v->first_env >= r->num_envs ||
+        v->n > r->num_envs - v->first_env)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "segment %llu: %u steps of envs %u..+%u (unroll %u, %u envs)", seq, v->t,
+                          v->first_env, v->n, r->unroll, r->num_envs);
+    if (v->version_min > v->version_max)
+        return ro__errorf(err, errlen, RO_EPROTO, "segment %llu: policy versions %llu > %llu", seq,
+                          (unsigned long long)v->version_min, (unsigned long long)v->version_max);
+    const uint32_t t = v->t, n = v->n, U = UINT32_MAX;
+    const uint32_t tn[2] = {t, n}, tno[3] = {t, n, r->obs_dim}, no[2] = {n, r->obs_dim};
+    const uint32_t tna[3] = {t, n, r->act_dim}, tv[1] = {t}, k[1] = {U}, ko[2] = {U, r->obs_dim};
+    int rc = 0;
+    /* Observations are checked flat: a multi-dimensional one has more dims. */
+    const ro_tensor_view_t *o = ro__segment_view_find(v, "obs");
+    uint32_t od = o && o->ndim >= 3 ? o->ndim : 3;
+    if (od != 3)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "segment %llu: observations of %u dims are not read here", seq, od - 2);
+    if ((rc = expect(v, "obs", 1, 3, tno, err, errlen)) ||
+        (rc = r->discrete ? expect(v, "action", 2, 2, tn, err, errlen)
+                          : expect(v, "action", 1, 3, tna, err, errlen)) ||
+        (rc = expect(v, "logp", 1, 2, tn, err, errlen)) ||
+        (rc = expect(v, "reward", 1, 2, tn, err, errlen)) ||
+        (rc = expect(v, "terminated", 3, 2, tn, err, errlen)) ||
+        (rc = expect(v, "truncated", 3, 2, tn, err, errlen)) ||
+        (rc = expect(v, "is_first", 3, 2, tn, err, errlen)) ||
+        (rc = expect(v, "episode", 4, 2, tn, err, errlen)) ||
+        (rc = expect(v, "step", 4, 2, tn, err, errlen)) ||
+        (rc = expect(v, "policy_version", 5, 1, tv, err, errlen)) ||
+        (rc = expect(v, "next_obs", 1, 2, no, err, errlen)))
+        return rc;
+    const ro_tensor_view_t *fi = ro__segment_view_find(v, "final_index");
+    const ro_tensor_view_t *fo = ro__segment_view_find(v, "final_obs");
+    if (fi || fo) {
+        if (!fi || !fo || (rc = expect(v, "final_index", 2, 1, k, err, errlen)) ||
+            (rc = expect(v, "final_obs", 1, 2, ko, err, errlen)) || fi->shape[0] != fo->shape[0])
+            return rc ? rc
+                      : ro__errorf(err, errlen, RO_EPROTO,
+                                   "segment %llu: final_index and final_obs disagree", seq);
+        for (uint32_t i = 0; i < fi->shape[0]; i++) {
+            int32_t x;
+            memcpy(&x, fi->data + 4 * (size_t)i, 4);
+            if (x < 0 || (uint64_t)x >= (uint64_t)t * n)
+                return ro__errorf(err, errlen, RO_EPROTO,
+                                  "segment %llu: final index %d outside its %u x %u steps", seq, x,
+                                  t, n);
+        }
+    }
+    const ro_tensor_view_t *pv = ro__segment_view_find(v, "policy_version");
+    for (uint32_t i = 0; i < t; i++) {
+        uint64_t x;
+        memcpy(&x, pv->data + 8 * (size_t)i, 8);
+        if (x < v->version_min || x > v->version_max)
+            return ro__errorf(err, errlen, RO_EPROTO,
+                              "segment %llu: step %u's policy version %llu is outside %llu..%llu",
+                              seq, i, (unsigned long long)x, (unsigned long long)v->version_min,
+                              (unsigned long long)v->version_max);
+    }
+    return 0;
+}

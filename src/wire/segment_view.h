@@ -1,0 +1,64 @@
+/*
+ * Reading a stream-mode Segment frame in place (docs/protocol.md "Stream
+ * mode"): the frame's bytes are walked as protobuf's wire format, and each
+ * tensor is described by a pointer into them, never copied. The bytes are
+ * untrusted: every length is checked against what is left, unknown fields
+ * are skipped, and ro__segment_view_check holds the tensors to the shapes
+ * their header promises. Pure functions: any thread.
+ */
+#ifndef RO_SEGMENT_VIEW_H
+#define RO_SEGMENT_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RO_VIEW_MAX_TENSORS 32
+#define RO_VIEW_MAX_DIMS 8
+
+typedef struct ro_tensor_view {
+    const char *name; /* not NUL-terminated: name_len bytes */
+    size_t name_len;
+    uint32_t dtype; /* proto/rollout.proto DType */
+    uint32_t ndim;
+    uint32_t shape[RO_VIEW_MAX_DIMS];
+    const uint8_t *data; /* little-endian elements, in the frame's bytes */
+    size_t bytes;
+} ro_tensor_view_t;
+
+typedef struct ro_segment_view {
+    uint64_t seq, shard_seq, version_min, version_max;
+    uint32_t shard, first_env, t, n;
+    uint32_t ntensors;
+    ro_tensor_view_t tensors[RO_VIEW_MAX_TENSORS];
+} ro_segment_view_t;
+
+/*
+ * ro__segment_view_parse reads frame (a Frame message's bytes, without its
+ * length prefix). Returns 1 and fills v if it is a segment, 0 if it is some
+ * other frame (decode it as usual), or RO_EBADMSG with one line in err if
+ * it is malformed.
+ */
+int ro__segment_view_parse(const uint8_t *frame, size_t len, ro_segment_view_t *v, char *err,
+                           size_t errlen);
+
+/* ro__segment_view_find returns the tensor named name, or NULL. */
+const ro_tensor_view_t *ro__segment_view_find(const ro_segment_view_t *v, const char *name);
+
+/* What a learner expects of a node's segments (from its welcome). */
+typedef struct ro_segment_rules {
+    uint32_t unroll;   /* most steps */
+    uint32_t num_envs; /* env indices below this */
+    uint32_t obs_dim;  /* floats per observation */
+    uint32_t act_dim;  /* floats per box action; 1 for discrete */
+    bool discrete;
+} ro_segment_rules_t;
+
+/* ro__segment_view_check holds a parsed segment to the rules: 1 <= t <=
+ * unroll, its envs within num_envs, every required tensor present with its
+ * dtype, shape and byte count, final indices inside the segment, versions
+ * ordered. Returns 0 or RO_EPROTO with one line in err. */
+int ro__segment_view_check(const ro_segment_view_t *v, const ro_segment_rules_t *r, char *err,
+                           size_t errlen);
+
+#endif
