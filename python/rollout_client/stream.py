@@ -1,0 +1,464 @@
+"""Stream mode: trajectory segments from rollout-nodes started with
+``--learner stream`` (docs/protocol.md, "Stream mode"; docs/python.md).
+
+A node acts with its own policy and streams every transition; a learner
+receives whole segments, T steps of one shard's N envs, and may push new
+weights back::
+
+    with rollout_client.Stream(["127.0.0.1:5555"]) as s:
+        b = s.recv(timeout=60)        # a SegmentBatch
+        b.obs.shape                   # (T, N, obs_dim), float32
+        b.action, b.logp, b.reward    # (T, N)
+        s.push_policy(params)         # a PolicyParams, e.g. policy_params(...)
+
+The arrays are views into the bytes received: nothing is copied after the
+socket read. They stay valid as long as you keep them (or the batch): the
+receive buffer they view is never written again, so a batch you keep is
+never overwritten by later ones. ``poison=True`` (a debug mode) fills a
+batch's bytes with 0xFF when you call ``batch.release()``, so that code
+that still reads a released batch sees NaNs and huge integers instead of
+plausible data.
+"""
+import collections
+import math
+import os
+import selectors
+import socket
+import struct
+import time
+
+import numpy as np
+
+from . import _proto
+from .client import PROTOCOL_VERSION, parse_address, read_token
+from .errors import (AuthenticationError, ConnectionClosed, FrameTooLarge, ProtocolError,
+                     RemoteError, VersionMismatch)
+from .framing import DEFAULT_MAX_FRAME, decode_varint, encode_frame, encode_varint
+
+# proto DType -> numpy dtype (little-endian).
+_DTYPES = {1: np.dtype("<f4"), 2: np.dtype("<i4"), 3: np.dtype("u1"), 4: np.dtype("<u4"),
+           5: np.dtype("<u8")}
+_BLOCK = 8 << 20  # receive buffers: each is filled once, then left to the batches viewing it
+_ACK_EVERY = 2    # segments delivered between two acks while more are buffered
+
+
+def _read_varint(buf, pos, end):
+    """A varint in buf[pos:end] (bytes-like of ints): (value, next pos)."""
+    if pos < end and buf[pos] < 0x80:  # most of them: one byte
+        return buf[pos], pos + 1
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise ProtocolError("a truncated or overlong varint in a segment")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _fields(buf, pos, end):
+    """(field, wire type, value or (start, length)) of a message's fields."""
+    while pos < end:
+        tag, pos = _read_varint(buf, pos, end)
+        field, wt = tag >> 3, tag & 7
+        if wt == 0:
+            v, pos = _read_varint(buf, pos, end)
+            yield field, wt, v
+        elif wt == 2:
+            n, pos = _read_varint(buf, pos, end)
+            if n > end - pos:
+                raise ProtocolError("a segment field runs past its frame")
+            yield field, wt, (pos, n)
+            pos += n
+        elif wt == 1:
+            pos += 8
+        elif wt == 5:
+            pos += 4
+        else:
+            raise ProtocolError(f"wire type {wt} in a segment")
+        if pos > end:
+            raise ProtocolError("a segment field runs past its frame")
+
+
+class SegmentBatch:
+    """One segment: T steps of the N envs first_env .. first_env + N - 1.
+
+    Arrays (numpy views into the received bytes): ``obs`` (T, N, obs...),
+    ``action`` (T, N) int32 or (T, N, act) float32, ``logp`` (T, N),
+    ``mean`` (T, N, act) and ``log_std`` (T, act) for a Gaussian policy,
+    ``reward`` (T, N), ``terminated``/``truncated``/``is_first`` (T, N)
+    uint8, ``episode``/``step`` (T, N) uint32, ``policy_version`` (T,)
+    uint64, ``next_obs`` (N, obs...) the observation after the last step,
+    ``final_index`` (K,) the flat t * N + n of the steps that ended an
+    episode and ``final_obs`` (K, obs...) their last observations.
+    """
+
+    def __init__(self, node, header, tensors, block, span, poison=False):
+        self.node = node
+        self._poison = poison
+        (self.seq, self.shard, self.shard_seq, self.first_env, self.t, self.n,
+         self.policy_version_min, self.policy_version_max) = header
+        self.tensors = tensors
+        self.__dict__.update(tensors)
+        self._block, self._span = block, span
+
+    @property
+    def num_transitions(self):
+        return self.t * self.n
+
+    @property
+    def env_ids(self):
+        return np.arange(self.first_env, self.first_env + self.n, dtype=np.int64)
+
+    def release(self):
+        """Done with this batch. In the stream's poison mode (a debug aid)
+        its bytes are overwritten with 0xFF, so a view still in use shows
+        NaNs and huge integers."""
+        if self._poison and self._block is not None:
+            a, b = self._span
+            self._block[a:b] = 0xFF
+        self._block = None
+
+
+class _Node:
+    def __init__(self, index, address):
+        self.index = index
+        self.address = address
+        self.sock = None
+        self.block = np.empty(0, np.uint8)
+        self.mv = memoryview(self.block)  # the same bytes, indexed as ints
+        self.start = self.end = 0  # buffered bytes: block[start:end]
+        self.ack_due = 0           # highest seq delivered
+        self.acked = 0             # highest seq acknowledged
+        self.welcome = None
+        self.open = False
+        self.goodbye = None
+        self.accepted_version = None  # of our last policy push the node accepted
+
+
+class Stream:
+    """Segments from one or more stream nodes.
+
+    ``window`` asks each node to let this learner hold at most that many
+    unacknowledged segments (default: the node's ``--stream-window``);
+    ``max_policy_lag`` asks it to drop segments more than that many policy
+    versions behind. A segment is acknowledged when the next recv() is
+    called, so the node sends on while you train on the last one.
+    """
+
+    def __init__(self, addresses, token=None, token_file=None, name=None, window=0,
+                 max_policy_lag=0, max_frame=DEFAULT_MAX_FRAME, connect_timeout=30.0,
+                 poison=False):
+        if isinstance(addresses, str):
+            addresses = [addresses]
+        if not addresses:
+            raise ValueError("Stream needs at least one node address")
+        for a in addresses:
+            parse_address(a)
+        self._token = read_token(token, token_file)
+        self._name = name or f"rollout_client.Stream/{os.getpid()}"
+        self._window, self._max_lag = window, max_policy_lag
+        self._max_frame = max_frame
+        self._poison = poison
+        self._pb = _proto.load()
+        self._sel = selectors.DefaultSelector()
+        self._nodes = [_Node(i, a) for i, a in enumerate(addresses)]
+        self._ready = collections.deque()
+        try:
+            for nd in self._nodes:
+                self._connect(nd, time.monotonic() + connect_timeout)
+        except BaseException:
+            self.close()
+            raise
+        self.welcomes = [nd.welcome for nd in self._nodes]
+
+    # -- connections ------------------------------------------------------
+    def _connect(self, nd, deadline):
+        host, port = parse_address(nd.address)
+        delay = 0.05
+        while True:  # a node that is still starting refuses: retry until the deadline
+            try:
+                nd.sock = socket.create_connection((host, port),
+                                                   timeout=max(0.1, deadline - time.monotonic()))
+                break
+            except (ConnectionRefusedError, ConnectionResetError) as e:
+                if time.monotonic() + delay >= deadline:
+                    raise TimeoutError(f"node {nd.address} refused connections: {e}") from e
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        nd.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        nd.open = True
+        f = self._pb.Frame()
+        f.hello.protocol_version = PROTOCOL_VERSION
+        f.hello.role = "learner"
+        f.hello.token = self._token
+        f.hello.name = self._name
+        f.hello.window = self._window
+        f.hello.max_policy_lag = self._max_lag
+        nd.sock.sendall(encode_frame(f.SerializeToString()))
+        nd.sock.settimeout(max(0.1, deadline - time.monotonic()))
+        while nd.welcome is None:
+            body = self._next_frame(nd, block=True)
+            if body is None:
+                raise ConnectionClosed(f"node {nd.address} closed during the handshake")
+            g = self._pb.Frame()
+            g.ParseFromString(bytes(body))
+            kind = g.WhichOneof("body")
+            if kind == "error":
+                err = AuthenticationError if g.error.code == 13 else RemoteError
+                raise err(g.error.code, g.error.message, nd.address)
+            if kind != "welcome":
+                raise ProtocolError(f"node {nd.address}: expected welcome, got {kind}")
+            if g.welcome.protocol_version != PROTOCOL_VERSION:
+                raise VersionMismatch(PROTOCOL_VERSION, g.welcome.protocol_version, nd.address)
+            if g.welcome.mode != "stream":
+                raise ProtocolError(f"node {nd.address} runs mode {g.welcome.mode or 'seed'!r}, "
+                                    "not stream (start it with --learner stream)")
+            nd.welcome = g.welcome
+        nd.sock.setblocking(False)
+        self._sel.register(nd.sock, selectors.EVENT_READ, nd)
+
+    def _fill(self, nd, block):
+        """Read more bytes into nd's buffer; False on EOF. A frame that does
+        not fit moves to a fresh buffer: buffers are never written twice."""
+        room = len(nd.block) - nd.end
+        if room < 65536:
+            left = nd.block[nd.start:nd.end]
+            size = max(_BLOCK, 2 * len(left) + 65536)
+            fresh = np.empty(size, np.uint8)
+            fresh[:len(left)] = left
+            nd.block, nd.start, nd.end = fresh, 0, len(left)
+            nd.mv = memoryview(fresh)
+        try:
+            got = nd.sock.recv_into(memoryview(nd.block)[nd.end:])
+        except BlockingIOError:
+            return True
+        if got == 0:
+            return False
+        nd.end += got
+        return True
+
+    def _next_frame(self, nd, block=False):
+        """The next complete frame's body as a memoryview into nd.block (and
+        its span), or None if none is complete (or, blocking, on EOF)."""
+        while True:
+            buf = nd.mv
+            size, body = decode_varint(buf[:nd.end], nd.start) if nd.end > nd.start else (None,
+                                                                                         nd.start)
+            if size is not None and size > self._max_frame:
+                raise FrameTooLarge(size, self._max_frame, nd.address)
+            if size is not None and nd.end - body >= size:
+                nd.start = body + size
+                nd.span = (body, body + size)
+                return buf[body:body + size]
+            if size is not None and body + size > len(buf) and nd.start > 0:
+                # Room for the rest in a fresh buffer (copy just this frame's head).
+                nd.block = np.concatenate([nd.block[nd.start:nd.end],
+                                           np.empty(max(_BLOCK, size + 16), np.uint8)])
+                nd.mv = memoryview(nd.block)
+                nd.end -= nd.start
+                nd.start = 0
+                continue
+            if not block:
+                return None
+            if not self._fill(nd, True):
+                return None
+
+    # -- frames -------------------------------------------------------------
+    def _segment(self, nd, body, span):
+        """A SegmentBatch viewing body, or None if the frame is no segment."""
+        b, arr = nd.mv, nd.block
+        base = span[0]
+        end = span[1]
+        seg = None
+        for field, wt, v in _fields(b, base, end):
+            if field == 9 and wt == 2:
+                seg = v
+            elif 1 <= field <= 10:
+                return None
+        if seg is None:
+            return None
+        hdr = [0] * 8
+        tensors = {}
+        for field, wt, v in _fields(b, seg[0], seg[0] + seg[1]):
+            if wt == 0 and 1 <= field <= 8:
+                hdr[field - 1] = v
+            elif field == 9 and wt == 2:
+                name, dtype, shape, data = None, 0, [], (0, 0)
+                for f2, w2, v2 in _fields(b, v[0], v[0] + v[1]):
+                    if f2 == 1 and w2 == 2:
+                        name = bytes(b[v2[0]:v2[0] + v2[1]]).decode("utf-8", "replace")
+                    elif f2 == 2 and w2 == 0:
+                        dtype = v2
+                    elif f2 == 3 and w2 == 2:
+                        shape, p, e = [], v2[0], v2[0] + v2[1]
+                        while p < e:
+                            d, p = _read_varint(b, p, e)
+                            shape.append(d)
+                    elif f2 == 4 and w2 == 2:
+                        data = v2
+                dt = _DTYPES.get(dtype)
+                count = math.prod(shape) if shape else 0
+                if name is None or dt is None or count * dt.itemsize != data[1]:
+                    raise ProtocolError(f"node {nd.address}: segment tensor {name!r} has dtype "
+                                        f"{dtype}, shape {shape} and {data[1]} bytes")
+                # A view of the received bytes: no copy.
+                tensors[name] = np.ndarray(shape, dt, arr, data[0]) if count else \
+                    np.empty(shape, dt)
+        t, n = hdr[4], hdr[5]
+        for name in ("obs", "action", "logp", "reward", "terminated", "truncated", "is_first"):
+            a = tensors.get(name)
+            if a is None or a.shape[:2] != (t, n):
+                raise ProtocolError(f"node {nd.address}: segment {hdr[0]} lacks a ({t}, {n}) "
+                                    f"{name}")
+        return SegmentBatch(nd.index, tuple(hdr), tensors, arr, span, self._poison)
+
+    def _other(self, nd, body):
+        g = self._pb.Frame()
+        g.ParseFromString(bytes(body))
+        kind = g.WhichOneof("body")
+        if kind == "policy_accepted":
+            nd.accepted_version = g.policy_accepted.version
+        elif kind == "goodbye":
+            nd.goodbye = g.goodbye.reason
+            self._close_node(nd)
+        elif kind == "error":
+            self._close_node(nd)
+            raise RemoteError(g.error.code, g.error.message, nd.address)
+        else:
+            raise ProtocolError(f"node {nd.address}: unexpected {kind} frame")
+
+    def _drain(self, nd):
+        while nd.open:
+            body = self._next_frame(nd)
+            if body is None:
+                return
+            batch = self._segment(nd, body, nd.span)
+            if batch is None:
+                self._other(nd, body)
+            else:
+                self._ready.append(batch)
+
+    def _ack(self, some=False):
+        """Acknowledge what was delivered, so the node sends more: all of it
+        (before waiting), or with some, only nodes owed _ACK_EVERY."""
+        for nd in self._nodes:
+            if nd.ack_due and nd.open and (not some or nd.ack_due - nd.acked >= _ACK_EVERY):
+                f = self._pb.Frame()
+                f.segment_ack.seq = nd.ack_due
+                data = encode_frame(f.SerializeToString())
+                nd.acked = nd.ack_due
+                try:
+                    if nd.sock.send(data) != len(data):  # a few bytes: all go, or none
+                        raise BlockingIOError
+                except BlockingIOError:
+                    nd.sock.setblocking(True)
+                    nd.sock.sendall(data)
+                    nd.sock.setblocking(False)
+                except OSError:
+                    self._close_node(nd)
+
+    def _close_node(self, nd):
+        if nd.open:
+            nd.open = False
+            try:
+                self._sel.unregister(nd.sock)
+            except (KeyError, ValueError):
+                pass
+            nd.sock.close()
+
+    # -- the API ------------------------------------------------------------
+    def recv(self, timeout=None):
+        """The next segment (a SegmentBatch), or None if timeout seconds
+        pass first. Acknowledges the segments delivered before. Raises
+        ConnectionClosed once every node has closed (a goodbye: clean)."""
+        self._ack(some=bool(self._ready))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._ready:
+            self._ack()
+        while not self._ready:
+            if not any(nd.open for nd in self._nodes):
+                reasons = [nd.goodbye for nd in self._nodes if nd.goodbye is not None]
+                raise ConnectionClosed("every node closed its stream",
+                                       clean=len(reasons) == len(self._nodes),
+                                       reason="; ".join(reasons))
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            for key, _ in self._sel.select(left):
+                nd = key.data
+                if not self._fill(nd, False):
+                    self._drain(nd)
+                    self._close_node(nd)
+                    continue
+                self._drain(nd)
+        batch = self._ready.popleft()
+        nd = self._nodes[batch.node]
+        nd.ack_due = max(nd.ack_due, batch.seq)
+        return batch
+
+    def push_policy(self, params, nodes=None):
+        """Send weights (a rollout_pb2.PolicyParams, e.g. from
+        policy_params()) to every node (or those indices): they validate
+        them and switch their lanes between two batches. The answer comes
+        as ``accepted_version(i)``; an error is raised by a later recv()."""
+        f = self._pb.Frame()
+        f.policy_params.CopyFrom(params)
+        data = encode_frame(f.SerializeToString())
+        for nd in self._nodes:
+            if (nodes is None or nd.index in nodes) and nd.open:
+                nd.sock.setblocking(True)
+                nd.sock.sendall(data)
+                nd.sock.setblocking(False)
+
+    def accepted_version(self, node=0):
+        """The version of the last pushed policy node i accepted, or None."""
+        return self._nodes[node].accepted_version
+
+    def close(self, reason="learner done"):
+        """Say goodbye to every node and close."""
+        for nd in getattr(self, "_nodes", []):
+            if nd.open:
+                try:
+                    f = self._pb.Frame()
+                    f.goodbye.reason = reason
+                    nd.sock.setblocking(True)
+                    nd.sock.settimeout(2.0)
+                    nd.sock.sendall(encode_frame(f.SerializeToString()))
+                except OSError:
+                    pass
+            self._close_node(nd)
+        self._sel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def policy_params(layers, activation="tanh", action_kind="discrete", log_std=None, version=0):
+    """A PolicyParams message from numpy weights: layers is a list of
+    (weight [out, in], bias [out]) pairs (PyTorch's nn.Linear layout): the
+    hidden layers, then the head (logits, or the Gaussian's mean); log_std
+    [action_dim] for a box head."""
+    pb = _proto.load()
+    p = pb.PolicyParams(format_version=1, activation=activation, action_kind=action_kind,
+                        version=version)
+    p.obs_dim = int(np.asarray(layers[0][0]).shape[1])
+    p.action_dim = int(np.asarray(layers[-1][0]).shape[0])
+    for w, b in layers:
+        w = np.asarray(w, np.float32)
+        b = np.asarray(b, np.float32)
+        layer = p.layers.add()
+        layer.weight.shape[:] = list(w.shape)
+        layer.weight.data[:] = w.ravel().tolist()
+        layer.bias.shape[:] = list(b.shape)
+        layer.bias.data[:] = b.ravel().tolist()
+    if log_std is not None:
+        ls = np.asarray(log_std, np.float32)
+        p.log_std.shape[:] = [ls.size]
+        p.log_std.data[:] = ls.ravel().tolist()
+    return p
