@@ -187,6 +187,8 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
         after_step(s, true);
         break;
     case RO_MSG_STOP: /* no actions will come: the node is stopping */
+        if (s->stream)
+            ro__stream_port_finish(s->stream, &s->xchg);
         ro__step_batch_offer(&s->xchg, RO_MSG_SHARD_DONE);
         break;
     case RO_MSG_RECORD_RESUME:

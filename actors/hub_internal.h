@@ -75,7 +75,7 @@ struct ro_hub {
      * batches go to local lanes and never come here. */
     ro_seg_pool_t *segs; /* NULL in seed mode */
     uint32_t unroll, window, max_lag;
-    uint64_t version_now;                         /* of the policy acting now */
+    uint64_t version_now; /* newest policy: the node's at start, then the last push accepted */
     ro_segment_t *seg_orphans, **seg_orphan_tail; /* ready, no learner */
     bool done_sent;
     ro_sflow_stats_t sst;

@@ -80,16 +80,19 @@ static void stream_send(ro_session_t *s);
  * (or, stopping with no learner left, dropped): the hub is done. */
 static void stream_check_done(ro_hub_t *h)
 {
-    if (h->done_sent || h->active_shards > 0)
+    if (h->done_sent)
         return;
-    if (h->stopping && h->nsessions == 0) {
+    if (h->stopping && h->nsessions == 0 && h->seg_orphans) {
+        /* Dropped now, not once the shards are done: shards still stepping
+         * may be waiting for these very segments to finish their last. */
         for (ro_segment_t *g = h->seg_orphans; g; g = g->next)
             h->stats.segments_unsent_at_stop++;
-        ro__seg_pool_give(h->segs, h->seg_orphans);
+        ro_segment_t *drop = h->seg_orphans;
         h->seg_orphans = NULL;
         h->seg_orphan_tail = &h->seg_orphans;
+        ro__seg_pool_give(h->segs, drop);
     }
-    if (h->seg_orphans)
+    if (h->active_shards > 0 || h->seg_orphans)
         return;
     for (ro_session_t *s = h->sessions; s; s = s->next)
         if (s->sflow.pending || s->sflow.sent)
@@ -326,6 +329,9 @@ static void on_policy_params(ro_session_t *s, const Rollout__V1__PolicyParams *p
     }
     ro__conn_log(&s->conn, "pushed policy version %llu", (unsigned long long)pp->version);
     s->pushed_version = pp->version;
+    /* Lag counts from the newest weights accepted, not those the lanes have
+     * switched to yet: what a learner means by "versions behind mine". */
+    h->version_now = pp->version;
     h->stats.policy_pushes++;
     Rollout__V1__PolicyAccepted a = ROLLOUT__V1__POLICY_ACCEPTED__INIT;
     a.version = pp->version;
@@ -434,6 +440,9 @@ static void on_connection(uv_stream_t *server, int status)
     s->hub = h;
     s->accepted_ns = ro__now_ns();
     ro__flow_init(&s->flow, h->o.batch, h->o.max_wait_us * 1000ull);
+    /* Empty from the start (closing reclaims it, hello or not); the hello
+     * may set its window and lag again. */
+    ro__sflow_init(&s->sflow, h->window, h->max_lag);
     ro_conn_opts_t co = {
         .ops = &session_ops,
         .owner = s,

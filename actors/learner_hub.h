@@ -59,8 +59,9 @@ struct ro_seg_pool;
  * to local lanes; they send the hub their segments. Before the loop runs. */
 void ro__hub_stream(ro_hub_t *h, struct ro_seg_pool *pool, uint32_t window, uint32_t max_lag);
 
-/* ro__hub_policy_version tells the hub the version of the policy acting
- * now (stream mode: the lag of what it sends). Loop thread. */
+/* ro__hub_policy_version tells the hub the version of the node's own
+ * policy at start; pushes accepted later supersede it (stream mode: lag is
+ * counted from the newest). Loop thread. */
 void ro__hub_policy_version(ro_hub_t *h, uint64_t version);
 
 /* ro__hub_actor is the actor shards offer their step batches to. */

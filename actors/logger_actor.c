@@ -127,6 +127,14 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
         if (cur.recording)
             fprintf(lg->metrics, ",\"record_waits\":%llu,\"record_dropped\":%llu",
                     (unsigned long long)cur.record_waits, (unsigned long long)cur.record_dropped);
+        if (cur.stream)
+            fprintf(lg->metrics,
+                    ",\"learners\":%u,\"segments_in_flight\":%u,\"segments_unsent\":%u,"
+                    "\"segments_acked\":%llu,\"segments_dropped_lag\":%llu,\"stream_waits\":%llu",
+                    cur.learners, cur.segments_in_flight, cur.segments_unsent,
+                    (unsigned long long)cur.segments_acked,
+                    (unsigned long long)cur.segments_dropped_lag,
+                    (unsigned long long)cur.stream_waits);
         fputs("}\n", lg->metrics);
     }
     lg->last = cur;

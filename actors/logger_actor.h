@@ -42,6 +42,13 @@ typedef struct ro_logger_sample {
     bool recording;
     uint64_t record_waits;   /* shard steps that waited for a chunk */
     uint64_t record_dropped; /* env steps dropped (--record-full drop) */
+    /* --learner stream (stream set): learners falling behind show here. */
+    bool stream;
+    uint32_t segments_in_flight; /* sent, not acknowledged */
+    uint32_t segments_unsent;    /* full, waiting for a learner's window */
+    uint64_t segments_acked;
+    uint64_t stream_waits; /* times a shard waited for a free segment */
+    uint64_t segments_dropped_lag;
 } ro_logger_sample_t;
 
 typedef void (*ro_logger_sample_fn)(void *ctx, ro_logger_sample_t *out);

@@ -264,11 +264,12 @@ void ro__stream_port_finish(ro_stream_port_t *p, const ro_step_batch_t *b)
 {
     if (!p->cur)
         return;
-    if (p->cur->t > 0) {
-        hand_over(p, b, true);
-        return;
+    /* Even an empty segment goes: it tells the hub the shard is done (the
+     * hub recycles a segment with no rows). */
+    if (p->cur->t == 0) {
+        p->cur->first_env = b->first;
+        p->cur->n = b->n;
+        p->cur->version_min = p->cur->version_max = b->policy_version;
     }
-    p->cur->next = NULL;
-    ro__seg_pool_give(p->pool, p->cur);
-    p->cur = NULL;
+    hand_over(p, b, true);
 }

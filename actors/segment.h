@@ -155,8 +155,9 @@ void ro__stream_capture_action(ro_stream_port_t *p, const ro_step_batch_t *b,
  * step. */
 bool ro__stream_capture_outcome(ro_stream_port_t *p, const ro_step_batch_t *b);
 
-/* ro__stream_port_finish hands a partly filled segment to the hub as the
- * shard's last (or gives an empty one back). The shard's last step. */
+/* ro__stream_port_finish hands the segment being filled to the hub as the
+ * shard's last, even with no rows (the hub counts the shard done and
+ * recycles it). The shard's last step. */
 void ro__stream_port_finish(ro_stream_port_t *p, const ro_step_batch_t *b);
 
 #endif

@@ -219,6 +219,7 @@ class Stream:
             nd.welcome = g.welcome
         nd.sock.setblocking(False)
         self._sel.register(nd.sock, selectors.EVENT_READ, nd)
+        self._drain(nd)  # segments that came with the welcome: no read will announce them
 
     def _fill(self, nd, block):
         """Read more bytes into nd's buffer; False on EOF. A frame that does
@@ -398,6 +399,19 @@ class Stream:
         nd = self._nodes[batch.node]
         nd.ack_due = max(nd.ack_due, batch.seq)
         return batch
+
+    def pump(self, timeout=0):
+        """Read what the nodes sent (up to timeout seconds) without
+        delivering or acknowledging segments: e.g. to see a push accepted
+        while the window is full. Returns the segments now waiting."""
+        for key, _ in self._sel.select(timeout):
+            nd = key.data
+            if not self._fill(nd, False):
+                self._drain(nd)
+                self._close_node(nd)
+                continue
+            self._drain(nd)
+        return len(self._ready)
 
     def push_policy(self, params, nodes=None):
         """Send weights (a rollout_pb2.PolicyParams, e.g. from

@@ -510,6 +510,7 @@ void ro_node_free(ro_node_t *n)
     free(n->shards);
     ro__policy_free(n->policy);
     ro__policy_free(n->swap_next);
+    ro__policy_free(n->swap_queued);
     for (uint32_t i = 0; i < n->nretired; i++)
         ro__policy_free(n->retired[i]);
     if (n->kind.vt)

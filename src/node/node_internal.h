@@ -56,6 +56,7 @@ struct ro_node {
     ro_space_t obs_space, act_space; /* for the hub's welcome and pushed policies */
     /* A pushed policy being switched to (loop thread only). */
     ro_policy_t *swap_next;
+    ro_policy_t *swap_queued; /* pushed while the lanes switch to swap_next: next in turn */
     uint32_t swaps_pending;
     bool swap_failed;
     ro_policy_t *retired[8]; /* policies a lane may still use after a failed switch */

@@ -12,15 +12,28 @@
 #include "policy/params.h"
 #include "runtime/error.h"
 
-/* A trainer pushed weights: validate them against the env, build the
- * policy, and hand it to every lane; the old one is freed once all have
- * switched (control_behaviour). Loop thread. */
+/* Hand next to every lane; the old policy is freed once all have switched
+ * (ro__node_policy_switched). */
+static void start_swap(ro_node_t *n, ro_policy_t *next)
+{
+    n->swap_next = next;
+    n->swaps_pending = n->nlanes;
+    for (uint32_t l = 0; l < n->nlanes; l++) {
+        n->lanes[l].swap_to = next;
+        ro__actor_send(&n->lanes[l].actor, &n->lanes[l].swap_msg);
+    }
+}
+
+/* A trainer (or a stream learner) pushed weights: validate them against the
+ * env, build the policy, and switch the lanes to it. A push that comes
+ * while the lanes still switch to the one before waits for them, replacing
+ * any other waiting push: the lanes go to the newest weights. Loop thread. */
 int ro__node_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char *err, size_t errlen)
 {
     ro_node_t *n = ctx;
-    if (n->swap_next || n->nretired == 8) {
-        snprintf(err, errlen, "a policy update is still being applied; push again later");
-        return RO_EINVAL;
+    if (n->nretired == 8) {
+        snprintf(err, errlen, "lanes failed to switch policies 8 times (out of memory)");
+        return RO_ENOMEM;
     }
     char label[64];
     snprintf(label, sizeof label, "pushed policy v%llu", (unsigned long long)msg->version);
@@ -34,12 +47,12 @@ int ro__node_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char *
     ro__policy_params_free(&pp);
     if (rc)
         return rc;
-    n->swap_next = next;
-    n->swaps_pending = n->nlanes;
-    for (uint32_t l = 0; l < n->nlanes; l++) {
-        n->lanes[l].swap_to = next;
-        ro__actor_send(&n->lanes[l].actor, &n->lanes[l].swap_msg);
+    if (n->swap_next) {
+        ro__policy_free(n->swap_queued); /* superseded before it was used */
+        n->swap_queued = next;
+        return 0;
     }
+    start_swap(n, next);
     return 0;
 }
 
@@ -58,8 +71,11 @@ void ro__node_policy_switched(ro_node_t *n, ro_learner_t *l)
     }
     n->policy = n->swap_next;
     n->swap_next = NULL;
-    if (n->hub) /* stream mode: the lag of what it sends */
-        ro__hub_policy_version(n->hub, ro__policy_version(n->policy));
     n->swap_failed = false;
     n->policy_pushes++;
+    if (n->swap_queued) { /* pushed meanwhile: now its turn */
+        ro_policy_t *next = n->swap_queued;
+        n->swap_queued = NULL;
+        start_swap(n, next);
+    }
 }

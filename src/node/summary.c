@@ -24,7 +24,7 @@ void ro__node_sample(void *ctx, ro_logger_sample_t *out)
         out->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
         out->rows += atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
     }
-    if (n->hub) {
+    if (n->cfg.learner == RO_LEARNER_REMOTE) {
         /* The logger samples on the loop thread, the hub's thread. */
         ro_hub_stats_t rs;
         ro__hub_stats(n->hub, &rs);
@@ -37,6 +37,18 @@ void ro__node_sample(void *ctx, ro_logger_sample_t *out)
         out->oldest_wait_ns = rs.oldest_wait_ns;
         out->queued_bytes = rs.queued_bytes;
         out->batches_resent = rs.batches_resent;
+    }
+    if (n->ports) { /* --learner stream */
+        ro_hub_stats_t rs;
+        ro__hub_stats(n->hub, &rs);
+        out->stream = true;
+        out->learners = rs.learners;
+        out->segments_in_flight = rs.segments_in_flight;
+        out->segments_unsent = rs.segments_unsent;
+        out->segments_acked = rs.segments_acked;
+        out->segments_dropped_lag = rs.segments_dropped_lag;
+        for (uint32_t i = 0; i < n->nshards; i++) /* relaxed: statistics */
+            out->stream_waits += atomic_load_explicit(&n->ports[i].waits, memory_order_relaxed);
     }
     if (n->recorder) {
         out->recording = true;
