@@ -53,6 +53,7 @@ int ro__hub_send_welcome(ro_session_t *s)
         w.mode = "stream";
         w.unroll = h->unroll;
         w.policy_version = h->version_now;
+        w.window = s->sflow.window;
     } else {
         w.mode = "seed";
     }

@@ -296,6 +296,9 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
         session_fail(s, RO_ESHUTDOWN, "the node is stopping");
         return;
     }
+    if (h->segs) /* before the welcome, which tells the window */
+        ro__sflow_init(&s->sflow, hello->window ? hello->window : h->window,
+                       hello->max_policy_lag ? hello->max_policy_lag : h->max_lag);
     if (ro__hub_send_welcome(s) != 0) {
         session_close(s, "could not send the welcome");
         return;
@@ -310,8 +313,6 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
     h->stats.attached++;
     ro__conn_log(&s->conn, "attached (%u learner%s)", h->nsessions, h->nsessions == 1 ? "" : "s");
     if (h->segs) {
-        ro__sflow_init(&s->sflow, hello->window ? hello->window : h->window,
-                       hello->max_policy_lag ? hello->max_policy_lag : h->max_lag);
         stream_adopt_orphans(h);
         return;
     }

@@ -39,7 +39,6 @@ from .framing import DEFAULT_MAX_FRAME, decode_varint, encode_frame, encode_vari
 _DTYPES = {1: np.dtype("<f4"), 2: np.dtype("<i4"), 3: np.dtype("u1"), 4: np.dtype("<u4"),
            5: np.dtype("<u8")}
 _BLOCK = 8 << 20  # receive buffers: each is filled once, then left to the batches viewing it
-_ACK_EVERY = 2    # segments delivered between two acks while more are buffered
 
 
 def _read_varint(buf, pos, end):
@@ -132,6 +131,7 @@ class _Node:
         self.start = self.end = 0  # buffered bytes: block[start:end]
         self.ack_due = 0           # highest seq delivered
         self.acked = 0             # highest seq acknowledged
+        self.ack_every = 1         # delivered segments per ack while more are buffered
         self.welcome = None
         self.open = False
         self.goodbye = None
@@ -144,8 +144,9 @@ class Stream:
     ``window`` asks each node to let this learner hold at most that many
     unacknowledged segments (default: the node's ``--stream-window``);
     ``max_policy_lag`` asks it to drop segments more than that many policy
-    versions behind. A segment is acknowledged when the next recv() is
-    called, so the node sends on while you train on the last one.
+    versions behind. A segment is acknowledged by a later recv(): once half
+    the window is delivered, or when recv() would wait, so the node sends on
+    while you train on the last one.
     """
 
     def __init__(self, addresses, token=None, token_file=None, name=None, window=0,
@@ -217,6 +218,10 @@ class Stream:
                 raise ProtocolError(f"node {nd.address} runs mode {g.welcome.mode or 'seed'!r}, "
                                     "not stream (start it with --learner stream)")
             nd.welcome = g.welcome
+            # Half the window per ack: the node always has room to send on,
+            # and a learner that keeps up sends few acks (each one wakes
+            # the node's loop).
+            nd.ack_every = max(1, g.welcome.window // 2)
         nd.sock.setblocking(False)
         self._sel.register(nd.sock, selectors.EVENT_READ, nd)
         self._drain(nd)  # segments that came with the welcome: no read will announce them
@@ -344,9 +349,9 @@ class Stream:
 
     def _ack(self, some=False):
         """Acknowledge what was delivered, so the node sends more: all of it
-        (before waiting), or with some, only nodes owed _ACK_EVERY."""
+        (before waiting), or with some, only nodes owed half their window."""
         for nd in self._nodes:
-            if nd.ack_due and nd.open and (not some or nd.ack_due - nd.acked >= _ACK_EVERY):
+            if nd.ack_due and nd.open and (not some or nd.ack_due - nd.acked >= nd.ack_every):
                 f = self._pb.Frame()
                 f.segment_ack.seq = nd.ack_due
                 data = encode_frame(f.SerializeToString())

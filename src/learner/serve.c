@@ -43,13 +43,28 @@ void ro__learner_maybe_finish(learner_t *L)
     ro__forward_close(&L->fw);
 }
 
+/* Acknowledge a stream node's segments taken so far (one cumulative ack). */
+static void send_ack(node_t *n)
+{
+    Rollout__V1__SegmentAck a = ROLLOUT__V1__SEGMENT_ACK__INIT;
+    a.seq = n->ack_owed;
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_SEGMENT_ACK;
+    f.segment_ack = &a;
+    n->ack_owed = 0;
+    ro__link_send(&n->link, &f);
+}
+
 void ro__learner_stop_all(learner_t *L, const char *why)
 {
     if (L->stopping)
         return;
     L->stopping = true;
-    for (uint32_t i = 0; i < L->cfg.nconnect; i++)
+    for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
+        if (L->nodes[i].ack_owed) /* taken and counted: not to be sent again */
+            send_ack(&L->nodes[i]);
         ro__link_stop(&L->nodes[i].link, why);
+    }
     ro__learner_maybe_finish(L);
 }
 
@@ -136,6 +151,8 @@ static int welcome_stream(node_t *n, const Rollout__V1__Welcome *w, char *err, s
         .act_dim = (uint32_t)ro_space_size(&as),
         .discrete = as.kind == RO_SPACE_DISCRETE,
     };
+    n->ack_owed = 0;
+    n->ack_every = w->window / 2 ? w->window / 2 : 1;
     if (n->stream) { /* a reconnect: the same node goes on, a restarted one over */
         if (memcmp(&rules, &n->rx.rules, sizeof rules) != 0)
             return ro__errorf(err, errlen, RO_EPROTO, "came back with other spaces or envs");
@@ -281,7 +298,10 @@ static void on_down(ro_link_t *l)
     }
 }
 
-/* A stream node's segment, read in place: counted, then acknowledged. */
+/* A stream node's segment, read in place: counted, then acknowledged: at
+ * once when half the window is owed, else after this turn of the loop has
+ * read what came (ro__learner_on_check), so that one ack covers a read's
+ * worth of segments and the node's loop wakes once for them. */
 static bool on_raw(ro_link_t *l, const uint8_t *body, size_t len)
 {
     learner_t *L = l->o.owner;
@@ -300,12 +320,11 @@ static bool on_raw(ro_link_t *l, const uint8_t *body, size_t len)
     n->episodes = n->rx.episodes;
     n->return_sum = n->rx.return_sum;
     L->batches++;
-    Rollout__V1__SegmentAck a = ROLLOUT__V1__SEGMENT_ACK__INIT;
-    a.seq = ack;
-    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
-    f.body_case = ROLLOUT__V1__FRAME__BODY_SEGMENT_ACK;
-    f.segment_ack = &a;
-    ro__link_send(l, &f);
+    if (n->ack_owed == 0)
+        n->first_owed = ack;
+    n->ack_owed = ack;
+    if (ack - n->first_owed + 1 >= n->ack_every)
+        send_ack(n);
     if (L->cfg.steps && L->steps >= L->cfg.steps)
         ro__learner_stop_all(L, "step budget reached");
     return true;
@@ -409,5 +428,9 @@ static void on_wait_timer(uv_timer_t *t)
 
 void ro__learner_on_check(uv_check_t *h)
 {
-    flush(h->data);
+    learner_t *L = h->data;
+    for (uint32_t i = 0; i < L->cfg.nconnect; i++)
+        if (L->nodes[i].ack_owed)
+            send_ack(&L->nodes[i]);
+    flush(L);
 }
