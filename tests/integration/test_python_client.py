@@ -196,7 +196,7 @@ class AgainstFakeNode(unittest.TestCase):
                 self.assertEqual(env.num_envs, 8)
                 self.assertEqual(env.env_ids()[:6], [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4),
                                                       (1, 0)])
-                obs = env.reset()
+                obs, _ = env.reset()
                 self.assertEqual(obs.shape, (8, 4))
                 for _ in range(1100):
                     obs, rew, term, trunc, info = env.step(balance(obs))
@@ -335,7 +335,7 @@ class AgainstRealNode(unittest.TestCase):
     def test_vecenv_actions_reach_their_envs(self):
         node = self.start()
         with rc.VecEnv([node.address], timeout=GUARD) as env:
-            obs = env.reset()
+            obs, _ = env.reset()
             truncated_with_final = terminated = 0
             for _ in range(1100):
                 obs, rew, term, trunc, info = env.step(balance(obs))
@@ -353,7 +353,7 @@ class AgainstRealNode(unittest.TestCase):
             info = env.nodes[0]
             self.assertEqual((info.action_kind, info.action_shape), ("box", (1,)))
             self.assertEqual(info.obs_dim, 3)
-            obs = env.reset()
+            obs, _ = env.reset()
             for k in range(250):
                 # Out of bounds on purpose: the client clips to [low, high].
                 obs, rew, term, trunc, _ = env.step(np.full((4, 1), 10.0 * (-1) ** k))
@@ -402,7 +402,7 @@ class AgainstRealNode(unittest.TestCase):
             self.assertEqual(read_frame(s).WhichOneof("body"), "welcome")
         try:
             with rc.VecEnv([node.address], timeout=GUARD) as env:
-                obs = env.reset()  # every env's observation arrives again
+                obs, _ = env.reset()  # every env's observation arrives again
                 self.assertEqual(obs.shape, (8, 4))
                 env.step(np.zeros(8, np.int64))
         except rc.RolloutError:
