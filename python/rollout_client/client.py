@@ -11,6 +11,7 @@ import os
 import selectors
 import socket
 import time
+import warnings
 from typing import Optional, Tuple
 
 import numpy as np
@@ -148,15 +149,35 @@ def check_actions(info, actions, n, clip_box=True, where=None):
     return a
 
 
+TOKEN_MAX = 254  # bytes, as the node's --token-file (src/wire/token.h)
+
+
 def read_token(token=None, token_file=None):
     """The token to present: ``token`` if given, else the contents of
-    ``token_file`` (surrounding whitespace stripped), else ""."""
+    ``token_file``, else "". A token file holds one line of 1 to 254
+    characters (trailing whitespace trimmed), as the node's --token-file; a
+    file that others may read gets a warning, as from the C tools."""
     if token is not None and token_file is not None:
         raise ValueError("give token or token_file, not both")
     if token_file is not None:
-        with open(token_file, encoding="utf-8") as f:
-            return f.read().strip()
-    return token or ""
+        token_file = os.fspath(token_file)
+        with open(token_file, "rb") as f:
+            raw = f.read(TOKEN_MAX + 64)
+        try:
+            token = raw.decode("utf-8").rstrip()
+        except UnicodeDecodeError:
+            raise ValueError(f"token file {token_file} is not UTF-8 text") from None
+        if "\n" in token or "\r" in token:
+            raise ValueError(f"token file {token_file} has more than one line")
+        if not token:
+            raise ValueError(f"token file {token_file} is empty")
+        if os.stat(token_file).st_mode & 0o077:
+            warnings.warn(f"token file {token_file} can be read or written by other users: "
+                          f"chmod 600 {token_file}", stacklevel=2)
+    token = token or ""
+    if len(token.encode("utf-8")) > TOKEN_MAX:
+        raise ValueError(f"token is longer than {TOKEN_MAX} bytes")
+    return token
 
 
 class _Conn:

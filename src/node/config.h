@@ -35,6 +35,7 @@ typedef struct ro_config {
     double seconds;          /* wall-clock limit; 0 = none */
     const char *metrics;     /* JSON-lines file, or NULL */
     double metrics_interval; /* seconds between throughput lines */
+    bool metrics_throughput_only; /* --metrics-every: no per-episode or env-failure lines */
     bool json;               /* print a one-line JSON summary on stdout */
     bool quiet;              /* no live status line */
     bool check_finite;       /* validate every observation and reward */
@@ -68,7 +69,9 @@ void ro__config_defaults(ro_config_t *c);
  * ro__config_parse parses argv into c (defaults first) with the node's flag
  * table and the one flag parser (runtime/flags.h). Strings in c point into
  * argv. On a bad flag or value returns RO_EINVAL with one line in err
- * naming the flag, the value and what is accepted.
+ * naming the flag, the value and what is accepted; flags that the others
+ * given would make meaningless (--hidden with a policy file, --record-full
+ * without --record, ...) are refused the same way, never ignored.
  */
 int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t errlen);
 
