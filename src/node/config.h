@@ -35,18 +35,19 @@ typedef struct ro_config {
     double seconds;          /* wall-clock limit; 0 = none */
     const char *metrics;     /* JSON-lines file, or NULL */
     double metrics_interval; /* seconds between throughput lines */
-    bool metrics_throughput_only; /* --metrics-every: no per-episode or env-failure lines */
-    bool json;               /* print a one-line JSON summary on stdout */
-    bool quiet;              /* no live status line */
-    bool check_finite;       /* validate every observation and reward */
-    bool overcommit;         /* allow more workers than allowed CPUs */
-    int learner;             /* --learner: RO_LEARNER_LOCAL or RO_LEARNER_REMOTE */
-    const char *listen;      /* HOST:PORT for remote learners */
-    const char *token_file;  /* shared secret learners must present */
-    uint32_t max_frame;      /* largest frame accepted from a learner */
-    uint32_t max_learners;   /* learner connections at once */
-    double learner_timeout;  /* seconds a learner may leave a batch unanswered */
-    double hello_timeout;    /* seconds a connection may take to say hello */
+    /* --metrics-every: throughput lines only (no episode or env-failure lines) */
+    bool metrics_throughput_only;
+    bool json;              /* print a one-line JSON summary on stdout */
+    bool quiet;             /* no live status line */
+    bool check_finite;      /* validate every observation and reward */
+    bool overcommit;        /* allow more workers than allowed CPUs */
+    int learner;            /* --learner: RO_LEARNER_LOCAL or RO_LEARNER_REMOTE */
+    const char *listen;     /* HOST:PORT for remote learners */
+    const char *token_file; /* shared secret learners must present */
+    uint32_t max_frame;     /* largest frame accepted from a learner */
+    uint32_t max_learners;  /* learner connections at once */
+    double learner_timeout; /* seconds a learner may leave a batch unanswered */
+    double hello_timeout;   /* seconds a connection may take to say hello */
 
     /* --record (docs/replay.md): trajectory file or NULL; rotate at
      * record_max_bytes (0 = never); record_drop: drop and count the steps
