@@ -35,19 +35,17 @@ typedef struct ro_config {
     double seconds;          /* wall-clock limit; 0 = none */
     const char *metrics;     /* JSON-lines file, or NULL */
     double metrics_interval; /* seconds between throughput lines */
-    /* --metrics-every: throughput lines only (no episode or env-failure lines) */
-    bool metrics_throughput_only;
-    bool json;              /* print a one-line JSON summary on stdout */
-    bool quiet;             /* no live status line */
-    bool check_finite;      /* validate every observation and reward */
-    bool overcommit;        /* allow more workers than allowed CPUs */
-    int learner;            /* --learner: RO_LEARNER_LOCAL or RO_LEARNER_REMOTE */
-    const char *listen;     /* HOST:PORT for remote learners */
-    const char *token_file; /* shared secret learners must present */
-    uint32_t max_frame;     /* largest frame accepted from a learner */
-    uint32_t max_learners;  /* learner connections at once */
-    double learner_timeout; /* seconds a learner may leave a batch unanswered */
-    double hello_timeout;   /* seconds a connection may take to say hello */
+    bool json;               /* print a one-line JSON summary on stdout */
+    bool quiet;              /* no live status line */
+    bool check_finite;       /* validate every observation and reward */
+    bool overcommit;         /* allow more workers than allowed CPUs */
+    int learner;             /* --learner: RO_LEARNER_LOCAL or RO_LEARNER_REMOTE */
+    const char *listen;      /* HOST:PORT for remote learners */
+    const char *token_file;  /* shared secret learners must present */
+    uint32_t max_frame;      /* largest frame accepted from a learner */
+    uint32_t max_learners;   /* learner connections at once */
+    double learner_timeout;  /* seconds a learner may leave a batch unanswered */
+    double hello_timeout;    /* seconds a connection may take to say hello */
 
     /* --record (docs/replay.md): trajectory file or NULL; rotate at
      * record_max_bytes (0 = never); record_drop: drop and count the steps
@@ -61,6 +59,10 @@ typedef struct ro_config {
     int numa_node;        /* bind CPUs and memory to this node; -1 = none */
     bool print_topology;  /* print the topology and the plan, then exit */
     bool help, version;
+
+    /* --metrics-every: throughput lines only (no episode or env-failure
+     * lines); metrics_interval is their period. */
+    bool metrics_throughput_only;
 } ro_config_t;
 
 /* ro__config_defaults fills the defaults (see --help). */
