@@ -54,7 +54,9 @@ def load():
     global _pb2
     if _pb2 is not None:
         return _pb2
-    if importlib.util.find_spec(__package__ + "." + _MODULE_NAME) is not None:
+    # __package__ is empty when this file is loaded on its own (the tests'
+    # wireutil does, without numpy): then only the build-tree places count.
+    if __package__ and importlib.util.find_spec(__package__ + "." + _MODULE_NAME) is not None:
         _pb2 = importlib.import_module(__package__ + "." + _MODULE_NAME)
         return _pb2
     for path in _candidates():
