@@ -1,6 +1,6 @@
 /*
  * The hub's bookkeeping: which learner holds which shard, the welcome, the
- * statistics. Calls nothing of learner_hub.c.
+ * stream-mode settings, the statistics. Calls nothing of learner_hub.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +61,20 @@ int ro__hub_send_welcome(ro_session_t *s)
     f.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;
     f.welcome = &w;
     return ro__conn_send(&s->conn, &f);
+}
+
+void ro__hub_stream(ro_hub_t *h, struct ro_seg_pool *pool, uint32_t window, uint32_t max_lag)
+{
+    h->segs = pool;
+    h->unroll = pool->lay.T;
+    h->window = window;
+    h->max_lag = max_lag;
+    h->seg_orphan_tail = &h->seg_orphans;
+}
+
+void ro__hub_policy_version(ro_hub_t *h, uint64_t version)
+{
+    h->version_now = version;
 }
 
 ro_actor_t *ro__hub_actor(ro_hub_t *h)

@@ -610,20 +610,6 @@ fail:
     return rc;
 }
 
-void ro__hub_stream(ro_hub_t *h, struct ro_seg_pool *pool, uint32_t window, uint32_t max_lag)
-{
-    h->segs = pool;
-    h->unroll = pool->lay.T;
-    h->window = window;
-    h->max_lag = max_lag;
-    h->seg_orphan_tail = &h->seg_orphans;
-}
-
-void ro__hub_policy_version(ro_hub_t *h, uint64_t version)
-{
-    h->version_now = version;
-}
-
 /* Goodbye to every session, and close it. */
 static void close_sessions(ro_hub_t *h)
 {
