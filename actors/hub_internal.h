@@ -40,7 +40,7 @@ typedef struct ro_session {
 struct ro_hub {
     /* Loop thread only. */
     ro_actor_t actor;
-    uv_async_t async;
+    ro_loop_home_t home; /* the hub actor's, on the loop */
     uv_loop_t *loop;
     uv_tcp_t server;
     uv_timer_t timer;    /* max-wait of partial batches */

@@ -590,19 +590,17 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
         uv_run(loop, UV_RUN_NOWAIT); /* the server handle closes */
         goto fail;
     }
-    if ((rc = uv_async_init(loop, &h->async, ro__actor_async_cb)) != 0) {
+    if ((rc = ro__actor_init_loop(&h->actor, "learner-hub", hub_behaviour, loop, &h->home)) != 0) {
         uv_close((uv_handle_t *)&h->server, NULL);
         uv_run(loop, UV_RUN_NOWAIT);
         rc = ro__errorf(err, errlen, RO_EIO, "cannot set up the hub: %s", uv_strerror(rc));
         goto fail;
     }
-    h->async.data = &h->actor;
     uv_timer_init(loop, &h->timer); /* timers cannot fail to initialise */
     h->timer.data = h;
     uv_timer_init(loop, &h->watchdog);
     h->watchdog.data = h;
     start_watchdog(h);
-    ro__actor_init_loop(&h->actor, "learner-hub", hub_behaviour, &h->async);
     *out = h;
     return 0;
 fail:
@@ -640,5 +638,5 @@ void ro__hub_close(ro_hub_t *h)
     uv_close((uv_handle_t *)&h->server, NULL);
     uv_close((uv_handle_t *)&h->timer, NULL);
     uv_close((uv_handle_t *)&h->watchdog, NULL);
-    uv_close((uv_handle_t *)&h->async, NULL);
+    ro__actor_close_loop(&h->home);
 }

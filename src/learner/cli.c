@@ -33,8 +33,9 @@ static const ro_flag_t learner_flags[] = {
      .help = "MLP activation (default tanh)"},
     {RO_FLAG_FN, "gemm", "exact|openblas", AT(policy), .parse = ro__flag_gemm,
      .help = "dense-layer kernel (default exact)"},
-    {RO_FLAG_U32, "workers", "W", AT(workers), 1, 1024,
-     .help = "forward-pass threads, pinned (default 1); the learner\nruns 1 loop thread + W"},
+    {RO_FLAG_U32, "workers", "W", AT(workers), 0, 1024,
+     .help = "forward-pass threads, pinned (default 1); the learner\nruns 1 loop thread + W. "
+             "0: the loop thread runs them\n(no hand-off; best with one core)"},
     {RO_FLAG_BOOL, "overcommit", NULL, AT(overcommit),
      .help = "allow more workers than allowed CPUs"},
     {RO_FLAG_U32, "batch", "B", AT(batch), 1, 1u << 20,

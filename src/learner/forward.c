@@ -19,11 +19,9 @@ static int lane_ensure_ws(ro_lane_t *ln, uint32_t rows)
     return 0;
 }
 
-/* A lane runs a job's forward pass and sends the job back. */
-static void lane_behaviour(ro_actor_t *self, ro_msg_t *msg)
+/* A job's forward pass, on the lane's scratch. */
+static void run_job(ro_lane_t *ln, ro_job_t *j)
 {
-    ro_lane_t *ln = ro__container_of(self, ro_lane_t, actor);
-    ro_job_t *j = ro__container_of(msg, ro_job_t, msg);
     const ro_forward_t *fw = ln->fw;
     if (lane_ensure_ws(ln, j->rows) == 0) {
         float *in = ro__policy_ws_input(ln->ws);
@@ -38,6 +36,14 @@ static void lane_behaviour(ro_actor_t *self, ro_msg_t *msg)
     } else {
         j->failed = true; /* out of memory: the loop answers nothing, the node resends */
     }
+}
+
+/* A lane runs a job's forward pass and sends the job back. */
+static void lane_behaviour(ro_actor_t *self, ro_msg_t *msg)
+{
+    ro_lane_t *ln = ro__container_of(self, ro_lane_t, actor);
+    ro_job_t *j = ro__container_of(msg, ro_job_t, msg);
+    run_job(ln, j);
     ro__actor_send(&ln->fw->done, &j->msg);
 }
 
@@ -57,6 +63,14 @@ int ro__forward_start(ro_forward_t *fw, uv_loop_t *loop, uint32_t workers, bool 
     if (rc)
         return rc;
     int w = (int)workers;
+    if (w == 0) { /* one lane, run by the loop thread itself; no done actor */
+        if (!(fw->lanes = calloc(1, sizeof *fw->lanes)))
+            return RO_ENOMEM;
+        fw->lanes[0].fw = fw;
+        fw->nlanes = 1;
+        fw->inline_lane = true;
+        return 0;
+    }
     fw->plan = calloc((size_t)w, sizeof *fw->plan);
     fw->lanes = calloc((size_t)w, sizeof *fw->lanes);
     if (!fw->plan || !fw->lanes)
@@ -75,15 +89,19 @@ int ro__forward_start(ro_forward_t *fw, uv_loop_t *loop, uint32_t workers, bool 
         ro__actor_init_worker(&fw->lanes[i].actor, "learner-lane", lane_behaviour,
                               ro__sched_queue(fw->sched, i), 4);
     }
-    if ((rc = uv_async_init(loop, &fw->done_async, ro__actor_async_cb)) != 0)
+    if ((rc = ro__actor_init_loop(&fw->done, "learner-done", done_behaviour, loop,
+                                  &fw->done_home)) != 0)
         return ro__errorf(err, errlen, RO_EIO, "cannot set up the event loop: %s", uv_strerror(rc));
-    fw->done_async.data = &fw->done;
-    ro__actor_init_loop(&fw->done, "learner-done", done_behaviour, &fw->done_async);
     return ro__sched_start(fw->sched);
 }
 
 void ro__forward_submit(ro_forward_t *fw, ro_job_t *job)
 {
+    if (fw->inline_lane) {
+        run_job(&fw->lanes[0], job);
+        fw->on_done(fw->ctx, job);
+        return;
+    }
     fw->jobs_out++;
     ro_lane_t *ln = &fw->lanes[fw->next_lane++ % fw->nlanes];
     ro__actor_send(&ln->actor, &job->msg);
@@ -91,7 +109,12 @@ void ro__forward_submit(ro_forward_t *fw, ro_job_t *job)
 
 void ro__forward_close(ro_forward_t *fw)
 {
-    uv_close((uv_handle_t *)&fw->done_async, NULL);
+    /* The lanes are idle (no job out), but one may still be inside the send
+     * of its last answer, ringing done_home: join them before closing it. */
+    if (fw->sched)
+        ro__sched_stop(fw->sched);
+    if (!fw->inline_lane)
+        ro__actor_close_loop(&fw->done_home);
 }
 
 void ro__forward_stop(ro_forward_t *fw)

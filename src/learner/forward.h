@@ -1,6 +1,8 @@
 /*
  * rollout-learner's forward passes: W pinned workers (the runtime's
- * scheduler), one lane actor on each with its own policy scratch. The loop
+ * scheduler), one lane actor on each with its own policy scratch; or, with
+ * W = 0, one lane that the loop thread runs itself (no hand-off: two
+ * context switches less per batch, what a learner with one core wants). The loop
  * hands a lane a job (received frames batched by the one batcher, with the
  * sampling stream of each row); the lane runs the policy over their
  * observations and hands the job back, with one action per row, to the
@@ -60,9 +62,10 @@ typedef struct ro_forward {
     ro_sched_t *sched;
     ro_lane_t *lanes;
     uint32_t nlanes, next_lane;
+    bool inline_lane; /* W = 0: submit runs the job and calls on_done */
     const ro_policy_t *policy; /* set before the first job; read-only then */
     uint32_t obs_dim;
-    uv_async_t done_async;
+    ro_loop_home_t done_home;
     ro_actor_t done; /* loop actor: jobs come back here */
     ro_job_done_fn on_done;
     void *ctx;
@@ -70,7 +73,8 @@ typedef struct ro_forward {
 } ro_forward_t;
 
 /* ro__forward_start plans and starts `workers` pinned workers with a lane
- * each, and the loop actor that takes finished jobs to on_done. Returns 0,
+ * each, and the loop actor that takes finished jobs to on_done (workers 0:
+ * the inline lane, on_done called from ro__forward_submit). Returns 0,
  * or a negative code with one line in err. Loop thread, once. */
 int ro__forward_start(ro_forward_t *fw, uv_loop_t *loop, uint32_t workers, bool overcommit,
                       ro_job_done_fn on_done, void *ctx, char *err, size_t errlen);
@@ -79,7 +83,8 @@ int ro__forward_start(ro_forward_t *fw, uv_loop_t *loop, uint32_t workers, bool 
  * owns it until on_done gets it back. Loop thread. */
 void ro__forward_submit(ro_forward_t *fw, ro_job_t *job);
 
-/* ro__forward_close closes the done handle (once no job is out). */
+/* ro__forward_close joins the (idle) workers and closes the done handle
+ * (once no job is out). Loop thread. */
 void ro__forward_close(ro_forward_t *fw);
 
 /* ro__forward_stop joins the workers and frees everything. Main thread,

@@ -434,11 +434,10 @@ static int make_loop(ro_node_t *n, char *err, size_t errlen)
     if (rc)
         return ro__errorf(err, errlen, RO_EIO, "cannot start the event loop: %s", uv_strerror(rc));
     n->loop_inited = true;
-    if ((rc = uv_async_init(&n->loop, &n->control_async, ro__actor_async_cb)) ||
+    if ((rc = ro__actor_init_loop(&n->control, "control", ro__node_control, &n->loop,
+                                  &n->control_home)) ||
         (rc = uv_signal_init(&n->loop, &n->sigint)) || (rc = uv_signal_init(&n->loop, &n->sigterm)))
         return ro__errorf(err, errlen, RO_EIO, "cannot set up the event loop: %s", uv_strerror(rc));
-    n->control_async.data = &n->control;
-    ro__actor_init_loop(&n->control, "control", ro__node_control, &n->control_async);
     n->sigint.data = n->sigterm.data = n;
     uv_timer_init(&n->loop, &n->deadline); /* cannot fail */
     n->deadline.data = n;

@@ -69,7 +69,7 @@ struct ro_node {
     int record_rc;
 
     uv_loop_t loop;
-    uv_async_t control_async;
+    ro_loop_home_t control_home;
     ro_actor_t control; /* loop actor: receives RO_MSG_LANE_DONE */
     uv_signal_t sigint, sigterm;
     uv_timer_t deadline;

@@ -98,7 +98,7 @@ static void shutdown_node(ro_node_t *n)
         if (n->record_rc)
             fprintf(stderr, "rollout-node: %s\n", err);
     }
-    uv_close((uv_handle_t *)&n->control_async, NULL);
+    ro__actor_close_loop(&n->control_home);
     uv_close((uv_handle_t *)&n->sigint, NULL);
     uv_close((uv_handle_t *)&n->sigterm, NULL);
     uv_close((uv_handle_t *)&n->deadline, NULL);

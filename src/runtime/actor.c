@@ -1,5 +1,9 @@
 #include "runtime/actor.h"
 
+#include <errno.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 void ro__actor_init(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uint32_t batch,
                     ro_schedule_fn schedule, void *home)
 {
@@ -13,15 +17,62 @@ void ro__actor_init(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uint32_
     atomic_init(&a->pending, 0);
 }
 
-/* A loop actor's home is a uv_async_t: sends coalesce, the callback drains. */
+/* Ring a loop actor's home. Any thread. EAGAIN means the counter is
+ * saturated: the loop is due to wake anyway. */
 static void schedule_on_loop(ro_actor_t *a)
 {
-    uv_async_send(a->home);
+    ro_loop_home_t *home = a->home;
+    uint64_t one = 1;
+    while (write(home->fd, &one, sizeof one) < 0 && errno == EINTR) {
+    }
 }
 
-void ro__actor_init_loop(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uv_async_t *async)
+static void on_ring(uv_poll_t *p, int status, int events)
 {
-    ro__actor_init(a, name, fn, 64, schedule_on_loop, async);
+    (void)status;
+    (void)events;
+    ro_loop_home_t *home = p->data;
+    uint64_t rings;
+    /* Reset first: a ring after this read wakes the loop again. EAGAIN: a
+     * spurious wake-up, nothing to reset. */
+    (void)!read(home->fd, &rings, sizeof rings);
+    while (ro__actor_run(home->actor)) {
+    }
+}
+
+static void on_home_closed(uv_handle_t *h)
+{
+    ro_loop_home_t *home = h->data;
+    close(home->fd);
+    home->fd = -1;
+}
+
+int ro__actor_init_loop(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uv_loop_t *loop,
+                        ro_loop_home_t *home)
+{
+    home->actor = a;
+    home->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (home->fd < 0)
+        return -errno;
+    int rc = uv_poll_init(loop, &home->poll, home->fd);
+    if (rc) {
+        close(home->fd);
+        home->fd = -1;
+        return rc;
+    }
+    home->poll.data = home;
+    if ((rc = uv_poll_start(&home->poll, UV_READABLE, on_ring)) != 0) {
+        uv_close((uv_handle_t *)&home->poll, on_home_closed);
+        return rc;
+    }
+    ro__actor_init(a, name, fn, 64, schedule_on_loop, home);
+    return 0;
+}
+
+void ro__actor_close_loop(ro_loop_home_t *home)
+{
+    if (home->fd >= 0 && !uv_is_closing((uv_handle_t *)&home->poll))
+        uv_close((uv_handle_t *)&home->poll, on_home_closed);
 }
 
 bool ro__actor_send(ro_actor_t *to, ro_msg_t *msg)
@@ -61,11 +112,4 @@ bool ro__actor_run(ro_actor_t *a)
      */
     int_fast64_t old = atomic_fetch_sub_explicit(&a->pending, handled, memory_order_acq_rel);
     return old - handled > 0;
-}
-
-void ro__actor_async_cb(uv_async_t *handle)
-{
-    ro_actor_t *a = handle->data;
-    while (ro__actor_run(a)) {
-    }
 }

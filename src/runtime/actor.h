@@ -8,7 +8,7 @@
  * and needs no lock for its own state.
  *
  * Where an actor runs is its "home": a worker run queue (scheduler.h:
- * ro__actor_init_worker) or the libuv loop (a uv_async_t; see
+ * ro__actor_init_worker) or the libuv loop (an ro_loop_home_t; see
  * ro__actor_init_loop). The actor only knows how to make itself runnable
  * there (its schedule function), so this file depends on no scheduler.
  */
@@ -46,7 +46,7 @@ struct ro_actor {
     ro_behaviour_fn behaviour;
     const char *name;
     ro_schedule_fn schedule; /* makes the actor runnable at home */
-    void *home;              /* a worker's run queue, or the loop's uv_async_t */
+    void *home;              /* a worker's run queue, or an ro_loop_home_t */
     uint32_t batch;          /* messages handled per run before yielding */
 
     /* Run-queue link: touched only under the run queue's mutex. */
@@ -66,10 +66,33 @@ struct ro_actor {
 void ro__actor_init(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uint32_t batch,
                     ro_schedule_fn schedule, void *home);
 
-/* ro__actor_init_loop prepares an actor that runs on the loop thread. The
- * caller owns `async`, already initialised with uv_async_init() whose
- * callback calls ro__actor_drain(); its data field must point to `a`. */
-void ro__actor_init_loop(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uv_async_t *async);
+/*
+ * A loop actor's home: an eventfd the loop polls. A send that makes the
+ * actor runnable writes to it; the loop reads it and drains the actor.
+ * Not a uv_async_t: libuv 1.44's uv_async_send holds its handle "busy"
+ * across its write(2), and the loop thread, woken by that very write, spins
+ * (997 pauses, then sched_yield) until the sender returns. With a worker
+ * sending a batch every few microseconds that spin took 46-56 % of a SEED
+ * node's CPU (perf, docs/benchmarks/learners.md). Owned by the caller;
+ * valid until the close callback of ro__actor_close_loop has run.
+ */
+typedef struct ro_loop_home {
+    uv_poll_t poll;
+    int fd; /* the eventfd; -1 once closed */
+    ro_actor_t *actor;
+} ro_loop_home_t;
+
+/* ro__actor_init_loop prepares an actor that runs on `loop`'s thread, with
+ * its home in `home`. Returns 0 or a negative errno (as libuv's codes).
+ * Loop thread, before the first send. */
+int ro__actor_init_loop(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uv_loop_t *loop,
+                        ro_loop_home_t *home);
+
+/* ro__actor_close_loop closes a loop actor's home; the loop finishes the
+ * close on its next turn. Every thread that sends to the actor must have
+ * stopped (joined): a sender can still be ringing after the loop has
+ * handled its message. Loop thread. */
+void ro__actor_close_loop(ro_loop_home_t *home);
 
 /*
  * ro__actor_send delivers msg to `to`. Any thread. On return the mailbox owns
@@ -86,9 +109,5 @@ bool ro__actor_send(ro_actor_t *to, ro_msg_t *msg);
  * caller gave the actor up.
  */
 bool ro__actor_run(ro_actor_t *a);
-
-/* ro__actor_drain runs a loop actor until it has nothing left. Loop thread;
- * the uv_async_t callback of a loop actor. */
-void ro__actor_async_cb(uv_async_t *handle);
 
 #endif

@@ -246,11 +246,12 @@ static void test_timers_fire_in_order_not_early(void **state)
     ro__sched_free(s);
 }
 
-/* ---- loop actors: workers send, the loop drains via uv_async ---- */
+/* ---- loop actors: workers send, the loop drains (its home's eventfd) ---- */
 
 typedef struct sink {
     ro_actor_t actor;
-    uv_async_t async;
+    ro_loop_home_t home;
+    uv_loop_t *loop;
     uint64_t got, want;
 } sink_t;
 
@@ -259,7 +260,7 @@ static void sink_behaviour(ro_actor_t *self, ro_msg_t *msg)
     sink_t *k = ro__container_of(self, sink_t, actor);
     (void)msg;
     if (++k->got == k->want)
-        uv_close((uv_handle_t *)&k->async, NULL);
+        uv_stop(k->loop); /* a sender may still ring: close the home once they are joined */
 }
 
 typedef struct loop_sender {
@@ -281,23 +282,25 @@ static void test_loop_actor_drains_everything(void **state)
     (void)state;
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
-    sink_t k = {.want = 4 * 50000};
-    assert_int_equal(uv_async_init(&loop, &k.async, ro__actor_async_cb), 0);
-    k.async.data = &k.actor;
-    ro__actor_init_loop(&k.actor, "sink", sink_behaviour, &k.async);
+    sink_t k = {.want = 4 * 50000, .loop = &loop};
+    assert_int_equal(ro__actor_init_loop(&k.actor, "sink", sink_behaviour, &loop, &k.home), 0);
     pthread_t th[4];
     loop_sender_t ls[4];
     for (int i = 0; i < 4; i++) {
         ls[i] = (loop_sender_t){.to = &k, .msgs = calloc(50000, sizeof(ro_msg_t)), .n = 50000};
         assert_int_equal(pthread_create(&th[i], NULL, send_to_loop, &ls[i]), 0);
     }
-    /* Runs until the sink closes its handle after the last message. */
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    /* Runs until the sink has the last message (uv_stop: returns nonzero,
+     * the home still being active). */
+    uv_run(&loop, UV_RUN_DEFAULT);
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
         free(ls[i].msgs);
     }
     assert_int_equal(k.got, k.want);
+    ro__actor_close_loop(&k.home);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(k.home.fd, -1);
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
