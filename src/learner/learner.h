@@ -67,7 +67,8 @@ typedef struct learner {
     uint32_t pushed; /* nodes that accepted them */
 
     uint64_t steps, batches;
-    uint64_t t0;
+    uint64_t t0;       /* the first welcome (the start until then) */
+    bool welcomed_any; /* some node welcomed us: t0 is set */
     bool stopping;
     int exit_code;
     char err[512];

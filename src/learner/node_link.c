@@ -52,7 +52,7 @@ static void ended(ro_link_t *l)
 {
     bool was_welcomed = l->welcomed;
     l->connected = l->welcomed = false;
-    bool retry = !l->final && !l->stopping && l->attached && l->o.reconnect_s > 0;
+    bool retry = !l->final && !l->stopping && (l->attached || l->early) && l->o.reconnect_s > 0;
     if (retry && was_welcomed) {
         /* A session was lost: first attempt soon. */
         l->lost_ns = ro__now_ns();
@@ -68,7 +68,13 @@ static void ended(ro_link_t *l)
         l->attempts++;
         double down = (double)(ro__now_ns() - l->lost_ns) * 1e-9;
         if (down < l->o.reconnect_s) {
-            if (l->attempts == 1 || l->attempts % LOG_EVERY == 0 || strcmp(l->why, l->last_fail)) {
+            if (!l->attached) { /* the node is not up yet: said once */
+                if (l->attempts == 1)
+                    say(l, "not accepting connections yet (%s); retrying for up to %g s "
+                           "(--reconnect-s)",
+                        l->why, l->o.reconnect_s);
+            } else if (l->attempts == 1 || l->attempts % LOG_EVERY == 0 ||
+                       strcmp(l->why, l->last_fail)) {
                 say(l,
                     "reconnect attempt %u failed (%s); %.1f s without a connection, retrying "
                     "every %.1f s at most",
@@ -167,6 +173,14 @@ static void on_greeting(ro_link_t *l, ro_frame_t *f)
         }
         const Rollout__V1__Welcome *w = f->welcome;
         l->welcomed = true;
+        if (l->early && !l->attached) {
+            uv_timer_stop(&l->retry); /* the attempt's deadline */
+            say(l, "connected after %.1f s (attempt %u)",
+                (double)(ro__now_ns() - l->lost_ns) * 1e-9, l->attempts + 1);
+            l->early = false;
+            l->attempts = 0;
+            l->lost_ns = 0;
+        }
         if (l->attached) {
             uv_timer_stop(&l->retry); /* the attempt's deadline */
             l->reconnects++;
@@ -233,7 +247,13 @@ static void on_connect(ro_conn_t *c, int status)
 {
     ro_link_t *l = c->owner;
     if (status != 0) {
-        if (!l->attached) { /* the first connection: the address may be wrong */
+        if (!l->attached && status == UV_ECONNREFUSED && l->o.reconnect_s > 0) {
+            if (!l->early) { /* a node still starting: wait for it */
+                l->early = true;
+                l->lost_ns = ro__now_ns();
+                l->backoff_ms = RECONNECT_MIN_MS;
+            }
+        } else if (!l->attached) { /* the first connection: the address may be wrong */
             l->failed = true;
             l->final = true;
         }
@@ -292,7 +312,7 @@ static void attempt(ro_link_t *l)
         ended(l);
         return;
     }
-    if (l->attached)
+    if (l->attached || l->early)
         uv_timer_start(&l->retry, on_attempt_timeout, ATTEMPT_TIMEOUT_MS, 0);
     ro_conn_opts_t co = {
         .ops = &link_conn_ops,

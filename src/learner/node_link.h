@@ -7,10 +7,12 @@
  * A connection's life: attempt (resolve, connect, hello) -> welcomed ->
  * closed. A close is final after the node's goodbye, an error the learner
  * found, an error the node sent (except its learner timeout, ETIMEDOUT),
- * the learner stopping, or a failed first connection. Any other close of a
- * welcomed connection (EOF, reset, keepalive or user timeout, the node
- * timing us out) starts reconnect attempts with backoff, for up to
- * reconnect_s seconds without a connection.
+ * the learner stopping, or a first connection that fails for any reason
+ * but a refusal. Any other close of a welcomed connection (EOF, reset,
+ * keepalive or user timeout, the node timing us out) starts reconnect
+ * attempts with backoff, for up to reconnect_s seconds without a
+ * connection; so does a first connection refused (a node still starting:
+ * a learner may be started first), for up to reconnect_s from the start.
  *
  * Loop thread only.
  */
@@ -66,6 +68,7 @@ struct ro_link {
     bool connected, welcomed, failed;
     bool final;       /* no reconnect after this close: a goodbye or an error */
     bool attached;    /* welcomed at least once: reconnects only after that */
+    bool early;       /* refused before the first welcome: waiting for the node to start */
     bool waiting;     /* between attempts: the retry timer is armed */
     bool done;        /* over: no more connections */
     bool stopping;    /* ro__link_stop was called */

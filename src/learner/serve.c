@@ -171,6 +171,10 @@ static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, si
 {
     learner_t *L = l->o.owner;
     node_t *n = node_of(l);
+    if (!L->welcomed_any) { /* steps/s count from here, not from a wait for a node to start */
+        L->welcomed_any = true;
+        L->t0 = ro__now_ns();
+    }
     if (!L->push && w->mode && strcmp(w->mode, "stream") == 0) {
         int rc = welcome_stream(n, w, err, errlen);
         L->threads = ro__thread_count();

@@ -68,8 +68,8 @@ class CLearner(nu.TempDirCase):
         p = nu.run_cmd([LEARNER, "--connect", "nowhere"], capture_output=True, text=True)
         self.assertEqual(p.returncode, 2)
         self.assertIn("--connect 'nowhere'", p.stderr)
-        p = nu.run_cmd([LEARNER, "--connect", "127.0.0.1:1", "--quiet"], capture_output=True,
-                           text=True)
+        p = nu.run_cmd([LEARNER, "--connect", "127.0.0.1:1", "--quiet", "--reconnect-s", "0"],
+                       capture_output=True, text=True)
         self.assertEqual(p.returncode, 1)
         self.assertIn("cannot connect", p.stderr)
         p = nu.run_cmd([LEARNER, "--connect", "127.0.0.1:1", "--reconnect-s", "-1"],
@@ -145,6 +145,25 @@ class Reconnect(nu.TempDirCase):
         log.thread.join(timeout=10)
         lines = out.strip().splitlines()
         return json.loads(lines[-1]) if lines else None
+
+    def test_a_learner_started_first_waits_for_its_node(self):
+        import socket
+        with socket.socket() as s:  # a free port, for the node to take later
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        addr = f"127.0.0.1:{port}"
+        lp, llog = self.learner("--connect", addr)
+        nu.wait_for(lambda: llog.count("not accepting connections yet"),
+                    "the learner to say it waits for the node", proc=lp)
+        node = nu.spawn([nu.NODE, "--learner", "remote", "--listen", addr, "--quiet", "--json",
+                         "--num-envs", 8, "--steps", 8 * 50], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+        s = self.wait(lp, llog)
+        node.wait(timeout=nu.HANG_GUARD_S)
+        self.assertEqual(lp.returncode, 0, llog.text())
+        self.assertEqual(s["steps"], 8 * 50)
+        self.assertEqual(llog.count("not accepting connections yet"), 1, llog.text())  # once
+        self.assertEqual(llog.count("connected after"), 1, llog.text())
 
     def test_reconnects_after_the_node_timed_it_out(self):
         node, addr, log, m = self.node("--seconds", 0, "--learner-timeout", 1)
