@@ -62,7 +62,7 @@ typedef struct ro_forward {
     ro_sched_t *sched;
     ro_lane_t *lanes;
     uint32_t nlanes, next_lane;
-    bool inline_lane; /* W = 0: submit runs the job and calls on_done */
+    bool inline_lane;          /* W = 0: submit runs the job and calls on_done */
     const ro_policy_t *policy; /* set before the first job; read-only then */
     uint32_t obs_dim;
     ro_loop_home_t done_home;

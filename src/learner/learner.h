@@ -32,11 +32,11 @@ typedef struct node {
                             counted twice */
     uint64_t steps, episodes;
     double return_sum;
-    bool stream;       /* a stream node: segments, not observations */
-    ro_stream_rx_t rx; /* stream: what came in */
+    bool stream;         /* a stream node: segments, not observations */
+    ro_stream_rx_t rx;   /* stream: what came in */
     uint64_t ack_owed;   /* stream: the highest seq taken and not yet acknowledged (0: none) */
     uint64_t first_owed; /* stream: the lowest seq taken and not yet acknowledged */
-    uint32_t ack_every; /* stream: owed segments that make an ack go at once (half the window) */
+    uint32_t ack_every;  /* stream: owed segments that make an ack go at once (half the window) */
 } node_t;
 
 typedef struct learner {

@@ -70,8 +70,9 @@ static void ended(ro_link_t *l)
         if (down < l->o.reconnect_s) {
             if (!l->attached) { /* the node is not up yet: said once */
                 if (l->attempts == 1)
-                    say(l, "not accepting connections yet (%s); retrying for up to %g s "
-                           "(--reconnect-s)",
+                    say(l,
+                        "not accepting connections yet (%s); retrying for up to %g s "
+                        "(--reconnect-s)",
                         l->why, l->o.reconnect_s);
             } else if (l->attempts == 1 || l->attempts % LOG_EVERY == 0 ||
                        strcmp(l->why, l->last_fail)) {
