@@ -1,0 +1,296 @@
+#!/usr/bin/python3
+"""Learners against the node's own speed, in one run (issue: learners at
+local speed). Every case runs CartPole with an MLP(64,64) policy; the cases
+run in turn, round after round (--rounds), and each ratio is the median of
+its per-round ratios, so that a figure and its reference are measured
+minutes apart at most on a machine whose speed drifts.
+
+  local        rollout-node, W workers (the reference)
+  stream->C    rollout-node --learner stream (W workers) + rollout-learner on
+               the same cores: the transitions the learner received per second
+  stream->py   the same node + rollout_client.Stream in Python (received/s)
+  seed-256     --learner remote, 256 envs: node 1 worker + rollout-learner
+               1 worker, against local 256 envs on 2 workers
+  seed-2048    the same at 2048 envs, batch 256
+  vecenv-*     rollout_client.VecEnv on a remote node (1024 envs): random
+               actions, and a torch MLP(64,64) policy against that torch
+               forward pass alone (bench/bench_vecenv.py measures them; this
+               script runs it when it is there)
+
+Each case also reports the CPU seconds its processes used per million
+steps (from their rusage), which the machine's load disturbs less than
+steps/s. Writes learners.csv, learners.md and learners.png (gnuplot) into
+--out.
+
+usage: bench_learners.py BUILD_DIR [--seconds S] [--rounds N] [--out DIR]
+                         [--envs N] [--workers W] [--only LIST] [--quick]
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# Targets from the issue: a ratio against the reference, or an absolute rate.
+TARGETS = {
+    "stream->C": ("ratio", 0.9),
+    "stream->py": ("rate", 5e6),
+    "seed-256": ("ratio", 0.5),
+    "seed-2048": ("ratio", 0.85),
+    "vecenv-random": ("rate", 3e6),
+    "vecenv-mlp": ("ratio", 0.9),
+}
+
+
+class Proc:
+    """A child process whose rusage we collect when it exits."""
+
+    def __init__(self, argv, **kw):
+        self.p = subprocess.Popen(argv, **kw)
+        self.cpu = None
+
+    def wait(self, timeout=300):
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, ru = os.wait4(self.p.pid, os.WNOHANG)
+            if pid:
+                self.p.returncode = os.waitstatus_to_exitcode(status)
+                self.cpu = ru.ru_utime + ru.ru_stime
+                return self.p.returncode
+            if time.monotonic() > deadline:
+                self.p.kill()
+                raise RuntimeError(f"{self.p.args[0]} did not finish")
+            time.sleep(0.02)
+
+
+def last_json(text):
+    lines = [line for line in text.strip().splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"no JSON summary in: {text[-500:]!r}")
+    return json.loads(lines[-1])
+
+
+def listening(p):
+    for line in p.stderr:
+        if "listening for learners on" in line:
+            return line.strip().rsplit(" ", 1)[1]
+    raise RuntimeError("the node did not start")
+
+
+def node(build, *args, listen=False):
+    argv = [f"{build}/rollout-node", "--json", "--quiet", *map(str, args)]
+    if listen:
+        argv += ["--listen", "127.0.0.1:0"]
+    return Proc(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(pr):
+    out = pr.p.stdout.read()
+    pr.wait()
+    return last_json(out)
+
+
+def run_local(build, envs, workers, secs, extra=()):
+    pr = node(build, "--num-envs", envs, "--workers", workers, "--seconds", secs, *extra)
+    s = finish(pr)
+    return s["sps"], pr.cpu / s["steps"] * 1e6
+
+
+def run_stream_c(build, envs, workers, secs):
+    pr = node(build, "--learner", "stream", "--num-envs", envs, "--workers", workers,
+              "--seconds", secs, listen=True)
+    addr = listening(pr.p)
+    lr = Proc([f"{build}/rollout-learner", "--connect", addr, "--json", "--quiet"],
+              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    s = finish(pr)
+    ls = finish(lr)
+    if ls["steps"] != s["steps"]:
+        raise RuntimeError(f"stream->C: the learner got {ls['steps']} of {s['steps']} steps")
+    return ls["sps"], (pr.cpu + lr.cpu) / s["steps"] * 1e6
+
+
+PY_STREAM = r"""
+import sys, time
+sys.path.insert(0, sys.argv[2])
+import rollout_client as rc
+n, t0 = 0, None
+with rc.Stream([sys.argv[1]]) as st:
+    while True:
+        try:
+            b = st.recv(timeout=120)
+        except rc.ConnectionClosed:
+            break
+        if t0 is None:
+            t0 = time.monotonic()
+        n += b.num_transitions
+print(n, n / (time.monotonic() - t0))
+"""
+
+
+def run_stream_py(build, envs, workers, secs):
+    pr = node(build, "--learner", "stream", "--num-envs", envs, "--workers", workers,
+              "--seconds", secs, listen=True)
+    addr = listening(pr.p)
+    env = dict(os.environ, ROLLOUT_PROTO_OUT=f"{build}/proto")
+    py = Proc(["/usr/bin/python3", "-c", PY_STREAM, addr, os.path.join(ROOT, "python")],
+              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    s = finish(pr)
+    out = py.p.stdout.read()
+    err = py.p.stderr.read()
+    py.wait()
+    if py.p.returncode != 0:
+        raise RuntimeError(f"stream->py failed: {err[-500:]}")
+    got, rate = out.split()
+    if int(got) != s["steps"]:
+        raise RuntimeError(f"stream->py: Python got {got} of {s['steps']} steps")
+    return float(rate), (pr.cpu + py.cpu) / s["steps"] * 1e6
+
+
+def run_seed(build, envs, secs, extra=(), learner_workers=1):
+    pr = node(build, "--learner", "remote", "--num-envs", envs, "--workers", 1,
+              "--seconds", secs, *extra, listen=True)
+    addr = listening(pr.p)
+    lr = Proc([f"{build}/rollout-learner", "--connect", addr, "--json", "--quiet",
+               "--workers", str(learner_workers)],
+              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    s = finish(pr)
+    finish(lr)
+    return s["sps"], (pr.cpu + lr.cpu) / s["steps"] * 1e6
+
+
+def vecenv_cases(build, secs, rounds, out):
+    """bench_vecenv.py's figures (random, MLP, forward alone), if present."""
+    script = os.path.join(HERE, "bench_vecenv.py")
+    if not os.path.exists(script):
+        return {}
+    csv = os.path.join(out, "vecenv.csv")
+    p = subprocess.run(["/usr/bin/python3", script, build, "--seconds", str(secs),
+                        "--repeats", str(rounds), "--csv", csv], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"bench_vecenv.py failed: {p.stderr[-800:]}", file=sys.stderr)
+        return {}
+    import csv as csvmod
+    with open(csv) as f:
+        rows = {r["case"]: r for r in csvmod.DictReader(f)}
+    return rows
+
+
+def fmt_rate(x):
+    return f"{x / 1e6:.2f} M/s"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("build")
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--envs", type=int, default=1024, help="envs of the local/stream cases")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks"))
+    ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--quick", action="store_true", help="one short round: a smoke run")
+    a = ap.parse_args()
+    if a.quick:
+        a.seconds, a.rounds = 0.5, 1
+    os.makedirs(a.out, exist_ok=True)
+    b, s, w, e = a.build, a.seconds, a.workers, a.envs
+    cases = {
+        "local": lambda: run_local(b, e, w, s),
+        "stream->C": lambda: run_stream_c(b, e, w, s),
+        "stream->py": lambda: run_stream_py(b, e, w, s),
+        "local-256": lambda: run_local(b, 256, 2, s),
+        "seed-256": lambda: run_seed(b, 256, s),
+        "local-2048": lambda: run_local(b, 2048, 2, s, ("--batch", 256)),
+        "seed-2048": lambda: run_seed(b, 2048, s, ("--batch", 256)),
+    }
+    refs = {"stream->C": "local", "seed-256": "local-256", "seed-2048": "local-2048"}
+    only = set(filter(None, a.only.split(",")))
+    if only:
+        need = only | {refs[c] for c in only if c in refs}
+        cases = {k: v for k, v in cases.items() if k in need}
+    load0 = os.getloadavg()
+    res = {k: [] for k in cases}
+    for r in range(a.rounds):
+        for name, fn in cases.items():
+            res[name].append(fn())
+            print(f"round {r + 1}: {name:11s} {fmt_rate(res[name][-1][0]):>11s} "
+                  f"{res[name][-1][1]:7.0f} CPU-ms/Msteps", flush=True)
+    load1 = os.getloadavg()
+    rows = []
+    for name, runs in res.items():
+        sps = statistics.median(x[0] for x in runs)
+        cpu = statistics.median(x[1] for x in runs)
+        ratio = None
+        if name in refs and refs[name] in res:
+            ratio = statistics.median(x[0] / y[0] for x, y in zip(runs, res[refs[name]]))
+        rows.append((name, sps, cpu, ratio, refs.get(name, "")))
+    vec = vecenv_cases(b, s, a.rounds, a.out) if not only or only & {"vecenv-random",
+                                                                      "vecenv-mlp"} else {}
+    for name, r in vec.items():
+        rows.append((name, float(r["sps"]), float(r.get("cpu_ms_per_msteps") or "nan"),
+                     float(r["ratio"]) if r.get("ratio") else None, r.get("reference", "")))
+    with open(os.path.join(a.out, "learners.csv"), "w") as f:
+        f.write("case,sps,cpu_ms_per_msteps,ratio,reference,target\n")
+        for name, sps, cpu, ratio, ref in rows:
+            t = TARGETS.get(name)
+            f.write(f"{name},{sps:.0f},{cpu:.1f},{'' if ratio is None else f'{ratio:.3f}'},"
+                    f"{ref},{'' if not t else t[1]}\n")
+    with open(os.path.join(a.out, "learners.md"), "w") as f:
+        f.write(f"Measured by `bench/bench_learners.py` ({a.rounds} rounds of {s:g} s; "
+                f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end; "
+                f"{os.cpu_count()} CPUs).\n\n")
+        f.write("| case | steps/s (median) | CPU ms per M steps | ratio | against | target | "
+                "met |\n|---|---|---|---|---|---|---|\n")
+        for name, sps, cpu, ratio, ref in rows:
+            t = TARGETS.get(name)
+            met = ""
+            if t and t[0] == "ratio" and ratio is not None:
+                met = "yes" if ratio >= t[1] else "no"
+            elif t and t[0] == "rate":
+                met = "yes" if sps >= t[1] else "no"
+            tgt = "" if not t else (f">= {t[1]:g}" if t[0] == "ratio" else f">= {fmt_rate(t[1])}")
+            f.write(f"| {name} | {fmt_rate(sps)} | {cpu:.0f} | "
+                    f"{'' if ratio is None else f'{ratio:.2f}'} | {ref} | {tgt} | {met} |\n")
+    plot(a.out, rows)
+    print(open(os.path.join(a.out, "learners.md")).read())
+
+
+def plot(out, rows):
+    """Steps/s of every case (gnuplot), the targets as a second bar."""
+    gp = shutil.which("gnuplot")
+    if not gp:
+        print("bench_learners: gnuplot not found: no plot", file=sys.stderr)
+        return
+    data = os.path.join(out, "learners.dat")
+    with open(data, "w") as f:
+        for name, sps, _cpu, _ratio, _ref in rows:
+            t = TARGETS.get(name)
+            f.write(f"\"{name}\" {sps / 1e6:.3f}\n")
+    script = f"""
+set terminal pngcairo size 900,420 noenhanced
+set output '{os.path.join(out, 'learners.png')}'
+set title 'CartPole + MLP(64,64): steps/s per case (medians)'
+set style data histograms
+set style fill solid 0.8 border -1
+set boxwidth 0.7
+set ylabel 'M steps/s'
+set yrange [0:*]
+set grid ytics
+set xtics rotate by -30
+plot '{data}' using 2:xtic(1) title 'steps/s' lc rgb '#4477aa'
+"""
+    p = subprocess.run([gp], input=script, text=True, capture_output=True)
+    if p.returncode != 0:
+        print(f"bench_learners: gnuplot failed: {p.stderr.strip()}", file=sys.stderr)
+    os.unlink(data)
+
+
+if __name__ == "__main__":
+    main()
