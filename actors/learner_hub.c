@@ -15,6 +15,7 @@
 #include "wire/checks.h"
 #include "wire/conn.h"
 #include "wire/frame.h"
+#include "wire/gate.h"
 
 /* Bytes a session may have queued for writing before we call its learner a
  * slow consumer and close it: it has stopped reading. */
@@ -57,8 +58,11 @@ struct ro_hub {
     ro_batch_item_t *orphan_head, **orphan_tail; /* ready, no learner */
 
     ro_session_t *sessions;
-    uint32_t nsessions; /* attached learners */
-    uint32_t nconns;    /* all open connections */
+    uint32_t nsessions;       /* attached learners */
+    uint32_t nattached;       /* attached learners and trainers: at most max_learners */
+    ro_gate_t gate;           /* connections that have not said hello (wire/gate.h) */
+    ro_frame_budget_t budget; /* frames being received, every connection together */
+    ro_accept_errors_t accept_errors;
 
     ro_sent_batch_t *pool; /* [nshards]: no more frames than shards are ever in flight */
     ro_sent_batch_t *free_batches;
@@ -195,9 +199,11 @@ static void unlist(ro_session_t *s)
             break;
         }
     s->listed = false;
+    ro__gate_leave(&h->gate, &s->conn);
     if (s->attached && !s->trainer)
         h->nsessions--;
-    h->nconns--;
+    if (s->attached)
+        h->nattached--;
 }
 
 /* Close a session and give what it held to the others (or the orphans):
@@ -262,7 +268,7 @@ static int send_welcome(ro_session_t *s)
 static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
 {
     ro_hub_t *h = s->hub;
-    if (hello->name)
+    if (hello->name) /* a peer's words: ro__conn_log escapes the label */
         snprintf(s->conn.label, sizeof s->conn.label, "learner %s '%.40s'", s->conn.peer,
                  hello->name);
     ro_hello_rules_t rules = {
@@ -281,11 +287,18 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
         session_fail(s, RO_ESHUTDOWN, "the node is stopping");
         return;
     }
+    /* Strangers wait in the gate: only attached peers count here. */
+    if (h->nattached >= h->o.max_learners) {
+        session_fail(s, RO_EPROTO, "too many learners attached (limit %u)", h->o.max_learners);
+        return;
+    }
+    ro__gate_pass(&h->gate, &s->conn, h->o.max_frame);
     if (send_welcome(s) != 0) {
         session_close(s, "could not send the welcome");
         return;
     }
     s->attached = true;
+    h->nattached++;
     if (trainer) {
         s->trainer = true;
         ro__conn_log(&s->conn, "attached as a trainer");
@@ -361,7 +374,7 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
         else
             on_policy_params(s, f->policy_params);
         break;
-    case ROLLOUT__V1__FRAME__BODY_GOODBYE:
+    case ROLLOUT__V1__FRAME__BODY_GOODBYE: /* the peer's words: ro__conn_log escapes them */
         ro__conn_log(c, "said goodbye (%.100s)", f->goodbye->reason ? f->goodbye->reason : "");
         session_close(s, "goodbye");
         break;
@@ -399,8 +412,10 @@ static const ro_conn_ops_t session_ops = {
 static void on_connection(uv_stream_t *server, int status)
 {
     ro_hub_t *h = server->data;
-    if (status < 0)
+    if (status < 0) { /* e.g. EMFILE: say so, keep serving the others */
+        ro__conn_accept_error(&h->accept_errors, "rollout-node", status);
         return;
+    }
     ro_session_t *s = calloc(1, sizeof *s);
     if (!s)
         return;
@@ -414,6 +429,7 @@ static void on_connection(uv_stream_t *server, int status)
         .max_frame = h->o.max_frame,
         .max_queued = MAX_QUEUED_BYTES,
         .alloc = &h->alloc,
+        .budget = &h->budget,
     };
     if (ro__conn_accept(&s->conn, server, &co) != 0) {
         free(s);
@@ -423,31 +439,34 @@ static void on_connection(uv_stream_t *server, int status)
     s->listed = true;
     s->next = h->sessions;
     h->sessions = s;
-    h->nconns++;
     h->stats.accepted++;
+    /* A stranger until its hello: small frames only, in a slot of the gate;
+     * when all are taken the longest waiting goes (ETIMEDOUT: it may retry). */
+    ro_conn_t *drop = NULL;
     if (h->stopping)
         session_fail(s, RO_ESHUTDOWN, "the node is stopping");
-    else if (h->nconns > h->o.max_learners)
-        session_fail(s, RO_EPROTO, "too many connections (limit %u)", h->o.max_learners);
+    else if ((drop = ro__gate_admit(&h->gate, &s->conn, s->accepted_ns)))
+        session_fail(drop->owner, RO_ETIMEDOUT,
+                     "dropped: %u connections wait for their hello, this one the longest",
+                     h->gate.slots);
 }
 
 /* A learner that leaves its oldest batch unanswered for learner_timeout_s
  * has stopped reading or is stuck: its envs go to the others. A connection
- * that has not said hello within hello_timeout_s is closed, so that silent
- * connections cannot hold the --max-learners slots. */
+ * that has not said hello within hello_timeout_s leaves the gate. */
 static void on_watchdog(uv_timer_t *t)
 {
     ro_hub_t *h = t->data;
     uint64_t now = ro__now_ns(), limit = (uint64_t)(h->o.learner_timeout_s * 1e9);
-    uint64_t hello_limit = (uint64_t)(h->o.hello_timeout_s * 1e9);
+    for (ro_conn_t *c; (c = ro__gate_expired(&h->gate, now));) {
+        h->stats.timed_out++;
+        session_fail(c->owner, RO_EPROTO, "no hello within %.1f s", h->o.hello_timeout_s);
+    }
     ro_session_t *s = h->sessions;
     while (s) {
         ro_session_t *next = s->next;
         uint64_t sent = ro__flow_oldest_sent_ns(&s->flow);
-        if (!s->attached && hello_limit && s->accepted_ns + hello_limit < now) {
-            h->stats.timed_out++;
-            session_fail(s, RO_EPROTO, "no hello within %.1f s", h->o.hello_timeout_s);
-        } else if (limit && s->attached && sent && sent + limit < now) {
+        if (limit && s->attached && sent && sent + limit < now) {
             /* sent may be later than now: closing one learner sends its
              * batches to another during this loop. ETIMEDOUT, not EPROTO: a
              * learner may come back (rollout-learner reconnects after this
@@ -525,6 +544,10 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
     /* Decoded frames are freed as soon as they are handled: a few frames'
      * worth of decoded memory at once is plenty. */
     ro__pb_alloc_init(&h->alloc, 4 * o->max_frame + (1u << 20));
+    /* As many gate slots as learners (or RO_GATE_MIN_SLOTS); frames being
+     * received take at most two of the largest beyond RO_FRAME_UNCHARGED each. */
+    ro__gate_init(&h->gate, o->max_learners, o->hello_timeout_s);
+    h->budget.limit = 2 * o->max_frame;
 
     uint32_t max_shard = 0;
     for (uint32_t i = 0; i < nshards; i++)

@@ -5,8 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/text.h"
 #include "wire/tcp_liveness.h"
+#include "wire/varint.h"
 
 typedef struct write_req {
     uv_write_t req;
@@ -51,12 +54,15 @@ int ro__conn_send(ro_conn_t *c, const ro_frame_t *f)
 
 void ro__conn_log(const ro_conn_t *c, const char *fmt, ...)
 {
-    char msg[512];
+    char msg[512], shown[600], label[300];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s: %s: %s\n", c->program, c->label, msg);
+    /* One line whatever the peer put in its strings: no forged lines, no
+     * terminal escapes. */
+    fprintf(stderr, "%s: %s: %s\n", c->program, ro__text_log(label, sizeof label, c->label, 200),
+            ro__text_log(shown, sizeof shown, msg, sizeof msg));
 }
 
 static void send_error(ro_conn_t *c, int code, const char *message)
@@ -111,14 +117,23 @@ void ro__conn_close(ro_conn_t *c, const char *why)
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
 }
 
+void ro__conn_set_max_frame(ro_conn_t *c, size_t max_frame)
+{
+    c->rd.max_frame = max_frame;
+}
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     ro_conn_t *c = h->data;
     (void)suggested;
     /* Straight into the frame reader: no copy. NULL makes libuv report
-     * UV_ENOBUFS to on_read. */
-    uint8_t *to = ro__frame_reader_space(&c->rd, RO_CONN_READ_CHUNK);
-    *buf = uv_buf_init((char *)to, to ? RO_CONN_READ_CHUNK : 0);
+     * UV_ENOBUFS to on_read. A connection held to small frames (before its
+     * hello) reads no more than one of them at a time. */
+    size_t chunk = RO_CONN_READ_CHUNK;
+    if (c->rd.max_frame + RO_VARINT_MAX < chunk)
+        chunk = c->rd.max_frame + RO_VARINT_MAX;
+    uint8_t *to = ro__frame_reader_space(&c->rd, chunk);
+    *buf = uv_buf_init((char *)to, to ? (unsigned)chunk : 0);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -129,7 +144,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     if (nread == UV_ENOBUFS) {
         c->broken = true;
-        ro__conn_fail(c, RO_ENOMEM, "out of memory buffering its frames");
+        if (c->rd.over_budget)
+            ro__conn_fail(c, RO_ENOBUFS,
+                          "its frame would take the %zu MiB held for frames being received "
+                          "(all connections together) over its limit",
+                          c->rd.budget->limit >> 20);
+        else
+            ro__conn_fail(c, RO_ENOMEM, "out of memory buffering its frames");
         return;
     }
     if (nread < 0) {
@@ -176,6 +197,8 @@ static void setup(ro_conn_t *c, const ro_conn_opts_t *o)
     c->closing = false;
     c->broken = false;
     c->why[0] = '\0';
+    c->gate_prev = c->gate_next = NULL;
+    c->gated = false;
     c->tcp.data = c;
     c->creq.data = c;
 }
@@ -196,6 +219,7 @@ int ro__conn_accept(ro_conn_t *c, uv_stream_t *server, const ro_conn_opts_t *o)
     int rc = ro__frame_reader_init(&c->rd, o->max_frame, o->alloc);
     if (rc)
         return rc;
+    ro__frame_reader_set_budget(&c->rd, o->budget);
     if ((rc = uv_tcp_init(server->loop, &c->tcp)) != 0) {
         ro__frame_reader_free(&c->rd);
         return RO_EIO;
@@ -237,6 +261,7 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
     int rc = ro__frame_reader_init(&c->rd, o->max_frame, o->alloc);
     if (rc)
         return rc;
+    ro__frame_reader_set_budget(&c->rd, o->budget);
     if (uv_tcp_init(loop, &c->tcp) != 0) {
         ro__frame_reader_free(&c->rd);
         return RO_EIO;
@@ -287,4 +312,18 @@ int ro__conn_listen(uv_tcp_t *server, uv_loop_t *loop, const char *spec, const c
     else
         snprintf(bound, boundlen, "%s", spec);
     return 0;
+}
+
+void ro__conn_accept_error(ro_accept_errors_t *e, const char *program, int status)
+{
+    e->total++;
+    e->unlogged++;
+    uint64_t now = ro__now_ns();
+    if (e->last_log_ns && now - e->last_log_ns < 1000000000ull)
+        return; /* a burst of EMFILE is one line a second, not one per peer */
+    fprintf(stderr,
+            "%s: cannot accept a connection: %s (%llu since the last message); still serving\n",
+            program, uv_strerror(status), (unsigned long long)e->unlogged);
+    e->unlogged = 0;
+    e->last_log_ns = now;
 }

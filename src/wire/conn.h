@@ -43,10 +43,11 @@ typedef struct ro_conn_ops {
 typedef struct ro_conn_opts {
     const ro_conn_ops_t *ops;
     void *owner;
-    const char *program;  /* log lines start "<program>: <label>: " */
-    size_t max_frame;     /* largest frame accepted */
-    size_t max_queued;    /* bytes queued for writing before the peer is a slow reader */
-    ro_pb_alloc_t *alloc; /* decodes its frames; the owner's, outlives them */
+    const char *program;       /* log lines start "<program>: <label>: " */
+    size_t max_frame;          /* largest frame accepted (ro__conn_set_max_frame changes it) */
+    size_t max_queued;         /* bytes queued for writing before the peer is a slow reader */
+    ro_pb_alloc_t *alloc;      /* decodes its frames; the owner's, outlives them */
+    ro_frame_budget_t *budget; /* shared by the owner's connections (frame.h), or NULL */
 } ro_conn_opts_t;
 
 struct ro_conn {
@@ -58,12 +59,19 @@ struct ro_conn {
     ro_pb_alloc_t *alloc;
     ro_frame_reader_t rd;
     size_t max_queued;
-    bool open;       /* between accept/connect and on_closed */
-    bool closing;    /* ro__conn_close was called */
-    bool broken;     /* the peer sent bytes that are not frames: closed for that */
+    bool open;    /* between accept/connect and on_closed */
+    bool closing; /* ro__conn_close was called */
+    /* The peer broke the connection's rules (bytes that are not frames, a
+     * frame over its limit or the budget) or its owner's (wire/gate.h: no
+     * hello in time): closed for that, the reason logged and sent. */
+    bool broken;
     char peer[64];   /* the peer's address, "ip:port" */
-    char label[128]; /* names the peer in logs; the owner may rewrite it */
-    char why[256];   /* why the connection closed */
+    char label[128]; /* names the peer in logs; the owner may rewrite it (raw: logs escape it) */
+    char why[256];   /* why the connection closed: may hold the peer's words, escape to print */
+    /* The owner's gate (wire/gate.h) while the peer has not said hello. */
+    struct ro_conn *gate_prev, *gate_next;
+    uint64_t gate_since_ns; /* when it entered the gate */
+    bool gated;
 };
 
 /*
@@ -93,10 +101,15 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
  * reading (over max_queued bytes waiting): the caller should close it. */
 int ro__conn_send(ro_conn_t *c, const ro_frame_t *f);
 
+/* ro__conn_set_max_frame changes the largest frame c accepts from now on
+ * (a frame whose prefix was read already is held to the new limit). */
+void ro__conn_set_max_frame(ro_conn_t *c, size_t max_frame);
+
 /* ro__conn_queued returns the bytes accepted for writing, not yet sent. */
 size_t ro__conn_queued(const ro_conn_t *c);
 
-/* ro__conn_log writes one line "<program>: <label>: <message>" to stderr. */
+/* ro__conn_log writes one line "<program>: <label>: <message>" to stderr,
+ * label and message escaped (runtime/text.h): they may hold a peer's words. */
 __attribute__((format(printf, 2, 3))) void ro__conn_log(const ro_conn_t *c, const char *fmt, ...);
 
 /* ro__conn_fail tells the peer why (an Error frame with code), logs it and
@@ -109,5 +122,19 @@ int ro__conn_goodbye(ro_conn_t *c, const char *reason);
 
 /* ro__conn_close stops reading and closes; on_closed follows. Idempotent. */
 void ro__conn_close(ro_conn_t *c, const char *why);
+
+/* Accept errors of one listener (e.g. EMFILE: out of file descriptors),
+ * logged at most once a second. Loop thread. */
+typedef struct ro_accept_errors {
+    uint64_t last_log_ns; /* when the last line was written; 0: never */
+    uint64_t unlogged;    /* errors since that line */
+    uint64_t total;
+} ro_accept_errors_t;
+
+/* ro__conn_accept_error counts a failed accept (status, a libuv error
+ * given to a uv_connection_cb) and logs "<program>: cannot accept a
+ * connection: <error> (N more since the last message); still serving" at
+ * most once a second. The listener goes on: libuv keeps watching it. */
+void ro__conn_accept_error(ro_accept_errors_t *e, const char *program, int status);
 
 #endif
