@@ -348,10 +348,23 @@ class ReplayServe(nu.TempDirCase):
             if "serving on" in line:
                 addr = line.split()[-1]
                 break
+        # A stranger's garbage closes that connection only: the replay goes
+        # on waiting for a learner, as a node would.
         c = w.Conn(addr)
         c.send_raw(b"\x03abc")
         f = c.recv()
         self.assertEqual(f.WhichOneof("body"), "error")
+        self.assertIsNone(c.recv())
+        self.assertIsNone(p.poll())
+        # The served learner breaking the protocol ends the replay: exit 1.
+        c = w.Conn(addr)
+        self.assertEqual(c.hello().WhichOneof("body"), "welcome")
+        f = c.recv()
+        self.assertEqual(f.WhichOneof("body"), "observations")
+        c.send(actions=w.pb2().Actions(seq=f.observations.seq, discrete=[9] * len(f.observations.env)))
+        f = c.recv()
+        self.assertEqual(f.WhichOneof("body"), "error")
+        self.assertIn("outside [0, 2)", f.error.message)
         p.wait(timeout=nu.HANG_GUARD_S)
         self.assertEqual(p.returncode, 1)
 
