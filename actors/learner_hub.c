@@ -61,7 +61,7 @@ struct ro_hub {
     uint32_t nsessions;       /* attached learners */
     uint32_t nattached;       /* attached learners and trainers: at most max_learners */
     ro_gate_t gate;           /* connections that have not said hello (wire/gate.h) */
-    ro_frame_budget_t budget; /* frames being received, every connection together */
+    ro_frame_budget_t budget; /* frames being received: 2 x max_frame, all connections */
     ro_accept_errors_t accept_errors;
 
     ro_sent_batch_t *pool; /* [nshards]: no more frames than shards are ever in flight */
@@ -202,8 +202,7 @@ static void unlist(ro_session_t *s)
     ro__gate_leave(&h->gate, &s->conn);
     if (s->attached && !s->trainer)
         h->nsessions--;
-    if (s->attached)
-        h->nattached--;
+    h->nattached -= s->attached;
 }
 
 /* Close a session and give what it held to the others (or the orphans):
@@ -287,7 +286,6 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
         session_fail(s, RO_ESHUTDOWN, "the node is stopping");
         return;
     }
-    /* Strangers wait in the gate: only attached peers count here. */
     if (h->nattached >= h->o.max_learners) {
         session_fail(s, RO_EPROTO, "too many learners attached (limit %u)", h->o.max_learners);
         return;
@@ -440,8 +438,7 @@ static void on_connection(uv_stream_t *server, int status)
     s->next = h->sessions;
     h->sessions = s;
     h->stats.accepted++;
-    /* A stranger until its hello: small frames only, in a slot of the gate;
-     * when all are taken the longest waiting goes (ETIMEDOUT: it may retry). */
+    /* A stranger waits in the gate (wire/gate.h); ETIMEDOUT: a dropped one may retry. */
     ro_conn_t *drop = NULL;
     if (h->stopping)
         session_fail(s, RO_ESHUTDOWN, "the node is stopping");
@@ -452,8 +449,8 @@ static void on_connection(uv_stream_t *server, int status)
 }
 
 /* A learner that leaves its oldest batch unanswered for learner_timeout_s
- * has stopped reading or is stuck: its envs go to the others. A connection
- * that has not said hello within hello_timeout_s leaves the gate. */
+ * has stopped reading or is stuck: its envs go to the others. Strangers
+ * leave the gate after hello_timeout_s. */
 static void on_watchdog(uv_timer_t *t)
 {
     ro_hub_t *h = t->data;
@@ -544,8 +541,6 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
     /* Decoded frames are freed as soon as they are handled: a few frames'
      * worth of decoded memory at once is plenty. */
     ro__pb_alloc_init(&h->alloc, 4 * o->max_frame + (1u << 20));
-    /* As many gate slots as learners (or RO_GATE_MIN_SLOTS); frames being
-     * received take at most two of the largest beyond RO_FRAME_UNCHARGED each. */
     ro__gate_init(&h->gate, o->max_learners, o->hello_timeout_s);
     h->budget.limit = 2 * o->max_frame;
 
