@@ -95,11 +95,10 @@ int ro_node_print_topology(const ro_config_t *cfg, FILE *f, char *err, size_t er
 static int open_env(ro_node_t *n, char *err, size_t errlen)
 {
     int rc = ro__env_open(&n->kind, n->cfg.env, err, errlen);
-    if (rc == 0)
-        rc = ro__env_check_args(n->kind.vt, n->cfg.env_args, n->cfg.nenv_args, n->env_args,
-                                &n->nenv_args, &n->max_steps, err, errlen);
-    /* Its spaces, checked before anything reads them, the same in every mode. */
-    return rc ? rc : ro__env_probe(n->kind.vt, n->env_args, n->nenv_args, n->cfg.seed, err, errlen);
+    if (rc)
+        return rc;
+    return ro__env_check_args(n->kind.vt, n->cfg.env_args, n->cfg.nenv_args, n->env_args,
+                              &n->nenv_args, &n->max_steps, err, errlen);
 }
 
 /* Envs are split into one contiguous range per lane, each range into
