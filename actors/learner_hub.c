@@ -16,6 +16,7 @@
 #include "wire/conn.h"
 #include "wire/frame.h"
 #include "wire/gate.h"
+#include "wire/listener.h"
 
 /* Bytes a session may have queued for writing before we call its learner a
  * slow consumer and close it: it has stopped reading. */
@@ -37,7 +38,7 @@ struct ro_hub {
     ro_actor_t actor;
     uv_async_t async;
     uv_loop_t *loop;
-    uv_tcp_t server;
+    ro_listener_t listener;
     uv_timer_t timer;    /* max-wait of partial batches */
     uv_timer_t watchdog; /* learners that stopped answering */
     ro_actor_t *control;
@@ -62,7 +63,6 @@ struct ro_hub {
     uint32_t nattached;       /* attached learners and trainers: at most max_learners */
     ro_gate_t gate;           /* connections that have not said hello (wire/gate.h) */
     ro_frame_budget_t budget; /* frames being received: 2 x max_frame, all connections */
-    ro_accept_errors_t accept_errors;
 
     ro_sent_batch_t *pool; /* [nshards]: no more frames than shards are ever in flight */
     ro_sent_batch_t *free_batches;
@@ -407,16 +407,14 @@ static const ro_conn_ops_t session_ops = {
     .on_closed = on_closed,
 };
 
-static void on_connection(uv_stream_t *server, int status)
+static void on_connection(ro_listener_t *l, int fd)
 {
-    ro_hub_t *h = server->data;
-    if (status < 0) { /* e.g. EMFILE: say so, keep serving the others */
-        ro__conn_accept_error(&h->accept_errors, "rollout-node", status);
+    ro_hub_t *h = l->data;
+    ro_session_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        close(fd);
         return;
     }
-    ro_session_t *s = calloc(1, sizeof *s);
-    if (!s)
-        return;
     s->hub = h;
     s->accepted_ns = ro__now_ns();
     ro__flow_init(&s->flow, h->o.batch, h->o.max_wait_us * 1000ull);
@@ -429,7 +427,7 @@ static void on_connection(uv_stream_t *server, int status)
         .alloc = &h->alloc,
         .budget = &h->budget,
     };
-    if (ro__conn_accept(&s->conn, server, &co) != 0) {
+    if (ro__conn_accept(&s->conn, h->loop, fd, &co) != 0) {
         free(s);
         return;
     }
@@ -560,14 +558,14 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
         h->pool[i].next = h->free_batches;
         h->free_batches = &h->pool[i];
     }
-    rc = ro__conn_listen(&h->server, loop, o->listen, "--listen", o->token != NULL, on_connection,
-                         h, h->addr, sizeof h->addr, err, errlen);
+    rc = ro__listener_open(&h->listener, loop, o->listen, "--listen", o->token != NULL,
+                           "rollout-node", on_connection, h, h->addr, sizeof h->addr, err, errlen);
     if (rc) {
-        uv_run(loop, UV_RUN_NOWAIT); /* the server handle closes */
+        uv_run(loop, UV_RUN_NOWAIT); /* a handle it made closes */
         goto fail;
     }
     if ((rc = uv_async_init(loop, &h->async, ro__actor_async_cb)) != 0) {
-        uv_close((uv_handle_t *)&h->server, NULL);
+        ro__listener_close(&h->listener);
         uv_run(loop, UV_RUN_NOWAIT);
         rc = ro__errorf(err, errlen, RO_EIO, "cannot set up the hub: %s", uv_strerror(rc));
         goto fail;
@@ -612,7 +610,7 @@ void ro__hub_stop(ro_hub_t *h)
 
 void ro__hub_close(ro_hub_t *h)
 {
-    uv_close((uv_handle_t *)&h->server, NULL);
+    ro__listener_close(&h->listener);
     uv_close((uv_handle_t *)&h->timer, NULL);
     uv_close((uv_handle_t *)&h->watchdog, NULL);
     uv_close((uv_handle_t *)&h->async, NULL);

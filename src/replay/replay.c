@@ -498,7 +498,7 @@ static void stats_line(FILE *f, const char *env, uint64_t eps, uint64_t steps, d
 
 int ro__replay_finish(ro_replay_t *r)
 {
-    if (r->o.stats && r->hdr) {
+    if (r->o.stats && r->hdr && !r->unusable) { /* no partial statistics after a fatal error */
         uint64_t eps = 0, steps = 0, ls = 0, lmin = 0, lmax = 0;
         double rs = 0, rmin = 0, rmax = 0;
         for (uint32_t i = 0; i < r->hdr->num_envs; i++) {

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <uv.h>
 
@@ -26,17 +27,17 @@
 #include "wire/conn.h"
 #include "wire/frame.h"
 #include "wire/gate.h"
+#include "wire/listener.h"
 
 #define MAX_QUEUED_BYTES (64u << 20)
 
 typedef struct serve {
     uv_loop_t loop;
-    uv_tcp_t server;
+    ro_listener_t listener;
     uv_timer_t watchdog; /* hello deadlines */
     ro_gate_t gate;      /* connections that have not said hello */
     ro_conn_t *learner;  /* the one served, once its hello checked out */
     const ro_serve_opts_t *o;
-    ro_accept_errors_t accept_errors;
     ro_pb_alloc_t alloc;
     FILE *log;
     const ro_serve_file_t *files;
@@ -78,7 +79,7 @@ static void finish(serve_t *s, int status, const char *why)
         ro__conn_close(s->learner, why);
     for (ro_conn_t *c = s->gate.oldest; c; c = c->gate_next)
         ro__conn_close(c, "the replay is over");
-    uv_close((uv_handle_t *)&s->server, NULL);
+    ro__listener_close(&s->listener);
     uv_close((uv_handle_t *)&s->watchdog, NULL);
 }
 
@@ -361,16 +362,14 @@ static void on_closed(ro_conn_t *c)
 
 static const ro_conn_ops_t serve_ops = {.on_frame = on_frame, .on_closed = on_closed};
 
-static void on_connection(uv_stream_t *server, int status)
+static void on_connection(ro_listener_t *l, int fd)
 {
-    serve_t *s = server->data;
-    if (status < 0) {
-        ro__conn_accept_error(&s->accept_errors, "rollout-replay", status);
+    serve_t *s = l->data;
+    ro_conn_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
         return;
     }
-    ro_conn_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return;
     ro_conn_opts_t o = {
         .ops = &serve_ops,
         .owner = s,
@@ -379,7 +378,7 @@ static void on_connection(uv_stream_t *server, int status)
         .max_queued = MAX_QUEUED_BYTES,
         .alloc = &s->alloc,
     };
-    if (ro__conn_accept(c, server, &o) != 0) {
+    if (ro__conn_accept(c, &s->loop, fd, &o) != 0) {
         free(c);
         return;
     }
@@ -406,8 +405,9 @@ static int listen_on(serve_t *s, const char *spec)
 {
     char err[400], name[80];
     /* As at a node: off loopback only with a token. */
-    int rc = ro__conn_listen(&s->server, &s->loop, spec, "--serve", s->o->token != NULL,
-                             on_connection, s, name, sizeof name, err, sizeof err);
+    int rc =
+        ro__listener_open(&s->listener, &s->loop, spec, "--serve", s->o->token != NULL,
+                          "rollout-replay", on_connection, s, name, sizeof name, err, sizeof err);
     if (rc) {
         fprintf(s->log, "rollout-replay: %s\n", err);
         return rc;

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/text.h"
 #include "wire/tcp_liveness.h"
@@ -213,19 +213,23 @@ static int start(ro_conn_t *c)
     return uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
-int ro__conn_accept(ro_conn_t *c, uv_stream_t *server, const ro_conn_opts_t *o)
+int ro__conn_accept(ro_conn_t *c, uv_loop_t *loop, int fd, const ro_conn_opts_t *o)
 {
     setup(c, o);
     int rc = ro__frame_reader_init(&c->rd, o->max_frame, o->alloc);
-    if (rc)
+    if (rc) {
+        close(fd);
         return rc;
+    }
     ro__frame_reader_set_budget(&c->rd, o->budget);
-    if ((rc = uv_tcp_init(server->loop, &c->tcp)) != 0) {
+    if ((rc = uv_tcp_init(loop, &c->tcp)) != 0) {
         ro__frame_reader_free(&c->rd);
+        close(fd);
         return RO_EIO;
     }
     c->open = true;
-    if ((rc = uv_accept(server, (uv_stream_t *)&c->tcp)) != 0) {
+    if ((rc = uv_tcp_open(&c->tcp, fd)) != 0) {
+        close(fd);
         ro__conn_close(c, uv_strerror(rc));
         return 0; /* on_closed follows */
     }
@@ -277,53 +281,4 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
         return 0;
     }
     return 0;
-}
-
-int ro__conn_listen(uv_tcp_t *server, uv_loop_t *loop, const char *spec, const char *flag,
-                    bool off_loopback_ok, uv_connection_cb cb, void *data, char *bound,
-                    size_t boundlen, char *err, size_t errlen)
-{
-    ro_addr_t a;
-    struct sockaddr_storage ss;
-    int rc = ro__addr_parse(spec, true, &a, flag, err, errlen);
-    if (rc == 0)
-        rc = ro__addr_resolve(loop, &a, &ss, flag, err, errlen);
-    if (rc)
-        return rc;
-    if (!off_loopback_ok && !ro__addr_is_loopback((struct sockaddr *)&ss))
-        return ro__errorf(err, errlen, RO_EINVAL,
-                          "%s '%s' is not a loopback address: a --token-file is required so that "
-                          "only your learners can attach",
-                          flag, spec);
-    if ((rc = uv_tcp_init(loop, server)) != 0)
-        return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec, uv_strerror(rc));
-    server->data = data;
-    rc = uv_tcp_bind(server, (struct sockaddr *)&ss, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)server, 128, cb);
-    if (rc != 0) {
-        uv_close((uv_handle_t *)server, NULL);
-        return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec, uv_strerror(rc));
-    }
-    struct sockaddr_storage got;
-    int glen = sizeof got;
-    if (uv_tcp_getsockname(server, (struct sockaddr *)&got, &glen) == 0)
-        ro__addr_format((struct sockaddr *)&got, bound, boundlen);
-    else
-        snprintf(bound, boundlen, "%s", spec);
-    return 0;
-}
-
-void ro__conn_accept_error(ro_accept_errors_t *e, const char *program, int status)
-{
-    e->total++;
-    e->unlogged++;
-    uint64_t now = ro__now_ns();
-    if (e->last_log_ns && now - e->last_log_ns < 1000000000ull)
-        return; /* a burst of EMFILE is one line a second, not one per peer */
-    fprintf(stderr,
-            "%s: cannot accept a connection: %s (%llu since the last message); still serving\n",
-            program, uv_strerror(status), (unsigned long long)e->unlogged);
-    e->unlogged = 0;
-    e->last_log_ns = now;
 }

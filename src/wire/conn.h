@@ -74,22 +74,10 @@ struct ro_conn {
     bool gated;
 };
 
-/*
- * ro__conn_listen binds server to spec ("HOST:PORT", port 0: any free one;
- * flag names it in messages) and listens, calling cb for each connection
- * (server->data = data). A non-loopback address is refused unless
- * off_loopback_ok (a token protects the listener). The bound address is
- * written to bound ("127.0.0.1:40123"). Returns 0, or a negative code with
- * one line in err (the handle is then closing). Loop thread.
- */
-int ro__conn_listen(uv_tcp_t *server, uv_loop_t *loop, const char *spec, const char *flag,
-                    bool off_loopback_ok, uv_connection_cb cb, void *data, char *bound,
-                    size_t boundlen, char *err, size_t errlen);
-
-/* ro__conn_accept accepts a pending connection from server. Returns 0 (the
- * connection reads and will call on_closed), or a negative code (nothing
- * to close). */
-int ro__conn_accept(ro_conn_t *c, uv_stream_t *server, const ro_conn_opts_t *o);
+/* ro__conn_accept takes fd, a connection accepted on loop (wire/listener.h),
+ * and starts reading. Returns 0 (the connection reads and will call
+ * on_closed), or a negative code (fd closed, nothing else to close). */
+int ro__conn_accept(ro_conn_t *c, uv_loop_t *loop, int fd, const ro_conn_opts_t *o);
 
 /* ro__conn_connect starts connecting to sa; on_connect tells how it went.
  * Returns 0, or a negative code (no callback will come). */
@@ -122,19 +110,5 @@ int ro__conn_goodbye(ro_conn_t *c, const char *reason);
 
 /* ro__conn_close stops reading and closes; on_closed follows. Idempotent. */
 void ro__conn_close(ro_conn_t *c, const char *why);
-
-/* Accept errors of one listener (e.g. EMFILE: out of file descriptors),
- * logged at most once a second. Loop thread. */
-typedef struct ro_accept_errors {
-    uint64_t last_log_ns; /* when the last line was written; 0: never */
-    uint64_t unlogged;    /* errors since that line */
-    uint64_t total;
-} ro_accept_errors_t;
-
-/* ro__conn_accept_error counts a failed accept (status, a libuv error
- * given to a uv_connection_cb) and logs "<program>: cannot accept a
- * connection: <error> (N more since the last message); still serving" at
- * most once a second. The listener goes on: libuv keeps watching it. */
-void ro__conn_accept_error(ro_accept_errors_t *e, const char *program, int status);
 
 #endif
