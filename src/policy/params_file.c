@@ -39,27 +39,28 @@ typedef struct src {
     bool failed; /* a read failed, or the file changed under us */
 } src_t;
 
-/* Up to n bytes at off (fewer at the end): a pointer and *got. */
+/* Up to n bytes at off (fewer at the end of the input or of the read
+ * buffer): a pointer and *got (0: none, the input ended or a read failed). */
 static const uint8_t *src_at(src_t *s, size_t off, size_t n, size_t *got)
 {
-    if (off >= s->len) {
-        *got = 0;
+    *got = 0;
+    if (off >= s->len)
         return NULL;
-    }
     if (n > s->len - off)
         n = s->len - off;
-    *got = n;
-    if (s->mem)
+    if (s->mem) {
+        *got = n;
         return s->mem + off;
-    if (off < s->buf_off || off + n > s->buf_off + s->buf_len) {
-        size_t want = s->len - off < CHUNK ? s->len - off : CHUNK, have = 0;
-        while (have < want) {
-            ssize_t r = pread(s->fd, s->buf + have, want - have, (off_t)(off + have));
+    }
+    size_t want = n < CHUNK ? n : CHUNK;
+    if (off < s->buf_off || off + want > s->buf_off + s->buf_len) {
+        size_t fill = s->len - off < CHUNK ? s->len - off : CHUNK, have = 0;
+        while (have < fill) {
+            ssize_t r = pread(s->fd, s->buf + have, fill - have, (off_t)(off + have));
             if (r < 0 && errno == EINTR)
                 continue;
             if (r <= 0) { /* an error, or the file shrank */
                 s->failed = true;
-                *got = 0;
                 return NULL;
             }
             have += (size_t)r;
@@ -67,6 +68,8 @@ static const uint8_t *src_at(src_t *s, size_t off, size_t n, size_t *got)
         s->buf_off = off;
         s->buf_len = have;
     }
+    size_t have = s->buf_off + s->buf_len - off;
+    *got = n < have ? n : have;
     return s->buf + (off - s->buf_off);
 }
 

@@ -417,14 +417,19 @@ ro_traj_event_t ro__traj_reader_next(ro_traj_reader_t *r, Rollout__V1__Transitio
     at_t a;
     look_at(r, r->off, &a);
     if (a.kind == AT_GOOD) {
-        if (a.batch->record >= r->next_rec) {
+        /* After damage, any number of records may be lost: the next valid
+         * one only has to come after the last one read. */
+        if (a.batch->record > r->last_read) {
+            r->last_read = a.batch->record;
             r->next_rec = a.batch->record + 1;
             r->off = a.end;
             *out = a.batch;
             return RO_TRAJ_BATCH;
         }
         /* A valid record out of order: a stale copy, damage as a whole. */
-        snprintf(a.why, sizeof a.why, "record number %" PRIu64 " out of order", a.batch->record);
+        snprintf(a.why, sizeof a.why,
+                 "record number %" PRIu64 " out of order (the last one read was %" PRIu64 ")",
+                 a.batch->record, r->last_read);
         ro__traj_batch_free(r, a.batch);
         a.kind = AT_BAD;
     }

@@ -43,8 +43,9 @@ typedef struct ro_traj_reader {
     size_t len_at_open;
     bool shrank; /* a read found the file shorter than at open */
 
-    size_t off;        /* next byte to read */
-    uint64_t next_rec; /* record number expected next */
+    size_t off;         /* next byte to read */
+    uint64_t next_rec;  /* record number expected next (names damaged records) */
+    uint64_t last_read; /* record number of the last batch returned */
     uint32_t max_record;
     bool resync;   /* scan for the next valid record after damage */
     bool scanning; /* after damage, looking for a valid record */

@@ -38,8 +38,9 @@ ro_conn_t *ro__gate_admit(ro_gate_t *g, ro_conn_t *c, uint64_t now_ns)
     g->newest = c;
     c->gated = true;
     g->waiting++;
-    /* Closing connections still hold their slot until they are gone; the
-     * one to drop is the oldest that is not closing yet. */
+    /* Connections already closing are on their way out (on_closed comes
+     * within a loop turn): they do not count, and the one to drop is the
+     * oldest that is not closing. */
     uint32_t closing = 0;
     ro_conn_t *victim = NULL;
     for (ro_conn_t *o = g->oldest; o && o != c; o = o->gate_next) {
