@@ -117,11 +117,6 @@ void ro__conn_close(ro_conn_t *c, const char *why)
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
 }
 
-void ro__conn_set_max_frame(ro_conn_t *c, size_t max_frame)
-{
-    c->rd.max_frame = max_frame;
-}
-
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     ro_conn_t *c = h->data;

@@ -91,7 +91,10 @@ int ro__conn_send(ro_conn_t *c, const ro_frame_t *f);
 
 /* ro__conn_set_max_frame changes the largest frame c accepts from now on
  * (a frame whose prefix was read already is held to the new limit). */
-void ro__conn_set_max_frame(ro_conn_t *c, size_t max_frame);
+static inline void ro__conn_set_max_frame(ro_conn_t *c, size_t max_frame)
+{
+    c->rd.max_frame = max_frame;
+}
 
 /* ro__conn_queued returns the bytes accepted for writing, not yet sent. */
 size_t ro__conn_queued(const ro_conn_t *c);
