@@ -71,7 +71,7 @@ void ro__policy_params_free(ro_policy_params_t *p);
  *
  * Decode and load (params_file.c) read the message's wire format in two
  * passes that allocate nothing but the weights: the first checks its
- * structure (at most RO_POLICY_MAX_HIDDEN + 1 layers, each tensor once,
+ * structure (it stops at a layer too many; each tensor once,
  * shapes that match the values present) and counts the values, the second
  * copies them into their final place. So no file, however crafted, makes
  * the loader hold more than its weights (no larger than the file) and a

@@ -6,10 +6,9 @@
  * a repeated field before anything can be checked, so a file of empty
  * layers decodes into many times its size, and it needs the whole file in
  * memory beside the decoded copy and the weights. Here the first pass walks
- * the message without allocating (and refuses the 10th layer when it meets
- * it), the shapes are checked against the counts it found
- * (ro__policy_params_check_msg, the checks pushed policies get too), and the
- * second pass copies the values straight into the weights.
+ * the message without allocating (and stops at the 10th layer), the shapes are checked against the
+ * counts it found (ro__policy_params_check_msg, the checks pushed policies get too), and the second
+ * pass copies the values straight into the weights.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -327,11 +326,15 @@ static int parse_params(src_t *s, scan_t *sc, size_t off, size_t end)
             size_t n;
             if ((rc = get_len(s, sc, &off, end, wt, &n)))
                 return rc;
-            /* Layers past the most allowed are only counted (the checks
-             * refuse them): nothing is kept for them. */
-            if (layer < RO_POLICY_MAX_HIDDEN + 1)
-                rc = parse_layer(s, sc, layer, off, off + n);
-            layer++;
+            /* One layer too many ends the reading: a file of millions of
+             * empty layers costs no more than ten. */
+            if (layer == RO_POLICY_MAX_HIDDEN + 1)
+                return ro__errorf(sc->err, sc->errlen, RO_EBADMSG,
+                                  "%s: has %d layers or more; expected 1..%d (up to %d hidden "
+                                  "layers, then the head)",
+                                  sc->name, RO_POLICY_MAX_HIDDEN + 2, RO_POLICY_MAX_HIDDEN + 1,
+                                  RO_POLICY_MAX_HIDDEN);
+            rc = parse_layer(s, sc, layer++, off, off + n);
             off += n;
             break;
         }

@@ -271,7 +271,7 @@ static void test_empty_layers_cost_nothing(void **state)
     long before = peak_kib();
     assert_int_equal(ro__policy_params_load(&pp, path, &obs, &act, err, sizeof err), RO_EBADMSG);
     long grown = peak_kib() - before;
-    if (!strstr(err, "has 33554432 layers; expected 1..9"))
+    if (!strstr(err, "has 10 layers or more; expected 1..9"))
         fail_msg("%s", err);
     print_message("64 MiB of empty layers: peak RSS +%ld KiB while loading\n", grown);
 #ifndef SANITIZED
