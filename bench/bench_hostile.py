@@ -142,19 +142,25 @@ def main():
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ro_bench_hostile_")
     mpath = os.path.join(tmp, "m.jsonl")
+    # The node logs a line per stranger it closes: to a file, never to a
+    # pipe nobody drains (a full pipe would stall its loop, not the attack).
+    node_log = os.path.join(tmp, "node.log")
     node = subprocess.Popen([f"{a.build}/rollout-node", "--learner", "remote", "--listen",
                              "127.0.0.1:0", "--num-envs", "256", "--workers", "1",
                              "--seconds", "0", "--metrics", mpath, "--metrics-interval", "0.1",
                              "--quiet", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=open(node_log, "w"), text=True)
     addr = None
-    for line in node.stderr:
-        if "listening for learners on" in line:
-            addr = line.split()[-1]
-            break
+    while addr is None:
+        with open(node_log) as f:
+            for line in f:
+                if "listening for learners on" in line:
+                    addr = line.split()[-1]
+        time.sleep(0.05)
     host, port = addr.rsplit(":", 1)
+    learner_log = open(os.path.join(tmp, "learner.log"), "w")
     learner = subprocess.Popen([f"{a.build}/rollout-learner", "--connect", addr, "--quiet"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=learner_log)
     m = Metrics(mpath)
     while not m.latest() or m.latest()[1] == 0:
         time.sleep(0.1)
@@ -166,14 +172,19 @@ def main():
         start = m.latest()
         peak = attack(host, int(port), a.window, node.pid)
         end = m.latest()
-        print(f"attack window: {start} -> {end}, peak RSS {peak} KiB (before {before})",
-              file=sys.stderr)
         hostile.append((end[1] - start[1]) / (end[0] - start[0]) if end[0] > start[0] else 0.0)
         growth.append(peak - before)
+    alive = learner.poll() is None and node.poll() is None
     learner.terminate()
     node.terminate()
     node.communicate(timeout=60)
+    with open(node_log) as f:
+        node_err = f.read()
     learner.wait(timeout=60)
+    if not alive:
+        with open(os.path.join(tmp, "learner.log")) as f:
+            print("a process ended early; learner:", f.read()[-2000:], "node:", node_err[-2000:],
+                  file=sys.stderr)
     q, h = statistics.median(quiet), statistics.median(hostile)
     print(f"quiet steps/s (median of {a.repeats}): {q:.0f}")
     print(f"under {HOSTILE} hostile connections: {h:.0f}")
