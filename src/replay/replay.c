@@ -11,6 +11,7 @@
 #include "replay/recorded_env.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
+#include "runtime/text.h"
 #include "trajectory/reader.h"
 
 /* Warnings about envs with missing entries, before only counting them. */
@@ -489,11 +490,17 @@ static void stats_line(FILE *f, const char *env, uint64_t eps, uint64_t steps, d
         fprintf(f, "{\"env\":%s,\"episodes\":0,\"steps\":%" PRIu64 "}\n", env, steps);
         return;
     }
-    fprintf(f,
-            "{\"env\":%s,\"episodes\":%" PRIu64 ",\"steps\":%" PRIu64
-            ",\"return_mean\":%.17g,\"return_min\":%.17g,\"return_max\":%.17g,"
-            "\"length_mean\":%.17g,\"length_min\":%" PRIu64 ",\"length_max\":%" PRIu64 "}\n",
-            env, eps, steps, rs / (double)eps, rmin, rmax, (double)ls / (double)eps, lmin, lmax);
+    /* Returns are sums of recorded rewards: NaN or infinite ones (an env
+     * without --check-finite) are null, not "nan": every line is JSON. */
+    fprintf(f, "{\"env\":%s,\"episodes\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"return_mean\":", env,
+            eps, steps);
+    ro__json_double(f, rs / (double)eps);
+    fputs(",\"return_min\":", f);
+    ro__json_double(f, rmin);
+    fputs(",\"return_max\":", f);
+    ro__json_double(f, rmax);
+    fprintf(f, ",\"length_mean\":%.17g,\"length_min\":%" PRIu64 ",\"length_max\":%" PRIu64 "}\n",
+            (double)ls / (double)eps, lmin, lmax);
 }
 
 int ro__replay_finish(ro_replay_t *r)

@@ -467,6 +467,19 @@ class StrictJson(nu.TempDirCase):
         self.assertTrue(eps)
         self.assertTrue(all(r["return"] is None for r in eps))
 
+    def test_replay_stats_of_nan_returns_are_null(self):
+        f = self.path("nan.traj")
+        record(f, "--env", HOSTILE, "--env-arg", "reward=nan", "--policy", "random",
+               "--num-envs", 4, "--steps", 400)
+        p = replay("--stats", f)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = [strict_json(line) for line in p.stdout.splitlines()]
+        self.assertEqual(rows[-1]["env"], "all")
+        self.assertGreater(rows[-1]["episodes"], 0)
+        self.assertIsNone(rows[-1]["return_mean"])
+        for line in replay("--dump", "--env", 0, f).stdout.splitlines():
+            strict_json(line)
+
     def test_no_finished_episode_is_null(self):
         p = run([nu.NODE, "--env", HOSTILE, "--policy", "random", "--num-envs", 4, "--steps", 8,
                  "--json"])
