@@ -311,8 +311,7 @@ static void on_first_frame(serve_t *s, ro_conn_t *c, const ro_frame_t *f)
     int rc = ro__check_first_frame(f, &rules, &trainer, err, sizeof err);
     if (rc == 0 && s->learner)
         rc = ro__errorf(err, sizeof err, RO_ESHUTDOWN,
-                        "this replay serves one learner, already "
-                        "serving another");
+                        "this replay serves one learner, and it has one");
     if (rc) {
         ro__conn_fail(c, rc, "%s", err);
         return;
