@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import selectors
+import shutil
 import socket
 import statistics
 import subprocess
@@ -161,7 +162,17 @@ def main():
     learner_log = open(os.path.join(tmp, "learner.log"), "w")
     learner = subprocess.Popen([f"{a.build}/rollout-learner", "--connect", addr, "--quiet"],
                                stdout=subprocess.DEVNULL, stderr=learner_log)
-    m = Metrics(mpath)
+    try:
+        return measure(a, tmp, node, node_log, learner, host, port, Metrics(mpath))
+    finally:  # never leave a node or a learner behind, even on an error
+        for p in (learner, node):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def measure(a, tmp, node, node_log, learner, host, port, m):
     while not m.latest() or m.latest()[1] == 0:
         time.sleep(0.1)
     window_rate(m, a.window)  # warm-up
