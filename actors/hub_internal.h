@@ -18,6 +18,9 @@
 #include "actors/session_flow.h"
 #include "actors/stream_flow.h"
 #include "wire/conn.h"
+#include "wire/frame.h"
+#include "wire/gate.h"
+#include "wire/listener.h"
 #include "wire/pb_alloc.h"
 
 /* Bytes a session may have queued for writing before we call its learner a
@@ -42,7 +45,7 @@ struct ro_hub {
     ro_actor_t actor;
     ro_loop_home_t home; /* the hub actor's, on the loop */
     uv_loop_t *loop;
-    uv_tcp_t server;
+    ro_listener_t listener;
     uv_timer_t timer;    /* max-wait of partial batches */
     uv_timer_t watchdog; /* learners that stopped answering */
     ro_actor_t *control;
@@ -63,8 +66,10 @@ struct ro_hub {
     ro_batch_item_t *orphan_head, **orphan_tail; /* ready, no learner */
 
     ro_session_t *sessions;
-    uint32_t nsessions; /* attached learners */
-    uint32_t nconns;    /* all open connections */
+    uint32_t nsessions;       /* attached learners */
+    uint32_t nattached;       /* attached learners and trainers: at most max_learners */
+    ro_gate_t gate;           /* connections that have not said hello (wire/gate.h) */
+    ro_frame_budget_t budget; /* frames being received: 2 x max_frame, all connections */
 
     ro_sent_batch_t *pool; /* [nshards]: no more frames than shards are ever in flight */
     ro_sent_batch_t *free_batches;
@@ -91,6 +96,12 @@ struct ro_hub {
 ro_session_t *ro__hub_least_loaded(ro_hub_t *h);
 /* ro__hub_set_owner moves shard i (rows envs) to session `to` (or none). */
 void ro__hub_set_owner(ro_hub_t *h, uint32_t i, uint32_t rows, ro_session_t *to);
+/* ro__hub_state_new allocates the hub and its bookkeeping (no handle yet).
+ * 0, or RO_ENOMEM with *out to free (ro__hub_free) unless NULL. */
+int ro__hub_state_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches,
+                      uint32_t nshards, uint32_t num_envs, const ro_space_t *obs,
+                      const ro_space_t *act, ro_actor_t *control, const ro_hub_opts_t *o);
+
 /* ro__hub_send_welcome answers a good hello. 0 or the conn's error. */
 int ro__hub_send_welcome(ro_session_t *s);
 

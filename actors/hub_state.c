@@ -1,13 +1,69 @@
 /*
- * The hub's bookkeeping: which learner holds which shard, the welcome, the
- * stream-mode settings, the statistics. Calls nothing of learner_hub.c.
+ * The hub's bookkeeping: its state's allocation, which learner holds which
+ * shard, the welcome, the stream-mode settings, the statistics. Calls
+ * nothing of learner_hub.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "actors/hub_internal.h"
+#include "actors/messages.h"
 #include "runtime/clock.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
 #include "wire/frame.h"
+
+/* The hub's state, before any handle: ownership, the batch pool, the
+ * encoder. On failure *out is still set (or NULL): ro__hub_free it. */
+int ro__hub_state_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches,
+                      uint32_t nshards, uint32_t num_envs, const ro_space_t *obs,
+                      const ro_space_t *act, ro_actor_t *control, const ro_hub_opts_t *o)
+{
+    *out = NULL;
+    ro_hub_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return RO_ENOMEM;
+    *out = h;
+    h->o = *o;
+    if (o->token) {
+        snprintf(h->token, sizeof h->token, "%s", o->token);
+        h->has_token = true;
+    }
+    h->loop = loop;
+    h->control = control;
+    h->done_msg.type = RO_MSG_LANE_DONE;
+    h->batches = batches;
+    h->nshards = nshards;
+    h->active_shards = nshards;
+    h->num_envs = num_envs;
+    h->obs_space = obs;
+    h->act_space = act;
+    h->orphan_tail = &h->orphan_head;
+    h->node_id = ro__seed_mix(ro__now_ns(), (uint64_t)getpid(), 77);
+    /* Decoded frames are freed as soon as they are handled: a few frames'
+     * worth of decoded memory at once is plenty. */
+    ro__pb_alloc_init(&h->alloc, 4 * o->max_frame + (1u << 20));
+    ro__gate_init(&h->gate, o->max_learners, o->hello_timeout_s);
+    h->budget.limit = 2 * o->max_frame;
+
+    uint32_t max_shard = 0;
+    for (uint32_t i = 0; i < nshards; i++)
+        max_shard = batches[i]->n > max_shard ? batches[i]->n : max_shard;
+    /* nshards is 0 when only trainers attach (local learner lanes). */
+    h->owner = calloc(nshards + 1, sizeof *h->owner);
+    h->active = calloc(nshards + 1, sizeof *h->active);
+    h->pool = calloc(nshards + 1, sizeof *h->pool);
+    if (!h->owner || !h->active || !h->pool ||
+        ro__obs_encoder_init(&h->enc, o->batch + max_shard, (uint32_t)ro_space_size(obs)) != 0)
+        return RO_ENOMEM; /* the caller frees h */
+    for (uint32_t i = 0; i < nshards; i++) {
+        h->active[i] = true;
+        h->pool[i].next = h->free_batches;
+        h->free_batches = &h->pool[i];
+    }
+    return 0;
+}
 
 ro_session_t *ro__hub_least_loaded(ro_hub_t *h)
 {
