@@ -119,13 +119,16 @@ int ro__hub_send_welcome(ro_session_t *s)
     return ro__conn_send(&s->conn, &f);
 }
 
-void ro__hub_stream(ro_hub_t *h, struct ro_seg_pool *pool, uint32_t window, uint32_t max_lag)
+int ro__hub_stream(ro_hub_t *h, struct ro_seg_pool *pool, uint32_t window, uint32_t max_lag)
 {
+    if (!(h->sst.held = calloc(h->nshards + 1, sizeof *h->sst.held)))
+        return RO_ENOMEM;
     h->segs = pool;
     h->unroll = pool->lay.T;
     h->window = window;
     h->max_lag = max_lag;
     h->seg_orphan_tail = &h->seg_orphans;
+    return 0;
 }
 
 void ro__hub_policy_version(ro_hub_t *h, uint64_t version)
@@ -189,6 +192,7 @@ void ro__hub_free(ro_hub_t *h)
         return;
     free(h->owner);
     free(h->active);
+    free(h->sst.held);
     free(h->pool);
     ro__obs_encoder_free(&h->enc);
     free(h);

@@ -33,7 +33,9 @@ static ro_session_t *owner_for(ro_hub_t *h, uint32_t i, uint32_t rows)
 {
     ro_session_t *own = h->owner[i];
     ro_session_t *least = ro__hub_least_loaded(h);
-    if (!own || (least && own->flow.owned_rows > least->flow.owned_rows + rows))
+    /* Stream mode: not while a learner holds some of the shard's segments. */
+    bool movable = !h->sst.held || h->sst.held[i] == 0;
+    if (!own || (movable && least && own->flow.owned_rows > least->flow.owned_rows + rows))
         ro__hub_set_owner(h, i, rows, least);
     return h->owner[i];
 }
@@ -114,7 +116,7 @@ static void route_segment(ro_hub_t *h, ro_segment_t *g)
         h->seg_orphan_tail = &g->next;
         return;
     }
-    ro__sflow_push(&own->sflow, g);
+    ro__sflow_push(&own->sflow, g, &h->sst);
     stream_send(own);
 }
 
@@ -255,7 +257,7 @@ static void session_close(ro_session_t *s, const char *why)
             ro__hub_set_owner(h, i, h->batches[i]->n, NULL);
     route_all(h, held);
     if (h->segs) {
-        ro_segment_t *segs = ro__sflow_reclaim(&s->sflow, &resent);
+        ro_segment_t *segs = ro__sflow_reclaim(&s->sflow, &resent, &h->sst);
         h->stats.segments_resent += resent;
         route_segments(h, segs);
         stream_check_done(h);

@@ -56,8 +56,9 @@ struct ro_seg_pool;
  * learners get the segments of pool, each session at most `window`
  * unacknowledged (unless its hello asks otherwise), none whose oldest
  * action is more than max_lag policy versions behind (0: any). Shards go
- * to local lanes; they send the hub their segments. Before the loop runs. */
-void ro__hub_stream(ro_hub_t *h, struct ro_seg_pool *pool, uint32_t window, uint32_t max_lag);
+ * to local lanes; they send the hub their segments. Before the loop runs.
+ * 0 or RO_ENOMEM. */
+int ro__hub_stream(ro_hub_t *h, struct ro_seg_pool *pool, uint32_t window, uint32_t max_lag);
 
 /* ro__hub_policy_version tells the hub the version of the node's own
  * policy at start; pushes accepted later supersede it (stream mode: lag is

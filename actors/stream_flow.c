@@ -18,8 +18,15 @@ void ro__sflow_init(ro_sflow_t *f, uint32_t window, uint32_t max_lag)
     f->next_seq = 1;
 }
 
-void ro__sflow_push(ro_sflow_t *f, ro_segment_t *s)
+static void held(ro_sflow_stats_t *st, const ro_segment_t *s, int d)
 {
+    if (st->held)
+        st->held[s->shard] += (uint32_t)d;
+}
+
+void ro__sflow_push(ro_sflow_t *f, ro_segment_t *s, ro_sflow_stats_t *st)
+{
+    held(st, s, 1);
     s->next = NULL;
     *f->pending_tail = s;
     f->pending_tail = &s->next;
@@ -64,6 +71,7 @@ int ro__sflow_send(ro_sflow_t *f, ro_conn_t *c, uint64_t version_now, ro_segment
         ro_segment_t *s = pop_pending(f);
         uint64_t lag = version_now > s->version_min ? version_now - s->version_min : 0;
         if (f->max_lag && lag > f->max_lag) {
+            held(st, s, -1);
             s->next = *dropped;
             *dropped = s;
             st->dropped_lag++;
@@ -105,6 +113,7 @@ int ro__sflow_ack(ro_sflow_t *f, uint64_t seq, ro_sflow_stats_t *st, char *err, 
         ro_segment_t *s = f->sent_head;
         f->sent_head = s->next;
         f->sent--;
+        held(st, s, -1);
         st->acked++;
         st->transitions_acked += (uint64_t)s->t * s->n;
         if (s->writing) { /* freed once written (on_written) */
@@ -121,7 +130,7 @@ int ro__sflow_ack(ro_sflow_t *f, uint64_t seq, ro_sflow_stats_t *st, char *err, 
     return 0;
 }
 
-ro_segment_t *ro__sflow_reclaim(ro_sflow_t *f, uint64_t *resent)
+ro_segment_t *ro__sflow_reclaim(ro_sflow_t *f, uint64_t *resent, ro_sflow_stats_t *st)
 {
     ro_segment_t *all = f->sent_head;
     *resent = f->sent;
@@ -132,8 +141,10 @@ ro_segment_t *ro__sflow_reclaim(ro_sflow_t *f, uint64_t *resent)
     f->pending_tail = &f->pending_head;
     f->sent_tail = &f->sent_head;
     f->pending = f->sent = 0;
-    for (ro_segment_t *s = all; s; s = s->next)
+    for (ro_segment_t *s = all; s; s = s->next) {
+        held(st, s, -1);
         s->conn_seq = 0;
+    }
     return all;
 }
 

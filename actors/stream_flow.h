@@ -16,11 +16,16 @@
 #include "actors/segment.h"
 #include "wire/conn.h"
 
-/* What sending and acknowledging did, for the hub's counters. */
+/* What sending and acknowledging did, for the hub's counters, and where
+ * each shard's segments are. Shared by all of a hub's sessions. */
 typedef struct ro_sflow_stats {
     uint64_t sent, acked, dropped_lag; /* segments */
     uint64_t transitions_sent, transitions_acked;
     uint64_t lag_sum, lag_count, lag_min, lag_max; /* versions behind at send */
+    /* [nshards] segments of each shard held by a session, pending or not
+     * yet acknowledged: a shard may move to another learner only at 0, so
+     * that its segments reach learners in order. NULL: not counted. */
+    uint32_t *held;
 } ro_sflow_stats_t;
 
 typedef struct ro_sflow {
@@ -35,7 +40,7 @@ typedef struct ro_sflow {
 void ro__sflow_init(ro_sflow_t *f, uint32_t window, uint32_t max_lag);
 
 /* ro__sflow_push queues a segment to send. */
-void ro__sflow_push(ro_sflow_t *f, ro_segment_t *s);
+void ro__sflow_push(ro_sflow_t *f, ro_segment_t *s, ro_sflow_stats_t *st);
 
 /*
  * ro__sflow_send sends pending segments on c while the window has room.
@@ -54,7 +59,7 @@ int ro__sflow_ack(ro_sflow_t *f, uint64_t seq, ro_sflow_stats_t *st, char *err, 
 
 /* ro__sflow_reclaim empties the session: sent segments in order, then
  * pending ones; *resent counts the sent ones. */
-ro_segment_t *ro__sflow_reclaim(ro_sflow_t *f, uint64_t *resent);
+ro_segment_t *ro__sflow_reclaim(ro_sflow_t *f, uint64_t *resent, ro_sflow_stats_t *st);
 
 /* ro__sflow_oldest_sent_ns: when the oldest unacknowledged one went out. */
 uint64_t ro__sflow_oldest_sent_ns(const ro_sflow_t *f);

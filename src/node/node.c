@@ -227,8 +227,6 @@ static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
                        &n->control, &o, err, errlen);
 }
 
-/* --learner remote: the hub takes the lanes' place; shards of env group l
- * still live on worker l's queue. */
 /* The hub serving learners over TCP: with --learner remote in the lanes'
  * place (shards of env group l still live on worker l's queue), with
  * --learner stream beside the lanes, taking their segments. */
@@ -300,7 +298,8 @@ static int make_stream(ro_node_t *n, char *err, size_t errlen)
         !(n->ports = calloc(n->nshards, sizeof *n->ports)))
         return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %llu stream segments",
                           (unsigned long long)nsegs);
-    ro__hub_stream(n->hub, &n->segs, n->cfg.stream_window, (uint32_t)n->cfg.max_policy_lag);
+    if (ro__hub_stream(n->hub, &n->segs, n->cfg.stream_window, (uint32_t)n->cfg.max_policy_lag))
+        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for the stream hub");
     ro__hub_policy_version(n->hub, ro__policy_version(n->policy));
     for (uint32_t i = 0; i < n->nshards; i++) {
         ro__stream_port_init(&n->ports[i], &n->segs, ro__hub_actor(n->hub), i, &n->shards[i].actor);
