@@ -235,7 +235,7 @@ static int parse_tensor(src_t *s, scan_t *sc, tensor_t *t, size_t off, size_t en
 static int tensor_field(src_t *s, scan_t *sc, tensor_t *t, const char *what, size_t *off,
                         size_t end, unsigned wt)
 {
-    size_t n;
+    size_t n = 0; /* set by get_len on success; the compiler cannot tell */
     int rc = get_len(s, sc, off, end, wt, &n);
     if (rc)
         return rc;
