@@ -51,7 +51,7 @@ from ppo_cartpole import ActorCritic  # noqa: E402  (the same network)
 
 rc = pc.rc
 
-DEFAULTS = dict(total_steps=2_000_000, target=475.0, quick_steps=200_000, quick_target=150.0,
+DEFAULTS = dict(total_steps=2_000_000, target=475.0, quick_steps=500_000, quick_target=150.0,
                 unroll=16, batch=1024, minibatch=512, epochs=2, lr=1e-3, gamma=0.98,
                 gae_lambda=0.9, ent_coef=0.001)
 

@@ -153,8 +153,8 @@ def launch_node(env="cartpole", num_envs=64, *, seed=None, workers=None, env_arg
     any other rollout-node flags, ``node`` the binary (see
     :func:`find_node`), ``learner`` the mode: ``"remote"`` (SEED style, for
     VecEnv and Client) or ``"stream"`` (the node acts and streams segments,
-    for Stream; e.g. ``extra_args=["--unroll", 32]``). A bad flag or value fails at once with the node's
-    one-line reason in a RuntimeError.
+    for Stream; e.g. ``extra_args=["--unroll", 32]``). A bad flag or value
+    fails at once with the node's one-line reason in a RuntimeError.
     """
     args = ["--env", env, "--num-envs", int(num_envs), "--seconds", 0, "--quiet"]
     if seed is not None:
