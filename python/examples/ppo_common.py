@@ -47,22 +47,23 @@ def mlp(n_in, hidden, n_out, out_gain):
                          layer(hidden, n_out, out_gain))
 
 
-def parser(description, defaults):
-    """The flags of both examples; ``defaults`` overrides per example."""
-    # No abbreviations: "--token" must not quietly mean "--token-file".
-    ap = argparse.ArgumentParser(description=description, allow_abbrev=False)
-    ap.add_argument("--node", action="append", metavar="HOST:PORT",
+def connection_flags(ap, launch_help):
+    """--node/--connect, --launch, --token-file, --connect-timeout: how an
+    example reaches its nodes (shared by the PPO and APPO examples)."""
+    ap.add_argument("--node", "--connect", dest="node", action="append", metavar="HOST:PORT",
                     help="a node to learn from (repeatable; default 127.0.0.1:5555); a host "
                          "name or [IPv6] works too")
-    ap.add_argument("--launch", type=int, metavar="NUM_ENVS",
-                    help="start a local rollout-node with this many envs instead of --node "
-                         "(rollout_client.launch_node; $ROLLOUT_NODE or rollout-node on PATH)")
+    ap.add_argument("--launch", type=int, metavar="NUM_ENVS", help=launch_help)
     ap.add_argument("--token-file", default=os.environ.get("ROLLOUT_TOKEN_FILE"),
                     help="file holding the nodes' shared token (default $ROLLOUT_TOKEN_FILE; "
                          "$ROLLOUT_TOKEN holds the token itself). Never on the command line: "
                          "other users can read it there")
     ap.add_argument("--connect-timeout", type=float, default=30.0,
                     help="seconds to wait for a node that is still starting (default 30)")
+
+
+def run_flags(ap, defaults):
+    """--total-steps, --target, --no-target, --quick."""
     ap.add_argument("--total-steps", type=int, default=defaults["total_steps"],
                     help=f"env steps at most, over all envs (default {defaults['total_steps']})")
     ap.add_argument("--target", type=float, default=defaults["target"],
@@ -73,8 +74,10 @@ def parser(description, defaults):
                     help=f"a short run for tests: {defaults['quick_steps']} steps at most, stop "
                          f"at mean {defaults['quick_target']} (the step size anneals as in a "
                          "full run)")
-    ap.add_argument("--num-steps", type=int, default=defaults["num_steps"],
-                    help="steps per env per update")
+
+
+def loss_flags(ap, defaults):
+    """The clipped-objective PPO loss and its optimiser (both examples)."""
     ap.add_argument("--minibatch", type=int, default=defaults["minibatch"],
                     help="samples per minibatch")
     ap.add_argument("--epochs", type=int, default=defaults["epochs"],
@@ -87,9 +90,10 @@ def parser(description, defaults):
     ap.add_argument("--ent-coef", type=float, default=defaults["ent_coef"],
                     help="entropy bonus weight")
     ap.add_argument("--vf-coef", type=float, default=0.5, help="value loss weight")
-    ap.add_argument("--reward-scale", type=float, default=defaults.get("reward_scale", 1.0),
-                    help="rewards are multiplied by this for learning (returns are reported "
-                         "unscaled)")
+
+
+def output_flags(ap):
+    """--max-grad-norm, --hidden, --seed, --save-policy, --log-interval."""
     ap.add_argument("--max-grad-norm", type=float, default=0.5)
     ap.add_argument("--hidden", type=int, default=64, help="hidden width (two layers)")
     ap.add_argument("--seed", type=int, default=1,
@@ -98,6 +102,22 @@ def parser(description, defaults):
                     help="write the trained actor as PolicyParams for rollout-node --policy")
     ap.add_argument("--log-interval", type=float, default=2.0,
                     help="seconds between progress lines")
+
+
+def parser(description, defaults):
+    """The flags of the PPO examples; ``defaults`` overrides per example."""
+    # No abbreviations: "--token" must not quietly mean "--token-file".
+    ap = argparse.ArgumentParser(description=description, allow_abbrev=False)
+    connection_flags(ap, "start a local rollout-node with this many envs instead of --node "
+                         "(rollout_client.launch_node; $ROLLOUT_NODE or rollout-node on PATH)")
+    run_flags(ap, defaults)
+    ap.add_argument("--num-steps", type=int, default=defaults["num_steps"],
+                    help="steps per env per update")
+    loss_flags(ap, defaults)
+    ap.add_argument("--reward-scale", type=float, default=defaults.get("reward_scale", 1.0),
+                    help="rewards are multiplied by this for learning (returns are reported "
+                         "unscaled)")
+    output_flags(ap)
     return ap
 
 
@@ -271,18 +291,25 @@ def save_policy(path, actor, obs_dim, action_kind, action_dim, version, log_std=
         f.write(rc.encode_frame(p.SerializeToString()))
 
 
+def result(args, steps, updates, reached, wall, returns, num_envs, addresses, extra=None):
+    """Print the JSON result line (the last line of every example's output);
+    returns the exit status: 0 when the target was reached (or none set)."""
+    mean20 = last20(returns)
+    out = {"steps": steps, "wall_s": round(wall, 2),
+           "last20_mean_return": mean20 if np.isfinite(mean20) else None,
+           "episodes": len(returns), "updates": updates, "target": args.target,
+           "reached_target": bool(reached), "num_envs": num_envs,
+           "nodes": list(addresses), "seed": args.seed}
+    out.update(extra or {})
+    print(json.dumps(out), flush=True)
+    return 0 if reached or args.target is None else 1
+
+
 def report(args, env, node, steps, updates, reached, wall, extra=None):
     """Close the env (and a launched node), print the JSON result line;
     returns the exit status."""
     env.close("ppo done")
     if node is not None:
         node.stop()
-    mean20 = last20(env.episode_returns)
-    out = {"steps": steps, "wall_s": round(wall, 2),
-           "last20_mean_return": mean20 if np.isfinite(mean20) else None,
-           "episodes": len(env.episode_returns), "updates": updates, "target": args.target,
-           "reached_target": bool(reached), "num_envs": env.num_envs,
-           "nodes": [i.address for i in env.nodes], "seed": args.seed}
-    out.update(extra or {})
-    print(json.dumps(out), flush=True)
-    return 0 if reached or args.target is None else 1
+    return result(args, steps, updates, reached, wall, env.episode_returns, env.num_envs,
+                  [i.address for i in env.nodes], extra)

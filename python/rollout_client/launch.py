@@ -4,7 +4,8 @@
         with rollout_client.VecEnv(node.address) as env:
             ...
 
-starts ``rollout-node --learner remote --listen 127.0.0.1:0 --seconds 0``,
+starts ``rollout-node --learner remote --listen 127.0.0.1:0 --seconds 0``
+(``learner="stream"``: a stream node, for ``rollout_client.Stream``),
 waits until the node says where it listens (a port it picked), and on exit
 stops it with SIGINT (the node finishes the steps in flight and prints its
 summary), then SIGKILL after ``grace`` seconds. A node still running when
@@ -58,13 +59,17 @@ class NodeProcess:
     thread); ``stop()`` ends it and returns its exit status; ``summary()``
     parses its ``--json`` summary once it has stopped.
 
-    ``NodeProcess(node, *args, listen="127.0.0.1:0", timeout=120)`` runs
-    ``node --learner remote --listen LISTEN *args``. ``timeout`` bounds the
-    wait for the listening line: only a node that never gets there takes it.
+    ``NodeProcess(node, *args, listen="127.0.0.1:0", timeout=120,
+    learner="remote")`` runs ``node --learner LEARNER --listen LISTEN *args``
+    (``learner="stream"`` for a stream node). ``timeout`` bounds the wait for
+    the listening line: only a node that never gets there takes it.
     """
 
-    def __init__(self, node, *args, listen="127.0.0.1:0", timeout=120.0):
-        cmd = [node, "--learner", "remote", "--listen", listen, *map(str, args)]
+    def __init__(self, node, *args, listen="127.0.0.1:0", timeout=120.0, learner="remote"):
+        if learner not in ("remote", "stream"):
+            raise ValueError(f"learner {learner!r}: a node serves learners as 'remote' (SEED "
+                             "style) or 'stream'")
+        cmd = [node, "--learner", learner, "--listen", listen, *map(str, args)]
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
@@ -134,7 +139,7 @@ class NodeProcess:
 
 def launch_node(env="cartpole", num_envs=64, *, seed=None, workers=None, env_args=None,
                 max_episode_steps=None, token_file=None, listen="127.0.0.1:0", json=True,
-                node=None, extra_args=(), timeout=120.0):
+                node=None, extra_args=(), timeout=120.0, learner="remote"):
     """Start a rollout-node serving ``num_envs`` envs of ``env`` (a built-in
     name or a plugin .so) to learners, and return its :class:`NodeProcess`
     once it listens; use it in a ``with`` block to stop it at the end.
@@ -146,8 +151,10 @@ def launch_node(env="cartpole", num_envs=64, *, seed=None, workers=None, env_arg
     learners present (needed when ``listen`` is not loopback), ``json`` asks
     for the summary that :meth:`NodeProcess.summary` reads, ``extra_args``
     any other rollout-node flags, ``node`` the binary (see
-    :func:`find_node`). A bad flag or value fails at once with the node's
-    one-line reason in a RuntimeError.
+    :func:`find_node`), ``learner`` the mode: ``"remote"`` (SEED style, for
+    VecEnv and Client) or ``"stream"`` (the node acts and streams segments,
+    for Stream; e.g. ``extra_args=["--unroll", 32]``). A bad flag or value
+    fails at once with the node's one-line reason in a RuntimeError.
     """
     args = ["--env", env, "--num-envs", int(num_envs), "--seconds", 0, "--quiet"]
     if seed is not None:
@@ -163,7 +170,7 @@ def launch_node(env="cartpole", num_envs=64, *, seed=None, workers=None, env_arg
     if json:
         args.append("--json")
     args += [str(a) for a in extra_args]
-    return NodeProcess(find_node(node), *args, listen=listen, timeout=timeout)
+    return NodeProcess(find_node(node), *args, listen=listen, timeout=timeout, learner=learner)
 
 
 __all__ = ["NodeProcess", "find_node", "launch_node"]
