@@ -333,7 +333,7 @@ int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro
     return 0;
 }
 
-void ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
+int ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
 {
     s->xchg.index = w->index;
     s->xchg.learner = w->learner;
@@ -344,8 +344,11 @@ void ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
     s->quota = w->quota;
     s->check_finite = w->check_finite;
     s->record_episodes = w->record_episodes;
+    if (!w->runq)
+        return ro__actor_init_loop(&s->actor, "env", env_actor_behaviour, w->loop, w->home);
     /* A few messages per run: a shard never has more than one queued. */
     ro__actor_init_worker(&s->actor, "env", env_actor_behaviour, w->runq, 4);
+    return 0;
 }
 
 void ro__env_shard_destroy(ro_env_shard_t *s)

@@ -9,9 +9,12 @@ minutes apart at most on a machine whose speed drifts.
   stream->C    rollout-node --learner stream (W workers) + rollout-learner on
                the same cores: the transitions the learner received per second
   stream->py   the same node + rollout_client.Stream in Python (received/s)
-  seed-256     --learner remote, 256 envs: node 1 worker + rollout-learner
-               1 worker, against local 256 envs on 2 workers
-  seed-2048    the same at 2048 envs, batch 256
+  seed-256     --learner remote, 256 envs: node --workers 0 + rollout-learner
+               --workers 0 (one thread each: a core's worth each), against
+               local 256 envs on 2 workers
+  seed-256-w1  the same with a worker each beside the loops (node 1 worker +
+               learner 1 worker, bench_remote.py's split)
+  seed-2048(-w1) the same at 2048 envs, batch 256
   vecenv-*     rollout_client.VecEnv on a remote node (1024 envs): random
                actions, and a torch MLP(64,64) policy against that torch
                forward pass alone (bench/bench_vecenv.py measures them; this
@@ -153,12 +156,15 @@ def run_stream_py(build, envs, workers, secs):
     return float(rate), (pr.cpu + py.cpu) / s["steps"] * 1e6
 
 
-def run_seed(build, envs, secs, extra=(), learner_workers=1):
-    pr = node(build, "--learner", "remote", "--num-envs", envs, "--workers", 1,
+def run_seed(build, envs, secs, extra=(), workers=0):
+    """A SEED node and rollout-learner, a core's worth each: `workers` 0 puts
+    the node's envs and the learner's forward passes on their loop threads
+    (one thread each); 1 gives each a worker beside its loop."""
+    pr = node(build, "--learner", "remote", "--num-envs", envs, "--workers", workers,
               "--seconds", secs, *extra, listen=True)
     addr = listening(pr.p)
     lr = Proc([f"{build}/rollout-learner", "--connect", addr, "--json", "--quiet",
-               "--workers", str(learner_workers)],
+               "--workers", str(workers)],
               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     s = finish(pr)
     finish(lr)
@@ -207,10 +213,13 @@ def main():
         "stream->py": lambda: run_stream_py(b, e, w, s),
         "local-256": lambda: run_local(b, 256, 2, s),
         "seed-256": lambda: run_seed(b, 256, s),
+        "seed-256-w1": lambda: run_seed(b, 256, s, workers=1),
         "local-2048": lambda: run_local(b, 2048, 2, s, ("--batch", 256)),
         "seed-2048": lambda: run_seed(b, 2048, s, ("--batch", 256)),
+        "seed-2048-w1": lambda: run_seed(b, 2048, s, ("--batch", 256), workers=1),
     }
-    refs = {"stream->C": "local", "seed-256": "local-256", "seed-2048": "local-2048"}
+    refs = {"stream->C": "local", "seed-256": "local-256", "seed-256-w1": "local-256",
+            "seed-2048": "local-2048", "seed-2048-w1": "local-2048"}
     only = set(filter(None, a.only.split(",")))
     if only:
         need = only | {refs[c] for c in only if c in refs}

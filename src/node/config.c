@@ -98,8 +98,9 @@ static const ro_flag_t node_flags[] = {
     {RO_FLAG_BOOL, "check-finite", NULL, AT(check_finite),
      .help = "reset and count envs whose observation or reward\nis NaN or infinite"},
     {.kind = RO_FLAG_SECTION, .name = "scheduling"},
-    {RO_FLAG_U32, "workers", "W", AT(workers), 1, 1024,
-     .help = "worker threads (default: one per allowed CPU)"},
+    {RO_FLAG_U32, "workers", "W", AT(workers), 0, 1024,
+     .help = "worker threads (default: one per allowed CPU);\n0 with --learner remote: the envs "
+             "step on the\nloop thread (one thread for a SEED-style node)"},
     {RO_FLAG_BOOL, "overcommit", NULL, AT(overcommit),
      .help = "allow more workers than allowed CPUs"},
     {RO_FLAG_U32, "shard", "K", AT(shard), 1, 1u << 20,
@@ -260,7 +261,11 @@ static int check_combinations(const ro_config_t *c, const bool *given, char *err
                           "--%s: nothing connects to this node without --listen or --learner "
                           "remote",
                           f);
-    if (given[flag_index("overcommit")] && !given[flag_index("workers")])
+    if (given[flag_index("workers")] && c->workers == 0 && !remote)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--workers 0: only with --learner remote (the envs then step on the "
+                          "loop thread; a local or stream node needs workers for its policy)");
+    if (given[flag_index("overcommit")] && c->workers == 0)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--overcommit: only with --workers W (the default is one worker per "
                           "allowed CPU)");
@@ -280,6 +285,7 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
             return rc;
     }
     c->metrics_throughput_only = given[flag_index("metrics-every")];
+    c->envs_on_loop = given[flag_index("workers")] && c->workers == 0;
     /* --steps alone means "run until the steps are done". */
     if (given[flag_index("steps")] && !given[flag_index("seconds")])
         c->seconds = 0;

@@ -61,6 +61,27 @@ class CLearner(nu.TempDirCase):
         self.assertEqual(ls["threads"], 1 + 2 + extra)
         self.assertEqual(ls["nodes"][0]["steps"], 32 * 200)
 
+    def test_workers_0_node_and_learner_run_on_their_loops_and_repeat_the_local_run(self):
+        # --workers 0 on both sides: the node's envs step on its loop thread,
+        # the learner's forward passes run on its own; one thread each. With
+        # the node's seed the learner chooses the local policy's actions, so
+        # the run repeats the local one exactly.
+        steps = 64 * 300
+        local, _ = nu.run("--num-envs", 64, "--steps", steps, "--seed", 5)
+        node, addr = w.start_node(nu.NODE, "--num-envs", 64, "--steps", steps, "--seed", 5,
+                                  "--workers", 0)
+        p = learner("--connect", addr, "--workers", 0, "--seed", 5)
+        s, err = finish(node)
+        self.assertEqual(node.returncode, 0, err)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        extra = 1 if nu.linked_with("libtsan") else 0
+        self.assertEqual((s["workers"], s["threads"]), (0, 1 + extra), s)
+        ls = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual((ls["workers"], ls["threads"]), (0, 1 + extra), ls)
+        self.assertEqual(s["steps"], steps)
+        self.assertEqual(ls["nodes"][0]["steps"], steps)
+        self.assertEqual((s["episodes"], s["mean_return"]), (local["episodes"], local["mean_return"]))
+
     def test_learner_errors(self):
         p = nu.run_cmd([LEARNER], capture_output=True, text=True)
         self.assertEqual(p.returncode, 2)

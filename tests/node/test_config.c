@@ -148,7 +148,6 @@ static void test_errors(void **state)
     expect_error("--num-envs", "12abc", "expected an integer");
     expect_error("--batch", "-1", "--batch '-1'");
     expect_error("--batch", "0", "--batch '0'");
-    expect_error("--workers", "0", "--workers '0'");
     expect_error("--shard", "x", "--shard 'x'");
     expect_error("--max-wait-us", "-5", "--max-wait-us");
     expect_error("--seconds", "-1", "--seconds '-1'");
@@ -235,6 +234,8 @@ static void test_conflicting_flags(void **state)
     CONFLICT("--token-file: nothing connects", "--token-file", "t");
     CONFLICT("--learner-timeout: nothing connects", "--learner-timeout", "5");
     CONFLICT("--overcommit: only with --workers", "--overcommit");
+    CONFLICT("--workers 0: only with --learner remote", "--workers", "0");
+    CONFLICT("--workers 0: only with --learner remote", "--learner", "stream", "--workers", "0");
 #undef CONFLICT
 
     /* The same flags where they act. */
