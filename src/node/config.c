@@ -141,8 +141,9 @@ static const ro_flag_t node_flags[] = {
      .help = "--learner stream: drop (and count) segments whose\noldest action is more than K "
              "policy versions behind\n(default 0: never; a learner's hello may ask)"},
     {RO_FLAG_STRING, "listen", "HOST:PORT", AT(listen),
-     .help = "where learners attach (default 127.0.0.1:5555; port 0\npicks a free one); with "
-             "--learner local, where\ntrainers push new policy weights"},
+     .help = "where learners attach (default 127.0.0.1:5555; port 0\npicks a free one; "
+             "unix:PATH a Unix-domain socket);\nwith --learner local, where trainers push new "
+             "policy\nweights"},
     {RO_FLAG_STRING, "token-file", "FILE", AT(token_file),
      .help = "secret learners must present; required unless loopback"},
     {RO_FLAG_U32, "max-frame-bytes", "N", AT(max_frame), 1024, 1u << 30,

@@ -142,6 +142,75 @@ wait_for = nu.wait_for
 Lines = nu.Lines
 
 
+class UnixSocket(nu.TempDirCase):
+    """--listen unix:PATH and --connect unix:PATH: the same frames over a
+    Unix-domain socket."""
+
+    def start(self, path, *args):
+        node = nu.spawn([nu.NODE, "--learner", "remote", "--listen", "unix:" + path, "--quiet",
+                         "--json", *map(str, args)], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+        self.assertEqual(w.listen_address(node), "unix:" + path)
+        return node
+
+    def test_node_and_learner_over_a_unix_socket(self):
+        path = self.path("node.sock")
+        node = self.start(path, "--num-envs", 64, "--steps", 64 * 300, "--workers", 0)
+        # Owner-only while it listens: other users on the host cannot attach.
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+        p = learner("--connect", "unix:" + path, "--workers", 0)
+        s, err = finish(node)
+        self.assertEqual((node.returncode, p.returncode), (0, 0), err + p.stderr)
+        self.assertEqual(s["steps"], 64 * 300)
+        ls = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(ls["nodes"][0]["steps"], 64 * 300)
+        self.assertEqual(ls["nodes"][0]["address"], "unix:" + path)
+        self.assertFalse(os.path.exists(path), "the node left its socket file behind")
+
+    def test_a_stale_socket_is_replaced_a_live_one_or_a_file_is_not(self):
+        import socket
+        path = self.path("stale.sock")
+        dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        dead.bind(path)  # a socket file nobody listens on: a node that died
+        dead.close()
+        node = self.start(path, "--num-envs", 8, "--seconds", 0)
+        # A second node on the same path would steal the first one's learners.
+        q = nu.run_cmd([nu.NODE, "--learner", "remote", "--listen", "unix:" + path, "--quiet"],
+                       capture_output=True, text=True)
+        self.assertNotEqual(q.returncode, 0)
+        self.assertIn("another process listens on this socket", q.stderr)
+        node.send_signal(signal.SIGTERM)
+        finish(node)
+        self.assertEqual(node.returncode, 0)
+        self.assertFalse(os.path.exists(path))
+        plain = self.path("notes.txt")
+        with open(plain, "w") as f:
+            f.write("keep me")
+        q = nu.run_cmd([nu.NODE, "--learner", "remote", "--listen", "unix:" + plain, "--quiet"],
+                       capture_output=True, text=True)
+        self.assertNotEqual(q.returncode, 0)
+        self.assertIn("the path exists and is not a socket", q.stderr)
+        with open(plain) as f:
+            self.assertEqual(f.read(), "keep me")
+        q = nu.run_cmd([nu.NODE, "--learner", "remote", "--listen", "unix:" + "x" * 108],
+                       capture_output=True, text=True)
+        self.assertEqual(q.returncode, 2)
+        self.assertIn("PATH a socket file of 1 to 107 bytes", q.stderr)
+
+    def test_a_learner_started_first_waits_for_the_socket(self):
+        path = self.path("later.sock")
+        lr = nu.spawn([LEARNER, "--connect", "unix:" + path, "--json"],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = nu.Lines(lr.stderr)
+        nu.wait_for(lambda: lines.count("not accepting connections yet"),
+                    "the learner to say it waits for the socket", proc=lr)
+        node = self.start(path, "--num-envs", 16, "--steps", 16 * 100)
+        s, err = finish(node)
+        lr.wait(timeout=nu.HANG_GUARD_S)
+        self.assertEqual((node.returncode, lr.returncode), (0, 0), err + lines.text())
+        self.assertEqual(json.loads(lr.stdout.read().strip().splitlines()[-1])["steps"], 1600)
+
+
 class Reconnect(nu.TempDirCase):
     """rollout-learner comes back to a node that dropped it without a goodbye,
     gives up after --reconnect-s, and leaves a node that said goodbye."""
