@@ -70,7 +70,8 @@ int main(int argc, char **argv)
     printf("max error: %.3f ulp at x = %.9g (%a)\n", worst, (double)worst_x, (double)worst_x);
     printf("mean error: %.4f ulp; over 0.5 ulp: %.4f %%, over 2: %.5f %%, over 3: %.6f %%, "
            "over 4: %.7f %%\n",
-           sum / (double)n, 100.0 * (double)over[0] / (double)n, 100.0 * (double)over[1] / (double)n,
-           100.0 * (double)over[2] / (double)n, 100.0 * (double)over[3] / (double)n);
+           sum / (double)n, 100.0 * (double)over[0] / (double)n,
+           100.0 * (double)over[1] / (double)n, 100.0 * (double)over[2] / (double)n,
+           100.0 * (double)over[3] / (double)n);
     return mismatches ? 1 : 0;
 }

@@ -128,7 +128,8 @@ static int pendulum_step(void *env, ro_action_t action, float *obs, ro_step_t *o
     double an = ro__pendulum_angle_normalize(th);
     double cost = an * an + 0.1 * (thdot * thdot) + 0.001 * (u * u);
 
-    double newthdot = thdot + (3 * p->g / (2 * LEN) * p->sin_th + 3.0 / (MASS * LEN * LEN) * u) * DT;
+    double newthdot =
+        thdot + (3 * p->g / (2 * LEN) * p->sin_th + 3.0 / (MASS * LEN * LEN) * u) * DT;
     newthdot = fmin(fmax(newthdot, -MAX_SPEED), MAX_SPEED);
     double newth = th + newthdot * DT;
 

@@ -119,6 +119,9 @@ static const ro_flag_t node_flags[] = {
     {RO_FLAG_FN, "gemm", "exact|openblas", AT(policy), .parse = ro__flag_gemm,
      .help = "dense-layer kernel: exact (default) gives every env\nthe same actions whatever the "
              "batching; openblas\nuses cblas_sgemm, whose rounding depends on the batch"},
+    {RO_FLAG_FN, "kernels", "auto|avx512|avx2|scalar", AT(policy), .parse = ro__flag_kernels,
+     .help = "instruction set of the exact kernels (default auto:\nthe best this CPU runs); every "
+             "one gives the same bits"},
     {RO_FLAG_U32, "batch", "B", AT(batch), 1, 1u << 20,
      .help = "envs per forward pass (default auto)"},
     {RO_FLAG_U64, "max-wait-us", "US", AT(max_wait_us), 0, 60000000,

@@ -33,10 +33,6 @@
 #define TILE_R 1
 #endif
 
-/* The tile loops have constant trip counts once inlined; unrolled, the
- * accumulators are registers at any optimisation level that inlines. */
-#define RO_UNROLL _Pragma("GCC unroll 8")
-
 /* RO_ACT_EXP_WEIGHT: an element function that is not an activation, for
  * kernel_act to apply in the tests. */
 #define RO_ACT_EXP_WEIGHT 100
@@ -56,29 +52,38 @@ RO_INLINE vf act_apply(vf v, ro_activation_t act)
 /* dense_tile computes outputs j0 .. j0 + C - 1 for the R vectors of
  * samples starting at lane s0. C and R are constants after inlining, so
  * the accumulators live in registers. */
+/* The tile loops have constant trip counts once inlined; unrolled (the
+ * pragmas), the accumulators are registers at -O2 as at -O3. */
 RO_INLINE void dense_tile(const ro_dense_t *l, const float *x, float *y, uint32_t j0, const int C,
                           size_t s0, const int R, ro_activation_t act)
 {
     vf acc[TILE_C][TILE_R];
-    RO_UNROLL for (int c = 0; c < C; c++) {
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) {
         const vf b = vf_set1(l->bias[j0 + c]);
-        RO_UNROLL for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
             acc[c][r] = b;
     }
     const float *w = l->wt + j0;
     const float *xk = x + s0;
     for (uint32_t k = 0; k < l->in; k++, w += l->ldw, xk += RO_BLOCK) {
         vf xv[TILE_R];
-        RO_UNROLL for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
             xv[r] = vf_load(xk + r * VF_LANES);
-        RO_UNROLL for (int c = 0; c < C; c++) {
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
             const vf wb = vf_set1(w[c]);
-            RO_UNROLL for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
                 acc[c][r] = vf_fma(wb, xv[r], acc[c][r]);
         }
     }
-    RO_UNROLL for (int c = 0; c < C; c++)
-        RO_UNROLL for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
             vf_store(y + (size_t)(j0 + c) * RO_BLOCK + s0 + (size_t)r * VF_LANES,
                      act_apply(acc[c][r], act));
 }

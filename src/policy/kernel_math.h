@@ -85,9 +85,9 @@ RO_INLINE vd vd_log_unit(vd u)
     /* The biased exponent as a double: its bits or 2^52, minus 2^52. */
     const vd be = vd_sub(vq_double_bits(vq_or(vq_shr(bits, 52), vq_set1(0x4330000000000000))),
                          vd_set1(0x1p52));
-    vd m = vq_double_bits(vq_or(vq_and(bits, vq_set1(0x000fffffffffffff)),
-                                vq_set1(0x3ff0000000000000))); /* [1, 2) */
-    const md big = vd_gt(m, vd_set1(0x1.6a09e667f3bcdp+0));         /* sqrt(2) */
+    vd m = vq_double_bits(
+        vq_or(vq_and(bits, vq_set1(0x000fffffffffffff)), vq_set1(0x3ff0000000000000))); /* [1, 2) */
+    const md big = vd_gt(m, vd_set1(0x1.6a09e667f3bcdp+0)); /* sqrt(2) */
     m = vd_select(big, vd_mul(m, vd_set1(0.5)), m);
     const vd e = vd_sub(be, vd_select(big, vd_set1(1022.0), vd_set1(1023.0)));
     const vd s = vd_div(vd_sub(m, vd_set1(1.0)), vd_add(m, vd_set1(1.0)));

@@ -4,8 +4,7 @@
  */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))),             \
-                             apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
 #else
 #pragma GCC target("avx2,fma")
 #endif

@@ -17,25 +17,8 @@
 #include "policy/activation.h"
 #include "policy/kernels.h"
 #include "policy/params.h"
+#include "policy/policy_types.h"
 #include "runtime/rng.h"
-
-typedef enum ro_policy_kind {
-    RO_POLICY_RANDOM = 1, /* uniform over the action space; no forward pass */
-    RO_POLICY_MLP = 2,    /* MLP with seeded init, or loaded weights */
-} ro_policy_kind_t;
-
-/* How dense layers are computed. */
-typedef enum ro_gemm {
-    /* Our kernels (kernels.h): every output is the same float operations
-     * whatever the batch and the instruction set, so a row's actions never
-     * depend on batching, nor on the CPU. */
-    RO_GEMM_EXACT = 0,
-    /* OpenBLAS cblas_sgemm: its kernels round a row differently depending on
-     * the batch size and the row's position, so trajectories under a Gaussian
-     * or near-tied categorical policy can change with scheduling. Faster for
-     * wide layers (hundreds of units) on CPUs with AVX-512. */
-    RO_GEMM_BLAS = 1,
-} ro_gemm_t;
 
 typedef struct ro_policy_spec {
     ro_policy_kind_t kind;

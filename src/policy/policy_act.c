@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/policy.h"
 #include "policy/policy_internal.h"
 #include "runtime/error.h"
 #include "runtime/numa_mem.h"
@@ -45,7 +46,8 @@ int ro__policy_ws_new_on(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t ma
     /* Block buffers, each a whole number of 64-byte lines (RO_BLOCK floats
      * are 256 bytes). A random policy uses none of them but the draws. */
     const size_t xt = (size_t)p->obs_dim * RO_BLOCK, h = (size_t)p->max_out * RO_BLOCK;
-    const size_t hmem_bytes = (xt + 2 * h + RO_BLOCK) * sizeof(float) + 2 * RO_BLOCK * sizeof(double);
+    const size_t hmem_bytes =
+        (xt + 2 * h + RO_BLOCK) * sizeof(float) + 2 * RO_BLOCK * sizeof(double);
     if (mem_node >= 0) {
         /* The lane's worker's node: page blocks, placed and touched now. */
         ws->on_node = true;

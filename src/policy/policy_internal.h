@@ -9,9 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rollout/env.h"
 #include "policy/kernels.h"
 #include "policy/params.h"
-#include "policy/policy.h"
+#include "policy/policy_types.h"
+#include "runtime/rng.h"
+
+typedef struct ro_policy ro_policy_t;
+typedef struct ro_policy_ws ro_policy_ws_t;
 
 /* Buffers the vector kernels read are aligned to a cache line. */
 #define RO_POLICY_ALIGN 64

@@ -114,7 +114,8 @@ RO_INLINE vf vf_clamp(vf x, vf c)
 }
 RO_INLINE vf vf_abs(vf a)
 {
-    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)));
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)));
 }
 RO_INLINE vf vf_with_sign_of(vf mag, vf sgn) /* mag's bits or sgn's sign bit */
 {

@@ -100,8 +100,8 @@ static double sweep_tanh(const ro_kernels_t *const *k, int np, const float *in, 
         const float x = in[i], y = out[0][i];
         for (int p = 1; p < np; p++)
             if (to_bits(out[p][i]) != to_bits(y) && !(isnan(y) && isnan(out[p][i])))
-                fail_msg("tanh(%a): %s gives %a, %s %a", (double)x, k[p]->name,
-                         (double)out[p][i], k[0]->name, (double)y);
+                fail_msg("tanh(%a): %s gives %a, %s %a", (double)x, k[p]->name, (double)out[p][i],
+                         k[0]->name, (double)y);
         if (isnan(x)) {
             assert_true(isnan(y));
             continue;
@@ -152,9 +152,9 @@ static void test_tanh_special(void **state)
     const ro_kernels_t *k[3];
     const int np = paths(k);
     for (int p = 0; p < np; p++) {
-        float x[] = {0.0f,     -0.0f,  INFINITY, -INFINITY, FLT_MAX, -FLT_MAX,
-                     1e-45f,   -1e-45f, 1e-20f,  FLT_MIN,   9.0f,    -9.0f,
-                     7.99399f, 8.1f,   20.0f,    -88.0f,    0x1p-12f};
+        float x[] = {0.0f,     -0.0f,   INFINITY, -INFINITY, FLT_MAX, -FLT_MAX,
+                     1e-45f,   -1e-45f, 1e-20f,   FLT_MIN,   9.0f,    -9.0f,
+                     7.99399f, 8.1f,    20.0f,    -88.0f,    0x1p-12f};
         k[p]->act(x, sizeof x / sizeof x[0], RO_ACT_TANH);
         assert_int_equal(to_bits(x[0]), to_bits(0.0f));
         assert_int_equal(to_bits(x[1]), to_bits(-0.0f));
@@ -333,8 +333,8 @@ static void check_dense(const ro_kernels_t *const *k, int np, uint32_t in, uint3
                     for (uint32_t s = 0; s < n; s++)
                         if (to_bits(y[(size_t)j * RO_BLOCK + s]) !=
                             to_bits(y0[(size_t)j * RO_BLOCK + s]))
-                            fail_msg("dense %ux%u act %d n %u: %s differs at out %u sample %u",
-                                     in, out, a, n, k[p]->name, j, s);
+                            fail_msg("dense %ux%u act %d n %u: %s differs at out %u sample %u", in,
+                                     out, a, n, k[p]->name, j, s);
             }
         }
         for (uint32_t s = 0; s < RO_BLOCK; s++) {
@@ -370,7 +370,7 @@ static void test_dense(void **state)
     (void)state;
     const ro_kernels_t *k[3];
     const int np = paths(k);
-    const uint32_t shapes[][2] = {{1, 1},  {3, 2},  {4, 64},  {64, 64}, {11, 17}, {64, 3},
+    const uint32_t shapes[][2] = {{1, 1},  {3, 2},   {4, 64},  {64, 64}, {11, 17}, {64, 3},
                                   {5, 24}, {33, 40}, {100, 9}, {7, 13},  {2, 6}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         check_dense(k, np, shapes[s][0], shapes[s][1]);
@@ -482,10 +482,10 @@ static void test_gaussian(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dispatch),    cmocka_unit_test(test_tanh_error_and_paths),
+        cmocka_unit_test(test_dispatch),     cmocka_unit_test(test_tanh_error_and_paths),
         cmocka_unit_test(test_tanh_special), cmocka_unit_test(test_act_lengths_and_offsets),
-        cmocka_unit_test(test_relu),        cmocka_unit_test(test_exp_weight),
-        cmocka_unit_test(test_dense),       cmocka_unit_test(test_categorical),
+        cmocka_unit_test(test_relu),         cmocka_unit_test(test_exp_weight),
+        cmocka_unit_test(test_dense),        cmocka_unit_test(test_categorical),
         cmocka_unit_test(test_gaussian),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
