@@ -155,7 +155,10 @@ static const ro_flag_t node_flags[] = {
      .help = "stop after S seconds (default 10; 0 = no limit)"},
     {.kind = RO_FLAG_SECTION, .name = "output"},
     {RO_FLAG_STRING, "metrics", "FILE", AT(metrics),
-     .help = "JSON lines: one per episode, and throughput"},
+     .help = "JSON lines: throughput and episode means per\ninterval (docs/operations.md)"},
+    {RO_FLAG_BOOL, "metrics-episodes", NULL, AT(metrics_episodes),
+     .help = "also one --metrics line per finished episode (costs\nsteps/s at millions of "
+             "episodes a second)"},
     {RO_FLAG_SECONDS, "metrics-interval", "S", AT(metrics_interval), 10,
      .help = "seconds between throughput lines (default 1)"},
     {RO_FLAG_BOOL, "json", NULL, AT(json), .help = "one-line JSON summary on stdout at the end"},

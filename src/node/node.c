@@ -306,7 +306,7 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
                 .max_steps = n->max_steps,
                 .quota = n->cfg.steps ? (n->cfg.steps + n->cfg.num_envs - 1) / n->cfg.num_envs : 0,
                 .check_finite = n->cfg.check_finite,
-                .record_episodes = n->cfg.metrics != NULL,
+                .record_episodes = n->cfg.metrics != NULL && n->cfg.metrics_episodes,
             };
             ro__env_shard_wire(&n->shards[i], &w);
         }

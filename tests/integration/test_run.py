@@ -43,7 +43,7 @@ class Run(nu.TempDirCase):
         # episode is cut at 200 steps.
         m = self.path("m.jsonl")
         s, _ = nu.run("--env", nu.PLUGIN, "--policy", "random", "--num-envs", 8,
-                      "--steps", 8 * 400, "--metrics", m)
+                      "--steps", 8 * 400, "--metrics", m, "--metrics-episodes")
         self.assertEqual(s["env"], "mountaincar")
         self.assertEqual(s["episodes"], 16)
         self.assertAlmostEqual(s["mean_return"], -200.0)
@@ -60,8 +60,8 @@ class Run(nu.TempDirCase):
         w = self.path("w.pb")
         m1, m2 = self.path("a.jsonl"), self.path("b.jsonl")
         base = ["--num-envs", 8, "--steps", 8 * 300, "--seed", 5, "--hidden", "16,8"]
-        nu.run(*base, "--save-policy", w, "--metrics", m1)
-        nu.run(*base, "--policy", w, "--metrics", m2)
+        nu.run(*base, "--save-policy", w, "--metrics", m1, "--metrics-episodes")
+        nu.run(*base, "--policy", w, "--metrics", m2, "--metrics-episodes")
         a = nu.episodes_by_env(nu.read_metrics(m1))
         b = nu.episodes_by_env(nu.read_metrics(m2))
         self.assertTrue(a)
@@ -70,7 +70,7 @@ class Run(nu.TempDirCase):
     def test_metrics_file_lines(self):
         m = self.path("m.jsonl")
         s, _ = nu.run("--num-envs", 16, "--steps", 16 * 500, "--metrics", m,
-                      "--metrics-interval", "0.05")
+                      "--metrics-episodes", "--metrics-interval", "0.05")
         recs = nu.read_metrics(m)
         eps = [r for r in recs if r["type"] == "episode"]
         self.assertEqual(len(eps), s["episodes"])
@@ -80,6 +80,27 @@ class Run(nu.TempDirCase):
         for r in eps:
             self.assertTrue(0 <= r["env"] < 16)
             self.assertEqual(r["return"], r["length"])  # cartpole: reward 1 per step
+
+    def test_metrics_default_is_per_interval(self):
+        # Without --metrics-episodes: throughput lines only, each with the
+        # mean return of the episodes that ended in its interval; together
+        # they give the summary's mean return.
+        m = self.path("m.jsonl")
+        s, _ = nu.run("--num-envs", 16, "--steps", 16 * 500, "--metrics", m,
+                      "--metrics-interval", "0.02")
+        recs = nu.read_metrics(m)
+        self.assertTrue(recs)
+        self.assertEqual({r["type"] for r in recs}, {"throughput"})
+        self.assertEqual(recs[-1]["episodes"], s["episodes"])
+        total, prev = 0.0, 0
+        for r in recs:
+            n = r["episodes"] - prev
+            prev = r["episodes"]
+            if n == 0:
+                self.assertIsNone(r["return_mean"])
+            else:
+                total += r["return_mean"] * n
+        self.assertAlmostEqual(total / s["episodes"], s["mean_return"], places=6)
 
 
 if __name__ == "__main__":
