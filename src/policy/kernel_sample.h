@@ -51,7 +51,7 @@ static void kernel_categorical(float *z, uint32_t nout, uint32_t n, const double
             last = vd_select(vd_gt(w, zero), jd, last);
         }
         idx = vd_select(vd_eq(idx, none), last, idx);
-        double out[VD_LANES];
+        _Alignas(64) double out[VD_LANES];
         vd_store(out, idx);
         for (uint32_t l = 0; l < VD_LANES && s + l < n; l++)
             act[s + l] = (int32_t)out[l];
