@@ -15,14 +15,22 @@
  *    "efficiency", the engine's own overhead.
  *
  * Also, for the record, the env loop alone and OpenBLAS's forward alone.
+ * With --node PATH the node side is that rollout-node binary instead (run
+ * with --json; e.g. the previous commit's build), so its ratio to the same
+ * machine yardstick can be set beside this build's; the same-kernel column
+ * is then not measured.
  * Each side runs `repeats` times, alternating, and the medians are
  * compared, so a burst of noise on a shared machine moves one sample, not
  * the ratio.
  *
  * usage: bench_engine [--seconds S] [--workers W] [--repeats N] [--csv FILE]
+ *                     [--node PATH]
  */
 #include <math.h>
 #include <stdio.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,6 +198,84 @@ static double raw_loop(const bench_case_t *bc, uint32_t B, loop_t kind, double s
     return sps;
 }
 
+/* json_number returns the number after "key": in a JSON line, or NAN. */
+static double json_number(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *at = strstr(line, pat);
+    return at ? strtod(at + strlen(pat), NULL) : NAN;
+}
+
+/* external_run runs the rollout-node binary at `node` for one case and
+ * reads its --json summary. */
+static ro_summary_t external_run(const char *node, const bench_case_t *bc, uint32_t workers,
+                                 double seconds)
+{
+    char envs[16], w[16], secs[32];
+    snprintf(envs, sizeof envs, "%u", bc->node.num_envs);
+    snprintf(w, sizeof w, "%u", workers);
+    snprintf(secs, sizeof secs, "%g", seconds);
+    const char *argv[20] = {node,
+                            "--env",
+                            bc->node.env,
+                            "--num-envs",
+                            envs,
+                            "--workers",
+                            w,
+                            "--seconds",
+                            secs,
+                            "--json",
+                            "--quiet",
+                            "--activation",
+                            bc->act == RO_ACT_RELU ? "relu" : "tanh"};
+    int argc = 13;
+    if (bc->node.policy == RO_POLICY_RANDOM) {
+        argv[argc++] = "--policy";
+        argv[argc++] = "random";
+    }
+    if (bc->node.env_arg) {
+        argv[argc++] = "--env-arg";
+        argv[argc++] = bc->node.env_arg;
+    }
+    int fd[2];
+    if (pipe(fd) != 0) {
+        perror("bench_engine: pipe");
+        exit(1);
+    }
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], STDOUT_FILENO);
+        const int null = open("/dev/null", O_WRONLY); /* its summary line */
+        if (null >= 0)
+            dup2(null, STDERR_FILENO);
+        close(fd[0]);
+        close(fd[1]);
+        execv(node, (char *const *)argv);
+        _exit(127);
+    }
+    close(fd[1]);
+    static char buf[1 << 16];
+    size_t n = 0;
+    ssize_t got;
+    while (n + 1 < sizeof buf && (got = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0)
+        n += (size_t)got;
+    buf[n] = '\0';
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const char *line = strstr(buf, "{");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !line) {
+        fprintf(stderr, "bench_engine: %s failed (status %d)\n", node, status);
+        exit(1);
+    }
+    ro_summary_t s = {0};
+    s.sps = json_number(line, "sps");
+    s.batch = (uint32_t)json_number(line, "batch");
+    s.threads = (int)json_number(line, "threads");
+    return s;
+}
+
 static ro_summary_t node_run(const bench_case_t *bc, uint32_t workers, double seconds)
 {
     ro_config_t c;
@@ -205,7 +291,7 @@ int main(int argc, char **argv)
     double seconds = 3.0;
     int repeats = 3;
     uint32_t workers = 0;
-    const char *csv = NULL;
+    const char *csv = NULL, *external = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--seconds"))
             seconds = atof(argv[i + 1]);
@@ -215,6 +301,8 @@ int main(int argc, char **argv)
             repeats = bench_repeats(argv[i + 1]);
         else if (!strcmp(argv[i], "--csv"))
             csv = argv[i + 1];
+        else if (!strcmp(argv[i], "--node"))
+            external = argv[i + 1];
     }
     if (workers == 0)
         workers = (uint32_t)bench_allowed_cpus();
@@ -246,10 +334,16 @@ int main(int argc, char **argv)
         double load = 0, l; /* CPUs other processes used (bench_util.h) */
         const int sides = bc->machine ? 5 : 2;
         for (int r = 0; r < repeats; r++) {
-            BENCH_QUIET(s = node_run(bc, workers, seconds), &l);
+            if (external)
+                BENCH_QUIET(s = external_run(external, bc, workers, seconds), &l);
+            else
+                BENCH_QUIET(s = node_run(bc, workers, seconds), &l);
             load += l / (sides * repeats);
             node[r] = s.sps;
-            BENCH_QUIET(same[r] = raw_loop(bc, s.batch, LOOP_SAME, seconds), &l);
+            if (external)
+                same[r] = NAN; /* that binary's kernels are not in this program */
+            else
+                BENCH_QUIET(same[r] = raw_loop(bc, s.batch, LOOP_SAME, seconds), &l);
             load += l / (sides * repeats);
             if (!bc->machine)
                 continue;
@@ -267,7 +361,7 @@ int main(int argc, char **argv)
         const char *act = bc->node.policy == RO_POLICY_RANDOM ? "-"
                           : bc->act == RO_ACT_RELU            ? "relu"
                                                               : "tanh";
-        const char *kern = ro__kernels(RO_KERNELS_AUTO)->name;
+        const char *kern = external ? "external" : ro__kernels(RO_KERNELS_AUTO)->name;
         printf("| %s | %s | %u | %u | %u | %s | %.0f | %.0f | %.3f | %.0f | %.3f | %.0f | %.0f | "
                "%d |\n",
                bc->name, act, bc->node.num_envs, workers, s.batch, kern, sm, n, n / (sm * workers),
