@@ -15,6 +15,11 @@
  *    "efficiency", the engine's own overhead.
  *
  * Also, for the record, the env loop alone and OpenBLAS's forward alone.
+ * And the same ratio in CPU time, which holds on a shared machine: the
+ * node's steps per CPU-second of its process (every thread) against the
+ * machine loop's steps per CPU-second of its thread. On a quiet machine
+ * with every worker busy the two ratios agree; under load the wall-clock
+ * one falls with the CPU share the node got, the CPU-time one does not.
  * With --node PATH the node side is that rollout-node binary instead (run
  * with --json; e.g. the previous commit's build), so its ratio to the same
  * machine yardstick can be set beside this build's; the same-kernel column
@@ -29,7 +34,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,9 +137,27 @@ static void raw_step(raw_t *r)
 
 typedef enum { LOOP_SAME, LOOP_MACHINE, LOOP_ENV, LOOP_BLAS } loop_t;
 
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* cpu_s returns the CPU seconds of this process's threads (who =
+ * RUSAGE_SELF) or of its waited-for children (RUSAGE_CHILDREN). */
+static double cpu_s(int who)
+{
+    struct rusage ru;
+    getrusage(who, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
 /* raw_loop runs one yardstick loop for `seconds`; returns steps/s (or
  * forward rows/s for LOOP_BLAS). */
-static double raw_loop(const bench_case_t *bc, uint32_t B, loop_t kind, double seconds)
+static double raw_loop(const bench_case_t *bc, uint32_t B, loop_t kind, double seconds,
+                       double *cpu_sps)
 {
     ro_policy_t *p = NULL;
     ro_policy_ws_t *ws = NULL;
@@ -169,6 +194,7 @@ static double raw_loop(const bench_case_t *bc, uint32_t B, loop_t kind, double s
         if (kind != LOOP_ENV)
             blas_net_init(&net, r.od, r.as.kind == RO_SPACE_DISCRETE ? r.as.n : 1, B);
     }
+    const double c0 = thread_cpu_s();
     uint64_t steps = 0, t0 = ro__now_ns(), deadline = t0 + (uint64_t)(seconds * 1e9), now = t0;
     while (now < deadline) {
         for (int rep = 0; rep < 16; rep++) {
@@ -186,6 +212,8 @@ static double raw_loop(const bench_case_t *bc, uint32_t B, loop_t kind, double s
         now = ro__now_ns();
     }
     const double sps = (double)steps / ((double)(now - t0) * 1e-9);
+    if (cpu_sps)
+        *cpu_sps = (double)steps / (thread_cpu_s() - c0);
     raw_close(&r, kind != LOOP_SAME);
     if (kind == LOOP_SAME) {
         ro__policy_ws_free(ws);
@@ -271,6 +299,7 @@ static ro_summary_t external_run(const char *node, const bench_case_t *bc, uint3
     }
     ro_summary_t s = {0};
     s.sps = json_number(line, "sps");
+    s.steps = (uint64_t)json_number(line, "steps");
     s.batch = (uint32_t)json_number(line, "batch");
     s.threads = (int)json_number(line, "threads");
     return s;
@@ -322,54 +351,65 @@ int main(int argc, char **argv)
     }
     if (out)
         fprintf(out, "case,activation,envs,workers,batch,kernels,raw_sps,node_sps,efficiency,"
-                     "machine_sps,of_machine,env_sps,blas_fwd_sps,threads,ext_load\n");
-    printf("| case | act | envs | W | batch | kernels | same-kernel loop | node steps/s | "
-           "efficiency | machine loop | node / (W x machine) | env loop | OpenBLAS fwd rows/s "
-           "| threads |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+                     "machine_sps,of_machine,env_sps,blas_fwd_sps,threads,ext_load,node_cpu_sps,"
+                     "machine_cpu_sps,of_machine_cpu\n");
+    printf(
+        "| case | act | envs | W | batch | kernels | same-kernel loop | node steps/s | "
+        "efficiency | machine loop | node / (W x machine) | same, CPU time | env loop | OpenBLAS "
+        "fwd rows/s | threads |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const bench_case_t *bc = &cases[i];
         double node[BENCH_MAX_REPEATS], same[BENCH_MAX_REPEATS], mach[BENCH_MAX_REPEATS];
         double envl[BENCH_MAX_REPEATS], blas[BENCH_MAX_REPEATS];
+        double node_cpu[BENCH_MAX_REPEATS], mach_cpu[BENCH_MAX_REPEATS];
         ro_summary_t s = {0};
         double load = 0, l; /* CPUs other processes used (bench_util.h) */
         const int sides = bc->machine ? 5 : 2;
         for (int r = 0; r < repeats; r++) {
+            double c0 = 0;
             if (external)
-                BENCH_QUIET(s = external_run(external, bc, workers, seconds), &l);
+                BENCH_QUIET(
+                    (c0 = cpu_s(RUSAGE_CHILDREN), s = external_run(external, bc, workers, seconds)),
+                    &l);
             else
-                BENCH_QUIET(s = node_run(bc, workers, seconds), &l);
+                BENCH_QUIET((c0 = cpu_s(RUSAGE_SELF), s = node_run(bc, workers, seconds)), &l);
+            node_cpu[r] = (double)s.steps / (cpu_s(external ? RUSAGE_CHILDREN : RUSAGE_SELF) - c0);
             load += l / (sides * repeats);
             node[r] = s.sps;
             if (external)
                 same[r] = NAN; /* that binary's kernels are not in this program */
             else
-                BENCH_QUIET(same[r] = raw_loop(bc, s.batch, LOOP_SAME, seconds), &l);
+                BENCH_QUIET(same[r] = raw_loop(bc, s.batch, LOOP_SAME, seconds, NULL), &l);
             load += l / (sides * repeats);
             if (!bc->machine)
                 continue;
-            BENCH_QUIET(mach[r] = raw_loop(bc, s.batch, LOOP_MACHINE, seconds), &l);
+            BENCH_QUIET(mach[r] = raw_loop(bc, s.batch, LOOP_MACHINE, seconds, &mach_cpu[r]), &l);
             load += l / (sides * repeats);
-            BENCH_QUIET(envl[r] = raw_loop(bc, s.batch, LOOP_ENV, seconds / 2), &l);
+            BENCH_QUIET(envl[r] = raw_loop(bc, s.batch, LOOP_ENV, seconds / 2, NULL), &l);
             load += l / (sides * repeats);
-            BENCH_QUIET(blas[r] = raw_loop(bc, s.batch, LOOP_BLAS, seconds / 2), &l);
+            BENCH_QUIET(blas[r] = raw_loop(bc, s.batch, LOOP_BLAS, seconds / 2, NULL), &l);
             load += l / (sides * repeats);
         }
         const double n = bench_median(node, repeats), sm = bench_median(same, repeats);
         const double m = bc->machine ? bench_median(mach, repeats) : NAN;
         const double e = bc->machine ? bench_median(envl, repeats) : NAN;
         const double b = bc->machine ? bench_median(blas, repeats) : NAN;
+        const double nc = bench_median(node_cpu, repeats);
+        const double mc = bc->machine ? bench_median(mach_cpu, repeats) : NAN;
         const char *act = bc->node.policy == RO_POLICY_RANDOM ? "-"
                           : bc->act == RO_ACT_RELU            ? "relu"
                                                               : "tanh";
         const char *kern = external ? "external" : ro__kernels(RO_KERNELS_AUTO)->name;
-        printf("| %s | %s | %u | %u | %u | %s | %.0f | %.0f | %.3f | %.0f | %.3f | %.0f | %.0f | "
-               "%d |\n",
+        printf("| %s | %s | %u | %u | %u | %s | %.0f | %.0f | %.3f | %.0f | %.3f | %.3f | %.0f | "
+               "%.0f | %d |\n",
                bc->name, act, bc->node.num_envs, workers, s.batch, kern, sm, n, n / (sm * workers),
-               m, n / (m * workers), e, b, s.threads);
+               m, n / (m * workers), nc / mc, e, b, s.threads);
         if (out)
-            fprintf(out, "%s,%s,%u,%u,%u,%s,%.1f,%.1f,%.4f,%.1f,%.4f,%.1f,%.1f,%d,%.3f\n", bc->name,
-                    act, bc->node.num_envs, workers, s.batch, kern, sm, n, n / (sm * workers), m,
-                    n / (m * workers), e, b, s.threads, load);
+            fprintf(out,
+                    "%s,%s,%u,%u,%u,%s,%.1f,%.1f,%.4f,%.1f,%.4f,%.1f,%.1f,%d,%.3f,%.1f,%.1f,%.4f\n",
+                    bc->name, act, bc->node.num_envs, workers, s.batch, kern, sm, n,
+                    n / (sm * workers), m, n / (m * workers), e, b, s.threads, load, nc, mc,
+                    nc / mc);
         fflush(stdout);
     }
     if (out)
