@@ -7,6 +7,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/text.h"
 
 #define DRAIN_MS 50
 #define STATUS_TTY_NS 500000000ull
@@ -81,17 +82,25 @@ static bool episode_line(ro_logger_t *lg, const ro_metric_t *m)
 
 static void on_record(ro_logger_t *lg, const ro_metric_t *m)
 {
-    if (m->kind == RO_METRIC_EPISODE) {
-        if (lg->metrics && !episode_line(lg, m))
-            fprintf(lg->metrics,
-                    "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
-                    "\"return\":%.17g,\"length\":%u,\"terminated\":%s,\"truncated\":%s,"
-                    "\"policy_first\":%llu,\"policy_last\":%llu}\n",
-                    secs(lg, m->t_ns), m->env, (unsigned long long)m->episode, m->value, m->length,
-                    m->terminated ? "true" : "false", m->truncated ? "true" : "false",
-                    (unsigned long long)m->policy_first, (unsigned long long)m->policy_last);
-    } else if (m->kind == RO_METRIC_ENV_FAIL) {
+    if (m->kind == RO_METRIC_ENV_FAIL)
         lg->env_failures++;
+    if (lg->throughput_only)
+        return;
+    if (m->kind == RO_METRIC_EPISODE) {
+        if (lg->metrics && !episode_line(lg, m)) {
+            /* A NaN or infinite return (an env's reward) is null: JSON has
+             * no such numbers, and every line must parse strictly. */
+            fprintf(lg->metrics,
+                    "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,\"return\":",
+                    secs(lg, m->t_ns), m->env, (unsigned long long)m->episode);
+            ro__json_double(lg->metrics, m->value);
+            fprintf(lg->metrics,
+                    ",\"length\":%u,\"terminated\":%s,\"truncated\":%s,"
+                    "\"policy_first\":%llu,\"policy_last\":%llu}\n",
+                    m->length, m->terminated ? "true" : "false", m->truncated ? "true" : "false",
+                    (unsigned long long)m->policy_first, (unsigned long long)m->policy_last);
+        }
+    } else if (m->kind == RO_METRIC_ENV_FAIL) {
         if (lg->metrics)
             fprintf(lg->metrics,
                     "{\"type\":\"env_failure\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
@@ -107,26 +116,24 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
     lg->sample(lg->sample_ctx, &cur);
     double dt = (double)(now - lg->last_ns) * 1e-9;
     uint64_t db = cur.batches - lg->last.batches;
+    uint64_t de = cur.episodes - lg->last.episodes;
     if (lg->metrics) {
         fprintf(lg->metrics,
                 "{\"type\":\"throughput\",\"t\":%.6f,\"steps\":%llu,\"sps\":%.1f,"
                 "\"episodes\":%llu,\"batches\":%llu,\"mean_batch\":%.2f,\"dropped\":%llu,"
-                "\"env_failures\":%llu",
+                "\"env_failures\":%llu,\"interval_episodes\":%llu,\"interval_mean_return\":",
                 secs(lg, now), (unsigned long long)cur.steps,
                 dt > 0 ? (double)(cur.steps - lg->last.steps) / dt : 0.0,
                 (unsigned long long)cur.episodes, (unsigned long long)cur.batches,
                 db ? (double)(cur.rows - lg->last.rows) / (double)db : 0.0,
-                (unsigned long long)ro__logger_dropped(lg), (unsigned long long)lg->env_failures);
-        /* The interval's episodes in one figure, from the counters the
-         * shards publish: what a run needs without an episode line each
-         * (--metrics-episodes), which at millions of episodes a second
-         * would cost the workers several percent of their CPU. */
-        const uint64_t de = cur.episodes - lg->last.episodes;
-        const double mean = de ? (cur.return_sum - lg->last.return_sum) / (double)de : NAN;
-        if (isfinite(mean))
-            fprintf(lg->metrics, ",\"return_mean\":%.17g", mean);
-        else /* no episode ended, or a non-finite reward: JSON has no NaN */
-            fputs(",\"return_mean\":null", lg->metrics);
+                (unsigned long long)ro__logger_dropped(lg), (unsigned long long)lg->env_failures,
+                (unsigned long long)de);
+        /* No episode ended in the interval: no mean (JSON null, never NaN). */
+        double mean = de ? (cur.return_sum - lg->last.return_sum) / (double)de : 0.0;
+        if (de && isfinite(mean))
+            fprintf(lg->metrics, "%.17g", mean);
+        else
+            fputs("null", lg->metrics);
         if (cur.remote)
             fprintf(lg->metrics,
                     ",\"learners\":%u,\"envs_in_flight\":%u,\"envs_unsent\":%u,"
@@ -155,11 +162,13 @@ static void status(ro_logger_t *lg, uint64_t now, bool final)
                             (double)(cur.episodes - lg->status_last.episodes);
     lg->status_last = cur;
     lg->status_last_ns = now;
-    char line[240];
+    char line[240], mean[32] = "      n/a"; /* no episode finished yet, or NaN */
+    if (cur.episodes > 0 && isfinite(lg->return_recent))
+        snprintf(mean, sizeof mean, "%9.2f", lg->return_recent);
     snprintf(line, sizeof line,
-             "[%7.1fs] steps %12llu | %10.0f steps/s | episodes %9llu | mean return %9.2f",
+             "[%7.1fs] steps %12llu | %10.0f steps/s | episodes %9llu | mean return %s",
              secs(lg, now), (unsigned long long)cur.steps, lg->sps_recent,
-             (unsigned long long)cur.episodes, lg->return_recent);
+             (unsigned long long)cur.episodes, mean);
     if (cur.remote) {
         size_t k = strlen(line);
         snprintf(line + k, sizeof line - k, " | learners %u, envs waiting %u", cur.learners,
@@ -216,6 +225,7 @@ int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *rings, 
     lg->sample = o->sample;
     lg->sample_ctx = o->sample_ctx;
     lg->interval_ns = (uint64_t)(o->interval_s * 1e9);
+    lg->throughput_only = o->throughput_only;
     if (o->metrics_path) {
         lg->metrics = fopen(o->metrics_path, "w");
         if (!lg->metrics) {

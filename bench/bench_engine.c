@@ -29,9 +29,10 @@
  * the ratio.
  *
  * usage: bench_engine [--seconds S] [--workers W] [--repeats N] [--csv FILE]
- *                     [--node PATH]
+ *                     [--quiet-wait S] [--node PATH] [--help]
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -314,25 +315,43 @@ static ro_summary_t node_run(const bench_case_t *bc, uint32_t workers, double se
     return bench_run(&c);
 }
 
+typedef struct engine_opts {
+    double seconds, quiet_wait;
+    uint32_t repeats, workers;
+    const char *csv, *node;
+    bool help;
+} engine_opts_t;
+
+#define AT(field) offsetof(engine_opts_t, field)
+static const ro_flag_t engine_flags[] = {
+    {RO_FLAG_SECONDS, "seconds", "S", AT(seconds), 10, .help = "each run (default 3)"},
+    {RO_FLAG_U32, "workers", "W", AT(workers), 1, 1024,
+     .help = "the node's workers (default: allowed CPUs)"},
+    {RO_FLAG_U32, "repeats", "N", AT(repeats), 1, BENCH_MAX_REPEATS,
+     .help = "runs of each side, alternating; medians (default 3)"},
+    {RO_FLAG_STRING, "csv", "FILE", AT(csv), .help = "also write the table as CSV"},
+    {RO_FLAG_SECONDS, "quiet-wait", "S", AT(quiet_wait), 0, .help = BENCH_QUIET_WAIT_HELP},
+    {RO_FLAG_STRING, "node", "PATH", AT(node),
+     .help = "run that rollout-node binary (e.g. the previous\ncommit's) as the node side"},
+    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
+};
+
 int main(int argc, char **argv)
 {
     ro__threads_single_blas(argv);
-    double seconds = 3.0;
-    int repeats = 3;
-    uint32_t workers = 0;
-    const char *csv = NULL, *external = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--seconds"))
-            seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--workers"))
-            workers = (uint32_t)atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--repeats"))
-            repeats = bench_repeats(argv[i + 1]);
-        else if (!strcmp(argv[i], "--csv"))
-            csv = argv[i + 1];
-        else if (!strcmp(argv[i], "--node"))
-            external = argv[i + 1];
-    }
+    engine_opts_t o = {.seconds = 3.0, .repeats = 3, .quiet_wait = bench_quiet_wait_s};
+    bench_parse("bench_engine",
+                "usage: bench_engine [options]\n\nThe node against the machine (the env loop and "
+                "OpenBLAS's\nReLU forward, W x one thread) and against a loop over its own\n"
+                "kernels, in wall-clock and CPU time, measured in one run\n"
+                "(docs/benchmarks.md).\n\n",
+                engine_flags, sizeof engine_flags / sizeof engine_flags[0], &o, &o.help, argc, argv,
+                NULL);
+    bench_quiet_wait_s = o.quiet_wait;
+    double seconds = o.seconds;
+    int repeats = (int)o.repeats;
+    uint32_t workers = o.workers;
+    const char *csv = o.csv, *external = o.node;
     if (workers == 0)
         workers = (uint32_t)bench_allowed_cpus();
     const bench_case_t cases[] = {

@@ -11,7 +11,9 @@
  * under load (their caches still share the L3: ext_load says how busy).
  *
  * usage: bench_kernels [--seconds S] [--repeats N] [--csv FILE]
+ *                      [--quiet-wait S] [--help]
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,20 +124,38 @@ static double ns_per_row(int op, ro_kernel_path_t path, uint32_t B, double secon
     return (double)(now - t0) / (double)rows;
 }
 
+typedef struct kernels_opts {
+    double seconds, quiet_wait;
+    uint32_t repeats;
+    const char *csv;
+    bool help;
+} kernels_opts_t;
+
+#define AT(field) offsetof(kernels_opts_t, field)
+static const ro_flag_t kernels_flags[] = {
+    {RO_FLAG_SECONDS, "seconds", "S", AT(seconds), 10,
+     .help = "CPU time of each sample (default 0.3; the scalar\npath a quarter of it)"},
+    {RO_FLAG_U32, "repeats", "N", AT(repeats), 1, BENCH_MAX_REPEATS,
+     .help = "samples of each figure, in turn; medians (default 5)"},
+    {RO_FLAG_STRING, "csv", "FILE", AT(csv), .help = "also write the table as CSV"},
+    {RO_FLAG_SECONDS, "quiet-wait", "S", AT(quiet_wait), 0, .help = BENCH_QUIET_WAIT_HELP},
+    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
+};
+
 int main(int argc, char **argv)
 {
     ro__threads_single_blas(argv);
-    double seconds = 0.3;
-    int repeats = 5;
-    const char *csv = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--seconds"))
-            seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--repeats"))
-            repeats = bench_repeats(argv[i + 1]);
-        else if (!strcmp(argv[i], "--csv"))
-            csv = argv[i + 1];
-    }
+    kernels_opts_t o = {.seconds = 0.3, .repeats = 5, .quiet_wait = bench_quiet_wait_s};
+    bench_parse("bench_kernels",
+                "usage: bench_kernels [options]\n\nThe policy's forward pass per row on every "
+                "kernel path this CPU\nruns, relu and tanh, with sampling, against OpenBLAS's "
+                "sgemm, in\nthe thread's CPU time (docs/benchmarks.md).\n\n",
+                kernels_flags, sizeof kernels_flags / sizeof kernels_flags[0], &o, &o.help, argc,
+                argv, NULL);
+    bench_quiet_wait_s = o.quiet_wait;
+    const double seconds = o.seconds;
+    const int repeats = (int)o.repeats;
+    const char *csv = o.csv;
     FILE *out = csv ? fopen(csv, "w") : NULL;
     if (csv && !out) {
         fprintf(stderr, "bench_kernels: cannot write %s\n", csv);
