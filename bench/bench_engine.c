@@ -245,23 +245,15 @@ static ro_summary_t external_run(const char *node, const bench_case_t *bc, uint3
     snprintf(envs, sizeof envs, "%u", bc->node.num_envs);
     snprintf(w, sizeof w, "%u", workers);
     snprintf(secs, sizeof secs, "%g", seconds);
-    const char *argv[20] = {node,
-                            "--env",
-                            bc->node.env,
-                            "--num-envs",
-                            envs,
-                            "--workers",
-                            w,
-                            "--seconds",
-                            secs,
-                            "--json",
-                            "--quiet",
-                            "--activation",
-                            bc->act == RO_ACT_RELU ? "relu" : "tanh"};
-    int argc = 13;
-    if (bc->node.policy == RO_POLICY_RANDOM) {
+    const char *argv[20] = {node, "--env",     bc->node.env, "--num-envs", envs,     "--workers",
+                            w,    "--seconds", secs,         "--json",     "--quiet"};
+    int argc = 11;
+    if (bc->node.policy == RO_POLICY_RANDOM) { /* --activation would be refused */
         argv[argc++] = "--policy";
         argv[argc++] = "random";
+    } else {
+        argv[argc++] = "--activation";
+        argv[argc++] = bc->act == RO_ACT_RELU ? "relu" : "tanh";
     }
     if (bc->node.env_arg) {
         argv[argc++] = "--env-arg";
