@@ -25,9 +25,10 @@
 #include "runtime/thread_guard.h"
 
 enum { OP_FWD_RELU, OP_FWD_TANH, OP_ACT_TANH, OP_ACT_BOX, OP_BLAS, NOPS };
+/* CSV fields: no commas. */
 static const char *const op_names[NOPS] = {"forward relu", "forward tanh",
-                                           "forward+sample tanh, 2 actions",
-                                           "forward+sample tanh, box 2", "OpenBLAS forward relu"};
+                                           "forward+sample tanh (2 actions)",
+                                           "forward+sample tanh (box 2)", "OpenBLAS forward relu"};
 
 typedef struct sut {
     ro_policy_t *p;

@@ -16,9 +16,10 @@
 # NODE (a rollout-node binary of an earlier version: its node is measured
 # against the same machine yardstick, into engine_previous.csv),
 # --plots-only (run nothing: draw the plots from the CSV files in DIR),
-# --plot-format png|svg. --quick runs every program briefly, once, without
-# waiting for a quiet machine. Every figure is a ratio or a median taken
-# within one run of one program.
+# --plot-format png|svg, --quiet-wait S (how long each sample may wait for
+# a quiet machine; default 10, 0 with --quick). --quick runs every program
+# briefly, once, without waiting for a quiet machine. Every figure is a
+# ratio or a median taken within one run of one program.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,7 @@ build=build-bench
 compile=1
 plots_only=0
 fmt=png
+quiet_wait=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) mode=quick ;;
@@ -44,7 +46,8 @@ while [ $# -gt 0 ]; do
     --plot-format)
       case "$2" in png|svg) fmt=$2 ;; *) echo "run_all.sh: --plot-format '$2': expected png or svg" >&2; exit 2 ;; esac
       shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --quiet-wait) quiet_wait=$2; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -61,6 +64,7 @@ else
   secs=2; reps=3; osecs=1.5; oreps=5; rss_steps=100000000; warm=3; every=1; quiet=10; ksecs=0.3
 fi
 [ "$long" = 1 ] && rss_steps=1000000000
+[ -n "$quiet_wait" ] && quiet=$quiet_wait
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ "$plots_only" = 0 ]; then
@@ -231,7 +235,7 @@ previous_label=${previous:-none}
     echo "A --quick run: one short sample of each figure, taken at once, without waiting for a"
     echo "quiet machine: a smoke run of the suite, not a measurement."
   else
-    echo "Each sample waits (up to 10 s) for a quiet moment and is retried (up to 6 times) while"
+    echo "Each sample waits (up to $quiet s) for a quiet moment and is retried (up to 6 times) while"
     echo "other processes kept more than 0.1 CPU busy during it (busy time in /proc/stat minus this"
     echo "process's); \`ext load\` is the mean number of CPUs other processes still used during the"
     echo "kept samples: figures with a high one are suspect."
