@@ -124,6 +124,8 @@ if [ "$fmt" = svg ]; then
 else
   term="pngcairo size 800,500 font ',11'"
 fi
+prev_csv=/dev/null
+[ -f "$out/engine_previous.csv" ] && prev_csv="$out/engine_previous.csv"
 if command -v gnuplot >/dev/null; then
   gnuplot <<GP
 set datafile separator ","
@@ -172,10 +174,12 @@ plot "< awk -F, 'NR>1 && \$2==0' $out/batch_sweep.csv" using 1:5 with linespoint
      "< awk -F, 'NR>1 && \$2==1000' $out/batch_sweep.csv" using 1:5 with linespoints lw 2 title "--max-wait-us 1000"
 
 # The node against the machine: cartpole + MLP(64,64), this build and, where
-# measured, the previous one, with the targets.
+# measured, the previous one (engine_previous.csv), in wall-clock and in CPU
+# time, with the targets. One row per case: label, this build's wall and CPU
+# ratios, the previous build's (nan where not measured: no bar).
 unset logscale x
 set output "$out/engine_vs_machine.$fmt"
-set title "cartpole + MLP(64,64): node steps/s / (W x single-thread env loop + OpenBLAS ReLU forward)"
+set title "cartpole + MLP(64,64): node / (W x one thread: env loop + OpenBLAS ReLU forward)"
 set xlabel ""
 set ylabel "node / (W x machine loop)"
 set style data histograms
@@ -183,13 +187,18 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
 set yrange [0:*]
-set key top right
+set key below maxrows 3
 set xtics rotate by 0
-plot "< awk -F, 'NR>1 && \$11!=\"nan\" {print \$2\" \"\$3\" envs,\"\$11}' $out/engine.csv" using 2:xtic(1) title "this build", \
-     "< (test -f $out/engine_previous.csv && awk -F, 'NR>1 && \$11!=\"nan\" {print \$2\" \"\$3\" envs,\"\$11}' $out/engine_previous.csv) || true" using 2 title "previous build", \
-     0.85 with lines dt 2 lc rgb "gray" title "target 0.85 (relu)", \
-     0.7 with lines dt 3 lc rgb "gray" title "target 0.7 (tanh)"
+set datafile missing "nan"
+rows = "< awk -F, 'FILENAME==ARGV[1] {if (FNR>1) {p[\$1\" \"\$2\" \"\$3]=\$11; pc[\$1\" \"\$2\" \"\$3]=\$18}; next} FNR>1 && \$11!=\"nan\" {k=\$1\" \"\$2\" \"\$3; print \$2\" \"\$3\" envs,\"\$11\",\"\$18\",\"(k in p?p[k]:\"nan\")\",\"(k in pc?pc[k]:\"nan\")}' $prev_csv $out/engine.csv"
+plot rows using 4:xtic(1) title "previous build, wall-clock" lc rgb "#b0b0b0", \
+     rows using 2 title "this build, wall-clock" lc rgb "#4070c0", \
+     rows using 5 title "previous build, CPU time" lc rgb "#707070", \
+     rows using 3 title "this build, CPU time" lc rgb "#103080", \
+     0.85 with lines dt 2 lw 2 lc rgb "black" title "target 0.85 (relu)", \
+     0.7 with lines dt 3 lw 2 lc rgb "black" title "target 0.7 (tanh)"
 
+set key inside top left
 set output "$out/kernels.$fmt"
 set title "forward pass of 4-64-64-2, one thread: CPU ns per row (batch 64)"
 set ylabel "ns per row (log)"
@@ -249,6 +258,7 @@ previous_label=${previous:-none}
   awk -F, 'NR>1 && $11!="nan" {t=($2=="relu"?0.85:0.7); printf "| the same in CPU time (%s, %s envs) | %.3f | ≥ %.2f | %s |\n", $2, $3, $18, t, ($18>=t?"yes":"**no**")}' "$out/engine.csv"
   awk -F, 'NR>1 && $11!="nan" && $3==256 {printf "| cartpole + MLP(64,64) %s, 256 envs: node ÷ (%s × same-kernel loop), the previous yardstick | %.3f | ≥ 0.85 | %s |\n", $2, $4, $9, ($9>=0.85?"yes":"**no**")}' "$out/engine.csv"
   awk -F, 'NR>1 && $3=="forward relu" {r[$1" "$2]=$4} NR>1 && $3=="forward tanh" {t[$1" "$2]=$4} END {for (k in r) if (k ~ /^avx512/ || k ~ /^avx2/) printf "| forward pass, %s rows: tanh network ÷ ReLU network (%s) | %.3f | ≤ 1.3 | %s |\n", substr(k, index(k," ")+1), substr(k,1,index(k," ")-1), t[k]/r[k], (t[k]/r[k]<=1.3?"yes":"**no**")}' "$out/kernels.csv" | sort
+  awk -F, 'NR>1 && $1=="cartpole+mlp64x64" && $2=="relu" {r[$3]=$16; rw[$3]=$8} NR>1 && $1=="cartpole+mlp64x64" && $2=="tanh" {t[$3]=$16; tw[$3]=$8} END {for (n in r) if (n in t) printf "| the node, %s envs: CPU time per step, tanh network ÷ ReLU network (wall-clock: %.3f) | %.3f | ≤ 1.3 | %s |\n", n, rw[n]/tw[n], r[n]/t[n], (r[n]/t[n]<=1.3?"yes":"**no**")}' "$out/engine.csv" | sort -t, -k1,1
   awk -F, -v c="$cores" 'NR>1 && $1 ~ /^burn/ && $2==c {printf "| burn 50 µs: steps/s(W=%s) ÷ (%s × steps/s(1)) | %.3f | ≥ 0.95 | %s |\n", c, c, $6, ($6>=0.95?"yes":"**no**")}' "$out/scaling.csv"
   awk -F, 'NR>1 {f=($1=="logger"?"logger (--metrics, per-interval lines)":($1=="logger_episodes"?"logger (--metrics --metrics-episodes)":"validation (--check-finite)")); t=($1=="logger_episodes"?"—":"≥ 0.98"); printf "| %s on ÷ off, %s (W=%s) | %.3f | %s | %s |\n", f, $2, $3, $6, t, ($1=="logger_episodes"?"(for the record)":($6>=0.98?"yes":"**no**"))}' "$out/overhead.csv"
   awk -F, 'NR>1 {printf "| resident memory growth after %s s warm-up over %.0f M steps | %d KiB | ≤ 1024 KiB | %s |\n", $4, $1/1e6, $8, ($8>=0 && $8<=1024?"yes":"**no**")}' "$out/rss_summary.csv"
