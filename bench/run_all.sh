@@ -243,6 +243,11 @@ previous_label=${previous:-none}
   if [ "$mode" = quick ]; then
     echo "A --quick run: one short sample of each figure, taken at once, without waiting for a"
     echo "quiet machine: a smoke run of the suite, not a measurement."
+  elif [ "$quiet" = 0 ]; then
+    echo "Run with --quiet-wait 0: each sample was taken at once, neither waiting for a quiet moment"
+    echo "nor retried, whatever other processes did. \`ext load\` is the mean number of CPUs other"
+    echo "processes used during the samples: wall-clock figures with a high one are suspect; the"
+    echo "CPU-time figures (bench_engine's CPU-time ratios, bench_kernels) are what load moves least."
   else
     echo "Each sample waits (up to $quiet s) for a quiet moment and is retried (up to 6 times) while"
     echo "other processes kept more than 0.1 CPU busy during it (busy time in /proc/stat minus this"
