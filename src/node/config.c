@@ -122,6 +122,9 @@ static const ro_flag_t node_flags[] = {
     {RO_FLAG_FN, "gemm", "exact|openblas", AT(policy), .parse = ro__flag_gemm,
      .help = "dense-layer kernel: exact (default) gives every env\nthe same actions whatever the "
              "batching; openblas\nuses cblas_sgemm, whose rounding depends on the batch"},
+    {RO_FLAG_FN, "kernels", "auto|avx512|avx2|scalar", AT(policy), .parse = ro__flag_kernels,
+     .help = "instruction set of the exact kernels (default auto:\nthe best this CPU runs); every "
+             "one gives the same bits"},
     {RO_FLAG_U32, "batch", "B", AT(batch), 1, 1u << 20,
      .help = "envs per forward pass (default auto)"},
     {RO_FLAG_U64, "max-wait-us", "US", AT(max_wait_us), 0, 60000000,
@@ -165,12 +168,15 @@ static const ro_flag_t node_flags[] = {
      .help = "stop after S seconds (default 10; 0 = no limit)"},
     {.kind = RO_FLAG_SECTION, .name = "output"},
     {RO_FLAG_STRING, "metrics", "FILE", AT(metrics),
-     .help = "JSON lines: one per episode, and throughput"},
+     .help = "JSON lines: throughput and episode means per\ninterval (docs/operations.md)"},
+    {RO_FLAG_BOOL, "metrics-episodes", NULL, AT(metrics_episodes),
+     .help = "also one --metrics line per finished episode (costs\nsteps/s at millions of "
+             "episodes a second)"},
     {RO_FLAG_SECONDS, "metrics-interval", "S", AT(metrics_interval), 10,
      .help = "seconds between throughput lines (default 1)"},
     {RO_FLAG_SECONDS, "metrics-every", "S", AT(metrics_interval), 10,
-     .help = "throughput lines only, every S seconds: no line per\nepisode; each line has its "
-             "interval's episodes\nand mean return"},
+     .help = "throughput lines only, every S seconds (no\nenv-failure lines); each line has its "
+             "interval's\nepisodes and mean return"},
     {RO_FLAG_BOOL, "json", NULL, AT(json), .help = "one-line JSON summary on stdout at the end"},
     {RO_FLAG_BOOL, "quiet", NULL, AT(quiet), .help = "no live status line on the terminal"},
     {.kind = RO_FLAG_SECTION, .name = "recording (docs/replay.md)"},
@@ -226,11 +232,12 @@ static const char *first_given(const bool *given, const char *const *names)
  */
 static int check_combinations(const ro_config_t *c, const bool *given, char *err, size_t errlen)
 {
-    static const char *const policy_flags[] = {"policy", "hidden",      "activation",
-                                               "gemm",   "save-policy", NULL};
+    static const char *const policy_flags[] = {"policy",  "hidden",      "activation", "gemm",
+                                               "kernels", "save-policy", NULL};
     static const char *const record_flags[] = {"record-max-bytes", "record-full", "record-error",
                                                NULL};
-    static const char *const metrics_flags[] = {"metrics-interval", "metrics-every", NULL};
+    static const char *const metrics_flags[] = {"metrics-interval", "metrics-every",
+                                                "metrics-episodes", NULL};
     static const char *const peer_flags[] = {"token-file",      "max-frame-bytes", "max-learners",
                                              "learner-timeout", "hello-timeout",   NULL};
     const char *f;
@@ -245,6 +252,8 @@ static int check_combinations(const ro_config_t *c, const bool *given, char *err
                                     errlen);
     if (rc)
         return rc;
+    if (c->policy.kind == RO_POLICY_RANDOM && given[flag_index("kernels")])
+        return ro__errorf(err, errlen, RO_EINVAL, "--kernels: --policy random runs no MLP");
     if (c->policy.kind == RO_POLICY_RANDOM && c->save_policy)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--save-policy: --policy random has no weights to save");
@@ -256,7 +265,10 @@ static int check_combinations(const ro_config_t *c, const bool *given, char *err
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--metrics-every: give it or --metrics-interval, not both (both set "
                           "the throughput lines' period; --metrics-every also drops the "
-                          "per-episode lines)");
+                          "env-failure lines)");
+    if (given[flag_index("metrics-episodes")] && given[flag_index("metrics-every")])
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--metrics-episodes: --metrics-every writes throughput lines only");
     if (!remote && !c->listen && (f = first_given(given, peer_flags)))
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--%s: nothing connects to this node without --listen or --learner "

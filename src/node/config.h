@@ -35,6 +35,7 @@ typedef struct ro_config {
     uint64_t steps;          /* total env steps, spread evenly over envs; 0 = no limit */
     double seconds;          /* wall-clock limit; 0 = none */
     const char *metrics;     /* JSON-lines file, or NULL */
+    bool metrics_episodes;   /* and one line per finished episode in it */
     double metrics_interval; /* seconds between throughput lines */
     bool json;               /* print a one-line JSON summary on stdout */
     bool quiet;              /* no live status line */

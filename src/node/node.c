@@ -378,8 +378,9 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
                 .max_steps = n->max_steps,
                 .quota = n->cfg.steps ? (n->cfg.steps + n->cfg.num_envs - 1) / n->cfg.num_envs : 0,
                 .check_finite = n->cfg.check_finite,
-                /* --metrics-every: the episodes are counted, never listed. */
-                .record_episodes = n->cfg.metrics != NULL && !n->cfg.metrics_throughput_only,
+                /* --metrics-episodes: one line per episode; otherwise the
+                 * throughput lines carry each interval's episodes. */
+                .record_episodes = n->cfg.metrics != NULL && n->cfg.metrics_episodes,
             };
             if ((rc = ro__env_shard_wire(&n->shards[i], &w)) != 0)
                 return ro__errorf(err, errlen, RO_EIO, "cannot put env shard %u on the loop: %s", i,

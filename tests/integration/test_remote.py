@@ -368,7 +368,8 @@ class PushPolicy(nu.TempDirCase):
         # at episodes played wholly by one version, whenever they ran.
         m = nu.Metrics(self.path("m.jsonl"))
         p = nu.spawn([nu.NODE, "--listen", "127.0.0.1:0", "--seconds", "0", "--quiet", "--json",
-                      "--num-envs", "32", "--metrics", m.path], stdout=subprocess.PIPE,
+                      "--num-envs", "32", "--metrics", m.path, "--metrics-episodes"],
+                     stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, text=True)
         addr = w.listen_address(p)
 
@@ -655,7 +656,8 @@ class Reattach(nu.TempDirCase):
         """Serve a node with fixed learners; if kill_after_frames, SIGKILL the
         first after that many frames and start a second."""
         node, addr = w.start_node(nu.NODE, "--num-envs", 24, "--steps", 24 * 300,
-                                  "--shard", 3, "--metrics", metrics, "--max-wait-us", 0)
+                                  "--shard", 3, "--metrics", metrics, "--metrics-episodes",
+                                  "--max-wait-us", 0)
         first = fixed_learner(addr)
         if kill_after_frames:
             for i, _ in enumerate(first.stdout):
