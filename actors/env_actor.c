@@ -29,7 +29,7 @@ static bool row_finite(const float *o, uint32_t dim, float reward)
 }
 
 static void push_metric(ro_env_shard_t *s, uint32_t kind, uint32_t j, double value, uint32_t len,
-                        bool term, bool trunc)
+                        bool term, bool trunc, uint64_t t_ns)
 {
     ro_metric_t m = {
         .kind = kind,
@@ -39,7 +39,7 @@ static void push_metric(ro_env_shard_t *s, uint32_t kind, uint32_t j, double val
         .length = len,
         .terminated = term,
         .truncated = trunc,
-        .t_ns = ro__now_ns(),
+        .t_ns = t_ns,
         .policy_first = s->ep_policy[j],
         .policy_last = s->xchg.policy_version, /* the version that chose this step's action */
     };
@@ -76,7 +76,7 @@ static void reset_all(ro_env_shard_t *s)
 static void fail_env(ro_env_shard_t *s, uint32_t j, float *o)
 {
     s->env_failures++;
-    push_metric(s, RO_METRIC_ENV_FAIL, j, 0.0, s->ep_len[j] + 1, false, true);
+    push_metric(s, RO_METRIC_ENV_FAIL, j, 0.0, s->ep_len[j] + 1, false, true, ro__now_ns());
     s->ep_num[j]++;
     s->xchg.reward[j] = 0.0f;
     s->xchg.terminated[j] = 0;
@@ -92,6 +92,7 @@ static void step_all(ro_env_shard_t *s)
     /* For the crash report: a few stores per step, no branch, no syscall. */
     ro_crash_ctx_t *cx = &ro__crash_ctx;
     cx->env_name = s->vt->name;
+    uint64_t t_ns = 0; /* read once a shard step, when an episode ends */
     for (uint32_t j = 0; j < b->n; j++) {
         float *o = b->obs + j * od;
         cx->what = "step";
@@ -120,9 +121,11 @@ static void step_all(ro_env_shard_t *s)
         if (st.terminated || trunc) {
             memcpy(b->final_obs + j * od, o, od * sizeof(float));
             b->has_final[j] = 1;
-            if (s->record_episodes)
+            if (s->record_episodes) {
+                t_ns = t_ns ? t_ns : ro__now_ns();
                 push_metric(s, RO_METRIC_EPISODE, j, s->ep_return[j], s->ep_len[j],
-                            st.terminated != 0, trunc);
+                            st.terminated != 0, trunc, t_ns);
+            }
             s->episodes++;
             s->return_sum += s->ep_return[j];
             s->ep_num[j]++;
@@ -333,7 +336,7 @@ int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro
     return 0;
 }
 
-void ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
+int ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
 {
     s->xchg.index = w->index;
     s->xchg.learner = w->learner;
@@ -344,8 +347,11 @@ void ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
     s->quota = w->quota;
     s->check_finite = w->check_finite;
     s->record_episodes = w->record_episodes;
+    if (!w->runq)
+        return ro__actor_init_loop(&s->actor, "env", env_actor_behaviour, w->loop, w->home);
     /* A few messages per run: a shard never has more than one queued. */
     ro__actor_init_worker(&s->actor, "env", env_actor_behaviour, w->runq, 4);
+    return 0;
 }
 
 void ro__env_shard_destroy(ro_env_shard_t *s)

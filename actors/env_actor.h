@@ -89,10 +89,13 @@ int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro
  * thread, after the scheduler stopped. */
 void ro__env_shard_destroy(ro_env_shard_t *s);
 
-/* Where a shard runs and whom it talks to. */
+/* Where a shard runs and whom it talks to: a worker's run queue, or, with
+ * runq NULL, the loop `loop` (its home in `home`, owned by the caller). */
 typedef struct ro_env_shard_wiring {
     uint32_t index; /* the shard's index in its node */
     struct ro_runq *runq;
+    uv_loop_t *loop;
+    ro_loop_home_t *home;
     ro_actor_t *learner;
     ro_metrics_ring_t *ring;
     const atomic_bool *stopping;
@@ -102,9 +105,10 @@ typedef struct ro_env_shard_wiring {
     bool record_episodes; /* one record per episode (for --metrics) */
 } ro_env_shard_wiring_t;
 
-/* ro__env_shard_wire connects an initialised shard. Main thread, before
+/* ro__env_shard_wire connects an initialised shard. Returns 0, or a negative
+ * errno when a loop home cannot be made. Main thread, before
  * ro__env_shard_start. */
-void ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w);
+int ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w);
 
 /* ro__env_shard_start sends START. Any thread, once. */
 void ro__env_shard_start(ro_env_shard_t *s);

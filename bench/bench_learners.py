@@ -9,9 +9,16 @@ minutes apart at most on a machine whose speed drifts.
   stream->C    rollout-node --learner stream (W workers) + rollout-learner on
                the same cores: the transitions the learner received per second
   stream->py   the same node + rollout_client.Stream in Python (received/s)
-  seed-256     --learner remote, 256 envs: node 1 worker + rollout-learner
-               1 worker, against local 256 envs on 2 workers
-  seed-2048    the same at 2048 envs, batch 256
+  seed-256     --learner remote, 256 envs: node --workers 0 + rollout-learner
+               --workers 0 (one thread each: a core's worth each), against
+               local 256 envs on 2 workers
+  seed-256-w1  the same with a worker each beside the loops (node 1 worker +
+               learner 1 worker, bench_remote.py's split)
+  seed-256-unix  seed-256 over a Unix-domain socket (--listen unix:PATH)
+  seed-2048(-w1, -unix) the same at 2048 envs, batch 256
+  bound-*      bench_roundtrip: SEED-sized frames bounced between two
+               processes with every batch in flight and no work: the most
+               steps/s a SEED node could reach on this machine then
   vecenv-*     rollout_client.VecEnv on a remote node (1024 envs): random
                actions, and a torch MLP(64,64) policy against that torch
                forward pass alone (bench/bench_vecenv.py measures them; this
@@ -87,7 +94,7 @@ def listening(p):
 def node(build, *args, listen=False):
     argv = [f"{build}/rollout-node", "--json", "--quiet", *map(str, args)]
     if listen:
-        argv += ["--listen", "127.0.0.1:0"]
+        argv += ["--listen", "127.0.0.1:0" if listen is True else listen]
     return Proc(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -100,7 +107,7 @@ def finish(pr):
 def run_local(build, envs, workers, secs, extra=()):
     pr = node(build, "--num-envs", envs, "--workers", workers, "--seconds", secs, *extra)
     s = finish(pr)
-    return s["sps"], pr.cpu / s["steps"] * 1e6
+    return s["sps"], pr.cpu / s["steps"] * 1e9
 
 
 def run_stream_c(build, envs, workers, secs):
@@ -113,7 +120,7 @@ def run_stream_c(build, envs, workers, secs):
     ls = finish(lr)
     if ls["steps"] != s["steps"]:
         raise RuntimeError(f"stream->C: the learner got {ls['steps']} of {s['steps']} steps")
-    return ls["sps"], (pr.cpu + lr.cpu) / s["steps"] * 1e6
+    return ls["sps"], (pr.cpu + lr.cpu) / s["steps"] * 1e9
 
 
 PY_STREAM = r"""
@@ -150,19 +157,37 @@ def run_stream_py(build, envs, workers, secs):
     got, rate = out.split()
     if int(got) != s["steps"]:
         raise RuntimeError(f"stream->py: Python got {got} of {s['steps']} steps")
-    return float(rate), (pr.cpu + py.cpu) / s["steps"] * 1e6
+    return float(rate), (pr.cpu + py.cpu) / s["steps"] * 1e9
 
 
-def run_seed(build, envs, secs, extra=(), learner_workers=1):
-    pr = node(build, "--learner", "remote", "--num-envs", envs, "--workers", 1,
-              "--seconds", secs, *extra, listen=True)
+def run_roundtrip(build, envs, batch, transport, secs):
+    """bench_roundtrip: frames of SEED's size bounced between two processes,
+    every env's batch in flight, nothing else done: the steps/s no SEED node
+    can pass on this machine at that moment."""
+    p = subprocess.run([f"{build}/bench/bench_roundtrip", "--envs", str(envs), "--batch",
+                        str(batch), "--seconds", str(min(secs, 1.0))],
+                       capture_output=True, text=True, check=True)
+    for line in p.stdout.splitlines():
+        r = json.loads(line)
+        if r["transport"] == transport:
+            return r["bound_sps"], float("nan")
+    raise RuntimeError(f"bench_roundtrip printed no {transport} line")
+
+
+def run_seed(build, envs, secs, extra=(), workers=0, unix=False):
+    """A SEED node and rollout-learner, a core's worth each: `workers` 0 puts
+    the node's envs and the learner's forward passes on their loop threads
+    (one thread each); 1 gives each a worker beside its loop."""
+    sock = f"/tmp/bench_learners.{os.getpid()}.sock"
+    pr = node(build, "--learner", "remote", "--num-envs", envs, "--workers", workers,
+              "--seconds", secs, *extra, listen=f"unix:{sock}" if unix else True)
     addr = listening(pr.p)
     lr = Proc([f"{build}/rollout-learner", "--connect", addr, "--json", "--quiet",
-               "--workers", str(learner_workers)],
+               "--workers", str(workers)],
               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     s = finish(pr)
     finish(lr)
-    return s["sps"], (pr.cpu + lr.cpu) / s["steps"] * 1e6
+    return s["sps"], (pr.cpu + lr.cpu) / s["steps"] * 1e9
 
 
 def vecenv_cases(build, secs, rounds, out):
@@ -207,10 +232,21 @@ def main():
         "stream->py": lambda: run_stream_py(b, e, w, s),
         "local-256": lambda: run_local(b, 256, 2, s),
         "seed-256": lambda: run_seed(b, 256, s),
+        "seed-256-w1": lambda: run_seed(b, 256, s, workers=1),
+        "seed-256-unix": lambda: run_seed(b, 256, s, unix=True),
+        "bound-256-tcp": lambda: run_roundtrip(b, 256, 128, "tcp", s),
+        "bound-256-unix": lambda: run_roundtrip(b, 256, 128, "unix", s),
         "local-2048": lambda: run_local(b, 2048, 2, s, ("--batch", 256)),
         "seed-2048": lambda: run_seed(b, 2048, s, ("--batch", 256)),
+        "seed-2048-w1": lambda: run_seed(b, 2048, s, ("--batch", 256), workers=1),
+        "seed-2048-unix": lambda: run_seed(b, 2048, s, ("--batch", 256), unix=True),
+        "bound-2048-tcp": lambda: run_roundtrip(b, 2048, 256, "tcp", s),
     }
-    refs = {"stream->C": "local", "seed-256": "local-256", "seed-2048": "local-2048"}
+    refs = {"stream->C": "local", "seed-256": "local-256", "seed-256-w1": "local-256",
+            "seed-256-unix": "local-256", "bound-256-tcp": "local-256",
+            "bound-256-unix": "local-256", "seed-2048": "local-2048",
+            "seed-2048-w1": "local-2048", "seed-2048-unix": "local-2048",
+            "bound-2048-tcp": "local-2048"}
     only = set(filter(None, a.only.split(",")))
     if only:
         need = only | {refs[c] for c in only if c in refs}

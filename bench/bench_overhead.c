@@ -1,7 +1,8 @@
 /*
  * Overheads, as ratios within one run:
- *  - logger on (--metrics to a file: one record per episode plus a
- *    throughput line a second) vs off;
+ *  - logger on (--metrics to a file: a throughput line with the interval's
+ *    mean return a second, the default) vs off, and the same with
+ *    --metrics-episodes (plus one line per finished episode) vs off;
  *  - observation validation (--check-finite) on vs off;
  * each for cartpole + MLP(64,64) (an episode every ~20 steps: the most
  * records) and pendulum + MLP (200-step episodes). On and off alternate,
@@ -21,15 +22,16 @@
 #include "bench_util.h"
 #include "runtime/thread_guard.h"
 
-typedef enum { FEAT_LOGGER, FEAT_CHECK_FINITE } feature_t;
+typedef enum { FEAT_LOGGER, FEAT_LOGGER_EPISODES, FEAT_CHECK_FINITE } feature_t;
 
 static void apply(ro_config_t *c, feature_t f, bool on, const char *metrics_path)
 {
     if (!on)
         return;
-    if (f == FEAT_LOGGER)
+    if (f == FEAT_LOGGER || f == FEAT_LOGGER_EPISODES) {
         c->metrics = metrics_path;
-    else
+        c->metrics_episodes = f == FEAT_LOGGER_EPISODES;
+    } else
         c->check_finite = true;
 }
 
@@ -82,6 +84,8 @@ int main(int argc, char **argv)
     } pairs[] = {
         {"logger", "cartpole+mlp64x64", FEAT_LOGGER, &cartpole},
         {"logger", "pendulum+mlp64x64", FEAT_LOGGER, &pendulum},
+        {"logger_episodes", "cartpole+mlp64x64", FEAT_LOGGER_EPISODES, &cartpole},
+        {"logger_episodes", "pendulum+mlp64x64", FEAT_LOGGER_EPISODES, &pendulum},
         {"check_finite", "cartpole+mlp64x64", FEAT_CHECK_FINITE, &cartpole},
         {"check_finite", "pendulum+mlp64x64", FEAT_CHECK_FINITE, &pendulum},
     };
@@ -109,6 +113,9 @@ int main(int argc, char **argv)
                 double l;
                 BENCH_QUIET(s = bench_run(&c), &l);
                 load += l / (2 * repeats);
+                /* Gone before the next run: truncating a large file there
+                 * would free its blocks while that run measures. */
+                unlink(metrics_path);
                 if (is_on) {
                     on[r] = s.sps;
                     s_on = s;

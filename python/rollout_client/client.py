@@ -86,10 +86,18 @@ class Batch:
 
 def parse_address(address):
     """("host", port) from "host:port" (a name or an IPv4 address) or
-    "[v6]:port" (an IPv6 address in brackets). Names are resolved when the
-    client connects (every address the name has is tried)."""
+    "[v6]:port" (an IPv6 address in brackets); (path, None) from
+    "unix:PATH", a node's Unix-domain socket on this host. Names are
+    resolved when the client connects (every address the name has is
+    tried)."""
     if not isinstance(address, str):
         raise ValueError(f"node address {address!r} is not a 'host:port' string")
+    if address.startswith("unix:"):
+        path = address[5:]
+        if not 0 < len(path.encode()) <= 107:
+            raise ValueError(f"node address {address!r}: expected unix:PATH, PATH a socket "
+                             "file of 1 to 107 bytes")
+        return path, None
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"node address {address!r} is not host:port (port 1 to 65535; "
@@ -102,6 +110,37 @@ def parse_address(address):
         raise ValueError(f"node address {address!r}: put an IPv6 address in brackets, "
                          f"e.g. [{host.strip('[]')}]:{port}")
     return host, int(port)
+
+
+def open_node_socket(address, deadline):
+    """A socket connected to the node at `address` (see parse_address). A
+    node that is still starting refuses connections (or has no socket file
+    yet): retried with backoff until `deadline` (time.monotonic()), then
+    TimeoutError."""
+    host, port = parse_address(address)
+    delay = 0.02
+    while True:
+        left = max(0.1, deadline - time.monotonic())
+        try:
+            if port is None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(left)
+                    sock.connect(host)
+                except BaseException:
+                    sock.close()
+                    raise
+            else:
+                sock = socket.create_connection((host, port), timeout=left)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except (ConnectionRefusedError, ConnectionResetError, FileNotFoundError) as e:
+            if isinstance(e, FileNotFoundError) and port is not None:
+                raise
+            if time.monotonic() + delay >= deadline:
+                raise TimeoutError(f"node {address} refused connections: {e}") from e
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
 
 
 # Element types an observation space may declare (Space.dtype): numpy names.
@@ -244,27 +283,9 @@ class Client:
         self.nodes = [c.info for c in self._conns]
         return self
 
-    def _open_socket(self, c, deadline):
-        host, port = parse_address(c.address)
-        delay = 0.02
-        while True:
-            try:
-                sock = socket.create_connection(
-                    (host, port), timeout=max(0.1, deadline - time.monotonic()))
-                break
-            except (ConnectionRefusedError, ConnectionResetError) as e:
-                if time.monotonic() + delay >= deadline:
-                    raise TimeoutError(
-                        f"node {c.address} refused connections for "
-                        f"{self._connect_timeout:g}s: {e}") from e
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock
-
     def _handshake(self, c):
         deadline = time.monotonic() + self._connect_timeout
-        c.sock = self._open_socket(c, deadline)
+        c.sock = open_node_socket(c.address, deadline)
         c.open = True
         pb = self._pb
         hello = pb.Frame()
@@ -665,4 +686,4 @@ class Client:
 
 
 __all__ = ["Batch", "Client", "NodeInfo", "OBS_DTYPES", "PROTOCOL_VERSION", "check_actions",
-           "parse_address", "read_token"]
+           "open_node_socket", "parse_address", "read_token"]

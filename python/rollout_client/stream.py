@@ -23,14 +23,13 @@ import collections
 import math
 import os
 import selectors
-import socket
 import struct
 import time
 
 import numpy as np
 
 from . import _proto
-from .client import PROTOCOL_VERSION, parse_address, read_token
+from .client import PROTOCOL_VERSION, open_node_socket, parse_address, read_token
 from .errors import (AuthenticationError, ConnectionClosed, FrameTooLarge, ProtocolError,
                      RemoteError, VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, decode_varint, encode_frame, encode_varint
@@ -177,19 +176,7 @@ class Stream:
 
     # -- connections ------------------------------------------------------
     def _connect(self, nd, deadline):
-        host, port = parse_address(nd.address)
-        delay = 0.05
-        while True:  # a node that is still starting refuses: retry until the deadline
-            try:
-                nd.sock = socket.create_connection((host, port),
-                                                   timeout=max(0.1, deadline - time.monotonic()))
-                break
-            except (ConnectionRefusedError, ConnectionResetError) as e:
-                if time.monotonic() + delay >= deadline:
-                    raise TimeoutError(f"node {nd.address} refused connections: {e}") from e
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-        nd.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        nd.sock = open_node_socket(nd.address, deadline)
         nd.open = True
         f = self._pb.Frame()
         f.hello.protocol_version = PROTOCOL_VERSION

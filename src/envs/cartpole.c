@@ -94,8 +94,12 @@ static int cartpole_step(void *env, ro_action_t action, float *obs, ro_step_t *o
         return RO_EINVAL;
 
     double force = action.discrete == 1 ? FORCE_MAG : -FORCE_MAG;
-    double costheta = cos(c->theta);
-    double sintheta = sin(c->theta);
+    /* One sincos a step (a GNU extension; -D_GNU_SOURCE): one range
+     * reduction for both. glibc's sincos gives the bits of sin and cos
+     * (tests/envs/test_cartpole.c checks it), so trajectories still match
+     * Gymnasium's math.sin and math.cos, and recorded files still verify. */
+    double sintheta, costheta;
+    sincos(c->theta, &sintheta, &costheta);
     double temp = (force + POLEMASS_LENGTH * (c->theta_dot * c->theta_dot) * sintheta) / TOTAL_MASS;
     double thetaacc = (GRAVITY * sintheta - costheta * temp) /
                       (LENGTH * (4.0 / 3.0 - MASSPOLE * (costheta * costheta) / TOTAL_MASS));

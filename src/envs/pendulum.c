@@ -25,6 +25,7 @@ typedef struct pendulum {
     ro_rng_t rng;
     double g;
     double th, thdot;
+    double sin_th, cos_th; /* of th: the observation's, and the next step's sin */
     float obs_low[3], obs_high[3];
     float act_low[1], act_high[1];
 } pendulum_t;
@@ -47,10 +48,19 @@ double ro__pendulum_angle_normalize(double x)
     return m - M_PI;
 }
 
+/* set_angle sets th and its sine and cosine: one sincos, whose bits are
+ * libm's sin and cos (tests/envs/test_cartpole.c), serves the observation
+ * now and the next step's sin(th). */
+static void set_angle(pendulum_t *p, double th)
+{
+    p->th = th;
+    sincos(th, &p->sin_th, &p->cos_th);
+}
+
 static void write_obs(const pendulum_t *p, float *obs)
 {
-    obs[0] = (float)cos(p->th);
-    obs[1] = (float)sin(p->th);
+    obs[0] = (float)p->cos_th;
+    obs[1] = (float)p->sin_th;
     obs[2] = (float)p->thdot;
 }
 
@@ -99,7 +109,7 @@ static void pendulum_reset(void *env, float *obs)
 {
     pendulum_t *p = env;
     /* Gymnasium draws both from one uniform(-high, high) call, th first. */
-    p->th = ro__rng_uniform(&p->rng, -M_PI, M_PI);
+    set_angle(p, ro__rng_uniform(&p->rng, -M_PI, M_PI));
     p->thdot = ro__rng_uniform(&p->rng, -1.0, 1.0);
     write_obs(p, obs);
 }
@@ -118,11 +128,12 @@ static int pendulum_step(void *env, ro_action_t action, float *obs, ro_step_t *o
     double an = ro__pendulum_angle_normalize(th);
     double cost = an * an + 0.1 * (thdot * thdot) + 0.001 * (u * u);
 
-    double newthdot = thdot + (3 * p->g / (2 * LEN) * sin(th) + 3.0 / (MASS * LEN * LEN) * u) * DT;
+    double newthdot =
+        thdot + (3 * p->g / (2 * LEN) * p->sin_th + 3.0 / (MASS * LEN * LEN) * u) * DT;
     newthdot = fmin(fmax(newthdot, -MAX_SPEED), MAX_SPEED);
     double newth = th + newthdot * DT;
 
-    p->th = newth;
+    set_angle(p, newth);
     p->thdot = newthdot;
     write_obs(p, obs);
     out->reward = (float)-cost;
@@ -146,7 +157,7 @@ void ro__pendulum_get_state(const void *env, double state[2])
 void ro__pendulum_set_state(void *env, const double state[2])
 {
     pendulum_t *p = env;
-    p->th = state[0];
+    set_angle(p, state[0]);
     p->thdot = state[1];
 }
 

@@ -23,7 +23,7 @@ static int parse_connect(void *field, const char *value, char *err, size_t errle
 
 static const ro_flag_t learner_flags[] = {
     {RO_FLAG_FN, "connect", "HOST:PORT", 0, .parse = parse_connect,
-     .help = "a node to serve (repeatable, up to 64)"},
+     .help = "a node to serve (repeatable, up to 64); unix:PATH\nfor a node's Unix-domain socket"},
     {RO_FLAG_STRING, "token-file", "FILE", AT(token_file), .help = "the nodes' shared secret"},
     {RO_FLAG_FN, "policy", "random|mlp|FILE", AT(policy), .parse = ro__flag_policy,
      .help = "random actions, a seeded MLP (default), or a\nPolicyParams file"},

@@ -72,7 +72,7 @@ static void print_summary(const learner_t *L, double secs)
            "\"threads\":%d,\"workers\":%u,\"nodes\":[",
            (unsigned long long)L->steps, secs, secs > 0 ? (double)L->steps / secs : 0.0,
            (unsigned long long)L->batches, L->batches ? (double)L->steps / (double)L->batches : 0.0,
-           L->threads, L->fw.nlanes);
+           L->threads, L->cfg.workers);
     for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
         const node_t *n = &L->nodes[i];
         printf("%s{\"address\":", i ? "," : "");

@@ -252,7 +252,9 @@ static void on_connect(ro_conn_t *c, int status)
 {
     ro_link_t *l = c->owner;
     if (status != 0) {
-        if (!l->attached && status == UV_ECONNREFUSED && l->o.reconnect_s > 0) {
+        /* Refused, or no socket file yet ("unix:PATH"): a node still starting. */
+        bool not_yet = status == UV_ECONNREFUSED || (status == UV_ENOENT && c->local);
+        if (!l->attached && not_yet && l->o.reconnect_s > 0) {
             if (!l->early) { /* a node still starting: wait for it */
                 l->early = true;
                 l->lost_ns = ro__now_ns();

@@ -98,8 +98,9 @@ static const ro_flag_t node_flags[] = {
     {RO_FLAG_BOOL, "check-finite", NULL, AT(check_finite),
      .help = "reset and count envs whose observation or reward\nis NaN or infinite"},
     {.kind = RO_FLAG_SECTION, .name = "scheduling"},
-    {RO_FLAG_U32, "workers", "W", AT(workers), 1, 1024,
-     .help = "worker threads (default: one per allowed CPU)"},
+    {RO_FLAG_U32, "workers", "W", AT(workers), 0, 1024,
+     .help = "worker threads (default: one per allowed CPU);\n0 with --learner remote: the envs "
+             "step on the\nloop thread (one thread for a SEED-style node)"},
     {RO_FLAG_BOOL, "overcommit", NULL, AT(overcommit),
      .help = "allow more workers than allowed CPUs"},
     {RO_FLAG_U32, "shard", "K", AT(shard), 1, 1u << 20,
@@ -121,6 +122,9 @@ static const ro_flag_t node_flags[] = {
     {RO_FLAG_FN, "gemm", "exact|openblas", AT(policy), .parse = ro__flag_gemm,
      .help = "dense-layer kernel: exact (default) gives every env\nthe same actions whatever the "
              "batching; openblas\nuses cblas_sgemm, whose rounding depends on the batch"},
+    {RO_FLAG_FN, "kernels", "auto|avx512|avx2|scalar", AT(policy), .parse = ro__flag_kernels,
+     .help = "instruction set of the exact kernels (default auto:\nthe best this CPU runs); every "
+             "one gives the same bits"},
     {RO_FLAG_U32, "batch", "B", AT(batch), 1, 1u << 20,
      .help = "envs per forward pass (default auto)"},
     {RO_FLAG_U64, "max-wait-us", "US", AT(max_wait_us), 0, 60000000,
@@ -140,8 +144,9 @@ static const ro_flag_t node_flags[] = {
      .help = "--learner stream: drop (and count) segments whose\noldest action is more than K "
              "policy versions behind\n(default 0: never; a learner's hello may ask)"},
     {RO_FLAG_STRING, "listen", "HOST:PORT", AT(listen),
-     .help = "where learners attach (default 127.0.0.1:5555; port 0\npicks a free one); with "
-             "--learner local, where\ntrainers push new policy weights"},
+     .help = "where learners attach (default 127.0.0.1:5555; port 0\npicks a free one; "
+             "unix:PATH a Unix-domain socket);\nwith --learner local, where trainers push new "
+             "policy\nweights"},
     {RO_FLAG_STRING, "token-file", "FILE", AT(token_file),
      .help = "secret learners must present; required unless loopback"},
     {RO_FLAG_U32, "max-frame-bytes", "N", AT(max_frame), 1024, 1u << 30,
@@ -163,12 +168,15 @@ static const ro_flag_t node_flags[] = {
      .help = "stop after S seconds (default 10; 0 = no limit)"},
     {.kind = RO_FLAG_SECTION, .name = "output"},
     {RO_FLAG_STRING, "metrics", "FILE", AT(metrics),
-     .help = "JSON lines: one per episode, and throughput"},
+     .help = "JSON lines: throughput and episode means per\ninterval (docs/operations.md)"},
+    {RO_FLAG_BOOL, "metrics-episodes", NULL, AT(metrics_episodes),
+     .help = "also one --metrics line per finished episode (costs\nsteps/s at millions of "
+             "episodes a second)"},
     {RO_FLAG_SECONDS, "metrics-interval", "S", AT(metrics_interval), 10,
      .help = "seconds between throughput lines (default 1)"},
     {RO_FLAG_SECONDS, "metrics-every", "S", AT(metrics_interval), 10,
-     .help = "throughput lines only, every S seconds: no line per\nepisode; each line has its "
-             "interval's episodes\nand mean return"},
+     .help = "throughput lines only, every S seconds (no\nenv-failure lines); each line has its "
+             "interval's\nepisodes and mean return"},
     {RO_FLAG_BOOL, "json", NULL, AT(json), .help = "one-line JSON summary on stdout at the end"},
     {RO_FLAG_BOOL, "quiet", NULL, AT(quiet), .help = "no live status line on the terminal"},
     {.kind = RO_FLAG_SECTION, .name = "recording (docs/replay.md)"},
@@ -224,11 +232,12 @@ static const char *first_given(const bool *given, const char *const *names)
  */
 static int check_combinations(const ro_config_t *c, const bool *given, char *err, size_t errlen)
 {
-    static const char *const policy_flags[] = {"policy", "hidden",      "activation",
-                                               "gemm",   "save-policy", NULL};
+    static const char *const policy_flags[] = {"policy",  "hidden",      "activation", "gemm",
+                                               "kernels", "save-policy", NULL};
     static const char *const record_flags[] = {"record-max-bytes", "record-full", "record-error",
                                                NULL};
-    static const char *const metrics_flags[] = {"metrics-interval", "metrics-every", NULL};
+    static const char *const metrics_flags[] = {"metrics-interval", "metrics-every",
+                                                "metrics-episodes", NULL};
     static const char *const peer_flags[] = {"token-file",      "max-frame-bytes", "max-learners",
                                              "learner-timeout", "hello-timeout",   NULL};
     const char *f;
@@ -243,6 +252,8 @@ static int check_combinations(const ro_config_t *c, const bool *given, char *err
                                     errlen);
     if (rc)
         return rc;
+    if (c->policy.kind == RO_POLICY_RANDOM && given[flag_index("kernels")])
+        return ro__errorf(err, errlen, RO_EINVAL, "--kernels: --policy random runs no MLP");
     if (c->policy.kind == RO_POLICY_RANDOM && c->save_policy)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--save-policy: --policy random has no weights to save");
@@ -254,13 +265,20 @@ static int check_combinations(const ro_config_t *c, const bool *given, char *err
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--metrics-every: give it or --metrics-interval, not both (both set "
                           "the throughput lines' period; --metrics-every also drops the "
-                          "per-episode lines)");
+                          "env-failure lines)");
+    if (given[flag_index("metrics-episodes")] && given[flag_index("metrics-every")])
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--metrics-episodes: --metrics-every writes throughput lines only");
     if (!remote && !c->listen && (f = first_given(given, peer_flags)))
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--%s: nothing connects to this node without --listen or --learner "
                           "remote",
                           f);
-    if (given[flag_index("overcommit")] && !given[flag_index("workers")])
+    if (given[flag_index("workers")] && c->workers == 0 && !remote)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--workers 0: only with --learner remote (the envs then step on the "
+                          "loop thread; a local or stream node needs workers for its policy)");
+    if (given[flag_index("overcommit")] && c->workers == 0)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--overcommit: only with --workers W (the default is one worker per "
                           "allowed CPU)");
@@ -280,6 +298,7 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
             return rc;
     }
     c->metrics_throughput_only = given[flag_index("metrics-every")];
+    c->envs_on_loop = given[flag_index("workers")] && c->workers == 0;
     /* --steps alone means "run until the steps are done". */
     if (given[flag_index("steps")] && !given[flag_index("seconds")])
         c->seconds = 0;

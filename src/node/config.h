@@ -23,7 +23,8 @@ typedef struct ro_config {
     ro_env_arg_t env_args[RO_MAX_ENV_ARGS];
     size_t nenv_args;
     uint32_t num_envs;
-    uint32_t workers;     /* 0 = one per allowed CPU */
+    uint32_t workers;     /* 0 = one per allowed CPU (or none: envs_on_loop) */
+    bool envs_on_loop;    /* --workers 0 (--learner remote): env actors on the loop thread */
     uint32_t shard;       /* envs per env actor; 0 = automatic */
     uint32_t batch;       /* rows per forward pass; 0 = automatic */
     uint64_t max_wait_us; /* flush a partial batch after this long */
@@ -34,6 +35,7 @@ typedef struct ro_config {
     uint64_t steps;          /* total env steps, spread evenly over envs; 0 = no limit */
     double seconds;          /* wall-clock limit; 0 = none */
     const char *metrics;     /* JSON-lines file, or NULL */
+    bool metrics_episodes;   /* and one line per finished episode in it */
     double metrics_interval; /* seconds between throughput lines */
     bool json;               /* print a one-line JSON summary on stdout */
     bool quiet;              /* no live status line */

@@ -59,11 +59,14 @@ static int plan_workers(ro_node_t *n, char *err, size_t errlen)
         ((rc = ro__topology_restrict(&n->topo, n->cfg.numa_node, err, errlen)) ||
          (rc = ro__topology_bind(&n->topo, n->cfg.numa_node, err, errlen))))
         return rc;
-    n->nworkers = n->cfg.workers ? (int)n->cfg.workers : n->topo.ncpus;
-    n->plan = calloc((size_t)n->nworkers, sizeof *n->plan);
+    n->nworkers = n->cfg.envs_on_loop ? 0 : n->cfg.workers ? (int)n->cfg.workers : n->topo.ncpus;
+    /* --workers 0: no worker, but the envs' memory still has a place (the
+     * first CPU's node), planned as if for one worker. */
+    int planned = n->nworkers ? n->nworkers : 1;
+    n->plan = calloc((size_t)planned, sizeof *n->plan);
     if (!n->plan)
         return RO_ENOMEM;
-    rc = ro__topology_plan(&n->topo, n->nworkers, n->cfg.overcommit, n->plan, n->group_nodes,
+    rc = ro__topology_plan(&n->topo, planned, n->cfg.overcommit, n->plan, n->group_nodes,
                            &n->ngroups);
     if (rc == RO_ERANGE)
         snprintf(err, errlen,
@@ -109,7 +112,10 @@ static int open_env(ro_node_t *n, char *err, size_t errlen)
 static int make_shards(ro_node_t *n, char *err, size_t errlen)
 {
     uint32_t envs = n->cfg.num_envs;
+    /* --workers 0: one lane, the loop's. */
     n->nlanes = (uint32_t)n->nworkers < envs ? (uint32_t)n->nworkers : envs;
+    if (n->nlanes == 0)
+        n->nlanes = 1;
     uint32_t per_lane_max = (envs + n->nlanes - 1) / n->nlanes;
     uint32_t k = n->cfg.shard;
     /* A shard lives in one lane and a forward pass takes whole shards: a
@@ -321,6 +327,8 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
     if (n->cfg.learner == RO_LEARNER_REMOTE) {
         if ((rc = make_hub(n, err, errlen)))
             return rc;
+        if (n->nworkers == 0 && !(n->shard_homes = calloc(n->nshards, sizeof *n->shard_homes)))
+            return RO_ENOMEM;
     } else {
         n->lanes = ro__calloc_lines(n->nlanes, sizeof *n->lanes);
         if (!n->lanes)
@@ -333,7 +341,7 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
         /* Lane l and its shards live on worker l's queue: they talk only to
          * each other, so their data stays in one CPU's caches (and on its
          * NUMA node); idle workers of the node steal when loads differ. */
-        ro_runq_t *q = ro__sched_queue(n->sched, (int)l);
+        ro_runq_t *q = n->nworkers ? ro__sched_queue(n->sched, (int)l) : NULL;
         uint32_t first_shard = s, rows = 0;
         uint32_t lane_end = n->shards[s].xchg.first;
         lane_end += n->cfg.num_envs / n->nlanes + (l < n->cfg.num_envs % n->nlanes);
@@ -362,16 +370,22 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
             ro_env_shard_wiring_t w = {
                 .index = i,
                 .runq = q,
+                .loop = &n->loop,
+                .home = q ? NULL : &n->shard_homes[i],
                 .learner = n->lanes ? &n->lanes[l].actor : ro__hub_actor(n->hub),
                 .ring = &n->rings[l],
                 .stopping = &n->stopping,
                 .max_steps = n->max_steps,
                 .quota = n->cfg.steps ? (n->cfg.steps + n->cfg.num_envs - 1) / n->cfg.num_envs : 0,
                 .check_finite = n->cfg.check_finite,
-                /* --metrics-every: the episodes are counted, never listed. */
-                .record_episodes = n->cfg.metrics != NULL && !n->cfg.metrics_throughput_only,
+                /* --metrics-episodes: one line per episode; otherwise the
+                 * throughput lines carry each interval's episodes. */
+                .record_episodes = n->cfg.metrics != NULL && n->cfg.metrics_episodes,
             };
-            ro__env_shard_wire(&n->shards[i], &w);
+            if ((rc = ro__env_shard_wire(&n->shards[i], &w)) != 0)
+                return ro__errorf(err, errlen, RO_EIO, "cannot put env shard %u on the loop: %s", i,
+                                  uv_strerror(rc));
+            n->nshard_homes += !q;
         }
     }
     if (n->cfg.learner == RO_LEARNER_STREAM)
@@ -532,6 +546,7 @@ void ro_node_free(ro_node_t *n)
             ro__metrics_ring_free(&n->rings[l]);
     free(n->rings);
     if (n->loop_inited) {
+        ro__node_close_shard_homes(n);
         /* Close whatever is still open (a start-up failure, or a run that
          * never got to shutdown_node), then let the loop finish the closes. */
         uv_walk(&n->loop, close_handle, NULL);
@@ -541,6 +556,7 @@ void ro_node_free(ro_node_t *n)
     }
     ro__hub_free(n->hub); /* its handles are closed now */
     free(n->batches);
+    free(n->shard_homes);
     free(n->ports);
     if (n->segs.segs)
         ro__seg_pool_free(&n->segs);

@@ -70,6 +70,10 @@ struct ro_node {
 
     uv_loop_t loop;
     ro_loop_home_t control_home;
+    /* --workers 0: each shard's home on the loop; the first nshard_homes
+     * are open. Loop thread. */
+    ro_loop_home_t *shard_homes;
+    uint32_t nshard_homes;
     ro_actor_t control; /* loop actor: receives RO_MSG_LANE_DONE */
     uv_signal_t sigint, sigterm;
     uv_timer_t deadline;
@@ -93,6 +97,10 @@ struct ro_node {
 /* run.c: the control actor's behaviour (lanes done, policy switched, a
  * recording failed). */
 void ro__node_control(ro_actor_t *self, ro_msg_t *msg);
+
+/* run.c: close the shards' loop homes (--workers 0), once every sender to
+ * them has stopped. Loop thread; again is harmless. */
+void ro__node_close_shard_homes(struct ro_node *n);
 
 /* summary.c: the logger's sample of the node's counters. Loop thread. */
 void ro__node_sample(void *ctx, ro_logger_sample_t *out);

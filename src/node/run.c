@@ -69,6 +69,12 @@ static void on_deadline(uv_timer_t *t)
     request_stop(t->data);
 }
 
+void ro__node_close_shard_homes(ro_node_t *n)
+{
+    for (uint32_t i = 0; i < n->nshard_homes; i++)
+        ro__actor_close_loop(&n->shard_homes[i]);
+}
+
 /* Every lane is done: every env finished its last step and nothing is in
  * flight. Stop the workers, flush the logger, close the loop's handles. */
 static void shutdown_node(ro_node_t *n)
@@ -99,6 +105,7 @@ static void shutdown_node(ro_node_t *n)
             fprintf(stderr, "rollout-node: %s\n", err);
     }
     ro__actor_close_loop(&n->control_home);
+    ro__node_close_shard_homes(n); /* the recorder, their last sender, is done */
     uv_close((uv_handle_t *)&n->sigint, NULL);
     uv_close((uv_handle_t *)&n->sigterm, NULL);
     uv_close((uv_handle_t *)&n->deadline, NULL);

@@ -7,63 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy/activation.h"
-#include "runtime/error.h"
-#include "runtime/numa_mem.h"
-#include "policy/logp.h"
 #include "policy/params.h"
-
-/*
- * Rows go through all the layers a block at a time: a block's activations
- * (2 x 48 rows x 64 floats = 24 KiB for 64-wide layers) stay in L1 between
- * one layer and the next and the scratch does not grow with the batch. 48
- * is a multiple of the dense kernel's 6-row block, so only the last block
- * of a batch has a ragged end.
- */
-#define BLOCK_ROWS 48
-
-/* Buffers the vector kernels read are aligned to a cache line. */
-#define ALIGN 64
-
-struct ro_policy {
-    ro_policy_kind_t kind;
-    ro_space_kind_t act_kind;
-    uint32_t obs_dim;
-    uint32_t act_dim; /* floats per action: 1 for discrete */
-    uint32_t nout;    /* discrete: number of actions; box: act_dim */
-
-    /* MLP only. params is the PyTorch-layout copy that save writes; dense
-     * the same weights in the kernel's layout. */
-    ro_policy_params_t params;
-    uint32_t nlayers;
-    ro_dense_t dense[RO_POLICY_MAX_HIDDEN + 1];
-    uint32_t max_ldw; /* widest layer output, padded */
-    float *std;       /* box head: exp(log_std) */
-    char *path;       /* the weights file, or NULL for seeded init */
-    void *kmem;       /* dense weights and biases */
-    ro_gemm_t gemm;   /* which kernel computes the dense layers */
-
-    /* Box actions: MLP clip bounds, or the random policy's sampling range
-     * (infinite bounds replaced, see random_range). */
-    float *low;
-    float *high;
-};
-
-struct ro_policy_ws {
-    const ro_policy_t *p;
-    uint32_t max_batch;
-    float *in;    /* [max_batch x obs_dim] */
-    float *h[2];  /* [BLOCK_ROWS x max_ldw] each, layer outputs in turn */
-    float *probs; /* [nout] softmax weights of one row */
-    void *hmem;
-    size_t in_bytes, hmem_bytes; /* sizes of in and hmem */
-    bool on_node;                /* in and hmem are NUMA blocks (ro__numa_alloc) */
-};
+#include "policy/policy_internal.h"
+#include "runtime/error.h"
 
 static void *alloc_aligned(size_t bytes)
 {
     void *ptr = NULL;
-    if (posix_memalign(&ptr, ALIGN, bytes ? bytes : ALIGN) != 0)
+    if (posix_memalign(&ptr, RO_POLICY_ALIGN, bytes ? bytes : RO_POLICY_ALIGN) != 0)
         return NULL;
     return ptr;
 }
@@ -159,8 +110,8 @@ static int init_params(ro_policy_params_t *pp, const ro_policy_spec_t *spec, uin
     return 0;
 }
 
-/* build_kernels lays the weights of p->params out for ro__dense: each
- * layer transposed to [in x ldw] with zero padding columns. */
+/* build_kernels lays the weights of p->params out for the dense kernels:
+ * each layer transposed to [in x ldw] with zero padding columns. */
 static int build_kernels(ro_policy_t *p)
 {
     const ro_policy_params_t *pp = &p->params;
@@ -172,7 +123,7 @@ static int build_kernels(ro_policy_t *p)
         return RO_ENOMEM;
     p->kmem = mem;
     p->nlayers = pp->nlayers;
-    p->max_ldw = 0;
+    p->max_out = 0;
     for (uint32_t l = 0; l < pp->nlayers; l++) {
         const ro_policy_layer_t *L = &pp->layers[l];
         const uint32_t ldw = pad(L->out);
@@ -185,8 +136,8 @@ static int build_kernels(ro_policy_t *p)
             b[j] = L->bias[j];
         }
         p->dense[l] = (ro_dense_t){.in = L->in, .out = L->out, .ldw = ldw, .wt = wt, .bias = b};
-        if (ldw > p->max_ldw)
-            p->max_ldw = ldw;
+        if (L->out > p->max_out)
+            p->max_out = L->out;
     }
     return 0;
 }
@@ -240,8 +191,10 @@ static int finish_policy(ro_policy_t *p, const ro_space_t *act, char *err, size_
             p->std = malloc(p->nout * sizeof(float));
             if (!p->std)
                 return ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory");
+            /* exp in double, rounded once: the float libm's expf could round
+             * differently from one C library to another. */
             for (uint32_t j = 0; j < p->nout; j++)
-                p->std[j] = expf(p->params.log_std[j]);
+                p->std[j] = (float)exp((double)p->params.log_std[j]);
         }
     }
     if (act->kind == RO_SPACE_BOX && build_bounds(p, act) < 0)
@@ -267,6 +220,12 @@ int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_spa
         return RO_ENOMEM;
     p->kind = spec->kind;
     p->gemm = spec->gemm;
+    p->kern = ro__kernels(spec->kernels);
+    if (!p->kern) {
+        free(p);
+        return ro__errorf(err, errlen, RO_EINVAL, "policy: this CPU cannot run the %s kernels",
+                          ro__kernels_path_name(spec->kernels));
+    }
     p->act_kind = act->kind;
     p->obs_dim = (uint32_t)ro_space_size(obs);
     p->act_dim = (uint32_t)ro_space_size(act);
@@ -318,6 +277,7 @@ int ro__policy_new_from_params(ro_policy_t **out, ro_policy_params_t *pp, ro_gem
         return RO_ENOMEM;
     p->kind = RO_POLICY_MLP;
     p->gemm = gemm;
+    p->kern = ro__kernels(RO_KERNELS_AUTO); /* every path gives the same bits */
     p->act_kind = act->kind;
     p->obs_dim = (uint32_t)ro_space_size(obs);
     p->act_dim = (uint32_t)ro_space_size(act);
@@ -383,6 +343,11 @@ void ro__policy_describe(const ro_policy_t *p, char *buf, size_t len)
            p->gemm == RO_GEMM_BLAS ? ",openblas" : "");
 }
 
+const char *ro__policy_kernels_name(const ro_policy_t *p)
+{
+    return p->kern->name;
+}
+
 uint32_t ro__policy_obs_dim(const ro_policy_t *p)
 {
     return p->obs_dim;
@@ -396,237 +361,6 @@ uint32_t ro__policy_act_dim(const ro_policy_t *p)
 uint64_t ro__policy_version(const ro_policy_t *p)
 {
     return p->params.version; /* zeroed for a random or seeded policy */
-}
-
-int ro__policy_ws_new(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t max_batch)
-{
-    return ro__policy_ws_new_on(out, p, max_batch, -1);
-}
-
-int ro__policy_ws_new_on(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t max_batch,
-                         int mem_node)
-{
-    *out = NULL;
-    if (max_batch == 0)
-        return RO_EINVAL;
-    ro_policy_ws_t *ws = calloc(1, sizeof *ws);
-    if (!ws)
-        return RO_ENOMEM;
-    ws->p = p;
-    ws->max_batch = max_batch;
-    if (p->obs_dim > SIZE_MAX / sizeof(float) / max_batch) {
-        free(ws);
-        return RO_ENOMEM;
-    }
-    const size_t in_bytes = (size_t)max_batch * p->obs_dim * sizeof(float);
-    /* A random policy has no layers: max_ldw is 0 and only probs is
-     * unused space. */
-    const size_t hsize = (size_t)BLOCK_ROWS * p->max_ldw;
-    const size_t psize = p->kind == RO_POLICY_MLP ? pad(p->nout) : 0;
-    const size_t hmem_bytes = (2 * hsize + psize) * sizeof(float);
-    if (mem_node >= 0) {
-        /* The lane's worker's node: page blocks, placed and touched now. */
-        ws->on_node = true;
-        ws->in_bytes = in_bytes;
-        ws->hmem_bytes = hmem_bytes;
-        ws->in = ro__numa_alloc(in_bytes, mem_node);
-        ws->hmem = ro__numa_alloc(hmem_bytes, mem_node);
-    } else {
-        ws->in = alloc_aligned(in_bytes);
-        ws->hmem = alloc_aligned(hmem_bytes);
-    }
-    if (!ws->in || !ws->hmem) {
-        ro__policy_ws_free(ws);
-        return RO_ENOMEM;
-    }
-    ws->h[0] = ws->hmem;
-    ws->h[1] = ws->h[0] + hsize;
-    ws->probs = ws->h[1] + hsize;
-    *out = ws;
-    return 0;
-}
-
-void ro__policy_ws_free(ro_policy_ws_t *ws)
-{
-    if (!ws)
-        return;
-    if (ws->on_node) {
-        ro__numa_free(ws->in, ws->in_bytes);
-        ro__numa_free(ws->hmem, ws->hmem_bytes);
-    } else {
-        free(ws->in);
-        free(ws->hmem);
-    }
-    free(ws);
-}
-
-float *ro__policy_ws_input(ro_policy_ws_t *ws)
-{
-    return ws->in;
-}
-
-/* dense_blas computes the same layer as ro__dense with OpenBLAS: y = bias,
- * then y += x wt in one sgemm ([n x in] times [in x ldw]). */
-static void dense_blas(const ro_dense_t *d, const float *x, size_t ldx, uint32_t n, float *y)
-{
-    for (uint32_t i = 0; i < n; i++)
-        memcpy(y + (size_t)i * d->ldw, d->bias, d->ldw * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d->ldw, (int)d->in, 1.0f, x,
-                (int)ldx, d->wt, (int)d->ldw, 1.0f, y, (int)d->ldw);
-}
-
-/* forward_block runs the n <= BLOCK_ROWS input rows at x through the MLP
- * and returns the head outputs, rows of stride dense[nlayers-1].ldw. */
-static const float *forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, const float *x,
-                                  uint32_t n)
-{
-    size_t ldx = p->obs_dim;
-    for (uint32_t l = 0; l < p->nlayers; l++) {
-        const ro_dense_t *d = &p->dense[l];
-        float *y = ws->h[l & 1];
-        if (p->gemm == RO_GEMM_BLAS)
-            dense_blas(d, x, ldx, n, y);
-        else
-            ro__dense(d, x, ldx, n, y, d->ldw);
-        if (l + 1 < p->nlayers) {
-            if (p->params.activation == RO_ACT_RELU)
-                ro__act_relu(y, (size_t)n * d->ldw);
-            else
-                ro__act_tanh(y, (size_t)n * d->ldw);
-        }
-        x = y;
-        ldx = d->ldw;
-    }
-    return x;
-}
-
-static void check_call(const ro_policy_t *p, const ro_policy_ws_t *ws, uint32_t n)
-{
-    /* Programmer errors: the scratch is for another policy, or too small. */
-    if (ws->p != p || n > ws->max_batch) {
-        fprintf(stderr, "ro__policy: workspace misuse (n=%u, max_batch=%u)\n", n, ws->max_batch);
-        abort();
-    }
-}
-
-void ro__policy_forward(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, float *out)
-{
-    check_call(p, ws, n);
-    if (p->kind != RO_POLICY_MLP) {
-        fprintf(stderr, "ro__policy_forward: not an MLP policy\n");
-        abort();
-    }
-    for (uint32_t i0 = 0; i0 < n; i0 += BLOCK_ROWS) {
-        const uint32_t bn = n - i0 < BLOCK_ROWS ? n - i0 : BLOCK_ROWS;
-        const float *head = forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn);
-        const uint32_t ld = p->dense[p->nlayers - 1].ldw;
-        for (uint32_t i = 0; i < bn; i++)
-            memcpy(out + (size_t)(i0 + i) * p->nout, head + (size_t)i * ld,
-                   p->nout * sizeof(float));
-    }
-}
-
-/*
- * sample_categorical draws from softmax(z[0..n)) with one uniform draw:
- * the weights exp(z - max z) (at most 1, so no overflow) are summed, and
- * u * sum is located in their running sum. The running sum is the same
- * double additions in the same order as the total, but u * total may still
- * round up to the total: then (and for NaN logits) the last index with a
- * positive weight, or 0, is taken, so the result is always in [0, n).
- */
-static int32_t sample_categorical(const float *z, uint32_t n, float *w, ro_rng_t *rng)
-{
-    float m = z[0];
-    for (uint32_t j = 1; j < n; j++)
-        m = z[j] > m ? z[j] : m;
-    double total = 0.0;
-    for (uint32_t j = 0; j < n; j++) {
-        w[j] = expf(z[j] - m);
-        total += w[j];
-    }
-    const double target = ro__rng_double(rng) * total;
-    double acc = 0.0;
-    int32_t last = 0;
-    for (uint32_t j = 0; j < n; j++) {
-        acc += w[j];
-        if (target < acc)
-            return (int32_t)j;
-        if (w[j] > 0.0f)
-            last = (int32_t)j;
-    }
-    return last;
-}
-
-/* sample_gaussian draws mean + std * N(0, 1) per dimension (one normal
- * each), clipped to the bounds. A NaN mean gives a NaN action. */
-static void sample_gaussian(const ro_policy_t *p, const float *mean, ro_rng_t *rng, float *a)
-{
-    for (uint32_t j = 0; j < p->act_dim; j++) {
-        float v = (float)((double)mean[j] + (double)p->std[j] * ro__rng_normal(rng));
-        v = v < p->low[j] ? p->low[j] : v;
-        v = v > p->high[j] ? p->high[j] : v;
-        a[j] = v;
-    }
-}
-
-/* sample_random draws a uniform action: one draw per row (discrete) or per
- * dimension (box). */
-static void sample_random(const ro_policy_t *p, ro_rng_t *rng, int32_t *ai, float *af)
-{
-    if (p->act_kind == RO_SPACE_DISCRETE) {
-        uint64_t k = (uint64_t)(ro__rng_double(rng) * p->nout);
-        *ai = (int32_t)(k < p->nout ? k : p->nout - 1); /* u * n may round up to n */
-        return;
-    }
-    for (uint32_t j = 0; j < p->act_dim; j++) {
-        const double lo = p->low[j], hi = p->high[j];
-        float v = (float)(lo + (hi - lo) * ro__rng_double(rng));
-        af[j] = v > p->high[j] ? p->high[j] : v; /* rounding to float may pass hi */
-    }
-}
-
-const float *ro__policy_log_std(const ro_policy_t *p)
-{
-    return p->kind == RO_POLICY_MLP && p->act_kind == RO_SPACE_BOX ? p->params.log_std : NULL;
-}
-
-void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng_t *const *rngs,
-                    int32_t *act_i, float *act_f, const ro_act_stats_t *stats)
-{
-    check_call(p, ws, n);
-    float *logp = stats ? stats->logp : NULL, *mean = stats ? stats->mean : NULL;
-    if (p->kind == RO_POLICY_RANDOM) {
-        for (uint32_t i = 0; i < n; i++)
-            sample_random(p, rngs[i], act_i ? act_i + i : NULL,
-                          act_f ? act_f + (size_t)i * p->act_dim : NULL);
-        float lp = p->act_kind == RO_SPACE_DISCRETE
-                       ? ro__logp_uniform_discrete(p->nout)
-                       : ro__logp_uniform_box(p->low, p->high, p->act_dim);
-        for (uint32_t i = 0; logp && i < n; i++)
-            logp[i] = lp;
-        return;
-    }
-    const uint32_t ld = p->dense[p->nlayers - 1].ldw;
-    for (uint32_t i0 = 0; i0 < n; i0 += BLOCK_ROWS) {
-        const uint32_t bn = n - i0 < BLOCK_ROWS ? n - i0 : BLOCK_ROWS;
-        const float *head = forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn);
-        for (uint32_t i = 0; i < bn; i++) {
-            const float *z = head + (size_t)i * ld;
-            const size_t r = i0 + i;
-            if (p->act_kind == RO_SPACE_DISCRETE) {
-                act_i[r] = sample_categorical(z, p->nout, ws->probs, rngs[r]);
-                if (logp)
-                    logp[r] = ro__logp_categorical(z, p->nout, act_i[r]);
-                continue;
-            }
-            float *a = act_f + r * p->act_dim;
-            sample_gaussian(p, z, rngs[r], a);
-            if (logp)
-                logp[r] = ro__logp_gaussian(z, a, p->std, p->params.log_std, p->act_dim);
-            if (mean)
-                memcpy(mean + r * p->act_dim, z, p->act_dim * sizeof(float));
-        }
-    }
 }
 
 int ro__policy_save(const ro_policy_t *p, const char *path, char *err, size_t errlen)

@@ -1,6 +1,7 @@
 /*
- * The policy forward pass: an MLP evaluated with cblas_sgemm over a batch of
- * observations, then per-row action sampling; or a random policy.
+ * The policy forward pass: an MLP evaluated over a batch of observations
+ * by the kernels of kernels.h (or OpenBLAS's sgemm with --gemm openblas),
+ * then one sampled action per row; or a random policy.
  *
  * A ro_policy_t holds immutable weights and may be read by several threads
  * at once. A ro_policy_ws_t is the scratch of one learner lane (one thread
@@ -14,25 +15,10 @@
 
 #include "rollout/env.h"
 #include "policy/activation.h"
+#include "policy/kernels.h"
 #include "policy/params.h"
+#include "policy/policy_types.h"
 #include "runtime/rng.h"
-
-typedef enum ro_policy_kind {
-    RO_POLICY_RANDOM = 1, /* uniform over the action space; no forward pass */
-    RO_POLICY_MLP = 2,    /* MLP with seeded init, or loaded weights */
-} ro_policy_kind_t;
-
-/* How dense layers are computed. */
-typedef enum ro_gemm {
-    /* Our kernel (activation.c): every output is the same float operations
-     * whatever the batch, so a row's actions never depend on batching. */
-    RO_GEMM_EXACT = 0,
-    /* OpenBLAS cblas_sgemm: its kernels round a row differently depending on
-     * the batch size and the row's position, so trajectories under a Gaussian
-     * or near-tied categorical policy can change with scheduling. Faster for
-     * wide layers (hundreds of units) on CPUs with AVX-512. */
-    RO_GEMM_BLAS = 1,
-} ro_gemm_t;
 
 typedef struct ro_policy_spec {
     ro_policy_kind_t kind;
@@ -42,6 +28,10 @@ typedef struct ro_policy_spec {
     const char *params_path; /* MLP weights file (PolicyParams), or NULL for seeded init */
     uint64_t seed;           /* run seed; init uses stream RO_STREAM_INIT */
     ro_gemm_t gemm;          /* dense-layer kernel */
+    /* Which instruction set's kernels (kernels.h): RO_KERNELS_AUTO (0), the
+     * best this CPU runs, unless a test or a benchmark asks for another.
+     * Every path gives the same bits, so this changes speed only. */
+    ro_kernel_path_t kernels;
 } ro_policy_spec_t;
 
 typedef struct ro_policy ro_policy_t;
@@ -64,6 +54,10 @@ struct ro_policy_params;
 int ro__policy_new_from_params(ro_policy_t **out, struct ro_policy_params *pp, ro_gemm_t gemm,
                                const ro_space_t *obs, const ro_space_t *act, const char *label,
                                char *err, size_t errlen);
+
+/* ro__policy_kernels_name says which kernels the policy runs: "scalar",
+ * "avx2" or "avx512". */
+const char *ro__policy_kernels_name(const ro_policy_t *p);
 
 /* ro__policy_describe writes e.g. "mlp(64,64,tanh)" or "random" into buf. */
 void ro__policy_describe(const ro_policy_t *p, char *buf, size_t len);

@@ -68,6 +68,20 @@ int ro__flag_gemm(void *spec, const char *s, char *err, size_t errlen)
     return 0;
 }
 
+int ro__flag_kernels(void *spec, const char *s, char *err, size_t errlen)
+{
+    ro_policy_spec_t *p = spec;
+    static const ro_kernel_path_t paths[] = {RO_KERNELS_AUTO, RO_KERNELS_AVX512, RO_KERNELS_AVX2,
+                                             RO_KERNELS_SCALAR};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (strcmp(s, ro__kernels_path_name(paths[i])) == 0) {
+            p->kernels = paths[i];
+            return 0;
+        }
+    return ro__errorf(err, errlen, RO_EINVAL,
+                      "--kernels '%s': expected auto, avx512, avx2 or scalar", s);
+}
+
 int ro__policy_flags_check(const void *spec, bool hidden, bool activation, bool gemm, char *err,
                            size_t errlen)
 {

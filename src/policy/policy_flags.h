@@ -17,6 +17,9 @@ int ro__flag_hidden(void *spec, const char *value, char *err, size_t errlen);
 int ro__flag_activation(void *spec, const char *value, char *err, size_t errlen);
 /* --gemm exact|openblas */
 int ro__flag_gemm(void *spec, const char *value, char *err, size_t errlen);
+/* --kernels auto|avx512|avx2|scalar: the exact kernels' instruction set;
+ * whether this CPU runs it is checked when the policy is built. */
+int ro__flag_kernels(void *spec, const char *value, char *err, size_t errlen);
 
 /* ro__policy_flags_check refuses the flags given (hidden, activation, gemm:
  * whether each appeared) that spec makes meaningless: any of them with

@@ -17,11 +17,24 @@ void ro__actor_init(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uint32_
     atomic_init(&a->pending, 0);
 }
 
-/* Ring a loop actor's home. Any thread. EAGAIN means the counter is
- * saturated: the loop is due to wake anyway. */
+static void on_idle(uv_idle_t *h)
+{
+    ro_loop_home_t *home = h->data;
+    uv_idle_stop(h);
+    while (ro__actor_run(home->actor)) {
+    }
+}
+
+/* Ring a loop actor's home. Any thread. From the loop thread: its idle
+ * handle, run on the loop's next turn. From another: the eventfd (EAGAIN
+ * means the counter is saturated: the loop is due to wake anyway). */
 static void schedule_on_loop(ro_actor_t *a)
 {
     ro_loop_home_t *home = a->home;
+    if (pthread_equal(pthread_self(), home->thread)) {
+        uv_idle_start(&home->idle, on_idle);
+        return;
+    }
     uint64_t one = 1;
     while (write(home->fd, &one, sizeof one) < 0 && errno == EINTR) {
     }
@@ -43,6 +56,8 @@ static void on_ring(uv_poll_t *p, int status, int events)
 static void on_home_closed(uv_handle_t *h)
 {
     ro_loop_home_t *home = h->data;
+    if (--home->open_handles > 0)
+        return;
     close(home->fd);
     home->fd = -1;
 }
@@ -51,6 +66,8 @@ int ro__actor_init_loop(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uv_
                         ro_loop_home_t *home)
 {
     home->actor = a;
+    home->thread = pthread_self();
+    home->open_handles = 0;
     home->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (home->fd < 0)
         return -errno;
@@ -61,8 +78,12 @@ int ro__actor_init_loop(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uv_
         return rc;
     }
     home->poll.data = home;
+    home->open_handles = 1;
+    uv_idle_init(loop, &home->idle); /* cannot fail */
+    home->idle.data = home;
+    home->open_handles = 2;
     if ((rc = uv_poll_start(&home->poll, UV_READABLE, on_ring)) != 0) {
-        uv_close((uv_handle_t *)&home->poll, on_home_closed);
+        ro__actor_close_loop(home);
         return rc;
     }
     ro__actor_init(a, name, fn, 64, schedule_on_loop, home);
@@ -71,8 +92,10 @@ int ro__actor_init_loop(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uv_
 
 void ro__actor_close_loop(ro_loop_home_t *home)
 {
-    if (home->fd >= 0 && !uv_is_closing((uv_handle_t *)&home->poll))
-        uv_close((uv_handle_t *)&home->poll, on_home_closed);
+    if (home->fd < 0 || uv_is_closing((uv_handle_t *)&home->poll))
+        return;
+    uv_close((uv_handle_t *)&home->poll, on_home_closed);
+    uv_close((uv_handle_t *)&home->idle, on_home_closed);
 }
 
 bool ro__actor_send(ro_actor_t *to, ro_msg_t *msg)

@@ -15,6 +15,7 @@
 #ifndef RO_ACTOR_H
 #define RO_ACTOR_H
 
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -67,18 +68,27 @@ void ro__actor_init(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uint32_
                     ro_schedule_fn schedule, void *home);
 
 /*
- * A loop actor's home: an eventfd the loop polls. A send that makes the
- * actor runnable writes to it; the loop reads it and drains the actor.
+ * A loop actor's home: an eventfd the loop polls, for sends from other
+ * threads, and an idle handle, for sends from the loop thread itself. A
+ * send that makes the actor runnable from another thread writes the
+ * eventfd; the loop reads it and drains the actor. A send from the loop
+ * thread (an actor of the loop readying another) starts the idle handle
+ * instead: the loop drains the actor on its next turn without a system call
+ * or a wake-up, which matters when env actors live on the loop
+ * (rollout-node --workers 0).
  * Not a uv_async_t: libuv 1.44's uv_async_send holds its handle "busy"
  * across its write(2), and the loop thread, woken by that very write, spins
  * (997 pauses, then sched_yield) until the sender returns. With a worker
  * sending a batch every few microseconds that spin took 46-56 % of a SEED
  * node's CPU (perf, docs/benchmarks/learners.md). Owned by the caller;
- * valid until the close callback of ro__actor_close_loop has run.
+ * valid until the close callbacks of ro__actor_close_loop have run.
  */
 typedef struct ro_loop_home {
-    uv_poll_t poll;
-    int fd; /* the eventfd; -1 once closed */
+    uv_poll_t poll;   /* rings from other threads */
+    uv_idle_t idle;   /* rings from the loop thread */
+    int fd;           /* the eventfd; -1 once closed */
+    int open_handles; /* poll and idle not yet closed; loop thread */
+    pthread_t thread; /* the loop's thread; read-only after init */
     ro_actor_t *actor;
 } ro_loop_home_t;
 

@@ -354,8 +354,11 @@ static void *worker_main(void *arg)
 int ro__sched_new(ro_sched_t **out, int ngroups, const int *group_nodes,
                   const ro_worker_plan_t *plan, int nworkers)
 {
-    if (ngroups < 1 || nworkers < 1)
+    if (ngroups < 1 || nworkers < 0)
         return RO_EINVAL;
+    /* nworkers 0: no thread, no queue (a node whose actors all live on its
+     * loop); every call below then has nothing to do. */
+    size_t nq = nworkers ? (size_t)nworkers : 1;
     for (int i = 0; i < nworkers; i++)
         if (plan[i].group < 0 || plan[i].group >= ngroups)
             return RO_EINVAL;
@@ -364,8 +367,8 @@ int ro__sched_new(ro_sched_t **out, int ngroups, const int *group_nodes,
     if (!s)
         return RO_ENOMEM;
     /* aligned_alloc: each queue's shared fields stay on their own lines. */
-    s->queues = aligned_alloc(64, sizeof(ro_runq_t) * (size_t)nworkers);
-    s->workers = calloc((size_t)nworkers, sizeof *s->workers);
+    s->queues = aligned_alloc(64, sizeof(ro_runq_t) * nq);
+    s->workers = calloc(nq, sizeof *s->workers);
     s->groups = aligned_alloc(64, sizeof(ro_group_t) * (size_t)ngroups);
     if (!s->queues || !s->workers || !s->groups)
         goto fail;
@@ -378,7 +381,7 @@ int ro__sched_new(ro_sched_t **out, int ngroups, const int *group_nodes,
         grp->numa_node = group_nodes ? group_nodes[g] : 0;
         grp->n = 0;
         atomic_init(&grp->idle, 0);
-        grp->members = calloc((size_t)nworkers, sizeof *grp->members);
+        grp->members = calloc(nq, sizeof *grp->members);
         if (!grp->members) {
             for (int k = 0; k < g; k++)
                 free(s->groups[k].members);

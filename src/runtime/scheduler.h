@@ -68,7 +68,8 @@ typedef struct ro_sched ro_sched_t;
 
 /* ro__sched_new creates one run queue per worker (worker i serves queue i)
  * and groups them by plan[i].group; group g is on NUMA node group_nodes[g].
- * No thread starts yet. Main thread. */
+ * nworkers may be 0: no worker, no queue (every actor on the loop). No
+ * thread starts yet. Main thread. */
 int ro__sched_new(ro_sched_t **out, int ngroups, const int *group_nodes,
                   const ro_worker_plan_t *plan, int nworkers);
 

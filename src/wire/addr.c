@@ -4,12 +4,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "runtime/error.h"
 
 int ro__addr_parse(const char *spec, bool port0_ok, ro_addr_t *out, const char *flag, char *err,
                    size_t errlen)
 {
+    if (strncmp(spec, "unix:", 5) == 0) {
+        size_t n = strlen(spec + 5);
+        if (n == 0 || n > RO_ADDR_UNIX_MAX)
+            return ro__errorf(err, errlen, RO_EINVAL,
+                              "%s '%s': expected unix:PATH, PATH a socket file of 1 to %d bytes",
+                              flag, spec, RO_ADDR_UNIX_MAX);
+        memcpy(out->host, spec + 5, n + 1);
+        out->port = -1;
+        return 0;
+    }
     const char *colon = strrchr(spec, ':');
     const char *host = spec;
     size_t hlen = colon ? (size_t)(colon - spec) : 0;
@@ -33,7 +44,7 @@ int ro__addr_parse(const char *spec, bool port0_ok, ro_addr_t *out, const char *
 bad:
     return ro__errorf(err, errlen, RO_EINVAL,
                       "%s '%s': expected HOST:PORT (a name, an IPv4 address or [IPv6]) and a port "
-                      "in [%d, 65535]",
+                      "in [%d, 65535], or unix:PATH",
                       flag, spec, port0_ok ? 0 : 1);
 }
 
@@ -55,6 +66,12 @@ int ro__addr_resolve(uv_loop_t *loop, const ro_addr_t *a, struct sockaddr_storag
                      const char *flag, char *err, size_t errlen)
 {
     memset(ss, 0, sizeof *ss);
+    if (a->port < 0) {
+        struct sockaddr_un *un = (struct sockaddr_un *)ss;
+        un->sun_family = AF_UNIX;
+        memcpy(un->sun_path, a->host, strlen(a->host) + 1); /* parse bounded it */
+        return 0;
+    }
     if (uv_ip4_addr(a->host, a->port, (struct sockaddr_in *)ss) == 0 ||
         uv_ip6_addr(a->host, a->port, (struct sockaddr_in6 *)ss) == 0)
         return 0;
@@ -75,8 +92,17 @@ int ro__addr_resolve_start(uv_loop_t *loop, uv_getaddrinfo_t *req, const ro_addr
     return uv_getaddrinfo(loop, req, cb, a->host, NULL, &hints);
 }
 
+unsigned ro__addr_len(const struct sockaddr *sa)
+{
+    return sa->sa_family == AF_INET6  ? sizeof(struct sockaddr_in6)
+           : sa->sa_family == AF_UNIX ? sizeof(struct sockaddr_un)
+                                      : sizeof(struct sockaddr_in);
+}
+
 bool ro__addr_is_loopback(const struct sockaddr *sa)
 {
+    if (sa->sa_family == AF_UNIX)
+        return true;
     if (sa->sa_family == AF_INET)
         return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
     if (sa->sa_family == AF_INET6) {
@@ -95,6 +121,8 @@ void ro__addr_format(const struct sockaddr *sa, char *buf, size_t len)
     } else if (sa->sa_family == AF_INET6) {
         uv_ip6_name((const struct sockaddr_in6 *)sa, ip, sizeof ip);
         snprintf(buf, len, "[%s]:%d", ip, ntohs(((const struct sockaddr_in6 *)sa)->sin6_port));
+    } else if (sa->sa_family == AF_UNIX) {
+        snprintf(buf, len, "unix:%s", ((const struct sockaddr_un *)sa)->sun_path);
     } else {
         snprintf(buf, len, "?");
     }

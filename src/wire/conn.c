@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "runtime/error.h"
@@ -26,7 +28,7 @@ static void on_written(uv_write_t *req, int status)
 
 size_t ro__conn_queued(const ro_conn_t *c)
 {
-    return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
+    return uv_stream_get_write_queue_size(&c->h.stream);
 }
 
 int ro__conn_send(ro_conn_t *c, const ro_frame_t *f)
@@ -44,7 +46,7 @@ int ro__conn_send(ro_conn_t *c, const ro_frame_t *f)
         return RO_ENOMEM;
     }
     uv_buf_t b = uv_buf_init((char *)w->buf, (unsigned)len);
-    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) {
+    if (uv_write(&w->req, &c->h.stream, &b, 1, on_written) != 0) {
         free(w->buf);
         free(w);
         return RO_EIO;
@@ -77,7 +79,7 @@ int ro__conn_send_bufs(ro_conn_t *c, const uv_buf_t *bufs, unsigned nbufs,
         return RO_ENOMEM;
     w->written = written;
     w->ctx = ctx;
-    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, on_bufs_written) != 0) {
+    if (uv_write(&w->req, &c->h.stream, bufs, nbufs, on_bufs_written) != 0) {
         free(w);
         return RO_EIO;
     }
@@ -145,8 +147,8 @@ void ro__conn_close(ro_conn_t *c, const char *why)
     c->closing = true;
     if (why)
         snprintf(c->why, sizeof c->why, "%s", why);
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+    uv_read_stop(&c->h.stream);
+    uv_close(&c->h.handle, on_handle_closed);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -215,12 +217,22 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
 }
 
-/* The peer's address as "ip:port" ("[ip]:port" for IPv6). */
+/* The peer's address as "ip:port" ("[ip]:port" for IPv6); a Unix-domain
+ * peer has no name of its own: the socket's path ("unix:PATH"). */
 static void name_peer(ro_conn_t *c)
 {
     struct sockaddr_storage ss;
     int len = sizeof ss;
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+    char path[RO_ADDR_UNIX_MAX + 1];
+    size_t plen = sizeof path;
+    if (c->local) {
+        if (uv_pipe_getpeername(&c->h.pipe, path, &plen) != 0 || plen == 0) {
+            plen = sizeof path; /* an accepted peer is unnamed: our end's path */
+            if (uv_pipe_getsockname(&c->h.pipe, path, &plen) != 0)
+                plen = 0;
+        }
+        snprintf(c->peer, sizeof c->peer, "unix:%.*s", (int)plen, path);
+    } else if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len) == 0)
         ro__addr_format((struct sockaddr *)&ss, c->peer, sizeof c->peer);
     else
         snprintf(c->peer, sizeof c->peer, "?");
@@ -238,18 +250,20 @@ static void setup(ro_conn_t *c, const ro_conn_opts_t *o)
     c->why[0] = '\0';
     c->gate_prev = c->gate_next = NULL;
     c->gated = false;
-    c->tcp.data = c;
+    c->h.handle.data = c;
     c->creq.data = c;
 }
 
 /* Once connected (either way): low latency, dead links noticed, reading. */
 static int start(ro_conn_t *c)
 {
-    uv_tcp_nodelay(&c->tcp, 1);
-    /* A peer behind a cut link is closed in seconds, both ends. */
-    if (ro__tcp_liveness(&c->tcp) != 0)
-        ro__conn_log(c, "warning: could not set TCP keepalive; a cut link may go unnoticed");
-    return uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (!c->local) {
+        uv_tcp_nodelay(&c->h.tcp, 1);
+        /* A peer behind a cut link is closed in seconds, both ends. */
+        if (ro__tcp_liveness(&c->h.tcp) != 0)
+            ro__conn_log(c, "warning: could not set TCP keepalive; a cut link may go unnoticed");
+    }
+    return uv_read_start(&c->h.stream, on_alloc, on_read);
 }
 
 int ro__conn_accept(ro_conn_t *c, uv_loop_t *loop, int fd, const ro_conn_opts_t *o)
@@ -261,13 +275,16 @@ int ro__conn_accept(ro_conn_t *c, uv_loop_t *loop, int fd, const ro_conn_opts_t 
         return rc;
     }
     ro__frame_reader_set_budget(&c->rd, o->budget);
-    if ((rc = uv_tcp_init(loop, &c->tcp)) != 0) {
+    struct sockaddr_storage ss;
+    socklen_t sslen = sizeof ss;
+    c->local = getsockname(fd, (struct sockaddr *)&ss, &sslen) == 0 && ss.ss_family == AF_UNIX;
+    if ((rc = c->local ? uv_pipe_init(loop, &c->h.pipe, 0) : uv_tcp_init(loop, &c->h.tcp)) != 0) {
         ro__frame_reader_free(&c->rd);
         close(fd);
         return RO_EIO;
     }
     c->open = true;
-    if ((rc = uv_tcp_open(&c->tcp, fd)) != 0) {
+    if ((rc = c->local ? uv_pipe_open(&c->h.pipe, fd) : uv_tcp_open(&c->h.tcp, fd)) != 0) {
         close(fd);
         ro__conn_close(c, uv_strerror(rc));
         return 0; /* on_closed follows */
@@ -305,12 +322,19 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
     if (rc)
         return rc;
     ro__frame_reader_set_budget(&c->rd, o->budget);
-    if (uv_tcp_init(loop, &c->tcp) != 0) {
+    c->local = sa->sa_family == AF_UNIX;
+    if ((c->local ? uv_pipe_init(loop, &c->h.pipe, 0) : uv_tcp_init(loop, &c->h.tcp)) != 0) {
         ro__frame_reader_free(&c->rd);
         return RO_EIO;
     }
     c->open = true;
-    rc = uv_tcp_connect(&c->creq, &c->tcp, sa, on_connect);
+    if (c->local) {
+        /* uv_pipe_connect reports every outcome through on_connect. */
+        uv_pipe_connect(&c->creq, &c->h.pipe, ((const struct sockaddr_un *)sa)->sun_path,
+                        on_connect);
+        return 0;
+    }
+    rc = uv_tcp_connect(&c->creq, &c->h.tcp, sa, on_connect);
     if (rc != 0) {
         /* e.g. no route to the host: no callback comes; the handle must
          * still be closed, which reports through on_closed. */

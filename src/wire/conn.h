@@ -55,7 +55,15 @@ typedef struct ro_conn_opts {
 } ro_conn_opts_t;
 
 struct ro_conn {
-    uv_tcp_t tcp;
+    /* The socket: TCP, or a Unix-domain socket ("unix:PATH"); the same
+     * stream either way. */
+    union {
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+        uv_stream_t stream;
+        uv_handle_t handle;
+    } h;
+    bool local; /* h is the pipe */
     uv_connect_t creq;
     const ro_conn_ops_t *ops;
     void *owner;
@@ -69,8 +77,8 @@ struct ro_conn {
      * frame over its limit or the budget) or its owner's (wire/gate.h: no
      * hello in time): closed for that, the reason logged and sent. */
     bool broken;
-    char peer[64];   /* the peer's address, "ip:port" */
-    char label[128]; /* names the peer in logs; the owner may rewrite it (raw: logs escape it) */
+    char peer[116];  /* the peer's address, "ip:port" or "unix:PATH" */
+    char label[192]; /* names the peer in logs; the owner may rewrite it (raw: logs escape it) */
     char why[256];   /* why the connection closed: may hold the peer's words, escape to print */
     /* The owner's gate (wire/gate.h) while the peer has not said hello. */
     struct ro_conn *gate_prev, *gate_next;

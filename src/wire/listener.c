@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "runtime/clock.h"
@@ -71,6 +73,34 @@ static void on_poll_closed(uv_handle_t *h)
     l->fd = -1;
 }
 
+/* Before binding "unix:PATH": a socket file left by a process that died is
+ * removed; a live one (something accepts on it) or any other file is
+ * refused, never deleted. */
+static int clear_stale_socket(const struct sockaddr_un *un, const char *flag, const char *spec,
+                              char *err, size_t errlen)
+{
+    struct stat st;
+    if (lstat(un->sun_path, &st) != 0)
+        return 0; /* nothing there (or bind will say why not) */
+    if (!S_ISSOCK(st.st_mode))
+        return ro__errorf(err, errlen, RO_EINVAL, "%s '%s': the path exists and is not a socket",
+                          flag, spec);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec, strerror(errno));
+    int rc = connect(fd, (const struct sockaddr *)un, sizeof *un);
+    int e = errno;
+    close(fd);
+    if (rc == 0 || e != ECONNREFUSED)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "%s '%s': another process listens on this socket%s%s", flag, spec,
+                          rc == 0 ? "" : ": ", rc == 0 ? "" : strerror(e));
+    if (unlink(un->sun_path) != 0 && errno != ENOENT)
+        return ro__errorf(err, errlen, RO_EIO, "%s '%s': cannot remove the stale socket: %s", flag,
+                          spec, strerror(errno));
+    return 0;
+}
+
 int ro__listener_open(ro_listener_t *l, uv_loop_t *loop, const char *spec, const char *flag,
                       bool off_loopback_ok, const char *program, ro_listener_cb cb, void *data,
                       char *bound, size_t boundlen, char *err, size_t errlen)
@@ -92,21 +122,38 @@ int ro__listener_open(ro_listener_t *l, uv_loop_t *loop, const char *spec, const
                           "%s '%s' is not a loopback address: a --token-file is required so that "
                           "only your learners can attach",
                           flag, spec);
-    socklen_t sslen =
-        ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    const struct sockaddr_un *un = (const struct sockaddr_un *)&ss;
+    bool local = ss.ss_family == AF_UNIX;
+    if (local && (rc = clear_stale_socket(un, flag, spec, err, errlen)) != 0)
+        return rc;
     int one = 1;
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (struct sockaddr *)&ss, sslen) != 0 || listen(fd, 128) != 0) {
+    if (fd < 0 || (!local && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) ||
+        bind(fd, (struct sockaddr *)&ss, ro__addr_len((struct sockaddr *)&ss)) != 0) {
         int e = errno;
         if (fd >= 0)
             close(fd);
         return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec,
                           uv_strerror(uv_translate_sys_error(e)));
     }
+    if (local)
+        memcpy(l->unix_path, un->sun_path, sizeof l->unix_path); /* both 108, NUL inside */
+    /* Owner-only before anyone may connect: other users on the host cannot
+     * reach a Unix-domain listener (a token still applies if given). */
+    if ((local && chmod(un->sun_path, 0600) != 0) || listen(fd, 128) != 0) {
+        int e = errno;
+        close(fd);
+        if (local)
+            unlink(l->unix_path);
+        l->unix_path[0] = '\0';
+        return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec,
+                          uv_strerror(uv_translate_sys_error(e)));
+    }
     l->fd = fd;
     if ((rc = uv_poll_init_socket(loop, &l->poll, fd)) != 0) {
         close(fd);
+        if (l->unix_path[0])
+            unlink(l->unix_path);
         return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec, uv_strerror(rc));
     }
     l->poll.data = l;
@@ -131,6 +178,9 @@ void ro__listener_close(ro_listener_t *l)
     if (!l->open || l->closing)
         return;
     l->closing = true;
+    if (l->unix_path[0] && unlink(l->unix_path) != 0 && errno != ENOENT)
+        fprintf(stderr, "%s: warning: cannot remove the socket file %s: %s\n", l->program,
+                l->unix_path, strerror(errno));
     uv_close((uv_handle_t *)&l->poll, on_poll_closed);
     uv_close((uv_handle_t *)&l->pause, NULL);
 }

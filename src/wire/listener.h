@@ -39,6 +39,7 @@ struct ro_listener {
     uint64_t last_log_ns; /* when the last line was written; 0: never */
     uint64_t unlogged;    /* errors since that line */
     uint64_t errors;      /* in all */
+    char unix_path[108];  /* "unix:PATH": the socket file, removed at close; "" otherwise */
 };
 
 /*
@@ -46,7 +47,10 @@ struct ro_listener {
  * flag names it in messages) and listens, calling cb for each accepted
  * connection (l->data = data; log lines start "<program>: "). A
  * non-loopback address is refused unless off_loopback_ok (a token protects
- * the listener). The bound address is written to bound ("127.0.0.1:40123").
+ * the listener); "unix:PATH" is local. Its socket file is made owner-only,
+ * replaces a stale one (no process accepts on it), never another file or a
+ * live socket, and is removed at close. The bound address is written to
+ * bound ("127.0.0.1:40123", "unix:PATH").
  * Returns 0, or a negative code with one line in err (a handle it made
  * may still finish closing on the loop).
  */

@@ -63,7 +63,7 @@ static fixture_t *setup(const ro_env_vtable_t *vt, ro_env_arg_t *args, size_t na
         .quota = quota,
         .record_episodes = true,
     };
-    ro__env_shard_wire(&f.shard, &w);
+    assert_int_equal(ro__env_shard_wire(&f.shard, &w), 0);
     assert_int_equal(ro__sched_start(f.sched), 0);
     return &f;
 }

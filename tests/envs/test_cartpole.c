@@ -15,6 +15,7 @@
 
 #include "envs/registry.h"
 #include "envs/cartpole.h"
+#include "runtime/rng.h"
 #include "runtime/error.h"
 
 static const ro_env_vtable_t *const vt = &ro__env_cartpole;
@@ -282,6 +283,29 @@ static void test_determinism(void **state)
     assert_memory_not_equal(a, c, 4 * sizeof(float));
 }
 
+/* The step calls sincos once; it must give libm's sin and cos bits, or
+ * trajectories would stop matching Gymnasium's (and recorded files would
+ * no longer verify). Angles in and far beyond the episode's range. */
+static void test_sincos_is_sin_and_cos(void **state)
+{
+    (void)state;
+    /* Through volatile pointers: the compiler would otherwise merge the
+     * sin and cos calls below into one sincos, and compare it to itself. */
+    double (*volatile sin_fn)(double) = sin;
+    double (*volatile cos_fn)(double) = cos;
+    ro_rng_t rng;
+    ro__rng_init(&rng, 77);
+    for (int i = 0; i < 2000000; i++) {
+        const double scale = i % 4 == 0 ? 0.25 : i % 4 == 1 ? 1.0 : i % 4 == 2 ? 40.0 : 1e6;
+        const double th = ro__rng_uniform(&rng, -scale, scale);
+        double sn, cs;
+        sincos(th, &sn, &cs);
+        const double s2 = sin_fn(th), c2 = cos_fn(th);
+        assert_memory_equal(&sn, &s2, sizeof sn);
+        assert_memory_equal(&cs, &c2, sizeof cs);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -294,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_reset_ranges),
         cmocka_unit_test(test_rejects_args),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_sincos_is_sin_and_cos),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

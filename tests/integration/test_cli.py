@@ -78,6 +78,7 @@ class Cli(nu.TempDirCase):
                 (["--record-max-bytes", "8192"], ["--record-max-bytes", "--record PATH"]),
                 (["--record-error", "continue"], ["--record-error", "--record PATH"]),
                 (["--metrics-every", "1"], ["--metrics-every", "--metrics FILE"]),
+                (["--metrics-episodes"], ["--metrics-episodes", "--metrics FILE"]),
                 (["--learner", "remote", "--policy", "random"], ["--policy", "remote"]),
                 (["--token-file", self.path("t")], ["--token-file", "--listen"]),
                 (["--num-envs", 8, "--workers", 2, "--overcommit", "--shard", 5],

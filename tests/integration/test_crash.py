@@ -42,7 +42,7 @@ class Crash(nu.TempDirCase):
             m = self.tmp + "/m.jsonl"
             p = nu.run_cmd([nu.NODE, "--env", nu.PLUGIN, "--env-arg", "crash_at=0",
                             "--env-arg", arg, *flags, "--num-envs", "8", "--steps", "8000",
-                            "--quiet", "--json", "--metrics", m],
+                            "--quiet", "--json", "--metrics", m, "--metrics-episodes"],
                            capture_output=True, text=True)
             self.assertEqual(p.returncode, 0, p.stderr)
             s = json.loads(p.stdout.strip().splitlines()[-1])

@@ -455,7 +455,8 @@ class StrictJson(nu.TempDirCase):
     def test_nan_returns_are_null(self):
         m = self.path("m.jsonl")
         p = run([nu.NODE, "--env", HOSTILE, "--env-arg", "reward=nan", "--policy", "random",
-                 "--num-envs", 4, "--steps", 400, "--json", "--metrics", m])
+                 "--num-envs", 4, "--steps", 400, "--json", "--metrics", m,
+                 "--metrics-episodes"])
         self.assertEqual(p.returncode, 0, p.stderr)
         s = strict_json(p.stdout.strip().splitlines()[-1])
         self.assertGreater(s["episodes"], 0)

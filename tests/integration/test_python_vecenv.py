@@ -250,6 +250,11 @@ class WithFakeNode(Checklist, unittest.TestCase):
                 rc.parse_address(bad)
             self.assertIn(needle, str(cm.exception), bad)
         self.assertEqual(rc.parse_address("[::1]:5555"), ("::1", 5555))
+        self.assertEqual(rc.parse_address("unix:/run/n.sock"), ("/run/n.sock", None))
+        for bad in ("unix:", "unix:" + "x" * 108):
+            with self.assertRaises(ValueError) as cm:
+                rc.parse_address(bad)
+            self.assertIn("unix:PATH", str(cm.exception))
         self.assertEqual(rc.parse_address("node-3.cluster:5555"), ("node-3.cluster", 5555))
 
 
@@ -344,6 +349,18 @@ class WithRealNode(Checklist, unittest.TestCase):
         for n in (node, node2):
             self.assertEqual(n.stop(), 0)
             self.assertEqual(n.summary()["learners_rejected"], 0)
+
+    def test_vecenv_over_a_unix_socket(self):
+        import tempfile
+        d = tempfile.mkdtemp()
+        self.addCleanup(os.rmdir, d)
+        node = self.launch(num_envs=2, listen=f"unix:{d}/node.sock")
+        self.assertEqual(node.address, f"unix:{d}/node.sock")
+        with rc.VecEnv(node.address, timeout=GUARD) as env:
+            env.reset(seed=None)
+            obs, *_ = env.step(np.zeros(2, np.int64))
+            self.assertEqual(obs.shape, (2, 4))
+        self.assertEqual(node.stop(), 0)
 
     def test_launch_node_by_host_name(self):
         node = self.launch(num_envs=2, listen="localhost:0")

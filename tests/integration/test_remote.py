@@ -61,6 +61,31 @@ class CLearner(nu.TempDirCase):
         self.assertEqual(ls["threads"], 1 + 2 + extra)
         self.assertEqual(ls["nodes"][0]["steps"], 32 * 200)
 
+    def test_workers_0_node_and_learner_run_on_their_loops_and_repeat_the_local_run(self):
+        # --workers 0 on both sides: the node's envs step on its loop thread,
+        # the learner's forward passes run on its own; one thread each. With
+        # the node's seed the learner chooses the local policy's actions, so
+        # the run repeats the local one exactly.
+        steps = 64 * 300
+        local, _ = nu.run("--num-envs", 64, "--steps", steps, "--seed", 5)
+        node, addr = w.start_node(nu.NODE, "--num-envs", 64, "--steps", steps, "--seed", 5,
+                                  "--workers", 0)
+        p = learner("--connect", addr, "--workers", 0, "--seed", 5)
+        s, err = finish(node)
+        self.assertEqual(node.returncode, 0, err)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # One thread (TSan starts its own helper thread with the first
+        # pthread_create, if any).
+        one = (1, 2) if nu.linked_with("libtsan") else (1,)
+        self.assertEqual((s["workers"], s["threads_expected"]), (0, 1), s)
+        self.assertIn(s["threads"], one, s)
+        ls = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(ls["workers"], 0, ls)
+        self.assertIn(ls["threads"], one, ls)
+        self.assertEqual(s["steps"], steps)
+        self.assertEqual(ls["nodes"][0]["steps"], steps)
+        self.assertEqual((s["episodes"], s["mean_return"]), (local["episodes"], local["mean_return"]))
+
     def test_learner_errors(self):
         p = nu.run_cmd([LEARNER], capture_output=True, text=True)
         self.assertEqual(p.returncode, 2)
@@ -119,6 +144,75 @@ class CLearner(nu.TempDirCase):
 
 wait_for = nu.wait_for
 Lines = nu.Lines
+
+
+class UnixSocket(nu.TempDirCase):
+    """--listen unix:PATH and --connect unix:PATH: the same frames over a
+    Unix-domain socket."""
+
+    def start(self, path, *args):
+        node = nu.spawn([nu.NODE, "--learner", "remote", "--listen", "unix:" + path, "--quiet",
+                         "--json", *map(str, args)], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+        self.assertEqual(w.listen_address(node), "unix:" + path)
+        return node
+
+    def test_node_and_learner_over_a_unix_socket(self):
+        path = self.path("node.sock")
+        node = self.start(path, "--num-envs", 64, "--steps", 64 * 300, "--workers", 0)
+        # Owner-only while it listens: other users on the host cannot attach.
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+        p = learner("--connect", "unix:" + path, "--workers", 0)
+        s, err = finish(node)
+        self.assertEqual((node.returncode, p.returncode), (0, 0), err + p.stderr)
+        self.assertEqual(s["steps"], 64 * 300)
+        ls = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(ls["nodes"][0]["steps"], 64 * 300)
+        self.assertEqual(ls["nodes"][0]["address"], "unix:" + path)
+        self.assertFalse(os.path.exists(path), "the node left its socket file behind")
+
+    def test_a_stale_socket_is_replaced_a_live_one_or_a_file_is_not(self):
+        import socket
+        path = self.path("stale.sock")
+        dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        dead.bind(path)  # a socket file nobody listens on: a node that died
+        dead.close()
+        node = self.start(path, "--num-envs", 8, "--seconds", 0)
+        # A second node on the same path would steal the first one's learners.
+        q = nu.run_cmd([nu.NODE, "--learner", "remote", "--listen", "unix:" + path, "--quiet"],
+                       capture_output=True, text=True)
+        self.assertNotEqual(q.returncode, 0)
+        self.assertIn("another process listens on this socket", q.stderr)
+        node.send_signal(signal.SIGTERM)
+        finish(node)
+        self.assertEqual(node.returncode, 0)
+        self.assertFalse(os.path.exists(path))
+        plain = self.path("notes.txt")
+        with open(plain, "w") as f:
+            f.write("keep me")
+        q = nu.run_cmd([nu.NODE, "--learner", "remote", "--listen", "unix:" + plain, "--quiet"],
+                       capture_output=True, text=True)
+        self.assertNotEqual(q.returncode, 0)
+        self.assertIn("the path exists and is not a socket", q.stderr)
+        with open(plain) as f:
+            self.assertEqual(f.read(), "keep me")
+        q = nu.run_cmd([nu.NODE, "--learner", "remote", "--listen", "unix:" + "x" * 108],
+                       capture_output=True, text=True)
+        self.assertEqual(q.returncode, 2)
+        self.assertIn("PATH a socket file of 1 to 107 bytes", q.stderr)
+
+    def test_a_learner_started_first_waits_for_the_socket(self):
+        path = self.path("later.sock")
+        lr = nu.spawn([LEARNER, "--connect", "unix:" + path, "--json"],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = nu.Lines(lr.stderr)
+        nu.wait_for(lambda: lines.count("not accepting connections yet"),
+                    "the learner to say it waits for the socket", proc=lr)
+        node = self.start(path, "--num-envs", 16, "--steps", 16 * 100)
+        s, err = finish(node)
+        lr.wait(timeout=nu.HANG_GUARD_S)
+        self.assertEqual((node.returncode, lr.returncode), (0, 0), err + lines.text())
+        self.assertEqual(json.loads(lr.stdout.read().strip().splitlines()[-1])["steps"], 1600)
 
 
 class Reconnect(nu.TempDirCase):
@@ -274,7 +368,8 @@ class PushPolicy(nu.TempDirCase):
         # at episodes played wholly by one version, whenever they ran.
         m = nu.Metrics(self.path("m.jsonl"))
         p = nu.spawn([nu.NODE, "--listen", "127.0.0.1:0", "--seconds", "0", "--quiet", "--json",
-                      "--num-envs", "32", "--metrics", m.path], stdout=subprocess.PIPE,
+                      "--num-envs", "32", "--metrics", m.path, "--metrics-episodes"],
+                     stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, text=True)
         addr = w.listen_address(p)
 
@@ -561,7 +656,8 @@ class Reattach(nu.TempDirCase):
         """Serve a node with fixed learners; if kill_after_frames, SIGKILL the
         first after that many frames and start a second."""
         node, addr = w.start_node(nu.NODE, "--num-envs", 24, "--steps", 24 * 300,
-                                  "--shard", 3, "--metrics", metrics, "--max-wait-us", 0)
+                                  "--shard", 3, "--metrics", metrics, "--metrics-episodes",
+                                  "--max-wait-us", 0)
         first = fixed_learner(addr)
         if kill_after_frames:
             for i, _ in enumerate(first.stdout):

@@ -47,7 +47,7 @@ class Run(nu.TempDirCase):
         # episode is cut at 200 steps.
         m = self.path("m.jsonl")
         s, _ = nu.run("--env", nu.PLUGIN, "--policy", "random", "--num-envs", 8,
-                      "--steps", 8 * 400, "--metrics", m)
+                      "--steps", 8 * 400, "--metrics", m, "--metrics-episodes")
         self.assertEqual(s["env"], "mountaincar")
         self.assertEqual(s["episodes"], 16)
         self.assertAlmostEqual(s["mean_return"], -200.0)
@@ -64,8 +64,10 @@ class Run(nu.TempDirCase):
         w = self.path("w.pb")
         m1, m2 = self.path("a.jsonl"), self.path("b.jsonl")
         base = ["--num-envs", 8, "--steps", 8 * 300, "--seed", 5]
-        nu.run(*base, "--hidden", "16,8", "--save-policy", w, "--metrics", m1)
-        nu.run(*base, "--policy", w, "--metrics", m2)  # the file sets the layers
+        nu.run(*base, "--hidden", "16,8", "--save-policy", w, "--metrics", m1,
+               "--metrics-episodes")
+        # The file sets the layers.
+        nu.run(*base, "--policy", w, "--metrics", m2, "--metrics-episodes")
         a = nu.episodes_by_env(nu.read_metrics(m1))
         b = nu.episodes_by_env(nu.read_metrics(m2))
         self.assertTrue(a)
@@ -74,7 +76,7 @@ class Run(nu.TempDirCase):
     def test_metrics_file_lines(self):
         m = self.path("m.jsonl")
         s, _ = nu.run("--num-envs", 16, "--steps", 16 * 500, "--metrics", m,
-                      "--metrics-interval", "0.05")
+                      "--metrics-episodes", "--metrics-interval", "0.05")
         recs = nu.read_metrics(m)
         eps = [r for r in recs if r["type"] == "episode"]
         self.assertEqual(len(eps), s["episodes"])
@@ -123,6 +125,26 @@ class Run(nu.TempDirCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("bad.jsonl:2: not a JSON line", p.stderr)
 
+    def test_metrics_default_is_per_interval(self):
+        # Without --metrics-episodes: throughput lines only, each with the
+        # mean return of the episodes that ended in its interval; together
+        # they give the summary's mean return.
+        m = self.path("m.jsonl")
+        s, _ = nu.run("--num-envs", 16, "--steps", 16 * 500, "--metrics", m,
+                      "--metrics-interval", "0.02")
+        recs = nu.read_metrics(m)
+        self.assertTrue(recs)
+        self.assertEqual({r["type"] for r in recs}, {"throughput"})
+        self.assertEqual(recs[-1]["episodes"], s["episodes"])
+        total, prev = 0.0, 0
+        for r in recs:
+            self.assertEqual(r["interval_episodes"], r["episodes"] - prev)
+            prev = r["episodes"]
+            if r["interval_episodes"] == 0:
+                self.assertIsNone(r["interval_mean_return"])
+            else:
+                total += r["interval_mean_return"] * r["interval_episodes"]
+        self.assertAlmostEqual(total / s["episodes"], s["mean_return"], places=6)
 
 if __name__ == "__main__":
     nu.setup_from_argv()

@@ -13,7 +13,7 @@ class Shutdown(nu.TempDirCase):
     def stop_with(self, sig):
         m = nu.Metrics(self.path("m.jsonl"))
         p = nu.spawn([nu.NODE, "--json", "--quiet", "--seconds", "0", "--num-envs", "64",
-                      "--metrics", m.path, "--metrics-interval", 0.05],
+                      "--metrics", m.path, "--metrics-episodes", "--metrics-interval", 0.05],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         nu.wait_for(lambda: m.tput("steps") > 0, "the node stepping (a throughput line)",
                     proc=p)

@@ -27,11 +27,12 @@ import rollout_client as rc  # noqa: E402
 LEARNER = None
 
 
-def start_node(*args, metrics=None, quiet=True):
-    """A stream node on a free loopback port: (Popen, address, stderr Lines)."""
+def start_node(*args, metrics=None, quiet=True, listen="127.0.0.1:0"):
+    """A stream node on a free loopback port (or `listen`): (Popen, address,
+    stderr Lines)."""
     extra = ["--metrics", metrics, "--metrics-interval", "0.05"] if metrics else []
     extra += ["--quiet"] if quiet else []
-    p = nu.spawn([nu.NODE, "--learner", "stream", "--listen", "127.0.0.1:0", "--json",
+    p = nu.spawn([nu.NODE, "--learner", "stream", "--listen", listen, "--json",
                   *extra, *map(str, args)],
                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in p.stderr:
@@ -86,6 +87,21 @@ class CLearner(nu.TempDirCase):
 
 
 class PythonStream(nu.TempDirCase):
+    def test_over_a_unix_socket(self):
+        n = 16 * 64
+        p, addr, log = start_node("--num-envs", 16, "--unroll", 16, "--steps", n,
+                                  listen="unix:" + self.path("stream.sock"))
+        self.assertEqual(addr, "unix:" + self.path("stream.sock"))
+        got = 0
+        with rc.Stream([addr]) as st:
+            with self.assertRaises(rc.ConnectionClosed):  # the node's goodbye, once all is acked
+                while True:
+                    b = st.recv(timeout=nu.HANG_GUARD_S)
+                    self.assertIsNotNone(b, "no segment and no goodbye within the hang guard")
+                    got += b.num_transitions
+        self.assertEqual(got, n)
+        self.assertEqual(summary(p, log)["stream_transitions_acked"], n)
+
     def test_segments_are_whole_and_in_order(self):
         n = 32 * 200
         p, addr, log = start_node("--num-envs", 32, "--unroll", 8, "--steps", n)

@@ -148,7 +148,6 @@ static void test_errors(void **state)
     expect_error("--num-envs", "12abc", "expected an integer");
     expect_error("--batch", "-1", "--batch '-1'");
     expect_error("--batch", "0", "--batch '0'");
-    expect_error("--workers", "0", "--workers '0'");
     expect_error("--shard", "x", "--shard 'x'");
     expect_error("--max-wait-us", "-5", "--max-wait-us");
     expect_error("--seconds", "-1", "--seconds '-1'");
@@ -222,6 +221,7 @@ static void test_conflicting_flags(void **state)
     CONFLICT("--activation: the policy file", "--activation", "relu", "--policy", "w.pb");
     CONFLICT("--hidden: --policy random runs no MLP", "--policy", "random", "--hidden", "8");
     CONFLICT("--gemm: --policy random", "--policy", "random", "--gemm", "openblas");
+    CONFLICT("--kernels: --policy random", "--policy", "random", "--kernels", "scalar");
     CONFLICT("--save-policy: --policy random", "--policy", "random", "--save-policy", "w.pb");
     CONFLICT("--record-full: only with --record", "--record-full", "drop");
     CONFLICT("--record-max-bytes: only with --record", "--record-max-bytes", "8192");
@@ -230,11 +230,17 @@ static void test_conflicting_flags(void **state)
     CONFLICT("--metrics-interval: only with --metrics", "--metrics-interval", "1");
     CONFLICT("give it or --metrics-interval", "--metrics", "m", "--metrics-every", "1",
              "--metrics-interval", "2");
+    CONFLICT("--metrics-episodes: only with --metrics", "--metrics-episodes");
+    CONFLICT("--metrics-episodes: --metrics-every writes throughput lines only", "--metrics", "m",
+             "--metrics-every", "1", "--metrics-episodes");
     CONFLICT("--policy: with --learner remote", "--learner", "remote", "--policy", "random");
     CONFLICT("--hidden: with --learner remote", "--learner", "remote", "--hidden", "8");
+    CONFLICT("--kernels: with --learner remote", "--learner", "remote", "--kernels", "avx2");
     CONFLICT("--token-file: nothing connects", "--token-file", "t");
     CONFLICT("--learner-timeout: nothing connects", "--learner-timeout", "5");
     CONFLICT("--overcommit: only with --workers", "--overcommit");
+    CONFLICT("--workers 0: only with --learner remote", "--workers", "0");
+    CONFLICT("--workers 0: only with --learner remote", "--learner", "stream", "--workers", "0");
 #undef CONFLICT
 
     /* The same flags where they act. */
@@ -268,12 +274,21 @@ static void test_conflicting_flags(void **state)
     assert_true(c.metrics_interval == 0.5);
     for (int i = 0; i < argc; i++)
         free(av[i]);
-    const char *remote[] = {
-        "rollout-node",       "--learner", "remote", "--token-file", "t", "--metrics", "m",
-        "--metrics-interval", "2",         NULL};
+    const char *remote[] = {"rollout-node",
+                            "--learner",
+                            "remote",
+                            "--token-file",
+                            "t",
+                            "--metrics",
+                            "m",
+                            "--metrics-interval",
+                            "2",
+                            "--metrics-episodes",
+                            NULL};
     av = dup_argv(remote, &argc);
     assert_int_equal(parse(av, argc, &c, err), 0);
     assert_false(c.metrics_throughput_only);
+    assert_true(c.metrics_episodes);
     assert_true(c.metrics_interval == 2.0);
     for (int i = 0; i < argc; i++)
         free(av[i]);

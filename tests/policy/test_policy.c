@@ -191,6 +191,89 @@ static void test_batch_independence(void **state)
     check_batch_independence(&box, RO_ACT_RELU);
 }
 
+/* What a stream lane sends beside its actions (ro_act_stats_t): each
+ * action's log-probability under the head that chose it, and a box head's
+ * means; asking for them changes no action. 70 rows: two blocks. */
+static void check_act_stats(const ro_space_t *act)
+{
+    ro_space_t obs = obs_box(5);
+    ro_policy_spec_t spec = mlp_spec(16, 16, RO_ACT_TANH, 3);
+    ro_policy_t *p = new_policy(&spec, &obs, act);
+    const bool disc = act->kind == RO_SPACE_DISCRETE;
+    const uint32_t ad = ro__policy_act_dim(p), nout = disc ? act->n : ad, n = 70;
+    ro_policy_ws_t *ws;
+    assert_int_equal(ro__policy_ws_new(&ws, p, n), 0);
+    fill_inputs(ro__policy_ws_input(ws), (size_t)n * 5, 5);
+    float out[70 * 4], af[2][70 * 4], logp[70], mean[70 * 4];
+    int32_t ai[2][70];
+    ro_rng_t rng[2][70], *rp[2][70];
+    for (int k = 0; k < 2; k++)
+        for (uint32_t i = 0; i < n; i++) {
+            ro__rng_init(&rng[k][i], ro__seed_mix(5, i, RO_STREAM_ACTION));
+            rp[k][i] = &rng[k][i];
+        }
+    ro__policy_forward(p, ws, n, out);
+    ro__policy_act(p, ws, n, rp[0], ai[0], af[0], NULL);
+    ro_act_stats_t st = {.logp = logp, .mean = mean};
+    ro__policy_act(p, ws, n, rp[1], ai[1], af[1], &st);
+    const float *log_std = ro__policy_log_std(p);
+    assert_true(disc == (log_std == NULL));
+    for (uint32_t i = 0; i < n; i++) {
+        const float *z = out + (size_t)i * nout;
+        double want = 0.0;
+        if (disc) {
+            assert_int_equal(ai[0][i], ai[1][i]);
+            double m = z[0], total = 0.0;
+            for (uint32_t j = 1; j < nout; j++)
+                m = z[j] > m ? z[j] : m;
+            for (uint32_t j = 0; j < nout; j++)
+                total += exp((double)z[j] - m);
+            want = (double)z[ai[1][i]] - m - log(total);
+        } else {
+            assert_memory_equal(af[0] + i * ad, af[1] + i * ad, ad * sizeof(float));
+            assert_memory_equal(mean + i * ad, z, ad * sizeof(float));
+            for (uint32_t j = 0; j < ad; j++) {
+                double sd = exp((double)log_std[j]), u = (af[1][i * ad + j] - z[j]) / sd;
+                want += -0.5 * u * u - (double)log_std[j] - 0.5 * log(2.0 * M_PI);
+            }
+        }
+        if (fabs((double)logp[i] - want) > 1e-4)
+            fail_msg("row %u: logp %.7f, want %.7f", i, (double)logp[i], want);
+    }
+    ro__policy_ws_free(ws);
+    ro__policy_free(p);
+}
+
+static void test_act_stats(void **state)
+{
+    (void)state;
+    static const float lo[2] = {-0.5f, -0.5f}, hi[2] = {0.5f, 0.5f};
+    ro_space_t disc = act_discrete(4), box = act_box(2, lo, hi);
+    check_act_stats(&disc);
+    check_act_stats(&box); /* clipped actions: the unclipped density at the clipped point */
+    /* A random policy: uniform log-probabilities. */
+    ro_space_t obs = obs_box(5);
+    ro_policy_spec_t r = {.kind = RO_POLICY_RANDOM};
+    for (int k = 0; k < 2; k++) {
+        ro_policy_t *p = new_policy(&r, &obs, k ? &box : &disc);
+        ro_policy_ws_t *ws;
+        assert_int_equal(ro__policy_ws_new(&ws, p, 3), 0);
+        ro_rng_t rng[3], *rp[3];
+        for (int i = 0; i < 3; i++) {
+            ro__rng_init(&rng[i], (uint64_t)i + 1);
+            rp[i] = &rng[i];
+        }
+        int32_t ai[3];
+        float af[6], logp[3];
+        ro_act_stats_t st = {.logp = logp};
+        ro__policy_act(p, ws, 3, rp, ai, af, &st);
+        for (int i = 0; i < 3; i++)
+            assert_float_equal(logp[i], k ? -logf(1.0f) /* area 1 x 1 */ : -logf(4.0f), 1e-6);
+        ro__policy_ws_free(ws);
+        ro__policy_free(p);
+    }
+}
+
 static void test_seeded_init(void **state)
 {
     (void)state;
@@ -400,6 +483,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_matches_reference),
         cmocka_unit_test(test_batch_independence),
+        cmocka_unit_test(test_act_stats),
         cmocka_unit_test(test_seeded_init),
         cmocka_unit_test(test_box_init_log_std),
         cmocka_unit_test(test_spec_validation),

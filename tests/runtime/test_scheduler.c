@@ -8,11 +8,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "runtime/actor.h"
 #include "runtime/clock.h"
@@ -304,6 +306,51 @@ static void test_loop_actor_drains_everything(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* A loop actor readied by the loop thread itself (an actor of the loop
+ * sending to another: the hub to its envs with --workers 0) runs on the
+ * loop's next turn without ringing its eventfd: no system call, no wake-up.
+ * Each message the sink handles sends the next one, from the loop. */
+typedef struct relay {
+    ro_actor_t actor;
+    ro_loop_home_t home;
+    ro_msg_t msg;
+    int left;
+    int rung; /* eventfd rings seen while relaying */
+} relay_t;
+
+static void relay_behaviour(ro_actor_t *self, ro_msg_t *msg)
+{
+    relay_t *r = ro__container_of(self, relay_t, actor);
+    uint64_t rings;
+    if (read(r->home.fd, &rings, sizeof rings) == (ssize_t)sizeof rings)
+        r->rung++;
+    if (--r->left > 0)
+        ro__actor_send(&r->actor, msg);
+}
+
+static void test_loop_actor_readied_by_the_loop_runs_without_a_ring(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    relay_t r = {.left = 1000};
+    assert_int_equal(ro__actor_init_loop(&r.actor, "relay", relay_behaviour, &loop, &r.home), 0);
+    ro__actor_send(&r.actor, &r.msg); /* from the loop's thread, before it runs */
+    uint64_t rings;
+    assert_int_equal(read(r.home.fd, &rings, sizeof rings), -1); /* nothing rung */
+    assert_int_equal(errno, EAGAIN);
+    /* One hop per loop turn; a relay never scheduled would leave r.left
+     * where it was after the bound. */
+    for (int turn = 0; turn < 1000000 && r.left > 0; turn++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    assert_int_equal(r.left, 0);
+    assert_int_equal(r.rung, 0);
+    ro__actor_close_loop(&r.home);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(r.home.fd, -1);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 /* ---- stealing: an idle worker takes work its busy sibling cannot start ---- */
 
 typedef struct blocker {
@@ -394,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_ping_pong),
         cmocka_unit_test(test_timers_fire_in_order_not_early),
         cmocka_unit_test(test_loop_actor_drains_everything),
+        cmocka_unit_test(test_loop_actor_readied_by_the_loop_runs_without_a_ring),
         cmocka_unit_test(test_idle_worker_steals),
         cmocka_unit_test(test_stop_idle_and_bad_plans),
     };

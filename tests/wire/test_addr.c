@@ -188,20 +188,55 @@ static void test_loopback_and_format(void **state)
     /* A short buffer is cut, still terminated. */
     ro__addr_format((struct sockaddr *)&ss, buf, 6);
     assert_string_equal(buf, "127.0");
-    /* Neither family: not loopback, and "?". */
-    struct sockaddr_un un = {.sun_family = AF_UNIX};
-    assert_false(ro__addr_is_loopback((struct sockaddr *)&un));
+    /* A Unix-domain socket is local, named by its path. */
+    struct sockaddr_un un = {.sun_family = AF_UNIX, .sun_path = "/run/n0.sock"};
+    assert_true(ro__addr_is_loopback((struct sockaddr *)&un));
     ro__addr_format((struct sockaddr *)&un, buf, sizeof buf);
+    assert_string_equal(buf, "unix:/run/n0.sock");
+    assert_int_equal(ro__addr_len((struct sockaddr *)&un), sizeof un);
+    /* Another family: not loopback, and "?". */
+    struct sockaddr_storage other = {.ss_family = AF_PACKET};
+    assert_false(ro__addr_is_loopback((struct sockaddr *)&other));
+    ro__addr_format((struct sockaddr *)&other, buf, sizeof buf);
     assert_string_equal(buf, "?");
+}
+
+/* "unix:PATH": a path of 1 to 107 bytes, resolved without a lookup. */
+static void test_unix_paths(void **state)
+{
+    (void)state;
+    ro_addr_t a;
+    char err[ERRLEN] = "";
+    assert_int_equal(
+        ro__addr_parse("unix:/tmp/a b:c.sock", false, &a, "--connect", err, sizeof err), 0);
+    assert_string_equal(a.host, "/tmp/a b:c.sock");
+    assert_int_equal(a.port, -1);
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    struct sockaddr_storage ss;
+    assert_int_equal(ro__addr_resolve(&loop, &a, &ss, "--connect", err, sizeof err), 0);
+    assert_int_equal(ss.ss_family, AF_UNIX);
+    assert_string_equal(((struct sockaddr_un *)&ss)->sun_path, "/tmp/a b:c.sock");
+    assert_int_equal(uv_loop_close(&loop), 0);
+    char spec[200] = "unix:";
+    memset(spec + 5, 'p', RO_ADDR_UNIX_MAX);
+    spec[5 + RO_ADDR_UNIX_MAX] = '\0';
+    assert_int_equal(ro__addr_parse(spec, false, &a, "--listen", err, sizeof err), 0);
+    spec[5 + RO_ADDR_UNIX_MAX] = 'p'; /* one byte too many */
+    spec[6 + RO_ADDR_UNIX_MAX] = '\0';
+    const char *bad[] = {spec, "unix:"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(ro__addr_parse(bad[i], false, &a, "--listen", err, sizeof err), RO_EINVAL);
+        assert_non_null(strstr(err, "expected unix:PATH, PATH a socket file of 1 to 107 bytes"));
+    }
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_good),
-        cmocka_unit_test(test_parse_bad),
-        cmocka_unit_test(test_resolve),
-        cmocka_unit_test(test_loopback_and_format),
+        cmocka_unit_test(test_parse_good), cmocka_unit_test(test_parse_bad),
+        cmocka_unit_test(test_resolve),    cmocka_unit_test(test_loopback_and_format),
+        cmocka_unit_test(test_unix_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,35 @@
+/*
+ * The kernels built for AVX2 and FMA: 8 floats a vector. Only called
+ * where the CPU has them (kernels.c).
+ */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC target("avx2,fma")
+#endif
+#define RO_SIMD RO_SIMD_AVX2
+#include "policy/kernels.h"
+#include "policy/simd.h"
+#include "policy/kernel_math.h"
+#include "policy/kernel_dense.h"
+#include "policy/kernel_sample.h"
+
+const ro_kernels_t ro__kernels_avx2 = {
+    .path = RO_KERNELS_AVX2,
+    .name = "avx2",
+    .lanes = VF_LANES,
+    .dense = kernel_dense,
+    .act = kernel_act,
+    .categorical = kernel_categorical,
+    .gaussian = kernel_gaussian,
+    .exp_weight = kernel_exp_weight,
+};
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+#else
+#include "policy/kernels.h"
+/* Not an x86-64 build: no table (ro__kernels never returns it). */
+const ro_kernels_t ro__kernels_avx2 = {.path = RO_KERNELS_AVX2, .name = "avx2"};
+#endif

@@ -1,0 +1,71 @@
+/*
+ * What policy.c (building a policy) and policy_act.c (running it) share:
+ * the two structs. Nothing outside src/policy includes this.
+ */
+#ifndef RO_POLICY_INTERNAL_H
+#define RO_POLICY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rollout/env.h"
+#include "policy/kernels.h"
+#include "policy/params.h"
+#include "policy/policy_types.h"
+#include "runtime/rng.h"
+
+typedef struct ro_policy ro_policy_t;
+typedef struct ro_policy_ws ro_policy_ws_t;
+
+/* Buffers the vector kernels read are aligned to a cache line. */
+#define RO_POLICY_ALIGN 64
+
+/* Lanes past a block's last sample that some kernel path reads: inputs and
+ * draws there are filled, so every lane holds a defined value. */
+#define RO_POLICY_MAX_LANES 16
+
+struct ro_policy {
+    ro_policy_kind_t kind;
+    ro_space_kind_t act_kind;
+    uint32_t obs_dim;
+    uint32_t act_dim; /* floats per action: 1 for discrete */
+    uint32_t nout;    /* discrete: number of actions; box: act_dim */
+
+    /* MLP only. params is the PyTorch-layout copy that save writes (and
+     * the OpenBLAS path reads); dense the same weights in the kernels'
+     * layout. */
+    ro_policy_params_t params;
+    uint32_t nlayers;
+    ro_dense_t dense[RO_POLICY_MAX_HIDDEN + 1];
+    uint32_t max_out;         /* widest layer output */
+    float *std;               /* box head: exp(log_std) */
+    char *path;               /* the weights file, or NULL for seeded init */
+    void *kmem;               /* dense weights and biases */
+    ro_gemm_t gemm;           /* which kernel computes the dense layers */
+    const ro_kernels_t *kern; /* the instruction set's kernels */
+
+    /* Box actions: MLP clip bounds, or the random policy's sampling range
+     * (infinite bounds replaced, see random_range). */
+    float *low;
+    float *high;
+};
+
+/* A lane's scratch. The forward pass runs RO_BLOCK rows at a time through
+ * all the layers, feature-major (kernels.h): a block's activations (2 x 64
+ * features x 64 rows x 4 bytes = 32 KiB for 64-wide layers) stay in L1 from
+ * one layer to the next, and the scratch does not grow with the batch. */
+struct ro_policy_ws {
+    const ro_policy_t *p;
+    uint32_t max_batch;
+    float *in;    /* [max_batch x obs_dim], row-major: what the caller fills */
+    float *xt;    /* [obs_dim][RO_BLOCK]: a block's inputs, transposed */
+    float *h[2];  /* [max_out][RO_BLOCK] each: layer outputs in turn */
+    float *col;   /* [RO_BLOCK]: one Gaussian action dimension of a block */
+    double *u[2]; /* [RO_BLOCK] each: a block's uniform draws */
+    void *hmem;
+    size_t in_bytes, hmem_bytes; /* sizes of in and hmem */
+    bool on_node;                /* in and hmem are NUMA blocks (ro__numa_alloc) */
+};
+
+#endif
