@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envs/mujoco/mj_registry.h" /* issue 17: the MuJoCo envs */
 #include "error.h"
 
 /* The arg every env accepts; the runtime consumes it before create(). */
@@ -172,17 +173,25 @@ int ro__env_open(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
     if (is_plugin_path(name))
         return open_plugin(out, name, err, errlen);
 
-    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++) {
-        if (strcmp(builtins[i]->name, name) != 0)
-            continue;
-        int rc = check_vtable(builtins[i], name, err, errlen);
+    const ro_env_vtable_t *vt = NULL;
+    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
+        if (strcmp(builtins[i]->name, name) == 0)
+            vt = builtins[i];
+    /* issue 17: the MuJoCo envs (or why this build has none). */
+    if (vt == NULL) {
+        int rc = ro__mj_lookup(name, &vt, err, errlen);
         if (rc < 0)
             return rc;
-        out->vt = builtins[i];
+    }
+    if (vt != NULL) {
+        int rc = check_vtable(vt, name, err, errlen);
+        if (rc < 0)
+            return rc;
+        out->vt = vt;
         return 0;
     }
     set_err(err, errlen, "unknown env '%s' (built-ins: %s; or a path to a plugin .so)", name,
-            RO_ENV_BUILTIN_NAMES);
+            RO_ENV_BUILTIN_NAMES RO_MJ_BUILTIN_NAMES);
     return RO_ENOENT;
 }
 
