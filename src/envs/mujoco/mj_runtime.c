@@ -77,6 +77,9 @@ static void install_handlers(void)
 
 int ro__mj_guard(void (*fn)(void *), void *arg)
 {
+    /* Once set, a load per call: the handlers must be ours before MuJoCo
+     * can raise anything inside fn. */
+    pthread_once(&handlers_once, install_handlers);
     /* prev is not written after setjmp, so it keeps its value across the
      * longjmp; restoring it lets a guard run inside another. */
     jmp_buf *prev = guard_jmp;
