@@ -256,8 +256,7 @@ static void test_rewards_and_termination(void **state)
             }
             assert_int_equal(st.terminated, term);
             if (st.reward != (float)want)
-                fail_msg("%s step %d: reward %.9g, recomputed %.9g", vt->name, t, st.reward,
-                         want);
+                fail_msg("%s step %d: reward %.9g, recomputed %.9g", vt->name, t, st.reward, want);
             if (term) {
                 terminations++;
                 vt->reset(env, obs);
@@ -328,8 +327,7 @@ static void test_arg_errors(void **state)
     char err[256];
     assert_int_equal(create_err(&ro__env_hopper, "frame_skip", "0", err, sizeof err), RO_EINVAL);
     assert_non_null(strstr(err, "frame_skip"));
-    assert_int_equal(create_err(&ro__env_hopper, "frame_skip", "two", err, sizeof err),
-                     RO_EINVAL);
+    assert_int_equal(create_err(&ro__env_hopper, "frame_skip", "two", err, sizeof err), RO_EINVAL);
     assert_int_equal(create_err(&ro__env_hopper, "ctrl_cost_weight", "nan", err, sizeof err),
                      RO_EINVAL);
     assert_non_null(strstr(err, "ctrl_cost_weight"));
@@ -350,9 +348,8 @@ static void test_arg_errors(void **state)
         RO_EINVAL);
     assert_non_null(strstr(err, "true or false"));
     /* A key another MuJoCo env has, but this one does not. */
-    assert_int_equal(
-        create_err(&ro__env_inverted_pendulum, "healthy_reward", "1", err, sizeof err),
-        RO_EINVAL);
+    assert_int_equal(create_err(&ro__env_inverted_pendulum, "healthy_reward", "1", err, sizeof err),
+                     RO_EINVAL);
     assert_non_null(strstr(err, "healthy_reward"));
     assert_int_equal(create_err(&ro__env_half_cheetah, "healthy_z_range", "0,1", err, sizeof err),
                      RO_EINVAL);
