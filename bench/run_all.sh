@@ -9,7 +9,7 @@
 #
 # Options: --out DIR (where to write), --build DIR (build directory; set up
 # as a release build if missing), --only LIST (re-run only some of engine,
-# scaling, overhead, memory, comma-separated; the others' CSV files in DIR
+# scaling, overhead, memory, mujoco, comma-separated; the others' CSV files in DIR
 # are kept, and the table and plots are made from all of them). Every figure
 # is a ratio or a median taken within one run of one program.
 set -euo pipefail
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 mode=default
 long=0
-only=",engine,scaling,overhead,memory,"
+only=",engine,scaling,overhead,memory,mujoco,"
 out=""
 build=build-bench
 while [ $# -gt 0 ]; do
@@ -69,6 +69,16 @@ if want memory; then
   echo "== resident memory over $rss_steps steps (cartpole + MLP)"
   "$B/bench_rss" --node "$build/rollout-node" --interval "$every" --warmup "$warm" \
     --csv "$out/rss.csv" --summary "$out/rss_summary.csv" -- --steps "$rss_steps" 2>/dev/null
+fi
+# issue 17: the MuJoCo envs (bench_mujoco is absent from a build without MuJoCo).
+if want mujoco; then
+  if [ -x "$B/bench_mujoco" ]; then
+    echo "== MuJoCo envs against raw mj_step loops"
+    "$B/bench_mujoco" --seconds "$secs" --repeats "$([ "$mode" = quick ] && echo 1 || echo 5)" \
+      --csv "$out/mujoco.csv"
+  else
+    echo "run_all.sh: $B/bench_mujoco was not built (no MuJoCo): skipped" >&2
+  fi
 fi
 for f in engine scaling overhead batch_sweep rss rss_summary; do
   if [ ! -f "$out/$f.csv" ]; then
@@ -144,7 +154,7 @@ rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   echo "$oreps repeats of ${osecs} s (overheads), sides alternating. See docs/benchmarks.md for"
   echo "what each figure means and why any misses its target."
   echo
-  if [ "$only" != ",engine,scaling,overhead,memory," ]; then
+  if [ "$only" != ",engine,scaling,overhead,memory,mujoco," ]; then
     only_list=${only#,}; only_list=${only_list%,}
     echo
     echo "This invocation re-ran only: $only_list (with --only); the other tables come from the"
@@ -218,5 +228,6 @@ rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   awk -F, 'NR>1 {printf "| overhead | %s on, %s | %s | %s | %d | %s |\n", $1, $2, $3, $8, $3+1, ($8==$3+1?"yes":"**no**")}' "$out/overhead.csv"
   awk -F, 'NR>1 {printf "| batch sweep | batch %s, max-wait %s | %s | %s | %d | %s |\n", $1, $2, $4, $7, $4+1, ($7==$4+1?"yes":"**no**")}' "$out/batch_sweep.csv"
   awk -F, 'NR>1 {printf "| memory | rollout-node process | %d | %s | %s | %s |\n", $10-1, $9, $10, ($9==$10?"yes":"**no**")}' "$out/rss_summary.csv"
+  bash bench/mujoco_report.sh "$out" # issue 17
 } > "$out/results.md"
 echo "== wrote $out/results.md and $(ls "$out"/*.png 2>/dev/null | wc -l) plots in $out"
