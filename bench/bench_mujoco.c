@@ -3,7 +3,8 @@
  *
  *  - efficiency: a node with 1 worker, 64 envs and the random policy, over a
  *    raw single-thread loop on the same shared model: 64 mjData, uniform
- *    random controls, mj_step x frame_skip per env step, and the env's own
+ *    random controls, mj_step x frame_skip per env step (ant: then
+ *    mj_rnePostConstraint, as Gymnasium and the env do), and the env's own
  *    termination test and reset (mj_resetData, the same noise, mj_forward)
  *    so both sides simulate the same states; no observations, rewards,
  *    actors or messages. Target >= 0.9.
@@ -20,6 +21,7 @@
  *
  * usage: bench_mujoco [--seconds S] [--repeats N] [--csv FILE]
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +53,14 @@ static int done_raw(const char *env, const mjModel *m, const mjData *d)
     }
     if (!strcmp(env, "walker2d"))
         return !(d->qpos[1] > 0.8 && d->qpos[1] < 2.0 && d->qpos[2] > -1 && d->qpos[2] < 1);
+    if (!strcmp(env, "ant")) {
+        int ok = d->qpos[2] >= 0.2 && d->qpos[2] <= 1.0;
+        for (int i = 0; i < m->nq; i++)
+            ok = ok && isfinite(d->qpos[i]);
+        for (int i = 0; i < m->nv; i++)
+            ok = ok && isfinite(d->qvel[i]);
+        return !ok;
+    }
     return 0; /* half_cheetah */
 }
 
@@ -78,15 +88,16 @@ static double raw_loop(const char *env, double seconds)
     /* The env's shared model, held by the probe instance. */
     const mjModel *m = ro__mj_env_model(probe);
     const int frame_skip = (int)(ro__mj_env_dt(probe) / m->opt.timestep + 0.5);
-    const int cheetah = !strcmp(env, "half_cheetah");
-    const double noise = cheetah ? 0.1 : !strcmp(env, "inverted_pendulum") ? 0.01 : 5e-3;
+    const int ant = !strcmp(env, "ant");
+    const int normal_qvel = ant || !strcmp(env, "half_cheetah");
+    const double noise = normal_qvel ? 0.1 : !strcmp(env, "inverted_pendulum") ? 0.01 : 5e-3;
     mjData *d[RAW_ENVS];
     uint32_t len[RAW_ENVS] = {0};
     ro_rng_t r;
     ro__rng_init(&r, 1);
     for (int i = 0; i < RAW_ENVS; i++) {
         d[i] = mj_makeData(m);
-        reset_raw(m, d[i], &r, noise, cheetah);
+        reset_raw(m, d[i], &r, noise, normal_qvel);
     }
     uint64_t steps = 0, t0 = ro__now_ns(), now = t0;
     const uint64_t deadline = t0 + (uint64_t)(seconds * 1e9);
@@ -98,9 +109,11 @@ static double raw_loop(const char *env, double seconds)
                                               m->actuator_ctrlrange[2 * j + 1]);
             for (int f = 0; f < frame_skip; f++)
                 mj_step(m, di);
+            if (ant) /* the contact forces Ant-v5 observes: Gymnasium computes them too */
+                mj_rnePostConstraint(m, di);
             if (done_raw(env, m, di) || ++len[i] >= MAX_STEPS) {
                 len[i] = 0;
-                reset_raw(m, di, &r, noise, cheetah);
+                reset_raw(m, di, &r, noise, normal_qvel);
             }
         }
         steps += RAW_ENVS;
@@ -194,7 +207,7 @@ int main(int argc, char **argv)
         fprintf(out, "figure,env,policy,workers,num_envs,base_sps,sps,ratio,min_ratio,max_ratio,"
                      "env_share,threads,ext_load\n");
     const int cpus = bench_allowed_cpus();
-    const char *envs[] = {"hopper", "walker2d", "half_cheetah", "inverted_pendulum"};
+    const char *envs[] = {"hopper", "walker2d", "half_cheetah", "ant", "inverted_pendulum"};
     printf("| figure | env | W | envs | base steps/s | steps/s | ratio (min..max) | threads |\n"
            "|---|---|---|---|---|---|---|---|\n");
     for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++) {

@@ -40,7 +40,7 @@ void ro__config_usage(FILE *f)
           "\n"
           "env:\n"
           "  --env NAME|PATH         cartpole (default), pendulum, burn, or a plugin .so;\n"
-          "                          MuJoCo: hopper, walker2d, half_cheetah, inverted_pendulum\n"
+          "                          MuJoCo: hopper walker2d half_cheetah ant inverted_pendulum\n"
           "  --env-arg KEY=VALUE     env argument (repeatable); every env accepts\n"
           "                          max_episode_steps\n"
           "  --num-envs N            envs to run (default 256)\n"

@@ -11,7 +11,7 @@ import sys
 def main():
     node = sys.argv[1]
     ok = True
-    for env in ("hopper", "walker2d", "half_cheetah", "inverted_pendulum"):
+    for env in ("hopper", "walker2d", "half_cheetah", "ant", "inverted_pendulum"):
         p = subprocess.run([node, "--env", env, "--steps", "10", "--quiet"],
                            capture_output=True, text=True, timeout=60)
         msg = p.stderr.strip()

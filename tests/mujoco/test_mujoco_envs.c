@@ -25,7 +25,7 @@
 #include "rng.h"
 #include "../tmpdir_fixture.h"
 
-#define MAX_OBS 32
+#define MAX_OBS 128
 #define MAX_ACT 8
 
 typedef struct expect {
@@ -39,6 +39,7 @@ static const expect_t envs[] = {
     {&ro__env_hopper, 11, 3, 4, 0.002, 1.0, 5e-3},
     {&ro__env_half_cheetah, 17, 6, 5, 0.01, 1.0, 0.1},
     {&ro__env_walker2d, 17, 6, 4, 0.002, 1.0, 5e-3},
+    {&ro__env_ant, 105, 8, 5, 0.01, 1.0, 0.1},
 };
 #define NENVS (sizeof envs / sizeof envs[0])
 
@@ -118,14 +119,17 @@ static void test_frame_skip_arg(void **state)
     ro__env_hopper.destroy(env);
 }
 
-/* The observation is qpos (without x where excluded), then qvel, clipped
- * to [-10, 10] for hopper and walker2d, in float32. */
+/* The observation is qpos (without x, ant: x and y, where excluded), then
+ * qvel, clipped to [-10, 10] for hopper and walker2d, in float32; ant adds
+ * the contact forces of every body but the world, clipped to [-1, 1]. */
 static void check_obs(const ro_env_vtable_t *vt, void *env, const float *obs, bool with_x)
 {
     const mjModel *m = ro__mj_env_model(env);
     const mjData *d = ro__mj_env_data(env);
     bool clip = vt == &ro__env_hopper || vt == &ro__env_walker2d;
     int skip = (vt != &ro__env_inverted_pendulum && !with_x) ? 1 : 0;
+    if (vt == &ro__env_ant && skip)
+        skip = 2;
     size_t k = 0;
     for (int i = skip; i < m->nq; i++)
         assert_true(obs[k++] == (float)d->qpos[i]);
@@ -134,6 +138,11 @@ static void check_obs(const ro_env_vtable_t *vt, void *env, const float *obs, bo
         if (clip)
             v = fmin(fmax(v, -10.0), 10.0);
         assert_true(obs[k++] == (float)v);
+    }
+    if (vt == &ro__env_ant) {
+        assert_int_equal(m->nbody, 14);
+        for (int i = 6; i < 6 * m->nbody; i++)
+            assert_true(obs[k++] == (float)fmin(fmax(d->cfrc_ext[i], -1.0), 1.0));
     }
 }
 
@@ -156,10 +165,19 @@ static void test_reset_noise(void **state)
             assert_non_null(d);
             check_obs(x->vt, env, obs, false);
             assert_true(d->time == 0.0);
-            for (int i = 0; i < m->nq; i++)
+            for (int i = 0; i < m->nq; i++) {
+                /* ant's root quaternion (qpos[3..6]) gets the noise too, and
+                 * mj_forward then normalises it in place (MuJoCo 2.2.2) */
+                if (x->vt == &ro__env_ant && i >= 3 && i < 7)
+                    continue;
                 assert_true(fabs(d->qpos[i] - m->qpos0[i]) <= x->noise);
+            }
+            if (x->vt == &ro__env_ant) {
+                const double *q = d->qpos + 3;
+                assert_true(fabs(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3] - 1) < 1e-9);
+            }
             for (int i = 0; i < m->nv; i++) {
-                if (x->vt == &ro__env_half_cheetah) {
+                if (x->vt == &ro__env_half_cheetah || x->vt == &ro__env_ant) {
                     sum += d->qvel[i];
                     sumsq += d->qvel[i] * d->qvel[i];
                     nvel++;
@@ -173,7 +191,7 @@ static void test_reset_noise(void **state)
         }
         assert_true(differ > 190);
         if (nvel) {
-            /* 1800 normal draws scaled by 0.1: mean near 0, sd near 0.1. */
+            /* 1800 (ant: 2800) normal draws scaled by 0.1: mean near 0, sd near 0.1. */
             double mean = sum / nvel, sd = sqrt(sumsq / nvel - mean * mean);
             assert_true(fabs(mean) < 0.01);
             assert_true(fabs(sd - x->noise) < 0.01);
@@ -231,7 +249,9 @@ static void test_rewards_and_termination(void **state)
         for (int t = 0; t < 3000; t++) {
             const mjData *d = ro__mj_env_data(env);
             uniform_actions(&r, a, x->act_dim, x->act_bound);
-            const double x0 = d->qpos[0];
+            /* ant: dx of body 1's frame, which lags qpos by one step */
+            const bool ant = vt == &ro__env_ant;
+            const double x0 = ant ? d->xpos[3] : d->qpos[0];
             ro_step_t st;
             assert_int_equal(vt->step(env, (ro_action_t){.box = a}, obs, &st), 0);
             check_obs(vt, env, obs, false);
@@ -239,7 +259,7 @@ static void test_rewards_and_termination(void **state)
             double ctrl = 0;
             for (uint32_t j = 0; j < x->act_dim; j++)
                 ctrl += (double)a[j] * a[j];
-            const double xvel = (d->qpos[0] - x0) / ro__mj_env_dt(env);
+            const double xvel = ((ant ? d->xpos[3] : d->qpos[0]) - x0) / ro__mj_env_dt(env);
             double want;
             bool term;
             if (vt == &ro__env_inverted_pendulum) {
@@ -248,6 +268,20 @@ static void test_rewards_and_termination(void **state)
             } else if (vt == &ro__env_half_cheetah) {
                 term = false;
                 want = xvel - 0.1 * ctrl;
+            } else if (ant) {
+                bool finite = true;
+                for (int i = 0; i < m->nq; i++)
+                    finite = finite && isfinite(d->qpos[i]);
+                for (int i = 0; i < m->nv; i++)
+                    finite = finite && isfinite(d->qvel[i]);
+                bool h = finite && 0.2 <= d->qpos[2] && d->qpos[2] <= 1.0;
+                double contact = 0;
+                for (int i = 0; i < 6 * m->nbody; i++) {
+                    double f = fmin(fmax(d->cfrc_ext[i], -1.0), 1.0);
+                    contact += f * f;
+                }
+                term = !h;
+                want = (xvel + (h ? 1.0 : 0.0)) - (0.5 * ctrl + 5e-4 * contact);
             } else {
                 bool h = vt == &ro__env_hopper ? healthy(vt, d, m, 0.7, INFINITY, -0.2, 0.2)
                                                : healthy(vt, d, m, 0.8, 2.0, -1.0, 1.0);
@@ -262,12 +296,13 @@ static void test_rewards_and_termination(void **state)
                 vt->reset(env, obs);
             }
         }
-        /* Random actions topple hopper, walker2d and the pendulum often;
-         * half_cheetah never terminates. */
+        /* Random actions topple hopper, walker2d and the pendulum often,
+         * ant now and then (it jumps above z = 1); half_cheetah never
+         * terminates. */
         if (vt == &ro__env_half_cheetah)
             assert_int_equal(terminations, 0);
         else
-            assert_true(terminations > 10);
+            assert_true(terminations > (vt == &ro__env_ant ? 0 : 10));
         vt->destroy(env);
     }
 }
@@ -368,8 +403,8 @@ static void test_arg_errors(void **state)
 static void test_registry(void **state)
 {
     (void)state;
-    const char *names[] = {"inverted_pendulum", "hopper", "half_cheetah", "walker2d"};
-    for (size_t i = 0; i < 4; i++) {
+    const char *names[] = {"inverted_pendulum", "hopper", "half_cheetah", "walker2d", "ant"};
+    for (size_t i = 0; i < 5; i++) {
         ro_env_kind_t kind;
         char err[256] = "";
         assert_int_equal(ro__env_open(&kind, names[i], err, sizeof err), 0);

@@ -20,9 +20,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import nodeutil as nu  # noqa: E402
 
 REPLAY = None
-ENVS = ["inverted_pendulum", "hopper", "half_cheetah", "walker2d"]
+ENVS = ["inverted_pendulum", "hopper", "half_cheetah", "walker2d", "ant"]
 DIMS = {"inverted_pendulum": (4, 1), "hopper": (11, 3), "half_cheetah": (17, 6),
-        "walker2d": (17, 6)}
+        "walker2d": (17, 6), "ant": (105, 8)}
 
 LAYOUTS = [
     ["--workers", 1, "--shard", 1, "--batch", 1, "--max-wait-us", 0],
@@ -85,11 +85,13 @@ class MujocoNode(nu.TempDirCase):
                             "--steps", 12 * 250, "--seed", 8,
                             "--env-arg", "max_episode_steps=100"], 24)
 
-    def test_determinism_walker2d_and_pendulum(self):
+    def test_determinism_walker2d_pendulum_ant(self):
         self.check_layouts(["--env", "walker2d", "--num-envs", 8, "--steps", 8 * 300,
                             "--seed", 9], 20)
         self.check_layouts(["--env", "inverted_pendulum", "--policy", "random",
                             "--num-envs", 8, "--steps", 8 * 300, "--seed", 9], 100)
+        self.check_layouts(["--env", "ant", "--num-envs", 6, "--steps", 6 * 150, "--seed", 9,
+                            "--env-arg", "max_episode_steps=50"], 12)
 
     def test_record_verify(self):
         for env in ENVS:

@@ -1,6 +1,6 @@
 /*
  * MuJoCo locomotion envs with Gymnasium v5 semantics: inverted_pendulum,
- * hopper, half_cheetah, walker2d (docs/env-api.md lists what each
+ * hopper, half_cheetah, walker2d, ant (docs/env-api.md lists what each
  * observes, rewards and terminates on, and its args).
  *
  * One shared, read-only mjModel per model per process (mj_runtime.c); one
@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "env_registry.h"
+#include "envs/mujoco/mj_args.h"
 #include "envs/mujoco/mj_registry.h"
 #include "envs/mujoco/mj_runtime.h"
 #include "error.h"
@@ -42,27 +43,19 @@ enum {
     NORMAL_QVEL = 1u << 3,  /* reset: qvel = scale * N(0, 1), not uniform (half_cheetah) */
     FORWARD = 1u << 4,      /* forward reward weight * dx/dt minus control cost */
     UPRIGHT = 1u << 5,      /* reward 1 while |pole angle| <= 0.2, else terminated */
-    EXCLUDE_X = 1u << 6,    /* x (qpos[0]) left out of the observation by default */
+    EXCLUDE_X = 1u << 6,    /* x (ant: x and y) left out of the observation by default */
+    ANT = 1u << 7,          /* free root body (x, y, z, quaternion); contact forces observed and
+                               costed; dx/dt of body 1's frame; healthy = finite state and z in a
+                               closed range */
 };
 
 #define QVEL_CLIP 10.0
 #define UPRIGHT_LIMIT 0.2
-#define MAX_FRAME_SKIP 1000u
-#define MAX_WEIGHT 1e6
-#define MAX_NOISE 100.0
-
-/* The parameters Gymnasium lets a user set; the defaults are per env. */
-typedef struct mj_params {
-    uint32_t frame_skip;
-    double forward_w, ctrl_w, healthy_w, noise;
-    double state_range[2], z_range[2], angle_range[2];
-    bool terminate_unhealthy, exclude_x;
-} mj_params_t;
 
 typedef struct mj_kind {
     const char *name, *file;
     unsigned flags;
-    mj_params_t defaults;
+    ro_mj_params_t defaults;
 } mj_kind_t;
 
 typedef struct mj_env {
@@ -70,10 +63,10 @@ typedef struct mj_env {
     const mjModel *m; /* shared, read-only */
     mjData *d;        /* made at the first reset, on the thread that steps */
     ro_rng_t rng;
-    mj_params_t p;
+    ro_mj_params_t p;
     double dt;
-    uint32_t obs_dim, act_dim, skip_x;
-    bool must_reset; /* a failed step or reset left d unusable */
+    uint32_t obs_dim, act_dim, skip_x; /* skip_x: leading qpos left out */
+    bool must_reset;                   /* a failed step or reset left d unusable */
     uint64_t warnings, errors;
     float *obs_low, *obs_high, *act_low, *act_high; /* one block, freed with obs_low */
 } mj_env_t;
@@ -113,175 +106,22 @@ static const mj_kind_t kinds[] = {
       .angle_range = {-1.0, 1.0},
       .terminate_unhealthy = true,
       .exclude_x = true}},
+    {"ant",
+     "ant.xml",
+     ANT | HEALTH | NORMAL_QVEL | FORWARD | EXCLUDE_X,
+     {.frame_skip = 5,
+      .forward_w = 1.0,
+      .ctrl_w = 0.5,
+      .contact_w = 5e-4,
+      .healthy_w = 1.0,
+      .noise = 0.1,
+      .z_range = {0.2, 1.0},
+      .contact_range = {-1.0, 1.0},
+      .terminate_unhealthy = true,
+      .exclude_x = true,
+      .cfrc_obs = true}},
 };
-enum { K_INVERTED_PENDULUM, K_HOPPER, K_HALF_CHEETAH, K_WALKER2D };
-
-/* ---- args ---- */
-
-typedef enum { ARG_STEPS, ARG_WEIGHT, ARG_NOISE, ARG_BOOL, ARG_RANGE } arg_type_t;
-
-typedef struct arg_def {
-    const char *key;
-    arg_type_t type;
-    size_t off; /* into mj_params_t */
-} arg_def_t;
-
-static const arg_def_t arg_defs[] = {
-    {"frame_skip", ARG_STEPS, offsetof(mj_params_t, frame_skip)},
-    {"forward_reward_weight", ARG_WEIGHT, offsetof(mj_params_t, forward_w)},
-    {"ctrl_cost_weight", ARG_WEIGHT, offsetof(mj_params_t, ctrl_w)},
-    {"healthy_reward", ARG_WEIGHT, offsetof(mj_params_t, healthy_w)},
-    {"reset_noise_scale", ARG_NOISE, offsetof(mj_params_t, noise)},
-    {"terminate_when_unhealthy", ARG_BOOL, offsetof(mj_params_t, terminate_unhealthy)},
-    {"exclude_current_positions_from_observation", ARG_BOOL, offsetof(mj_params_t, exclude_x)},
-    {"healthy_state_range", ARG_RANGE, offsetof(mj_params_t, state_range)},
-    {"healthy_z_range", ARG_RANGE, offsetof(mj_params_t, z_range)},
-    {"healthy_angle_range", ARG_RANGE, offsetof(mj_params_t, angle_range)},
-};
-
-#define H_FRAME_SKIP(dflt) "frame_skip", "mj_step calls per env step, 1..1000 (default " dflt ")"
-#define H_FORWARD                                                                                  \
-    "forward_reward_weight", "weight of the forward reward dx/dt, a double (default 1)"
-#define H_CTRL(dflt)                                                                               \
-    "ctrl_cost_weight", "weight of the control cost sum(action^2), a double (default " dflt ")"
-#define H_HEALTHY "healthy_reward", "reward for each step taken while healthy (default 1)"
-#define H_TERMINATE                                                                                \
-    "terminate_when_unhealthy", "true or false: end the episode when unhealthy (default true)"
-#define H_Z(dflt) "healthy_z_range", "LO,HI: open range of healthy torso heights (default " dflt ")"
-#define H_ANGLE(dflt)                                                                              \
-    "healthy_angle_range", "LO,HI: open range of healthy torso angles (default " dflt ")"
-#define H_NOISE(what, dflt)                                                                        \
-    "reset_noise_scale", "scale of the reset noise on " what ", 0..100 (default " dflt ")"
-#define H_EXCLUDE                                                                                  \
-    "exclude_current_positions_from_observation",                                                  \
-        "true or false: leave x out of the observation (default true)"
-
-static const char *const inverted_pendulum_keys[] = {
-    H_FRAME_SKIP("2"), H_NOISE("qpos and qvel, uniform", "0.01"), NULL};
-static const char *const hopper_keys[] = {
-    H_FRAME_SKIP("4"),
-    H_FORWARD,
-    H_CTRL("1e-3"),
-    H_HEALTHY,
-    H_TERMINATE,
-    "healthy_state_range",
-    "LO,HI: open range for qpos[2:] and qvel (default -100,100)",
-    H_Z("0.7,inf"),
-    H_ANGLE("-0.2,0.2"),
-    H_NOISE("qpos and qvel, uniform", "5e-3"),
-    H_EXCLUDE,
-    NULL};
-static const char *const half_cheetah_keys[] = {
-    H_FRAME_SKIP("5"), H_FORWARD, H_CTRL("0.1"), H_NOISE("qpos (uniform) and qvel (normal)", "0.1"),
-    H_EXCLUDE,         NULL};
-static const char *const walker2d_keys[] = {
-    H_FRAME_SKIP("4"), H_FORWARD,    H_CTRL("1e-3"),  H_HEALTHY,
-    H_TERMINATE,       H_Z("0.8,2"), H_ANGLE("-1,1"), H_NOISE("qpos and qvel, uniform", "5e-3"),
-    H_EXCLUDE,         NULL};
-
-static const char *const *const kind_keys[] = {inverted_pendulum_keys, hopper_keys,
-                                               half_cheetah_keys, walker2d_keys};
-
-static bool accepts(const char *const *keys, const char *key)
-{
-    for (size_t i = 0; keys[i] != NULL; i += 2)
-        if (strcmp(keys[i], key) == 0)
-            return true;
-    return false;
-}
-
-/* parse_bound reads one end of a range: a number, or inf / -inf. */
-static int parse_bound(const char *key, const char *s, double *out, char *err, size_t errlen)
-{
-    if (strcmp(s, "inf") == 0 || strcmp(s, "+inf") == 0) {
-        *out = INF;
-        return 0;
-    }
-    if (strcmp(s, "-inf") == 0) {
-        *out = -INF;
-        return 0;
-    }
-    return ro__env_arg_double(key, s, -1e300, 1e300, out, err, errlen);
-}
-
-/* parse_range reads "LO,HI" with LO < HI (Gymnasium's tuple). */
-static int parse_range(const char *key, const char *value, double r[2], char *err, size_t errlen)
-{
-    const char *comma = strchr(value, ',');
-    char lo[64];
-    size_t n = comma ? (size_t)(comma - value) : 0;
-    if (comma == NULL || n >= sizeof lo || strchr(comma + 1, ',') != NULL)
-        return ro__errorf(err, errlen, RO_EINVAL,
-                          "env arg '%s': '%s' is not LO,HI (two numbers or inf, e.g. 0.7,inf)", key,
-                          value);
-    memcpy(lo, value, n);
-    lo[n] = '\0';
-    double a, b;
-    int rc = parse_bound(key, lo, &a, err, errlen);
-    if (rc == 0)
-        rc = parse_bound(key, comma + 1, &b, err, errlen);
-    if (rc < 0)
-        return rc;
-    if (!(a < b))
-        return ro__errorf(err, errlen, RO_EINVAL,
-                          "env arg '%s': '%s' is an empty range (LO must be below HI)", key, value);
-    r[0] = a;
-    r[1] = b;
-    return 0;
-}
-
-static int parse_bool(const char *key, const char *value, bool *out, char *err, size_t errlen)
-{
-    if (!strcmp(value, "true") || !strcmp(value, "True") || !strcmp(value, "1")) {
-        *out = true;
-        return 0;
-    }
-    if (!strcmp(value, "false") || !strcmp(value, "False") || !strcmp(value, "0")) {
-        *out = false;
-        return 0;
-    }
-    return ro__errorf(err, errlen, RO_EINVAL, "env arg '%s': '%s' is not true or false", key,
-                      value);
-}
-
-static int parse_arg(const arg_def_t *def, const char *value, mj_params_t *p, char *err,
-                     size_t errlen)
-{
-    char *field = (char *)p + def->off;
-    switch (def->type) {
-    case ARG_STEPS:
-        return ro__env_arg_u32(def->key, value, 1, MAX_FRAME_SKIP, (uint32_t *)field, err, errlen);
-    case ARG_WEIGHT:
-        return ro__env_arg_double(def->key, value, -MAX_WEIGHT, MAX_WEIGHT, (double *)field, err,
-                                  errlen);
-    case ARG_NOISE:
-        return ro__env_arg_double(def->key, value, 0.0, MAX_NOISE, (double *)field, err, errlen);
-    case ARG_BOOL:
-        return parse_bool(def->key, value, (bool *)field, err, errlen);
-    case ARG_RANGE:
-        return parse_range(def->key, value, (double *)field, err, errlen);
-    }
-    return RO_EINVAL;
-}
-
-static int parse_args(const mj_kind_t *k, const char *const *keys, const ro_env_arg_t *args,
-                      size_t nargs, mj_params_t *p, char *err, size_t errlen)
-{
-    *p = k->defaults;
-    for (size_t i = 0; i < nargs; i++) {
-        const arg_def_t *def = NULL;
-        for (size_t j = 0; j < sizeof arg_defs / sizeof arg_defs[0]; j++)
-            if (strcmp(arg_defs[j].key, args[i].key) == 0)
-                def = &arg_defs[j];
-        if (def == NULL || !accepts(keys, args[i].key))
-            return ro__errorf(err, errlen, RO_EINVAL, "env '%s' has no arg '%s'", k->name,
-                              args[i].key);
-        int rc = parse_arg(def, args[i].value, p, err, errlen);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
+enum { K_INVERTED_PENDULUM, K_HOPPER, K_HALF_CHEETAH, K_WALKER2D, K_ANT };
 
 /* ---- the env ---- */
 
@@ -289,8 +129,8 @@ static int mj_create(const mj_kind_t *k, const char *const *keys, void **out,
                      const ro_env_arg_t *args, size_t nargs, uint64_t seed, char *err,
                      size_t errlen)
 {
-    mj_params_t p;
-    int rc = parse_args(k, keys, args, nargs, &p, err, errlen);
+    ro_mj_params_t p = k->defaults;
+    int rc = ro__mj_parse_args(k->name, keys, args, nargs, &p, err, errlen);
     if (rc < 0)
         return rc;
     const mjModel *m;
@@ -305,8 +145,10 @@ static int mj_create(const mj_kind_t *k, const char *const *keys, void **out,
     e->m = m;
     e->p = p;
     e->dt = m->opt.timestep * p.frame_skip;
-    e->skip_x = (k->flags & EXCLUDE_X) && p.exclude_x;
+    e->skip_x = (k->flags & EXCLUDE_X) && p.exclude_x ? ((k->flags & ANT) ? 2 : 1) : 0;
     e->obs_dim = (uint32_t)(m->nq - (int)e->skip_x + m->nv);
+    if ((k->flags & ANT) && p.cfrc_obs) /* every body but the world: 6 forces each */
+        e->obs_dim += (uint32_t)(6 * (m->nbody - 1));
     e->act_dim = (uint32_t)m->nu;
     e->obs_low = malloc(2 * ((size_t)e->obs_dim + e->act_dim) * sizeof(float));
     if (e->obs_low == NULL)
@@ -350,19 +192,30 @@ static void mj_spaces(void *env, ro_space_t *obs, ro_space_t *act)
                         .high = e->act_high};
 }
 
+/* clip is np.clip: NaN stays NaN. */
+static double clip(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
 static void write_obs(const mj_env_t *e, float *obs)
 {
     const mjData *d = e->d;
     const int nq = e->m->nq, nv = e->m->nv;
-    const bool clip = e->kind->flags & CLIP_QVEL;
+    const bool clip_qvel = e->kind->flags & CLIP_QVEL;
     size_t k = 0;
     for (int i = (int)e->skip_x; i < nq; i++)
         obs[k++] = (float)d->qpos[i];
     for (int i = 0; i < nv; i++) {
         double v = d->qvel[i];
-        if (clip) /* as np.clip: NaN stays NaN */
-            v = v < -QVEL_CLIP ? -QVEL_CLIP : v > QVEL_CLIP ? QVEL_CLIP : v;
+        if (clip_qvel)
+            v = clip(v, -QVEL_CLIP, QVEL_CLIP);
         obs[k++] = (float)v;
+    }
+    if ((e->kind->flags & ANT) && e->p.cfrc_obs) {
+        const double lo = e->p.contact_range[0], hi = e->p.contact_range[1];
+        for (int i = 6; i < 6 * e->m->nbody; i++) /* cfrc_ext[1:], clipped as np.clip */
+            obs[k++] = (float)clip(d->cfrc_ext[i], lo, hi);
     }
 }
 
@@ -383,6 +236,10 @@ static void step_call(void *arg)
     mj_env_t *e = arg;
     for (uint32_t i = 0; i < e->p.frame_skip; i++)
         mj_step(e->m, e->d);
+    /* Gymnasium calls it after every step: the contact forces (cfrc_ext)
+     * are computed nowhere else. Only ant reads them. */
+    if (e->kind->flags & ANT)
+        mj_rnePostConstraint(e->m, e->d);
 }
 
 /* make_data makes the instance's mjData on the calling thread (the worker
@@ -435,10 +292,20 @@ static bool in_open(double x, const double r[2])
 }
 
 /* is_healthy: Gymnasium's is_healthy for hopper and walker2d (open ranges;
- * z = qpos[1], angle = qpos[2]; hopper also checks qpos[2:] and qvel). */
+ * z = qpos[1], angle = qpos[2]; hopper also checks qpos[2:] and qvel), and
+ * for ant. */
 static bool is_healthy(const mj_env_t *e)
 {
     const mjData *d = e->d;
+    if (e->kind->flags & ANT) {
+        /* Ant-v5: the whole state finite and z = qpos[2] in the closed range. */
+        bool finite = true;
+        for (int i = 0; i < e->m->nq; i++)
+            finite = finite && isfinite(d->qpos[i]);
+        for (int i = 0; i < e->m->nv; i++)
+            finite = finite && isfinite(d->qvel[i]);
+        return finite && e->p.z_range[0] <= d->qpos[2] && d->qpos[2] <= e->p.z_range[1];
+    }
     bool ok = in_open(d->qpos[1], e->p.z_range) && in_open(d->qpos[2], e->p.angle_range);
     if (e->kind->flags & HEALTH_STATE) {
         for (int i = 2; i < e->m->nq; i++)
@@ -456,6 +323,19 @@ static bool state_discarded(const mjData *d, const int before[mjNWARNING])
     return d->warning[mjWARN_BADQPOS].number > before[mjWARN_BADQPOS] ||
            d->warning[mjWARN_BADQVEL].number > before[mjWARN_BADQVEL] ||
            d->warning[mjWARN_BADQACC].number > before[mjWARN_BADQACC];
+}
+
+/* contact_cost: Ant-v5's weight x sum of the squared clipped cfrc_ext of
+ * every body, the world's (always 0) included. */
+static double contact_cost(const mj_env_t *e)
+{
+    const double lo = e->p.contact_range[0], hi = e->p.contact_range[1];
+    double sum = 0.0;
+    for (int i = 0; i < 6 * e->m->nbody; i++) {
+        double f = clip(e->d->cfrc_ext[i], lo, hi);
+        sum += f * f;
+    }
+    return e->p.contact_w * sum;
 }
 
 static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out)
@@ -481,7 +361,10 @@ static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out
     int before[mjNWARNING];
     for (int w = 0; w < mjNWARNING; w++)
         before[w] = d->warning[w].number;
-    const double x_before = d->qpos[0];
+    /* Ant-v5 measures dx on body 1's frame (xpos, which lags qpos by the
+     * last step's integration), the others on qpos[0]. */
+    const bool ant = e->kind->flags & ANT;
+    const double x_before = ant ? d->xpos[3] : d->qpos[0];
     if (ro__mj_guard(step_call, e) != 0) {
         e->errors++;
         e->must_reset = true;
@@ -511,15 +394,16 @@ static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out
         reward = terminated ? 0.0 : 1.0;
     }
     if (f & FORWARD) {
-        const double x_velocity = (d->qpos[0] - x_before) / e->dt;
+        const double x_velocity = ((ant ? d->xpos[3] : d->qpos[0]) - x_before) / e->dt;
         double healthy_reward = 0.0;
         if (f & HEALTH) {
             const bool healthy = is_healthy(e);
             healthy_reward = healthy ? e->p.healthy_w : 0.0;
             terminated = !healthy && e->p.terminate_unhealthy;
         }
-        /* Gymnasium's order: (forward + healthy) - ctrl_cost. */
-        reward = (e->p.forward_w * x_velocity + healthy_reward) - e->p.ctrl_w * ctrl_sq;
+        /* Gymnasium's order: (forward + healthy) - (ctrl_cost + contact_cost). */
+        const double costs = e->p.ctrl_w * ctrl_sq + (ant ? contact_cost(e) : 0.0);
+        reward = (e->p.forward_w * x_velocity + healthy_reward) - costs;
     }
     out->reward = (float)reward;
     out->terminated = terminated;
@@ -566,12 +450,12 @@ uint64_t ro__mj_env_errors(const void *env)
     static int kname##_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_t seed,   \
                               char *err, size_t errlen)                                            \
     {                                                                                              \
-        return mj_create(&kinds[id], kind_keys[id], out, args, nargs, seed, err, errlen);          \
+        return mj_create(&kinds[id], ro__mj_keys_##kname, out, args, nargs, seed, err, errlen);    \
     }                                                                                              \
     const ro_env_vtable_t ro__env_##kname = {                                                      \
         .abi_version = RO_ENV_ABI_VERSION,                                                         \
         .name = #kname,                                                                            \
-        .arg_keys = kname##_keys,                                                                  \
+        .arg_keys = ro__mj_keys_##kname,                                                           \
         .max_episode_steps = steps,                                                                \
         .create = kname##_create,                                                                  \
         .spaces = mj_spaces,                                                                       \
@@ -585,3 +469,4 @@ MJ_VTABLE(K_INVERTED_PENDULUM, inverted_pendulum, 1000);
 MJ_VTABLE(K_HOPPER, hopper, 1000);
 MJ_VTABLE(K_HALF_CHEETAH, half_cheetah, 1000);
 MJ_VTABLE(K_WALKER2D, walker2d, 1000);
+MJ_VTABLE(K_ANT, ant, 1000);

@@ -9,11 +9,13 @@
 
 #include "error.h"
 
-static const char *const names[] = {"inverted_pendulum", "hopper", "half_cheetah", "walker2d"};
+static const char *const names[] = {"inverted_pendulum", "hopper", "half_cheetah", "walker2d",
+                                    "ant"};
 
 #if RO_HAVE_MUJOCO
 static const ro_env_vtable_t *const vtables[] = {&ro__env_inverted_pendulum, &ro__env_hopper,
-                                                 &ro__env_half_cheetah, &ro__env_walker2d};
+                                                 &ro__env_half_cheetah, &ro__env_walker2d,
+                                                 &ro__env_ant};
 #endif
 
 int ro__mj_lookup(const char *name, const ro_env_vtable_t **vt, char *err, size_t errlen)

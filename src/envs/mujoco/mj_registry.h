@@ -13,13 +13,14 @@
 #include "rollout/env.h"
 
 /* The MuJoCo env names, for messages. */
-#define RO_MJ_ENV_NAMES "inverted_pendulum, hopper, half_cheetah, walker2d"
+#define RO_MJ_ENV_NAMES "inverted_pendulum, hopper, half_cheetah, walker2d, ant"
 
 #if RO_HAVE_MUJOCO
 extern const ro_env_vtable_t ro__env_inverted_pendulum;
 extern const ro_env_vtable_t ro__env_hopper;
 extern const ro_env_vtable_t ro__env_half_cheetah;
 extern const ro_env_vtable_t ro__env_walker2d;
+extern const ro_env_vtable_t ro__env_ant;
 /* Appended to the list of built-in names in messages. */
 #define RO_MJ_BUILTIN_NAMES ", " RO_MJ_ENV_NAMES
 #else
