@@ -19,7 +19,9 @@
  * compared; a sample taken while other processes used the CPUs is retried
  * (bench_util.h).
  *
- * usage: bench_mujoco [--seconds S] [--repeats N] [--csv FILE]
+ * usage: bench_mujoco [--seconds S] [--repeats N] [--csv FILE] [--env NAME]
+ *   --env NAME: only that env's efficiency and scaling (and the MLP figures
+ *   only if NAME is hopper)
  */
 #include <math.h>
 #include <stdio.h>
@@ -189,7 +191,7 @@ int main(int argc, char **argv)
     ro__threads_single_blas(argv);
     double seconds = 2.0;
     int repeats = 3;
-    const char *csv = NULL;
+    const char *csv = NULL, *only = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--seconds"))
             seconds = atof(argv[i + 1]);
@@ -197,6 +199,8 @@ int main(int argc, char **argv)
             repeats = bench_repeats(argv[i + 1]);
         else if (!strcmp(argv[i], "--csv"))
             csv = argv[i + 1];
+        else if (!strcmp(argv[i], "--env"))
+            only = argv[i + 1];
     }
     FILE *out = csv ? fopen(csv, "w") : NULL;
     if (csv && !out) {
@@ -212,6 +216,8 @@ int main(int argc, char **argv)
            "|---|---|---|---|---|---|---|---|\n");
     for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++) {
         const char *env = envs[k];
+        if (only && strcmp(only, env) != 0)
+            continue;
         /* efficiency: node(W=1, random) / raw loop, alternating */
         double raw[BENCH_MAX_REPEATS], one[BENCH_MAX_REPEATS], two[BENCH_MAX_REPEATS];
         double eff[BENCH_MAX_REPEATS], scal[BENCH_MAX_REPEATS], load = 0, l;
@@ -256,7 +262,7 @@ int main(int argc, char **argv)
     }
 
     /* hopper + MLP(64,64): node steps/s at W = 1 and 2; env vs policy. */
-    for (int w = 1; w <= (cpus >= 2 ? 2 : 1); w++) {
+    for (int w = 1; w <= (cpus >= 2 ? 2 : 1) && (!only || !strcmp(only, "hopper")); w++) {
         double sps[BENCH_MAX_REPEATS], env_t[BENCH_MAX_REPEATS], pol_t[BENCH_MAX_REPEATS];
         double load = 0, l;
         ro_summary_t s = {0};
