@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "env_registry.h"
 #include "envs/mujoco/mj_args.h"
 #include "envs/mujoco/mj_registry.h"
@@ -40,8 +41,8 @@ enum {
     HEALTH = 1u << 0,       /* healthy z and angle ranges; healthy reward; may terminate */
     HEALTH_STATE = 1u << 1, /* also qpos[2:] and qvel within healthy_state_range (hopper) */
     CLIP_QVEL = 1u << 2,    /* observed qvel clipped to [-10, 10] */
-    NORMAL_QVEL = 1u << 3,  /* reset: qvel = scale * N(0, 1), not uniform (half_cheetah) */
-    FORWARD = 1u << 4,      /* forward reward weight * dx/dt minus control cost */
+    NORMAL_QVEL = 1u << 3,  /* reset: qvel = scale * N(0, 1), not uniform (cheetah, ant) */
+    FORWARD = 1u << 4,      /* forward reward weight * dx/dt minus control (ant: + contact) cost */
     UPRIGHT = 1u << 5,      /* reward 1 while |pole angle| <= 0.2, else terminated */
     EXCLUDE_X = 1u << 6,    /* x (ant: x and y) left out of the observation by default */
     ANT = 1u << 7,          /* free root body (x, y, z, quaternion); contact forces observed and
@@ -58,6 +59,8 @@ typedef struct mj_kind {
     ro_mj_params_t defaults;
 } mj_kind_t;
 
+/* An instance. Only the thread running it touches it (one at a time: the
+ * env ABI's rule); the model it points to is shared and read-only. */
 typedef struct mj_env {
     const mj_kind_t *kind;
     const mjModel *m; /* shared, read-only */
@@ -138,7 +141,9 @@ static int mj_create(const mj_kind_t *k, const char *const *keys, void **out,
     if (rc < 0)
         return rc;
 
-    mj_env_t *e = calloc(1, sizeof *e);
+    /* On cache lines of its own: instances of different workers' shards are
+     * made one after the other, and each writes its own fields every step. */
+    mj_env_t *e = ro__calloc_lines(1, sizeof *e);
     if (e == NULL)
         goto oom;
     e->kind = k;
