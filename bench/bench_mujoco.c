@@ -17,7 +17,10 @@
  *
  * Each figure's two sides alternate, `repeats` times, and medians are
  * compared; a sample taken while other processes used the CPUs is retried
- * (bench_util.h).
+ * (bench_util.h). Beside each throughput ratio, the same ratio of CPU
+ * time per env step (getrusage of this process, every thread): other
+ * processes on a shared machine take CPU time away from a sample, and
+ * hardly change its CPU time per step.
  *
  * usage: bench_mujoco [--seconds S] [--repeats N] [--csv FILE] [--env NAME]
  *   --env NAME: only that env's efficiency and scaling (and the MLP figures
@@ -27,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "bench_util.h"
 #include "clock.h"
@@ -76,8 +80,18 @@ static void reset_raw(const mjModel *m, mjData *d, ro_rng_t *r, double noise, in
     mj_forward(m, d);
 }
 
-/* Env steps per second of the raw loop over RAW_ENVS simulations. */
-static double raw_loop(const char *env, double seconds)
+/* cpu_s returns the CPU time this process (all its threads) has used. */
+static double cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+/* Env steps per second of the raw loop over RAW_ENVS simulations; *cpu
+ * gets the CPU seconds per env step. */
+static double raw_loop(const char *env, double seconds, double *cpu)
 {
     ro_env_kind_t kind;
     char err[256];
@@ -103,6 +117,7 @@ static double raw_loop(const char *env, double seconds)
     }
     uint64_t steps = 0, t0 = ro__now_ns(), now = t0;
     const uint64_t deadline = t0 + (uint64_t)(seconds * 1e9);
+    const double c0 = cpu_s();
     while (now < deadline) {
         for (int i = 0; i < RAW_ENVS; i++) {
             mjData *di = d[i];
@@ -121,6 +136,7 @@ static double raw_loop(const char *env, double seconds)
         steps += RAW_ENVS;
         now = ro__now_ns();
     }
+    *cpu = (cpu_s() - c0) / (double)steps;
     for (int i = 0; i < RAW_ENVS; i++)
         mj_deleteData(d[i]);
     kind.vt->destroy(probe);
@@ -176,14 +192,19 @@ static double policy_rows(const char *env, uint32_t B, double seconds)
     return (double)n / ((double)(now - t0) * 1e-9);
 }
 
+/* node runs an in-process node; *cpu gets its CPU seconds per env step
+ * (every thread, set-up and tear-down included). */
 static ro_summary_t node(const char *env, ro_policy_kind_t pol, uint32_t envs, uint32_t w,
-                         double seconds)
+                         double seconds, double *cpu)
 {
     const bench_node_t b = {env, NULL, pol, envs};
     ro_config_t c;
     char kv[64];
     bench_config(&c, &b, w, seconds, kv);
-    return bench_run(&c);
+    const double c0 = cpu_s();
+    ro_summary_t s = bench_run(&c);
+    *cpu = (cpu_s() - c0) / (double)(s.steps ? s.steps : 1);
+    return s;
 }
 
 int main(int argc, char **argv)
@@ -209,11 +230,11 @@ int main(int argc, char **argv)
     }
     if (out)
         fprintf(out, "figure,env,policy,workers,num_envs,base_sps,sps,ratio,min_ratio,max_ratio,"
-                     "env_share,threads,ext_load\n");
+                     "env_share,threads,ext_load,cpu_ratio\n");
     const int cpus = bench_allowed_cpus();
     const char *envs[] = {"hopper", "walker2d", "half_cheetah", "ant", "inverted_pendulum"};
-    printf("| figure | env | W | envs | base steps/s | steps/s | ratio (min..max) | threads |\n"
-           "|---|---|---|---|---|---|---|---|\n");
+    printf("| figure | env | W | envs | base steps/s | steps/s | ratio (min..max) | CPU-time ratio "
+           "| threads |\n|---|---|---|---|---|---|---|---|---|\n");
     for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++) {
         const char *env = envs[k];
         if (only && strcmp(only, env) != 0)
@@ -221,19 +242,26 @@ int main(int argc, char **argv)
         /* efficiency: node(W=1, random) / raw loop, alternating */
         double raw[BENCH_MAX_REPEATS], one[BENCH_MAX_REPEATS], two[BENCH_MAX_REPEATS];
         double eff[BENCH_MAX_REPEATS], scal[BENCH_MAX_REPEATS], load = 0, l;
+        /* CPU seconds per env step of each side: other processes take CPU
+         * time from a sample, hardly any from its CPU time per step. */
+        double c_raw[BENCH_MAX_REPEATS], c_one[BENCH_MAX_REPEATS], c_two[BENCH_MAX_REPEATS];
+        double c_eff[BENCH_MAX_REPEATS], c_scal[BENCH_MAX_REPEATS];
         ro_summary_t s1 = {0}, s2 = {0};
         for (int r = 0; r < repeats; r++) {
-            BENCH_QUIET(raw[r] = raw_loop(env, seconds), &l);
+            BENCH_QUIET(raw[r] = raw_loop(env, seconds, &c_raw[r]), &l);
             load += l / (3 * repeats);
-            BENCH_QUIET(s1 = node(env, RO_POLICY_RANDOM, RAW_ENVS, 1, seconds), &l);
+            BENCH_QUIET(s1 = node(env, RO_POLICY_RANDOM, RAW_ENVS, 1, seconds, &c_one[r]), &l);
             load += l / (3 * repeats);
             one[r] = s1.sps;
             eff[r] = one[r] / raw[r];
+            c_eff[r] = c_raw[r] / c_one[r];
             if (cpus >= 2) {
-                BENCH_QUIET(s2 = node(env, RO_POLICY_RANDOM, 2 * RAW_ENVS, 2, seconds), &l);
+                BENCH_QUIET(s2 = node(env, RO_POLICY_RANDOM, 2 * RAW_ENVS, 2, seconds, &c_two[r]),
+                            &l);
                 load += l / (3 * repeats);
                 two[r] = s2.sps;
                 scal[r] = two[r] / (2 * one[r]);
+                c_scal[r] = c_one[r] / c_two[r];
             }
         }
         double e_min = eff[0], e_max = eff[0], s_min = scal[0], s_max = scal[0];
@@ -244,19 +272,20 @@ int main(int argc, char **argv)
             s_max = scal[r] > s_max ? scal[r] : s_max;
         }
         double m_raw = bench_median(raw, repeats), m_one = bench_median(one, repeats);
-        double m_eff = bench_median(eff, repeats);
-        printf("| efficiency | %s | 1 | %d | %.0f | %.0f | %.3f (%.3f..%.3f) | %d |\n", env,
-               RAW_ENVS, m_raw, m_one, m_eff, e_min, e_max, s1.threads);
+        double m_eff = bench_median(eff, repeats), mc_eff = bench_median(c_eff, repeats);
+        printf("| efficiency | %s | 1 | %d | %.0f | %.0f | %.3f (%.3f..%.3f) | %.3f | %d |\n", env,
+               RAW_ENVS, m_raw, m_one, m_eff, e_min, e_max, mc_eff, s1.threads);
         if (out)
-            fprintf(out, "efficiency,%s,random,1,%d,%.1f,%.1f,%.4f,%.4f,%.4f,,%d,%.3f\n", env,
-                    RAW_ENVS, m_raw, m_one, m_eff, e_min, e_max, s1.threads, load);
+            fprintf(out, "efficiency,%s,random,1,%d,%.1f,%.1f,%.4f,%.4f,%.4f,,%d,%.3f,%.4f\n", env,
+                    RAW_ENVS, m_raw, m_one, m_eff, e_min, e_max, s1.threads, load, mc_eff);
         if (cpus >= 2) {
             double m_two = bench_median(two, repeats), m_s = bench_median(scal, repeats);
-            printf("| scaling | %s | 2 | %d | %.0f | %.0f | %.3f (%.3f..%.3f) | %d |\n", env,
-                   2 * RAW_ENVS, 2 * m_one, m_two, m_s, s_min, s_max, s2.threads);
+            double mc_s = bench_median(c_scal, repeats);
+            printf("| scaling | %s | 2 | %d | %.0f | %.0f | %.3f (%.3f..%.3f) | %.3f | %d |\n", env,
+                   2 * RAW_ENVS, 2 * m_one, m_two, m_s, s_min, s_max, mc_s, s2.threads);
             if (out)
-                fprintf(out, "scaling,%s,random,2,%d,%.1f,%.1f,%.4f,%.4f,%.4f,,%d,%.3f\n", env,
-                        2 * RAW_ENVS, 2 * m_one, m_two, m_s, s_min, s_max, s2.threads, load);
+                fprintf(out, "scaling,%s,random,2,%d,%.1f,%.1f,%.4f,%.4f,%.4f,,%d,%.3f,%.4f\n", env,
+                        2 * RAW_ENVS, 2 * m_one, m_two, m_s, s_min, s_max, s2.threads, load, mc_s);
         }
         fflush(stdout);
     }
@@ -267,13 +296,14 @@ int main(int argc, char **argv)
         double load = 0, l;
         ro_summary_t s = {0};
         for (int r = 0; r < repeats; r++) {
-            BENCH_QUIET(
-                s = node("hopper", RO_POLICY_MLP, (uint32_t)(RAW_ENVS * w), (uint32_t)w, seconds),
-                &l);
+            double unused;
+            BENCH_QUIET(s = node("hopper", RO_POLICY_MLP, (uint32_t)(RAW_ENVS * w), (uint32_t)w,
+                                 seconds, &unused),
+                        &l);
             load += l / (3 * repeats);
             sps[r] = s.sps;
             double rs = 0, ps = 0;
-            BENCH_QUIET(rs = raw_loop("hopper", seconds), &l);
+            BENCH_QUIET(rs = raw_loop("hopper", seconds, &unused), &l);
             load += l / (3 * repeats);
             BENCH_QUIET(ps = policy_rows("hopper", s.batch ? s.batch : 1, seconds), &l);
             load += l / (3 * repeats);
@@ -289,7 +319,7 @@ int main(int argc, char **argv)
                "%.1f%%\n",
                te * 1e6, tp * 1e6, s.batch, 100 * share);
         if (out)
-            fprintf(out, "mlp,hopper,mlp64x64,%d,%d,%.1f,%.1f,%.4f,,,%.4f,%d,%.3f\n", w,
+            fprintf(out, "mlp,hopper,mlp64x64,%d,%d,%.1f,%.1f,%.4f,,,%.4f,%d,%.3f,\n", w,
                     RAW_ENVS * w, ideal, m, m / ideal, share, s.threads, load);
     }
     if (out)
