@@ -1,17 +1,18 @@
-#include "env_actor.h"
+#include "actors/env_actor.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "clock.h"
-#include "crash_report.h"
-#include "error.h"
-#include "messages.h"
-#include "recorder_actor.h"
-#include "numa_mem.h"
+#include "runtime/alloc.h"
+#include "runtime/clock.h"
+#include "runtime/crash_report.h"
+#include "runtime/error.h"
+#include "actors/messages.h"
+#include "actors/recorder_actor.h"
+#include "runtime/numa_mem.h"
+#include "runtime/scheduler.h"
 
 /* Below this many steps per env the shard checks nothing for a quota. */
 #define NO_QUOTA 0
@@ -30,13 +31,15 @@ static void push_metric(ro_env_shard_t *s, uint32_t kind, uint32_t j, double val
 {
     ro_metric_t m = {
         .kind = kind,
-        .env = s->first + j,
+        .env = s->xchg.first + j,
         .episode = s->ep_num[j],
         .value = value,
         .length = len,
         .terminated = term,
         .truncated = trunc,
         .t_ns = ro__now_ns(),
+        .policy_first = s->ep_policy[j],
+        .policy_last = s->xchg.policy_version, /* the version that chose this step's action */
     };
     /* Never blocks: a full ring drops and counts. */
     ro__metrics_ring_push(s->ring, &m);
@@ -46,7 +49,7 @@ static void begin_episode(ro_env_shard_t *s, uint32_t j, float *o)
 {
     ro__crash_ctx.what = "reset";
     s->vt->reset(s->envs[j], o);
-    s->episode_start[j] = 1;
+    s->xchg.episode_start[j] = 1;
     s->ep_len[j] = 0;
     s->ep_return[j] = 0.0;
 }
@@ -54,13 +57,14 @@ static void begin_episode(ro_env_shard_t *s, uint32_t j, float *o)
 static void reset_all(ro_env_shard_t *s)
 {
     ro__crash_ctx.env_name = s->vt->name;
-    for (uint32_t j = 0; j < s->n; j++) {
-        ro__crash_ctx.env = s->first + j;
+    ro_step_batch_t *b = &s->xchg;
+    for (uint32_t j = 0; j < b->n; j++) {
+        ro__crash_ctx.env = b->first + j;
         ro__crash_ctx.episode = s->ep_num[j];
         ro__crash_ctx.step = 0;
-        begin_episode(s, j, s->obs + (size_t)j * s->obs_dim);
-        s->reward[j] = 0.0f;
-        s->terminated[j] = s->truncated[j] = s->has_final[j] = 0;
+        begin_episode(s, j, b->obs + (size_t)j * b->obs_dim);
+        b->reward[j] = 0.0f;
+        b->terminated[j] = b->truncated[j] = b->has_final[j] = 0;
     }
     ro__crash_ctx.env_name = NULL;
 }
@@ -72,45 +76,48 @@ static void fail_env(ro_env_shard_t *s, uint32_t j, float *o)
     s->env_failures++;
     push_metric(s, RO_METRIC_ENV_FAIL, j, 0.0, s->ep_len[j] + 1, false, true);
     s->ep_num[j]++;
-    s->reward[j] = 0.0f;
-    s->terminated[j] = 0;
-    s->truncated[j] = 1;
-    s->has_final[j] = 0;
+    s->xchg.reward[j] = 0.0f;
+    s->xchg.terminated[j] = 0;
+    s->xchg.truncated[j] = 1;
+    s->xchg.has_final[j] = 0;
     begin_episode(s, j, o);
 }
 
 static void step_all(ro_env_shard_t *s)
 {
-    const size_t od = s->obs_dim;
+    ro_step_batch_t *b = &s->xchg;
+    const size_t od = b->obs_dim;
     /* For the crash report: a few stores per step, no branch, no syscall. */
     ro_crash_ctx_t *cx = &ro__crash_ctx;
     cx->env_name = s->vt->name;
-    for (uint32_t j = 0; j < s->n; j++) {
-        float *o = s->obs + j * od;
+    for (uint32_t j = 0; j < b->n; j++) {
+        float *o = b->obs + j * od;
         cx->what = "step";
-        cx->env = s->first + j;
+        cx->env = b->first + j;
         cx->episode = s->ep_num[j];
         cx->step = s->ep_len[j] + 1;
+        if (s->ep_len[j] == 0) /* the episode's first action */
+            s->ep_policy[j] = b->policy_version;
         ro_action_t a;
-        if (s->discrete)
-            a.discrete = s->act_i[j];
+        if (b->discrete)
+            a.discrete = b->act_i[j];
         else
-            a.box = s->act_f + (size_t)j * s->act_dim;
+            a.box = b->act_f + (size_t)j * b->act_dim;
         ro_step_t st = {0};
         int rc = s->vt->step(s->envs[j], a, o, &st);
-        if (rc != 0 || (s->check_finite && !row_finite(o, s->obs_dim, st.reward))) {
+        if (rc != 0 || (s->check_finite && !row_finite(o, b->obs_dim, st.reward))) {
             fail_env(s, j, o);
             continue;
         }
         s->ep_len[j]++;
         s->ep_return[j] += st.reward;
         bool trunc = st.truncated || (s->max_steps && s->ep_len[j] >= s->max_steps);
-        s->reward[j] = st.reward;
-        s->terminated[j] = st.terminated != 0;
-        s->truncated[j] = trunc;
+        b->reward[j] = st.reward;
+        b->terminated[j] = st.terminated != 0;
+        b->truncated[j] = trunc;
         if (st.terminated || trunc) {
-            memcpy(s->final_obs + j * od, o, od * sizeof(float));
-            s->has_final[j] = 1;
+            memcpy(b->final_obs + j * od, o, od * sizeof(float));
+            b->has_final[j] = 1;
             if (s->record_episodes)
                 push_metric(s, RO_METRIC_EPISODE, j, s->ep_return[j], s->ep_len[j],
                             st.terminated != 0, trunc);
@@ -119,14 +126,14 @@ static void step_all(ro_env_shard_t *s)
             s->ep_num[j]++;
             begin_episode(s, j, o);
         } else {
-            s->has_final[j] = 0;
-            s->episode_start[j] = 0;
+            b->has_final[j] = 0;
+            b->episode_start[j] = 0;
         }
     }
     cx->env_name = NULL;
-    s->steps_done++;
+    b->steps++;
     /* Relaxed: statistics; the loop reads them for throughput only. */
-    atomic_store_explicit(&s->steps, s->steps_done * s->n, memory_order_relaxed);
+    atomic_store_explicit(&s->steps, b->steps * b->n, memory_order_relaxed);
     atomic_store_explicit(&s->episodes_pub, s->episodes, memory_order_relaxed);
     atomic_store_explicit(&s->return_pub, s->return_sum, memory_order_relaxed);
 }
@@ -151,8 +158,7 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
 {
     ro_env_shard_t *s = ro__container_of(self, ro_env_shard_t, actor);
     if (msg->type == RO_MSG_STOP) { /* no actions will come: the node is stopping */
-        s->ready_msg.type = RO_MSG_SHARD_DONE;
-        ro__actor_send(s->learner, &s->ready_msg);
+        ro__step_batch_offer(&s->xchg, RO_MSG_SHARD_DONE);
         return;
     }
     if (__builtin_expect(s->rec != NULL, 0)) {
@@ -165,9 +171,8 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
 
     /* Relaxed: the flag carries no data; we only need to see it eventually. */
     bool stop = atomic_load_explicit(s->stopping, memory_order_relaxed);
-    bool quota_done = s->quota != NO_QUOTA && s->steps_done >= s->quota;
-    s->ready_msg.type = (stop || quota_done) ? RO_MSG_SHARD_DONE : RO_MSG_OBS_READY;
-    ro__actor_send(s->learner, &s->ready_msg);
+    bool quota_done = s->quota != NO_QUOTA && s->xchg.steps >= s->quota;
+    ro__step_batch_offer(&s->xchg, (stop || quota_done) ? RO_MSG_SHARD_DONE : RO_MSG_OBS_READY);
 }
 
 /* Reserve the next array of `bytes` in a block, on its own cache line: no
@@ -184,8 +189,9 @@ static size_t carve(size_t *off, size_t bytes)
  * size; otherwise also points the arrays into mem. */
 static size_t layout(ro_env_shard_t *s, char *mem)
 {
-    const size_t n = s->n, od = s->obs_dim;
-    size_t off = 0, at[14];
+    ro_step_batch_t *b = &s->xchg;
+    const size_t n = b->n, od = b->obs_dim;
+    size_t off = 0, at[15];
     at[0] = carve(&off, n * sizeof(void *));
     at[1] = carve(&off, n * sizeof(uint32_t));
     at[2] = carve(&off, n * sizeof(double));
@@ -199,22 +205,24 @@ static size_t layout(ro_env_shard_t *s, char *mem)
     at[10] = carve(&off, n);
     at[11] = carve(&off, n);
     at[12] = carve(&off, n * sizeof(int32_t));
-    at[13] = carve(&off, n * s->act_dim * sizeof(float));
+    at[13] = carve(&off, n * b->act_dim * sizeof(float));
+    at[14] = carve(&off, n * sizeof(uint64_t));
     if (mem) {
         s->envs = (void **)(mem + at[0]);
         s->ep_len = (uint32_t *)(mem + at[1]);
         s->ep_return = (double *)(mem + at[2]);
         s->ep_num = (uint64_t *)(mem + at[3]);
-        s->act_rng = (ro_rng_t *)(mem + at[4]);
-        s->obs = (float *)(mem + at[5]);
-        s->final_obs = (float *)(mem + at[6]);
-        s->reward = (float *)(mem + at[7]);
-        s->terminated = (uint8_t *)(mem + at[8]);
-        s->truncated = (uint8_t *)(mem + at[9]);
-        s->episode_start = (uint8_t *)(mem + at[10]);
-        s->has_final = (uint8_t *)(mem + at[11]);
-        s->act_i = (int32_t *)(mem + at[12]);
-        s->act_f = (float *)(mem + at[13]);
+        b->act_rng = (ro_rng_t *)(mem + at[4]);
+        b->obs = (float *)(mem + at[5]);
+        b->final_obs = (float *)(mem + at[6]);
+        b->reward = (float *)(mem + at[7]);
+        b->terminated = (uint8_t *)(mem + at[8]);
+        b->truncated = (uint8_t *)(mem + at[9]);
+        b->episode_start = (uint8_t *)(mem + at[10]);
+        b->has_final = (uint8_t *)(mem + at[11]);
+        b->act_i = (int32_t *)(mem + at[12]);
+        b->act_f = (float *)(mem + at[13]);
+        s->ep_policy = (uint64_t *)(mem + at[14]);
     }
     return off;
 }
@@ -232,8 +240,10 @@ int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro
 {
     memset(s, 0, sizeof *s);
     s->vt = vt;
-    s->first = first;
-    s->n = n;
+    ro_step_batch_t *b = &s->xchg;
+    b->first = first;
+    b->n = n;
+    b->item.rows = n;
 
     /* One probe instance tells the spaces, hence the buffer sizes. */
     void *probe;
@@ -242,9 +252,9 @@ int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro
         return rc;
     ro_space_t os, as;
     vt->spaces(probe, &os, &as);
-    s->obs_dim = (uint32_t)ro_space_size(&os);
-    s->discrete = as.kind == RO_SPACE_DISCRETE;
-    s->act_dim = (uint32_t)ro_space_size(&as);
+    b->obs_dim = (uint32_t)ro_space_size(&os);
+    b->discrete = as.kind == RO_SPACE_DISCRETE;
+    b->act_dim = (uint32_t)ro_space_size(&as);
 
     /* On the node of the worker that steps the shard (and the lane that
      * reads it), placed and touched now; else cache-line-aligned heap. */
@@ -272,10 +282,8 @@ int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro
                 return rc;
             }
         }
-        ro__rng_init(&s->act_rng[j], ro__seed_mix(seed, idx, RO_STREAM_ACTION));
+        ro__rng_init(&b->act_rng[j], ro__seed_mix(seed, idx, RO_STREAM_ACTION));
     }
-    s->ready_msg.type = RO_MSG_OBS_READY;
-    s->act_msg.type = RO_MSG_START;
     atomic_init(&s->steps, 0);
     atomic_init(&s->episodes_pub, 0);
     atomic_init(&s->return_pub, 0.0);
@@ -284,7 +292,9 @@ int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro
 
 void ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
 {
-    s->learner = w->learner;
+    s->xchg.index = w->index;
+    s->xchg.learner = w->learner;
+    s->xchg.env = &s->actor;
     s->ring = w->ring;
     s->stopping = w->stopping;
     s->max_steps = w->max_steps;
@@ -298,7 +308,7 @@ void ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
 void ro__env_shard_destroy(ro_env_shard_t *s)
 {
     if (s->envs)
-        for (uint32_t j = 0; j < s->n; j++)
+        for (uint32_t j = 0; j < s->xchg.n; j++)
             if (s->envs[j])
                 s->vt->destroy(s->envs[j]);
     if (s->mem_bytes)
@@ -310,6 +320,6 @@ void ro__env_shard_destroy(ro_env_shard_t *s)
 
 void ro__env_shard_start(ro_env_shard_t *s)
 {
-    s->act_msg.type = RO_MSG_START;
-    ro__actor_send(&s->actor, &s->act_msg);
+    s->xchg.to_env.type = RO_MSG_START;
+    ro__actor_send(&s->actor, &s->xchg.to_env);
 }

@@ -2,17 +2,11 @@
  * The env actor: owns a shard of envs (1..K) and steps them together, so
  * dispatch costs are paid per shard, not per env.
  *
- * Hot path: the learner sends RO_MSG_ACTIONS; the env actor steps every env
- * of its shard with the action in act_i/act_f, writes observations, rewards
- * and flags into its exchange buffers, and sends RO_MSG_OBS_READY back. The
- * exchange buffers belong to whichever side last received a message: the
- * learner reads obs and writes actions only between OBS_READY and ACTIONS.
- *
- * Auto-reset (docs/env-api.md): after a step that ends an episode the env is
- * reset at once; obs then holds the first observation of the next episode
- * with episode_start = 1, reward/terminated/truncated describe the step that
- * ended the old one, and final_obs holds its true last observation
- * (has_final = 1).
+ * Hot path: the learner answers the shard's step batch (step_batch.h) with
+ * RO_MSG_ACTIONS; the env actor steps every env of its shard with those
+ * actions, writes observations, rewards and flags into the batch, and
+ * offers it back with RO_MSG_OBS_READY. Auto-reset semantics: see
+ * step_batch.h and docs/env-api.md.
  */
 #ifndef RO_ENV_ACTOR_H
 #define RO_ENV_ACTOR_H
@@ -22,31 +16,34 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "actor.h"
-#include "metrics_ring.h"
-#include "rng.h"
+#include "actors/step_batch.h"
 #include "rollout/env.h"
+#include "runtime/actor.h"
+#include "runtime/metrics_ring.h"
+#include "runtime/rng.h"
 
 struct ro_rec_port;
+struct ro_runq;
 
 typedef struct ro_env_shard {
     ro_actor_t actor;
 
-    /* Read-only after ro__env_shard_init. */
+    /* What the shard hands its learner: the only part of it another
+     * actor sees (through the messages). */
+    ro_step_batch_t xchg;
+
+    /* Read-only after ro__env_shard_init / wire. */
     const ro_env_vtable_t *vt;
-    uint32_t first;   /* index of the shard's first env */
-    uint32_t n;       /* envs in the shard */
-    uint32_t obs_dim; /* floats per observation */
-    uint32_t act_dim; /* floats per box action; 1 for discrete */
-    bool discrete;
-    bool check_finite;   /* validate observations and rewards */
-    uint32_t max_steps;  /* episode limit, 0 = none */
-    uint64_t quota;      /* steps per env before the shard is done, 0 = none */
-    ro_actor_t *learner; /* a local learner lane, or the remote-learner hub */
+    bool check_finite;  /* validate observations and rewards */
+    uint32_t max_steps; /* episode limit, 0 = none */
+    uint64_t quota;     /* steps per env before the shard is done, 0 = none */
     ro_metrics_ring_t *ring;
     const atomic_bool *stopping; /* set by the loop on SIGINT/--seconds */
+    bool record_episodes;        /* push one metric record per finished episode */
+    struct ro_rec_port *rec;     /* --record: this shard's recorder port, or NULL */
 
-    /* Every array below lives in mem, each on its own cache line. */
+    /* Every per-env array (here and in xchg) lives in mem, each on its own
+     * cache line. */
     void *mem;
     size_t mem_bytes; /* > 0: mem is a NUMA block (ro__numa_alloc) */
     int mem_node;     /* NUMA node mem was placed on, -1 if none */
@@ -56,29 +53,10 @@ typedef struct ro_env_shard {
     uint32_t *ep_len;
     double *ep_return;
     uint64_t *ep_num;
-    uint64_t steps_done;   /* steps of each env of the shard */
+    uint64_t *ep_policy;   /* per env: policy version of its episode's first action */
     uint64_t episodes;     /* finished episodes */
     double return_sum;     /* sum of their returns */
     uint64_t env_failures; /* failed or non-finite steps */
-
-    /* Exchange buffers: the env actor's until it sends OBS_READY, the
-     * learner's until it sends ACTIONS. */
-    float *obs;       /* [n x obs_dim] */
-    float *final_obs; /* [n x obs_dim], valid where has_final */
-    float *reward;
-    uint8_t *terminated, *truncated, *episode_start, *has_final;
-    int32_t *act_i;    /* [n] discrete actions */
-    float *act_f;      /* [n x act_dim] box actions */
-    ro_rng_t *act_rng; /* [n] per-env action-sampling streams, used by the learner */
-
-    ro_msg_t ready_msg;              /* ours; in the learner's mailbox or ready list */
-    ro_msg_t act_msg;                /* ours; sent to us by the node (START) or learner */
-    struct ro_env_shard *ready_next; /* learner's ready-list link */
-
-    bool record_episodes; /* push one metric record per finished episode */
-
-    /* --record: this shard's recorder port, or NULL. */
-    struct ro_rec_port *rec;
 
     /* Statistics for the logger: written by the owner after each step of
      * the shard, read by the loop; relaxed (counters, no data behind them). */
@@ -111,6 +89,7 @@ void ro__env_shard_destroy(ro_env_shard_t *s);
 
 /* Where a shard runs and whom it talks to. */
 typedef struct ro_env_shard_wiring {
+    uint32_t index; /* the shard's index in its node */
     struct ro_runq *runq;
     ro_actor_t *learner;
     ro_metrics_ring_t *ring;

@@ -1,52 +1,45 @@
-#include "learner_actor.h"
+#include "actors/learner_actor.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "error.h"
-#include "messages.h"
-#include "numa_mem.h"
+#include "runtime/clock.h"
+#include "runtime/error.h"
+#include "actors/messages.h"
+#include "actors/step_batch.h"
+#include "runtime/numa_mem.h"
 
-/* Take ready shards (whole ones) until the batch is full, run the forward
- * pass over their envs, and send each its actions. */
+/* One forward pass over a batch of step batches: their observations in,
+ * one action per env out, each batch answered. */
 static void flush_one(ro_learner_t *l)
 {
+    uint32_t rows;
+    ro_batch_item_t *taken = ro__batcher_take(&l->ready, &rows);
     float *in = ro__policy_ws_input(l->ws);
-    ro_env_shard_t *taken = NULL, **taken_tail = &taken;
-    uint32_t rows = 0;
-    while (l->ready_head && rows < l->batch) {
-        ro_env_shard_t *s = l->ready_head;
-        l->ready_head = s->ready_next;
-        s->ready_next = NULL;
-        memcpy(in + (size_t)rows * l->obs_dim, s->obs, (size_t)s->n * l->obs_dim * sizeof(float));
-        for (uint32_t j = 0; j < s->n; j++)
-            l->rngs[rows + j] = &s->act_rng[j];
-        rows += s->n;
-        *taken_tail = s;
-        taken_tail = &s->ready_next;
+    uint32_t r = 0;
+    for (ro_batch_item_t *it = taken; it; it = it->next) {
+        ro_step_batch_t *b = ro__step_batch_of_item(it);
+        memcpy(in + (size_t)r * l->obs_dim, b->obs, (size_t)b->n * l->obs_dim * sizeof(float));
+        for (uint32_t j = 0; j < b->n; j++)
+            l->rngs[r + j] = &b->act_rng[j];
+        r += b->n;
     }
-    if (!l->ready_head)
-        l->ready_tail = &l->ready_head;
-    l->ready_rows -= rows;
-    /* The oldest still waiting arrived after everything we took. */
-    l->first_ready_ns = ro__now_ns();
 
     ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f);
+    const uint64_t version = ro__policy_version(l->policy);
 
-    uint32_t r = 0;
+    r = 0;
     while (taken) {
-        ro_env_shard_t *s = taken;
-        taken = s->ready_next;
-        s->ready_next = NULL;
+        ro_step_batch_t *b = ro__step_batch_of_item(taken);
+        taken = taken->next; /* read before the batch goes back */
         if (l->discrete)
-            memcpy(s->act_i, l->act_i + r, s->n * sizeof(int32_t));
+            memcpy(b->act_i, l->act_i + r, b->n * sizeof(int32_t));
         else
-            memcpy(s->act_f, l->act_f + (size_t)r * l->act_dim,
-                   (size_t)s->n * l->act_dim * sizeof(float));
-        r += s->n;
-        s->act_msg.type = RO_MSG_ACTIONS;
-        ro__actor_send(&s->actor, &s->act_msg);
+            memcpy(b->act_f, l->act_f + (size_t)r * l->act_dim,
+                   (size_t)b->n * l->act_dim * sizeof(float));
+        b->policy_version = version; /* handed over with the actions */
+        r += b->n;
+        ro__step_batch_reply(b, RO_MSG_ACTIONS);
     }
     /* Relaxed: statistics. */
     atomic_fetch_add_explicit(&l->batches, 1, memory_order_relaxed);
@@ -56,37 +49,24 @@ static void flush_one(ro_learner_t *l)
 /* Run every batch that is due, then arm the max-wait timer for the rest. */
 static void maybe_flush(ro_learner_t *l)
 {
-    while (l->ready_rows > 0) {
-        bool full = l->ready_rows >= l->batch;
-        bool all_waiting = l->ready_rows == l->active_rows; /* nothing else can arrive */
-        bool expired = l->max_wait_ns == 0 || ro__now_ns() - l->first_ready_ns >= l->max_wait_ns;
-        if (!full && !all_waiting && !expired)
-            break;
+    /* Rows that may still come: those of shards not waiting here. */
+    while (ro__batcher_due(&l->ready, l->active_rows - l->ready.rows))
         flush_one(l);
-    }
-    if (l->ready_rows > 0 && !l->timer_armed) {
+    if (l->ready.rows > 0 && !l->timer_armed) {
         l->timer_armed = true;
-        ro__runq_arm(l->runq, &l->timer, l->first_ready_ns + l->max_wait_ns);
+        ro__runq_arm(l->runq, &l->timer, ro__batcher_deadline(&l->ready));
     }
 }
 
 static void learner_behaviour(ro_actor_t *self, ro_msg_t *msg)
 {
     ro_learner_t *l = ro__container_of(self, ro_learner_t, actor);
-    ro_env_shard_t *s;
     switch (msg->type) {
     case RO_MSG_OBS_READY:
-        s = ro__container_of(msg, ro_env_shard_t, ready_msg);
-        if (l->ready_rows == 0)
-            l->first_ready_ns = ro__now_ns();
-        s->ready_next = NULL;
-        *l->ready_tail = s;
-        l->ready_tail = &s->ready_next;
-        l->ready_rows += s->n;
+        ro__batcher_push(&l->ready, &ro__step_batch_of(msg)->item);
         break;
     case RO_MSG_SHARD_DONE:
-        s = ro__container_of(msg, ro_env_shard_t, ready_msg);
-        l->active_rows -= s->n;
+        l->active_rows -= ro__step_batch_of(msg)->n;
         l->active_shards--;
         if (l->active_shards == 0)
             ro__actor_send(l->control, &l->done_msg);
@@ -128,15 +108,13 @@ int ro__learner_init_on(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, 
     l->policy = p;
     l->runq = runq;
     l->control = control;
-    l->batch = batch;
+    ro__batcher_init(&l->ready, batch, max_wait_us * 1000ull);
     l->max_rows = batch + max_shard - 1;
-    l->max_wait_ns = max_wait_us * 1000ull;
     l->obs_dim = ro__policy_obs_dim(p);
     l->act_dim = ro__policy_act_dim(p);
     l->discrete = discrete;
     l->active_rows = rows;
     l->active_shards = shards;
-    l->ready_tail = &l->ready_head;
     l->mem_node = mem_node;
     int rc = ro__policy_ws_new_on(&l->ws, p, l->max_rows, mem_node);
     if (rc)

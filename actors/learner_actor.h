@@ -20,10 +20,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "actor.h"
-#include "env_actor.h"
-#include "policy.h"
-#include "scheduler.h"
+#include "runtime/actor.h"
+#include "actors/batcher.h"
+#include "policy/policy.h"
+#include "runtime/scheduler.h"
 
 typedef struct ro_learner {
     ro_actor_t actor;
@@ -34,27 +34,23 @@ typedef struct ro_learner {
     /* Read-only after ro__learner_init. */
     ro_runq_t *runq;
     ro_actor_t *control; /* receives RO_MSG_LANE_DONE */
-    uint32_t batch;
-    uint32_t max_rows; /* batch + largest shard - 1 */
-    uint64_t max_wait_ns;
+    uint32_t max_rows;   /* batch + largest shard - 1 */
     uint32_t obs_dim, act_dim;
     bool discrete;
 
     /* Owned by the thread running this actor. */
     ro_policy_ws_t *ws;
-    ro_env_shard_t *ready_head, **ready_tail;
-    uint32_t ready_rows;  /* envs in ready shards */
+    ro_batcher_t ready;   /* step batches waiting for a forward pass */
     uint32_t active_rows; /* envs in shards not yet done */
     uint32_t active_shards;
-    uint64_t first_ready_ns; /* arrival of the oldest ready shard */
-    bool timer_armed;        /* timer.msg is with the run queue or our mailbox */
-    ro_rng_t **rngs;         /* [max_rows] sampling stream of each batch row */
-    int32_t *act_i;          /* [max_rows] */
-    float *act_f;            /* [max_rows x act_dim] */
+    bool timer_armed; /* timer.msg is with the run queue or our mailbox */
+    ro_rng_t **rngs;  /* [max_rows] sampling stream of each batch row */
+    int32_t *act_i;   /* [max_rows] */
+    float *act_f;     /* [max_rows x act_dim] */
     ro_timer_t timer;
     ro_msg_t done_msg;
-    /* Policy swap: the node sets swap_to and sends swap_msg; the lane answers
-     * with swap_done_msg (swap_ok tells whether it switched). */
+    /* Policy swap: the node sets swap_to and sends swap_msg; the lane
+     * answers with swap_done_msg (swap_ok tells whether it switched). */
     ro_msg_t swap_msg, swap_done_msg;
     const ro_policy_t *swap_to;
     bool swap_ok;

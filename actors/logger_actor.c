@@ -1,12 +1,12 @@
-#include "logger_actor.h"
+#include "actors/logger_actor.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "error.h"
+#include "runtime/clock.h"
+#include "runtime/error.h"
 
 #define DRAIN_MS 50
 #define STATUS_TTY_NS 500000000ull
@@ -51,7 +51,7 @@ static bool episode_line(ro_logger_t *lg, const ro_metric_t *m)
     const double v = m->value;
     if (!isfinite(v) || fabs(v) >= 9007199254740992.0 || v != floor(v) || (v == 0 && signbit(v)))
         return false;
-    char buf[256], *p = buf;
+    char buf[320], *p = buf; /* the longest line is about 260 bytes */
     uint64_t us = m->t_ns > lg->t0_ns ? (m->t_ns - lg->t0_ns + 500) / 1000 : 0;
     p = put_str(p, "{\"type\":\"episode\",\"t\":");
     p = put_u64(p, us / 1000000);
@@ -69,7 +69,12 @@ static bool episode_line(ro_logger_t *lg, const ro_metric_t *m)
     p = put_str(p, ",\"length\":");
     p = put_u64(p, m->length);
     p = put_str(p, m->terminated ? ",\"terminated\":true" : ",\"terminated\":false");
-    p = put_str(p, m->truncated ? ",\"truncated\":true}\n" : ",\"truncated\":false}\n");
+    p = put_str(p, m->truncated ? ",\"truncated\":true" : ",\"truncated\":false");
+    p = put_str(p, ",\"policy_first\":");
+    p = put_u64(p, m->policy_first);
+    p = put_str(p, ",\"policy_last\":");
+    p = put_u64(p, m->policy_last);
+    p = put_str(p, "}\n");
     fwrite(buf, 1, (size_t)(p - buf), lg->metrics);
     return true;
 }
@@ -80,16 +85,19 @@ static void on_record(ro_logger_t *lg, const ro_metric_t *m)
         if (lg->metrics && !episode_line(lg, m))
             fprintf(lg->metrics,
                     "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
-                    "\"return\":%.17g,\"length\":%u,\"terminated\":%s,\"truncated\":%s}\n",
+                    "\"return\":%.17g,\"length\":%u,\"terminated\":%s,\"truncated\":%s,"
+                    "\"policy_first\":%llu,\"policy_last\":%llu}\n",
                     secs(lg, m->t_ns), m->env, (unsigned long long)m->episode, m->value, m->length,
-                    m->terminated ? "true" : "false", m->truncated ? "true" : "false");
+                    m->terminated ? "true" : "false", m->truncated ? "true" : "false",
+                    (unsigned long long)m->policy_first, (unsigned long long)m->policy_last);
     } else if (m->kind == RO_METRIC_ENV_FAIL) {
         lg->env_failures++;
         if (lg->metrics)
             fprintf(lg->metrics,
                     "{\"type\":\"env_failure\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
-                    "\"step\":%u}\n",
-                    secs(lg, m->t_ns), m->env, (unsigned long long)m->episode, m->length);
+                    "\"step\":%u,\"policy_first\":%llu,\"policy_last\":%llu}\n",
+                    secs(lg, m->t_ns), m->env, (unsigned long long)m->episode, m->length,
+                    (unsigned long long)m->policy_first, (unsigned long long)m->policy_last);
     }
 }
 
@@ -116,6 +124,9 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
                     cur.learners, cur.envs_in_flight, cur.envs_unsent,
                     (double)cur.oldest_wait_ns * 1e-6, (unsigned long long)cur.queued_bytes,
                     (unsigned long long)cur.batches_resent);
+        if (cur.recording)
+            fprintf(lg->metrics, ",\"record_waits\":%llu,\"record_dropped\":%llu",
+                    (unsigned long long)cur.record_waits, (unsigned long long)cur.record_dropped);
         fputs("}\n", lg->metrics);
     }
     lg->last = cur;
@@ -141,8 +152,8 @@ static void status(ro_logger_t *lg, uint64_t now, bool final)
              (unsigned long long)cur.episodes, lg->return_recent);
     if (cur.remote) {
         size_t k = strlen(line);
-        snprintf(line + k, sizeof line - k, " | learners %u, envs waiting %u",
-                 cur.learners, cur.envs_in_flight + cur.envs_unsent);
+        snprintf(line + k, sizeof line - k, " | learners %u, envs waiting %u", cur.learners,
+                 cur.envs_in_flight + cur.envs_unsent);
     }
     if (lg->status_tty)
         fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");

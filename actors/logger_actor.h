@@ -20,7 +20,7 @@
 
 #include <uv.h>
 
-#include "metrics_ring.h"
+#include "runtime/metrics_ring.h"
 
 /* Counters the logger samples from the node (relaxed reads). */
 typedef struct ro_logger_sample {
@@ -38,6 +38,10 @@ typedef struct ro_logger_sample {
     uint64_t oldest_wait_ns;
     uint64_t queued_bytes;
     uint64_t batches_resent;
+    /* With --record (recording set): where the disk makes the envs wait. */
+    bool recording;
+    uint64_t record_waits;   /* shard steps that waited for a chunk */
+    uint64_t record_dropped; /* env steps dropped (--record-full drop) */
 } ro_logger_sample_t;
 
 typedef void (*ro_logger_sample_fn)(void *ctx, ro_logger_sample_t *out);

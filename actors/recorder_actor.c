@@ -1,4 +1,4 @@
-#include "recorder_actor.h"
+#include "actors/recorder_actor.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -7,12 +7,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "alloc.h"
-#include "clock.h"
-#include "env_actor.h"
-#include "error.h"
-#include "messages.h"
-#include "trajectory_file.h"
+#include "runtime/alloc.h"
+#include "runtime/clock.h"
+#include "actors/step_batch.h"
+#include "runtime/error.h"
+#include "actors/messages.h"
+#include "trajectory/writer.h"
 
 /* The pool is at most this big, and at most CHUNKS_PER_SHARD chunks per
  * shard: enough to ride out a disk hiccup, small enough to stay bounded. */
@@ -44,7 +44,6 @@ struct ro_recorder {
     bool discrete, drop, keep_going;
     ro_actor_t *on_error;
     ro_msg_t error_msg; /* I/O thread -> on_error, sent once */
-    uint64_t delay_ns; /* test hook RO_RECORD_DELAY_US: a slow disk */
 
     /* I/O thread only (main thread before start and after join). */
     ro_traj_writer_t w;
@@ -180,9 +179,6 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     r->on_error = o->on_error;
     r->error_msg.type = RO_MSG_RECORD_FAILED;
     r->cap = 2 * o->max_shard; /* every env may end an episode: step + reset */
-    const char *d = getenv("RO_RECORD_DELAY_US");
-    if (d)
-        r->delay_ns = strtoull(d, NULL, 10) * 1000ull;
     pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -261,15 +257,15 @@ fail:
     return rc;
 }
 
-ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, struct ro_env_shard *s)
+ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, const ro_step_batch_t *b)
 {
-    r->ports[i].shard = s;
+    r->ports[i].batch = b;
     return &r->ports[i];
 }
 
 /* ---- the shard's side (worker threads) ---- */
 
-static void put_entry(ro_rec_chunk_t *c, const ro_env_shard_t *s, uint32_t j, uint64_t ep,
+static void put_entry(ro_rec_chunk_t *c, const ro_step_batch_t *s, uint32_t j, uint64_t ep,
                       uint32_t step, uint32_t flags, const float *obs)
 {
     ro_recorder_t *r = c->port->rec;
@@ -299,7 +295,7 @@ static void put_entry(ro_rec_chunk_t *c, const ro_env_shard_t *s, uint32_t j, ui
 /* Copy the shard's step (or reset) into c. */
 static void fill(ro_rec_port_t *p, ro_rec_chunk_t *c, bool start)
 {
-    const ro_env_shard_t *s = p->shard;
+    const ro_step_batch_t *s = p->batch;
     const size_t od = s->obs_dim;
     c->port = p;
     c->count = 0;
@@ -344,7 +340,7 @@ static void submit(ro_recorder_t *r, ro_rec_chunk_t *c)
  * and step numbers in the file stay those of the node. */
 static void skip(ro_rec_port_t *p)
 {
-    const ro_env_shard_t *s = p->shard;
+    const ro_step_batch_t *s = p->batch;
     p->dropped++;
     for (uint32_t j = 0; j < s->n; j++) {
         p->step[j]++;
@@ -385,7 +381,7 @@ bool ro__recorder_capture(ro_rec_port_t *p, bool start)
         } else {
             skip(p);
             /* Relaxed: a statistic. */
-            atomic_fetch_add_explicit(&r->dropped_steps, p->shard->n, memory_order_relaxed);
+            atomic_fetch_add_explicit(&r->dropped_steps, p->batch->n, memory_order_relaxed);
         }
         return true;
     }
@@ -501,7 +497,7 @@ static void recycle(ro_recorder_t *r, ro_rec_chunk_t *list)
     while (wake) {
         ro_rec_port_t *p = wake;
         wake = p->wait_next;
-        ro__actor_send(&p->shard->actor, &p->resume_msg);
+        ro__actor_send(p->batch->env, &p->resume_msg);
     }
 }
 
@@ -539,14 +535,8 @@ static void *io_main(void *arg)
             continue;
         }
         uint64_t t0 = ro__now_ns();
-        for (ro_rec_chunk_t *c = list; c; c = c->next) {
+        for (ro_rec_chunk_t *c = list; c; c = c->next)
             encode_and_write(r, c);
-            if (r->delay_ns) {
-                struct timespec ts = {(time_t)(r->delay_ns / 1000000000ull),
-                                      (long)(r->delay_ns % 1000000000ull)};
-                nanosleep(&ts, NULL);
-            }
-        }
         /* Full buffers were written by append; what is left goes out once
          * it has waited FLUSH_NS, so a reader (or a crash) sees whole
          * records soon without a write(2) per wake-up. */
@@ -611,8 +601,7 @@ int ro__recorder_finish(ro_recorder_t *r, char *err, size_t errlen)
     if (r->keep_going)
         return 0; /* reported when it happened; the summary counts the loss */
     if (r->io_rc && err)
-        snprintf(err, errlen, "recorder: %s; the run was stopped (--record-error stop)",
-                 r->io_err);
+        snprintf(err, errlen, "recorder: %s; the run was stopped (--record-error stop)", r->io_err);
     return r->io_rc;
 }
 
@@ -629,6 +618,13 @@ void ro__recorder_stats(const ro_recorder_t *r, ro_recorder_stats_t *st)
     st->bytes = r->w.total_bytes;
     st->files = r->w.part + 1;
     st->io_busy_s = (double)r->busy_ns * 1e-9;
+}
+
+void ro__recorder_pressure(const ro_recorder_t *r, uint64_t *waits, uint64_t *dropped_steps)
+{
+    /* Relaxed: statistics, read while the shards move them. */
+    *waits = atomic_load_explicit(&r->waits, memory_order_relaxed);
+    *dropped_steps = atomic_load_explicit(&r->dropped_steps, memory_order_relaxed);
 }
 
 void ro__recorder_free(ro_recorder_t *r)

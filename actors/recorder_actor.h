@@ -22,10 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "actor.h"
+#include "runtime/actor.h"
 #include "rollout/env.h"
 
-struct ro_env_shard;
+struct ro_step_batch;
 typedef struct ro_recorder ro_recorder_t;
 typedef struct ro_rec_chunk ro_rec_chunk_t;
 
@@ -33,23 +33,23 @@ typedef struct ro_rec_chunk ro_rec_chunk_t;
  * marked "shard" are touched only by the thread running the shard. */
 typedef struct ro_rec_port {
     ro_recorder_t *rec;
-    struct ro_env_shard *shard;
-    uint64_t *episode;             /* shard: per env, the episode being recorded */
-    uint32_t *step;                /* shard: per env, steps recorded in it */
-    uint64_t dropped;              /* shard: steps dropped since the last chunk */
-    bool start;                    /* shard: the capture waiting for a chunk is the reset */
-    ro_msg_t resume_msg;           /* recorder -> shard: a chunk is granted */
-    ro_rec_chunk_t *granted;       /* set under the pool mutex before resume_msg */
-    struct ro_rec_port *wait_next; /* pool mutex */
+    const struct ro_step_batch *batch; /* the shard's step, read on its thread */
+    uint64_t *episode;                 /* shard: per env, the episode being recorded */
+    uint32_t *step;                    /* shard: per env, steps recorded in it */
+    uint64_t dropped;                  /* shard: steps dropped since the last chunk */
+    bool start;                        /* shard: the capture waiting for a chunk is the reset */
+    ro_msg_t resume_msg;               /* recorder -> shard: a chunk is granted */
+    ro_rec_chunk_t *granted;           /* set under the pool mutex before resume_msg */
+    struct ro_rec_port *wait_next;     /* pool mutex */
 } ro_rec_port_t;
 
 typedef struct ro_recorder_opts {
     const char *path;
-    uint64_t max_bytes; /* rotate files at this size; 0 = never */
-    bool drop;          /* --record-full=drop */
-    bool keep_going;    /* --record-error=continue */
+    uint64_t max_bytes;   /* rotate files at this size; 0 = never */
+    bool drop;            /* --record-full=drop */
+    bool keep_going;      /* --record-error=continue */
     ro_actor_t *on_error; /* sent RO_MSG_RECORD_FAILED on a write error (stop), or NULL */
-    uint32_t chunks;    /* pool size; 0 = automatic */
+    uint32_t chunks;      /* pool size; 0 = automatic */
     const ro_env_vtable_t *vt;
     const char *env_spec; /* as given to --env */
     const ro_env_arg_t *env_args;
@@ -82,9 +82,9 @@ typedef struct ro_recorder_stats {
  * negative code with one line in err. */
 int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err, size_t errlen);
 
-/* ro__recorder_port returns shard i's port, bound to shard s. Main thread,
+/* ro__recorder_port returns shard i's port, bound to its step batch b. Main thread,
  * before the recorder starts. */
-ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, struct ro_env_shard *s);
+ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, const struct ro_step_batch *b);
 
 /* ro__recorder_start starts the I/O thread. Main thread, once. */
 int ro__recorder_start(ro_recorder_t *r, char *err, size_t errlen);
@@ -112,6 +112,11 @@ int ro__recorder_finish(ro_recorder_t *r, char *err, size_t errlen);
 
 /* ro__recorder_stats fills st (after finish for final figures). */
 void ro__recorder_stats(const ro_recorder_t *r, ro_recorder_stats_t *st);
+
+/* ro__recorder_pressure reads, while the run goes on, what a full pool
+ * does: shard steps that waited for a chunk and env steps dropped (the
+ * throughput lines show them). Any thread. */
+void ro__recorder_pressure(const ro_recorder_t *r, uint64_t *waits, uint64_t *dropped_steps);
 
 /* ro__recorder_free finishes if needed and frees everything. */
 void ro__recorder_free(ro_recorder_t *r);

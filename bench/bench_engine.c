@@ -19,14 +19,14 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "clock.h"
-#include "config.h"
-#include "env_registry.h"
-#include "node.h"
-#include "policy.h"
-#include "rng.h"
-#include "thread_guard.h"
-#include "topology.h"
+#include "runtime/clock.h"
+#include "node/config.h"
+#include "envs/registry.h"
+#include "node/node.h"
+#include "policy/policy.h"
+#include "runtime/rng.h"
+#include "runtime/thread_guard.h"
+#include "runtime/topology.h"
 
 typedef struct bench_case {
     const char *name;

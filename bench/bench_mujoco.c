@@ -33,12 +33,12 @@
 #include <sys/resource.h>
 
 #include "bench_util.h"
-#include "clock.h"
-#include "env_registry.h"
+#include "runtime/clock.h"
+#include "envs/registry.h"
 #include "envs/mujoco/mj_envs.h"
-#include "policy.h"
-#include "rng.h"
-#include "thread_guard.h"
+#include "policy/policy.h"
+#include "runtime/rng.h"
+#include "runtime/thread_guard.h"
 
 #define RAW_ENVS 64
 #define MAX_STEPS 1000

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "thread_guard.h"
+#include "runtime/thread_guard.h"
 
 typedef enum { FEAT_LOGGER, FEAT_CHECK_FINITE } feature_t;
 

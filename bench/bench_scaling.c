@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "thread_guard.h"
+#include "runtime/thread_guard.h"
 
 int main(int argc, char **argv)
 {

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "node.h"
-#include "topology.h"
+#include "node/config.h"
+#include "node/node.h"
+#include "runtime/topology.h"
 
 /* A node configuration for a bench: env (with at most one KEY=VALUE arg),
  * policy, envs, workers, seconds; the rest at the defaults. */

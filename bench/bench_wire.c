@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "wire.h"
+#include "runtime/clock.h"
+#include "wire/frame.h"
 
 static void fill(Rollout__V1__Observations *o, uint32_t n, uint32_t od)
 {
@@ -73,7 +73,9 @@ int main(int argc, char **argv)
         double enc_s = (double)(now - t0) * 1e-9;
 
         ro_frame_reader_t rd;
-        ro__frame_reader_init(&rd, 1u << 30);
+        ro_pb_alloc_t alloc;
+        ro__pb_alloc_init(&alloc, (size_t)4 << 30);
+        ro__frame_reader_init(&rd, 1u << 30, &alloc);
         uint64_t dec = 0;
         t0 = now = ro__now_ns();
         end = t0 + (uint64_t)(seconds * 1e9);
@@ -86,7 +88,7 @@ int main(int argc, char **argv)
                     fprintf(stderr, "decode failed: %s\n", err);
                     return 1;
                 }
-                ro__frame_free(g);
+                ro__frame_free(&alloc, g);
             }
             now = ro__now_ns();
         }

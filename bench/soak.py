@@ -17,8 +17,9 @@ The published run (docs/benchmarks.md#soak):
 
 --check exits 1 unless fds and threads stay flat, RSS grows less than
 --max-rss-growth-kib after warm-up, and every learner generation stepped the
-node (the CI's short form, tests/integration/meson.build). Steps/s stability
-is reported, never checked: timing belongs to benchmarks.
+node (the short form: `meson test -C build --benchmark soak_short`, see
+bench/meson.build; the test suite's check is tests/integration/test_replace.py).
+Steps/s stability is reported, never checked: timing belongs to benchmarks.
 """
 import argparse
 import os

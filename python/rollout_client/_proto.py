@@ -1,17 +1,21 @@
-"""Generated protobuf code for proto/rollout.proto, built on first use.
+"""Generated protobuf code for proto/rollout.proto.
 
-The ``rollout_pb2`` module is never committed: it is generated with ``protoc
---python_out`` from the repository's proto/rollout.proto into a cache
-directory, then imported from there. The directory is, in order:
+The ``rollout_pb2`` module is never committed. The build generates it
+(``meson compile`` writes ``<build>/proto/rollout_pb2.py``); a ready module is
+used as is from, in order:
 
-- ``$ROLLOUT_PROTO_OUT`` (tests point it into the build directory);
-- ``$ROLLOUT_BUILD_DIR/python-proto``;
-- ``<repo>/build/python-proto`` when ``<repo>/build`` exists;
-- ``$XDG_CACHE_HOME/rollout-client`` (default ``~/.cache/rollout-client``).
+- ``$ROLLOUT_PROTO_OUT/rollout_pb2.py`` (the tests point it at ``<build>/proto``);
+- ``$ROLLOUT_BUILD_DIR/proto/rollout_pb2.py``;
+- ``<repo>/build/proto/rollout_pb2.py``.
 
-Generated code lives in a subdirectory named after a hash of the .proto text
-and the protoc version, so an edited .proto is regenerated, and two processes
-generating at once each write a private directory and rename it into place.
+Without one, it is generated on first use with ``protoc --python_out`` from
+the repository's proto/rollout.proto into a cache directory: the first of
+``$ROLLOUT_PROTO_OUT``, ``$ROLLOUT_BUILD_DIR/python-proto``,
+``<repo>/build/python-proto`` (when ``<repo>/build`` exists) and
+``$XDG_CACHE_HOME/rollout-client`` (default ``~/.cache/rollout-client``), in a
+subdirectory named after a hash of the .proto text and the protoc version, so
+an edited .proto is regenerated, and two processes generating at once each
+write a private directory and rename it into place.
 
 ``$ROLLOUT_PROTO`` overrides the .proto path and ``$PROTOC`` the compiler.
 """
@@ -31,6 +35,21 @@ _pb2 = None
 def proto_path():
     """The rollout.proto this client speaks."""
     return os.environ.get("ROLLOUT_PROTO") or os.path.join(_REPO, "proto", "rollout.proto")
+
+
+def _ready_module():
+    """A rollout_pb2.py the build generated, or None."""
+    dirs = []
+    if os.environ.get("ROLLOUT_PROTO_OUT"):
+        dirs.append(os.environ["ROLLOUT_PROTO_OUT"])
+    if os.environ.get("ROLLOUT_BUILD_DIR"):
+        dirs.append(os.path.join(os.environ["ROLLOUT_BUILD_DIR"], "proto"))
+    dirs.append(os.path.join(_REPO, "build", "proto"))
+    for d in dirs:
+        path = os.path.join(d, _MODULE_NAME + ".py")
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 def _out_root():
@@ -93,11 +112,12 @@ def load():
     global _pb2
     if _pb2 is not None:
         return _pb2
-    proto = proto_path()
-    if not os.path.isfile(proto):
-        raise RuntimeError(f"rollout.proto not found at {proto} (set $ROLLOUT_PROTO)")
-    directory = _generate(proto, _out_root())
-    path = os.path.join(directory, _MODULE_NAME + ".py")
+    path = None if os.environ.get("ROLLOUT_PROTO") else _ready_module()
+    if path is None:
+        proto = proto_path()
+        if not os.path.isfile(proto):
+            raise RuntimeError(f"rollout.proto not found at {proto} (set $ROLLOUT_PROTO)")
+        path = os.path.join(_generate(proto, _out_root()), _MODULE_NAME + ".py")
     spec = importlib.util.spec_from_file_location(_MODULE_NAME, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[_MODULE_NAME] = module

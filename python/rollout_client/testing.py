@@ -8,6 +8,7 @@ its previous actions arrive. Unanswered batches are sent again, with fresh
 seqs, to the next learner that connects. It is a test double: it is not the
 node, and it is not fast.
 """
+import atexit
 import socket
 import threading
 
@@ -257,21 +258,36 @@ class FakeNode:
         return False
 
 
+_live_nodes = []
+
+
+@atexit.register
+def _kill_live_nodes():
+    """Nodes a test (or a failed one) left running."""
+    for p in _live_nodes:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 class NodeProcess:
     """A real rollout-node started with ``--learner remote --listen
     127.0.0.1:0``; ``address`` is the port it reports on stderr
     ("listening for learners on HOST:PORT"). Its stderr is drained by a
     thread into ``stderr_lines``. ``stop()`` sends SIGINT and waits, then
-    kills after ``grace`` seconds; it returns the exit status.
+    kills after ``grace`` seconds; it returns the exit status. ``timeout``
+    and ``grace`` are hang guards: only a node that never gets there takes
+    them. A node still running when the interpreter exits is killed.
     """
 
-    def __init__(self, node, *args, timeout=30.0):
+    def __init__(self, node, *args, timeout=120.0):
         import subprocess
         import time
         cmd = [node, "--learner", "remote", "--listen", "127.0.0.1:0", *map(str, args)]
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
+        _live_nodes.append(self.proc)
         self.stderr_lines = []
         self.stdout = ""
         self.address = None
@@ -306,7 +322,7 @@ class NodeProcess:
                 return json.loads(line)
         return None
 
-    def stop(self, grace=10.0):
+    def stop(self, grace=120.0):
         import signal
         import subprocess
         if self.proc.poll() is None:

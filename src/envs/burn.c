@@ -16,9 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "env_registry.h"
-#include "error.h"
-#include "rng.h"
+#include "envs/env_args.h"
+#include "envs/registry.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
 
 #define DEFAULT_COST_US 50.0
 #define MAX_COST_US 1e6 /* one second per step is plenty for a benchmark */

@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "env_registry.h"
-#include "error.h"
-#include "rng.h"
+#include "envs/registry.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
 
 /* Gymnasium's constants; derived ones are computed as Gymnasium does so
  * that they round the same way. */

@@ -9,9 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env_registry.h"
-#include "error.h"
-#include "rng.h"
+#include "envs/env_args.h"
+#include "envs/registry.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
 
 #define MAX_SPEED 8.0
 #define MAX_TORQUE 2.0

@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "wire.h"
-#include "wire_check.h"
+#include "wire/frame.h"
+#include "wire/checks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -123,7 +123,9 @@ static void validate(const ro_frame_t *f)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     ro_frame_reader_t rd;
-    if (ro__frame_reader_init(&rd, 65536) != 0)
+    ro_pb_alloc_t alloc;
+    ro__pb_alloc_init(&alloc, 1u << 20);
+    if (ro__frame_reader_init(&rd, 65536, &alloc) != 0)
         return 0;
     size_t off = 0, chunk = size ? (size_t)data[0] % 17 + 1 : 1;
     while (off < size) {
@@ -143,9 +145,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!ro__frame_kind(f))
                 abort();
             validate(f);
-            ro__frame_free(f);
+            ro__frame_free(&alloc, f);
         }
     }
     ro__frame_reader_free(&rd);
+    if (alloc.used != 0)
+        abort(); /* every decoded frame was given back */
     return 0;
 }

@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "policy.h"
-#include "policy_params.h"
+#include "policy/policy.h"
+#include "policy/params.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

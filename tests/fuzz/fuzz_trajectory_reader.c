@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "trajectory_file.h"
+#include "trajectory/reader.h"
 
 static void read_all(const uint8_t *data, size_t size, bool resync)
 {
@@ -31,7 +31,7 @@ static void read_all(const uint8_t *data, size_t size, bool resync)
         for (size_t k = 0; k < b->n_env; k++)
             if (b->env[k] >= r.hdr->num_envs)
                 abort();
-        ro__traj_batch_free(b);
+        ro__traj_batch_free(&r, b);
     }
     ro__traj_reader_close(&r);
 }

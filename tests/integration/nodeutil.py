@@ -1,13 +1,30 @@
-"""Helpers for driving rollout-node in tests."""
+"""Helpers for driving rollout-node in tests.
+
+No test decides its outcome by the clock: a test waits for something the
+processes report (a line, a metrics record, a summary field, a counter) with
+wait_for, whose one generous hang guard only fires when that never happens,
+and says what it was. Every process a test starts goes through spawn (or
+run_cmd): it runs in its own process group and is killed and reaped at exit,
+on SIGTERM (meson's timeout) too, whatever the test did."""
+import atexit
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 NODE = None
 PLUGIN = None
+
+# Only an event that never comes takes this long; sanitizer builds on a
+# loaded 2-core machine are slow, never this slow.
+HANG_GUARD_S = 120.0
+# Pause between two looks at an event's source (a file, a pipe, /proc).
+POLL_S = 0.02
 
 
 def setup_from_argv():
@@ -17,16 +34,206 @@ def setup_from_argv():
     del sys.argv[1:3]
 
 
-def linked_with(lib):
-    """Whether the node binary links a library (e.g. a sanitizer runtime)."""
-    p = subprocess.run(["ldd", NODE], capture_output=True, text=True)
+def linked_with(lib, binary=None):
+    """Whether a binary (the node by default) links a library (e.g. a
+    sanitizer runtime)."""
+    p = subprocess.run(["ldd", binary or NODE], capture_output=True, text=True)
     return lib in p.stdout
 
 
-def run(*args, timeout=240, check=True):
+def sanitized():
+    """Whether the node runs under ASan or TSan, which keep freed memory and
+    history on purpose: RSS then says nothing about leaks."""
+    return linked_with("libasan") or linked_with("libtsan")
+
+
+# ---- processes ----
+
+_started = []
+_tmpdirs = set()
+
+
+def spawn(argv, **kw):
+    """subprocess.Popen in a new process group, killed at exit if the test
+    leaves it running."""
+    p = subprocess.Popen([str(a) for a in argv], start_new_session=True, **kw)
+    _started.append(p)
+    return p
+
+
+def kill(p):
+    """Kill p's process group (p and anything it started) and reap p."""
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+
+
+def run_cmd(argv, timeout=HANG_GUARD_S, input=None, **kw):
+    """subprocess.run through spawn: the child is killed if the test is."""
+    if kw.pop("capture_output", False):
+        kw["stdout"] = kw["stderr"] = subprocess.PIPE
+    p = spawn(argv, stdin=subprocess.PIPE if input is not None else None, **kw)
+    try:
+        out, err = p.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill(p)
+        p.communicate()
+        raise AssertionError(f"{argv[0]} did not exit within the {timeout} s hang guard")
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def cleanup_now():
+    """Kill every process the test started and remove its temp dirs."""
+    for p in _started:
+        kill(p)
+    for d in list(_tmpdirs):
+        shutil.rmtree(d, ignore_errors=True)
+        _tmpdirs.discard(d)
+
+
+atexit.register(cleanup_now)
+
+
+def _on_sigterm(signum, frame):
+    # Meson stops a test that overruns with SIGTERM: leave nothing behind
+    # (this module's cleanup, and every other atexit handler, e.g. the
+    # Python client's NodeProcess).
+    cleanup_now()
+    atexit._run_exitfuncs()
+    os._exit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+# ---- waiting for events ----
+
+def wait_for(cond, what, guard=HANG_GUARD_S, proc=None):
+    """Poll cond() until it returns something true, and return that. Fails
+    naming `what` (a string, or a function making one then) when the hang
+    guard runs out or `proc` exits first."""
+    deadline = time.monotonic() + guard
+    while True:
+        v = cond()
+        if v:
+            return v
+        if proc is not None and proc.poll() is not None:
+            v = cond()  # what it did just before it exited
+            if v:
+                return v
+            what = what() if callable(what) else what
+            raise AssertionError(f"never happened: {what} (the process exited {proc.returncode})")
+        if time.monotonic() > deadline:
+            what = what() if callable(what) else what
+            raise AssertionError(f"never happened within the {guard:.0f} s hang guard: {what}")
+        time.sleep(POLL_S)
+
+
+class Metrics:
+    """Follows a node's --metrics file while it is written: whole lines
+    only (a line is complete once its newline is there)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.pos = 0
+        self.rest = ""
+        self.records = []
+        self.last_tput = None
+
+    def poll(self):
+        """Read what was added; returns self (records, last_tput updated)."""
+        try:
+            with open(self.path) as f:
+                f.seek(self.pos)
+                data = f.read()
+                self.pos = f.tell()
+        except FileNotFoundError:
+            return self
+        lines = (self.rest + data).split("\n")
+        self.rest = lines.pop()
+        for line in lines:
+            if line:
+                r = json.loads(line)
+                self.records.append(r)
+                if r["type"] == "throughput":
+                    self.last_tput = r
+        return self
+
+    def tput(self, key, default=0):
+        """A field of the latest throughput line (default before one)."""
+        self.poll()
+        return self.last_tput[key] if self.last_tput else default
+
+    def episodes(self):
+        return [r for r in self.poll().records if r["type"] == "episode"]
+
+    def next_tput(self):
+        """Wait for a throughput line written after this call; returns it."""
+        n = sum(r["type"] == "throughput" for r in self.poll().records)
+        return wait_for(lambda: ([r for r in self.poll().records if r["type"] == "throughput"]
+                                 [n:n + 1] or [None])[0],
+                        f"a new throughput line in {self.path}")
+
+
+class Lines:
+    """A pipe's lines, collected by a thread."""
+
+    def __init__(self, pipe):
+        import threading
+        self.lines = []
+        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _read(self, pipe):
+        for line in pipe:
+            self.lines.append(line)
+        pipe.close()
+
+    def count(self, needle):
+        return sum(needle in line for line in list(self.lines))
+
+    def text(self):
+        return "".join(self.lines)
+
+
+# ---- a disk that stalls on demand ----
+
+def slow_disk_node():
+    """rollout-node built with tests/slow_disk.c (write(2) wrapped): its
+    trajectory writes wait while a DiskGate is closed. Test-only."""
+    return os.environ.get("RO_SLOW_DISK_NODE") or os.path.join(
+        os.path.dirname(NODE), "tests", "rollout-node-slow-disk")
+
+
+class DiskGate:
+    """The gate file of slow_disk_node(): created closed; env() is the
+    environment that points the node at it."""
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, "disk-gate")
+        open(self.path, "w").close()
+
+    def env(self):
+        return dict(os.environ, RO_TEST_DISK_GATE=self.path)
+
+    def held(self):
+        """Whether a trajectory write has been held (the recorder stalls)."""
+        return os.path.exists(self.path + ".held")
+
+    def open(self):
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+
+
+# ---- running the node ----
+
+def run(*args, timeout=HANG_GUARD_S, check=True):
     """Run the node with --json --quiet; return (summary dict, completed)."""
     cmd = [NODE, "--json", "--quiet", *map(str, args)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = run_cmd(cmd, capture_output=True, text=True, timeout=timeout)
     if check and p.returncode != 0:
         raise AssertionError(f"{cmd} exited {p.returncode}: {p.stderr}")
     summary = None
@@ -58,11 +265,13 @@ def episodes_by_env(records):
 
 class TempDirCase(unittest.TestCase):
     def setUp(self):
-        self._tmp = tempfile.TemporaryDirectory()
-        self.tmp = self._tmp.name
+        self.tmp = tempfile.mkdtemp(prefix="ro_test_")
+        _tmpdirs.add(self.tmp)
+        self.addCleanup(self._remove_tmp)
 
-    def tearDown(self):
-        self._tmp.cleanup()
+    def _remove_tmp(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        _tmpdirs.discard(self.tmp)
 
     def path(self, name):
         return os.path.join(self.tmp, name)

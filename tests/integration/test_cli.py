@@ -1,12 +1,11 @@
 """Bad flags and values exit with status 2 and one clear line."""
-import subprocess
 import unittest
 
 import nodeutil as nu
 
 
 def node(*args):
-    return subprocess.run([nu.NODE, *args], capture_output=True, text=True, timeout=60)
+    return nu.run_cmd([nu.NODE, *args], capture_output=True, text=True)
 
 
 class Cli(nu.TempDirCase):

@@ -3,8 +3,8 @@
 the OS, node-local buffers, and --numa-node restricting the whole process."""
 import json
 import os
+import signal
 import subprocess
-import time
 import unittest
 
 import nodeutil as nu
@@ -13,8 +13,7 @@ ALLOWED = sorted(os.sched_getaffinity(0))
 
 
 def node(*args, env=None):
-    return subprocess.run([nu.NODE, *map(str, args)], capture_output=True, text=True,
-                          timeout=120, env=env)
+    return nu.run_cmd([nu.NODE, *map(str, args)], capture_output=True, text=True, env=env)
 
 
 def threads_of(pid):
@@ -77,8 +76,8 @@ class Numa(nu.TempDirCase):
 
     def test_declared_nodes_environment(self):
         env = dict(os.environ, ROLLOUT_TOPOLOGY=self.spec)
-        p = subprocess.run([nu.NODE, "--json", "--quiet", "--num-envs", "64", "--steps",
-                            str(64 * 100)], capture_output=True, text=True, timeout=120, env=env)
+        p = nu.run_cmd([nu.NODE, "--json", "--quiet", "--num-envs", "64", "--steps",
+                        str(64 * 100)], capture_output=True, text=True, env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.check_two_nodes(json.loads(p.stdout.strip().splitlines()[-1]))
         self.expect_error([], "ROLLOUT_TOPOLOGY", "not in this process's allowed set",
@@ -88,24 +87,18 @@ class Numa(nu.TempDirCase):
         # The OS's view of every thread while the node runs: each worker is
         # pinned to exactly its planned CPU; the loop thread keeps the
         # allowed set.
-        p = subprocess.Popen([nu.NODE, "--json", "--quiet", "--topology", self.spec,
-                              "--seconds", "3", "--num-envs", "64"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            deadline = time.time() + 20
-            seen = {}
-            while time.time() < deadline:
-                seen = threads_of(p.pid)
-                if sum(c.startswith("ro-w") for c, _ in seen.values()) == 2:
-                    break
-                time.sleep(0.05)
-            time.sleep(0.2)  # the workers pin themselves first thing
-            seen = threads_of(p.pid)
-            out, err = p.communicate(timeout=60)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        # No time limit: the test stops the node once it has looked.
+        p = nu.spawn([nu.NODE, "--json", "--quiet", "--topology", self.spec, "--seconds", "0",
+                      "--num-envs", "64"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     text=True)
+        # A worker names itself ro-w-cpuN right after pinning itself: once
+        # both names show, both masks are final.
+        def both_workers_named():
+            t = threads_of(p.pid)
+            return t if sum(comm.startswith("ro-w") for comm, _ in t.values()) == 2 else None
+        seen = nu.wait_for(both_workers_named, "both worker threads named (so pinned)", proc=p)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=nu.HANG_GUARD_S)
         self.assertEqual(p.returncode, 0, err)
         s = json.loads(out.strip().splitlines()[-1])
         self.check_two_nodes(s)
@@ -148,7 +141,7 @@ class Numa(nu.TempDirCase):
         # CPUs it is allowed, plans one worker on it, refuses a second.
         only_b = lambda: os.sched_setaffinity(0, {self.b})
         cmd = [nu.NODE, "--json", "--quiet", "--num-envs", "16", "--steps", "1600"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, preexec_fn=only_b)
+        p = nu.run_cmd(cmd, capture_output=True, text=True, preexec_fn=only_b)
         self.assertEqual(p.returncode, 0, p.stderr)
         s = json.loads(p.stdout.strip().splitlines()[-1])
         self.assertEqual(s["cpus"], 1)
@@ -156,13 +149,13 @@ class Numa(nu.TempDirCase):
         self.assertEqual(s["allowed_cpus"], str(self.b))
         self.assertEqual(s["worker_threads"][0]["cpu"], self.b)
         self.assertEqual(s["affinity_mismatches"], 0)
-        p = subprocess.run(cmd + ["--workers", "2"], capture_output=True, text=True, timeout=120,
-                           preexec_fn=only_b)
+        p = nu.run_cmd(cmd + ["--workers", "2"], capture_output=True, text=True,
+                       preexec_fn=only_b)
         self.assertEqual(p.returncode, 2)
         self.assertIn("only 1 CPUs are allowed", p.stderr)
         # A declared node over a CPU outside the allowed set is refused.
-        p = subprocess.run([nu.NODE, "--topology", f"0:{self.a}"], capture_output=True,
-                           text=True, timeout=120, preexec_fn=only_b)
+        p = nu.run_cmd([nu.NODE, "--topology", f"0:{self.a}"], capture_output=True,
+                       text=True, preexec_fn=only_b)
         self.assertEqual(p.returncode, 2)
         self.assertIn(f"CPU {self.a} is not in this process's allowed set ({self.b})", p.stderr)
 

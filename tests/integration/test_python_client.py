@@ -2,8 +2,9 @@
 actions and errors, against a fake node written in Python and against the
 real rollout-node.
 
-Run as: test_python_client.py ROLLOUT_NODE [BUILD_DIR]. rollout_pb2 is
-generated into BUILD_DIR/python-proto (a temp dir without BUILD_DIR).
+Run as: test_python_client.py ROLLOUT_NODE [BUILD_DIR]. rollout_pb2 is the
+one the build generated (BUILD_DIR/proto; meson's test env names it). Every
+wait is for a frame or a count, with GUARD as the only clock: a hang guard.
 """
 import os
 import random
@@ -12,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -20,14 +20,18 @@ _POSITIONAL = [a for a in sys.argv[1:3] if not a.startswith("-")]
 NODE = _POSITIONAL[0] if _POSITIONAL else None
 BUILD = _POSITIONAL[1] if len(_POSITIONAL) > 1 else None
 del sys.argv[1:1 + len(_POSITIONAL)]  # the rest is for unittest (-k, -v, ...)
-os.environ.setdefault("ROLLOUT_PROTO_OUT", os.path.join(BUILD, "python-proto") if BUILD
-                      else tempfile.mkdtemp(prefix="rollout_pb2_"))
+if BUILD:
+    os.environ.setdefault("ROLLOUT_PROTO_OUT", os.path.join(BUILD, "proto"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 import numpy as np  # noqa: E402
 
+import nodeutil as nu  # noqa: E402  (processes killed at exit and on SIGTERM)
+
 import rollout_client as rc  # noqa: E402
 from rollout_client.testing import FakeNode, NodeProcess  # noqa: E402
+
+GUARD = nu.HANG_GUARD_S  # the one clock in these tests: only a lost event takes this long
 
 
 def node_speaks_protocol():
@@ -106,7 +110,7 @@ class RawServer:
     def _run(self, behave):
         s, _ = self.srv.accept()
         with s:
-            s.settimeout(5)
+            s.settimeout(GUARD)
             try:
                 behave(s)
             except OSError:
@@ -154,7 +158,7 @@ class AgainstFakeNode(unittest.TestCase):
                                   info.action_n), ("cartpole", 8, 4, "discrete", 2))
                 seen = set()
                 for _ in range(9):
-                    b = c.recv(5)
+                    b = c.recv(GUARD)
                     self.assertIsInstance(b, rc.Batch)
                     n = b.n
                     self.assertEqual(b.obs.shape, (n, 4))
@@ -174,7 +178,7 @@ class AgainstFakeNode(unittest.TestCase):
 
     def test_bad_actions_are_refused_locally(self):
         with FakeNode(num_envs=4, groups=1) as node, rc.Client(node.address) as c:
-            b = c.recv(5)
+            b = c.recv(GUARD)
             with self.assertRaises(ValueError):
                 c.send_actions(b, np.zeros(b.n + 1, np.int64))  # wrong count
             with self.assertRaises(ValueError):
@@ -188,7 +192,7 @@ class AgainstFakeNode(unittest.TestCase):
     def test_vecenv_over_two_nodes(self):
         with FakeNode(num_envs=5, groups=2, seed=1) as n0, \
                 FakeNode(num_envs=3, groups=2, seed=2) as n1:
-            with rc.VecEnv([n0.address, n1.address], timeout=10) as env:
+            with rc.VecEnv([n0.address, n1.address], timeout=GUARD) as env:
                 self.assertEqual(env.num_envs, 8)
                 self.assertEqual(env.env_ids()[:6], [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4),
                                                       (1, 0)])
@@ -202,10 +206,7 @@ class AgainstFakeNode(unittest.TestCase):
                 # right envs of the right nodes.
                 self.assertGreaterEqual(len(env.episode_returns), 16)
                 self.assertEqual(set(env.episode_returns), {500.0})
-            for _ in range(100):
-                if n0.goodbyes and n1.goodbyes:
-                    break
-                time.sleep(0.05)
+            nu.wait_for(lambda: n0.goodbyes and n1.goodbyes, "a goodbye at both fake nodes")
             self.assertEqual(n0.goodbyes + n1.goodbyes, ["learner done"] * 2)
 
     def test_wrong_and_right_token(self):
@@ -217,7 +218,7 @@ class AgainstFakeNode(unittest.TestCase):
                 f.write("s3cret\n")
                 f.flush()
                 with rc.Client(node.address, token_file=f.name) as c:
-                    self.assertIsNotNone(c.recv(5))
+                    self.assertIsNotNone(c.recv(GUARD))
 
     def test_version_mismatch(self):
         with FakeNode(protocol_version=2) as node:
@@ -228,7 +229,7 @@ class AgainstFakeNode(unittest.TestCase):
     def test_goodbye_ends_iteration(self):
         with FakeNode(num_envs=4, groups=2, max_steps=40) as node, rc.Client(node.address) as c:
             got = 0
-            for b in c.batches(timeout=5):
+            for b in c.batches(timeout=GUARD):
                 c.send_actions(b, np.zeros(b.n, np.int64))
                 got += 1
             self.assertGreaterEqual(got, 10)
@@ -244,7 +245,7 @@ class AgainstRawServer(unittest.TestCase):
             send(s, welcome=welcome())
         with RawServer(behave) as srv, rc.Client(srv.address) as c:
             with self.assertRaises(rc.ConnectionClosed) as cm:
-                c.recv(5)
+                c.recv(GUARD)
             self.assertFalse(cm.exception.clean)
 
     def test_error_frame_mid_stream(self):
@@ -254,7 +255,7 @@ class AgainstRawServer(unittest.TestCase):
             send(s, error=rc.pb2().Error(code=71, message="bad actions"))
         with RawServer(behave) as srv, rc.Client(srv.address) as c:
             with self.assertRaises(rc.RemoteError) as cm:
-                c.recv(5)
+                c.recv(GUARD)
             self.assertEqual((cm.exception.code, cm.exception.message), (71, "bad actions"))
 
     def test_oversized_frame_from_node(self):
@@ -267,7 +268,7 @@ class AgainstRawServer(unittest.TestCase):
             # The prefix may arrive with the welcome or after it.
             with self.assertRaises(rc.FrameTooLarge):
                 with rc.Client(srv.address, max_frame=1 << 20) as c:
-                    c.recv(5)
+                    c.recv(GUARD)
         self.assertEqual(self.reply.error.code, 71)  # the client told the node why
 
     def test_inconsistent_observations(self):
@@ -283,7 +284,7 @@ class AgainstRawServer(unittest.TestCase):
             read_frame(s)
         with RawServer(behave) as srv, rc.Client(srv.address) as c:
             with self.assertRaises(rc.ProtocolError) as cm:
-                c.recv(5)
+                c.recv(GUARD)
             self.assertIn("obs has 5 values, expected 6", str(cm.exception))
 
     def test_unreachable_node(self):
@@ -313,7 +314,7 @@ class AgainstRealNode(unittest.TestCase):
             self.assertGreater(info.max_frame, 0)
             first = {}
             while len(first) < 8:
-                b = c.recv(10)
+                b = c.recv(GUARD)
                 self.assertIsNotNone(b, "no observations from the node")
                 self.assertEqual(b.obs.shape, (b.n, 4))
                 self.assertEqual(b.obs.dtype, np.float32)
@@ -327,13 +328,13 @@ class AgainstRealNode(unittest.TestCase):
                     first[e] = (int(b.step[i]), bool(b.episode_start[i]))
                 c.send_actions(b, np.zeros(b.n, np.int64))
             self.assertEqual(first, {e: (0, True) for e in range(8)})
-            b = c.recv(10)  # the answer was accepted: the envs stepped
+            b = c.recv(GUARD)  # the answer was accepted: the envs stepped
             self.assertIsNotNone(b)
             self.assertTrue((b.step >= 1).all(), b.step)
 
     def test_vecenv_actions_reach_their_envs(self):
         node = self.start()
-        with rc.VecEnv([node.address], timeout=20) as env:
+        with rc.VecEnv([node.address], timeout=GUARD) as env:
             obs = env.reset()
             truncated_with_final = terminated = 0
             for _ in range(1100):
@@ -348,7 +349,7 @@ class AgainstRealNode(unittest.TestCase):
     def test_box_actions_pendulum(self):
         node = NodeProcess(NODE, "--env", "pendulum", "--num-envs", 4, "--seconds", 0, "--quiet")
         self.addCleanup(node.stop)
-        with rc.VecEnv([node.address], timeout=20) as env:
+        with rc.VecEnv([node.address], timeout=GUARD) as env:
             info = env.nodes[0]
             self.assertEqual((info.action_kind, info.action_shape), ("box", (1,)))
             self.assertEqual(info.obs_dim, 3)
@@ -364,8 +365,9 @@ class AgainstRealNode(unittest.TestCase):
         steps = {e: [] for e in range(8)}  # every step of every env, across both learners
         got = [0, 0]
         with rc.Client(node.address, name="a") as a, rc.Client(node.address, name="b") as b:
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:
+            # Until each learner has answered 20 batches (the node moves envs
+            # to the second one as it attaches), with the hang guard.
+            def both_served():
                 for k, c in enumerate((a, b)):
                     batch = c.recv(0.005)
                     if batch is not None:
@@ -373,6 +375,8 @@ class AgainstRealNode(unittest.TestCase):
                         for e, st in zip(batch.env.tolist(), batch.step.tolist()):
                             steps[e].append(st)
                         c.send_actions(batch, np.zeros(batch.n, np.int64))
+                return min(got) >= 20
+            nu.wait_for(both_served, "20 batches answered by each of two learners on one node")
         self.assertTrue(all(got), f"batches per learner: {got}")
         for e, seen in steps.items():
             # Each observation went to exactly one learner, none twice.
@@ -387,17 +391,17 @@ class AgainstRealNode(unittest.TestCase):
                 rc.Client(node.address, token="wrong")
             self.assertEqual(cm.exception.code, 13)
             with rc.Client(node.address, token_file=f.name) as c:
-                self.assertIsNotNone(c.recv(10))
+                self.assertIsNotNone(c.recv(GUARD))
 
     def test_next_learner_gets_unanswered_observations(self):
         node = self.start()
         # A learner that takes observations and dies: no goodbye, no answer.
         host, port = rc.parse_address(node.address)
-        with socket.create_connection((host, port), timeout=10) as s:
+        with socket.create_connection((host, port), timeout=GUARD) as s:
             send(s, hello=rc.pb2().Hello(protocol_version=1, role="learner", name="dies"))
             self.assertEqual(read_frame(s).WhichOneof("body"), "welcome")
         try:
-            with rc.VecEnv([node.address], timeout=20) as env:
+            with rc.VecEnv([node.address], timeout=GUARD) as env:
                 obs = env.reset()  # every env's observation arrives again
                 self.assertEqual(obs.shape, (8, 4))
                 env.step(np.zeros(8, np.int64))

@@ -1,7 +1,9 @@
 """Recording (rollout-node --record) and replay (rollout-replay): record ->
 verify for every kind of env, several workers, SIGINT/SIGTERM, rotation,
 block and drop, dump/stats, a real divergence, damaged files, and a full
-disk (a small tmpfs) under both --record-error policies."""
+disk (a small tmpfs) under both --record-error policies. A slow disk is the
+test build's stalling one (tests/slow_disk.c): each test waits for what the
+node reports about it (record_waits, record_dropped), never for time."""
 import json
 import os
 import re
@@ -9,7 +11,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 import nodeutil as nu
@@ -18,20 +19,16 @@ REPLAY = None
 DRIFT = None
 
 
-def replay(*args, env=None, timeout=240):
+def replay(*args, env=None, timeout=nu.HANG_GUARD_S):
     e = dict(os.environ)
     if env:
         e.update(env)
-    return subprocess.run([REPLAY, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=e)
+    return nu.run_cmd([REPLAY, *args], capture_output=True, text=True, timeout=timeout, env=e)
 
 
-def record(path, *args, env=None):
+def record(path, *args):
     cmd = [nu.NODE, "--json", "--quiet", "--record", path, *map(str, args)]
-    e = dict(os.environ)
-    if env:
-        e.update(env)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=e)
+    p = nu.run_cmd(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise AssertionError(f"{cmd} exited {p.returncode}: {p.stderr}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -85,19 +82,32 @@ class Record(nu.TempDirCase):
         self.assertEqual(s["threads"], s["threads_expected"] + extra)
         self.check_verify(s, f)
 
-    def interrupt(self, sig, env=None):
+    def start(self, f, *args, gate=None):
+        """A node recording to f until the test stops it, with metrics
+        (throughput lines every 50 ms) and its stderr drained; on the
+        stalling disk when a DiskGate is given."""
+        m = nu.Metrics(self.path("m.jsonl"))
+        p = nu.spawn([nu.slow_disk_node() if gate else nu.NODE, "--json", "--seconds", "0",
+                      "--record", f, "--metrics", m.path, "--metrics-interval", 0.05, *args],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                     env=gate.env() if gate else None)
+        return p, m, nu.Lines(p.stderr)
+
+    def stop(self, p, err, sig=signal.SIGINT):
+        """Signal the node (unless sig is 0), wait for it; returns its summary."""
+        if sig:
+            p.send_signal(sig)
+        p.wait(timeout=nu.HANG_GUARD_S)
+        out = p.stdout.read()
+        err.thread.join()
+        self.assertEqual(p.returncode, 0, err.text())
+        return json.loads(out.strip().splitlines()[-1])
+
+    def interrupt(self, sig):
         f = self.path("i.traj")
-        e = dict(os.environ)
-        e.update(env or {})
-        p = subprocess.Popen([nu.NODE, "--json", "--quiet", "--seconds", "0", "--num-envs", "64",
-                              "--workers", "2", "--record", f],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
-        time.sleep(1.5)
-        self.assertIsNone(p.poll(), "node exited before the signal")
-        p.send_signal(sig)
-        out, err = p.communicate(timeout=60)
-        self.assertEqual(p.returncode, 0, err)
-        s = json.loads(out.strip().splitlines()[-1])
+        p, m, err = self.start(f, "--num-envs", 64, "--workers", 2)
+        nu.wait_for(lambda: m.tput("steps") > 0, "the node stepping", proc=p)
+        s = self.stop(p, err, sig)
         self.assertGreater(s["steps"], 0)
         # Every step taken is in the file, whole, and replays.
         v = self.check_verify(s, f)
@@ -112,16 +122,30 @@ class Record(nu.TempDirCase):
     def test_sigint_while_the_disk_is_slow(self):
         # Shards are waiting for buffers when the signal comes: each still
         # records its step in flight, and the node exits with all of them.
-        self.interrupt(signal.SIGINT, env={"RO_RECORD_DELAY_US": "500"})
+        gate = nu.DiskGate(self.tmp)
+        f = self.path("i.traj")
+        p, m, err = self.start(f, "--num-envs", 64, "--workers", 2, gate=gate)
+        nu.wait_for(lambda: gate.held() and m.tput("record_waits") > 0,
+                    "shards waiting for the stalled disk (record_waits)", proc=p)
+        p.send_signal(signal.SIGINT)
+        nu.wait_for(lambda: err.count("SIGINT: finishing the steps in flight"),
+                    "the node beginning its clean stop", proc=p)
+        gate.open()
+        s = self.stop(p, err, sig=0)  # already signalled: just wait
+        self.assertGreater(s["record_waits"], 0)
+        v = self.check_verify(s, f)
+        self.assertNotIn("warning", v.stderr)
 
     def test_killed_writer_leaves_a_readable_file(self):
         f = self.path("k.traj")
-        p = subprocess.Popen([nu.NODE, "--quiet", "--seconds", "0", "--num-envs", "64",
-                              "--record", f], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-        time.sleep(1.0)
+        p = nu.spawn([nu.NODE, "--quiet", "--seconds", "0", "--num-envs", "64", "--record", f],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Whole records on disk: the recorder writes its buffer out once full
+        # (1 MiB) or 50 ms after its first record.
+        nu.wait_for(lambda: os.path.exists(f) and os.path.getsize(f) > 64 * 1024,
+                    "64 KiB of records in the file", proc=p)
         p.send_signal(signal.SIGKILL)
-        p.wait(timeout=30)
+        p.wait(timeout=nu.HANG_GUARD_S)
         v = replay("--verify", f)
         self.assertEqual(v.returncode, 0, v.stderr)
         self.assertGreater(verified_steps(v.stderr)[0], 0)
@@ -159,17 +183,35 @@ class Record(nu.TempDirCase):
         self.assertIn("not verified from here", p.stderr)
 
     def test_block_waits_for_a_slow_disk(self):
+        # --record-full block (the default): with the disk stalled the envs
+        # wait for it, and go on once it returns, losing nothing.
+        gate = nu.DiskGate(self.tmp)
         f = self.path("slow.traj")
-        s = record(f, "--num-envs", 32, "--workers", 2, "--steps", 32 * 100,
-                   env={"RO_RECORD_DELAY_US": "300"})
+        p, m, err = self.start(f, "--num-envs", 32, "--workers", 2, gate=gate)
+        nu.wait_for(lambda: gate.held() and m.tput("record_waits") > 0,
+                    "shards waiting for the stalled disk (record_waits)", proc=p)
+        stalled = m.tput("steps")
+        gate.open()
+        nu.wait_for(lambda: m.tput("steps") > stalled + 10000,
+                    "the envs stepping again once the disk returned", proc=p)
+        s = self.stop(p, err)
         self.assertGreater(s["record_waits"], 0)
+        self.assertEqual(s["record_dropped"], 0)
         self.check_verify(s, f)
 
     def test_drop_counts(self):
+        # --record-full drop: with the disk stalled the envs go on and the
+        # steps that find no buffer are counted, not recorded.
+        gate = nu.DiskGate(self.tmp)
         f = self.path("drop.traj")
-        s = record(f, "--num-envs", 32, "--workers", 2, "--steps", 32 * 300,
-                   "--record-full", "drop", env={"RO_RECORD_DELAY_US": "300"})
+        p, m, err = self.start(f, "--num-envs", 32, "--workers", 2, "--record-full", "drop",
+                               gate=gate)
+        nu.wait_for(lambda: gate.held() and m.tput("record_dropped") > 0,
+                    "steps dropped while the disk is stalled (record_dropped)", proc=p)
+        gate.open()
+        s = self.stop(p, err)
         self.assertGreater(s["record_dropped"], 0)
+        self.assertEqual(s["record_waits"], 0)
         self.assertEqual(s["record_transitions"] + s["record_dropped"], s["steps"])
         p = replay("--verify", f)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -304,12 +346,12 @@ class Record(nu.TempDirCase):
         self.addCleanup(subprocess.run, ["umount", d])
         return d
 
-    def check_disk_full_run(self, policy, steps):
+    def check_disk_full_run(self, policy, *limit):
         d = self.mount_small_tmpfs(1024)
         f = os.path.join(d, "x.traj")
         cmd = [nu.NODE, "--json", "--quiet", "--record", f, "--record-error", policy,
-               "--num-envs", 64, "--steps", steps]
-        p = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, timeout=240)
+               "--num-envs", 64, *limit]
+        p = nu.run_cmd(cmd, capture_output=True, text=True)
         s = json.loads(p.stdout.strip().splitlines()[-1])
         self.assertIn("No space left on device", p.stderr)
         self.assertIn("the file ends after its last whole record", p.stderr)
@@ -329,15 +371,15 @@ class Record(nu.TempDirCase):
         return p, s
 
     def test_disk_full_stop(self):
-        # The default: the run stops soon after the disk fills, exit 1.
-        p, s = self.check_disk_full_run("stop", 64 * 200000)
+        # The default: the full disk stops the run, exit 1 (no other limit:
+        # nothing else could have ended it).
+        p, s = self.check_disk_full_run("stop", "--seconds", 0)
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertIn("the run was stopped", p.stderr)
-        self.assertLess(s["steps"], 64 * 200000)
 
     def test_disk_full_continue(self):
         # --record-error continue: the run goes on to its end, unrecorded.
-        p, s = self.check_disk_full_run("continue", 64 * 20000)
+        p, s = self.check_disk_full_run("continue", "--steps", 64 * 20000)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("the run goes on unrecorded", p.stderr)
         self.assertEqual(s["steps"], 64 * 20000)

@@ -1,27 +1,27 @@
 """A minimal learner for tests: raw frames over a socket, so tests can also
-send malformed ones. rollout_pb2 is generated from proto/ into a temp dir."""
-import atexit
-import importlib
+send malformed ones. rollout_pb2 is the module the build generated
+(<build>/proto/rollout_pb2.py, named by $ROLLOUT_PROTO_OUT in the meson
+tests), loaded by the Python client's own loader."""
+import importlib.util
 import os
 import socket
-import struct
 import subprocess
-import sys
-import tempfile
+
+import nodeutil as nu
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_PROTO = os.path.join(_HERE, "..", "..", "proto")
+_LOADER = os.path.join(_HERE, "..", "..", "python", "rollout_client", "_proto.py")
 _pb2 = None
 
 
 def pb2():
     global _pb2
     if _pb2 is None:
-        out = tempfile.mkdtemp(prefix="rollout_pb2_")
-        subprocess.run(["protoc", f"--python_out={out}", f"-I{_PROTO}", "rollout.proto"],
-                       check=True)
-        sys.path.insert(0, out)
-        _pb2 = importlib.import_module("rollout_pb2")
+        # The loader file alone: the rollout_client package would import numpy.
+        spec = importlib.util.spec_from_file_location("_rollout_proto_loader", _LOADER)
+        loader = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loader)
+        _pb2 = loader.load()
     return _pb2
 
 
@@ -42,7 +42,7 @@ def frame_bytes(frame):
 class Conn:
     """One connection to a node, speaking frames."""
 
-    def __init__(self, addr, timeout=20.0):
+    def __init__(self, addr, timeout=nu.HANG_GUARD_S):
         host, port = addr.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.buf = b""
@@ -94,32 +94,18 @@ class Conn:
         self.sock.close()
 
 
-_started = []
-
-
-@atexit.register
-def _kill_leftovers():
-    """A test that failed half-way may leave a --seconds 0 node behind."""
-    for p in _started:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
-
 def start_node(node, *args, env=None):
     """Start rollout-node listening on a free loopback port; returns
     (Popen, address). The node prints the bound address on stderr; it is
     killed at exit if the test left it running."""
-    p = subprocess.Popen([node, "--learner", "remote", "--listen", "127.0.0.1:0", "--quiet",
-                          "--json", *map(str, args)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env)
+    p = nu.spawn([node, "--learner", "remote", "--listen", "127.0.0.1:0", "--quiet", "--json",
+                  *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     return p, listen_address(p)
 
 
 def listen_address(p):
     """The address a node started with --listen printed on stderr (it says so
-    even for port 0); the node is killed at exit if the test leaves it."""
-    _started.append(p)
+    even for port 0). Reads stderr up to that line."""
     for line in p.stderr:
         if "listening for learners on" in line:
             return line.strip().rsplit(" ", 1)[1]

@@ -20,11 +20,12 @@ typedef struct crash {
     float low[1], high[1];
 } crash_t;
 
-static const char *const arg_keys[] = {"crash_at", "step at which env 3 crashes (0: never)",
-                                       "nan_at",   "step at which env 3 returns NaN (0: never)",
-                                       "inf_at",   "step at which env 3's reward is +inf (0: never)",
-                                       "fail_at",  "step at which env 3's step fails (0: never)",
-                                       NULL};
+static const char *const arg_keys[] = {
+    "crash_at", "step at which env 3 crashes (0: never)",
+    "nan_at",   "step at which env 3 returns NaN (0: never)",
+    "inf_at",   "step at which env 3's reward is +inf (0: never)",
+    "fail_at",  "step at which env 3's step fails (0: never)",
+    NULL};
 
 static int crash_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_t seed,
                         char *err, size_t errlen)

@@ -7,8 +7,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "env_registry.h"
-#include "error.h"
+#include "envs/env_args.h"
+#include "runtime/error.h"
 
 #define MAX_FRAME_SKIP 1000u
 #define MAX_WEIGHT 1e6

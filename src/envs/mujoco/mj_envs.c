@@ -28,13 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "env_registry.h"
+#include "runtime/alloc.h"
 #include "envs/mujoco/mj_args.h"
 #include "envs/mujoco/mj_registry.h"
 #include "envs/mujoco/mj_runtime.h"
-#include "error.h"
-#include "rng.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
 
 /* What distinguishes the envs, besides their numbers. */
 enum {

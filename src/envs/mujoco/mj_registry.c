@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "error.h"
+#include "runtime/error.h"
 
 static const char *const names[] = {"inverted_pendulum", "hopper", "half_cheetah", "walker2d",
                                     "ant"};

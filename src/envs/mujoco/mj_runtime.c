@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "envs/mujoco/mj_models.h"
-#include "error.h"
+#include "runtime/error.h"
 
 /* More than the embedded models we ship; checked at run time. */
 #define MAX_MODELS 16

@@ -1,0 +1,100 @@
+#include "actors/obs_codec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/step_batch.h"
+#include "runtime/error.h"
+#include "wire/checks.h"
+
+int ro__obs_encoder_init(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_dim)
+{
+    memset(e, 0, sizeof *e);
+    size_t mr = max_rows, od = obs_dim;
+    e->max_rows = max_rows;
+    e->obs_dim = obs_dim;
+    e->env = calloc(mr, sizeof *e->env);
+    e->step = calloc(mr, sizeof *e->step);
+    e->obs = calloc(mr * od, sizeof *e->obs);
+    e->final_obs = calloc(mr * od, sizeof *e->final_obs);
+    e->reward = calloc(mr, sizeof *e->reward);
+    e->terminated = calloc(mr, sizeof *e->terminated);
+    e->truncated = calloc(mr, sizeof *e->truncated);
+    e->episode_start = calloc(mr, sizeof *e->episode_start);
+    e->final_index = calloc(mr, sizeof *e->final_index);
+    if (!e->env || !e->step || !e->obs || !e->final_obs || !e->reward || !e->terminated ||
+        !e->truncated || !e->episode_start || !e->final_index)
+        return RO_ENOMEM;
+    return 0;
+}
+
+void ro__obs_encoder_free(ro_obs_encoder_t *e)
+{
+    free(e->env);
+    free(e->step);
+    free(e->obs);
+    free(e->final_obs);
+    free(e->reward);
+    free(e->terminated);
+    free(e->truncated);
+    free(e->episode_start);
+    free(e->final_index);
+    memset(e, 0, sizeof *e);
+}
+
+void ro__obs_encode(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                    Rollout__V1__Observations *o)
+{
+    const size_t od = e->obs_dim;
+    uint32_t r = 0, nfinal = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        const ro_step_batch_t *b = ro__step_batch_of_item(it);
+        memcpy(e->obs + r * od, b->obs, b->n * od * sizeof(float));
+        for (uint32_t j = 0; j < b->n; j++, r++) {
+            e->env[r] = b->first + j;
+            e->step[r] = b->steps;
+            e->reward[r] = b->reward[j];
+            e->terminated[r] = b->terminated[j];
+            e->truncated[r] = b->truncated[j];
+            e->episode_start[r] = b->episode_start[j];
+            if (b->has_final[j]) {
+                memcpy(e->final_obs + nfinal * od, b->final_obs + j * od, od * sizeof(float));
+                e->final_index[nfinal++] = r;
+            }
+        }
+    }
+    o->seq = seq;
+    o->n_env = o->n_step = o->n_reward = o->n_terminated = o->n_truncated = o->n_episode_start = r;
+    o->env = e->env;
+    o->step = e->step;
+    o->reward = e->reward;
+    o->terminated = e->terminated;
+    o->truncated = e->truncated;
+    o->episode_start = e->episode_start;
+    o->n_obs = r * od;
+    o->obs = e->obs;
+    o->n_final_index = nfinal;
+    o->final_index = e->final_index;
+    o->n_final_obs = nfinal * od;
+    o->final_obs = e->final_obs;
+}
+
+int ro__actions_apply(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
+                      const ro_space_t *act, char *err, size_t errlen)
+{
+    int rc = ro__check_actions(a, rows, act, err, errlen);
+    if (rc)
+        return rc;
+    const bool discrete = act->kind == RO_SPACE_DISCRETE;
+    const size_t ad = ro_space_size(act);
+    size_t r = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        ro_step_batch_t *b = ro__step_batch_of_item(it);
+        if (discrete)
+            memcpy(b->act_i, a->discrete + r, b->n * sizeof(int32_t));
+        else
+            memcpy(b->act_f, a->box + r * ad, (size_t)b->n * ad * sizeof(float));
+        r += b->n;
+    }
+    return 0;
+}

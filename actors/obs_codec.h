@@ -1,0 +1,45 @@
+/*
+ * Step batches on the wire, for the remote-learner hub: the Observations
+ * frame that carries a batch of them to a learner, and the Actions frame
+ * that answers it, checked and written back into them. Pure data work on
+ * the loop thread; no I/O.
+ */
+#ifndef RO_OBS_CODEC_H
+#define RO_OBS_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "actors/batcher.h"
+#include "rollout.pb-c.h"
+#include "rollout/env.h"
+
+/* Scratch for one Observations frame of up to max_rows envs. One owner. */
+typedef struct ro_obs_encoder {
+    uint32_t max_rows, obs_dim;
+    uint32_t *env;
+    uint64_t *step;
+    float *obs, *reward, *final_obs;
+    protobuf_c_boolean *terminated, *truncated, *episode_start;
+    uint32_t *final_index;
+} ro_obs_encoder_t;
+
+/* ro__obs_encoder_init allocates scratch for max_rows envs of obs_dim
+ * floats. Returns 0 or RO_ENOMEM (then free it). */
+int ro__obs_encoder_init(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_dim);
+void ro__obs_encoder_free(ro_obs_encoder_t *e);
+
+/* ro__obs_encode fills o (initialised) with the step batches of the list
+ * items (linked through next, at most max_rows envs in all), under seq. o
+ * points into the encoder until the next call. */
+void ro__obs_encode(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                    Rollout__V1__Observations *o);
+
+/* ro__actions_apply checks an Actions frame against the step batches it
+ * answers (items, `rows` envs in all, action space act) and writes each
+ * env's action into its batch. Returns 0, or a negative code with one
+ * line in err (nothing written then). */
+int ro__actions_apply(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
+                      const ro_space_t *act, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,97 @@
+#include "actors/session_flow.h"
+
+#include <stdio.h>
+
+#include "runtime/clock.h"
+#include "runtime/error.h"
+
+void ro__flow_init(ro_flow_t *f, uint32_t batch, uint64_t max_wait_ns)
+{
+    ro__batcher_init(&f->pending, batch, max_wait_ns);
+    f->inflight_head = NULL;
+    f->inflight_tail = &f->inflight_head;
+    f->inflight_rows = 0;
+    f->owned_rows = 0;
+    f->next_seq = 1;
+}
+
+bool ro__flow_due(const ro_flow_t *f)
+{
+    uint32_t waiting = f->pending.rows + f->inflight_rows;
+    return ro__batcher_due(&f->pending, waiting >= f->owned_rows ? 0 : f->owned_rows - waiting);
+}
+
+int ro__flow_send(ro_flow_t *f, ro_sent_batch_t **pool, ro_obs_encoder_t *enc, ro_conn_t *c,
+                  uint32_t *rows)
+{
+    ro_sent_batch_t *b = *pool; /* never empty: see ro_sent_batch_t */
+    *pool = b->next;
+    b->next = NULL;
+    b->items = ro__batcher_take(&f->pending, &b->rows);
+    b->seq = f->next_seq++;
+    b->sent_ns = ro__now_ns();
+    *f->inflight_tail = b;
+    f->inflight_tail = &b->next;
+    f->inflight_rows += b->rows;
+    *rows = b->rows;
+
+    Rollout__V1__Observations o = ROLLOUT__V1__OBSERVATIONS__INIT;
+    ro__obs_encode(enc, b->items, b->seq, &o);
+    ro_frame_t fr = ROLLOUT__V1__FRAME__INIT;
+    fr.body_case = ROLLOUT__V1__FRAME__BODY_OBSERVATIONS;
+    fr.observations = &o;
+    return ro__conn_send(c, &fr);
+}
+
+ro_batch_item_t *ro__flow_answer(ro_flow_t *f, ro_sent_batch_t **pool,
+                                 const Rollout__V1__Actions *a, const ro_space_t *act, char *err,
+                                 size_t errlen)
+{
+    ro_sent_batch_t **pp = &f->inflight_head;
+    while (*pp && (*pp)->seq != a->seq)
+        pp = &(*pp)->next;
+    ro_sent_batch_t *b = *pp;
+    if (!b) {
+        ro__errorf(err, errlen, RO_EPROTO, "actions for seq %llu, which is not awaiting actions",
+                   (unsigned long long)a->seq);
+        return NULL;
+    }
+    if (ro__actions_apply(a, b->items, b->rows, act, err, errlen) != 0)
+        return NULL;
+    *pp = b->next;
+    if (f->inflight_tail == &b->next)
+        f->inflight_tail = pp;
+    f->inflight_rows -= b->rows;
+    ro_batch_item_t *items = b->items;
+    b->items = NULL;
+    b->next = *pool;
+    *pool = b;
+    return items;
+}
+
+ro_batch_item_t *ro__flow_reclaim(ro_flow_t *f, ro_sent_batch_t **pool, uint64_t *resent)
+{
+    ro_batch_item_t *all = NULL, **tail = &all;
+    *resent = 0;
+    while (f->inflight_head) {
+        ro_sent_batch_t *b = f->inflight_head;
+        f->inflight_head = b->next;
+        *tail = b->items;
+        while (*tail)
+            tail = &(*tail)->next;
+        *resent += b->items != NULL;
+        b->items = NULL;
+        b->next = *pool;
+        *pool = b;
+    }
+    f->inflight_tail = &f->inflight_head;
+    f->inflight_rows = 0;
+    uint32_t rows;
+    *tail = ro__batcher_take_all(&f->pending, &rows);
+    return all;
+}
+
+uint64_t ro__flow_oldest_sent_ns(const ro_flow_t *f)
+{
+    return f->inflight_head ? f->inflight_head->sent_ns : 0;
+}

@@ -1,0 +1,88 @@
+/*
+ * The exchange between an env actor and a learner (a local learner lane or
+ * the remote-learner hub): one step of one shard of envs. Env actors hand
+ * any learner this and nothing else, so no actor opens another's struct.
+ *
+ * Ownership moves with the messages: the env actor owns the batch until it
+ * sends to_learner (RO_MSG_OBS_READY or RO_MSG_SHARD_DONE); the learner
+ * then owns it, reads the observations and writes the actions, until it
+ * sends to_env back (RO_MSG_ACTIONS or RO_MSG_STOP). The mailbox's
+ * release/acquire orders the data. At most one of the two messages is in
+ * flight at a time, so the batch needs no lock, and sending allocates
+ * nothing.
+ */
+#ifndef RO_STEP_BATCH_H
+#define RO_STEP_BATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "actors/batcher.h"
+#include "actors/messages.h"
+#include "runtime/actor.h"
+#include "runtime/rng.h"
+
+typedef struct ro_step_batch {
+    ro_msg_t to_learner; /* env actor -> learner */
+    ro_msg_t to_env;     /* learner -> env actor; the node's START too */
+    /* The holder's queue link (a learner's batcher, the hub's lists): only
+     * the side that owns the batch touches it. item.rows == n. */
+    ro_batch_item_t item;
+
+    /* Read-only after the env actor is wired. */
+    ro_actor_t *env;     /* to_env goes here */
+    ro_actor_t *learner; /* to_learner goes here */
+    uint32_t index;      /* the shard's index in its node (0 .. shards-1) */
+    uint32_t first;      /* env index of row 0 */
+    uint32_t n;          /* envs (rows) */
+    uint32_t obs_dim;    /* floats per observation */
+    uint32_t act_dim;    /* floats per box action; 1 for discrete */
+    bool discrete;
+
+    /* Written by the env actor, read by the learner. Auto-reset
+     * (docs/env-api.md): after a step that ends an episode, obs holds the
+     * next episode's first observation (episode_start = 1),
+     * reward/terminated/truncated describe the step that ended the old one,
+     * and final_obs its true last observation (has_final = 1). */
+    uint64_t steps;   /* steps each env of the batch has taken (0: first obs) */
+    float *obs;       /* [n x obs_dim] */
+    float *final_obs; /* [n x obs_dim], valid where has_final */
+    float *reward;    /* [n] */
+    uint8_t *terminated, *truncated, *episode_start, *has_final; /* [n] */
+    ro_rng_t *act_rng; /* [n] each env's action-sampling stream, the learner's to draw from */
+
+    /* Written by the learner, read by the env actor. */
+    int32_t *act_i;          /* [n] discrete actions */
+    float *act_f;            /* [n x act_dim] box actions */
+    uint64_t policy_version; /* of the policy that chose these actions */
+} ro_step_batch_t;
+
+/* ro__step_batch_of finds the batch a to_learner message belongs to. */
+static inline ro_step_batch_t *ro__step_batch_of(ro_msg_t *to_learner)
+{
+    return ro__container_of(to_learner, ro_step_batch_t, to_learner);
+}
+
+/* ro__step_batch_of_item finds the batch a queue link belongs to. */
+static inline ro_step_batch_t *ro__step_batch_of_item(ro_batch_item_t *it)
+{
+    return ro__container_of(it, ro_step_batch_t, item);
+}
+
+/* ro__step_batch_offer hands the batch to its learner (type
+ * RO_MSG_OBS_READY or RO_MSG_SHARD_DONE). The env actor's thread. */
+static inline void ro__step_batch_offer(ro_step_batch_t *b, uint32_t type)
+{
+    b->to_learner.type = type;
+    ro__actor_send(b->learner, &b->to_learner);
+}
+
+/* ro__step_batch_reply hands the batch back to its env actor (type
+ * RO_MSG_ACTIONS or RO_MSG_STOP). The thread holding it as learner. */
+static inline void ro__step_batch_reply(ro_step_batch_t *b, uint32_t type)
+{
+    b->to_env.type = type;
+    ro__actor_send(b->env, &b->to_env);
+}
+
+#endif

@@ -1,0 +1,55 @@
+/*
+ * Strict parsing of env argument values, for env implementations (built-in
+ * ones; a plugin parses its own).
+ */
+#include "envs/env_args.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "runtime/error.h"
+
+int ro__env_arg_double(const char *key, const char *value, double lo, double hi, double *out,
+                       char *err, size_t errlen)
+{
+    /* strtod skips leading blanks and accepts "nan" and "inf": strict
+     * parsing rejects both, and anything left after the number. */
+    char *end = NULL;
+    double v = 0.0;
+    errno = 0;
+    if (value[0] != '\0' && !isspace((unsigned char)value[0]))
+        v = strtod(value, &end);
+    if (end == NULL || end == value || *end != '\0')
+        return ro__errorf(err, errlen, RO_EINVAL, "env arg '%s': '%s' is not a number", key, value);
+    if (!isfinite(v) || errno == ERANGE)
+        return ro__errorf(err, errlen, RO_EINVAL, "env arg '%s': '%s' is not a finite double", key,
+                          value);
+    if (!(v >= lo && v <= hi))
+        return ro__errorf(err, errlen, RO_EINVAL, "env arg '%s': '%s' is outside [%g, %g]", key,
+                          value, lo, hi);
+    *out = v;
+    return 0;
+}
+
+int ro__env_arg_u32(const char *key, const char *value, uint32_t lo, uint32_t hi, uint32_t *out,
+                    char *err, size_t errlen)
+{
+    /* Digits only: strtoull would accept blanks, a sign (and wrap "-1" to a
+     * huge value) and, with base 0, hex or octal. */
+    int digits = value[0] != '\0';
+    for (const char *p = value; *p != '\0'; p++)
+        if (*p < '0' || *p > '9')
+            digits = 0;
+    if (!digits)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "env arg '%s': '%s' is not a non-negative integer", key, value);
+    errno = 0;
+    unsigned long long v = strtoull(value, NULL, 10);
+    if (errno == ERANGE || v < lo || v > hi)
+        return ro__errorf(err, errlen, RO_EINVAL, "env arg '%s': '%s' is outside [%u, %u]", key,
+                          value, lo, hi);
+    *out = (uint32_t)v;
+    return 0;
+}

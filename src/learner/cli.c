@@ -1,0 +1,103 @@
+#include "learner/cli.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "policy/policy_flags.h"
+#include "runtime/error.h"
+#include "runtime/flags.h"
+#include "wire/frame.h"
+
+/* --connect HOST:PORT, repeatable. field: the config. */
+static int parse_connect(void *field, const char *value, char *err, size_t errlen)
+{
+    ro_learner_cfg_t *c = field;
+    if (c->nconnect == RO_LEARNER_MAX_NODES)
+        return ro__errorf(err, errlen, RO_EINVAL, "--connect: at most %d nodes",
+                          RO_LEARNER_MAX_NODES);
+    c->connect[c->nconnect++] = value;
+    return 0;
+}
+
+#define AT(field) offsetof(ro_learner_cfg_t, field)
+
+static const ro_flag_t learner_flags[] = {
+    {RO_FLAG_FN, "connect", "HOST:PORT", 0, .parse = parse_connect,
+     .help = "a node to serve (repeatable, up to 64)"},
+    {RO_FLAG_STRING, "token-file", "FILE", AT(token_file), .help = "the nodes' shared secret"},
+    {RO_FLAG_FN, "policy", "random|mlp|FILE", AT(policy), .parse = ro__flag_policy,
+     .help = "random actions, a seeded MLP (default), or a\nPolicyParams file"},
+    {RO_FLAG_FN, "hidden", "H1,H2,...", AT(policy), .parse = ro__flag_hidden,
+     .help = "MLP hidden widths (default 64,64)"},
+    {RO_FLAG_FN, "activation", "tanh|relu", AT(policy), .parse = ro__flag_activation,
+     .help = "MLP activation (default tanh)"},
+    {RO_FLAG_FN, "gemm", "exact|openblas", AT(policy), .parse = ro__flag_gemm,
+     .help = "dense-layer kernel (default exact)"},
+    {RO_FLAG_U32, "workers", "W", AT(workers), 1, 1024,
+     .help = "forward-pass threads, pinned (default 1); the learner\nruns 1 loop thread + W"},
+    {RO_FLAG_BOOL, "overcommit", NULL, AT(overcommit),
+     .help = "allow more workers than allowed CPUs"},
+    {RO_FLAG_U32, "batch", "B", AT(batch), 1, 1u << 20,
+     .help = "envs per forward pass (default 1024): whole frames\nare taken until this many envs"},
+    {RO_FLAG_U64, "max-wait-us", "US", AT(max_wait_us), 0, 60000000,
+     .help =
+         "wait up to this long for a fuller batch (default 0:\nbatch what one turn of the event "
+         "loop brought)"},
+    {RO_FLAG_U64, "seed", "S", AT(policy.seed), 0, UINT64_MAX,
+     .help = "policy init and action sampling seed (default 1)"},
+    {RO_FLAG_U64, "steps", "N", AT(steps), 1, UINT64_MAX / 2,
+     .help = "stop after answering N env steps"},
+    {RO_FLAG_SECONDS, "seconds", "S", AT(seconds),
+     .help = "stop after S seconds (default: run until the nodes stop)"},
+    {RO_FLAG_U32, "max-frame-bytes", "N", AT(max_frame), 1024, 1u << 30,
+     .help = "largest frame accepted from a node (default 16 MiB)"},
+    {RO_FLAG_SECONDS, "reconnect-s", "S", AT(reconnect_s),
+     .help =
+         "a node whose connection is lost (no goodbye) is\nreconnected to, with backoff, for up "
+         "to S seconds\nwithout a connection, then given up (default 60;\n0: never reconnect)"},
+    {RO_FLAG_STRING, "name", "NAME", AT(name), .help = "shown in the nodes' logs"},
+    {RO_FLAG_STRING, "push-policy", "FILE", AT(push_policy),
+     .help = "instead of serving envs, push these weights (a\nPolicyParams file) to nodes running "
+             "their own learner\nlanes with --listen, and exit when all accepted them"},
+    {RO_FLAG_BOOL, "json", NULL, AT(json), .help = "one-line JSON summary on stdout"},
+    {RO_FLAG_BOOL, "quiet", NULL, AT(quiet), .help = "no progress lines"},
+    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
+    {RO_FLAG_BOOL, "version", NULL, AT(version), .help = "the version"},
+};
+
+#define NFLAGS (sizeof learner_flags / sizeof learner_flags[0])
+
+void ro__learner_usage(FILE *f)
+{
+    ro__flags_usage(f,
+                    "usage: rollout-learner --connect HOST:PORT [--connect HOST:PORT ...] "
+                    "[options]\n"
+                    "\n"
+                    "Attaches to rollout-nodes started with --learner remote, batches the\n"
+                    "observations of all of them into forward passes, and sends the actions "
+                    "back.\n"
+                    "\n",
+                    learner_flags, NFLAGS);
+}
+
+int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    c->policy.kind = RO_POLICY_MLP;
+    c->policy.hidden[0] = c->policy.hidden[1] = 64;
+    c->policy.nhidden = 2;
+    c->policy.activation = RO_ACT_TANH;
+    c->policy.seed = 1;
+    c->batch = 1024;
+    c->workers = 1;
+    c->max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
+    c->reconnect_s = 60.0;
+    c->name = "rollout-learner";
+    int rc = ro__flags_parse(learner_flags, NFLAGS, c, NULL, argc, argv, NULL, err, errlen);
+    if (rc)
+        return rc;
+    if (c->nconnect == 0 && !c->help && !c->version)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "no node to serve: give --connect HOST:PORT (see --help)");
+    return 0;
+}

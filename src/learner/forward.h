@@ -1,0 +1,89 @@
+/*
+ * rollout-learner's forward passes: W pinned workers (the runtime's
+ * scheduler), one lane actor on each with its own policy scratch. The loop
+ * hands a lane a job (received frames batched by the one batcher, with the
+ * sampling stream of each row); the lane runs the policy over their
+ * observations and hands the job back, with one action per row, to the
+ * loop's done callback.
+ */
+#ifndef RO_FORWARD_H
+#define RO_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "actors/batcher.h"
+#include "policy/policy.h"
+#include "runtime/actor.h"
+#include "runtime/rng.h"
+#include "runtime/scheduler.h"
+#include "runtime/topology.h"
+#include "wire/frame.h"
+
+struct ro_link;
+
+/* A received Observations frame waiting for its forward pass. Loop thread,
+ * then the lane holding its job, then the loop again. */
+typedef struct ro_pending {
+    ro_batch_item_t item; /* rows: its envs */
+    ro_frame_t *frame;
+    struct ro_link *link;
+    uint32_t gen; /* the link's connection it came on */
+} ro_pending_t;
+
+/* One forward pass: its frames and room for their actions. */
+typedef struct ro_job {
+    ro_msg_t msg;
+    ro_batch_item_t *frames; /* ro_pending_t items */
+    uint32_t rows;
+    bool failed;       /* the lane had no memory: nothing was computed */
+    ro_rng_t **rowrng; /* [rows] the sampling stream of each row */
+    int32_t *act_i;    /* [rows] */
+    float *act_f;      /* [rows x act_dim] */
+} ro_job_t;
+
+typedef void (*ro_job_done_fn)(void *ctx, ro_job_t *job);
+
+typedef struct ro_lane {
+    ro_actor_t actor;
+    struct ro_forward *fw;
+    ro_policy_ws_t *ws; /* touched only by the thread running the lane */
+    uint32_t ws_rows;
+} ro_lane_t;
+
+typedef struct ro_forward {
+    ro_topology_t topo;
+    ro_worker_plan_t *plan;
+    int ngroups, group_nodes[RO_TOPO_MAX_NODES];
+    ro_sched_t *sched;
+    ro_lane_t *lanes;
+    uint32_t nlanes, next_lane;
+    const ro_policy_t *policy; /* set before the first job; read-only then */
+    uint32_t obs_dim;
+    uv_async_t done_async;
+    ro_actor_t done; /* loop actor: jobs come back here */
+    ro_job_done_fn on_done;
+    void *ctx;
+    uint32_t jobs_out; /* loop thread */
+} ro_forward_t;
+
+/* ro__forward_start plans and starts `workers` pinned workers with a lane
+ * each, and the loop actor that takes finished jobs to on_done. Returns 0,
+ * or a negative code with one line in err. Loop thread, once. */
+int ro__forward_start(ro_forward_t *fw, uv_loop_t *loop, uint32_t workers, bool overcommit,
+                      ro_job_done_fn on_done, void *ctx, char *err, size_t errlen);
+
+/* ro__forward_submit hands a job to the next lane, round robin. The lane
+ * owns it until on_done gets it back. Loop thread. */
+void ro__forward_submit(ro_forward_t *fw, ro_job_t *job);
+
+/* ro__forward_close closes the done handle (once no job is out). */
+void ro__forward_close(ro_forward_t *fw);
+
+/* ro__forward_stop joins the workers and frees everything. Main thread,
+ * after the loop ended. */
+void ro__forward_stop(ro_forward_t *fw);
+
+#endif

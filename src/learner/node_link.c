@@ -1,0 +1,326 @@
+#include "learner/node_link.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/clock.h"
+#include "runtime/error.h"
+#include "wire/frame.h"
+
+/* Reconnects: 100 ms after the loss, doubling to 2 s between attempts; an
+ * attempt that has no welcome after 5 s is abandoned. */
+#define RECONNECT_MIN_MS 100
+#define RECONNECT_MAX_MS 2000
+#define ATTEMPT_TIMEOUT_MS 5000
+/* Failed attempts logged: the first, every 10th, and any with a new reason. */
+#define LOG_EVERY 10
+#define MAX_QUEUED_BYTES (64u << 20)
+
+__attribute__((format(printf, 2, 3))) static void say(const ro_link_t *l, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "rollout-learner: node %s: %s\n", l->o.addr, msg);
+}
+
+static void attempt(ro_link_t *l);
+
+static void on_retry(uv_timer_t *t)
+{
+    ro_link_t *l = t->data;
+    l->waiting = false;
+    attempt(l);
+}
+
+/* Wait before the next attempt: the backoff doubles up to its cap. */
+static void schedule_retry(ro_link_t *l)
+{
+    uint32_t ms = l->backoff_ms;
+    l->backoff_ms = ms * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : ms * 2;
+    l->waiting = true;
+    uv_timer_start(&l->retry, on_retry, ms, 0);
+}
+
+/* An attempt or a connection is over (l->why says why): try again, give
+ * up, or be done with the node. */
+static void ended(ro_link_t *l)
+{
+    bool was_welcomed = l->welcomed;
+    l->connected = l->welcomed = false;
+    bool retry = !l->final && !l->stopping && l->attached && l->o.reconnect_s > 0;
+    if (retry && was_welcomed) {
+        /* A session was lost: first attempt soon. */
+        l->lost_ns = ro__now_ns();
+        l->attempts = 0;
+        l->backoff_ms = RECONNECT_MIN_MS;
+        l->last_fail[0] = '\0';
+        say(l, "connection lost (%s); reconnecting for up to %g s", l->why, l->o.reconnect_s);
+        schedule_retry(l);
+        l->o.ops->on_down(l);
+        return;
+    }
+    if (retry) {
+        l->attempts++;
+        double down = (double)(ro__now_ns() - l->lost_ns) * 1e-9;
+        if (down < l->o.reconnect_s) {
+            if (l->attempts == 1 || l->attempts % LOG_EVERY == 0 || strcmp(l->why, l->last_fail)) {
+                say(l,
+                    "reconnect attempt %u failed (%s); %.1f s without a connection, retrying "
+                    "every %.1f s at most",
+                    l->attempts, l->why, down, RECONNECT_MAX_MS / 1000.0);
+                snprintf(l->last_fail, sizeof l->last_fail, "%s", l->why);
+            }
+            schedule_retry(l);
+            l->o.ops->on_down(l);
+            return;
+        }
+        say(l,
+            "no connection for %.1f s (%u attempts, last: %s); giving up on it (--reconnect-s %g)",
+            down, l->attempts, l->why, l->o.reconnect_s);
+        l->failed = true;
+    } else if (!l->o.quiet || l->failed) {
+        say(l, "%s", l->why);
+    }
+    l->done = true;
+    l->o.ops->on_down(l);
+}
+
+static void on_closed(ro_conn_t *c)
+{
+    ro_link_t *l = c->owner;
+    uv_timer_stop(&l->retry); /* the attempt's deadline */
+    if (c->broken)            /* the node's bytes were not frames: a protocol error */
+        l->failed = l->final = true;
+    if (!l->why[0])
+        snprintf(l->why, sizeof l->why, "%s", c->why[0] ? c->why : "disconnected");
+    ended(l);
+}
+
+void ro__link_close(ro_link_t *l, const char *why, bool final)
+{
+    if (l->conn.closing || !l->conn.open)
+        return;
+    l->final |= final;
+    snprintf(l->why, sizeof l->why, "%s", why);
+    ro__conn_close(&l->conn, why);
+}
+
+void ro__link_fail(ro_link_t *l, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (l->conn.closing || !l->conn.open)
+        return;
+    Rollout__V1__Error e = ROLLOUT__V1__ERROR__INIT;
+    e.code = (uint32_t)EPROTO;
+    e.message = msg;
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_ERROR;
+    f.error = &e;
+    ro__conn_send(&l->conn, &f);
+    l->failed = true;
+    ro__link_close(l, msg, true);
+}
+
+int ro__link_send(ro_link_t *l, const ro_frame_t *f)
+{
+    if (!l->connected)
+        return RO_EIO;
+    return ro__conn_send(&l->conn, f);
+}
+
+void ro__link_stop(ro_link_t *l, const char *reason)
+{
+    if (l->done || l->stopping)
+        return;
+    l->stopping = true;
+    if (l->waiting) { /* between two attempts: nothing to close */
+        uv_timer_stop(&l->retry);
+        l->waiting = false;
+        l->done = true;
+        l->o.ops->on_down(l);
+        return;
+    }
+    if (l->welcomed)
+        ro__conn_goodbye(&l->conn, reason);
+    ro__link_close(l, reason, true);
+}
+
+/* Frames before the welcome. */
+static void on_greeting(ro_link_t *l, ro_frame_t *f)
+{
+    char err[256];
+    if (f->body_case == ROLLOUT__V1__FRAME__BODY_WELCOME && f->welcome) {
+        int rc = l->o.ops->on_welcome(l, f->welcome, err, sizeof err);
+        if (rc || l->stopping) {
+            if (rc)
+                ro__link_fail(l, "%s", err);
+            return;
+        }
+        const Rollout__V1__Welcome *w = f->welcome;
+        l->welcomed = true;
+        if (l->attached) {
+            uv_timer_stop(&l->retry); /* the attempt's deadline */
+            l->reconnects++;
+            say(l, "reconnected after %.1f s without a connection (attempt %u)%s",
+                (double)(ro__now_ns() - l->lost_ns) * 1e-9, l->attempts + 1,
+                w->node_id != l->node_id ? ", a new node id: the node restarted" : "");
+            l->lost_ns = 0;
+        } else if (!l->o.quiet && strcmp(l->o.role, "learner") == 0) {
+            say(l, "%s x%u, node id %016llx", w->spec && w->spec->env ? w->spec->env : "?",
+                w->spec ? w->spec->num_envs : 0, (unsigned long long)w->node_id);
+        }
+        l->node_id = w->node_id;
+        l->attached = true;
+        return;
+    }
+    if (f->body_case == ROLLOUT__V1__FRAME__BODY_ERROR && f->error) {
+        const char *m = f->error->message ? f->error->message : "";
+        if (l->attached && f->error->code == ESHUTDOWN) {
+            /* A reconnect to a node that is stopping: done, as after a goodbye. */
+            ro__link_close(l, "the node is stopping", true);
+        } else if (l->attached) {
+            /* A reconnect refused ("too many connections"): the attempt
+             * failed, the next may not. */
+            snprintf(err, sizeof err, "refused: %.200s", m);
+            ro__link_close(l, err, false);
+        } else {
+            snprintf(err, sizeof err, "refused us: %.200s", m);
+            l->failed = true;
+            ro__link_close(l, err, true);
+        }
+        return;
+    }
+    ro__link_fail(l, "expected welcome, got %s", ro__frame_kind(f));
+}
+
+static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
+{
+    ro_link_t *l = c->owner;
+    if (!l->welcomed) {
+        on_greeting(l, f);
+        return;
+    }
+    switch (f->body_case) {
+    case ROLLOUT__V1__FRAME__BODY_GOODBYE:
+        ro__link_close(l, "node said goodbye", true);
+        break;
+    case ROLLOUT__V1__FRAME__BODY_ERROR:
+        /* The node timed us out (we were slow, or the link was cut): come
+         * back. Any other error is final. */
+        if (f->error->code != ETIMEDOUT || l->o.reconnect_s <= 0) {
+            l->failed = true;
+            ro__link_close(l, f->error->message ? f->error->message : "error", true);
+        } else {
+            ro__link_close(l, f->error->message ? f->error->message : "timed out", false);
+        }
+        break;
+    default:
+        l->o.ops->on_frame(l, f, keep);
+        break;
+    }
+}
+
+static void on_connect(ro_conn_t *c, int status)
+{
+    ro_link_t *l = c->owner;
+    if (status != 0) {
+        if (!l->attached) { /* the first connection: the address may be wrong */
+            l->failed = true;
+            l->final = true;
+        }
+        return; /* closing: on_closed follows */
+    }
+    l->connected = true;
+    Rollout__V1__Hello h = ROLLOUT__V1__HELLO__INIT;
+    h.protocol_version = RO_PROTOCOL_VERSION;
+    h.role = (char *)l->o.role;
+    h.token = (char *)l->o.token;
+    h.name = (char *)l->o.name;
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_HELLO;
+    f.hello = &h;
+    ro__conn_send(&l->conn, &f);
+}
+
+static const ro_conn_ops_t link_conn_ops = {
+    .on_frame = on_frame,
+    .on_connect = on_connect,
+    .on_closed = on_closed,
+};
+
+static void on_attempt_timeout(uv_timer_t *t)
+{
+    ro_link_t *l = t->data;
+    if (!l->welcomed)
+        ro__link_close(l, l->connected ? "no welcome within 5 s" : "connect timed out after 5 s",
+                       false);
+}
+
+/* One connection attempt: a new generation. A reconnect attempt has
+ * ATTEMPT_TIMEOUT_MS to be welcomed; the first one waits as long as the
+ * kernel does. The name is resolved again for every attempt (a node may
+ * come back elsewhere), waiting for the resolver: libuv's asynchronous
+ * getaddrinfo would start its thread pool, and the learner runs exactly 1
+ * loop thread + W workers. */
+static void attempt(ro_link_t *l)
+{
+    l->gen++;
+    l->connected = l->welcomed = false;
+    l->why[0] = '\0';
+    struct sockaddr_storage ss;
+    char err[300];
+    if (ro__addr_resolve(l->loop, &l->where, &ss, "--connect", err, sizeof err) != 0) {
+        snprintf(l->why, sizeof l->why, "%s", err);
+        if (!l->attached)
+            l->failed = l->final = true;
+        ended(l);
+        return;
+    }
+    if (l->attached)
+        uv_timer_start(&l->retry, on_attempt_timeout, ATTEMPT_TIMEOUT_MS, 0);
+    ro_conn_opts_t co = {
+        .ops = &link_conn_ops,
+        .owner = l,
+        .program = "rollout-learner",
+        .max_frame = l->o.max_frame,
+        .max_queued = MAX_QUEUED_BYTES,
+        .alloc = &l->alloc,
+    };
+    snprintf(l->conn.label, sizeof l->conn.label, "node %s", l->o.addr);
+    if (ro__conn_connect(&l->conn, l->loop, (struct sockaddr *)&ss, &co) != 0) {
+        uv_timer_stop(&l->retry);
+        snprintf(l->why, sizeof l->why, "out of memory");
+        l->failed = l->final = true;
+        ended(l);
+    }
+}
+
+int ro__link_start(ro_link_t *l, uv_loop_t *loop, const ro_link_opts_t *o, char *err, size_t errlen)
+{
+    memset(l, 0, sizeof *l);
+    l->loop = loop;
+    l->o = *o;
+    int rc = ro__addr_parse(o->addr, false, &l->where, "--connect", err, errlen);
+    if (rc)
+        return rc;
+    /* Frames a lane still holds decode into this; a few frames' worth. */
+    ro__pb_alloc_init(&l->alloc, 4 * o->max_frame + (1u << 20));
+    uv_timer_init(loop, &l->retry);
+    l->retry.data = l;
+    attempt(l);
+    return 0;
+}
+
+void ro__link_release(ro_link_t *l)
+{
+    uv_close((uv_handle_t *)&l->retry, NULL);
+}

@@ -1,0 +1,210 @@
+/*
+ * rollout-node's flags: one table, read by the one flag parser
+ * (runtime/flags.h) and printed as --help.
+ */
+#include "node/config.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "policy/policy_flags.h"
+#include "runtime/error.h"
+#include "runtime/flags.h"
+#include "wire/frame.h"
+
+void ro__config_defaults(ro_config_t *c)
+{
+    memset(c, 0, sizeof *c);
+    c->env = "cartpole";
+    c->num_envs = 256;
+    c->max_wait_us = 1000;
+    c->policy.kind = RO_POLICY_MLP;
+    c->policy.hidden[0] = 64;
+    c->policy.hidden[1] = 64;
+    c->policy.nhidden = 2;
+    c->policy.activation = RO_ACT_TANH;
+    c->policy_arg = "mlp";
+    c->seed = 1;
+    c->seconds = 10.0;
+    c->metrics_interval = 1.0;
+    c->max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
+    c->max_learners = 64;
+    c->learner_timeout = 30.0;
+    c->hello_timeout = 10.0;
+    c->numa_node = -1;
+}
+
+/* --env-arg KEY=VALUE, repeatable. field: the config. */
+static int parse_env_arg(void *field, const char *value, char *err, size_t errlen)
+{
+    ro_config_t *c = field;
+    char *s = (char *)value; /* argv strings are ours to edit and outlive the node */
+    char *eq = strchr(s, '=');
+    if (!eq || eq == s)
+        return ro__errorf(err, errlen, RO_EINVAL, "--env-arg '%s': expected KEY=VALUE", s);
+    if (c->nenv_args == RO_MAX_ENV_ARGS)
+        return ro__errorf(err, errlen, RO_EINVAL, "--env-arg: more than %d arguments",
+                          RO_MAX_ENV_ARGS);
+    *eq = '\0';
+    c->env_args[c->nenv_args].key = s;
+    c->env_args[c->nenv_args].value = eq + 1;
+    c->nenv_args++;
+    return 0;
+}
+
+/* --policy: the spec, and the flag as given for descriptions. */
+static int parse_policy(void *field, const char *value, char *err, size_t errlen)
+{
+    ro_config_t *c = field;
+    c->policy_arg = value;
+    return ro__flag_policy(&c->policy, value, err, errlen);
+}
+
+static int parse_numa_node(void *field, const char *value, char *err, size_t errlen)
+{
+    uint32_t v;
+    int rc = ro__flag_u32("--numa-node", value, 0, 63, &v, err, errlen);
+    if (rc == 0)
+        *(int *)field = (int)v;
+    return rc;
+}
+
+static int parse_record_max_bytes(void *field, const char *value, char *err, size_t errlen)
+{
+    uint64_t *v = field;
+    int rc = ro__flag_u64("--record-max-bytes", value, 0, UINT64_MAX / 2, v, err, errlen);
+    if (rc == 0 && *v != 0 && *v < 4096)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--record-max-bytes '%s': expected 0 or at least 4096", value);
+    return rc;
+}
+
+static const char *const learner_modes[] = {"local", "remote", NULL};
+static const char *const record_full_modes[] = {"block", "drop", NULL};
+static const char *const record_error_modes[] = {"stop", "continue", NULL};
+
+#define AT(field) offsetof(ro_config_t, field)
+
+/* The flags, in --help order; indices matter only for `given` below. */
+static const ro_flag_t node_flags[] = {
+    {.kind = RO_FLAG_SECTION, .name = "env"},
+    {RO_FLAG_STRING, "env", "NAME|PATH", AT(env),
+     .help = "cartpole (default), pendulum, burn, or a plugin .so;\nMuJoCo: hopper walker2d "
+             "half_cheetah ant inverted_pendulum"},
+    {RO_FLAG_FN, "env-arg", "KEY=VALUE", 0, .parse = parse_env_arg,
+     .help = "env argument (repeatable); every env accepts\nmax_episode_steps"},
+    {RO_FLAG_U32, "num-envs", "N", AT(num_envs), 1, 1u << 20, .help = "envs to run (default 256)"},
+    {RO_FLAG_BOOL, "check-finite", NULL, AT(check_finite),
+     .help = "reset and count envs whose observation or reward\nis NaN or infinite"},
+    {.kind = RO_FLAG_SECTION, .name = "scheduling"},
+    {RO_FLAG_U32, "workers", "W", AT(workers), 1, 1024,
+     .help = "worker threads (default: one per allowed CPU)"},
+    {RO_FLAG_BOOL, "overcommit", NULL, AT(overcommit),
+     .help = "allow more workers than allowed CPUs"},
+    {RO_FLAG_U32, "shard", "K", AT(shard), 1, 1u << 20,
+     .help = "envs stepped together by one env actor (default auto)"},
+    {RO_FLAG_FN, "numa-node", "N", AT(numa_node), .parse = parse_numa_node,
+     .help = "bind CPUs and memory to NUMA node N (as numactl\n--cpunodebind=N --membind=N)"},
+    {RO_FLAG_STRING, "topology", "SPEC", AT(topology),
+     .help = "declare NUMA nodes over the allowed CPUs, e.g.\n'0:0-3;1:4-7' (also: "
+             "ROLLOUT_TOPOLOGY=SPEC)"},
+    {RO_FLAG_BOOL, "print-topology", NULL, AT(print_topology),
+     .help = "print nodes, CPUs, distances and the worker plan"},
+    {.kind = RO_FLAG_SECTION, .name = "policy"},
+    {RO_FLAG_FN, "policy", "random|mlp|FILE", 0, .parse = parse_policy,
+     .help = "random actions, a seeded MLP (default), or an MLP\nloaded from a PolicyParams file"},
+    {RO_FLAG_FN, "hidden", "H1,H2,...", AT(policy), .parse = ro__flag_hidden,
+     .help = "MLP hidden widths (default 64,64)"},
+    {RO_FLAG_FN, "activation", "tanh|relu", AT(policy), .parse = ro__flag_activation,
+     .help = "MLP activation (default tanh)"},
+    {RO_FLAG_FN, "gemm", "exact|openblas", AT(policy), .parse = ro__flag_gemm,
+     .help = "dense-layer kernel: exact (default) gives every env\nthe same actions whatever the "
+             "batching; openblas\nuses cblas_sgemm, whose rounding depends on the batch"},
+    {RO_FLAG_U32, "batch", "B", AT(batch), 1, 1u << 20,
+     .help = "envs per forward pass (default auto)"},
+    {RO_FLAG_U64, "max-wait-us", "US", AT(max_wait_us), 0, 60000000,
+     .help = "run a partial batch after this wait (default 1000)"},
+    {RO_FLAG_STRING, "save-policy", "FILE", AT(save_policy),
+     .help = "write the policy's weights as PolicyParams"},
+    {.kind = RO_FLAG_SECTION, .name = "remote learners (docs/protocol.md)"},
+    {RO_FLAG_CHOICE, "learner", "local|remote", AT(learner), .choices = learner_modes,
+     .help = "forward passes in this node (default), or by learners\nthat attach over TCP"},
+    {RO_FLAG_STRING, "listen", "HOST:PORT", AT(listen),
+     .help = "where learners attach (default 127.0.0.1:5555; port 0\npicks a free one); with "
+             "--learner local, where\ntrainers push new policy weights"},
+    {RO_FLAG_STRING, "token-file", "FILE", AT(token_file),
+     .help = "secret learners must present; required unless loopback"},
+    {RO_FLAG_U32, "max-frame-bytes", "N", AT(max_frame), 1024, 1u << 30,
+     .help = "largest frame accepted from a learner (default 16 MiB)"},
+    {RO_FLAG_U32, "max-learners", "N", AT(max_learners), 1, 4096,
+     .help = "learner connections at once (default 64)"},
+    {RO_FLAG_SECONDS, "learner-timeout", "S", AT(learner_timeout),
+     .help =
+         "close a learner that leaves a batch unanswered for S\nseconds; its envs go to another "
+         "(default 30; 0: never)"},
+    {RO_FLAG_SECONDS, "hello-timeout", "S", AT(hello_timeout),
+     .help = "close a connection that has not said a valid hello\nwithin S seconds (default 10; 0: "
+             "never)"},
+    {.kind = RO_FLAG_SECTION, .name = "run"},
+    {RO_FLAG_U64, "seed", "S", AT(seed), 0, UINT64_MAX, .help = "run seed (default 1)"},
+    {RO_FLAG_U64, "steps", "N", AT(steps), 1, UINT64_MAX / 2,
+     .help = "total env steps, split evenly over the envs"},
+    {RO_FLAG_SECONDS, "seconds", "S", AT(seconds),
+     .help = "stop after S seconds (default 10; 0 = no limit)"},
+    {.kind = RO_FLAG_SECTION, .name = "output"},
+    {RO_FLAG_STRING, "metrics", "FILE", AT(metrics),
+     .help = "JSON lines: one per episode, and throughput"},
+    {RO_FLAG_SECONDS, "metrics-interval", "S", AT(metrics_interval), 10,
+     .help = "seconds between throughput lines (default 1)"},
+    {RO_FLAG_BOOL, "json", NULL, AT(json), .help = "one-line JSON summary on stdout at the end"},
+    {RO_FLAG_BOOL, "quiet", NULL, AT(quiet), .help = "no live status line on the terminal"},
+    {.kind = RO_FLAG_SECTION, .name = "recording (docs/replay.md)"},
+    {RO_FLAG_STRING, "record", "PATH", AT(record),
+     .help = "write every transition to a trajectory file"},
+    {RO_FLAG_FN, "record-max-bytes", "N", AT(record_max_bytes), .parse = parse_record_max_bytes,
+     .help = "start PATH.1, PATH.2, ... when a file would pass N\nbytes (default 0: one file)"},
+    {RO_FLAG_CHOICE, "record-full", "block|drop", AT(record_full), .choices = record_full_modes,
+     .help = "when the disk falls behind: pause the envs\n(default) or drop and count the steps"},
+    {RO_FLAG_CHOICE, "record-error", "stop|continue", AT(record_error),
+     .choices = record_error_modes,
+     .help = "when a write fails (disk full): stop the run\nand exit 1 (default), or go on "
+             "unrecorded; the\nfile keeps every whole record either way"},
+    {.kind = RO_FLAG_SECTION, .name = "other"},
+    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
+    {RO_FLAG_BOOL, "version", NULL, AT(version), .help = "the version"},
+};
+
+#define NFLAGS (sizeof node_flags / sizeof node_flags[0])
+
+void ro__config_usage(FILE *f)
+{
+    ro__flags_usage(f,
+                    "usage: rollout-node [options]\n"
+                    "\n"
+                    "Steps envs on pinned worker threads and batches their observations\n"
+                    "through a policy. Runs --seconds (default 10) unless --steps is given.\n"
+                    "\n",
+                    node_flags, NFLAGS);
+}
+
+/* The index of a flag in the table, for `given`. */
+static size_t flag_index(const char *name)
+{
+    for (size_t i = 0; i < NFLAGS; i++)
+        if (node_flags[i].kind != RO_FLAG_SECTION && strcmp(node_flags[i].name, name) == 0)
+            return i;
+    return NFLAGS;
+}
+
+int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t errlen)
+{
+    ro__config_defaults(c);
+    bool given[NFLAGS];
+    int rc = ro__flags_parse(node_flags, NFLAGS, c, given, argc, argv, NULL, err, errlen);
+    if (rc)
+        return rc;
+    /* --steps alone means "run until the steps are done". */
+    if (given[flag_index("steps")] && !given[flag_index("seconds")])
+        c->seconds = 0;
+    return 0;
+}

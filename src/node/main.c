@@ -1,0 +1,146 @@
+/*
+ * rollout-node: run envs on pinned workers against a batched policy.
+ *
+ * Exit status: 0 on success (including a stop by SIGINT/SIGTERM), 2 for a
+ * bad flag, value, env, policy or file named on the command line, 1 for a
+ * failure while running.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "node/config.h"
+#include "runtime/crash_report.h"
+#include "runtime/error.h"
+#include "node/node.h"
+#include "ro_build_config.h"
+#include "runtime/thread_guard.h"
+
+/* The summary's placement fields: what the OS says about CPUs, pins and
+ * memory (docs/operations.md, "Checking threads and pinning"). */
+static void print_placement_json(const ro_summary_t *s)
+{
+    printf(",\"numa_node\":%d,\"topology_declared\":%s,\"os_numa_nodes\":%d,"
+           "\"allowed_cpus\":\"%s\",\"affinity_mismatches\":%d,\"mem_blocks\":%d,"
+           "\"mem_misplaced\":%d,\"worker_threads\":[",
+           s->numa_node, s->topology_declared ? "true" : "false", s->os_numa_nodes, s->allowed_cpus,
+           s->affinity_mismatches, s->mem_blocks, s->mem_misplaced);
+    for (int w = 0; w < s->workers && w < RO_SUMMARY_MAX_WORKERS; w++)
+        printf("%s{\"worker\":%d,\"tid\":%d,\"cpu\":%d,\"node\":%d}", w ? "," : "", w,
+               s->worker_tid[w], s->worker_cpu[w], s->worker_node[w]);
+    printf("]");
+}
+
+static void print_summary(const ro_summary_t *s, bool json)
+{
+    fprintf(stderr,
+            "summary: %llu steps in %.2f s = %.0f steps/s | %llu episodes, mean return %.3f | "
+            "mean batch %.1f | threads %d (1 loop + %d workers%s) | env failures %llu | "
+            "metrics dropped %llu\n",
+            (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
+            s->mean_return, s->mean_batch, s->threads, s->workers,
+            s->recording ? " + recorder" : "", (unsigned long long)s->env_failures,
+            (unsigned long long)s->dropped_metrics);
+    if (s->recording)
+        fprintf(stderr,
+                "record: %llu transitions, %llu bytes in %u file(s), %llu steps dropped, %llu "
+                "waits for the disk\n",
+                (unsigned long long)s->record_transitions, (unsigned long long)s->record_bytes,
+                s->record_files, (unsigned long long)s->record_dropped,
+                (unsigned long long)s->record_waits);
+    if (s->record_failed)
+        fprintf(stderr, "record: a write failed; %llu steps were not recorded\n",
+                (unsigned long long)s->record_lost);
+    if (s->pin_errors)
+        fprintf(stderr, "warning: %d workers could not be pinned to their CPU\n", s->pin_errors);
+    if (!json)
+        return;
+    /* One line, for scripts; field order is stable. */
+    printf("{\"steps\":%llu,\"seconds\":%.6f,\"sps\":%.1f,\"episodes\":%llu,"
+           "\"mean_return\":%.17g,",
+           (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
+           s->mean_return);
+    printf("\"threads\":%d,\"threads_expected\":%d,\"workers\":%d,\"lanes\":%d,"
+           "\"numa_nodes\":%d,\"cpus\":%d,\"pin_errors\":%d,\"steals\":%llu,",
+           s->threads, s->threads_expected, s->workers, s->lanes, s->numa_nodes, s->cpus,
+           s->pin_errors, (unsigned long long)s->steals);
+    printf("\"num_envs\":%u,\"shard\":%u,\"batch\":%u,\"batches\":%llu,\"mean_batch\":%.3f,"
+           "\"env_failures\":%llu,\"dropped_metrics\":%llu,",
+           s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
+           (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
+    printf("\"learners_attached\":%llu,\"learners_rejected\":%llu,\"batches_resent\":%llu,"
+           "\"policy_pushes\":%llu,\"policy_version\":%llu,\"env\":\"%s\",\"policy\":\"%s\"",
+           (unsigned long long)s->learners_attached, (unsigned long long)s->learners_rejected,
+           (unsigned long long)s->batches_resent, (unsigned long long)s->policy_pushes,
+           (unsigned long long)s->policy_version, s->env, s->policy);
+    if (s->recording)
+        printf(",\"record_transitions\":%llu,\"record_dropped\":%llu,\"record_bytes\":%llu,"
+               "\"record_files\":%u,\"record_waits\":%llu,\"record_io_busy_s\":%.6f,"
+               "\"record_failed\":%s,\"record_lost\":%llu",
+               (unsigned long long)s->record_transitions, (unsigned long long)s->record_dropped,
+               (unsigned long long)s->record_bytes, s->record_files,
+               (unsigned long long)s->record_waits, s->record_io_busy_s,
+               s->record_failed ? "true" : "false", (unsigned long long)s->record_lost);
+    print_placement_json(s);
+    printf("}\n");
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    /* First, before anything can load OpenBLAS's pool or a plugin. */
+    if (ro__threads_single_blas(argv) != 0)
+        fprintf(stderr, "rollout-node: warning: could not re-exec with OPENBLAS_NUM_THREADS=1; "
+                        "OpenBLAS may keep extra threads\n");
+
+    /* A learner that closes its connection must not kill us with SIGPIPE:
+     * the write fails with EPIPE and the session is closed instead. */
+    signal(SIGPIPE, SIG_IGN);
+    /* An env that crashes gets named before the process goes. */
+    ro__crash_report_install();
+
+    ro_config_t cfg;
+    char err[512] = "";
+    if (ro__config_parse(&cfg, argc, argv, err, sizeof err) != 0) {
+        fprintf(stderr, "rollout-node: %s\n", err);
+        return 2;
+    }
+    if (cfg.help) {
+        ro__config_usage(stdout);
+        return 0;
+    }
+    if (cfg.version) {
+        printf("rollout-node %s\n", RO_VERSION);
+        return 0;
+    }
+
+    if (cfg.print_topology) {
+        if (ro_node_print_topology(&cfg, stdout, err, sizeof err) != 0) {
+            fprintf(stderr, "rollout-node: %s\n", err);
+            return 2;
+        }
+        return 0;
+    }
+
+    ro_node_t *node;
+    if (ro_node_new(&node, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "rollout-node: %s\n", err);
+        return 2;
+    }
+    char line[512];
+    ro_node_describe(node, line, sizeof line);
+    if (!cfg.quiet)
+        fprintf(stderr, "rollout-node %s: %s\n", RO_VERSION, line);
+    char addr[80];
+    ro_node_listen_address(node, addr, sizeof addr);
+    if (addr[0]) /* always: scripts read the port when --listen asked for port 0 */
+        fprintf(stderr, "rollout-node: listening for learners on %s\n", addr);
+    fflush(stderr);
+
+    int rc = ro_node_run(node);
+    ro_summary_t s;
+    ro_node_summary(node, &s);
+    print_summary(&s, cfg.json);
+    ro_node_free(node);
+    return rc != 0; /* ro_node_run said why */
+}

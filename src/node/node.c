@@ -1,0 +1,481 @@
+#include "node/node.h"
+#include "node/node_internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "runtime/alloc.h"
+#include "runtime/clock.h"
+#include "actors/env_actor.h"
+#include "envs/registry.h"
+#include "runtime/error.h"
+#include "wire/token.h"
+#include "actors/learner_actor.h"
+#include "actors/logger_actor.h"
+#include "actors/messages.h"
+#include "runtime/numa_mem.h"
+#include "runtime/metrics_ring.h"
+#include "policy/policy.h"
+#include "policy/params.h"
+#include "actors/learner_hub.h"
+#include "actors/recorder_actor.h"
+#include "runtime/scheduler.h"
+#include "runtime/thread_guard.h"
+#include "runtime/topology.h"
+#include "wire/frame.h"
+#include "ro_build_config.h"
+
+/* Metric records buffered between drains, split over the lanes' rings (at
+ * least RING_MIN each): 12 MiB, drained every 50 ms, absorb 5 M records/s. */
+#define RING_TOTAL (1u << 18)
+#define RING_MIN (1u << 12)
+
+static void close_handle(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+/* Topology and the worker plan; refuses more workers than CPUs. */
+static int plan_workers(ro_node_t *n, char *err, size_t errlen)
+{
+    int rc = ro__topology_load(&n->topo, n->cfg.topology, "--topology", err, errlen);
+    if (rc)
+        return rc;
+    /* --numa-node: this node's CPUs and memory only, from here on. */
+    if (n->cfg.numa_node >= 0 &&
+        ((rc = ro__topology_restrict(&n->topo, n->cfg.numa_node, err, errlen)) ||
+         (rc = ro__topology_bind(&n->topo, n->cfg.numa_node, err, errlen))))
+        return rc;
+    n->nworkers = n->cfg.workers ? (int)n->cfg.workers : n->topo.ncpus;
+    n->plan = calloc((size_t)n->nworkers, sizeof *n->plan);
+    if (!n->plan)
+        return RO_ENOMEM;
+    rc = ro__topology_plan(&n->topo, n->nworkers, n->cfg.overcommit, n->plan, n->group_nodes,
+                           &n->ngroups);
+    if (rc == RO_ERANGE)
+        snprintf(err, errlen,
+                 "--workers %d: only %d CPUs are allowed for this process; more workers than "
+                 "CPUs oversubscribe them (use --overcommit to insist)",
+                 n->nworkers, n->topo.ncpus);
+    return rc;
+}
+
+/* The real NUMA node whose memory lane l's worker uses, or -1 (none). */
+static int lane_mem_node(const ro_node_t *n, uint32_t l)
+{
+    int k = ro__topology_find(&n->topo, n->group_nodes[n->plan[l].group]);
+    return k >= 0 ? n->topo.nodes[k].mem_node : -1;
+}
+
+int ro_node_print_topology(const ro_config_t *cfg, FILE *f, char *err, size_t errlen)
+{
+    ro_node_t *n = ro__calloc_lines(1, sizeof *n);
+    if (!n)
+        return RO_ENOMEM;
+    n->cfg = *cfg;
+    int rc = plan_workers(n, err, errlen);
+    if (rc == 0)
+        ro__topology_print(f, &n->topo, n->plan, n->nworkers, n->group_nodes, n->ngroups);
+    ro__topology_free(&n->topo);
+    free(n->plan);
+    free(n);
+    return rc;
+}
+
+static int open_env(ro_node_t *n, char *err, size_t errlen)
+{
+    int rc = ro__env_open(&n->kind, n->cfg.env, err, errlen);
+    if (rc)
+        return rc;
+    return ro__env_check_args(n->kind.vt, n->cfg.env_args, n->cfg.nenv_args, n->env_args,
+                              &n->nenv_args, &n->max_steps, err, errlen);
+}
+
+/* Envs are split into one contiguous range per lane, each range into
+ * shards of shard_size (the last one may be smaller). */
+static int make_shards(ro_node_t *n, char *err, size_t errlen)
+{
+    uint32_t envs = n->cfg.num_envs;
+    n->nlanes = (uint32_t)n->nworkers < envs ? (uint32_t)n->nworkers : envs;
+    uint32_t per_lane_max = (envs + n->nlanes - 1) / n->nlanes;
+    uint32_t k = n->cfg.shard;
+    if (k == 0) {
+        /* Four shards per lane keep every worker fed while a lane's forward
+         * pass runs; 32 envs amortise the dispatch of one message. */
+        k = per_lane_max / 4;
+        k = k < 1 ? 1 : k > 32 ? 32 : k;
+    }
+    if (k > per_lane_max)
+        k = per_lane_max;
+    n->shard_size = k;
+
+    uint32_t total = 0;
+    for (uint32_t l = 0; l < n->nlanes; l++) {
+        uint32_t lane_envs = envs / n->nlanes + (l < envs % n->nlanes);
+        total += (lane_envs + k - 1) / k;
+    }
+    n->shards = ro__calloc_lines(total, sizeof *n->shards);
+    if (!n->shards)
+        return RO_ENOMEM;
+    uint32_t first = 0;
+    for (uint32_t l = 0; l < n->nlanes; l++) {
+        uint32_t lane_end = first + envs / n->nlanes + (l < envs % n->nlanes);
+        while (first < lane_end) {
+            uint32_t cnt = lane_end - first < k ? lane_end - first : k;
+            /* On the node of lane l's worker, which steps and reads it. */
+            int rc =
+                ro__env_shard_init_on(&n->shards[n->nshards], n->kind.vt, n->env_args, n->nenv_args,
+                                      first, cnt, n->cfg.seed, lane_mem_node(n, l), err, errlen);
+            if (rc)
+                return rc;
+            n->nshards++;
+            first += cnt;
+        }
+    }
+    return 0;
+}
+
+static int make_rings(ro_node_t *n)
+{
+    n->rings = ro__calloc_lines(n->nlanes, sizeof *n->rings);
+    if (!n->rings)
+        return RO_ENOMEM;
+    for (uint32_t l = 0; l < n->nlanes; l++) {
+        uint32_t cap = RING_TOTAL;
+        while (cap > RING_MIN && cap / 2 >= RING_TOTAL / n->nlanes)
+            cap /= 2;
+        int rc = ro__metrics_ring_init(&n->rings[l], cap);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int make_policy(ro_node_t *n, char *err, size_t errlen)
+{
+    if (n->cfg.learner == RO_LEARNER_REMOTE)
+        return 0; /* the learners hold the policy */
+    ro_space_t os, as;
+    n->kind.vt->spaces(n->shards[0].envs[0], &os, &as);
+    ro_policy_spec_t spec = n->cfg.policy;
+    spec.seed = n->cfg.seed;
+    int rc = ro__policy_new(&n->policy, &spec, &os, &as, err, errlen);
+    if (rc)
+        return rc;
+    if (n->cfg.save_policy)
+        rc = ro__policy_save(n->policy, n->cfg.save_policy, err, errlen);
+    return rc;
+}
+
+/* --token-file: read the secret, and say so if other users can read it too. */
+static int load_token(ro_node_t *n, char *err, size_t errlen)
+{
+    if (!n->cfg.token_file)
+        return 0;
+    int rc = ro__token_read(n->cfg.token_file, n->token, sizeof n->token, err, errlen);
+    char warn[512];
+    if (rc == 0 && ro__token_exposed(n->cfg.token_file, warn, sizeof warn))
+        fprintf(stderr, "rollout-node: warning: %s\n", warn);
+    return rc;
+}
+
+/* --listen with local lanes: trainers may push policies. */
+static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
+{
+    int rc = load_token(n, err, errlen);
+    if (rc)
+        return rc;
+    ro_hub_opts_t o = {
+        .listen = n->cfg.listen,
+        .token = n->cfg.token_file ? n->token : NULL,
+        .batch = 1,
+        .max_frame = n->cfg.max_frame,
+        .max_learners = n->cfg.max_learners,
+        .hello_timeout_s = n->cfg.hello_timeout,
+        .env_name = n->kind.vt->name,
+        .seed = n->cfg.seed,
+        .max_episode_steps = n->max_steps,
+        .on_policy = ro__node_policy_push,
+        .ctx = n,
+    };
+    return ro__hub_new(&n->hub, &n->loop, NULL, 0, n->cfg.num_envs, &n->obs_space, &n->act_space,
+                       &n->control, &o, err, errlen);
+}
+
+/* --learner remote: the hub takes the lanes' place; shards of env group l
+ * still live on worker l's queue. */
+static int make_remote(ro_node_t *n, char *err, size_t errlen)
+{
+    int trc = load_token(n, err, errlen);
+    if (trc)
+        return trc;
+    n->batch = n->cfg.batch ? n->cfg.batch : (n->cfg.num_envs + 1) / 2;
+    if (n->batch < n->shard_size)
+        n->batch = n->shard_size;
+    ro_hub_opts_t o = {
+        .listen = n->cfg.listen ? n->cfg.listen : "127.0.0.1:5555",
+        .token = n->cfg.token_file ? n->token : NULL,
+        .batch = n->batch,
+        .max_wait_us = n->cfg.max_wait_us,
+        .max_frame = n->cfg.max_frame,
+        .max_learners = n->cfg.max_learners,
+        .learner_timeout_s = n->cfg.learner_timeout,
+        .hello_timeout_s = n->cfg.hello_timeout,
+        .env_name = n->kind.vt->name,
+        .seed = n->cfg.seed,
+        .max_episode_steps = n->max_steps,
+        .learners = true,
+    };
+    n->batches = calloc(n->nshards, sizeof *n->batches);
+    if (!n->batches)
+        return RO_ENOMEM;
+    for (uint32_t i = 0; i < n->nshards; i++)
+        n->batches[i] = &n->shards[i].xchg;
+    int rc = ro__hub_new(&n->hub, &n->loop, n->batches, n->nshards, n->cfg.num_envs, &n->obs_space,
+                         &n->act_space, &n->control, &o, err, errlen);
+    if (rc)
+        return rc;
+    n->learners_expected = 1;
+    return 0;
+}
+
+static int make_lanes(ro_node_t *n, char *err, size_t errlen)
+{
+    /* Spaces point into env 0 of shard 0, alive until the envs are destroyed. */
+    n->kind.vt->spaces(n->shards[0].envs[0], &n->obs_space, &n->act_space);
+    int rc = ro__sched_new(&n->sched, n->ngroups, n->group_nodes, n->plan, n->nworkers);
+    if (rc)
+        return rc;
+    if (n->cfg.learner == RO_LEARNER_REMOTE) {
+        if ((rc = make_remote(n, err, errlen)))
+            return rc;
+    } else {
+        n->lanes = ro__calloc_lines(n->nlanes, sizeof *n->lanes);
+        if (!n->lanes)
+            return RO_ENOMEM;
+        n->learners_expected = n->nlanes;
+    }
+
+    uint32_t s = 0;
+    for (uint32_t l = 0; l < n->nlanes; l++) {
+        /* Lane l and its shards live on worker l's queue: they talk only to
+         * each other, so their data stays in one CPU's caches (and on its
+         * NUMA node); idle workers of the node steal when loads differ. */
+        ro_runq_t *q = ro__sched_queue(n->sched, (int)l);
+        uint32_t first_shard = s, rows = 0;
+        uint32_t lane_end = n->shards[s].xchg.first;
+        lane_end += n->cfg.num_envs / n->nlanes + (l < n->cfg.num_envs % n->nlanes);
+        while (s < n->nshards && n->shards[s].xchg.first < lane_end)
+            rows += n->shards[s++].xchg.n;
+        uint32_t batch = n->cfg.batch;
+        if (batch == 0) {
+            /* Half a lane: one half steps while the other is in its forward
+             * pass, so the lane's worker never waits on itself. */
+            batch = (rows + 1) / 2;
+        }
+        if (batch < n->shard_size)
+            batch = n->shard_size;
+        if (n->lanes) {
+            if (l == 0)
+                n->batch = batch;
+            rc = ro__learner_init_on(&n->lanes[l], n->policy, q, &n->control, batch,
+                                     n->cfg.max_wait_us, s - first_shard, rows, n->shard_size,
+                                     n->shards[0].xchg.discrete, lane_mem_node(n, l));
+            if (rc) {
+                snprintf(err, errlen, "cannot allocate the learner's batch buffers");
+                return rc;
+            }
+        }
+        for (uint32_t i = first_shard; i < s; i++) {
+            ro_env_shard_wiring_t w = {
+                .index = i,
+                .runq = q,
+                .learner = n->lanes ? &n->lanes[l].actor : ro__hub_actor(n->hub),
+                .ring = &n->rings[l],
+                .stopping = &n->stopping,
+                .max_steps = n->max_steps,
+                .quota = n->cfg.steps ? (n->cfg.steps + n->cfg.num_envs - 1) / n->cfg.num_envs : 0,
+                .check_finite = n->cfg.check_finite,
+                .record_episodes = n->cfg.metrics != NULL,
+            };
+            ro__env_shard_wire(&n->shards[i], &w);
+        }
+    }
+    if (!(n->cfg.learner == RO_LEARNER_REMOTE) && n->cfg.listen)
+        return make_trainer_listener(n, err, errlen);
+    return 0;
+}
+
+/* --record: the trajectory file's header, the chunk pool, and one port
+ * per shard. */
+static int make_recorder(ro_node_t *n, char *err, size_t errlen)
+{
+    if (!n->cfg.record)
+        return 0;
+    char pol[128];
+    if (n->cfg.learner == RO_LEARNER_REMOTE)
+        snprintf(pol, sizeof pol, "remote learners");
+    else
+        ro__policy_describe(n->policy, pol, sizeof pol);
+    char desc[192];
+    snprintf(desc, sizeof desc, "%s: %s", n->cfg.policy_arg, pol);
+    uint32_t max_shard = 0;
+    for (uint32_t i = 0; i < n->nshards; i++)
+        max_shard = n->shards[i].xchg.n > max_shard ? n->shards[i].xchg.n : max_shard;
+    const ro_env_shard_t *s0 = &n->shards[0];
+    ro_recorder_opts_t o = {
+        .path = n->cfg.record,
+        .max_bytes = n->cfg.record_max_bytes,
+        .drop = n->cfg.record_full == RO_RECORD_DROP,
+        .keep_going = n->cfg.record_error == RO_RECORD_CONTINUE,
+        .on_error = &n->control,
+        .vt = n->kind.vt,
+        .env_spec = n->cfg.env,
+        .env_args = n->env_args,
+        .nenv_args = n->nenv_args,
+        .max_episode_steps = n->max_steps,
+        .seed = n->cfg.seed,
+        .num_envs = n->cfg.num_envs,
+        .policy = desc,
+        .check_finite = n->cfg.check_finite,
+        .obs_dim = s0->xchg.obs_dim,
+        .act_dim = s0->xchg.act_dim,
+        .discrete = s0->xchg.discrete,
+        .nshards = n->nshards,
+        .max_shard = max_shard,
+    };
+    int rc = ro__recorder_new(&n->recorder, &o, err, errlen);
+    if (rc)
+        return rc;
+    for (uint32_t i = 0; i < n->nshards; i++)
+        n->shards[i].rec = ro__recorder_port(n->recorder, i, &n->shards[i].xchg);
+    return 0;
+}
+
+static int make_loop(ro_node_t *n, char *err, size_t errlen)
+{
+    int rc = uv_loop_init(&n->loop);
+    if (rc)
+        return ro__errorf(err, errlen, RO_EIO, "cannot start the event loop: %s", uv_strerror(rc));
+    n->loop_inited = true;
+    if ((rc = uv_async_init(&n->loop, &n->control_async, ro__actor_async_cb)) ||
+        (rc = uv_signal_init(&n->loop, &n->sigint)) || (rc = uv_signal_init(&n->loop, &n->sigterm)))
+        return ro__errorf(err, errlen, RO_EIO, "cannot set up the event loop: %s", uv_strerror(rc));
+    n->control_async.data = &n->control;
+    ro__actor_init_loop(&n->control, "control", ro__node_control, &n->control_async);
+    n->sigint.data = n->sigterm.data = n;
+    uv_timer_init(&n->loop, &n->deadline); /* cannot fail */
+    n->deadline.data = n;
+    ro_logger_opts_t lo = {
+        .metrics_path = n->cfg.metrics,
+        .interval_s = n->cfg.metrics_interval,
+        .quiet = n->cfg.quiet,
+        .sample = ro__node_sample,
+        .sample_ctx = n,
+    };
+    return ro__logger_init(&n->logger, &n->loop, n->rings, n->nlanes, &lo, err, errlen);
+}
+
+int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errlen)
+{
+    ro_node_t *n = ro__calloc_lines(1, sizeof *n);
+    if (!n)
+        return RO_ENOMEM;
+    n->cfg = *cfg;
+    atomic_init(&n->stopping, false);
+    int rc;
+    if ((rc = plan_workers(n, err, errlen)) || (rc = open_env(n, err, errlen)) ||
+        (rc = make_shards(n, err, errlen)) || (rc = make_rings(n)) ||
+        (rc = make_policy(n, err, errlen)) || (rc = make_loop(n, err, errlen)) ||
+        (rc = make_lanes(n, err, errlen)) || (rc = make_recorder(n, err, errlen))) {
+        if (err[0] == '\0')
+            snprintf(err, errlen, "start-up failed: %s", ro_strerror(rc));
+        ro_node_free(n);
+        return rc;
+    }
+    *out = n;
+    return 0;
+}
+
+void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
+{
+    char pol[128];
+    if (n->cfg.learner == RO_LEARNER_REMOTE) {
+        char addr[80];
+        ro__hub_address(n->hub, addr, sizeof addr);
+        snprintf(pol, sizeof pol, "remote learners on %s", addr);
+    } else {
+        ro__policy_describe(n->policy, pol, sizeof pol);
+    }
+    char cpus[256] = "";
+    size_t off = 0;
+    for (int i = 0; i < n->nworkers && off + 8 < sizeof cpus; i++)
+        off +=
+            (size_t)snprintf(cpus + off, sizeof cpus - off, "%s%d", i ? "," : "", n->plan[i].cpu);
+    snprintf(buf, len,
+             "env %s x%u | policy %s | %d workers on CPUs %s, %d NUMA node(s) | %u lanes, "
+             "shards of %u, batch %u, max-wait %llu us | seed %llu",
+             n->kind.vt->name, n->cfg.num_envs, pol, n->nworkers, cpus, n->ngroups, n->nlanes,
+             n->shard_size, n->batch, (unsigned long long)n->cfg.max_wait_us,
+             (unsigned long long)n->cfg.seed);
+}
+
+void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len)
+{
+    if (n->hub)
+        ro__hub_address(n->hub, buf, len);
+    else if (len)
+        buf[0] = '\0';
+}
+
+void ro_node_free(ro_node_t *n)
+{
+    if (!n)
+        return;
+    if (n->sched) {
+        ro__sched_stop(n->sched);
+        ro__sched_free(n->sched);
+    }
+    if (n->lanes)
+        for (uint32_t l = 0; l < n->nlanes; l++)
+            ro__learner_destroy(&n->lanes[l]);
+    free(n->lanes);
+    ro__recorder_free(n->recorder);
+    for (uint32_t i = 0; i < n->nshards; i++)
+        ro__env_shard_destroy(&n->shards[i]);
+    /* A shard that failed half-way cleaned itself up. */
+    free(n->shards);
+    ro__policy_free(n->policy);
+    ro__policy_free(n->swap_next);
+    for (uint32_t i = 0; i < n->nretired; i++)
+        ro__policy_free(n->retired[i]);
+    if (n->kind.vt)
+        ro__env_close(&n->kind);
+    if (n->rings)
+        for (uint32_t l = 0; l < n->nlanes; l++)
+            ro__metrics_ring_free(&n->rings[l]);
+    free(n->rings);
+    if (n->loop_inited) {
+        /* Close whatever is still open (a start-up failure, or a run that
+         * never got to shutdown_node), then let the loop finish the closes. */
+        uv_walk(&n->loop, close_handle, NULL);
+        uv_run(&n->loop, UV_RUN_DEFAULT);
+        if (uv_loop_close(&n->loop) != 0)
+            fprintf(stderr, "rollout: warning: a loop handle was left open\n");
+    }
+    ro__hub_free(n->hub); /* its handles are closed now */
+    free(n->batches);
+    ro__topology_free(&n->topo);
+    free(n->plan);
+    free(n);
+}

@@ -1,0 +1,99 @@
+/*
+ * The rollout node: one process, one libuv loop, W pinned workers, env
+ * actors, learner lanes and a logger. Start-up reads top to bottom in
+ * ro_node_new (node.c).
+ */
+#ifndef RO_NODE_H
+#define RO_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "node/config.h"
+
+typedef struct ro_node ro_node_t;
+
+#define RO_SUMMARY_MAX_WORKERS 1024
+
+typedef struct ro_summary {
+    uint64_t steps;
+    double seconds;
+    double sps;
+    uint64_t episodes;
+    double mean_return; /* over every finished episode; 0 if none */
+    uint64_t env_failures;
+    uint64_t dropped_metrics;
+    uint64_t batches;
+    double mean_batch;
+    int threads;          /* read from /proc/self/task while workers ran */
+    int threads_expected; /* 1 loop + W workers */
+    int workers;
+    int lanes;
+    int numa_nodes;             /* NUMA nodes with workers (worker groups) */
+    uint64_t steals;            /* actors run away from their home worker */
+    uint64_t learners_attached; /* --learner remote: hellos accepted */
+    uint64_t learners_rejected; /* closed for bad input or a slow peer */
+    uint64_t batches_resent;    /* batches sent again after a learner left */
+    uint64_t policy_pushes;     /* policies pushed by trainers and switched to */
+    uint64_t policy_version;    /* version of the policy the lanes run now (0 if remote) */
+    int cpus;                   /* allowed CPUs */
+    int pin_errors;
+    uint32_t num_envs;
+    uint32_t shard;
+    uint32_t batch;
+    char env[64];
+    char policy[128];
+    bool recording;              /* --record */
+    uint64_t record_transitions; /* env steps written */
+    uint64_t record_dropped;     /* env steps dropped (--record-full=drop) */
+    uint64_t record_lost;        /* env steps not recorded after a write failed */
+    bool record_failed;          /* a write failed (disk full, I/O error) */
+    uint64_t record_bytes;       /* over every file */
+    uint32_t record_files;
+    uint64_t record_waits;   /* shard steps that waited for a chunk */
+    double record_io_busy_s; /* I/O thread busy time */
+    /* Placement, read back from the OS. */
+    int numa_node;           /* --numa-node, or -1 */
+    bool topology_declared;  /* nodes from --topology / ROLLOUT_TOPOLOGY */
+    int os_numa_nodes;       /* NUMA nodes the kernel reports (1 without libnuma) */
+    char allowed_cpus[256];  /* the process's allowed set at start, e.g. "0-3" */
+    int affinity_mismatches; /* workers whose OS CPU mask is not their planned CPU */
+    int mem_blocks;          /* shard and lane buffers placed on a node */
+    int mem_misplaced;       /* of those, blocks with a page elsewhere or unbound */
+    int worker_cpu[RO_SUMMARY_MAX_WORKERS];
+    int worker_node[RO_SUMMARY_MAX_WORKERS];
+    int worker_tid[RO_SUMMARY_MAX_WORKERS];
+} ro_summary_t;
+
+/* ro_node_new builds a node from a parsed config: topology, envs, policy,
+ * lanes, scheduler, loop. On failure returns a negative code and one line in
+ * err naming the problem. Main thread. */
+int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errlen);
+
+/* ro_node_describe writes the start-up line (what runs where). */
+void ro_node_describe(const ro_node_t *n, char *buf, size_t len);
+
+/* ro_node_listen_address writes where remote learners attach ("" if none). */
+void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len);
+
+/* ro_node_run starts the workers and runs the loop until every env is done
+ * (--steps), the time is up (--seconds), or SIGINT/SIGTERM; then stops the
+ * workers and flushes the logger. Returns 0, or a negative code after
+ * printing why on stderr (workers, metrics file or recording failed).
+ * Main thread, once. */
+int ro_node_run(ro_node_t *n);
+
+/* ro_node_summary fills s after ro_node_run. */
+void ro_node_summary(const ro_node_t *n, ro_summary_t *s);
+
+/* ro_node_print_topology reads the topology cfg selects (applying
+ * --numa-node's binding), plans the workers and prints both to f; nothing
+ * else is built. On error returns a negative code and one line in err. */
+int ro_node_print_topology(const ro_config_t *cfg, FILE *f, char *err, size_t errlen);
+
+/* ro_node_free releases everything. Main thread. */
+void ro_node_free(ro_node_t *n);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * Policies pushed by trainers (--listen with local learner lanes): the
+ * weights are checked against the env, built into a policy, and handed to
+ * every lane, which switches between two batches; the old policy is freed
+ * once every lane has switched.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "node/node.h"
+#include "node/node_internal.h"
+#include "policy/params.h"
+#include "runtime/error.h"
+
+/* A trainer pushed weights: validate them against the env, build the
+ * policy, and hand it to every lane; the old one is freed once all have
+ * switched (control_behaviour). Loop thread. */
+int ro__node_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char *err, size_t errlen)
+{
+    ro_node_t *n = ctx;
+    if (n->swap_next || n->nretired == 8) {
+        snprintf(err, errlen, "a policy update is still being applied; push again later");
+        return RO_EINVAL;
+    }
+    char label[64];
+    snprintf(label, sizeof label, "pushed policy v%llu", (unsigned long long)msg->version);
+    ro_policy_params_t pp;
+    int rc = ro__policy_params_from_msg(&pp, msg, label, err, errlen);
+    if (rc)
+        return rc;
+    ro_policy_t *next;
+    rc = ro__policy_new_from_params(&next, &pp, n->cfg.policy.gemm, &n->obs_space, &n->act_space,
+                                    label, err, errlen);
+    ro__policy_params_free(&pp);
+    if (rc)
+        return rc;
+    n->swap_next = next;
+    n->swaps_pending = n->nlanes;
+    for (uint32_t l = 0; l < n->nlanes; l++) {
+        n->lanes[l].swap_to = next;
+        ro__actor_send(&n->lanes[l].actor, &n->lanes[l].swap_msg);
+    }
+    return 0;
+}
+
+void ro__node_policy_switched(ro_node_t *n, ro_learner_t *l)
+{
+    n->swap_failed |= !l->swap_ok;
+    if (--n->swaps_pending > 0)
+        return;
+    if (n->swap_failed && n->nretired < 8) {
+        /* Out of memory in some lane: it still runs the old policy. */
+        fprintf(stderr, "rollout-node: a learner lane could not switch policies (out of "
+                        "memory); it keeps the old one\n");
+        n->retired[n->nretired++] = n->policy;
+    } else {
+        ro__policy_free(n->policy);
+    }
+    n->policy = n->swap_next;
+    n->swap_next = NULL;
+    n->swap_failed = false;
+    n->policy_pushes++;
+}

@@ -1,0 +1,151 @@
+/*
+ * What a node reports: the logger's samples while it runs, where its
+ * buffers are, and the summary at the end.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "node/node.h"
+#include "node/node_internal.h"
+#include "runtime/numa_mem.h"
+
+void ro__node_sample(void *ctx, ro_logger_sample_t *out)
+{
+    ro_node_t *n = ctx;
+    memset(out, 0, sizeof *out);
+    /* Relaxed reads of statistics written by workers. */
+    for (uint32_t i = 0; i < n->nshards; i++) {
+        const ro_env_shard_t *sh = &n->shards[i];
+        out->steps += atomic_load_explicit(&sh->steps, memory_order_relaxed);
+        out->episodes += atomic_load_explicit(&sh->episodes_pub, memory_order_relaxed);
+        out->return_sum += atomic_load_explicit(&sh->return_pub, memory_order_relaxed);
+    }
+    for (uint32_t i = 0; n->lanes && i < n->nlanes; i++) {
+        out->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
+        out->rows += atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
+    }
+    if (n->hub) {
+        /* The logger samples on the loop thread, the hub's thread. */
+        ro_hub_stats_t rs;
+        ro__hub_stats(n->hub, &rs);
+        out->batches = rs.batches_sent;
+        out->rows = rs.rows_sent;
+        out->remote = true;
+        out->learners = rs.learners;
+        out->envs_in_flight = rs.envs_in_flight;
+        out->envs_unsent = rs.envs_unsent;
+        out->oldest_wait_ns = rs.oldest_wait_ns;
+        out->queued_bytes = rs.queued_bytes;
+        out->batches_resent = rs.batches_resent;
+    }
+    if (n->recorder) {
+        out->recording = true;
+        ro__recorder_pressure(n->recorder, &out->record_waits, &out->record_dropped);
+    }
+}
+
+/* Reads back where the shards' and lanes' buffers are: each block must be
+ * bound to its node and have every page there. */
+void ro__node_check_placement(ro_node_t *n)
+{
+    n->mem_blocks = n->mem_misplaced = 0;
+    for (uint32_t i = 0; i < n->nshards; i++) {
+        const ro_env_shard_t *sh = &n->shards[i];
+        if (!sh->mem_bytes)
+            continue;
+        n->mem_blocks++;
+        n->mem_misplaced += ro__numa_bound_node(sh->mem) != sh->mem_node ||
+                            ro__numa_misplaced(sh->mem, sh->mem_bytes, sh->mem_node) != 0;
+    }
+    for (uint32_t l = 0; n->lanes && l < n->nlanes; l++) {
+        const ro_learner_t *ln = &n->lanes[l];
+        if (ln->mem_node < 0)
+            continue;
+        const float *in = ro__policy_ws_input(ln->ws);
+        size_t in_bytes = (size_t)ln->max_rows * ln->obs_dim * sizeof(float);
+        n->mem_blocks += 2;
+        n->mem_misplaced += !ln->mem || ro__numa_bound_node(ln->mem) != ln->mem_node ||
+                            ro__numa_misplaced(ln->mem, ln->mem_bytes, ln->mem_node) != 0;
+        n->mem_misplaced += ro__numa_bound_node(in) != ln->mem_node ||
+                            ro__numa_misplaced(in, in_bytes, ln->mem_node) != 0;
+    }
+}
+
+void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
+{
+    memset(s, 0, sizeof *s);
+    double return_sum = 0;
+    for (uint32_t i = 0; i < n->nshards; i++) {
+        const ro_env_shard_t *sh = &n->shards[i];
+        s->steps += sh->xchg.steps * sh->xchg.n;
+        s->episodes += sh->episodes;
+        return_sum += sh->return_sum;
+        s->env_failures += sh->env_failures;
+    }
+    for (uint32_t i = 0; n->lanes && i < n->nlanes; i++) {
+        s->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
+        s->mean_batch += (double)atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
+    }
+    s->mean_batch = s->batches ? s->mean_batch / (double)s->batches : 0.0;
+    s->mean_return = s->episodes ? return_sum / (double)s->episodes : 0.0;
+    s->seconds = n->t_end_ns > n->t_start_ns ? (double)(n->t_end_ns - n->t_start_ns) * 1e-9 : 0;
+    s->sps = s->seconds > 0 ? (double)s->steps / s->seconds : 0;
+    for (uint32_t l = 0; n->rings && l < n->nlanes; l++)
+        s->dropped_metrics += ro__metrics_ring_dropped(&n->rings[l]);
+    s->threads = n->threads_seen;
+    s->threads_expected = 1 + n->nworkers + (n->recorder != NULL); /* + the recorder's I/O thread */
+    if (n->recorder) {
+        ro_recorder_stats_t rs;
+        ro__recorder_stats(n->recorder, &rs);
+        s->recording = true;
+        s->record_transitions = rs.transitions;
+        s->record_dropped = rs.dropped_steps;
+        s->record_lost = rs.lost_steps;
+        s->record_failed = rs.failed;
+        s->record_bytes = rs.bytes;
+        s->record_files = rs.files;
+        s->record_waits = rs.waits;
+        s->record_io_busy_s = rs.io_busy_s;
+    }
+    s->workers = n->nworkers;
+    s->lanes = (int)n->nlanes;
+    s->numa_nodes = n->ngroups;
+    s->steals = ro__sched_steals(n->sched);
+    s->cpus = n->topo.ncpus;
+    s->pin_errors = ro__sched_pin_errors(n->sched);
+    s->num_envs = n->cfg.num_envs;
+    s->shard = n->shard_size;
+    s->batch = n->batch;
+    snprintf(s->env, sizeof s->env, "%s", n->kind.vt->name);
+    if (n->cfg.learner == RO_LEARNER_REMOTE) {
+        snprintf(s->policy, sizeof s->policy, "remote");
+        ro_hub_stats_t rs;
+        ro__hub_stats(n->hub, &rs);
+        s->learners_attached = rs.attached;
+        s->learners_rejected = rs.rejected;
+        s->batches = rs.batches_sent;
+        s->batches_resent = rs.batches_resent;
+        s->mean_batch = rs.batches_sent ? (double)rs.rows_sent / (double)rs.batches_sent : 0.0;
+    } else {
+        ro__policy_describe(n->policy, s->policy, sizeof s->policy);
+        s->policy_pushes = n->policy_pushes;
+        s->policy_version = ro__policy_version(n->policy);
+        if (n->hub) { /* trainers may attach: count the bad ones */
+            ro_hub_stats_t rs;
+            ro__hub_stats(n->hub, &rs);
+            s->learners_rejected = rs.rejected;
+        }
+    }
+    s->numa_node = n->cfg.numa_node;
+    s->topology_declared = n->topo.fake;
+    s->os_numa_nodes = ro__topology_os_nodes();
+    snprintf(s->allowed_cpus, sizeof s->allowed_cpus, "%s", n->allowed_cpus);
+    s->affinity_mismatches = n->affinity_mismatches;
+    s->mem_blocks = n->mem_blocks;
+    s->mem_misplaced = n->mem_misplaced;
+    for (int w = 0; w < n->nworkers && w < RO_SUMMARY_MAX_WORKERS; w++) {
+        s->worker_cpu[w] = n->plan[w].cpu;
+        s->worker_node[w] = n->group_nodes[n->plan[w].group];
+        s->worker_tid[w] = ro__sched_worker_tid(n->sched, w);
+    }
+}

@@ -1,0 +1,551 @@
+#include "policy/params.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/error.h"
+#include "wire/pb_alloc.h"
+#include "wire/varint.h"
+#include "rollout.pb-c.h"
+
+int ro__policy_params_alloc(ro_policy_params_t *p)
+{
+    /* Dimensions come from a validated file or spec; the overflow checks
+     * only keep a bug from turning into a short allocation. */
+    size_t total = p->action_kind == RO_SPACE_BOX ? p->action_dim : 0;
+    for (uint32_t l = 0; l < p->nlayers; l++) {
+        size_t in = p->layers[l].in, out = p->layers[l].out;
+        if (out > (SIZE_MAX / sizeof(float) - total) / (in + 1))
+            return RO_ENOMEM;
+        total += out * in + out;
+    }
+    float *mem = malloc((total ? total : 1) * sizeof(float));
+    if (!mem)
+        return RO_ENOMEM;
+    p->mem = mem;
+    for (uint32_t l = 0; l < p->nlayers; l++) {
+        ro_policy_layer_t *L = &p->layers[l];
+        L->weight = mem;
+        mem += (size_t)L->out * L->in;
+        L->bias = mem;
+        mem += L->out;
+    }
+    p->log_std = p->action_kind == RO_SPACE_BOX ? mem : NULL;
+    return 0;
+}
+
+void ro__policy_params_free(ro_policy_params_t *p)
+{
+    if (!p)
+        return;
+    free(p->mem);
+    p->mem = NULL;
+    for (uint32_t l = 0; l < p->nlayers; l++) {
+        p->layers[l].weight = NULL;
+        p->layers[l].bias = NULL;
+    }
+    p->log_std = NULL;
+}
+
+/* printable copies at most 32 characters of an untrusted string into out
+ * for an error message, replacing anything but printable ASCII with '?'. */
+static const char *printable(const char *s, char out[40])
+{
+    size_t i = 0;
+    for (; s[i] && i < 32; i++)
+        out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    if (s[i]) {
+        memcpy(out + i, "...", 3);
+        i += 3;
+    }
+    out[i] = 0;
+    return out;
+}
+
+/* check_finite fails on the first NaN or infinity of v[0..n). */
+static int check_finite(const float *v, size_t n, const char *name, const char *field,
+                        uint32_t layer, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) {
+            if (layer == UINT32_MAX)
+                return ro__errorf(err, errlen, RO_EBADMSG,
+                                  "%s: %s[%zu] is %g; values must be finite", name, field, i,
+                                  (double)v[i]);
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              "%s: layers[%u].%s[%zu] is %g; values must be finite", name, layer,
+                              field, i, (double)v[i]);
+        }
+    return 0;
+}
+
+/* check_header validates the scalar fields of m into p. */
+static int check_header(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m, const char *name,
+                        char *err, size_t errlen)
+{
+    char tmp[40];
+    if (m->format_version != 1)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: format_version is %u; this reader knows format_version 1", name,
+                          m->format_version);
+    const char *act = m->activation ? m->activation : "";
+    if (strcmp(act, "tanh") == 0)
+        p->activation = RO_ACT_TANH;
+    else if (strcmp(act, "relu") == 0)
+        p->activation = RO_ACT_RELU;
+    else
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: activation is \"%s\"; expected \"tanh\" or \"relu\"", name,
+                          printable(act, tmp));
+    const char *kind = m->action_kind ? m->action_kind : "";
+    if (strcmp(kind, "discrete") == 0)
+        p->action_kind = RO_SPACE_DISCRETE;
+    else if (strcmp(kind, "box") == 0)
+        p->action_kind = RO_SPACE_BOX;
+    else
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: action_kind is \"%s\"; expected \"discrete\" or \"box\"", name,
+                          printable(kind, tmp));
+    if (m->obs_dim == 0)
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: obs_dim is 0", name);
+    if (m->action_dim == 0 || m->action_dim > RO_POLICY_MAX_WIDTH)
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: action_dim is %u; expected 1..%u", name,
+                          m->action_dim, RO_POLICY_MAX_WIDTH);
+    if (m->n_layers == 0 || m->n_layers > RO_POLICY_MAX_HIDDEN + 1)
+        return ro__errorf(
+            err, errlen, RO_EBADMSG,
+            "%s: has %zu layers; expected 1..%d (up to %d hidden layers, then the head)", name,
+            m->n_layers, RO_POLICY_MAX_HIDDEN + 1, RO_POLICY_MAX_HIDDEN);
+    p->obs_dim = m->obs_dim;
+    p->action_dim = m->action_dim;
+    p->nlayers = (uint32_t)m->n_layers;
+    p->version = m->version;
+    return 0;
+}
+
+/* check_layer validates the shapes of layer l of m and sets p's dims. */
+static int check_layer(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m, uint32_t l,
+                       const char *name, char *err, size_t errlen)
+{
+    const Rollout__V1__Layer *L = m->layers[l];
+    const Rollout__V1__Tensor *w = L ? L->weight : NULL;
+    const Rollout__V1__Tensor *b = L ? L->bias : NULL;
+    const int head = l + 1 == p->nlayers;
+    if (!w)
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: layers[%u].weight is missing", name, l);
+    if (w->n_shape != 2)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].weight has %zu dimensions; expected 2 ([out, in])", name,
+                          l, w->n_shape);
+    uint32_t out = w->shape[0], in = w->shape[1];
+    if (out == 0 || in == 0)
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: layers[%u].weight has shape [%u,%u]", name,
+                          l, out, in);
+    if ((uint64_t)out * in != w->n_data)
+        return ro__errorf(
+            err, errlen, RO_EBADMSG,
+            "%s: layers[%u].weight has shape [%u,%u] (%llu values) but %zu data values", name, l,
+            out, in, (unsigned long long)out * in, w->n_data);
+    if (l == 0 && in != p->obs_dim)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[0].weight has shape [%u,%u] but obs_dim is %u", name, out, in,
+                          p->obs_dim);
+    if (l > 0 && in != p->layers[l - 1].out)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].weight has shape [%u,%u] but layers[%u] outputs %u", name,
+                          l, out, in, l - 1, p->layers[l - 1].out);
+    if (head && out != p->action_dim)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u] (the head) outputs %u but action_dim is %u", name, l, out,
+                          p->action_dim);
+    if (!head && out > RO_POLICY_MAX_WIDTH)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u] outputs %u; hidden layers are at most %u wide", name, l,
+                          out, RO_POLICY_MAX_WIDTH);
+    if (!b)
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: layers[%u].bias is missing", name, l);
+    if (b->n_shape != 1 || b->shape[0] != out)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].bias must have shape [%u] (the layer's outputs)", name, l,
+                          out);
+    if (b->n_data != out)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].bias has shape [%u] but %zu data values", name, l, out,
+                          b->n_data);
+    p->layers[l].in = in;
+    p->layers[l].out = out;
+    return 0;
+}
+
+/* check_log_std validates the log_std field against the head kind. */
+static int check_log_std(const ro_policy_params_t *p, const Rollout__V1__PolicyParams *m,
+                         const char *name, char *err, size_t errlen)
+{
+    const Rollout__V1__Tensor *t = m->log_std;
+    if (p->action_kind == RO_SPACE_DISCRETE) {
+        if (t)
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              "%s: log_std is set but action_kind is \"discrete\"", name);
+        return 0;
+    }
+    if (!t)
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: log_std is missing; a box head needs it",
+                          name);
+    if (t->n_shape != 1 || t->shape[0] != p->action_dim)
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: log_std must have shape [%u] (action_dim)",
+                          name, p->action_dim);
+    if (t->n_data != p->action_dim)
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: log_std has shape [%u] but %zu data values",
+                          name, p->action_dim, t->n_data);
+    return 0;
+}
+
+/* read_frame checks the varint length prefix of buf and finds the message. */
+static int read_frame(const uint8_t *buf, size_t len, const uint8_t **msg, size_t *msglen,
+                      const char *name, char *err, size_t errlen)
+{
+    uint64_t v = 0;
+    int k = ro__varint_get(buf, len, &v);
+    if (k == 0)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          len ? "%s: truncated inside the length prefix" : "%s: file is empty",
+                          name);
+    if (k < 0)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          buf[RO_VARINT_MAX - 1] & 0x80
+                              ? "%s: length prefix is longer than 10 bytes (not a varint)"
+                              : "%s: length prefix overflows 64 bits",
+                          name);
+    size_t rest = len - (size_t)k;
+    if (v > rest)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: truncated: the length prefix says %llu bytes but %zu follow", name,
+                          (unsigned long long)v, rest);
+    if (v < rest)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: %zu bytes of trailing data after the %llu-byte message", name,
+                          rest - (size_t)v, (unsigned long long)v);
+    *msg = buf + k;
+    *msglen = (size_t)v;
+    return 0;
+}
+
+int ro__policy_params_from_msg(ro_policy_params_t *out, const Rollout__V1__PolicyParams *m,
+                               const char *name, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    ro_policy_params_t p;
+    memset(&p, 0, sizeof p);
+    int rc = check_header(&p, m, name, err, errlen);
+    for (uint32_t l = 0; rc == 0 && l < p.nlayers; l++)
+        rc = check_layer(&p, m, l, name, err, errlen);
+    if (rc == 0)
+        rc = check_log_std(&p, m, name, err, errlen);
+    for (uint32_t l = 0; rc == 0 && l < p.nlayers; l++) {
+        const Rollout__V1__Layer *L = m->layers[l];
+        rc = check_finite(L->weight->data, L->weight->n_data, name, "weight", l, err, errlen);
+        if (rc == 0)
+            rc = check_finite(L->bias->data, L->bias->n_data, name, "bias", l, err, errlen);
+    }
+    if (rc == 0 && m->log_std)
+        rc = check_finite(m->log_std->data, m->log_std->n_data, name, "log_std", UINT32_MAX, err,
+                          errlen);
+    if (rc == 0 && ro__policy_params_alloc(&p) < 0)
+        rc = ro__errorf(err, errlen, RO_ENOMEM, "%s: out of memory for the weights", name);
+    if (rc < 0)
+        return rc;
+    for (uint32_t l = 0; l < p.nlayers; l++) {
+        const Rollout__V1__Layer *L = m->layers[l];
+        memcpy(p.layers[l].weight, L->weight->data, L->weight->n_data * sizeof(float));
+        memcpy(p.layers[l].bias, L->bias->data, L->bias->n_data * sizeof(float));
+    }
+    if (p.log_std)
+        memcpy(p.log_std, m->log_std->data, p.action_dim * sizeof(float));
+    *out = p;
+    return 0;
+}
+
+int ro__policy_params_unpack(Rollout__V1__PolicyParams **out, ro_pb_alloc_t *alloc,
+                             const uint8_t *buf, size_t len, const char *name, char *err,
+                             size_t errlen)
+{
+    const uint8_t *msg = NULL;
+    size_t msglen = 0;
+    int rc = read_frame(buf, len, &msg, &msglen, name, err, errlen);
+    if (rc < 0)
+        return rc;
+    /* Decoded, the weights take about what they take in the file; the
+     * structs around them are bounded by the layer count. A file of empty
+     * messages that would decode into far more is refused. */
+    ro__pb_alloc_init(alloc, 2 * msglen + (1u << 20));
+    *out = rollout__v1__policy_params__unpack(&alloc->base, msglen, msg);
+    if (!*out)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          ro__pb_alloc_refused(alloc)
+                              ? "%s: decodes into more memory than its size allows"
+                              : "%s: not a valid PolicyParams message (protobuf decoding failed)",
+                          name);
+    return 0;
+}
+
+int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t len,
+                             const char *name, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    ro_pb_alloc_t alloc;
+    Rollout__V1__PolicyParams *m;
+    int rc = ro__policy_params_unpack(&m, &alloc, buf, len, name, err, errlen);
+    if (rc)
+        return rc;
+    rc = ro__policy_params_from_msg(out, m, name, err, errlen);
+    rollout__v1__policy_params__free_unpacked(m, &alloc.base);
+    return rc;
+}
+
+int ro__policy_params_check_spaces(const ro_policy_params_t *p, const ro_space_t *obs,
+                                   const ro_space_t *act, const char *name, char *err,
+                                   size_t errlen)
+{
+    if (obs->kind != RO_SPACE_BOX)
+        return ro__errorf(err, errlen, RO_EINVAL, "%s: the env's observation space is not a box",
+                          name);
+    size_t od = ro_space_size(obs);
+    if (od != p->obs_dim)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "%s: obs_dim is %u but the env's observations have %zu floats", name,
+                          p->obs_dim, od);
+    if (act->kind == RO_SPACE_DISCRETE) {
+        if (p->action_kind != RO_SPACE_DISCRETE)
+            return ro__errorf(err, errlen, RO_EINVAL,
+                              "%s: action_kind is \"box\" but the env's actions are discrete",
+                              name);
+        if (act->n != p->action_dim)
+            return ro__errorf(err, errlen, RO_EINVAL,
+                              "%s: action_dim is %u but the env has %u discrete actions", name,
+                              p->action_dim, act->n);
+        return 0;
+    }
+    if (act->kind != RO_SPACE_BOX)
+        return ro__errorf(err, errlen, RO_EINVAL, "%s: the env's action space has an unknown kind",
+                          name);
+    if (p->action_kind != RO_SPACE_BOX)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "%s: action_kind is \"discrete\" but the env's actions are a box", name);
+    size_t ad = ro_space_size(act);
+    if (ad != p->action_dim)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "%s: action_dim is %u but the env's actions have %zu floats", name,
+                          p->action_dim, ad);
+    return 0;
+}
+
+/* read_file reads all of path (at most RO_POLICY_FILE_MAX bytes). */
+static int read_file(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ro__errorf(err, errlen, errno == ENOENT ? RO_ENOENT : RO_EIO, "policy file %s: %s",
+                          path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return ro__errorf(err, errlen, RO_EIO, "policy file %s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > RO_POLICY_FILE_MAX) {
+        close(fd);
+        return ro__errorf(err, errlen, RO_ERANGE,
+                          "policy file %s: %lld bytes, over the %zu MiB limit", path,
+                          (long long)st.st_size, RO_POLICY_FILE_MAX >> 20);
+    }
+    size_t size = (size_t)st.st_size;
+    uint8_t *b = malloc(size ? size : 1);
+    if (!b) {
+        close(fd);
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = read(fd, b + got, size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : 0;
+            close(fd);
+            free(b);
+            return ro__errorf(err, errlen, RO_EIO, "policy file %s: %s", path,
+                              e ? strerror(e) : "file shrank while being read");
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *buf = b;
+    *len = size;
+    return 0;
+}
+
+int ro__policy_params_load(ro_policy_params_t *out, const char *path, const ro_space_t *obs,
+                           const ro_space_t *act, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = read_file(path, &buf, &len, err, errlen);
+    if (rc < 0)
+        return rc;
+    size_t nlen = strlen(path) + sizeof "policy file ";
+    char *name = malloc(nlen);
+    if (!name) {
+        free(buf);
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
+    }
+    snprintf(name, nlen, "policy file %s", path);
+    rc = ro__policy_params_decode(out, buf, len, name, err, errlen);
+    free(buf);
+    if (rc == 0) {
+        rc = ro__policy_params_check_spaces(out, obs, act, name, err, errlen);
+        if (rc < 0)
+            ro__policy_params_free(out);
+    }
+    free(name);
+    return rc;
+}
+
+int ro__policy_params_encode(const ro_policy_params_t *p, uint8_t **buf, size_t *len)
+{
+    /* The message points into p's arrays (protobuf-c's structs want
+     * non-const pointers; pack only reads them). */
+    Rollout__V1__Tensor wt[RO_POLICY_MAX_HIDDEN + 1], bt[RO_POLICY_MAX_HIDDEN + 1], ls;
+    Rollout__V1__Layer layers[RO_POLICY_MAX_HIDDEN + 1], *lp[RO_POLICY_MAX_HIDDEN + 1];
+    uint32_t wshape[RO_POLICY_MAX_HIDDEN + 1][2], bshape[RO_POLICY_MAX_HIDDEN + 1];
+    uint32_t lshape = p->action_dim;
+    Rollout__V1__PolicyParams m;
+    rollout__v1__policy_params__init(&m);
+    m.format_version = 1;
+    m.activation = p->activation == RO_ACT_RELU ? (char *)"relu" : (char *)"tanh";
+    m.obs_dim = p->obs_dim;
+    m.action_kind = p->action_kind == RO_SPACE_BOX ? (char *)"box" : (char *)"discrete";
+    m.action_dim = p->action_dim;
+    m.version = p->version;
+    for (uint32_t l = 0; l < p->nlayers; l++) {
+        const ro_policy_layer_t *L = &p->layers[l];
+        rollout__v1__tensor__init(&wt[l]);
+        wshape[l][0] = L->out;
+        wshape[l][1] = L->in;
+        wt[l].n_shape = 2;
+        wt[l].shape = wshape[l];
+        wt[l].n_data = (size_t)L->out * L->in;
+        wt[l].data = L->weight;
+        rollout__v1__tensor__init(&bt[l]);
+        bshape[l] = L->out;
+        bt[l].n_shape = 1;
+        bt[l].shape = &bshape[l];
+        bt[l].n_data = L->out;
+        bt[l].data = L->bias;
+        rollout__v1__layer__init(&layers[l]);
+        layers[l].weight = &wt[l];
+        layers[l].bias = &bt[l];
+        lp[l] = &layers[l];
+    }
+    m.n_layers = p->nlayers;
+    m.layers = lp;
+    if (p->action_kind == RO_SPACE_BOX) {
+        rollout__v1__tensor__init(&ls);
+        ls.n_shape = 1;
+        ls.shape = &lshape;
+        ls.n_data = p->action_dim;
+        ls.data = p->log_std;
+        m.log_std = &ls;
+    }
+
+    size_t n = rollout__v1__policy_params__get_packed_size(&m);
+    size_t h = ro__varint_size(n);
+    uint8_t *b = malloc(h + n);
+    if (!b)
+        return RO_ENOMEM;
+    ro__varint_put(b, n);
+    rollout__v1__policy_params__pack(&m, b + h);
+    *buf = b;
+    *len = h + n;
+    return 0;
+}
+
+/* write_all writes len bytes to fd, retrying short writes. */
+static int write_all(int fd, const uint8_t *b, size_t len)
+{
+    while (len) {
+        ssize_t w = write(fd, b, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -1;
+        b += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* sync_dir makes a rename in path's directory durable. Best effort: some
+ * filesystems refuse fsync on a directory, and the file itself is whole
+ * either way. */
+static void sync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir)
+        return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+int ro__policy_params_save(const ro_policy_params_t *p, const char *path, char *err, size_t errlen)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (ro__policy_params_encode(p, &buf, &len) < 0)
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
+    size_t tlen = strlen(path) + sizeof ".tmp.XXXXXX";
+    char *tmp = malloc(tlen);
+    if (!tmp) {
+        free(buf);
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
+    }
+    snprintf(tmp, tlen, "%s.tmp.XXXXXX", path);
+    int rc = 0;
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        rc = ro__errorf(err, errlen, RO_EIO, "policy file %s: cannot create %s: %s", path, tmp,
+                        strerror(errno));
+        goto out;
+    }
+    /* mkstemp makes the file 0600; weights are not secret, so give them
+     * the usual mode of a data file. */
+    (void)fchmod(fd, 0644);
+    if (write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
+        rc = ro__errorf(err, errlen, RO_EIO, "policy file %s: writing %s: %s", path, tmp,
+                        strerror(errno));
+        close(fd);
+        unlink(tmp);
+        goto out;
+    }
+    if (close(fd) < 0 || rename(tmp, path) < 0) {
+        rc = ro__errorf(err, errlen, RO_EIO, "policy file %s: %s", path, strerror(errno));
+        unlink(tmp);
+        goto out;
+    }
+    sync_dir(path);
+out:
+    free(tmp);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,115 @@
+/*
+ * MLP policy weights as plain arrays, and their file format: one
+ * length-delimited rollout.v1.PolicyParams message (a protobuf varint byte
+ * count, then the message; see docs/policy.md).
+ *
+ * Files are untrusted input: ro__policy_params_decode checks every size,
+ * shape and value before anything is used, and fails with a message naming
+ * the file and the field.
+ */
+#ifndef RO_POLICY_PARAMS_H
+#define RO_POLICY_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/activation.h"
+#include "rollout.pb-c.h"
+#include "wire/pb_alloc.h"
+#include "rollout/env.h"
+
+/* The most hidden layers an MLP may have (files and specs alike). */
+#define RO_POLICY_MAX_HIDDEN 8
+
+/* The largest weights file accepted. */
+#define RO_POLICY_FILE_MAX ((size_t)256 << 20)
+
+/* The widest hidden layer accepted (files and specs alike). */
+#define RO_POLICY_MAX_WIDTH 65536u
+
+/* One affine layer y = x W^T + b, PyTorch's nn.Linear layout. */
+typedef struct ro_policy_layer {
+    uint32_t in;
+    uint32_t out;
+    float *weight; /* [out x in], row-major */
+    float *bias;   /* [out] */
+} ro_policy_layer_t;
+
+/*
+ * ro_policy_params_t is the content of a PolicyParams message: the hidden
+ * layers then the head, each hidden layer followed by the activation. The
+ * arrays live in one block owned by the struct (mem).
+ */
+typedef struct ro_policy_params {
+    ro_activation_t activation;
+    uint32_t obs_dim;
+    ro_space_kind_t action_kind; /* RO_SPACE_DISCRETE: logits head; RO_SPACE_BOX: mean head */
+    uint32_t action_dim;         /* number of logits, or of action floats */
+    uint32_t nlayers;            /* 1 .. RO_POLICY_MAX_HIDDEN + 1 */
+    ro_policy_layer_t layers[RO_POLICY_MAX_HIDDEN + 1];
+    float *log_std; /* [action_dim] for a box head, else NULL */
+    uint64_t version;
+    void *mem;
+} ro_policy_params_t;
+
+/*
+ * ro__policy_params_alloc allocates the arrays of p, whose dimensions the
+ * caller has set (nlayers, each layer's in and out, action_kind,
+ * action_dim); contents are left uninitialised. Returns 0 or RO_ENOMEM.
+ */
+int ro__policy_params_alloc(ro_policy_params_t *p);
+
+/* ro__policy_params_free frees what alloc or decode allocated (not p). */
+void ro__policy_params_free(ro_policy_params_t *p);
+
+/*
+ * ro__policy_params_decode parses and validates one length-delimited
+ * PolicyParams (buf holds exactly that: trailing bytes are an error). name
+ * is what messages call the source, e.g. "policy file w.pb". On success
+ * fills *out (free with ro__policy_params_free); on failure returns
+ * RO_EBADMSG (or RO_ENOMEM) and writes a message into err.
+ */
+int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t len,
+                             const char *name, char *err, size_t errlen);
+
+/* ro__policy_params_from_msg validates an already decoded PolicyParams (a
+ * trainer's push) as decode does, and copies its weights into out. */
+int ro__policy_params_from_msg(ro_policy_params_t *out, const Rollout__V1__PolicyParams *m,
+                               const char *name, char *err, size_t errlen);
+
+/* ro__policy_params_unpack decodes one length-delimited PolicyParams from
+ * buf without checking its content, through alloc (initialised here, bounded
+ * by the input's size; free the message with it). For a message to send on
+ * as it is (rollout-learner --push-policy, after decode checked it). */
+int ro__policy_params_unpack(Rollout__V1__PolicyParams **out, ro_pb_alloc_t *alloc,
+                             const uint8_t *buf, size_t len, const char *name, char *err,
+                             size_t errlen);
+
+/*
+ * ro__policy_params_check_spaces checks that p fits the env's spaces: the
+ * observation size is obs_dim, and the action kind and size match. Returns
+ * 0 or RO_EINVAL with a message naming name.
+ */
+int ro__policy_params_check_spaces(const ro_policy_params_t *p, const ro_space_t *obs,
+                                   const ro_space_t *act, const char *name, char *err,
+                                   size_t errlen);
+
+/* ro__policy_params_load reads path, decodes it and checks it against the
+ * spaces. Errors: RO_ENOENT/RO_EIO (reading), RO_ERANGE (too large), and
+ * those of decode and check_spaces. */
+int ro__policy_params_load(ro_policy_params_t *out, const char *path, const ro_space_t *obs,
+                           const ro_space_t *act, char *err, size_t errlen);
+
+/*
+ * ro__policy_params_encode packs p as one length-delimited PolicyParams into
+ * a malloc'd buffer (*buf, *len; the caller frees it). p must be
+ * consistent (as decode or policy init make it). Returns 0 or RO_ENOMEM.
+ */
+int ro__policy_params_encode(const ro_policy_params_t *p, uint8_t **buf, size_t *len);
+
+/* ro__policy_params_save encodes p into path atomically: it writes a
+ * temporary file in the same directory, syncs it, then renames it over
+ * path, so readers see the old file or the new one, never half of one. */
+int ro__policy_params_save(const ro_policy_params_t *p, const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,20 @@
+/*
+ * The policy's command-line flags, shared by rollout-node and
+ * rollout-learner as custom parsers of the one flag parser (runtime/flags.h):
+ * each takes a ro_policy_spec_t as its field.
+ */
+#ifndef RO_POLICY_FLAGS_H
+#define RO_POLICY_FLAGS_H
+
+#include <stddef.h>
+
+/* --policy random|mlp|FILE */
+int ro__flag_policy(void *spec, const char *value, char *err, size_t errlen);
+/* --hidden: 1 to RO_POLICY_MAX_HIDDEN comma-separated widths. */
+int ro__flag_hidden(void *spec, const char *value, char *err, size_t errlen);
+/* --activation tanh|relu */
+int ro__flag_activation(void *spec, const char *value, char *err, size_t errlen);
+/* --gemm exact|openblas */
+int ro__flag_gemm(void *spec, const char *value, char *err, size_t errlen);
+
+#endif

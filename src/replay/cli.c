@@ -1,0 +1,125 @@
+#include "replay/cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/flags.h"
+
+/* Comma-separated integers in [0, max] appended to out[*n] (up to cap). */
+static int parse_list(const char *flag, const char *s, uint64_t max, uint64_t *out, size_t *n,
+                      size_t cap, char *err, size_t errlen)
+{
+    char buf[1024];
+    if (strlen(s) >= sizeof buf || *s == '\0' || s[strlen(s) - 1] == ',')
+        goto bad;
+    strcpy(buf, s);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *end;
+        errno = 0;
+        if (*t < '0' || *t > '9')
+            goto bad;
+        unsigned long long v = strtoull(t, &end, 10);
+        if (errno || *end || v > max || *n == cap)
+            goto bad;
+        out[(*n)++] = v;
+    }
+    return 0;
+bad:
+    return ro__errorf(err, errlen, RO_EINVAL,
+                      "%s '%s': expected up to %zu comma-separated integers", flag, s, cap);
+}
+
+static int parse_envs(void *field, const char *value, char *err, size_t errlen)
+{
+    ro_replay_opts_t *o = field;
+    uint64_t tmp[RO_REPLAY_MAX_FILTER];
+    size_t n = o->nenvs;
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = o->envs[i];
+    int rc = parse_list("--env", value, UINT32_MAX, tmp, &n, RO_REPLAY_MAX_FILTER, err, errlen);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        o->envs[i] = (uint32_t)tmp[i];
+    o->nenvs = n;
+    return 0;
+}
+
+static int parse_episodes(void *field, const char *value, char *err, size_t errlen)
+{
+    ro_replay_opts_t *o = field;
+    return parse_list("--episode", value, UINT64_MAX, o->episodes, &o->nepisodes,
+                      RO_REPLAY_MAX_FILTER, err, errlen);
+}
+
+/* --no-resync clears the default. */
+static int parse_no_resync(void *field, const char *value, char *err, size_t errlen)
+{
+    (void)value, (void)err, (void)errlen;
+    *(bool *)field = false;
+    return 0;
+}
+
+#define AT(field) offsetof(ro_replay_cfg_t, field)
+
+static const ro_flag_t replay_flags[] = {
+    {.kind = RO_FLAG_SECTION, .name = "modes (one or more)"},
+    {RO_FLAG_BOOL, "verify", NULL, AT(o.verify),
+     .help = "re-create every env from the header, re-step it with\nthe recorded actions and "
+             "compare every observation,\nreward and flag bit for bit; report the first "
+             "divergence"},
+    {RO_FLAG_BOOL, "dump", NULL, AT(o.dump), .help = "one JSON object per entry on stdout"},
+    {RO_FLAG_BOOL, "stats", NULL, AT(o.stats),
+     .help = "episodes, return and length per env and overall (JSON)"},
+    {RO_FLAG_STRING, "serve", "HOST:PORT", AT(serve),
+     .help = "act as a node for one learner (docs/protocol.md):\nstream the recorded "
+             "observations in order and count\nthe learner's actions that differ from the "
+             "recorded ones"},
+    {.kind = RO_FLAG_SECTION, .name = "options"},
+    {RO_FLAG_FN, "env", "LIST", AT(o), .parse = parse_envs,
+     .help = "only these env indices (comma-separated, repeatable)"},
+    {RO_FLAG_FN, "episode", "LIST", AT(o), .parse = parse_episodes,
+     .help = "--dump/--stats: only these episodes"},
+    {RO_FLAG_STRING, "plugin", "PATH", AT(o.plugin),
+     .help = "load the env from PATH instead of the header's --env"},
+    {RO_FLAG_FN, "no-resync", NULL, AT(o.resync), .parse = parse_no_resync,
+     .help = "stop at the first damaged record instead of skipping it"},
+    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
+    {RO_FLAG_BOOL, "version", NULL, AT(version), .help = "the version"},
+};
+
+#define NFLAGS (sizeof replay_flags / sizeof replay_flags[0])
+
+void ro__replay_usage(FILE *f)
+{
+    ro__flags_usage(f,
+                    "usage: rollout-replay MODE... [options] FILE...\n"
+                    "\n"
+                    "Reads trajectory files written by rollout-node --record. Give the parts of a\n"
+                    "rotated recording in order: PATH PATH.1 PATH.2 ...\n"
+                    "Exit status: 0 ok, 1 divergence or damaged record, 2 usage or unusable "
+                    "file.\n"
+                    "\n",
+                    replay_flags, NFLAGS);
+}
+
+int ro__replay_cfg_parse(ro_replay_cfg_t *c, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    c->o.resync = true;
+    int rc = ro__flags_parse(replay_flags, NFLAGS, c, NULL, argc, argv, &c->files, err, errlen);
+    if (rc || c->help || c->version)
+        return rc;
+    if (c->serve && (c->o.verify || c->o.dump || c->o.stats || c->files >= argc))
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--serve takes the trajectory files and no other mode (see --help)");
+    if (!c->serve && !c->o.verify && !c->o.dump && !c->o.stats)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "nothing to do: give --verify, --dump or --stats (see --help)");
+    if (c->files >= argc)
+        return ro__errorf(err, errlen, RO_EINVAL, "no trajectory file given (see --help)");
+    return 0;
+}

@@ -1,0 +1,34 @@
+/*
+ * The env a trajectory file was recorded with, re-created for rollout-replay
+ * (--verify and --serve alike): the kind named by the header (or the
+ * --plugin the command line gives), checked to be the recorded env, with the
+ * recorded args.
+ */
+#ifndef RO_RECORDED_ENV_H
+#define RO_RECORDED_ENV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "envs/registry.h"
+#include "rollout.pb-c.h"
+
+typedef struct ro_recorded_env {
+    ro_env_kind_t kind;
+    ro_env_arg_t args[RO_MAX_ENV_ARGS]; /* point into the header */
+    size_t nargs;
+} ro_recorded_env_t;
+
+/* ro__recorded_env_open opens the env of header h into e. Returns 0, or a
+ * negative code with one line in err. */
+int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
+                          const char *plugin, char *err, size_t errlen);
+
+/* ro__recorded_env_create makes env i as the node made it (its seed from
+ * the header's run seed). Returns 0 or a negative code with err. */
+int ro__recorded_env_create(const ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
+                            uint32_t i, void **out, char *err, size_t errlen);
+
+void ro__recorded_env_close(ro_recorded_env_t *e);
+
+#endif

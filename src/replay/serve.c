@@ -1,0 +1,449 @@
+/*
+ * rollout-replay --serve: a node for one learner, on a libuv loop and the
+ * one connection module (wire/conn.h). The learner's hello is checked as a
+ * node checks it; then every recorded step batch goes out as one
+ * Observations frame, and the Actions frame that answers it is checked
+ * against the recorded action space and remembered, to compare with the
+ * action the recording shows for each env's next step.
+ */
+#include "replay/serve.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "replay/recorded_env.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
+#include "trajectory/reader.h"
+#include "wire/checks.h"
+#include "wire/conn.h"
+#include "wire/frame.h"
+
+#define MAX_QUEUED_BYTES (64u << 20)
+
+typedef struct serve {
+    uv_loop_t loop;
+    uv_tcp_t server;
+    ro_conn_t conn;
+    bool have_conn; /* a learner connected (only one is served) */
+    ro_pb_alloc_t alloc;
+    FILE *log;
+    const ro_serve_file_t *files;
+    size_t nfiles, file;
+    const Rollout__V1__TrajectoryHeader *hdr; /* the first file's */
+    ro_traj_reader_t rd;
+    bool rd_open;
+    ro_space_t os, as;
+    uint32_t num_envs, obs_dim, act_dim;
+    bool discrete;
+    bool welcomed, done;
+    int status;
+    /* The frame in flight: its envs, for its answer. */
+    uint64_t seq;
+    uint32_t rows;
+    /* Scratch of one frame: one row per env that stepped or was reset. */
+    uint32_t *env, *fidx;
+    uint64_t *step;
+    float *obs, *fin, *rew;
+    protobuf_c_boolean *term, *trunc, *start;
+    size_t cap; /* rows the scratch holds */
+    /* Per env: the learner's answer to its last observation, to compare
+     * with the action the recording shows for the env's next step. */
+    bool *answered;
+    int32_t *ans_i;
+    float *ans_f;
+    uint64_t *steps;
+    uint64_t compared, mismatches, frames, served_rows;
+    char first_mismatch[200];
+} serve_t;
+
+static void finish(serve_t *s, int status, const char *why)
+{
+    if (s->done)
+        return;
+    s->done = true;
+    s->status = status;
+    if (s->have_conn)
+        ro__conn_close(&s->conn, why);
+    uv_close((uv_handle_t *)&s->server, NULL);
+}
+
+/* Compare the learner's last answer for env e with the recorded action of
+ * e's next step (entry k of b). */
+static void compare(serve_t *s, const Rollout__V1__TransitionBatch *b, size_t k, uint32_t e)
+{
+    if (!s->answered[e])
+        return;
+    s->answered[e] = false;
+    s->compared++;
+    bool same;
+    char rec[64], got[64];
+    if (s->discrete) {
+        same = b->action[k] == s->ans_i[e];
+        snprintf(rec, sizeof rec, "%d", b->action[k]);
+        snprintf(got, sizeof got, "%d", s->ans_i[e]);
+    } else {
+        same = memcmp(b->action_box + k * s->act_dim, s->ans_f + (size_t)e * s->act_dim,
+                      s->act_dim * sizeof(float)) == 0;
+        snprintf(rec, sizeof rec, "%g...", (double)b->action_box[k * s->act_dim]);
+        snprintf(got, sizeof got, "%g...", (double)s->ans_f[(size_t)e * s->act_dim]);
+    }
+    if (!same && s->mismatches++ == 0)
+        snprintf(s->first_mismatch, sizeof s->first_mismatch,
+                 "env %u, episode %llu, step %u: recorded %s, learner %s", e,
+                 (unsigned long long)b->episode[k], b->step[k], rec, got);
+}
+
+static bool ensure_rows(serve_t *s, size_t n)
+{
+    if (n <= s->cap)
+        return true;
+    size_t od = s->obs_dim;
+    free(s->env), free(s->fidx), free(s->step), free(s->obs), free(s->fin), free(s->rew);
+    free(s->term), free(s->trunc), free(s->start);
+    s->env = calloc(n, sizeof *s->env);
+    s->fidx = calloc(n, sizeof *s->fidx);
+    s->step = calloc(n, sizeof *s->step);
+    s->obs = calloc(n * od, sizeof *s->obs);
+    s->fin = calloc(n * od, sizeof *s->fin);
+    s->rew = calloc(n, sizeof *s->rew);
+    s->term = calloc(n, sizeof *s->term);
+    s->trunc = calloc(n, sizeof *s->trunc);
+    s->start = calloc(n, sizeof *s->start);
+    s->cap = n;
+    if (s->env && s->fidx && s->step && s->obs && s->fin && s->rew && s->term && s->trunc &&
+        s->start)
+        return true;
+    s->cap = 0;
+    return false;
+}
+
+/* The rows of one recorded batch: 0 if it has none. */
+static int fill_rows(serve_t *s, const Rollout__V1__TransitionBatch *b, uint32_t *nfin)
+{
+    size_t n = b->n_env, od = s->obs_dim, rows = 0;
+    if (!ensure_rows(s, n + 1))
+        return -1;
+    memset(s->start, 0, n * sizeof *s->start);
+    *nfin = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t e = b->env[k], fl = b->flags[k];
+        const float *o = b->obs + k * od;
+        if (!(fl & RO_TRAJ_RESET)) { /* a step: its action answers e's previous observation */
+            compare(s, b, k, e);
+            s->env[rows] = e;
+            s->rew[rows] = b->reward[k];
+            s->term[rows] = (fl & RO_TRAJ_TERMINATED) != 0;
+            s->trunc[rows] = (fl & (RO_TRAJ_TRUNCATED | RO_TRAJ_FAILED)) != 0;
+            memcpy(s->obs + rows * od, o, od * sizeof(float));
+            s->steps[e]++;
+            s->step[rows] = s->steps[e];
+            rows++;
+        } else if (rows > 0 && s->env[rows - 1] == e) { /* the reset after e's last step */
+            if (!(b->flags[k - 1] & RO_TRAJ_FAILED)) {
+                memcpy(s->fin + *nfin * od, s->obs + (rows - 1) * od, od * sizeof(float));
+                s->fidx[(*nfin)++] = (uint32_t)(rows - 1);
+            }
+            memcpy(s->obs + (rows - 1) * od, o, od * sizeof(float));
+            s->start[rows - 1] = 1;
+        } else { /* a first observation (start of the run) */
+            s->env[rows] = e;
+            s->rew[rows] = 0;
+            s->term[rows] = s->trunc[rows] = 0;
+            s->start[rows] = 1;
+            memcpy(s->obs + rows * od, o, od * sizeof(float));
+            s->step[rows] = s->steps[e];
+            rows++;
+        }
+    }
+    return (int)rows;
+}
+
+/* The next recorded batch with rows, across the files; NULL at the end. */
+static Rollout__V1__TransitionBatch *next_batch(serve_t *s)
+{
+    for (;;) {
+        if (!s->rd_open) {
+            if (s->file == s->nfiles)
+                return NULL;
+            char err[256];
+            const ro_serve_file_t *f = &s->files[s->file];
+            if (ro__traj_reader_open(&s->rd, f->data, f->len, true, err, sizeof err) != 0) {
+                fprintf(s->log, "rollout-replay: %s: %s\n", f->name, err);
+                s->file = s->nfiles;
+                return NULL;
+            }
+            s->rd_open = true;
+        }
+        Rollout__V1__TransitionBatch *b;
+        ro_traj_event_t ev = ro__traj_reader_next(&s->rd, &b);
+        if (ev == RO_TRAJ_BATCH)
+            return b;
+        if (ev == RO_TRAJ_EOF) {
+            ro__traj_reader_close(&s->rd);
+            s->rd_open = false;
+            s->file++;
+            continue;
+        }
+        fprintf(s->log, "rollout-replay: %s: %s\n", s->files[s->file].name, s->rd.msg);
+    }
+}
+
+/* Send the next Observations frame, or the goodbye at the end. */
+static void send_next(serve_t *s)
+{
+    for (;;) {
+        Rollout__V1__TransitionBatch *b = next_batch(s);
+        if (!b) {
+            ro__conn_goodbye(&s->conn, "end of the recording");
+            finish(s, 0, "end of the recording");
+            return;
+        }
+        uint32_t nfin;
+        int rows = fill_rows(s, b, &nfin);
+        ro__traj_batch_free(&s->rd, b);
+        if (rows < 0) {
+            finish(s, 1, "out of memory");
+            return;
+        }
+        if (rows == 0)
+            continue;
+        size_t od = s->obs_dim;
+        Rollout__V1__Observations ob = ROLLOUT__V1__OBSERVATIONS__INIT;
+        ob.seq = ++s->seq;
+        ob.n_env = ob.n_step = ob.n_reward = ob.n_terminated = ob.n_truncated = ob.n_episode_start =
+            (size_t)rows;
+        ob.env = s->env;
+        ob.step = s->step;
+        ob.reward = s->rew;
+        ob.terminated = s->term;
+        ob.truncated = s->trunc;
+        ob.episode_start = s->start;
+        ob.n_obs = (size_t)rows * od;
+        ob.obs = s->obs;
+        ob.n_final_index = nfin;
+        ob.final_index = s->fidx;
+        ob.n_final_obs = nfin * od;
+        ob.final_obs = s->fin;
+        ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+        f.body_case = ROLLOUT__V1__FRAME__BODY_OBSERVATIONS;
+        f.observations = &ob;
+        s->rows = (uint32_t)rows;
+        s->frames++;
+        s->served_rows += (uint64_t)rows;
+        if (ro__conn_send(&s->conn, &f) != 0)
+            finish(s, 1, "could not send");
+        return;
+    }
+}
+
+static void on_actions(serve_t *s, const Rollout__V1__Actions *a)
+{
+    char err[256];
+    int rc = a->seq == s->seq ? ro__check_actions(a, s->rows, &s->as, err, sizeof err)
+                              : ro__errorf(err, sizeof err, RO_EPROTO,
+                                           "actions for seq %llu; expected those for %llu",
+                                           (unsigned long long)a->seq, (unsigned long long)s->seq);
+    if (rc) {
+        ro__conn_fail(&s->conn, rc, "%s", err);
+        finish(s, 1, err);
+        return;
+    }
+    for (uint32_t r = 0; r < s->rows; r++) {
+        uint32_t e = s->env[r];
+        s->answered[e] = true;
+        if (s->discrete)
+            s->ans_i[e] = a->discrete[r];
+        else
+            memcpy(s->ans_f + (size_t)e * s->act_dim, a->box + r * s->act_dim,
+                   s->act_dim * sizeof(float));
+    }
+    send_next(s);
+}
+
+static void send_welcome(serve_t *s, const Rollout__V1__TrajectoryHeader *h)
+{
+    Rollout__V1__Space o = ROLLOUT__V1__SPACE__INIT, a = ROLLOUT__V1__SPACE__INIT;
+    uint32_t oshape[RO_SPACE_MAX_DIMS], ashape[RO_SPACE_MAX_DIMS];
+    ro__wire_space(&o, &s->os, oshape);
+    ro__wire_space(&a, &s->as, ashape);
+    Rollout__V1__EnvSpec spec = ROLLOUT__V1__ENV_SPEC__INIT;
+    spec.env = h->env;
+    spec.observation = &o;
+    spec.action = &a;
+    spec.num_envs = h->num_envs;
+    spec.max_episode_steps = h->max_episode_steps;
+    Rollout__V1__Welcome w = ROLLOUT__V1__WELCOME__INIT;
+    w.protocol_version = RO_PROTOCOL_VERSION;
+    w.node_id = ro__seed_mix(h->seed, h->start_time_unix_ns, 99);
+    w.spec = &spec;
+    w.seed = h->seed;
+    w.max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
+    ro_frame_t out = ROLLOUT__V1__FRAME__INIT;
+    out.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;
+    out.welcome = &w;
+    if (ro__conn_send(&s->conn, &out) != 0)
+        finish(s, 1, "could not send the welcome");
+}
+
+static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
+{
+    serve_t *s = c->owner;
+    (void)keep;
+    if (s->done)
+        return;
+    if (!s->welcomed) {
+        char err[256];
+        bool trainer;
+        ro_hello_rules_t rules = {.learners = true};
+        int rc = f->body_case == ROLLOUT__V1__FRAME__BODY_HELLO && f->hello
+                     ? ro__check_hello(f->hello, &rules, &trainer, err, sizeof err)
+                     : ro__errorf(err, sizeof err, RO_EPROTO, "expected a learner's hello, got %s",
+                                  ro__frame_kind(f));
+        if (rc) {
+            ro__conn_fail(c, rc, "%s", err);
+            finish(s, 1, err);
+            return;
+        }
+        s->welcomed = true;
+        send_welcome(s, s->hdr);
+        if (!s->done)
+            send_next(s);
+        return;
+    }
+    if (f->body_case == ROLLOUT__V1__FRAME__BODY_ACTIONS) {
+        on_actions(s, f->actions);
+        return;
+    }
+    char err[128];
+    snprintf(err, sizeof err, "expected the actions for the last observations, got %s",
+             ro__frame_kind(f));
+    ro__conn_fail(c, RO_EPROTO, "%s", err);
+    finish(s, 1, err);
+}
+
+static void on_closed(ro_conn_t *c)
+{
+    serve_t *s = c->owner;
+    if (!s->done) {
+        fprintf(s->log, "rollout-replay: learner %s\n", c->why[0] ? c->why : "disconnected");
+        finish(s, 1, c->why);
+    }
+}
+
+static const ro_conn_ops_t serve_ops = {.on_frame = on_frame, .on_closed = on_closed};
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    serve_t *s = server->data;
+    if (status < 0 || s->have_conn || s->done)
+        return; /* one learner: later ones wait in the backlog until we exit */
+    ro_conn_opts_t o = {
+        .ops = &serve_ops,
+        .owner = s,
+        .program = "rollout-replay",
+        .max_frame = RO_WIRE_DEFAULT_MAX_FRAME,
+        .max_queued = MAX_QUEUED_BYTES,
+        .alloc = &s->alloc,
+    };
+    if (ro__conn_accept(&s->conn, server, &o) == 0) {
+        snprintf(s->conn.label, sizeof s->conn.label, "learner %s", s->conn.peer);
+        s->have_conn = true;
+    }
+}
+
+static int listen_on(serve_t *s, const char *spec)
+{
+    char err[400], name[80];
+    int rc = ro__conn_listen(&s->server, &s->loop, spec, "--serve", true, on_connection, s, name,
+                             sizeof name, err, sizeof err);
+    if (rc) {
+        fprintf(s->log, "rollout-replay: %s\n", err);
+        return rc;
+    }
+    fprintf(s->log, "rollout-replay: serving on %s\n", name);
+    fflush(s->log);
+    return 0;
+}
+
+/* The recorded env's spaces, from one instance made as the node made it. */
+static int env_spaces(serve_t *s, const Rollout__V1__TrajectoryHeader *h, const char *plugin,
+                      ro_recorded_env_t *renv, void **env)
+{
+    char err[512];
+    if (ro__recorded_env_open(renv, h, plugin, err, sizeof err) != 0 ||
+        ro__recorded_env_create(renv, h, 0, env, err, sizeof err) != 0) {
+        fprintf(s->log, "rollout-replay: %s\n", err);
+        return RO_EINVAL;
+    }
+    renv->kind.vt->spaces(*env, &s->os, &s->as);
+    return 0;
+}
+
+int ro__replay_serve(const char *addr, const ro_serve_file_t *files, size_t nfiles,
+                     const char *plugin, FILE *log)
+{
+    serve_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return 2;
+    s->log = log;
+    s->files = files;
+    s->nfiles = nfiles;
+    s->status = 2;
+    ro__pb_alloc_init(&s->alloc, 4 * (size_t)RO_WIRE_DEFAULT_MAX_FRAME);
+    ro_traj_reader_t first;
+    char err[256];
+    if (ro__traj_reader_open(&first, files[0].data, files[0].len, true, err, sizeof err) != 0) {
+        fprintf(log, "rollout-replay: %s: %s\n", files[0].name, err);
+        free(s);
+        return 2;
+    }
+    const Rollout__V1__TrajectoryHeader *h = first.hdr;
+    ro_recorded_env_t renv = {0};
+    void *env = NULL;
+    int lrc = uv_loop_init(&s->loop);
+    if (lrc) {
+        fprintf(log, "rollout-replay: cannot start the event loop: %s\n", uv_strerror(lrc));
+        ro__traj_reader_close(&first);
+        free(s);
+        return 2;
+    }
+    if (env_spaces(s, h, plugin, &renv, &env) == 0) {
+        s->num_envs = h->num_envs;
+        s->obs_dim = h->obs_dim;
+        s->act_dim = h->action_dim;
+        s->discrete = s->as.kind == RO_SPACE_DISCRETE;
+        s->answered = calloc(s->num_envs, sizeof *s->answered);
+        s->ans_i = calloc(s->num_envs, sizeof *s->ans_i);
+        s->ans_f = calloc((size_t)s->num_envs * s->act_dim, sizeof *s->ans_f);
+        s->steps = calloc(s->num_envs, sizeof *s->steps);
+        s->hdr = h;
+        if (s->answered && s->ans_i && s->ans_f && s->steps && listen_on(s, addr) == 0) {
+            s->status = 1;
+            uv_run(&s->loop, UV_RUN_DEFAULT);
+            fprintf(log,
+                    "rollout-replay: served %llu observations in %llu frames; compared %llu "
+                    "actions with the recording: %llu mismatch(es)%s%s\n",
+                    (unsigned long long)s->served_rows, (unsigned long long)s->frames,
+                    (unsigned long long)s->compared, (unsigned long long)s->mismatches,
+                    s->mismatches ? "; first: " : "", s->first_mismatch);
+        }
+    }
+    uv_run(&s->loop, UV_RUN_DEFAULT); /* closes */
+    uv_loop_close(&s->loop);
+    int status = s->status;
+    if (s->rd_open)
+        ro__traj_reader_close(&s->rd);
+    if (env)
+        renv.kind.vt->destroy(env);
+    ro__recorded_env_close(&renv);
+    ro__traj_reader_close(&first);
+    free(s->answered), free(s->ans_i), free(s->ans_f), free(s->steps);
+    free(s->env), free(s->fidx), free(s->step), free(s->obs), free(s->fin), free(s->rew);
+    free(s->term), free(s->trunc), free(s->start);
+    free(s);
+    return status;
+}

@@ -1,0 +1,151 @@
+#include "wire/checks.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "wire/frame.h"
+
+/* Constant time in the expected token's length: no timing oracle. */
+static bool token_ok(const char *want, const char *given)
+{
+    if (!want)
+        return true;
+    if (!given)
+        return false;
+    size_t n = strlen(want), m = strlen(given);
+    unsigned diff = (unsigned)(n ^ m);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)want[i] ^ (unsigned char)(i < m ? given[i] : 0);
+    return diff == 0;
+}
+
+int ro__check_hello(const Rollout__V1__Hello *h, const ro_hello_rules_t *rules, bool *trainer,
+                    char *err, size_t errlen)
+{
+    if (h->protocol_version != RO_PROTOCOL_VERSION)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "protocol version %u is not supported (this node speaks %u)",
+                          h->protocol_version, RO_PROTOCOL_VERSION);
+    bool learner = h->role && strcmp(h->role, "learner") == 0;
+    bool train = h->role && strcmp(h->role, "trainer") == 0;
+    if ((learner && !rules->learners) || (train && !rules->trainers) || (!learner && !train))
+        return ro__errorf(
+            err, errlen, RO_EPROTO, "role '%.40s' is not served here (this node takes %s)",
+            h->role ? h->role : "", rules->learners ? "learners" : "trainers pushing policies");
+    if (!token_ok(rules->token, h->token))
+        return ro__errorf(err, errlen, RO_EACCES, "missing or wrong token");
+    *trainer = train;
+    return 0;
+}
+
+int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space_t *act, char *err,
+                      size_t errlen)
+{
+    const bool discrete = act->kind == RO_SPACE_DISCRETE;
+    const size_t dim = ro_space_size(act);
+    const size_t want = rows * dim;
+    const size_t got = discrete ? a->n_discrete : a->n_box;
+    const unsigned long long seq = (unsigned long long)a->seq;
+    if (got != want || (discrete ? a->n_box : a->n_discrete) != 0)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "actions for seq %llu: %zu %s values, expected %zu", seq, got,
+                          discrete ? "discrete" : "box", want);
+    for (size_t i = 0; i < want; i++) {
+        if (discrete) {
+            if (a->discrete[i] < 0 || (uint32_t)a->discrete[i] >= act->n)
+                return ro__errorf(err, errlen, RO_ERANGE,
+                                  "actions for seq %llu: action %d at %zu is outside [0, %u)", seq,
+                                  a->discrete[i], i, act->n);
+            continue;
+        }
+        float v = a->box[i], lo = act->low[i % dim], hi = act->high[i % dim];
+        if (!isfinite(v) || v < lo || v > hi)
+            return ro__errorf(err, errlen, RO_ERANGE,
+                              "actions for seq %llu: value %g at %zu is outside [%g, %g]", seq,
+                              (double)v, i, (double)lo, (double)hi);
+    }
+    return 0;
+}
+
+int ro__check_space(const Rollout__V1__Space *sp, ro_space_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!sp || !sp->kind)
+        return ro__errorf(err, errlen, RO_EPROTO, "welcome without a space");
+    if (strcmp(sp->kind, "discrete") == 0) {
+        if (sp->n < 1 || sp->n > (1u << 20))
+            return ro__errorf(err, errlen, RO_EPROTO, "discrete space with n = %u", sp->n);
+        out->kind = RO_SPACE_DISCRETE;
+        out->n = sp->n;
+        return 0;
+    }
+    if (strcmp(sp->kind, "box") != 0 || sp->n_shape < 1 || sp->n_shape > RO_SPACE_MAX_DIMS)
+        return ro__errorf(err, errlen, RO_EPROTO, "space of kind '%.20s' with %zu dims", sp->kind,
+                          sp->n_shape);
+    out->kind = RO_SPACE_BOX;
+    out->ndim = (uint32_t)sp->n_shape;
+    size_t size = 1;
+    for (size_t d = 0; d < sp->n_shape; d++) {
+        if (sp->shape[d] < 1 || sp->shape[d] > (1u << 20) || size * sp->shape[d] > (1u << 20))
+            return ro__errorf(err, errlen, RO_EPROTO, "box space with a bad shape");
+        out->shape[d] = sp->shape[d];
+        size *= sp->shape[d];
+    }
+    if (sp->n_low != size || sp->n_high != size)
+        return ro__errorf(err, errlen, RO_EPROTO, "box space of %zu values with %zu/%zu bounds",
+                          size, sp->n_low, sp->n_high);
+    for (size_t i = 0; i < size; i++)
+        /* Infinite bounds are allowed (unbounded observations); NaN and
+         * inverted ones are not. */
+        if (isnan(sp->low[i]) || isnan(sp->high[i]) || sp->low[i] > sp->high[i])
+            return ro__errorf(err, errlen, RO_EPROTO, "box space with bounds [%g, %g] at %zu",
+                              (double)sp->low[i], (double)sp->high[i], i);
+    out->low = sp->low;
+    out->high = sp->high;
+    return 0;
+}
+
+int ro__check_welcome(const Rollout__V1__Welcome *w, uint32_t max_envs, ro_space_t *obs,
+                      ro_space_t *act, char *err, size_t errlen)
+{
+    if (w->protocol_version != RO_PROTOCOL_VERSION)
+        return ro__errorf(err, errlen, RO_EPROTO, "protocol version %u (this learner speaks %u)",
+                          w->protocol_version, RO_PROTOCOL_VERSION);
+    const Rollout__V1__EnvSpec *spec = w->spec;
+    if (!spec)
+        return ro__errorf(err, errlen, RO_EPROTO, "welcome without an env spec");
+    int rc = ro__check_space(spec->observation, obs, err, errlen);
+    if (rc == 0)
+        rc = ro__check_space(spec->action, act, err, errlen);
+    if (rc)
+        return rc;
+    if (obs->kind != RO_SPACE_BOX)
+        return ro__errorf(err, errlen, RO_EPROTO, "observations must be a box");
+    if (spec->num_envs < 1 || spec->num_envs > max_envs)
+        return ro__errorf(err, errlen, RO_EPROTO, "num_envs %u outside [1, %u]", spec->num_envs,
+                          max_envs);
+    return 0;
+}
+
+int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim, uint32_t num_envs,
+                           char *err, size_t errlen)
+{
+    const unsigned long long seq = (unsigned long long)o->seq;
+    size_t n = o->n_env;
+    if (n == 0 || o->n_step != n || o->n_reward != n || o->n_terminated != n ||
+        o->n_truncated != n || o->n_episode_start != n || o->n_obs != n * obs_dim ||
+        o->n_final_index > n || o->n_final_obs != o->n_final_index * obs_dim)
+        return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: inconsistent field lengths",
+                          seq);
+    for (size_t i = 0; i < n; i++)
+        if (o->env[i] >= num_envs)
+            return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: env %u outside [0, %u)",
+                              seq, o->env[i], num_envs);
+    for (size_t i = 0; i < o->n_final_index; i++)
+        if (o->final_index[i] >= n)
+            return ro__errorf(err, errlen, RO_EPROTO,
+                              "observations %llu: final_index %u outside the batch", seq,
+                              o->final_index[i]);
+    return 0;
+}

@@ -1,0 +1,54 @@
+/*
+ * Validation of every protocol message a peer sends (docs/protocol.md),
+ * as pure functions of the message and what the receiver expects: the
+ * node checks hellos and actions from learners, rollout-learner checks
+ * welcomes and observations from nodes. Nothing here trusts a field it has
+ * not checked; tests/fuzz/fuzz_frame.c drives every one of them with
+ * arbitrary frames. On failure each returns a negative code and one line in
+ * err naming the problem (sent back to the peer and logged).
+ */
+#ifndef RO_WIRE_CHECK_H
+#define RO_WIRE_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rollout.pb-c.h"
+#include "rollout/env.h"
+
+/* What a node accepts in a hello. */
+typedef struct ro_hello_rules {
+    bool learners;     /* role "learner" (--learner remote) */
+    bool trainers;     /* role "trainer" (local lanes with --listen) */
+    const char *token; /* required token, or NULL */
+} ro_hello_rules_t;
+
+/* ro__check_hello: version, role and token (compared in constant time).
+ * Sets *trainer for role "trainer". RO_EPROTO, or RO_EACCES for the token. */
+int ro__check_hello(const Rollout__V1__Hello *h, const ro_hello_rules_t *rules, bool *trainer,
+                    char *err, size_t errlen);
+
+/* ro__check_actions: an Actions frame answering a batch of `rows` envs
+ * whose action space is act: the count, and every value inside the space
+ * (finite, in bounds). RO_EPROTO for the count, RO_ERANGE for a value. */
+int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space_t *act, char *err,
+                      size_t errlen);
+
+/* ro__check_space reads a Space: a discrete one with 1..2^20 actions, or a
+ * box of 1..4 dims and at most 2^20 values with that many finite bounds,
+ * low <= high. out->low/high point into sp. */
+int ro__check_space(const Rollout__V1__Space *sp, ro_space_t *out, char *err, size_t errlen);
+
+/* ro__check_welcome: our protocol version, an env spec with a box
+ * observation space, an action space and 1..max_envs envs; the spaces are
+ * read into obs and act (their bounds point into w). */
+int ro__check_welcome(const Rollout__V1__Welcome *w, uint32_t max_envs, ro_space_t *obs,
+                      ro_space_t *act, char *err, size_t errlen);
+
+/* ro__check_observations: consistent field lengths for obs_dim floats per
+ * env, env indices below num_envs, final_index inside the batch. */
+int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim, uint32_t num_envs,
+                           char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,290 @@
+#include "wire/conn.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "wire/tcp_liveness.h"
+
+typedef struct write_req {
+    uv_write_t req;
+    uint8_t *buf;
+} write_req_t;
+
+static void on_written(uv_write_t *req, int status)
+{
+    (void)status; /* a failed write shows up as a read error or EOF */
+    write_req_t *w = (write_req_t *)req;
+    free(w->buf);
+    free(w);
+}
+
+size_t ro__conn_queued(const ro_conn_t *c)
+{
+    return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp);
+}
+
+int ro__conn_send(ro_conn_t *c, const ro_frame_t *f)
+{
+    if (c->closing || !c->open)
+        return RO_EIO;
+    if (ro__conn_queued(c) > c->max_queued)
+        return RO_ENOBUFS;
+    write_req_t *w = malloc(sizeof *w);
+    if (!w)
+        return RO_ENOMEM;
+    size_t len;
+    if (ro__frame_encode(f, &w->buf, &len) != 0) {
+        free(w);
+        return RO_ENOMEM;
+    }
+    uv_buf_t b = uv_buf_init((char *)w->buf, (unsigned)len);
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0) {
+        free(w->buf);
+        free(w);
+        return RO_EIO;
+    }
+    return 0;
+}
+
+void ro__conn_log(const ro_conn_t *c, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s: %s\n", c->program, c->label, msg);
+}
+
+static void send_error(ro_conn_t *c, int code, const char *message)
+{
+    Rollout__V1__Error e = ROLLOUT__V1__ERROR__INIT;
+    e.code = (uint32_t)(code < 0 ? -code : code);
+    e.message = (char *)message;
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_ERROR;
+    f.error = &e;
+    ro__conn_send(c, &f); /* best effort: the peer may be gone */
+}
+
+void ro__conn_fail(ro_conn_t *c, int code, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ro__conn_log(c, "%s; closing", msg);
+    send_error(c, code, msg);
+    ro__conn_close(c, msg);
+}
+
+int ro__conn_goodbye(ro_conn_t *c, const char *reason)
+{
+    Rollout__V1__Goodbye g = ROLLOUT__V1__GOODBYE__INIT;
+    g.reason = (char *)reason;
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_GOODBYE;
+    f.goodbye = &g;
+    return ro__conn_send(c, &f);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    ro_conn_t *c = h->data;
+    ro__frame_reader_free(&c->rd);
+    c->open = false;
+    c->ops->on_closed(c);
+}
+
+void ro__conn_close(ro_conn_t *c, const char *why)
+{
+    if (c->closing || !c->open)
+        return;
+    c->closing = true;
+    if (why)
+        snprintf(c->why, sizeof c->why, "%s", why);
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    ro_conn_t *c = h->data;
+    (void)suggested;
+    /* Straight into the frame reader: no copy. NULL makes libuv report
+     * UV_ENOBUFS to on_read. */
+    uint8_t *to = ro__frame_reader_space(&c->rd, RO_CONN_READ_CHUNK);
+    *buf = uv_buf_init((char *)to, to ? RO_CONN_READ_CHUNK : 0);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    ro_conn_t *c = s->data;
+    (void)buf;
+    if (nread == 0 || c->closing)
+        return;
+    if (nread == UV_ENOBUFS) {
+        c->broken = true;
+        ro__conn_fail(c, RO_ENOMEM, "out of memory buffering its frames");
+        return;
+    }
+    if (nread < 0) {
+        ro__conn_close(c, nread == UV_EOF ? "disconnected" : uv_strerror((int)nread));
+        return;
+    }
+    ro__frame_reader_commit(&c->rd, (size_t)nread);
+    while (!c->closing) {
+        ro_frame_t *f = NULL;
+        char err[256];
+        int rc = ro__frame_reader_next(&c->rd, &f, err, sizeof err);
+        if (rc == 0)
+            return;
+        if (rc < 0) {
+            c->broken = true;
+            ro__conn_fail(c, rc, "%s", err);
+            return;
+        }
+        bool keep = false;
+        c->ops->on_frame(c, f, &keep);
+        if (!keep)
+            ro__frame_free(c->alloc, f);
+    }
+}
+
+/* The peer's address as "ip:port" ("[ip]:port" for IPv6). */
+static void name_peer(ro_conn_t *c)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+        ro__addr_format((struct sockaddr *)&ss, c->peer, sizeof c->peer);
+    else
+        snprintf(c->peer, sizeof c->peer, "?");
+}
+
+static void setup(ro_conn_t *c, const ro_conn_opts_t *o)
+{
+    c->ops = o->ops;
+    c->owner = o->owner;
+    c->program = o->program;
+    c->alloc = o->alloc;
+    c->max_queued = o->max_queued;
+    c->closing = false;
+    c->broken = false;
+    c->why[0] = '\0';
+    c->tcp.data = c;
+    c->creq.data = c;
+}
+
+/* Once connected (either way): low latency, dead links noticed, reading. */
+static int start(ro_conn_t *c)
+{
+    uv_tcp_nodelay(&c->tcp, 1);
+    /* A peer behind a cut link is closed in seconds, both ends. */
+    if (ro__tcp_liveness(&c->tcp) != 0)
+        ro__conn_log(c, "warning: could not set TCP keepalive; a cut link may go unnoticed");
+    return uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+int ro__conn_accept(ro_conn_t *c, uv_stream_t *server, const ro_conn_opts_t *o)
+{
+    setup(c, o);
+    int rc = ro__frame_reader_init(&c->rd, o->max_frame, o->alloc);
+    if (rc)
+        return rc;
+    if ((rc = uv_tcp_init(server->loop, &c->tcp)) != 0) {
+        ro__frame_reader_free(&c->rd);
+        return RO_EIO;
+    }
+    c->open = true;
+    if ((rc = uv_accept(server, (uv_stream_t *)&c->tcp)) != 0) {
+        ro__conn_close(c, uv_strerror(rc));
+        return 0; /* on_closed follows */
+    }
+    name_peer(c);
+    snprintf(c->label, sizeof c->label, "%s", c->peer);
+    if ((rc = start(c)) != 0)
+        ro__conn_close(c, uv_strerror(rc));
+    return 0;
+}
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    ro_conn_t *c = req->data;
+    if (status == UV_ECANCELED || c->closing)
+        return; /* closed while connecting: on_closed tells */
+    if (status == 0) {
+        name_peer(c);
+        status = start(c);
+    }
+    if (status != 0) {
+        char why[200];
+        snprintf(why, sizeof why, "cannot connect: %s", uv_strerror(status));
+        ro__conn_close(c, why);
+    }
+    if (c->ops->on_connect)
+        c->ops->on_connect(c, status);
+}
+
+int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
+                     const ro_conn_opts_t *o)
+{
+    setup(c, o);
+    int rc = ro__frame_reader_init(&c->rd, o->max_frame, o->alloc);
+    if (rc)
+        return rc;
+    if (uv_tcp_init(loop, &c->tcp) != 0) {
+        ro__frame_reader_free(&c->rd);
+        return RO_EIO;
+    }
+    c->open = true;
+    rc = uv_tcp_connect(&c->creq, &c->tcp, sa, on_connect);
+    if (rc != 0) {
+        /* e.g. no route to the host: no callback comes; the handle must
+         * still be closed, which reports through on_closed. */
+        char why[200];
+        snprintf(why, sizeof why, "cannot connect: %s", uv_strerror(rc));
+        ro__conn_close(c, why);
+        return 0;
+    }
+    return 0;
+}
+
+int ro__conn_listen(uv_tcp_t *server, uv_loop_t *loop, const char *spec, const char *flag,
+                    bool off_loopback_ok, uv_connection_cb cb, void *data, char *bound,
+                    size_t boundlen, char *err, size_t errlen)
+{
+    ro_addr_t a;
+    struct sockaddr_storage ss;
+    int rc = ro__addr_parse(spec, true, &a, flag, err, errlen);
+    if (rc == 0)
+        rc = ro__addr_resolve(loop, &a, &ss, flag, err, errlen);
+    if (rc)
+        return rc;
+    if (!off_loopback_ok && !ro__addr_is_loopback((struct sockaddr *)&ss))
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "%s '%s' is not a loopback address: a --token-file is required so that "
+                          "only your learners can attach",
+                          flag, spec);
+    if ((rc = uv_tcp_init(loop, server)) != 0)
+        return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec, uv_strerror(rc));
+    server->data = data;
+    rc = uv_tcp_bind(server, (struct sockaddr *)&ss, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)server, 128, cb);
+    if (rc != 0) {
+        uv_close((uv_handle_t *)server, NULL);
+        return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec, uv_strerror(rc));
+    }
+    struct sockaddr_storage got;
+    int glen = sizeof got;
+    if (uv_tcp_getsockname(server, (struct sockaddr *)&got, &glen) == 0)
+        ro__addr_format((struct sockaddr *)&got, bound, boundlen);
+    else
+        snprintf(bound, boundlen, "%s", spec);
+    return 0;
+}

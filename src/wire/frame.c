@@ -1,0 +1,173 @@
+#include "wire/frame.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "wire/varint.h"
+
+int ro__frame_reader_init(ro_frame_reader_t *r, size_t max_frame, ro_pb_alloc_t *alloc)
+{
+    memset(r, 0, sizeof *r);
+    r->max_frame = max_frame;
+    r->alloc = alloc;
+    r->cap = 4096;
+    r->buf = malloc(r->cap);
+    return r->buf ? 0 : RO_ENOMEM;
+}
+
+void ro__frame_reader_free(ro_frame_reader_t *r)
+{
+    free(r->buf);
+    r->buf = NULL;
+    r->start = r->len = r->cap = 0;
+}
+
+uint8_t *ro__frame_reader_space(ro_frame_reader_t *r, size_t n)
+{
+    if (r->cap - r->len >= n)
+        return r->buf + r->len;
+    /* Move what is buffered to the front before growing: decoding never
+     * moves bytes, so each byte is moved at most once per refill. */
+    if (r->start > 0) {
+        memmove(r->buf, r->buf + r->start, r->len - r->start);
+        r->len -= r->start;
+        r->start = 0;
+        if (r->cap - r->len >= n)
+            return r->buf + r->len;
+    }
+    /* Never more than one whole frame plus its prefix, plus this read:
+     * next() refuses an oversized length before its body arrives. */
+    size_t cap = r->cap;
+    while (cap - r->len < n)
+        cap *= 2;
+    uint8_t *b = realloc(r->buf, cap);
+    if (!b)
+        return NULL;
+    r->buf = b;
+    r->cap = cap;
+    return r->buf + r->len;
+}
+
+void ro__frame_reader_commit(ro_frame_reader_t *r, size_t n)
+{
+    r->len += n;
+}
+
+int ro__frame_reader_feed(ro_frame_reader_t *r, const void *data, size_t n)
+{
+    uint8_t *to = ro__frame_reader_space(r, n);
+    if (!to)
+        return RO_ENOMEM;
+    memcpy(to, data, n);
+    ro__frame_reader_commit(r, n);
+    return 0;
+}
+
+int ro__frame_reader_next(ro_frame_reader_t *r, ro_frame_t **out, char *err, size_t errlen)
+{
+    const uint8_t *p = r->buf + r->start;
+    size_t avail = r->len - r->start;
+    uint64_t body;
+    int k = ro__varint_get(p, avail, &body);
+    if (k < 0)
+        return ro__errorf(err, errlen, RO_EBADMSG, "malformed length prefix at byte %llu",
+                          (unsigned long long)r->offset);
+    if (k == 0)
+        return 0;
+    if (body > r->max_frame)
+        return ro__errorf(err, errlen, RO_EMSGSIZE,
+                          "frame of %llu bytes at byte %llu exceeds the limit of %zu",
+                          (unsigned long long)body, (unsigned long long)r->offset, r->max_frame);
+    if (avail - (size_t)k < body)
+        return 0;
+    ro_frame_t *f = rollout__v1__frame__unpack(&r->alloc->base, (size_t)body, p + k);
+    if (!f) {
+        if (ro__pb_alloc_refused(r->alloc))
+            return ro__errorf(err, errlen, RO_EMSGSIZE,
+                              "frame of %llu bytes at byte %llu decodes into more than the %zu "
+                              "bytes allowed",
+                              (unsigned long long)body, (unsigned long long)r->offset,
+                              r->alloc->limit);
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "frame of %llu bytes at byte %llu is not a valid Frame message",
+                          (unsigned long long)body, (unsigned long long)r->offset);
+    }
+    size_t used = (size_t)k + (size_t)body;
+    r->start += used;
+    r->offset += used;
+    if (r->start == r->len) {
+        r->start = r->len = 0;
+        /* Give back memory a huge frame made us take. */
+        if (r->cap > (1u << 20)) {
+            uint8_t *b = realloc(r->buf, 4096);
+            if (b) {
+                r->buf = b;
+                r->cap = 4096;
+            }
+        }
+    }
+    *out = f;
+    return 1;
+}
+
+void ro__frame_free(ro_pb_alloc_t *alloc, ro_frame_t *f)
+{
+    if (f)
+        rollout__v1__frame__free_unpacked(f, &alloc->base);
+}
+
+int ro__frame_encode(const ro_frame_t *f, uint8_t **out, size_t *len)
+{
+    size_t body = rollout__v1__frame__get_packed_size(f);
+    uint8_t *b = malloc(body + RO_VARINT_MAX);
+    if (!b)
+        return RO_ENOMEM;
+    size_t k = ro__varint_put(b, body);
+    rollout__v1__frame__pack(f, b + k);
+    *out = b;
+    *len = k + body;
+    return 0;
+}
+
+const char *ro__frame_kind(const ro_frame_t *f)
+{
+    switch (f->body_case) {
+    case ROLLOUT__V1__FRAME__BODY_HELLO:
+        return "hello";
+    case ROLLOUT__V1__FRAME__BODY_WELCOME:
+        return "welcome";
+    case ROLLOUT__V1__FRAME__BODY_OBSERVATIONS:
+        return "observations";
+    case ROLLOUT__V1__FRAME__BODY_ACTIONS:
+        return "actions";
+    case ROLLOUT__V1__FRAME__BODY_ERROR:
+        return "error";
+    case ROLLOUT__V1__FRAME__BODY_GOODBYE:
+        return "goodbye";
+    case ROLLOUT__V1__FRAME__BODY_POLICY_PARAMS:
+        return "policy_params";
+    case ROLLOUT__V1__FRAME__BODY_POLICY_ACCEPTED:
+        return "policy_accepted";
+    default:
+        return "empty";
+    }
+}
+
+void ro__wire_space(Rollout__V1__Space *sp, const ro_space_t *in, uint32_t *shape)
+{
+    if (in->kind == RO_SPACE_DISCRETE) {
+        sp->kind = "discrete";
+        sp->n = in->n;
+        return;
+    }
+    sp->kind = "box";
+    for (uint32_t d = 0; d < in->ndim; d++)
+        shape[d] = in->shape[d];
+    sp->n_shape = in->ndim;
+    sp->shape = shape;
+    sp->n_low = sp->n_high = ro_space_size(in);
+    sp->low = (float *)in->low;
+    sp->high = (float *)in->high;
+}

@@ -1,0 +1,78 @@
+/*
+ * The wire: protobuf's standard length-delimited framing of Frame messages
+ * (proto/rollout.proto). A frame is a varint byte count, then that many
+ * bytes of one serialized message, so any protobuf library can read the
+ * stream.
+ *
+ * Everything read here is untrusted: the reader refuses a length prefix
+ * over its limit before buffering the body, decodes through a bounded
+ * allocator, and reports malformed input as an error, never a crash.
+ */
+#ifndef RO_FRAME_H
+#define RO_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rollout.pb-c.h"
+#include "rollout/env.h"
+#include "wire/pb_alloc.h"
+
+#define RO_PROTOCOL_VERSION 1u
+#define RO_WIRE_DEFAULT_MAX_FRAME (16u << 20)
+
+typedef Rollout__V1__Frame ro_frame_t;
+
+/* Accumulates stream bytes and cuts them into frames. One owner thread. */
+typedef struct ro_frame_reader {
+    uint8_t *buf;         /* bytes [start, len) are buffered, not yet decoded */
+    size_t start;         /* first buffered byte */
+    size_t len;           /* end of the buffered bytes */
+    size_t cap;           /* grows up to one frame, its prefix and one read */
+    size_t max_frame;     /* largest accepted frame body; the owner may change it */
+    uint64_t offset;      /* stream offset of buf[start], for messages */
+    ro_pb_alloc_t *alloc; /* decodes; the caller's, shared by whatever it reads */
+} ro_frame_reader_t;
+
+/* ro__frame_reader_init prepares a reader that decodes with alloc (which
+ * must outlive every frame it decoded). Returns 0 or RO_ENOMEM. */
+int ro__frame_reader_init(ro_frame_reader_t *r, size_t max_frame, ro_pb_alloc_t *alloc);
+void ro__frame_reader_free(ro_frame_reader_t *r);
+
+/* ro__frame_reader_space returns where the next n bytes read from the
+ * stream may be written (room for at least n), so that a socket reads
+ * straight into the reader; then ro__frame_reader_commit(r, got). Returns
+ * NULL if out of memory. */
+uint8_t *ro__frame_reader_space(ro_frame_reader_t *r, size_t n);
+void ro__frame_reader_commit(ro_frame_reader_t *r, size_t n);
+
+/* ro__frame_reader_feed appends n bytes. Returns 0, or RO_ENOMEM. */
+int ro__frame_reader_feed(ro_frame_reader_t *r, const void *data, size_t n);
+
+/*
+ * ro__frame_reader_next decodes the next complete frame. Returns 1 and sets
+ * *out (free it with ro__frame_free and the reader's allocator), 0 if more
+ * bytes are needed, or a negative code with a message in err: RO_EBADMSG
+ * for a bad varint or a body that does not decode, RO_EMSGSIZE for a frame
+ * over max_frame (refused from its prefix alone) or one that decodes into
+ * more than the allocator may hold. After an error the stream cannot be
+ * resynchronised: close it.
+ */
+int ro__frame_reader_next(ro_frame_reader_t *r, ro_frame_t **out, char *err, size_t errlen);
+
+/* ro__frame_free frees a frame decoded with alloc. */
+void ro__frame_free(ro_pb_alloc_t *alloc, ro_frame_t *f);
+
+/* ro__frame_encode serializes f with its length prefix into a new buffer
+ * (*out, free with free()). Returns 0 or RO_ENOMEM. */
+int ro__frame_encode(const ro_frame_t *f, uint8_t **out, size_t *len);
+
+/* ro__wire_space describes an env space in a Space message. sp points into
+ * in's bounds and into shape (RO_SPACE_MAX_DIMS entries, the caller's), so
+ * both must outlive the packing of the message. */
+void ro__wire_space(Rollout__V1__Space *sp, const ro_space_t *in, uint32_t *shape);
+
+/* ro__frame_kind names the body of a frame ("hello", ...), for messages. */
+const char *ro__frame_kind(const ro_frame_t *f);
+
+#endif

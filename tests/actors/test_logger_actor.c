@@ -1,0 +1,120 @@
+/* The logger's episode lines: the fast formatter writes exactly what the
+ * fprintf format writes, and values it does not handle (fractions, -0,
+ * non-finite, beyond 2^53) still go through fprintf. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <uv.h>
+
+#include "actors/logger_actor.h"
+#include "runtime/metrics_ring.h"
+
+static void no_sample(void *ctx, ro_logger_sample_t *out)
+{
+    (void)ctx;
+    memset(out, 0, sizeof *out);
+}
+
+/* What the logger wrote before it formatted lines itself. */
+static void reference(char *buf, size_t len, uint64_t dt_ns, const ro_metric_t *m)
+{
+    snprintf(buf, len,
+             "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
+             "\"return\":%.17g,\"length\":%u,\"terminated\":%s,\"truncated\":%s,"
+             "\"policy_first\":%llu,\"policy_last\":%llu}\n",
+             (double)dt_ns * 1e-9, m->env, (unsigned long long)m->episode, m->value, m->length,
+             m->terminated ? "true" : "false", m->truncated ? "true" : "false",
+             (unsigned long long)m->policy_first, (unsigned long long)m->policy_last);
+}
+
+static void test_episode_lines_match_fprintf(void **state)
+{
+    (void)state;
+    const double values[] = {22.0,
+                             -200.0,
+                             0.0,
+                             500.0,
+                             9007199254740991.0,
+                             -9007199254740991.0,
+                             -0.0,
+                             1.5,
+                             -1261.1646023988724,
+                             1e300,
+                             9007199254740992.0,
+                             INFINITY,
+                             -INFINITY};
+    const uint64_t dts[] = {0, 999, 1234567, 2000000000, 3600123456789ull, 17, 42000, 1, 999999999,
+                            5, 6,   7,       8};
+    const size_t n = sizeof values / sizeof values[0];
+
+    char path[] = "/tmp/ro-test-logger-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    ro_metrics_ring_t ring;
+    assert_int_equal(ro__metrics_ring_init(&ring, 64), 0);
+    ro_logger_t lg;
+    ro_logger_opts_t o = {
+        .metrics_path = path, .interval_s = 1000, .quiet = true, .sample = no_sample};
+    char err[256];
+    assert_int_equal(ro__logger_init(&lg, &loop, &ring, 1, &o, err, sizeof err), 0);
+    ro__logger_start(&lg);
+
+    char want[64][320];
+    for (size_t i = 0; i < n; i++) {
+        ro_metric_t m = {
+            .kind = RO_METRIC_EPISODE,
+            .env = (uint32_t)(i * 7919u),
+            .episode = i == 3 ? UINT64_MAX : i * 1000003u,
+            .value = values[i],
+            .length = i == 4 ? UINT32_MAX : (uint32_t)(i * 13),
+            .terminated = (uint8_t)(i & 1),
+            .truncated = (uint8_t)((i >> 1) & 1),
+            .t_ns = lg.t0_ns + dts[i],
+            .policy_first = i == 5 ? UINT64_MAX : i / 2,
+            .policy_last = i == 6 ? UINT64_MAX : i,
+        };
+        reference(want[i], sizeof want[i], dts[i], &m);
+        assert_true(ro__metrics_ring_push(&ring, &m));
+    }
+    assert_int_equal(ro__logger_finish(&lg), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    ro__metrics_ring_free(&ring);
+
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[512];
+    for (size_t i = 0; i < n; i++) {
+        assert_non_null(fgets(line, sizeof line, f));
+        if (strcmp(line, want[i]) != 0) {
+            fprintf(stderr, "value %.17g:\n got  %s want %s", values[i], line, want[i]);
+            fail();
+        }
+    }
+    /* Then the closing throughput line. */
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_non_null(strstr(line, "\"type\":\"throughput\""));
+    fclose(f);
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_episode_lines_match_fprintf),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,185 @@
+/*
+ * The weights file on disk (src/policy/params.c): a saved policy loads back
+ * bit for bit and saves to the same bytes, atomically (no temporary file
+ * left, mode 0644); save and load errors name the file (a missing
+ * directory, a file over the size limit, a directory, a missing file).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "policy/params.h"
+#include "policy_fixture.h"
+#include "runtime/error.h"
+
+static int setup(void **state)
+{
+    (void)state;
+    return tmpdir_create("params_files");
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return tmpdir_remove();
+}
+
+static const float lo2[2] = {-1.0f, -1.0f}, hi2[2] = {1.0f, 1.0f};
+
+/* act_for: the test model's action space, 3 discrete actions or a box of 2. */
+static ro_space_t act_for(int box)
+{
+    return box ? act_box(2, lo2, hi2) : act_discrete(3);
+}
+
+/* count_temp_files counts what save's temporary files would be called. */
+static int count_temp_files(void)
+{
+    DIR *d = opendir(tmpdir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strstr(e->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return n;
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint8_t *b = malloc(1 << 20);
+    *len = fread(b, 1, 1 << 20, f);
+    fclose(f);
+    return b;
+}
+
+static void round_trip(int box, ro_activation_t actv)
+{
+    ro_space_t obs = obs_box(4), act = act_for(box);
+    ro_policy_spec_t spec = {.kind = RO_POLICY_MLP,
+                             .hidden = {64, 32, 16},
+                             .nhidden = 3,
+                             .activation = actv,
+                             .seed = 99};
+    ro_policy_t *a = NULL, *b = NULL;
+    char err[ERRLEN] = "";
+    assert_int_equal(ro__policy_new(&a, &spec, &obs, &act, err, sizeof err), 0);
+    const char *p1 = tmp_path("rt1.pb");
+    char path1[128];
+    snprintf(path1, sizeof path1, "%s", p1);
+    assert_int_equal(ro__policy_save(a, path1, err, sizeof err), 0);
+    assert_int_equal(count_temp_files(), 0);
+    struct stat st;
+    assert_int_equal(stat(path1, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+    ro_policy_spec_t ls = {.kind = RO_POLICY_MLP, .params_path = path1};
+    if (ro__policy_new(&b, &ls, &obs, &act, err, sizeof err))
+        fail_msg("%s", err);
+
+    ro_policy_ws_t *wa, *wb;
+    assert_int_equal(ro__policy_ws_new(&wa, a, 50), 0);
+    assert_int_equal(ro__policy_ws_new(&wb, b, 50), 0);
+    for (int i = 0; i < 200; i++)
+        ro__policy_ws_input(wa)[i] = ro__policy_ws_input(wb)[i] = sinf((float)i) * 2.0f;
+    float oa[150], ob[150];
+    ro__policy_forward(a, wa, 50, oa);
+    ro__policy_forward(b, wb, 50, ob);
+    assert_memory_equal(oa, ob, 50 * ro__policy_act_dim(a) * (box ? 1 : 3) * sizeof(float));
+
+    /* Saving the loaded policy writes the same bytes, over the old file. */
+    const char *p2 = tmp_path("rt2.pb");
+    assert_int_equal(ro__policy_save(b, p2, err, sizeof err), 0);
+    assert_int_equal(ro__policy_save(b, p2, err, sizeof err), 0);
+    size_t n1, n2;
+    uint8_t *b1 = slurp(path1, &n1), *b2 = slurp(p2, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(b1, b2, n1);
+    free(b1);
+    free(b2);
+    ro__policy_ws_free(wa);
+    ro__policy_ws_free(wb);
+    ro__policy_free(a);
+    ro__policy_free(b);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    round_trip(0, RO_ACT_TANH);
+    round_trip(1, RO_ACT_TANH);
+    round_trip(1, RO_ACT_RELU);
+}
+
+static void test_save_errors(void **state)
+{
+    (void)state;
+    ro_policy_params_t pp = {.activation = RO_ACT_TANH,
+                             .obs_dim = 1,
+                             .action_kind = RO_SPACE_DISCRETE,
+                             .action_dim = 1,
+                             .nlayers = 1};
+    pp.layers[0].in = 1;
+    pp.layers[0].out = 1;
+    assert_int_equal(ro__policy_params_alloc(&pp), 0);
+    pp.layers[0].weight[0] = 1.0f;
+    pp.layers[0].bias[0] = 0.0f;
+    char err[ERRLEN] = "";
+    int rc = ro__policy_params_save(&pp, "/nonexistent-dir-ro/x.pb", err, sizeof err);
+    assert_int_equal(rc, RO_EIO);
+    assert_non_null(strstr(err, "/nonexistent-dir-ro/x.pb"));
+    /* A file with no hidden layer (a linear policy) is fine. */
+    assert_int_equal(ro__policy_params_save(&pp, tmp_path("lin.pb"), err, sizeof err), 0);
+    ro__policy_params_free(&pp);
+    ro_space_t obs = obs_box(1), act = {.kind = RO_SPACE_DISCRETE, .n = 1};
+    assert_int_equal(ro__policy_params_load(&pp, tmp_path("lin.pb"), &obs, &act, err, sizeof err),
+                     0);
+    ro__policy_params_free(&pp);
+}
+
+static void test_file_errors(void **state)
+{
+    (void)state;
+    ro_space_t obs = obs_box(4), act = act_for(0);
+    ro_policy_params_t pp;
+    char err[ERRLEN] = "";
+    /* Over the size limit: a sparse file, checked before it is read. */
+    const char *big = tmp_path("big.pb");
+    int fd = open(big, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)RO_POLICY_FILE_MAX + 1), 0);
+    close(fd);
+    assert_int_equal(ro__policy_params_load(&pp, big, &obs, &act, err, sizeof err), RO_ERANGE);
+    assert_non_null(strstr(err, "over the 256 MiB limit"));
+    unlink(big);
+    /* A directory, and a missing file. */
+    assert_int_equal(ro__policy_params_load(&pp, tmpdir, &obs, &act, err, sizeof err), RO_EIO);
+    assert_non_null(strstr(err, "not a regular file"));
+    assert_int_equal(
+        ro__policy_params_load(&pp, tmp_path("missing.pb"), &obs, &act, err, sizeof err),
+        RO_ENOENT);
+    assert_non_null(strstr(err, "missing.pb"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_save_errors),
+        cmocka_unit_test(test_file_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
