@@ -20,7 +20,8 @@
  * (bench_util.h). Beside each throughput ratio, the same ratio of CPU
  * time per env step (getrusage of this process, every thread): other
  * processes on a shared machine take CPU time away from a sample, and
- * hardly change its CPU time per step.
+ * change its CPU time per step much less (by the cost of being
+ * preempted: kernel time, caches refilled).
  *
  * usage: bench_mujoco [--seconds S] [--repeats N] [--csv FILE] [--env NAME]
  *   --env NAME: only that env's efficiency and scaling (and the MLP figures

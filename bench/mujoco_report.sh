@@ -40,8 +40,8 @@ echo "the env's termination test and reset; no observations, rewards, actors or 
 echo "*Scaling*: steps/s with 2 workers over 2 x steps/s with 1. Medians over the repeats, with the"
 echo "smallest and largest ratio of any repeat (each repeat measures both sides back to back)."
 echo "*CPU-time ratio*: the same ratio computed from CPU seconds per env step (every thread of the"
-echo "process), which other processes on a shared machine hardly move: they take CPU time away"
-echo "from a sample, not add to its CPU time per step."
+echo "process), which other processes on a shared machine move much less: they take CPU time away"
+echo "from a sample, and add to its CPU time per step only the cost of being preempted."
 echo
 echo "![MuJoCo efficiency and scaling](mujoco.png)"
 echo
