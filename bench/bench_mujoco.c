@@ -244,7 +244,7 @@ int main(int argc, char **argv)
         double raw[BENCH_MAX_REPEATS], one[BENCH_MAX_REPEATS], two[BENCH_MAX_REPEATS];
         double eff[BENCH_MAX_REPEATS], scal[BENCH_MAX_REPEATS], load = 0, l;
         /* CPU seconds per env step of each side: other processes take CPU
-         * time from a sample, hardly any from its CPU time per step. */
+         * time from a sample, much less from its CPU time per step. */
         double c_raw[BENCH_MAX_REPEATS], c_one[BENCH_MAX_REPEATS], c_two[BENCH_MAX_REPEATS];
         double c_eff[BENCH_MAX_REPEATS], c_scal[BENCH_MAX_REPEATS];
         ro_summary_t s1 = {0}, s2 = {0};
