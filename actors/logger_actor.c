@@ -81,6 +81,10 @@ static bool episode_line(ro_logger_t *lg, const ro_metric_t *m)
 
 static void on_record(ro_logger_t *lg, const ro_metric_t *m)
 {
+    if (m->kind == RO_METRIC_ENV_FAIL)
+        lg->env_failures++;
+    if (lg->throughput_only)
+        return;
     if (m->kind == RO_METRIC_EPISODE) {
         if (lg->metrics && !episode_line(lg, m))
             fprintf(lg->metrics,
@@ -91,7 +95,6 @@ static void on_record(ro_logger_t *lg, const ro_metric_t *m)
                     m->terminated ? "true" : "false", m->truncated ? "true" : "false",
                     (unsigned long long)m->policy_first, (unsigned long long)m->policy_last);
     } else if (m->kind == RO_METRIC_ENV_FAIL) {
-        lg->env_failures++;
         if (lg->metrics)
             fprintf(lg->metrics,
                     "{\"type\":\"env_failure\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
@@ -107,16 +110,24 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
     lg->sample(lg->sample_ctx, &cur);
     double dt = (double)(now - lg->last_ns) * 1e-9;
     uint64_t db = cur.batches - lg->last.batches;
+    uint64_t de = cur.episodes - lg->last.episodes;
     if (lg->metrics) {
         fprintf(lg->metrics,
                 "{\"type\":\"throughput\",\"t\":%.6f,\"steps\":%llu,\"sps\":%.1f,"
                 "\"episodes\":%llu,\"batches\":%llu,\"mean_batch\":%.2f,\"dropped\":%llu,"
-                "\"env_failures\":%llu",
+                "\"env_failures\":%llu,\"interval_episodes\":%llu,\"interval_mean_return\":",
                 secs(lg, now), (unsigned long long)cur.steps,
                 dt > 0 ? (double)(cur.steps - lg->last.steps) / dt : 0.0,
                 (unsigned long long)cur.episodes, (unsigned long long)cur.batches,
                 db ? (double)(cur.rows - lg->last.rows) / (double)db : 0.0,
-                (unsigned long long)ro__logger_dropped(lg), (unsigned long long)lg->env_failures);
+                (unsigned long long)ro__logger_dropped(lg), (unsigned long long)lg->env_failures,
+                (unsigned long long)de);
+        /* No episode ended in the interval: no mean (JSON null, never NaN). */
+        double mean = de ? (cur.return_sum - lg->last.return_sum) / (double)de : 0.0;
+        if (de && isfinite(mean))
+            fprintf(lg->metrics, "%.17g", mean);
+        else
+            fputs("null", lg->metrics);
         if (cur.remote)
             fprintf(lg->metrics,
                     ",\"learners\":%u,\"envs_in_flight\":%u,\"envs_unsent\":%u,"
@@ -206,6 +217,7 @@ int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *rings, 
     lg->sample = o->sample;
     lg->sample_ctx = o->sample_ctx;
     lg->interval_ns = (uint64_t)(o->interval_s * 1e9);
+    lg->throughput_only = o->throughput_only;
     if (o->metrics_path) {
         lg->metrics = fopen(o->metrics_path, "w");
         if (!lg->metrics) {

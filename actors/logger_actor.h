@@ -8,8 +8,11 @@
  * (ro_metrics_ring_t). The logger
  * lives on the loop thread: a timer drains the rings every 50 ms, writes
  * JSON lines to the --metrics file (one per finished episode, one per
- * throughput interval), and keeps a one-line live status on a terminal,
- * computed from counters the actors publish (no record needed).
+ * throughput interval; with throughput_only, --metrics-every, only the
+ * latter), and keeps a one-line live status on a terminal, computed from
+ * counters the actors publish (no record needed). A throughput line also
+ * says how many episodes ended in its interval and their mean return,
+ * from the same counters, so it needs no per-episode record either.
  */
 #ifndef RO_LOGGER_ACTOR_H
 #define RO_LOGGER_ACTOR_H
@@ -51,9 +54,10 @@ typedef struct ro_logger {
     uv_timer_t timer;
     ro_metrics_ring_t *rings; /* nrings, drained in turn */
     uint32_t nrings;
-    FILE *metrics;     /* NULL: no file */
-    bool status_tty;   /* redraw one status line on stderr */
-    bool status_lines; /* print a progress line every few seconds instead */
+    FILE *metrics;        /* NULL: no file */
+    bool throughput_only; /* write throughput lines only */
+    bool status_tty;      /* redraw one status line on stderr */
+    bool status_lines;    /* print a progress line every few seconds instead */
     ro_logger_sample_fn sample;
     void *sample_ctx;
     uint64_t t0_ns;
@@ -72,6 +76,7 @@ typedef struct ro_logger {
 typedef struct ro_logger_opts {
     const char *metrics_path; /* NULL: none */
     double interval_s;        /* throughput line period */
+    bool throughput_only;     /* no episode or env-failure lines (--metrics-every) */
     bool quiet;               /* no status at all */
     ro_logger_sample_fn sample;
     void *sample_ctx;

@@ -13,7 +13,9 @@
  * so a burst of noise on a shared machine moves one sample, not the ratio.
  *
  * usage: bench_engine [--seconds S] [--workers W] [--repeats N] [--csv FILE]
+ *                     [--quiet-wait S] [--help]
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,23 +170,39 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+typedef struct engine_opts {
+    double seconds, quiet_wait;
+    uint32_t repeats, workers;
+    const char *csv;
+    bool help;
+} engine_opts_t;
+
+#define AT(field) offsetof(engine_opts_t, field)
+static const ro_flag_t engine_flags[] = {
+    {RO_FLAG_SECONDS, "seconds", "S", AT(seconds), 10, .help = "each run (default 3)"},
+    {RO_FLAG_U32, "workers", "W", AT(workers), 1, 1024,
+     .help = "the node's workers (default: allowed CPUs)"},
+    {RO_FLAG_U32, "repeats", "N", AT(repeats), 1, BENCH_MAX_REPEATS,
+     .help = "runs of each side, alternating; medians (default 3)"},
+    {RO_FLAG_STRING, "csv", "FILE", AT(csv), .help = "also write the table as CSV"},
+    {RO_FLAG_SECONDS, "quiet-wait", "S", AT(quiet_wait), 0, .help = BENCH_QUIET_WAIT_HELP},
+    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
+};
+
 int main(int argc, char **argv)
 {
     ro__threads_single_blas(argv);
-    double seconds = 3.0;
-    int repeats = 3;
-    uint32_t workers = 0;
-    const char *csv = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--seconds"))
-            seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--workers"))
-            workers = (uint32_t)atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--repeats"))
-            repeats = atoi(argv[i + 1]) > 0 && atoi(argv[i + 1]) <= 15 ? atoi(argv[i + 1]) : 3;
-        else if (!strcmp(argv[i], "--csv"))
-            csv = argv[i + 1];
-    }
+    engine_opts_t o = {.seconds = 3.0, .repeats = 3, .quiet_wait = bench_quiet_wait_s};
+    bench_parse("bench_engine",
+                "usage: bench_engine [options]\n\nEngine efficiency: a node's steps/s over W x a "
+                "raw single-thread loop's,\nmeasured in one run (docs/benchmarks.md).\n\n",
+                engine_flags, sizeof engine_flags / sizeof engine_flags[0], &o, &o.help, argc, argv,
+                NULL);
+    bench_quiet_wait_s = o.quiet_wait;
+    double seconds = o.seconds;
+    int repeats = (int)o.repeats;
+    uint32_t workers = o.workers;
+    const char *csv = o.csv;
     if (workers == 0) {
         ro_topology_t t;
         char err[128];

@@ -23,11 +23,11 @@
  * change its CPU time per step much less (by the cost of being
  * preempted: kernel time, caches refilled).
  *
- * usage: bench_mujoco [--seconds S] [--repeats N] [--csv FILE] [--env NAME]
- *   --env NAME: only that env's efficiency and scaling (and the MLP figures
- *   only if NAME is hopper)
+ * usage: bench_mujoco [options] (--help lists them)
  */
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +39,7 @@
 #include "envs/mujoco/mj_envs.h"
 #include "policy/policy.h"
 #include "runtime/rng.h"
+#include "runtime/flags.h"
 #include "runtime/thread_guard.h"
 
 #define RAW_ENVS 64
@@ -208,22 +209,42 @@ static ro_summary_t node(const char *env, ro_policy_kind_t pol, uint32_t envs, u
     return s;
 }
 
+static const char *const env_names[] = {"hopper", "walker2d",          "half_cheetah",
+                                        "ant",    "inverted_pendulum", NULL};
+
+typedef struct mujoco_opts {
+    double seconds, quiet_wait;
+    uint32_t repeats;
+    const char *csv;
+    int env; /* an index into env_names, or -1: all */
+    bool help;
+} mujoco_opts_t;
+
+#define AT(field) offsetof(mujoco_opts_t, field)
+static const ro_flag_t mujoco_flags[] = {
+    {RO_FLAG_SECONDS, "seconds", "S", AT(seconds), 10, .help = "each run (default 2)"},
+    {RO_FLAG_U32, "repeats", "N", AT(repeats), 1, BENCH_MAX_REPEATS,
+     .help = "runs of each side, alternating; medians (default 3)"},
+    {RO_FLAG_STRING, "csv", "FILE", AT(csv), .help = "also write the table as CSV"},
+    {RO_FLAG_CHOICE, "env", "NAME", AT(env), .choices = env_names,
+     .help = "only this env's figures (the MLP ones only for hopper)"},
+    {RO_FLAG_SECONDS, "quiet-wait", "S", AT(quiet_wait), 0, .help = BENCH_QUIET_WAIT_HELP},
+    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
+};
+
 int main(int argc, char **argv)
 {
     ro__threads_single_blas(argv);
-    double seconds = 2.0;
-    int repeats = 3;
-    const char *csv = NULL, *only = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--seconds"))
-            seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--repeats"))
-            repeats = bench_repeats(argv[i + 1]);
-        else if (!strcmp(argv[i], "--csv"))
-            csv = argv[i + 1];
-        else if (!strcmp(argv[i], "--env"))
-            only = argv[i + 1];
-    }
+    mujoco_opts_t o = {.seconds = 2.0, .repeats = 3, .env = -1, .quiet_wait = bench_quiet_wait_s};
+    bench_parse("bench_mujoco",
+                "usage: bench_mujoco [options]\n\nThe MuJoCo envs: a node over a raw mj_step loop "
+                "(1 worker), W=2 scaling,\nhopper + MLP(64,64) (docs/benchmarks.md).\n\n",
+                mujoco_flags, sizeof mujoco_flags / sizeof mujoco_flags[0], &o, &o.help, argc, argv,
+                NULL);
+    bench_quiet_wait_s = o.quiet_wait;
+    const double seconds = o.seconds;
+    const int repeats = (int)o.repeats;
+    const char *csv = o.csv, *only = o.env >= 0 ? env_names[o.env] : NULL;
     FILE *out = csv ? fopen(csv, "w") : NULL;
     if (csv && !out) {
         fprintf(stderr, "bench_mujoco: cannot write %s\n", csv);
@@ -233,11 +254,10 @@ int main(int argc, char **argv)
         fprintf(out, "figure,env,policy,workers,num_envs,base_sps,sps,ratio,min_ratio,max_ratio,"
                      "env_share,threads,ext_load,cpu_ratio\n");
     const int cpus = bench_allowed_cpus();
-    const char *envs[] = {"hopper", "walker2d", "half_cheetah", "ant", "inverted_pendulum"};
     printf("| figure | env | W | envs | base steps/s | steps/s | ratio (min..max) | CPU-time ratio "
            "| threads |\n|---|---|---|---|---|---|---|---|---|\n");
-    for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++) {
-        const char *env = envs[k];
+    for (size_t k = 0; env_names[k] != NULL; k++) {
+        const char *env = env_names[k];
         if (only && strcmp(only, env) != 0)
             continue;
         /* efficiency: node(W=1, random) / raw loop, alternating */

@@ -10,8 +10,9 @@
  * Every row carries the thread count read from /proc/self/task.
  *
  * usage: bench_overhead [--seconds S] [--repeats N] [--csv FILE]
- *                       [--batch-csv FILE] [--metrics-file PATH]
+ *                       [--batch-csv FILE] [--metrics-file PATH] [--quiet-wait S] [--help]
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,27 +33,45 @@ static void apply(ro_config_t *c, feature_t f, bool on, const char *metrics_path
         c->check_finite = true;
 }
 
+typedef struct overhead_opts {
+    double seconds, quiet_wait;
+    uint32_t repeats;
+    const char *csv, *batch_csv, *metrics_file;
+    bool help;
+} overhead_opts_t;
+
+#define AT(field) offsetof(overhead_opts_t, field)
+static const ro_flag_t overhead_flags[] = {
+    {RO_FLAG_SECONDS, "seconds", "S", AT(seconds), 10, .help = "each run (default 2)"},
+    {RO_FLAG_U32, "repeats", "N", AT(repeats), 1, BENCH_MAX_REPEATS,
+     .help = "runs of each side, alternating; medians (default 5)"},
+    {RO_FLAG_STRING, "csv", "FILE", AT(csv), .help = "the on/off table as CSV"},
+    {RO_FLAG_STRING, "batch-csv", "FILE", AT(batch_csv), .help = "the batch sweep as CSV"},
+    {RO_FLAG_STRING, "metrics-file", "FILE", AT(metrics_file),
+     .help = "where the logger's runs write (default\n/tmp/rollout-bench-metrics-PID.jsonl)"},
+    {RO_FLAG_SECONDS, "quiet-wait", "S", AT(quiet_wait), 0, .help = BENCH_QUIET_WAIT_HELP},
+    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
+};
+
 int main(int argc, char **argv)
 {
     ro__threads_single_blas(argv);
-    double seconds = 2.0;
-    int repeats = 5;
-    const char *csv = NULL, *batch_csv = NULL;
+    overhead_opts_t o = {.seconds = 2.0, .repeats = 5, .quiet_wait = bench_quiet_wait_s};
+    bench_parse("bench_overhead",
+                "usage: bench_overhead [options]\n\nThe logger and --check-finite on / off, and "
+                "steps/s over --batch and\n--max-wait-us (docs/benchmarks.md).\n\n",
+                overhead_flags, sizeof overhead_flags / sizeof overhead_flags[0], &o, &o.help, argc,
+                argv, NULL);
+    bench_quiet_wait_s = o.quiet_wait;
+    double seconds = o.seconds;
+    int repeats = (int)o.repeats;
+    const char *csv = o.csv, *batch_csv = o.batch_csv;
     char metrics_path[256];
-    snprintf(metrics_path, sizeof metrics_path, "/tmp/rollout-bench-metrics-%d.jsonl",
-             (int)getpid());
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--seconds"))
-            seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--repeats"))
-            repeats = bench_repeats(argv[i + 1]);
-        else if (!strcmp(argv[i], "--csv"))
-            csv = argv[i + 1];
-        else if (!strcmp(argv[i], "--batch-csv"))
-            batch_csv = argv[i + 1];
-        else if (!strcmp(argv[i], "--metrics-file"))
-            snprintf(metrics_path, sizeof metrics_path, "%s", argv[i + 1]);
-    }
+    if (o.metrics_file)
+        snprintf(metrics_path, sizeof metrics_path, "%s", o.metrics_file);
+    else
+        snprintf(metrics_path, sizeof metrics_path, "/tmp/rollout-bench-metrics-%d.jsonl",
+                 (int)getpid());
     const uint32_t W = (uint32_t)bench_allowed_cpus();
     const bench_node_t cartpole = {"cartpole", NULL, RO_POLICY_MLP, 256};
     const bench_node_t pendulum = {"pendulum", NULL, RO_POLICY_MLP, 256};

@@ -5,17 +5,21 @@
  * resident size seen after `warmup` seconds minus the size at warm-up.
  *
  * usage: bench_rss --node PATH [--interval S] [--warmup S] [--csv FILE]
- *                  [--summary FILE] [-- NODE ARGS...]
+ *                  [--summary FILE] [--help] [-- NODE ARGS...]
  * The node runs with --json --quiet plus NODE ARGS (default: cartpole +
  * MLP(64,64), --steps 100000000).
  */
 #include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "runtime/flags.h"
 
 static double now_s(void)
 {
@@ -60,34 +64,47 @@ static double json_num(const char *js, const char *key)
     return p ? atof(p + strlen(pat)) : -1;
 }
 
+typedef struct rss_opts {
+    const char *node, *csv, *summary;
+    double interval, warmup;
+    bool help;
+} rss_opts_t;
+
+#define AT(field) offsetof(rss_opts_t, field)
+static const ro_flag_t rss_flags[] = {
+    {RO_FLAG_STRING, "node", "PATH", AT(node), .help = "the rollout-node to run (required)"},
+    {RO_FLAG_SECONDS, "interval", "S", AT(interval), 10, .help = "between samples (default 1)"},
+    {RO_FLAG_SECONDS, "warmup", "S", AT(warmup), 0,
+     .help = "growth is measured after this (default 3)"},
+    {RO_FLAG_STRING, "csv", "FILE", AT(csv), .help = "every sample as CSV"},
+    {RO_FLAG_STRING, "summary", "FILE", AT(summary), .help = "the summary row as CSV"},
+    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
+};
+
 int main(int argc, char **argv)
 {
-    const char *node = NULL, *csv = NULL, *summary = NULL;
-    double interval = 1.0, warmup = 3.0;
-    int i = 1;
-    for (; i < argc; i++) {
-        if (!strcmp(argv[i], "--")) {
-            i++;
-            break;
-        }
-        if (i + 1 >= argc)
-            break;
-        if (!strcmp(argv[i], "--node"))
-            node = argv[++i];
-        else if (!strcmp(argv[i], "--interval"))
-            interval = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup"))
-            warmup = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--csv"))
-            csv = argv[++i];
-        else if (!strcmp(argv[i], "--summary"))
-            summary = argv[++i];
-    }
-    if (!node || interval <= 0) {
-        fprintf(stderr, "usage: bench_rss --node PATH [--interval S] [--warmup S] [--csv FILE] "
-                        "[--summary FILE] [-- NODE ARGS...]\n");
+    rss_opts_t o = {.interval = 1.0, .warmup = 3.0};
+    const size_t nflags = sizeof rss_flags / sizeof rss_flags[0];
+    const char *usage = "usage: bench_rss --node PATH [options] [-- NODE ARGS...]\n\nResident "
+                        "memory of a rollout-node over a long run, sampled from\n/proc; the node "
+                        "runs with --json --quiet and NODE ARGS (default:\n--steps "
+                        "100000000).\n\n";
+    char err[256];
+    int i;
+    if (ro__flags_parse(rss_flags, nflags, &o, NULL, argc, argv, &i, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_rss: %s\n", err);
         return 2;
     }
+    if (o.help) {
+        ro__flags_usage(stdout, usage, rss_flags, nflags);
+        return 0;
+    }
+    if (!o.node) {
+        fprintf(stderr, "bench_rss: --node PATH is required (see --help)\n");
+        return 2;
+    }
+    const char *node = o.node, *csv = o.csv, *summary = o.summary;
+    double interval = o.interval, warmup = o.warmup;
     char *defaults[] = {"--steps", "100000000"};
     char **extra = i < argc ? argv + i : defaults;
     int nextra = i < argc ? argc - i : 2;

@@ -6,7 +6,9 @@
  * noise hits one sample of each W rather than one W; medians are compared.
  *
  * usage: bench_scaling [--seconds S] [--repeats N] [--max-workers W] [--csv FILE]
+ *                      [--quiet-wait S] [--help]
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,22 +16,38 @@
 #include "bench_util.h"
 #include "runtime/thread_guard.h"
 
+typedef struct scaling_opts {
+    double seconds, quiet_wait;
+    uint32_t repeats, max_workers;
+    const char *csv;
+    bool help;
+} scaling_opts_t;
+
+#define AT(field) offsetof(scaling_opts_t, field)
+static const ro_flag_t scaling_flags[] = {
+    {RO_FLAG_SECONDS, "seconds", "S", AT(seconds), 10, .help = "each run (default 2)"},
+    {RO_FLAG_U32, "repeats", "N", AT(repeats), 1, BENCH_MAX_REPEATS,
+     .help = "runs of each W; medians (default 3)"},
+    {RO_FLAG_U32, "max-workers", "W", AT(max_workers), 1, 1024,
+     .help = "largest W (default: allowed CPUs)"},
+    {RO_FLAG_STRING, "csv", "FILE", AT(csv), .help = "also write the table as CSV"},
+    {RO_FLAG_SECONDS, "quiet-wait", "S", AT(quiet_wait), 0, .help = BENCH_QUIET_WAIT_HELP},
+    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
+};
+
 int main(int argc, char **argv)
 {
     ro__threads_single_blas(argv);
-    double seconds = 2.0;
-    int repeats = 3, maxw = 0;
-    const char *csv = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--seconds"))
-            seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--repeats"))
-            repeats = bench_repeats(argv[i + 1]);
-        else if (!strcmp(argv[i], "--max-workers"))
-            maxw = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--csv"))
-            csv = argv[i + 1];
-    }
+    scaling_opts_t o = {.seconds = 2.0, .repeats = 3, .quiet_wait = bench_quiet_wait_s};
+    bench_parse("bench_scaling",
+                "usage: bench_scaling [options]\n\nStrong scaling: steps/s at W = 1 ... allowed "
+                "CPUs, and W x steps/s(1)\nover it (docs/benchmarks.md).\n\n",
+                scaling_flags, sizeof scaling_flags / sizeof scaling_flags[0], &o, &o.help, argc,
+                argv, NULL);
+    bench_quiet_wait_s = o.quiet_wait;
+    double seconds = o.seconds;
+    int repeats = (int)o.repeats, maxw = (int)o.max_workers;
+    const char *csv = o.csv;
     int cores = bench_allowed_cpus();
     if (maxw <= 0 || maxw > cores)
         maxw = cores;

@@ -11,6 +11,7 @@
 
 #include "node/config.h"
 #include "node/node.h"
+#include "runtime/flags.h"
 #include "runtime/topology.h"
 
 /* A node configuration for a bench: env (with at most one KEY=VALUE arg),
@@ -87,12 +88,35 @@ static inline int bench_allowed_cpus(void)
 
 #define BENCH_MAX_REPEATS 15
 
-/* bench_repeats parses a --repeats value: 1..BENCH_MAX_REPEATS, else 3. */
-static inline int bench_repeats(const char *s)
+/*
+ * bench_parse reads the program's flags with the one flag parser
+ * (runtime/flags.h): --help prints the usage and exits 0, a bad flag or
+ * value prints one line and exits 2. operands: as ro__flags_parse.
+ */
+static inline void bench_parse(const char *prog, const char *usage, const ro_flag_t *flags,
+                               size_t n, void *cfg, const bool *help, int argc, char **argv,
+                               int *operands)
 {
-    int r = atoi(s);
-    return r > 0 && r <= BENCH_MAX_REPEATS ? r : 3;
+    char err[256];
+    if (ro__flags_parse(flags, n, cfg, NULL, argc, argv, operands, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        exit(2);
+    }
+    if (*help) {
+        ro__flags_usage(stdout, usage, flags, n);
+        exit(0);
+    }
 }
+
+/* --quiet-wait S: how long each sample may wait for other processes to go
+ * quiet (bench_wait_quiet). 0: no wait and no retry (bench/run_all.sh
+ * --quick). Set once by main before measuring. */
+static double bench_quiet_wait_s = 10.0;
+
+/* The --quiet-wait flag's help, the same in every program. */
+#define BENCH_QUIET_WAIT_HELP                                                                      \
+    "wait up to S seconds for a quiet machine before each\nsample and retry noisy ones "           \
+    "(default 10; 0:\nmeasure at once, as run_all.sh --quick does)"
 
 /*
  * Noise from other processes. The machine is shared: a sample taken while
@@ -109,9 +133,8 @@ static inline int bench_repeats(const char *s)
 
 #define BENCH_QUIET_CPUS 0.10
 #define BENCH_QUIET_TRIES 6
-/* At most this long per try, and this long per program in all, is spent
- * waiting for other processes to go quiet. */
-#define BENCH_QUIET_WAIT_S 10.0
+/* At most bench_quiet_wait_s per try, and this long per program in all, is
+ * spent waiting for other processes to go quiet. */
 #define BENCH_QUIET_BUDGET_S 240.0
 
 typedef struct bench_load {
@@ -176,7 +199,7 @@ static inline void bench_wait_quiet(void)
 {
     static double waited;
     double t0 = bench_now_s();
-    while (waited < BENCH_QUIET_BUDGET_S && bench_now_s() - t0 < BENCH_QUIET_WAIT_S) {
+    while (waited < BENCH_QUIET_BUDGET_S && bench_now_s() - t0 < bench_quiet_wait_s) {
         bench_load_t m;
         bench_load_mark(&m);
         struct timespec ts = {0, 250000000};
@@ -193,7 +216,8 @@ static inline void bench_wait_quiet(void)
  * load during the kept run. */
 #define BENCH_QUIET(stmt, load_out)                                                                \
     do {                                                                                           \
-        for (int bench_try_ = 0; bench_try_ < BENCH_QUIET_TRIES; bench_try_++) {                   \
+        int bench_tries_ = bench_quiet_wait_s > 0 ? BENCH_QUIET_TRIES : 1;                         \
+        for (int bench_try_ = 0; bench_try_ < bench_tries_; bench_try_++) {                        \
             bench_load_t bench_mark_;                                                              \
             bench_wait_quiet();                                                                    \
             bench_load_mark(&bench_mark_);                                                         \

@@ -3,13 +3,16 @@
  * every batch sent to a remote learner, and the learner's), for a few batch
  * and observation sizes, in one run.
  *
- * usage: bench_wire [--seconds S]
+ * usage: bench_wire [--seconds S] [--help]
  */
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/clock.h"
+#include "runtime/flags.h"
 #include "wire/frame.h"
 
 static void fill(Rollout__V1__Observations *o, uint32_t n, uint32_t od)
@@ -44,11 +47,34 @@ static void release(Rollout__V1__Observations *o)
     free(o->obs);
 }
 
+typedef struct wire_opts {
+    double seconds;
+    bool help;
+} wire_opts_t;
+
+static const ro_flag_t wire_flags[] = {
+    {RO_FLAG_SECONDS, "seconds", "S", offsetof(wire_opts_t, seconds), 10,
+     .help = "each measurement (default 1)"},
+    {RO_FLAG_BOOL, "help", NULL, offsetof(wire_opts_t, help), .help = "this text"},
+};
+
 int main(int argc, char **argv)
 {
-    double seconds = 1.0;
-    if (argc == 3 && strcmp(argv[1], "--seconds") == 0)
-        seconds = atof(argv[2]);
+    wire_opts_t o = {.seconds = 1.0};
+    const size_t nflags = sizeof wire_flags / sizeof wire_flags[0];
+    char err[256];
+    if (ro__flags_parse(wire_flags, nflags, &o, NULL, argc, argv, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_wire: %s\n", err);
+        return 2;
+    }
+    if (o.help) {
+        ro__flags_usage(stdout,
+                        "usage: bench_wire [--seconds S]\n\nEncode and decode throughput of "
+                        "Observations frames.\n\n",
+                        wire_flags, nflags);
+        return 0;
+    }
+    double seconds = o.seconds;
     const uint32_t shapes[][2] = {{128, 4}, {1024, 4}, {128, 64}, {64, 1024}};
     printf("| envs per frame | obs floats | frame bytes | encode frames/s | decode frames/s | "
            "encode ns/env | decode ns/env | decode MB/s |\n|---|---|---|---|---|---|---|---|\n");

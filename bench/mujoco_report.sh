@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The MuJoCo section of results.md, from DIR/mujoco.csv (bench_mujoco), and
-# its plot DIR/mujoco.png. Called by bench/run_all.sh:
+# its plot DIR/mujoco.FORMAT (png, the default, or svg). Called by
+# bench/run_all.sh; prints nothing when DIR has no mujoco.csv:
 #
-#   bench/mujoco_report.sh DIR >> DIR/results.md
+#   bench/mujoco_report.sh DIR [FORMAT] >> DIR/results.md
 set -euo pipefail
 out=$1
+fmt=${2:-png}
 csv=$out/mujoco.csv
 [ -f "$csv" ] || exit 0
 
@@ -13,8 +15,8 @@ if command -v gnuplot >/dev/null; then
   awk -F, 'NR>1 && $1=="efficiency" {e[$2]=$8} NR>1 && $1=="scaling" {s[$2]=$8; o[++n]=$2}
            END {for (i=1;i<=n;i++) print o[i], e[o[i]], s[o[i]]}' "$csv" >"$out/mujoco.dat"
   gnuplot <<GP
-set terminal pngcairo size 800,450 font ",11" noenhanced
-set output "$out/mujoco.png"
+set terminal $([ "$fmt" = svg ] && echo "svg size 800,450 dynamic" || echo pngcairo size 800,450) font ",11" noenhanced
+set output "$out/mujoco.$fmt"
 set title "MuJoCo envs, random policy: node / raw mj_step loop (W=1), and W=2 scaling (medians)"
 set style data histograms
 set style histogram clustered gap 1
@@ -43,7 +45,7 @@ echo "*CPU-time ratio*: the same ratio computed from CPU seconds per env step (e
 echo "process), which other processes on a shared machine move much less: they take CPU time away"
 echo "from a sample, and add to its CPU time per step only the cost of being preempted."
 echo
-echo "![MuJoCo efficiency and scaling](mujoco.png)"
+echo "![MuJoCo efficiency and scaling](mujoco.$fmt)"
 echo
 echo "| figure | env | W | envs | base steps/s | steps/s | ratio | min..max | CPU-time ratio | target | met | ext load |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"

@@ -1,17 +1,25 @@
-"""Python client for rollout nodes' remote-learner protocol (docs/protocol.md).
+"""Python client for rollout nodes' remote-learner protocol (docs/python.md).
 
 - :class:`Client`: connections to one or more nodes; batches of
   transitions as numpy arrays; ``send_actions`` answers them.
-- :class:`VecEnv`: the envs of those nodes as one vectorized env.
+- :class:`VecEnv`: the envs of those nodes as one Gymnasium vector env (a
+  real ``gymnasium.vector.VectorEnv`` when gymnasium is importable).
+- :func:`launch_node`: a local rollout-node, as a context manager.
+- :mod:`rollout_client.spaces`: Box / Discrete / MultiDiscrete spaces.
 - :mod:`rollout_client.framing`: length-delimited frames.
-- :func:`pb2`: the generated ``rollout_pb2`` module (generated on first use).
+- :func:`pb2`: the generated ``rollout_pb2`` module (shipped in the package).
 """
-from . import _proto
-from .client import PROTOCOL_VERSION, Batch, Client, NodeInfo, parse_address, read_token
+from . import _proto, spaces
+from .client import (OBS_DTYPES, PROTOCOL_VERSION, Batch, Client, NodeInfo, check_actions,
+                     parse_address, read_token)
 from .errors import (AuthenticationError, ConnectionClosed, FrameTooLarge, ProtocolError,
                      RemoteError, RolloutError, VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, FrameDecoder, decode_varint, encode_frame, encode_varint
+from .launch import NodeProcess, find_node, launch_node
+from .spaces import AutoresetMode
 from .vecenv import VecEnv
+
+__version__ = "0.1.0"
 
 
 def pb2():
@@ -20,8 +28,9 @@ def pb2():
 
 
 __all__ = [
-    "AuthenticationError", "Batch", "Client", "ConnectionClosed", "DEFAULT_MAX_FRAME",
-    "FrameDecoder", "FrameTooLarge", "NodeInfo", "PROTOCOL_VERSION", "ProtocolError",
-    "RemoteError", "RolloutError", "VecEnv", "VersionMismatch", "decode_varint",
-    "encode_frame", "encode_varint", "parse_address", "pb2", "read_token",
+    "AuthenticationError", "AutoresetMode", "Batch", "Client", "ConnectionClosed",
+    "DEFAULT_MAX_FRAME", "FrameDecoder", "FrameTooLarge", "NodeInfo", "NodeProcess",
+    "OBS_DTYPES", "PROTOCOL_VERSION", "ProtocolError", "RemoteError", "RolloutError", "VecEnv",
+    "VersionMismatch", "check_actions", "decode_varint", "encode_frame", "encode_varint",
+    "find_node", "launch_node", "parse_address", "pb2", "read_token", "spaces",
 ]

@@ -11,11 +11,12 @@ import os
 import selectors
 import socket
 import time
+import warnings
 from typing import Optional, Tuple
 
 import numpy as np
 
-from . import _proto
+from . import _proto, spaces
 from .errors import (AuthenticationError, ConnectionClosed, ProtocolError, RemoteError,
                      VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, FrameDecoder, encode_frame
@@ -37,6 +38,9 @@ class NodeInfo:
     max_episode_steps: int   # 0: none
     obs_shape: Tuple[int, ...]
     obs_dim: int             # product of obs_shape: obs rows are flattened
+    obs_dtype: np.dtype      # the observations' element type (Space.dtype; float32 by default)
+    obs_low: np.ndarray      # [obs_dim] in obs_dtype: the bounds the node sent, else the
+    obs_high: np.ndarray     # dtype's range (-inf/inf for floats)
     action_kind: str         # "discrete" or "box"
     action_n: int            # discrete: number of actions (0 for box)
     action_shape: Tuple[int, ...]  # box: shape of one action (() for discrete)
@@ -64,12 +68,12 @@ class Batch:
     seq: int
     env: np.ndarray            # uint32 [n]
     step: np.ndarray           # uint64 [n]
-    obs: np.ndarray            # float32 [n, obs_dim]
+    obs: np.ndarray            # [n, obs_dim] of the node's obs_dtype (float32 by default)
     reward: np.ndarray         # float32 [n]
     terminated: np.ndarray     # bool [n]
     truncated: np.ndarray      # bool [n]
     episode_start: np.ndarray  # bool [n]
-    final_obs: np.ndarray      # float32 [n, obs_dim], NaN rows where absent
+    final_obs: np.ndarray      # like obs; rows where absent: NaN (float dtypes) or 0
     has_final_obs: np.ndarray  # bool [n]
 
     @property
@@ -81,24 +85,99 @@ class Batch:
 
 
 def parse_address(address):
-    """("host", port) from "host:port" or "[v6]:port"."""
+    """("host", port) from "host:port" (a name or an IPv4 address) or
+    "[v6]:port" (an IPv6 address in brackets). Names are resolved when the
+    client connects (every address the name has is tried)."""
+    if not isinstance(address, str):
+        raise ValueError(f"node address {address!r} is not a 'host:port' string")
     host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"node address {address!r} is not host:port")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"node address {address!r} is not host:port (port 1 to 65535; "
+                         "IPv6 addresses in brackets: [::1]:5555)")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
+        if not host or ":" not in host:
+            raise ValueError(f"node address {address!r}: only IPv6 addresses go in brackets")
+    elif ":" in host or "[" in host or "]" in host:
+        raise ValueError(f"node address {address!r}: put an IPv6 address in brackets, "
+                         f"e.g. [{host.strip('[]')}]:{port}")
     return host, int(port)
+
+
+# Element types an observation space may declare (Space.dtype): numpy names.
+OBS_DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8",
+              "uint16", "uint32", "uint64")
+
+
+def check_actions(info, actions, n, clip_box=True, where=None):
+    """The actions for n envs of a node described by ``info`` (a NodeInfo),
+    checked and in the wire's types: int64 [n] (discrete) or float32
+    [n, action_size] (box, clipped to the bounds with clip_box).
+
+    Raises ValueError naming the problem and the first bad row; ``where(k)``
+    says what row k is (default "row k"). Nothing is sent: a caller that
+    gets ValueError can try again with other actions.
+    """
+    where = where or (lambda k: f"row {k}")
+    a = np.asarray(actions)
+    if info.action_kind == "discrete":
+        if a.shape not in ((n,), (n, 1)):
+            raise ValueError(f"discrete actions for {n} envs must have shape ({n},), "
+                             f"got {a.shape}")
+        if a.dtype.kind not in "iub":
+            raise ValueError(f"discrete actions must be integers, got dtype {a.dtype}")
+        a = a.reshape(n).astype(np.int64, copy=False)
+        bad = (a < 0) | (a >= info.action_n)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"discrete actions must lie in [0, {info.action_n}): action "
+                             f"{int(a[k])} for {where(k)} ({int(bad.sum())} out of range)")
+        return a
+    size = info.action_size
+    if a.size != n * size or (a.ndim > 1 and a.shape[0] != n):
+        raise ValueError(f"box actions for {n} envs must have shape "
+                         f"({n}, {', '.join(map(str, info.action_shape))}), got {a.shape}")
+    if a.dtype.kind not in "fiub":
+        raise ValueError(f"box actions must be numbers, got dtype {a.dtype}")
+    a = a.astype(np.float32).reshape(n, size)
+    finite = np.isfinite(a).all(axis=1)
+    if not finite.all():
+        k = int(np.flatnonzero(~finite)[0])
+        raise ValueError(f"box actions must be finite: {where(k)} has {a[k].tolist()}")
+    if clip_box and info.action_low is not None:
+        a = np.clip(a, info.action_low, info.action_high)
+    return a
+
+
+TOKEN_MAX = 254  # bytes, as the node's --token-file (src/wire/token.h)
 
 
 def read_token(token=None, token_file=None):
     """The token to present: ``token`` if given, else the contents of
-    ``token_file`` (surrounding whitespace stripped), else ""."""
+    ``token_file``, else "". A token file holds one line of 1 to 254
+    characters (trailing whitespace trimmed), as the node's --token-file; a
+    file that others may read gets a warning, as from the C tools."""
     if token is not None and token_file is not None:
         raise ValueError("give token or token_file, not both")
     if token_file is not None:
-        with open(token_file, encoding="utf-8") as f:
-            return f.read().strip()
-    return token or ""
+        token_file = os.fspath(token_file)
+        with open(token_file, "rb") as f:
+            raw = f.read(TOKEN_MAX + 64)
+        try:
+            token = raw.decode("utf-8").rstrip()
+        except UnicodeDecodeError:
+            raise ValueError(f"token file {token_file} is not UTF-8 text") from None
+        if "\n" in token or "\r" in token:
+            raise ValueError(f"token file {token_file} has more than one line")
+        if not token:
+            raise ValueError(f"token file {token_file} is empty")
+        if os.stat(token_file).st_mode & 0o077:
+            warnings.warn(f"token file {token_file} can be read or written by other users: "
+                          f"chmod 600 {token_file}", stacklevel=2)
+    token = token or ""
+    if len(token.encode("utf-8")) > TOKEN_MAX:
+        raise ValueError(f"token is longer than {TOKEN_MAX} bytes")
+    return token
 
 
 class _Conn:
@@ -238,6 +317,26 @@ class Client:
                           f"{o.kind!r} shape {list(o.shape)}")
         obs_shape = tuple(int(d) for d in o.shape)
         obs_dim = int(np.prod(obs_shape))
+        if (o.dtype or "float32") not in OBS_DTYPES:
+            self._fail(c, f"observation dtype {o.dtype[:40]!r} is not one of "
+                          f"{', '.join(OBS_DTYPES)}")
+        obs_dtype = np.dtype(o.dtype or "float32")
+        lo, hi = spaces.dtype_bounds(obs_dtype)
+        obs_low = np.full(obs_dim, lo, obs_dtype)
+        obs_high = np.full(obs_dim, hi, obs_dtype)
+        if len(o.low) == obs_dim and len(o.high) == obs_dim:
+            # Bounds travel as floats: infinite ones mean the dtype's range.
+            fl, fh = np.array(o.low, np.float64), np.array(o.high, np.float64)
+            if np.isnan(fl).any() or np.isnan(fh).any() or (fl > fh).any():
+                self._fail(c, "observation bounds have NaN or low > high")
+            for bound, out in ((fl, obs_low), (fh, obs_high)):
+                finite = np.isfinite(bound)
+                if (bound[finite] < lo).any() or (bound[finite] > hi).any():
+                    self._fail(c, f"observation bounds lie outside {obs_dtype.name}'s range")
+                out[finite] = bound[finite].astype(obs_dtype)
+        elif len(o.low) or len(o.high):
+            self._fail(c, f"observation bounds have {len(o.low)}/{len(o.high)} values, "
+                          f"shape needs {obs_dim}")
         a = s.action
         low = high = None
         if a.kind == "discrete":
@@ -262,7 +361,8 @@ class Client:
         return NodeInfo(index=c.index, address=c.address, node_id=int(w.node_id),
                         seed=int(w.seed), env=s.env, num_envs=int(s.num_envs),
                         max_episode_steps=int(s.max_episode_steps), obs_shape=obs_shape,
-                        obs_dim=obs_dim, action_kind=a.kind, action_n=action_n,
+                        obs_dim=obs_dim, obs_dtype=obs_dtype, obs_low=obs_low,
+                        obs_high=obs_high, action_kind=a.kind, action_n=action_n,
                         action_shape=action_shape, action_low=low, action_high=high,
                         max_frame=int(w.max_frame))
 
@@ -348,21 +448,39 @@ class Client:
                           f"values for {len(fidx)} final_index entries (obs_dim {d})")
         if len(fidx) and (int(fidx.max()) >= n or len(np.unique(fidx)) != len(fidx)):
             self._fail(c, f"observations seq {m.seq}: final_index out of range or repeated")
-        final = np.full((n, d), np.nan, dtype=np.float32)
+        dtype = info.obs_dtype
+        obs = np.array(m.obs, dtype=np.float32).reshape(n, d)
+        final = np.full((n, d), np.nan if dtype.kind == "f" else 0, dtype=dtype)
         has_final = np.zeros(n, dtype=bool)
         if len(fidx):
-            final[fidx] = np.array(m.final_obs, dtype=np.float32).reshape(len(fidx), d)
+            rows = np.array(m.final_obs, dtype=np.float32).reshape(len(fidx), d)
+            final[fidx] = self._as_obs_dtype(c, m.seq, "final_obs", rows)
             has_final[fidx] = True
+        if dtype != np.float32:
+            obs = self._as_obs_dtype(c, m.seq, "obs", obs)
         c.last_seq = m.seq
         c.unanswered.add(m.seq)
         return Batch(node=c.index, seq=int(m.seq), env=env,
                      step=np.array(m.step, dtype=np.uint64),
-                     obs=np.array(m.obs, dtype=np.float32).reshape(n, d),
+                     obs=obs,
                      reward=np.array(m.reward, dtype=np.float32),
                      terminated=np.array(m.terminated, dtype=bool),
                      truncated=np.array(m.truncated, dtype=bool),
                      episode_start=np.array(m.episode_start, dtype=bool),
                      final_obs=final, has_final_obs=has_final)
+
+    def _as_obs_dtype(self, c, seq, field, values):
+        """float32 values from the wire in the node's observation dtype; an
+        integer dtype takes only whole numbers in its range (vectorised)."""
+        dtype = c.info.obs_dtype
+        if dtype.kind in "iu":
+            lo, hi = spaces.dtype_bounds(dtype)
+            ok = (values == np.floor(values)) & (values >= lo) & (values <= hi)
+            if not ok.all():
+                k = np.argwhere(~ok)[0]
+                self._fail(c, f"observations seq {seq}: {field} value {values[tuple(k)]!r} "
+                              f"is not a {dtype.name}")
+        return values.astype(dtype)
 
     def _on_readable(self, c):
         try:
@@ -450,9 +568,17 @@ class Client:
         shape [n, *action_shape] (or [n * action_size]); with ``clip_box``
         they are clipped to the space's bounds when the node gave bounds.
         Raises ValueError on a wrong shape, an out-of-range discrete action,
-        a non-finite box action or a batch already answered, and
-        ConnectionClosed when the batch's node is gone.
+        a non-finite box action or a batch already answered (nothing is sent
+        then: the batch can still be answered), and ConnectionClosed when
+        the batch's node is gone.
         """
+        c = self._answerable(batch)
+        wire = check_actions(c.info, actions, batch.n, clip_box,
+                             where=lambda k: f"env {int(batch.env[k])} (row {k})")
+        self._send_checked(batch, wire)
+
+    def _answerable(self, batch):
+        """The connection of a batch that can be answered now, or raise."""
         c = self._conns[batch.node]
         if not c.open:
             raise ConnectionClosed(f"node {c.address} is closed; batch seq {batch.seq} "
@@ -461,36 +587,18 @@ class Client:
         if batch.seq not in c.unanswered:
             raise ValueError(f"batch seq {batch.seq} of node {c.address} was already "
                              "answered or never delivered")
-        info = c.info
-        n = batch.n
-        a = np.asarray(actions)
+        return c
+
+    def _send_checked(self, batch, wire):
+        """Send actions that check_actions returned for this batch."""
+        c = self._answerable(batch)
         f = self._pb.Frame()
         f.actions.seq = batch.seq
-        if info.action_kind == "discrete":
-            if a.shape not in ((n,), (n, 1)):
-                raise ValueError(f"discrete actions for {n} envs must have shape ({n},), "
-                                 f"got {a.shape}")
-            if a.dtype.kind not in "iub":
-                raise ValueError(f"discrete actions must be integers, got dtype {a.dtype}")
-            a = a.reshape(n).astype(np.int64)
-            if n and (a.min() < 0 or a.max() >= info.action_n):
-                raise ValueError(f"discrete actions must lie in [0, {info.action_n}), got "
-                                 f"[{a.min()}, {a.max()}]")
-            f.actions.discrete.extend(a.tolist())
+        if c.info.action_kind == "discrete":
+            f.actions.discrete.extend(wire.tolist())
         else:
-            size = info.action_size
-            if a.size != n * size or (a.ndim > 1 and a.shape[0] != n):
-                raise ValueError(f"box actions for {n} envs must have shape "
-                                 f"({n}, {', '.join(map(str, info.action_shape))}), "
-                                 f"got {a.shape}")
-            a = a.astype(np.float32).reshape(n, size)
-            if not np.isfinite(a).all():
-                raise ValueError("box actions must be finite")
-            if clip_box and info.action_low is not None:
-                a = np.clip(a, info.action_low, info.action_high)
-            f.actions.box.extend(a.reshape(-1).tolist())
-        payload = f.SerializeToString()
-        c.outbuf += encode_frame(payload, info.max_frame or None)
+            f.actions.box.extend(wire.reshape(-1).tolist())
+        c.outbuf += encode_frame(f.SerializeToString(), c.info.max_frame or None)
         c.unanswered.discard(batch.seq)
         self._flush(c)
 
@@ -556,4 +664,5 @@ class Client:
         return [c.index for c in self._conns if c.open]
 
 
-__all__ = ["Batch", "Client", "NodeInfo", "PROTOCOL_VERSION", "parse_address", "read_token"]
+__all__ = ["Batch", "Client", "NodeInfo", "OBS_DTYPES", "PROTOCOL_VERSION", "check_actions",
+           "parse_address", "read_token"]

@@ -8,7 +8,6 @@ its previous actions arrive. Unanswered batches are sent again, with fresh
 seqs, to the next learner that connects. It is a test double: it is not the
 node, and it is not fast.
 """
-import atexit
 import socket
 import threading
 
@@ -16,6 +15,7 @@ import numpy as np
 
 from . import _proto
 from .framing import FrameDecoder, encode_frame
+from .launch import NodeProcess  # noqa: F401  (the real node for tests: the one launcher)
 
 _G, _MCART, _MPOLE, _HALF_LEN, _FORCE, _TAU = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
 _X_LIMIT, _THETA_LIMIT = 2.4, 12 * 2 * np.pi / 360
@@ -68,20 +68,29 @@ class FakeNode:
     (batches per round), ``shuffle`` (env order inside a batch),
     ``protocol_version`` (announced in the welcome), ``max_steps`` (total
     env steps, then goodbye and close), ``max_frame`` (frames from the
-    learner larger than this get Frame{error} 90).
+    learner larger than this get Frame{error} 90), ``host`` (the address
+    to listen on, e.g. "::1"), ``obs_dtype`` (the observation dtype
+    declared in the welcome; for an integer dtype the observations sent are
+    the CartPole state times 100, rounded and clipped to the dtype's
+    range), ``node_seed`` (the seed announced in the welcome).
     """
 
     def __init__(self, num_envs=8, groups=2, token="", seed=0, shuffle=True,
-                 protocol_version=1, max_steps=0, max_frame=1 << 20, max_episode_steps=500):
+                 protocol_version=1, max_steps=0, max_frame=1 << 20, max_episode_steps=500,
+                 host="127.0.0.1", obs_dtype="", node_seed=7):
         self.pb = _proto.load()
         self.num_envs, self.groups, self.token = num_envs, groups, token
         self.shuffle, self.protocol_version = shuffle, protocol_version
         self.max_steps, self.max_frame = max_steps, max_frame
         self.max_episode_steps = max_episode_steps
+        self.obs_dtype, self.node_seed = obs_dtype, node_seed
         self.envs = CartPoles(num_envs, seed, max_episode_steps)
         self.rng = np.random.default_rng(seed + 1)
-        self.srv = socket.create_server(("127.0.0.1", 0))
-        self.address = "127.0.0.1:%d" % self.srv.getsockname()[1]
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.srv = socket.create_server((host, 0), family=family)
+        port = self.srv.getsockname()[1]
+        self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.actions = []      # (env indices, actions) of every answer, in order
         self.hellos = []       # every Hello received
         self.errors_sent = []  # (code, message)
         self.learner_errors = []  # Error frames received from learners
@@ -110,10 +119,11 @@ class FakeNode:
                           max_episode_steps=self.max_episode_steps)
         spec.observation.kind = "box"
         spec.observation.shape.append(4)
+        spec.observation.dtype = self.obs_dtype
         spec.action.kind = "discrete"
         spec.action.n = 2
         return pb.Welcome(protocol_version=self.protocol_version, node_id=1234, spec=spec,
-                          seed=7, max_frame=self.max_frame)
+                          seed=self.node_seed, max_frame=self.max_frame)
 
     # -- serving --------------------------------------------------------------
     def _serve(self):
@@ -207,6 +217,7 @@ class FakeNode:
                 if len(a.discrete) != len(idx) or any(v not in (0, 1) for v in a.discrete):
                     self._error(sock, 71, f"seq {a.seq}: bad actions {list(a.discrete)}")
                     break
+                self.actions.append((idx.copy(), np.array(a.discrete)))
                 out = self.envs.step(idx, np.array(a.discrete))
                 self.steps += len(idx)
                 if self.max_steps and self.steps >= self.max_steps:
@@ -224,6 +235,15 @@ class FakeNode:
             for i, grp in enumerate(outstanding.values()):
                 self._pending[i] = grp
 
+    def _wire_obs(self, obs):
+        """Observations as sent: float32, or for an integer obs_dtype the
+        state x 100, rounded and clipped to the dtype's range."""
+        obs = np.asarray(obs, np.float64)
+        if self.obs_dtype and np.dtype(self.obs_dtype).kind in "iu":
+            info = np.iinfo(np.dtype(self.obs_dtype))
+            obs = np.clip(np.round(obs * 100), info.min, info.max)
+        return obs.astype(np.float32)
+
     def _send_obs(self, sock, seq, grp):
         """Send one batch (env order shuffled when asked); return the
         batch's arrays in the order sent, which is the actions' order."""
@@ -233,7 +253,7 @@ class FakeNode:
         m = self.pb.Observations(seq=seq)
         m.env.extend(int(i) for i in idx)
         m.step.extend(int(s) for s in self.envs.steps[idx])
-        m.obs.extend(np.asarray(obs, np.float32).reshape(-1).tolist())
+        m.obs.extend(self._wire_obs(obs).reshape(-1).tolist())
         m.reward.extend(np.asarray(reward, np.float32).tolist())
         m.terminated.extend(bool(v) for v in term)
         m.truncated.extend(bool(v) for v in trunc)
@@ -241,7 +261,7 @@ class FakeNode:
         for pos in range(len(idx)):
             if not np.isnan(final[pos]).any():
                 m.final_index.append(pos)
-                m.final_obs.extend(np.asarray(final[pos], np.float32).tolist())
+                m.final_obs.extend(self._wire_obs(final[pos]).tolist())
         self._send(sock, observations=m)
         return grp
 
@@ -257,90 +277,3 @@ class FakeNode:
         self.close()
         return False
 
-
-_live_nodes = []
-
-
-@atexit.register
-def _kill_live_nodes():
-    """Nodes a test (or a failed one) left running."""
-    for p in _live_nodes:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
-
-class NodeProcess:
-    """A real rollout-node started with ``--learner remote --listen
-    127.0.0.1:0``; ``address`` is the port it reports on stderr
-    ("listening for learners on HOST:PORT"). Its stderr is drained by a
-    thread into ``stderr_lines``. ``stop()`` sends SIGINT and waits, then
-    kills after ``grace`` seconds; it returns the exit status. ``timeout``
-    and ``grace`` are hang guards: only a node that never gets there takes
-    them. A node still running when the interpreter exits is killed.
-    """
-
-    def __init__(self, node, *args, timeout=120.0):
-        import subprocess
-        import time
-        cmd = [node, "--learner", "remote", "--listen", "127.0.0.1:0", *map(str, args)]
-        self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        _live_nodes.append(self.proc)
-        self.stderr_lines = []
-        self.stdout = ""
-        self.address = None
-        self._seen = threading.Event()
-        self._err = threading.Thread(target=self._drain, daemon=True)
-        self._err.start()
-        self._out = threading.Thread(target=self._drain_out, daemon=True)
-        self._out.start()
-        deadline = time.monotonic() + timeout
-        while not self._seen.wait(0.05):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"{' '.join(cmd)} did not report a listening address "
-                                   f"(exit {self.proc.returncode}): "
-                                   + "".join(self.stderr_lines[-20:]))
-
-    def _drain(self):
-        for line in self.proc.stderr:
-            self.stderr_lines.append(line)
-            if self.address is None and "listening for learners on " in line:
-                self.address = line.rsplit("listening for learners on ", 1)[1].strip()
-                self._seen.set()
-
-    def _drain_out(self):
-        self.stdout = self.proc.stdout.read()
-
-    def summary(self):
-        """The node's --json summary line, if it printed one."""
-        import json
-        for line in self.stdout.splitlines():
-            if line.startswith("{"):
-                return json.loads(line)
-        return None
-
-    def stop(self, grace=120.0):
-        import signal
-        import subprocess
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._err.join(5)
-        self._out.join(5)
-        for f in (self.proc.stdout, self.proc.stderr):
-            f.close()
-        return self.proc.returncode
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-        return False

@@ -1,55 +1,97 @@
-"""VecEnv: the envs of one or more nodes as one vectorized env.
+"""VecEnv: the envs of one or more nodes as one Gymnasium vector env.
+
+It follows ``gymnasium.vector.VectorEnv``: ``reset(seed=None, options=None)
+-> (obs, infos)``, ``step(actions) -> (obs, rewards, terminations,
+truncations, infos)``, ``num_envs``, ``single_observation_space``,
+``single_action_space``, ``observation_space``, ``action_space``,
+``metadata["autoreset_mode"]``, ``close()`` and ``with``. When gymnasium
+(>= 1.0) is importable it *is* a ``gymnasium.vector.VectorEnv`` with
+gymnasium spaces; gymnasium is never required (rollout_client.spaces).
 
 Envs are ordered by (node index, env index): global env ``k`` is env
 ``k - offset[node]`` of its node. ``step(actions)`` answers every
-outstanding batch with the matching slice of ``actions`` and waits until
-every env has delivered its next observation.
+outstanding batch with its slice of ``actions`` and waits until every env
+has delivered its next transition.
 
-The protocol has no remote reset: the node resets envs itself when an
-episode ends (auto-reset, docs/env-api.md). ``reset()`` therefore only
-waits for the first observation of every env.
+Auto-reset is the node's (docs/env-api.md), Gymnasium's SAME_STEP mode: the
+step that ends an episode returns that episode's reward and flags, the
+first observation of the next episode, and the ended episode's last
+observation in ``infos["final_obs"]`` (mask ``infos["_final_obs"]``). The
+protocol has no remote reset: ``reset()`` waits for the first observation
+of every env, once; ``reset(seed=S)`` is honoured when S is the seed every
+node runs with (env i of a node is seeded from (seed, i)) and its envs have
+not stepped yet, and refused with ValueError otherwise.
 
 VecEnv needs to receive every env of its nodes; when other learners share a
 node's envs it waits until ``timeout`` and raises TimeoutError naming the
 envs that never came. Use :class:`Client` directly in that case.
 """
+import numbers
+
 import numpy as np
 
-from .client import Client
+from . import spaces
+from .client import Client, check_actions
 from .errors import ConnectionClosed, ProtocolError
 
+_Base = spaces.GYMNASIUM.vector.VectorEnv if spaces.GYMNASIUM is not None else object
 
-class VecEnv:
-    """``VecEnv(["127.0.0.1:7000"])`` or ``VecEnv(client)``; keyword
-    arguments other than ``timeout`` go to :class:`Client`. ``timeout`` bounds
-    each wait for observations, in seconds."""
 
-    def __init__(self, nodes, timeout=60.0, **client_kwargs):
+class VecEnv(_Base):
+    """``VecEnv(["127.0.0.1:7000"])``, ``VecEnv("host:7000")`` or
+    ``VecEnv(client)``. ``timeout`` bounds each wait for observations, in
+    seconds; ``clip_box`` clips box actions to the action space's bounds;
+    other keyword arguments go to :class:`Client` (``token_file``,
+    ``connect_timeout``, ``name``, ...)."""
+
+    render_mode = None
+    spec = None
+
+    def __init__(self, nodes, timeout=60.0, clip_box=True, **client_kwargs):
+        self.closed = True  # until the connections exist (gymnasium's __del__ reads it)
         self.client = nodes if isinstance(nodes, Client) else Client(nodes, **client_kwargs)
+        self.closed = False
         self.timeout = timeout
+        self.clip_box = clip_box
         infos = self.client.nodes
         first = infos[0]
         for info in infos[1:]:
-            same = (info.obs_shape == first.obs_shape and info.action_kind == first.action_kind
-                    and info.action_n == first.action_n
-                    and info.action_shape == first.action_shape)
-            if not same:
+            if not _same_spaces(first, info):
+                self.client.close("spaces differ")
                 raise ValueError(f"node {info.address} has other spaces than {first.address}: "
                                  "a VecEnv needs the same observation and action spaces")
         self.nodes = infos
+        self.obs_shape = first.obs_shape
         self.obs_dim = first.obs_dim
         self.action_kind = first.action_kind
         self.action_n = first.action_n
         self.action_shape = first.action_shape
         self.offsets = np.cumsum([0] + [i.num_envs for i in infos])
         self.num_envs = int(self.offsets[-1])
+        self.metadata = {"autoreset_mode": spaces.same_step_mode()}
+        self.single_observation_space = spaces.box(
+            first.obs_low.reshape(first.obs_shape), first.obs_high.reshape(first.obs_shape),
+            first.obs_shape, first.obs_dtype)
+        if first.action_kind == "discrete":
+            self.single_action_space = spaces.discrete(first.action_n)
+        else:
+            inf = np.full(first.action_shape, np.inf, np.float32)
+            low = first.action_low.reshape(first.action_shape) if first.action_low is not None \
+                else -inf
+            high = first.action_high.reshape(first.action_shape) \
+                if first.action_high is not None else inf
+            self.single_action_space = spaces.box(low, high, first.action_shape, np.float32)
+        self.observation_space = spaces.batch(self.single_observation_space, self.num_envs)
+        self.action_space = spaces.batch(self.single_action_space, self.num_envs)
+
         n, d = self.num_envs, self.obs_dim
-        self._obs = np.zeros((n, d), np.float32)
+        dtype = first.obs_dtype
+        self._obs = np.zeros((n, d), dtype)
         self._reward = np.zeros(n, np.float32)
         self._terminated = np.zeros(n, bool)
         self._truncated = np.zeros(n, bool)
         self._start = np.zeros(n, bool)
-        self._final = np.full((n, d), np.nan, np.float32)
+        self._final = np.full((n, d), np.nan if dtype.kind == "f" else 0, dtype)
         self._has_final = np.zeros(n, bool)
         self._step = np.zeros(n, np.uint64)
         self._have = np.zeros(n, bool)
@@ -64,6 +106,10 @@ class VecEnv:
     def env_ids(self):
         """[(node index, env index)] in global order."""
         return [(i.index, e) for i in self.nodes for e in range(i.num_envs)]
+
+    def _env_label(self, k):
+        node = int(np.searchsorted(self.offsets, k, side="right")) - 1
+        return f"env {k} (node {self.nodes[node].address} env {k - int(self.offsets[node])})"
 
     def _collect(self):
         """Receive until every env has one observation waiting."""
@@ -95,36 +141,99 @@ class VecEnv:
             self._step[g] = b.step
             self._outstanding.append((b, g))
 
-    def reset(self):
-        """Observations [num_envs, obs_dim] of every env. The first call
-        waits for them; later calls return the current ones (no env is
-        reset: the node resets envs itself at episode ends)."""
+    def _check_open(self, what):
+        if self.closed:
+            raise RuntimeError(f"{what} on a closed VecEnv")
+
+    def _check_seed(self, seed):
+        """Refuse a seed the nodes do not run with (before anything is
+        received)."""
+        if isinstance(seed, (list, tuple, np.ndarray)):
+            if all(s is None for s in seed):
+                return None
+            raise ValueError(
+                "reset(seed=[...]): per-env seeds cannot be set from a learner; a node seeds "
+                "env i from (its --seed, i): pass one int, the nodes' seed "
+                f"({', '.join(str(i.seed) for i in self.nodes)})")
+        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+            raise ValueError(f"reset(seed={seed!r}): a seed is an int")
+        wrong = [i for i in self.nodes if i.seed != int(seed)]
+        if wrong:
+            raise ValueError(
+                f"reset(seed={int(seed)}): node(s) "
+                + ", ".join(f"{i.address} run(s) with seed {i.seed}" for i in wrong)
+                + "; a learner cannot reseed a node's envs: start the node with --seed "
+                f"{int(seed)} (launch_node(seed={int(seed)})) to get these episodes")
+        return int(seed)
+
+    def reset(self, *, seed=None, options=None):
+        """Wait for the first observation of every env; returns (obs,
+        infos): obs [num_envs, *obs_shape]; infos["step"] each env's step
+        count (0 for an env that has not stepped) and
+        infos["episode_start"].
+
+        A node resets its envs itself at episode ends, so reset() is called
+        once; a second call raises RuntimeError (episodes in flight cannot
+        be restarted). ``seed`` is honoured when it is every node's run seed
+        and no env has stepped yet (a fresh node: the episodes are then
+        those of ``rollout-node --seed S``), refused with ValueError
+        otherwise. No options are taken (ValueError)."""
+        self._check_open("reset()")
+        if options:
+            raise ValueError(f"reset(options={options!r}): a node takes no reset options")
+        if self._started:
+            raise RuntimeError(
+                "reset() was already called: a node resets each env itself when its episode "
+                "ends (Gymnasium's same-step autoreset), and episodes in flight cannot be "
+                "restarted from a learner; to start over, start a new node (launch_node) and "
+                "make a new VecEnv")
+        if seed is not None:
+            seed = self._check_seed(seed)
         self._collect()
+        if seed is not None and (self._step != 0).any():
+            k = int(np.flatnonzero(self._step != 0)[0])
+            raise ValueError(
+                f"reset(seed={seed}): {int((self._step != 0).sum())} envs have stepped already "
+                f"({self._env_label(k)} is at step {int(self._step[k])}: another learner ran "
+                "them), so their episodes are not those of the seed; use a fresh node, or "
+                "reset() without a seed")
         self._started = True
-        return self._obs.copy()
+        if seed is not None and spaces.GYMNASIUM is not None:
+            super().reset(seed=seed)  # gymnasium's np_random, as its envs do
+        infos = {"step": self._step.copy(), "episode_start": self._start.copy()}
+        return self._obs.reshape((self.num_envs,) + self.obs_shape).copy(), infos
 
     def step(self, actions):
         """Send one action per env (shape [num_envs] for discrete spaces,
-        [num_envs, *action_shape] for box) and wait for the next
-        transition of every env.
+        [num_envs, *action_shape] for box) and wait for the next transition
+        of every env.
 
-        Returns (obs, reward, terminated, truncated, infos). ``obs`` rows of
-        envs whose episode ended are the first observation of the next
+        Returns (obs, rewards, terminations, truncations, infos). ``obs`` rows
+        of envs whose episode ended are the first observation of the next
         episode. ``infos`` holds arrays over envs: ``final_obs`` (the ended
-        episode's last observation, NaN rows where absent),
-        ``has_final_obs``, ``episode_start``, ``step``, and
-        ``episode_return`` / ``episode_length`` (NaN / 0 where no episode
-        ended).
+        episode's last observation; NaN rows, or 0 for integer dtypes, where
+        absent) with mask ``_final_obs`` (also ``has_final_obs``),
+        ``episode`` = {"r": return, "l": length} with mask ``_episode`` for
+        episodes that ended (also ``episode_return`` / ``episode_length``,
+        NaN / 0 elsewhere), ``episode_start`` and ``step``.
+
+        Actions the node would refuse (wrong shape or dtype, a discrete
+        action out of range, a NaN or infinite box action) raise ValueError
+        naming the first bad env; nothing is sent then, and the VecEnv
+        stays usable: call step() again with valid actions.
         """
+        self._check_open("step()")
         if not self._started:
             raise RuntimeError("call reset() before step()")
-        a = np.asarray(actions)
-        if a.shape[:1] != (self.num_envs,):
-            raise ValueError(f"step needs one action per env ({self.num_envs}), "
-                             f"got shape {a.shape}")
-        outstanding, self._outstanding = self._outstanding, []
-        for b, g in outstanding:
-            self.client.send_actions(b, a[g])
+        info0 = self.nodes[0]
+        # Checked as a whole before anything is sent: a refused action
+        # leaves every batch outstanding and the VecEnv as it was.
+        wire = check_actions(info0, actions, self.num_envs, self.clip_box, self._env_label)
+        outstanding = self._outstanding
+        while outstanding:
+            b, g = outstanding[0]
+            self.client._send_checked(b, wire[g])
+            outstanding.pop(0)
         self._have[:] = False
         self._collect()
         n = self.num_envs
@@ -139,19 +248,31 @@ class VecEnv:
         ep_len = np.zeros(n, np.int64)
         ep_ret[counted] = self._ep_return[counted]
         ep_len[counted] = self._ep_length[counted]
-        for k in np.flatnonzero(counted):
-            self.episode_returns.append(float(self._ep_return[k]))
-            self.episode_lengths.append(int(self._ep_length[k]))
+        if counted.any():
+            self.episode_returns.extend(self._ep_return[counted].tolist())
+            self.episode_lengths.extend(self._ep_length[counted].tolist())
         self._ep_return[done] = 0.0
         self._ep_length[done] = 0
-        infos = {"final_obs": self._final.copy(), "has_final_obs": self._has_final.copy(),
-                 "episode_start": self._start.copy(), "step": self._step.copy(),
-                 "episode_return": ep_ret, "episode_length": ep_len}
-        return (self._obs.copy(), self._reward.copy(), self._terminated.copy(),
+        shape = (n,) + self.obs_shape
+        has_final = self._has_final.copy()
+        infos = {"final_obs": self._final.reshape(shape).copy(), "_final_obs": has_final,
+                 "has_final_obs": has_final, "episode": {"r": ep_ret, "l": ep_len},
+                 "_episode": counted, "episode_return": ep_ret, "episode_length": ep_len,
+                 "episode_start": self._start.copy(), "step": self._step.copy()}
+        return (self._obs.reshape(shape).copy(), self._reward.copy(), self._terminated.copy(),
                 self._truncated.copy(), infos)
 
-    def close(self, reason="learner done"):
+    def close_extras(self, reason="learner done", **kwargs):
+        """Say goodbye to every node (unanswered batches go to the next
+        learner)."""
         self.client.close(reason)
+
+    def close(self, reason="learner done", **kwargs):
+        """Close the connections (once); ``closed`` is then True."""
+        if self.closed:
+            return
+        self.closed = True
+        self.close_extras(reason=reason, **kwargs)
 
     def __enter__(self):
         return self
@@ -159,3 +280,28 @@ class VecEnv:
     def __exit__(self, *exc):
         self.close()
         return False
+
+    def __del__(self):
+        if not getattr(self, "closed", True):
+            try:
+                self.close("learner gone")
+            except Exception:  # noqa: BLE001  (interpreter shutdown: nothing to report to)
+                pass
+
+    def __repr__(self):
+        return (f"VecEnv({', '.join(i.address for i in self.nodes)}, "
+                f"num_envs={self.num_envs})")
+
+
+def _same_spaces(a, b):
+    def eq(x, y):
+        return (x is None and y is None) or (x is not None and y is not None
+                                             and np.array_equal(x, y))
+    return (a.obs_shape == b.obs_shape and a.obs_dtype == b.obs_dtype
+            and np.array_equal(a.obs_low, b.obs_low) and np.array_equal(a.obs_high, b.obs_high)
+            and a.action_kind == b.action_kind and a.action_n == b.action_n
+            and a.action_shape == b.action_shape and eq(a.action_low, b.action_low)
+            and eq(a.action_high, b.action_high))
+
+
+__all__ = ["VecEnv"]

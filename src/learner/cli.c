@@ -80,6 +80,34 @@ void ro__learner_usage(FILE *f)
                     learner_flags, NFLAGS);
 }
 
+/* Whether the flag called name was given. */
+static bool was_given(const bool *given, const char *name)
+{
+    for (size_t i = 0; i < NFLAGS; i++)
+        if (strcmp(learner_flags[i].name, name) == 0)
+            return given[i];
+    return false;
+}
+
+/* Flags that the others given would make meaningless are refused, never
+ * ignored: the policy's (policy_flags.h), and with --push-policy every flag
+ * of serving envs. */
+static int check_combinations(const ro_learner_cfg_t *c, const bool *given, char *err,
+                              size_t errlen)
+{
+    static const char *const serving[] = {"policy",  "hidden",      "activation",  "gemm",
+                                          "workers", "batch",       "max-wait-us", "seed",
+                                          "steps",   "reconnect-s", "overcommit",  NULL};
+    if (c->push_policy)
+        for (const char *const *f = serving; *f; f++)
+            if (was_given(given, *f))
+                return ro__errorf(err, errlen, RO_EINVAL,
+                                  "--%s: --push-policy only pushes weights; it serves no envs", *f);
+    return ro__policy_flags_check(&c->policy, was_given(given, "hidden"),
+                                  was_given(given, "activation"), was_given(given, "gemm"), err,
+                                  errlen);
+}
+
 int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
@@ -93,11 +121,14 @@ int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err,
     c->max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
     c->reconnect_s = 60.0;
     c->name = "rollout-learner";
-    int rc = ro__flags_parse(learner_flags, NFLAGS, c, NULL, argc, argv, NULL, err, errlen);
+    bool given[NFLAGS];
+    int rc = ro__flags_parse(learner_flags, NFLAGS, c, given, argc, argv, NULL, err, errlen);
     if (rc)
         return rc;
-    if (c->nconnect == 0 && !c->help && !c->version)
+    if (c->help || c->version)
+        return 0;
+    if (c->nconnect == 0)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "no node to serve: give --connect HOST:PORT (see --help)");
-    return 0;
+    return check_combinations(c, given, err, errlen);
 }

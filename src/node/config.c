@@ -156,6 +156,9 @@ static const ro_flag_t node_flags[] = {
      .help = "JSON lines: one per episode, and throughput"},
     {RO_FLAG_SECONDS, "metrics-interval", "S", AT(metrics_interval), 10,
      .help = "seconds between throughput lines (default 1)"},
+    {RO_FLAG_SECONDS, "metrics-every", "S", AT(metrics_interval), 10,
+     .help = "throughput lines only, every S seconds: no line per\nepisode; each line has its "
+             "interval's episodes\nand mean return"},
     {RO_FLAG_BOOL, "json", NULL, AT(json), .help = "one-line JSON summary on stdout at the end"},
     {RO_FLAG_BOOL, "quiet", NULL, AT(quiet), .help = "no live status line on the terminal"},
     {.kind = RO_FLAG_SECTION, .name = "recording (docs/replay.md)"},
@@ -196,6 +199,64 @@ static size_t flag_index(const char *name)
     return NFLAGS;
 }
 
+/* The first of names[] (NULL-terminated) that was given, or NULL. */
+static const char *first_given(const bool *given, const char *const *names)
+{
+    for (; *names; names++)
+        if (given[flag_index(*names)])
+            return *names;
+    return NULL;
+}
+
+/*
+ * Combinations in which a flag would be ignored are refused: a user who
+ * gives a flag means it to act. Returns 0 or RO_EINVAL with one line.
+ */
+static int check_combinations(const ro_config_t *c, const bool *given, char *err, size_t errlen)
+{
+    static const char *const policy_flags[] = {"policy", "hidden",      "activation",
+                                               "gemm",   "save-policy", NULL};
+    static const char *const record_flags[] = {"record-max-bytes", "record-full", "record-error",
+                                               NULL};
+    static const char *const metrics_flags[] = {"metrics-interval", "metrics-every", NULL};
+    static const char *const peer_flags[] = {"token-file",      "max-frame-bytes", "max-learners",
+                                             "learner-timeout", "hello-timeout",   NULL};
+    const char *f;
+    bool remote = c->learner == RO_LEARNER_REMOTE;
+    if (remote && (f = first_given(given, policy_flags)))
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--%s: with --learner remote the learners that attach choose the "
+                          "actions; this node runs no policy",
+                          f);
+    int rc = ro__policy_flags_check(&c->policy, given[flag_index("hidden")],
+                                    given[flag_index("activation")], given[flag_index("gemm")], err,
+                                    errlen);
+    if (rc)
+        return rc;
+    if (c->policy.kind == RO_POLICY_RANDOM && c->save_policy)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--save-policy: --policy random has no weights to save");
+    if (!c->record && (f = first_given(given, record_flags)))
+        return ro__errorf(err, errlen, RO_EINVAL, "--%s: only with --record PATH", f);
+    if (!c->metrics && (f = first_given(given, metrics_flags)))
+        return ro__errorf(err, errlen, RO_EINVAL, "--%s: only with --metrics FILE", f);
+    if (given[flag_index("metrics-interval")] && given[flag_index("metrics-every")])
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--metrics-every: give it or --metrics-interval, not both (both set "
+                          "the throughput lines' period; --metrics-every also drops the "
+                          "per-episode lines)");
+    if (!remote && !c->listen && (f = first_given(given, peer_flags)))
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--%s: nothing connects to this node without --listen or --learner "
+                          "remote",
+                          f);
+    if (given[flag_index("overcommit")] && !given[flag_index("workers")])
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--overcommit: only with --workers W (the default is one worker per "
+                          "allowed CPU)");
+    return 0;
+}
+
 int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t errlen)
 {
     ro__config_defaults(c);
@@ -203,6 +264,12 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
     int rc = ro__flags_parse(node_flags, NFLAGS, c, given, argc, argv, NULL, err, errlen);
     if (rc)
         return rc;
+    if (!given[flag_index("help")] && !given[flag_index("version")]) {
+        rc = check_combinations(c, given, err, errlen);
+        if (rc)
+            return rc;
+    }
+    c->metrics_throughput_only = given[flag_index("metrics-every")];
     /* --steps alone means "run until the steps are done". */
     if (given[flag_index("steps")] && !given[flag_index("seconds")])
         c->seconds = 0;

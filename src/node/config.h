@@ -59,6 +59,10 @@ typedef struct ro_config {
     int numa_node;        /* bind CPUs and memory to this node; -1 = none */
     bool print_topology;  /* print the topology and the plan, then exit */
     bool help, version;
+
+    /* --metrics-every: throughput lines only (no episode or env-failure
+     * lines); metrics_interval is their period. */
+    bool metrics_throughput_only;
 } ro_config_t;
 
 /* ro__config_defaults fills the defaults (see --help). */
@@ -68,7 +72,9 @@ void ro__config_defaults(ro_config_t *c);
  * ro__config_parse parses argv into c (defaults first) with the node's flag
  * table and the one flag parser (runtime/flags.h). Strings in c point into
  * argv. On a bad flag or value returns RO_EINVAL with one line in err
- * naming the flag, the value and what is accepted.
+ * naming the flag, the value and what is accepted; flags that the others
+ * given would make meaningless (--hidden with a policy file, --record-full
+ * without --record, ...) are refused the same way, never ignored.
  */
 int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t errlen);
 

@@ -109,14 +109,26 @@ static int make_shards(ro_node_t *n, char *err, size_t errlen)
     n->nlanes = (uint32_t)n->nworkers < envs ? (uint32_t)n->nworkers : envs;
     uint32_t per_lane_max = (envs + n->nlanes - 1) / n->nlanes;
     uint32_t k = n->cfg.shard;
+    /* A shard lives in one lane and a forward pass takes whole shards: a
+     * --shard that cannot be honoured is refused, not shrunk. */
+    if (k > per_lane_max)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--shard %u: larger than a lane's %u envs (%u envs over %u lanes, one "
+                          "per worker); give at most %u",
+                          k, per_lane_max, envs, n->nlanes, per_lane_max);
+    if (k && n->cfg.batch && k > n->cfg.batch)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--shard %u: larger than --batch %u (a forward pass takes whole shards)",
+                          k, n->cfg.batch);
     if (k == 0) {
         /* Four shards per lane keep every worker fed while a lane's forward
-         * pass runs; 32 envs amortise the dispatch of one message. */
+         * pass runs; 32 envs amortise the dispatch of one message. A
+         * smaller --batch caps it, so that the batch is what was asked. */
         k = per_lane_max / 4;
         k = k < 1 ? 1 : k > 32 ? 32 : k;
+        if (n->cfg.batch && k > n->cfg.batch)
+            k = n->cfg.batch;
     }
-    if (k > per_lane_max)
-        k = per_lane_max;
     n->shard_size = k;
 
     uint32_t total = 0;
@@ -306,7 +318,8 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
                 .max_steps = n->max_steps,
                 .quota = n->cfg.steps ? (n->cfg.steps + n->cfg.num_envs - 1) / n->cfg.num_envs : 0,
                 .check_finite = n->cfg.check_finite,
-                .record_episodes = n->cfg.metrics != NULL,
+                /* --metrics-every: the episodes are counted, never listed. */
+                .record_episodes = n->cfg.metrics != NULL && !n->cfg.metrics_throughput_only,
             };
             ro__env_shard_wire(&n->shards[i], &w);
         }
@@ -379,6 +392,7 @@ static int make_loop(ro_node_t *n, char *err, size_t errlen)
     ro_logger_opts_t lo = {
         .metrics_path = n->cfg.metrics,
         .interval_s = n->cfg.metrics_interval,
+        .throughput_only = n->cfg.metrics_throughput_only,
         .quiet = n->cfg.quiet,
         .sample = ro__node_sample,
         .sample_ctx = n,

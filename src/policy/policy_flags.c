@@ -67,3 +67,18 @@ int ro__flag_gemm(void *spec, const char *s, char *err, size_t errlen)
         return ro__errorf(err, errlen, RO_EINVAL, "--gemm '%s': expected exact or openblas", s);
     return 0;
 }
+
+int ro__policy_flags_check(const void *spec, bool hidden, bool activation, bool gemm, char *err,
+                           size_t errlen)
+{
+    const ro_policy_spec_t *p = spec;
+    const char *shape = hidden ? "hidden" : activation ? "activation" : NULL;
+    if (p->kind == RO_POLICY_RANDOM && (shape || gemm))
+        return ro__errorf(err, errlen, RO_EINVAL, "--%s: --policy random runs no MLP",
+                          shape ? shape : "gemm");
+    if (p->params_path && shape)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--%s: the policy file '%s' sets the MLP's layers and activation", shape,
+                          p->params_path);
+    return 0;
+}

@@ -6,6 +6,7 @@
 #ifndef RO_POLICY_FLAGS_H
 #define RO_POLICY_FLAGS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* --policy random|mlp|FILE */
@@ -16,5 +17,13 @@ int ro__flag_hidden(void *spec, const char *value, char *err, size_t errlen);
 int ro__flag_activation(void *spec, const char *value, char *err, size_t errlen);
 /* --gemm exact|openblas */
 int ro__flag_gemm(void *spec, const char *value, char *err, size_t errlen);
+
+/* ro__policy_flags_check refuses the flags given (hidden, activation, gemm:
+ * whether each appeared) that spec makes meaningless: any of them with
+ * --policy random (no MLP), --hidden or --activation with a policy file
+ * (the file sets both). Returns 0 or RO_EINVAL with one line naming the
+ * flag. Called once the whole command line is parsed. */
+int ro__policy_flags_check(const void *spec, bool hidden, bool activation, bool gemm, char *err,
+                           size_t errlen);
 
 #endif

@@ -263,6 +263,14 @@ def episodes_by_env(records):
     return by
 
 
+def temp_dir(what="run"):
+    """A scratch directory removed at exit (and on SIGTERM), for tests that
+    are not TestCases."""
+    d = tempfile.mkdtemp(prefix=f"ro_test_{what}_")
+    _tmpdirs.add(d)
+    return d
+
+
 class TempDirCase(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="ro_test_")

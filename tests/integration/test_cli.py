@@ -1,4 +1,5 @@
 """Bad flags and values exit with status 2 and one clear line."""
+import os
 import unittest
 
 import nodeutil as nu
@@ -63,6 +64,43 @@ class Cli(nu.TempDirCase):
         self.expect_error(["--learner", "both"], "--learner 'both'")
         self.expect_error(["--learner", "remote", "--listen", "127.0.0.1:0", "--token-file",
                            self.path("none")], "--token-file")
+
+    def test_conflicting_flags_refused(self):
+        """Flags the others would make meaningless exit 2 with one line
+        (issue 16, defect 7), before anything starts."""
+        w = self.path("w.pb")
+        nu.run("--num-envs", 4, "--steps", 4, "--hidden", "8,8", "--save-policy", w)
+        for args, needles in (
+                (["--policy", w, "--hidden", "64,64"], ["--hidden", "w.pb"]),
+                (["--policy", w, "--activation", "relu"], ["--activation"]),
+                (["--policy", "random", "--hidden", "8"], ["--hidden", "--policy random"]),
+                (["--record-full", "drop"], ["--record-full", "--record PATH"]),
+                (["--record-max-bytes", "8192"], ["--record-max-bytes", "--record PATH"]),
+                (["--record-error", "continue"], ["--record-error", "--record PATH"]),
+                (["--metrics-every", "1"], ["--metrics-every", "--metrics FILE"]),
+                (["--learner", "remote", "--policy", "random"], ["--policy", "remote"]),
+                (["--token-file", self.path("t")], ["--token-file", "--listen"]),
+                (["--num-envs", 8, "--workers", 2, "--overcommit", "--shard", 5],
+                 ["--shard 5", "lane's 4 envs"]),
+                (["--num-envs", 64, "--shard", 16, "--batch", 8],
+                 ["--shard 16", "--batch 8"])):
+            self.expect_error(args, *needles)
+
+    def test_learner_conflicting_flags_refused(self):
+        learner = os.path.join(os.path.dirname(nu.NODE), "rollout-learner")
+        for args, needle in ((["--policy", "random", "--gemm", "openblas"], "--gemm"),
+                             (["--push-policy", self.path("w.pb"), "--batch", 8], "--batch")):
+            p = nu.run_cmd([learner, "--connect", "127.0.0.1:1", *args], capture_output=True,
+                           text=True)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertIn(needle, p.stderr)
+
+    def test_small_batch_sets_the_shard(self):
+        """--batch below the automatic shard size is honoured (the shard
+        shrinks), not raised to the shard."""
+        s, _ = nu.run("--num-envs", 256, "--workers", 1, "--batch", 4, "--steps", 256 * 4)
+        self.assertEqual((s["batch"], s["shard"]), (4, 4))
 
     def test_plugin_errors(self):
         self.expect_error(["--env", self.path("nothere.so")], "nothere.so")

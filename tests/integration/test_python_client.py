@@ -196,7 +196,7 @@ class AgainstFakeNode(unittest.TestCase):
                 self.assertEqual(env.num_envs, 8)
                 self.assertEqual(env.env_ids()[:6], [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4),
                                                       (1, 0)])
-                obs = env.reset()
+                obs, _ = env.reset()
                 self.assertEqual(obs.shape, (8, 4))
                 for _ in range(1100):
                     obs, rew, term, trunc, info = env.step(balance(obs))
@@ -287,6 +287,48 @@ class AgainstRawServer(unittest.TestCase):
                 c.recv(GUARD)
             self.assertIn("obs has 5 values, expected 6", str(cm.exception))
 
+    def test_observation_dtypes_checked(self):
+        """A declared integer dtype takes whole numbers in its range only;
+        an unknown dtype is refused at the welcome."""
+        pb = rc.pb2()
+
+        def welcome_of(dtype):
+            w = welcome()
+            w.spec.observation.dtype = dtype
+            return w
+
+        def obs_frame(values):
+            return pb.Observations(seq=1, env=[0, 1], step=[0, 0], obs=values, reward=[0, 0],
+                                   terminated=[0, 0], truncated=[0, 0], episode_start=[1, 1])
+
+        def serving(dtype, values):
+            def behave(s):
+                read_frame(s)
+                send(s, welcome=welcome_of(dtype))
+                send(s, observations=obs_frame(values))
+                read_frame(s)
+            return behave
+        with RawServer(serving("uint8", [0, 1, 255, 3, 4, 5])) as srv, rc.Client(srv.address) as c:
+            b = c.recv(GUARD)
+            self.assertEqual(b.obs.dtype, np.uint8)
+            self.assertEqual(b.obs.tolist(), [[0, 1, 255], [3, 4, 5]])
+            self.assertEqual(c.nodes[0].obs_high.tolist(), [255] * 3)
+        for values, needle in (([0, 1.5, 2, 3, 4, 5], "1.5 is not a uint8"),
+                               ([0, 1, 256, 3, 4, 5], "256.0 is not a uint8")):
+            with RawServer(serving("uint8", values)) as srv, rc.Client(srv.address) as c:
+                with self.assertRaises(rc.ProtocolError) as cm:
+                    c.recv(GUARD)
+                self.assertIn(needle, str(cm.exception))
+
+        def bad_dtype(s):
+            read_frame(s)
+            send(s, welcome=welcome_of("complex64"))
+            read_frame(s)
+        with RawServer(bad_dtype) as srv:
+            with self.assertRaises(rc.ProtocolError) as cm:
+                rc.Client(srv.address)
+            self.assertIn("observation dtype 'complex64'", str(cm.exception))
+
     def test_unreachable_node(self):
         s = socket.create_server(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -335,7 +377,7 @@ class AgainstRealNode(unittest.TestCase):
     def test_vecenv_actions_reach_their_envs(self):
         node = self.start()
         with rc.VecEnv([node.address], timeout=GUARD) as env:
-            obs = env.reset()
+            obs, _ = env.reset()
             truncated_with_final = terminated = 0
             for _ in range(1100):
                 obs, rew, term, trunc, info = env.step(balance(obs))
@@ -353,7 +395,7 @@ class AgainstRealNode(unittest.TestCase):
             info = env.nodes[0]
             self.assertEqual((info.action_kind, info.action_shape), ("box", (1,)))
             self.assertEqual(info.obs_dim, 3)
-            obs = env.reset()
+            obs, _ = env.reset()
             for k in range(250):
                 # Out of bounds on purpose: the client clips to [low, high].
                 obs, rew, term, trunc, _ = env.step(np.full((4, 1), 10.0 * (-1) ** k))
@@ -402,7 +444,7 @@ class AgainstRealNode(unittest.TestCase):
             self.assertEqual(read_frame(s).WhichOneof("body"), "welcome")
         try:
             with rc.VecEnv([node.address], timeout=GUARD) as env:
-                obs = env.reset()  # every env's observation arrives again
+                obs, _ = env.reset()  # every env's observation arrives again
                 self.assertEqual(obs.shape, (8, 4))
                 env.step(np.zeros(8, np.int64))
         except rc.RolloutError:

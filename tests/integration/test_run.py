@@ -1,8 +1,12 @@
 """Whole runs: thread discipline, known random-policy baselines, plugin envs,
-saved weights."""
+saved weights, metrics files."""
+import os
 import unittest
 
 import nodeutil as nu
+
+PLOT_METRICS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                            "plot_metrics.py")
 
 
 class Run(nu.TempDirCase):
@@ -59,9 +63,9 @@ class Run(nu.TempDirCase):
     def test_saved_weights_reproduce_the_run(self):
         w = self.path("w.pb")
         m1, m2 = self.path("a.jsonl"), self.path("b.jsonl")
-        base = ["--num-envs", 8, "--steps", 8 * 300, "--seed", 5, "--hidden", "16,8"]
-        nu.run(*base, "--save-policy", w, "--metrics", m1)
-        nu.run(*base, "--policy", w, "--metrics", m2)
+        base = ["--num-envs", 8, "--steps", 8 * 300, "--seed", 5]
+        nu.run(*base, "--hidden", "16,8", "--save-policy", w, "--metrics", m1)
+        nu.run(*base, "--policy", w, "--metrics", m2)  # the file sets the layers
         a = nu.episodes_by_env(nu.read_metrics(m1))
         b = nu.episodes_by_env(nu.read_metrics(m2))
         self.assertTrue(a)
@@ -80,6 +84,44 @@ class Run(nu.TempDirCase):
         for r in eps:
             self.assertTrue(0 <= r["env"] < 16)
             self.assertEqual(r["return"], r["length"])  # cartpole: reward 1 per step
+        tput = [r for r in recs if r["type"] == "throughput"]
+        self.assertEqual(sum(r["interval_episodes"] for r in tput), s["episodes"])
+
+    def test_metrics_every_throughput_only(self):
+        """--metrics-every: throughput lines only, whose interval episodes
+        and mean returns add up to the summary's (issue 16, defect 6); the
+        plot script draws them."""
+        m = self.path("m.jsonl")
+        s, _ = nu.run("--env", "pendulum", "--num-envs", 16, "--steps", 16 * 200 * 40,
+                      "--metrics", m, "--metrics-every", "0.05")
+        recs = nu.read_metrics(m)
+        self.assertEqual({r["type"] for r in recs}, {"throughput"})
+        self.assertEqual(recs[-1]["steps"], s["steps"])
+        self.assertEqual(sum(r["interval_episodes"] for r in recs), s["episodes"])
+        self.assertEqual(s["episodes"], 16 * 40)
+        total = sum(r["interval_episodes"] * r["interval_mean_return"] for r in recs
+                    if r["interval_episodes"])
+        self.assertAlmostEqual(total / s["episodes"], s["mean_return"],
+                               delta=1e-9 * abs(s["mean_return"]))
+        for r in recs:
+            if r["interval_episodes"] == 0:
+                self.assertIsNone(r["interval_mean_return"])
+        png, table = self.path("m.png"), self.path("m.csv")
+        p = nu.run_cmd(["/usr/bin/python3", PLOT_METRICS, m, "-o", png, "--csv", table],
+                       capture_output=True, text=True)
+        if p.returncode == 1 and "gnuplot not found" in p.stderr:
+            self.skipTest("gnuplot is not installed (gnuplot-nox)")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(png, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        with open(table) as f:
+            self.assertEqual(len(f.read().strip().splitlines()), len(recs) + 1)
+        with open(self.path("bad.jsonl"), "w") as f:
+            f.write('{"type":"throughput","t":1,"sps":2}\nnot json\n')
+        p = nu.run_cmd(["/usr/bin/python3", PLOT_METRICS, self.path("bad.jsonl"), "-o", png],
+                       capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("bad.jsonl:2: not a JSON line", p.stderr)
 
 
 if __name__ == "__main__":

@@ -183,7 +183,7 @@ static void test_record_flags(void **state)
     assert_int_equal(c.record_full, RO_RECORD_DROP);
     for (int i = 0; i < argc; i++)
         free(av[i]);
-    const char *b[] = {"rollout-node", "--record-full", "block", NULL};
+    const char *b[] = {"rollout-node", NULL};
     av = dup_argv(b, &argc);
     assert_int_equal(parse(av, argc, &c, err), 0);
     assert_null(c.record);
@@ -194,6 +194,89 @@ static void test_record_flags(void **state)
     expect_error("--record-full", "sometimes", "expected block or drop");
     expect_error("--record-max-bytes", "100", "expected 0 or at least 4096");
     expect_error("--record-max-bytes", "-1", "--record-max-bytes '-1'");
+}
+
+/* A command line whose flags conflict: RO_EINVAL naming the flag. */
+static void expect_conflict(const char *const *args, const char *needle)
+{
+    ro_config_t c;
+    char err[256];
+    int argc;
+    char **av = dup_argv(args, &argc);
+    int rc = parse(av, argc, &c, err);
+    for (int i = 0; i < argc; i++)
+        free(av[i]);
+    assert_int_equal(rc, RO_EINVAL);
+    if (strstr(err, needle) == NULL)
+        fail_msg("for %s %s the message '%s' lacks '%s'", args[1], args[2], err, needle);
+}
+
+/* Flags that the others would make meaningless are refused, never
+ * ignored (issue 16, defect 7). */
+static void test_conflicting_flags(void **state)
+{
+    (void)state;
+#define CONFLICT(needle, ...)                                                                      \
+    expect_conflict((const char *const[]){"rollout-node", __VA_ARGS__, NULL}, needle)
+    CONFLICT("--hidden: the policy file 'w.pb' sets", "--policy", "w.pb", "--hidden", "8");
+    CONFLICT("--activation: the policy file", "--activation", "relu", "--policy", "w.pb");
+    CONFLICT("--hidden: --policy random runs no MLP", "--policy", "random", "--hidden", "8");
+    CONFLICT("--gemm: --policy random", "--policy", "random", "--gemm", "openblas");
+    CONFLICT("--save-policy: --policy random", "--policy", "random", "--save-policy", "w.pb");
+    CONFLICT("--record-full: only with --record", "--record-full", "drop");
+    CONFLICT("--record-max-bytes: only with --record", "--record-max-bytes", "8192");
+    CONFLICT("--record-error: only with --record", "--record-error", "continue");
+    CONFLICT("--metrics-every: only with --metrics", "--metrics-every", "1");
+    CONFLICT("--metrics-interval: only with --metrics", "--metrics-interval", "1");
+    CONFLICT("give it or --metrics-interval", "--metrics", "m", "--metrics-every", "1",
+             "--metrics-interval", "2");
+    CONFLICT("--policy: with --learner remote", "--learner", "remote", "--policy", "random");
+    CONFLICT("--hidden: with --learner remote", "--learner", "remote", "--hidden", "8");
+    CONFLICT("--token-file: nothing connects", "--token-file", "t");
+    CONFLICT("--learner-timeout: nothing connects", "--learner-timeout", "5");
+    CONFLICT("--overcommit: only with --workers", "--overcommit");
+#undef CONFLICT
+
+    /* The same flags where they act. */
+    ro_config_t c;
+    char err[256];
+    int argc;
+    const char *ok[] = {"rollout-node",
+                        "--policy",
+                        "w.pb",
+                        "--gemm",
+                        "openblas",
+                        "--metrics",
+                        "m",
+                        "--metrics-every",
+                        "0.5",
+                        "--record",
+                        "r.traj",
+                        "--record-full",
+                        "drop",
+                        "--listen",
+                        "127.0.0.1:0",
+                        "--token-file",
+                        "t",
+                        "--workers",
+                        "2",
+                        "--overcommit",
+                        NULL};
+    char **av = dup_argv(ok, &argc);
+    assert_int_equal(parse(av, argc, &c, err), 0);
+    assert_true(c.metrics_throughput_only);
+    assert_true(c.metrics_interval == 0.5);
+    for (int i = 0; i < argc; i++)
+        free(av[i]);
+    const char *remote[] = {
+        "rollout-node",       "--learner", "remote", "--token-file", "t", "--metrics", "m",
+        "--metrics-interval", "2",         NULL};
+    av = dup_argv(remote, &argc);
+    assert_int_equal(parse(av, argc, &c, err), 0);
+    assert_false(c.metrics_throughput_only);
+    assert_true(c.metrics_interval == 2.0);
+    for (int i = 0; i < argc; i++)
+        free(av[i]);
 }
 
 static void test_stray_argument(void **state)
@@ -209,9 +292,10 @@ static void test_stray_argument(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_values),
-        cmocka_unit_test(test_policy_choices), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_stray_argument), cmocka_unit_test(test_record_flags),
+        cmocka_unit_test(test_defaults),          cmocka_unit_test(test_values),
+        cmocka_unit_test(test_policy_choices),    cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_stray_argument),    cmocka_unit_test(test_record_flags),
+        cmocka_unit_test(test_conflicting_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,7 +22,7 @@ SKIP = 77
 
 def main():
     node, build = sys.argv[1], sys.argv[2]
-    os.environ.setdefault("ROLLOUT_PROTO_OUT", os.path.join(build, "python-proto"))
+    os.environ.setdefault("ROLLOUT_PROTO_OUT", os.path.join(build, "proto"))
     probe = subprocess.run([sys.executable, "-c", "import numpy, google.protobuf"],
                            capture_output=True, text=True)
     if probe.returncode != 0:

@@ -1,0 +1,371 @@
+"""VecEnv through the Gymnasium vector-env checklist (issue 16), with and
+without gymnasium; a rejected action leaves it usable; observation dtypes;
+host names and [IPv6] addresses; launch_node.
+
+Run as: test_python_vecenv.py ROLLOUT_NODE BUILD_DIR [--gymnasium none|DIR].
+``--gymnasium none`` makes ``import gymnasium`` fail (the fallback spaces);
+``--gymnasium DIR`` puts DIR first on sys.path (tests/integration/
+fake_gymnasium: gymnasium's API, since Debian 12 has no python3-gymnasium),
+so VecEnv must be a gymnasium.vector.VectorEnv. Every wait is for an
+observation, a frame or an exit, with GUARD as the only clock.
+"""
+import importlib.abc
+import os
+import socket
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NODE, BUILD = sys.argv[1], sys.argv[2]
+GYM = "none"
+if len(sys.argv) > 4 and sys.argv[3] == "--gymnasium":
+    GYM = sys.argv[4]
+    del sys.argv[3:5]
+del sys.argv[1:3]
+os.environ.setdefault("ROLLOUT_PROTO_OUT", os.path.join(BUILD, "proto"))
+
+
+class _NoGymnasium(importlib.abc.MetaPathFinder):
+    """Makes `import gymnasium` fail, as where it is not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "gymnasium" or name.startswith("gymnasium."):
+            raise ImportError(f"{name} is blocked by this test (the no-gymnasium path)")
+        return None
+
+
+if GYM == "none":
+    sys.meta_path.insert(0, _NoGymnasium())
+else:
+    sys.path.insert(0, os.path.abspath(GYM))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import numpy as np  # noqa: E402
+
+import nodeutil as nu  # noqa: E402  (processes killed at exit and on SIGTERM)
+
+import rollout_client as rc  # noqa: E402
+from rollout_client.testing import FakeNode  # noqa: E402
+
+GUARD = nu.HANG_GUARD_S  # only a lost event takes this long
+
+
+def balance(obs):
+    """A CartPole controller that balances only if every env gets its own
+    action."""
+    return (obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(np.int64)
+
+
+def ipv6_loopback():
+    try:
+        with socket.create_server(("::1", 0), family=socket.AF_INET6):
+            return True
+    except OSError:
+        return False
+
+
+class Checklist:
+    """The Gymnasium vector-env checklist, for any VecEnv of CartPole-like
+    (discrete) or Pendulum-like (box) envs."""
+
+    def check_paths(self, env):
+        if GYM == "none":
+            self.assertNotIn("gymnasium", sys.modules)
+            self.assertIsNone(rc.spaces.GYMNASIUM)
+            self.assertIsInstance(env.single_observation_space, rc.spaces.Box)
+            self.assertIs(env.metadata["autoreset_mode"], rc.AutoresetMode.SAME_STEP)
+        else:
+            import gymnasium
+            self.assertIsInstance(env, gymnasium.vector.VectorEnv)
+            self.assertIsInstance(env.single_observation_space, gymnasium.spaces.Box)
+            self.assertIsInstance(env.observation_space, gymnasium.spaces.Box)
+            self.assertIs(env.metadata["autoreset_mode"],
+                          gymnasium.vector.AutoresetMode.SAME_STEP)
+        self.assertEqual(env.metadata["autoreset_mode"].value, "SameStep")
+
+    def check_spaces(self, env, obs_shape, obs_dtype=np.float32):
+        n = env.num_envs
+        self.assertIsInstance(n, int)
+        so, sa = env.single_observation_space, env.single_action_space
+        self.assertEqual(so.shape, obs_shape)
+        self.assertEqual(so.dtype, np.dtype(obs_dtype))
+        self.assertEqual(env.observation_space.shape, (n,) + obs_shape)
+        self.assertEqual(env.observation_space.dtype, np.dtype(obs_dtype))
+        self.assertEqual(so.low.shape, obs_shape)
+        self.assertEqual(so.high.shape, obs_shape)
+        if env.action_kind == "discrete":
+            self.assertEqual(int(sa.n), env.action_n)
+            self.assertEqual(env.action_space.shape, (n,))
+            self.assertTrue(np.all(env.action_space.nvec == env.action_n))
+            self.assertTrue(sa.contains(sa.sample()))
+            self.assertFalse(sa.contains(np.int64(env.action_n)))
+            self.assertFalse(env.action_space.contains(np.full(n, env.action_n)))
+        else:
+            self.assertEqual(sa.shape, env.action_shape)
+            self.assertEqual(sa.dtype, np.float32)
+            self.assertEqual(env.action_space.shape, (n,) + env.action_shape)
+            self.assertTrue(np.all(sa.low < sa.high))
+            self.assertFalse(sa.contains(sa.high + 1))
+        for _ in range(5):
+            a = env.action_space.sample()
+            self.assertTrue(env.action_space.contains(a), a)
+            self.assertTrue(a in env.action_space)
+
+    def check_reset(self, env, seed, wrong_seed):
+        with self.assertRaises(RuntimeError):
+            env.step(env.action_space.sample())  # before reset
+        with self.assertRaises(ValueError) as cm:
+            env.reset(options={"reset_mask": np.ones(env.num_envs, bool)})
+        self.assertIn("no reset options", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            env.reset(seed=wrong_seed)
+        self.assertIn(f"--seed {wrong_seed}", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            env.reset(seed=[seed] * env.num_envs)
+        self.assertIn("per-env seeds", str(cm.exception))
+        obs, infos = env.reset(seed=seed)  # the nodes' seed, envs fresh: honoured
+        self.assertIsInstance(infos, dict)
+        self.assertEqual(obs.shape, env.observation_space.shape)
+        self.assertEqual(obs.dtype, env.observation_space.dtype)
+        self.assertTrue(env.observation_space.contains(obs), obs)
+        self.assertTrue((infos["step"] == 0).all())
+        self.assertTrue(infos["episode_start"].all())
+        with self.assertRaises(RuntimeError) as cm:
+            env.reset()
+        self.assertIn("already called", str(cm.exception))
+        return obs
+
+    def check_steps(self, env, policy, obs, steps):
+        n = env.num_envs
+        ended = final_seen = 0
+        for _ in range(steps):
+            out = env.step(policy(obs))
+            self.assertEqual(len(out), 5)
+            obs, rew, term, trunc, infos = out
+            self.assertEqual(obs.shape, env.observation_space.shape)
+            self.assertTrue(env.observation_space.contains(obs), obs)
+            for a in (rew, term, trunc):
+                self.assertEqual(a.shape, (n,))
+            self.assertEqual(term.dtype, bool)
+            self.assertEqual(trunc.dtype, bool)
+            self.assertTrue(np.isfinite(rew).all())
+            done = term | trunc
+            self.assertEqual(infos["final_obs"].shape, env.observation_space.shape)
+            self.assertTrue((infos["_final_obs"] == done).all())  # every end sends final_obs
+            self.assertTrue(infos["episode_start"][done].all())
+            self.assertTrue((infos["_episode"] == done).all())
+            self.assertTrue(np.isfinite(infos["episode"]["r"][done]).all())
+            self.assertTrue((infos["episode"]["l"][done] > 0).all())
+            if done.any():
+                fin = infos["final_obs"][done]
+                self.assertTrue(env.single_observation_space.contains(fin[0]), fin[0])
+                final_seen += int(done.sum())
+            ended += int(done.sum())
+        return ended, final_seen
+
+    def check_close(self, env):
+        env.close()
+        self.assertTrue(env.closed)
+        env.close()  # twice is fine
+        with self.assertRaises(RuntimeError):
+            env.step(env.action_space.sample())
+
+
+class WithFakeNode(Checklist, unittest.TestCase):
+    def test_gymnasium_checklist(self):
+        with FakeNode(num_envs=5, groups=2, seed=1, max_episode_steps=60) as n0, \
+                FakeNode(num_envs=3, groups=2, seed=2, max_episode_steps=60) as n1:
+            env = rc.VecEnv([n0.address, n1.address], timeout=GUARD)
+            with env:
+                self.assertEqual(env.num_envs, 8)
+                self.check_paths(env)
+                self.check_spaces(env, (4,))
+                obs = self.check_reset(env, seed=7, wrong_seed=8)
+                ended, final_seen = self.check_steps(env, balance, obs, 130)
+                self.assertGreaterEqual(ended, 16)  # 60-step episodes: two each
+                self.assertEqual(final_seen, ended)
+            self.assertTrue(env.closed)  # the context manager closed it
+            self.check_close(env)
+            nu.wait_for(lambda: n0.goodbyes and n1.goodbyes, "a goodbye at both fake nodes")
+
+    def test_rejected_action_leaves_vecenv_usable(self):
+        with FakeNode(num_envs=6, groups=3, seed=3) as node:
+            with rc.VecEnv(node.address, timeout=GUARD) as env:
+                obs, _ = env.reset()
+                obs, *_ = env.step(balance(obs))
+                bad = balance(obs)
+                bad[4] = 2  # out of range
+                for actions, needle in ((bad, "action 2 for env 4"),
+                                        (np.zeros(5, np.int64), "shape (6,)"),
+                                        (np.zeros(6, np.float32), "integers")):
+                    with self.assertRaises(ValueError) as cm:
+                        env.step(actions)
+                    self.assertIn(needle, str(cm.exception))
+                answered = len(node.actions)
+                # Still usable: every env steps on, none waits forever.
+                for _ in range(600):
+                    obs, rew, term, trunc, _ = env.step(balance(obs))
+                self.assertEqual(set(env.episode_returns), {500.0})
+                self.assertGreaterEqual(len(env.episode_returns), 6)
+            self.assertGreater(len(node.actions), answered)
+            sent = np.concatenate([a for _, a in node.actions])
+            self.assertTrue(((sent == 0) | (sent == 1)).all(), "a refused action reached the node")
+            self.assertEqual(node.errors_sent, [])
+
+    def test_integer_observations(self):
+        with FakeNode(num_envs=4, groups=2, obs_dtype="int16", max_episode_steps=20) as node:
+            with rc.VecEnv(node.address, timeout=GUARD) as env:
+                self.check_spaces(env, (4,), np.int16)
+                self.assertEqual(env.single_observation_space.low.tolist(), [-32768] * 4)
+                obs, _ = env.reset()
+                self.assertEqual(obs.dtype, np.int16)
+                self.assertTrue(env.observation_space.contains(obs))
+                before = node.envs.state.copy()
+                np.testing.assert_array_equal(obs, np.round(before * 100).astype(np.int16))
+                for _ in range(25):
+                    obs, rew, term, trunc, infos = env.step(np.ones(4, np.int64))
+                    self.assertEqual(obs.dtype, np.int16)
+                    self.assertEqual(infos["final_obs"].dtype, np.int16)
+                self.assertGreaterEqual(len(env.episode_returns), 4)  # 20 steps at most
+
+    def test_host_names_and_ipv6(self):
+        with FakeNode(num_envs=2, groups=1) as node:
+            port = node.address.rsplit(":", 1)[1]
+            with rc.VecEnv(f"localhost:{port}", timeout=GUARD) as env:
+                env.reset()
+                env.step(np.zeros(2, np.int64))
+        if not ipv6_loopback():
+            self.skipTest("no IPv6 loopback here")
+        with FakeNode(num_envs=2, groups=1, host="::1") as node:
+            self.assertTrue(node.address.startswith("[::1]:"))
+            with rc.VecEnv(node.address, timeout=GUARD) as env:
+                env.reset()
+                env.step(np.zeros(2, np.int64))
+
+    def test_address_errors(self):
+        for bad, needle in (("::1:5555", "brackets"), ("[::1]5555", "host:port"),
+                            ("localhost:0", "port 1 to 65535"), ("h:70000", "port 1 to 65535"),
+                            ("[localhost]:5555", "only IPv6"), ("5555", "host:port")):
+            with self.assertRaises(ValueError) as cm:
+                rc.parse_address(bad)
+            self.assertIn(needle, str(cm.exception), bad)
+        self.assertEqual(rc.parse_address("[::1]:5555"), ("::1", 5555))
+        self.assertEqual(rc.parse_address("node-3.cluster:5555"), ("node-3.cluster", 5555))
+
+
+class WithRealNode(Checklist, unittest.TestCase):
+    def launch(self, env="cartpole", num_envs=8, **kw):
+        node = rc.launch_node(env=env, num_envs=num_envs, node=NODE, **kw)
+        self.addCleanup(node.stop)
+        return node
+
+    def test_checklist_cartpole(self):
+        node = self.launch(num_envs=8, seed=5)
+        env = rc.VecEnv(node.address, timeout=GUARD)
+        with env:
+            self.check_paths(env)
+            self.check_spaces(env, (4,))
+            obs = self.check_reset(env, seed=5, wrong_seed=6)
+            ended, _ = self.check_steps(env, lambda o: env.action_space.sample(), obs, 300)
+            self.assertGreater(ended, 8)  # random play: short episodes
+        self.check_close(env)
+        self.assertEqual(node.stop(), 0)
+        self.assertEqual(node.summary()["learners_rejected"], 0)
+
+    def test_checklist_pendulum_box_actions(self):
+        node = self.launch(env="pendulum", num_envs=4, seed=2)
+        with rc.VecEnv(node.address, timeout=GUARD) as env:
+            self.check_paths(env)
+            self.check_spaces(env, (3,))
+            self.assertEqual(env.single_action_space.low.tolist(), [-2.0])
+            self.assertEqual(env.single_action_space.high.tolist(), [2.0])
+            obs = self.check_reset(env, seed=2, wrong_seed=3)
+            ended, final_seen = self.check_steps(env, lambda o: env.action_space.sample(),
+                                                 obs, 205)
+            self.assertEqual(ended, 4)  # 200-step episodes, truncated
+            self.assertEqual(final_seen, 4)
+        self.assertEqual(node.stop(), 0)
+
+    def test_seed_is_honoured(self):
+        """reset(seed=S) on a node run with seed S gives that seed's
+        episodes: two nodes, same seed, same first observations and the same
+        transitions for the same actions; another seed, other ones."""
+        runs = []
+        for seed in (11, 11, 12):
+            node = self.launch(num_envs=4, seed=seed)
+            with rc.VecEnv(node.address, timeout=GUARD) as env:
+                obs, _ = env.reset(seed=seed)
+                trace = [obs]
+                for _ in range(30):
+                    obs, *_ = env.step(balance(obs))
+                    trace.append(obs)
+            runs.append(np.stack(trace))
+            node.stop()
+        np.testing.assert_array_equal(runs[0], runs[1])
+        self.assertFalse(np.array_equal(runs[0][0], runs[2][0]))
+
+    def test_seed_refused_after_another_learner(self):
+        node = self.launch(num_envs=4, seed=1)
+        with rc.VecEnv(node.address, timeout=GUARD) as env:
+            obs, _ = env.reset()
+            for _ in range(3):
+                obs, *_ = env.step(balance(obs))
+        with rc.VecEnv(node.address, timeout=GUARD) as env:
+            with self.assertRaises(ValueError) as cm:
+                env.reset(seed=1)  # right seed, but the envs have stepped
+            self.assertIn("stepped already", str(cm.exception))
+            obs, infos = env.reset()  # without a seed: fine
+            self.assertTrue((infos["step"] >= 3).all())
+
+    def test_rejected_actions_leave_vecenv_usable(self):
+        node = self.launch(num_envs=8)
+        with rc.VecEnv(node.address, timeout=GUARD) as env:
+            obs, _ = env.reset()
+            bad = balance(obs)
+            bad[3] = -1
+            with self.assertRaises(ValueError) as cm:
+                env.step(bad)
+            self.assertIn("action -1 for env 3", str(cm.exception))
+            for _ in range(1100):
+                obs, *_ = env.step(balance(obs))
+            self.assertGreaterEqual(len(env.episode_returns), 8)
+            self.assertGreater(np.mean(env.episode_returns), 400)
+        node2 = self.launch(env="pendulum", num_envs=4)
+        with rc.VecEnv(node2.address, timeout=GUARD) as env:
+            env.reset()
+            nan = np.zeros((4, 1), np.float32)
+            nan[2, 0] = np.nan
+            with self.assertRaises(ValueError) as cm:
+                env.step(nan)
+            self.assertIn("env 2", str(cm.exception))
+            for _ in range(205):
+                env.step(np.zeros((4, 1), np.float32))
+            self.assertEqual(len(env.episode_returns), 4)
+        for n in (node, node2):
+            self.assertEqual(n.stop(), 0)
+            self.assertEqual(n.summary()["learners_rejected"], 0)
+
+    def test_launch_node_by_host_name(self):
+        node = self.launch(num_envs=2, listen="localhost:0")
+        port = node.address.rsplit(":", 1)[1]
+        with rc.VecEnv(f"localhost:{port}", timeout=GUARD) as env:
+            env.reset()
+            env.step(np.zeros(2, np.int64))
+
+    def test_launch_node_errors_and_exit(self):
+        with self.assertRaises(RuntimeError) as cm:
+            rc.launch_node(num_envs=0, node=NODE)
+        self.assertIn("--num-envs", str(cm.exception))
+        with rc.launch_node(env="pendulum", num_envs=2, node=NODE, seed=4) as node:
+            self.assertTrue(node.running)
+            with rc.VecEnv(node.address, timeout=GUARD) as env:
+                self.assertEqual(env.nodes[0].seed, 4)
+                self.assertEqual(env.nodes[0].env, "pendulum")
+        self.assertFalse(node.running)
+        self.assertEqual(node.proc.returncode, 0)
+        self.assertIsNotNone(node.summary())
+
+
+if __name__ == "__main__":
+    print(f"gymnasium: {GYM}")
+    unittest.main(verbosity=2)
