@@ -26,7 +26,7 @@ DIMS = {"inverted_pendulum": (4, 1), "hopper": (11, 3), "half_cheetah": (17, 6),
 
 LAYOUTS = [
     ["--workers", 1, "--shard", 1, "--batch", 1, "--max-wait-us", 0],
-    ["--workers", 2, "--shard", 8, "--batch", 16, "--max-wait-us", 1000],
+    ["--workers", 2, "--shard", 2, "--batch", 16, "--max-wait-us", 1000],
     ["--workers", 2, "--shard", 3, "--batch", 5, "--max-wait-us", 50],
     ["--workers", 3, "--overcommit", "--shard", 2, "--batch", 7],
 ]
