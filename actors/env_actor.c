@@ -11,6 +11,7 @@
 #include "runtime/error.h"
 #include "actors/messages.h"
 #include "actors/recorder_actor.h"
+#include "envs/registry.h"
 #include "runtime/numa_mem.h"
 #include "runtime/scheduler.h"
 
@@ -250,8 +251,14 @@ int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro
     int rc = vt->create(&probe, args, nargs, ro__seed_mix(seed, first, RO_STREAM_ENV), err, errlen);
     if (rc != 0)
         return rc;
-    ro_space_t os, as;
+    ro_space_t os = {0}, as = {0};
     vt->spaces(probe, &os, &as);
+    /* Checked before anything sizes a buffer or reads a bound from them: a
+     * plugin's NULL bounds or bad shape is one clear error, in every mode. */
+    if ((rc = ro__env_check_spaces(vt, &os, &as, err, errlen)) != 0) {
+        vt->destroy(probe);
+        return rc;
+    }
     b->obs_dim = (uint32_t)ro_space_size(&os);
     b->discrete = as.kind == RO_SPACE_DISCRETE;
     b->act_dim = (uint32_t)ro_space_size(&as);

@@ -15,6 +15,8 @@
 #include "wire/checks.h"
 #include "wire/conn.h"
 #include "wire/frame.h"
+#include "wire/gate.h"
+#include "wire/listener.h"
 
 /* Bytes a session may have queued for writing before we call its learner a
  * slow consumer and close it: it has stopped reading. */
@@ -36,7 +38,7 @@ struct ro_hub {
     ro_actor_t actor;
     uv_async_t async;
     uv_loop_t *loop;
-    uv_tcp_t server;
+    ro_listener_t listener;
     uv_timer_t timer;    /* max-wait of partial batches */
     uv_timer_t watchdog; /* learners that stopped answering */
     ro_actor_t *control;
@@ -57,8 +59,10 @@ struct ro_hub {
     ro_batch_item_t *orphan_head, **orphan_tail; /* ready, no learner */
 
     ro_session_t *sessions;
-    uint32_t nsessions; /* attached learners */
-    uint32_t nconns;    /* all open connections */
+    uint32_t nsessions;       /* attached learners */
+    uint32_t nattached;       /* attached learners and trainers: at most max_learners */
+    ro_gate_t gate;           /* connections that have not said hello (wire/gate.h) */
+    ro_frame_budget_t budget; /* frames being received: 2 x max_frame, all connections */
 
     ro_sent_batch_t *pool; /* [nshards]: no more frames than shards are ever in flight */
     ro_sent_batch_t *free_batches;
@@ -195,9 +199,10 @@ static void unlist(ro_session_t *s)
             break;
         }
     s->listed = false;
+    ro__gate_leave(&h->gate, &s->conn);
     if (s->attached && !s->trainer)
         h->nsessions--;
-    h->nconns--;
+    h->nattached -= s->attached;
 }
 
 /* Close a session and give what it held to the others (or the orphans):
@@ -262,7 +267,7 @@ static int send_welcome(ro_session_t *s)
 static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
 {
     ro_hub_t *h = s->hub;
-    if (hello->name)
+    if (hello->name) /* a peer's words: ro__conn_log escapes the label */
         snprintf(s->conn.label, sizeof s->conn.label, "learner %s '%.40s'", s->conn.peer,
                  hello->name);
     ro_hello_rules_t rules = {
@@ -281,11 +286,17 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
         session_fail(s, RO_ESHUTDOWN, "the node is stopping");
         return;
     }
+    if (h->nattached >= h->o.max_learners) {
+        session_fail(s, RO_EPROTO, "too many learners attached (limit %u)", h->o.max_learners);
+        return;
+    }
+    ro__gate_pass(&h->gate, &s->conn, h->o.max_frame);
     if (send_welcome(s) != 0) {
         session_close(s, "could not send the welcome");
         return;
     }
     s->attached = true;
+    h->nattached++;
     if (trainer) {
         s->trainer = true;
         ro__conn_log(&s->conn, "attached as a trainer");
@@ -361,7 +372,7 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
         else
             on_policy_params(s, f->policy_params);
         break;
-    case ROLLOUT__V1__FRAME__BODY_GOODBYE:
+    case ROLLOUT__V1__FRAME__BODY_GOODBYE: /* the peer's words: ro__conn_log escapes them */
         ro__conn_log(c, "said goodbye (%.100s)", f->goodbye->reason ? f->goodbye->reason : "");
         session_close(s, "goodbye");
         break;
@@ -396,14 +407,14 @@ static const ro_conn_ops_t session_ops = {
     .on_closed = on_closed,
 };
 
-static void on_connection(uv_stream_t *server, int status)
+static void on_connection(ro_listener_t *l, int fd)
 {
-    ro_hub_t *h = server->data;
-    if (status < 0)
-        return;
+    ro_hub_t *h = l->data;
     ro_session_t *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        close(fd);
         return;
+    }
     s->hub = h;
     s->accepted_ns = ro__now_ns();
     ro__flow_init(&s->flow, h->o.batch, h->o.max_wait_us * 1000ull);
@@ -414,8 +425,9 @@ static void on_connection(uv_stream_t *server, int status)
         .max_frame = h->o.max_frame,
         .max_queued = MAX_QUEUED_BYTES,
         .alloc = &h->alloc,
+        .budget = &h->budget,
     };
-    if (ro__conn_accept(&s->conn, server, &co) != 0) {
+    if (ro__conn_accept(&s->conn, h->loop, fd, &co) != 0) {
         free(s);
         return;
     }
@@ -423,31 +435,33 @@ static void on_connection(uv_stream_t *server, int status)
     s->listed = true;
     s->next = h->sessions;
     h->sessions = s;
-    h->nconns++;
     h->stats.accepted++;
+    /* A stranger waits in the gate (wire/gate.h); ETIMEDOUT: a dropped one may retry. */
+    ro_conn_t *drop = NULL;
     if (h->stopping)
         session_fail(s, RO_ESHUTDOWN, "the node is stopping");
-    else if (h->nconns > h->o.max_learners)
-        session_fail(s, RO_EPROTO, "too many connections (limit %u)", h->o.max_learners);
+    else if ((drop = ro__gate_admit(&h->gate, &s->conn, s->accepted_ns)))
+        session_fail(drop->owner, RO_ETIMEDOUT,
+                     "dropped: %u connections wait for their hello, this one the longest",
+                     h->gate.slots);
 }
 
 /* A learner that leaves its oldest batch unanswered for learner_timeout_s
- * has stopped reading or is stuck: its envs go to the others. A connection
- * that has not said hello within hello_timeout_s is closed, so that silent
- * connections cannot hold the --max-learners slots. */
+ * has stopped reading or is stuck: its envs go to the others. Strangers
+ * leave the gate after hello_timeout_s. */
 static void on_watchdog(uv_timer_t *t)
 {
     ro_hub_t *h = t->data;
     uint64_t now = ro__now_ns(), limit = (uint64_t)(h->o.learner_timeout_s * 1e9);
-    uint64_t hello_limit = (uint64_t)(h->o.hello_timeout_s * 1e9);
+    for (ro_conn_t *c; (c = ro__gate_expired(&h->gate, now));) {
+        h->stats.timed_out++;
+        session_fail(c->owner, RO_EPROTO, "no hello within %.1f s", h->o.hello_timeout_s);
+    }
     ro_session_t *s = h->sessions;
     while (s) {
         ro_session_t *next = s->next;
         uint64_t sent = ro__flow_oldest_sent_ns(&s->flow);
-        if (!s->attached && hello_limit && s->accepted_ns + hello_limit < now) {
-            h->stats.timed_out++;
-            session_fail(s, RO_EPROTO, "no hello within %.1f s", h->o.hello_timeout_s);
-        } else if (limit && s->attached && sent && sent + limit < now) {
+        if (limit && s->attached && sent && sent + limit < now) {
             /* sent may be later than now: closing one learner sends its
              * batches to another during this loop. ETIMEDOUT, not EPROTO: a
              * learner may come back (rollout-learner reconnects after this
@@ -525,6 +539,8 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
     /* Decoded frames are freed as soon as they are handled: a few frames'
      * worth of decoded memory at once is plenty. */
     ro__pb_alloc_init(&h->alloc, 4 * o->max_frame + (1u << 20));
+    ro__gate_init(&h->gate, o->max_learners, o->hello_timeout_s);
+    h->budget.limit = 2 * o->max_frame;
 
     uint32_t max_shard = 0;
     for (uint32_t i = 0; i < nshards; i++)
@@ -542,14 +558,14 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
         h->pool[i].next = h->free_batches;
         h->free_batches = &h->pool[i];
     }
-    rc = ro__conn_listen(&h->server, loop, o->listen, "--listen", o->token != NULL, on_connection,
-                         h, h->addr, sizeof h->addr, err, errlen);
+    rc = ro__listener_open(&h->listener, loop, o->listen, "--listen", o->token != NULL,
+                           "rollout-node", on_connection, h, h->addr, sizeof h->addr, err, errlen);
     if (rc) {
-        uv_run(loop, UV_RUN_NOWAIT); /* the server handle closes */
+        uv_run(loop, UV_RUN_NOWAIT); /* a handle it made closes */
         goto fail;
     }
     if ((rc = uv_async_init(loop, &h->async, ro__actor_async_cb)) != 0) {
-        uv_close((uv_handle_t *)&h->server, NULL);
+        ro__listener_close(&h->listener);
         uv_run(loop, UV_RUN_NOWAIT);
         rc = ro__errorf(err, errlen, RO_EIO, "cannot set up the hub: %s", uv_strerror(rc));
         goto fail;
@@ -594,7 +610,7 @@ void ro__hub_stop(ro_hub_t *h)
 
 void ro__hub_close(ro_hub_t *h)
 {
-    uv_close((uv_handle_t *)&h->server, NULL);
+    ro__listener_close(&h->listener);
     uv_close((uv_handle_t *)&h->timer, NULL);
     uv_close((uv_handle_t *)&h->watchdog, NULL);
     uv_close((uv_handle_t *)&h->async, NULL);

@@ -7,6 +7,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/text.h"
 
 #define DRAIN_MS 50
 #define STATUS_TTY_NS 500000000ull
@@ -86,14 +87,19 @@ static void on_record(ro_logger_t *lg, const ro_metric_t *m)
     if (lg->throughput_only)
         return;
     if (m->kind == RO_METRIC_EPISODE) {
-        if (lg->metrics && !episode_line(lg, m))
+        if (lg->metrics && !episode_line(lg, m)) {
+            /* A NaN or infinite return (an env's reward) is null: JSON has
+             * no such numbers, and every line must parse strictly. */
             fprintf(lg->metrics,
-                    "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
-                    "\"return\":%.17g,\"length\":%u,\"terminated\":%s,\"truncated\":%s,"
+                    "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,\"return\":",
+                    secs(lg, m->t_ns), m->env, (unsigned long long)m->episode);
+            ro__json_double(lg->metrics, m->value);
+            fprintf(lg->metrics,
+                    ",\"length\":%u,\"terminated\":%s,\"truncated\":%s,"
                     "\"policy_first\":%llu,\"policy_last\":%llu}\n",
-                    secs(lg, m->t_ns), m->env, (unsigned long long)m->episode, m->value, m->length,
-                    m->terminated ? "true" : "false", m->truncated ? "true" : "false",
+                    m->length, m->terminated ? "true" : "false", m->truncated ? "true" : "false",
                     (unsigned long long)m->policy_first, (unsigned long long)m->policy_last);
+        }
     } else if (m->kind == RO_METRIC_ENV_FAIL) {
         if (lg->metrics)
             fprintf(lg->metrics,
@@ -156,11 +162,13 @@ static void status(ro_logger_t *lg, uint64_t now, bool final)
                             (double)(cur.episodes - lg->status_last.episodes);
     lg->status_last = cur;
     lg->status_last_ns = now;
-    char line[240];
+    char line[240], mean[32] = "      n/a"; /* no episode finished yet, or NaN */
+    if (cur.episodes > 0 && isfinite(lg->return_recent))
+        snprintf(mean, sizeof mean, "%9.2f", lg->return_recent);
     snprintf(line, sizeof line,
-             "[%7.1fs] steps %12llu | %10.0f steps/s | episodes %9llu | mean return %9.2f",
+             "[%7.1fs] steps %12llu | %10.0f steps/s | episodes %9llu | mean return %s",
              secs(lg, now), (unsigned long long)cur.steps, lg->sps_recent,
-             (unsigned long long)cur.episodes, lg->return_recent);
+             (unsigned long long)cur.episodes, mean);
     if (cur.remote) {
         size_t k = strlen(line);
         snprintf(line + k, sizeof line - k, " | learners %u, envs waiting %u", cur.learners,

@@ -16,6 +16,7 @@
 #include "envs/env_args.h"
 #include "envs/mujoco/mj_registry.h" /* issue 17: the MuJoCo envs */
 #include "runtime/error.h"
+#include "runtime/text.h"
 
 /* The arg every env accepts; the runtime consumes it before create(). */
 #define MAX_STEPS_KEY "max_episode_steps"
@@ -173,7 +174,15 @@ int ro__env_open(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
 
     if (is_plugin_path(name))
         return open_plugin(out, name, err, errlen);
+    return ro__env_open_builtin(out, name, err, errlen);
+}
 
+int ro__env_open_builtin(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
+{
+    out->vt = NULL;
+    out->dl_handle = NULL;
+    if (name == NULL)
+        name = "";
     const ro_env_vtable_t *vt = NULL;
     for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
         if (strcmp(builtins[i]->name, name) == 0)
@@ -191,9 +200,77 @@ int ro__env_open(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
         out->vt = vt;
         return 0;
     }
-    set_err(err, errlen, "unknown env '%s' (built-ins: %s; or a path to a plugin .so)", name,
-            RO_ENV_BUILTIN_NAMES RO_MJ_BUILTIN_NAMES);
+    char shown[160];
+    set_err(err, errlen, "unknown env '%s' (built-ins: %s; or a path to a plugin .so)",
+            ro__text_log(shown, sizeof shown, name, 100), RO_ENV_BUILTIN_NAMES RO_MJ_BUILTIN_NAMES);
     return RO_ENOENT;
+}
+
+/* The most values of a space: what the wire accepts (wire/checks.h), so a
+ * node never welcomes learners with a space they must refuse. */
+#define MAX_SPACE_VALUES (1u << 20)
+
+/* check_box validates one box space; what names it in messages. */
+static int check_box(const ro_env_vtable_t *vt, const ro_space_t *s, const char *what, char *err,
+                     size_t errlen)
+{
+    if (s->ndim < 1 || s->ndim > RO_SPACE_MAX_DIMS) {
+        set_err(err, errlen, "env '%s': the %s box has %u dims; expected 1..%d", vt->name, what,
+                s->ndim, RO_SPACE_MAX_DIMS);
+        return RO_EINVAL;
+    }
+    size_t n = 1;
+    for (uint32_t d = 0; d < s->ndim; d++) {
+        if (s->shape[d] < 1 || n * s->shape[d] > MAX_SPACE_VALUES) {
+            set_err(err, errlen,
+                    "env '%s': the %s box has shape[%u] = %u; expected at least 1 and at most "
+                    "%u values in all",
+                    vt->name, what, d, s->shape[d], MAX_SPACE_VALUES);
+            return RO_EINVAL;
+        }
+        n *= s->shape[d];
+    }
+    if (!s->low || !s->high) {
+        set_err(err, errlen, "env '%s': the %s box's %s bounds are NULL", vt->name, what,
+                !s->low ? "low" : "high");
+        return RO_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!(s->low[i] <= s->high[i])) { /* also NaN */
+            set_err(err, errlen, "env '%s': the %s box's bounds [%g, %g] at %zu are not a range",
+                    vt->name, what, (double)s->low[i], (double)s->high[i], i);
+            return RO_EINVAL;
+        }
+    return 0;
+}
+
+int ro__env_check_spaces(const ro_env_vtable_t *vt, const ro_space_t *obs, const ro_space_t *act,
+                         char *err, size_t errlen)
+{
+    if (obs->kind != RO_SPACE_BOX) {
+        set_err(err, errlen, "env '%s': the observation space must be a box (kind %d)", vt->name,
+                (int)obs->kind);
+        return RO_EINVAL;
+    }
+    int rc = check_box(vt, obs, "observation", err, errlen);
+    if (rc)
+        return rc;
+    if (act->kind == RO_SPACE_DISCRETE) {
+        if (act->n < 1 || act->n > MAX_SPACE_VALUES) {
+            set_err(err, errlen,
+                    "env '%s': the action space has %u discrete actions; expected "
+                    "1..%u",
+                    vt->name, act->n, MAX_SPACE_VALUES);
+            return RO_EINVAL;
+        }
+        return 0;
+    }
+    if (act->kind != RO_SPACE_BOX) {
+        set_err(err, errlen, "env '%s': the action space's kind %d is neither discrete nor box",
+                vt->name, (int)act->kind);
+        return RO_EINVAL;
+    }
+    return check_box(vt, act, "action", err, errlen);
 }
 
 void ro__env_close(ro_env_kind_t *kind)
@@ -261,4 +338,20 @@ int ro__env_check_args(const ro_env_vtable_t *vt, const ro_env_arg_t *args, size
     *nout = kept;
     *max_steps = steps;
     return 0;
+}
+
+int ro__env_probe(const ro_env_vtable_t *vt, const ro_env_arg_t *args, size_t nargs, uint64_t seed,
+                  char *err, size_t errlen)
+{
+    void *env = NULL;
+    int rc = vt->create(&env, args, nargs, seed, err, errlen);
+    if (rc)
+        return rc < 0 ? rc : RO_EINVAL;
+    ro_space_t obs, act;
+    memset(&obs, 0, sizeof obs);
+    memset(&act, 0, sizeof act);
+    vt->spaces(env, &obs, &act);
+    rc = ro__env_check_spaces(vt, &obs, &act, err, errlen);
+    vt->destroy(env);
+    return rc;
 }

@@ -38,6 +38,36 @@ typedef struct ro_env_kind {
  */
 int ro__env_open(ro_env_kind_t *out, const char *name, char *err, size_t errlen);
 
+/*
+ * ro__env_open_builtin resolves name among the built-ins only: it never
+ * loads code, whatever name says (rollout-replay opens the env a file names
+ * with it: a file must not make a program load a plugin). RO_ENOENT with a
+ * message for any other name.
+ */
+int ro__env_open_builtin(ro_env_kind_t *out, const char *name, char *err, size_t errlen);
+
+/*
+ * ro__env_check_spaces validates the spaces an env instance of vt reports,
+ * so that nothing downstream (policies, the wire's welcome, replay) reads a
+ * bound that is not there: observations a box, actions discrete (1..2^20)
+ * or a box; a box has 1..RO_SPACE_MAX_DIMS dims, every extent >= 1, at most
+ * 2^20 values, non-NULL low and high, no NaN bound and low <= high
+ * (infinite bounds are allowed). Every mode checks the same, at start-up.
+ * RO_EINVAL with a message naming the env and the field.
+ */
+int ro__env_check_spaces(const ro_env_vtable_t *vt, const ro_space_t *obs, const ro_space_t *act,
+                         char *err, size_t errlen);
+
+/*
+ * ro__env_probe makes one instance of vt (args as checked by
+ * ro__env_check_args, seed), reads its spaces, checks them with
+ * ro__env_check_spaces and destroys it: a program calls it once after
+ * opening an env, before anything sizes a buffer from a space. Returns 0, or
+ * create()'s error or RO_EINVAL, with a message in err.
+ */
+int ro__env_probe(const ro_env_vtable_t *vt, const ro_env_arg_t *args, size_t nargs, uint64_t seed,
+                  char *err, size_t errlen);
+
 /* ro__env_close releases a kind (dlclose for plugins). */
 void ro__env_close(ro_env_kind_t *kind);
 

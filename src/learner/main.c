@@ -18,6 +18,7 @@
  * broke the protocol or was given up after --reconnect-s, 2 for bad flags.
  */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@
 #include "ro_build_config.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/text.h"
 #include "runtime/thread_guard.h"
 #include "wire/checks.h"
 #include "wire/token.h"
@@ -449,12 +451,15 @@ static void print_summary(const learner_t *L, double secs)
            L->threads, L->fw.nlanes);
     for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
         const node_t *n = &L->nodes[i];
-        printf("%s{\"address\":\"%s\",\"node_id\":\"%016llx\",\"steps\":%llu,\"episodes\":%llu,"
-               "\"mean_return\":%.17g,\"reconnects\":%llu,\"failed\":%s}",
-               i ? "," : "", L->cfg.connect[i], (unsigned long long)n->link.node_id,
-               (unsigned long long)n->steps, (unsigned long long)n->episodes,
-               n->episodes ? n->return_sum / (double)n->episodes : 0.0,
-               (unsigned long long)n->link.reconnects, n->link.failed ? "true" : "false");
+        printf("%s{\"address\":", i ? "," : "");
+        ro__json_string(stdout, L->cfg.connect[i], RO_TEXT_SHOW_MAX);
+        printf(",\"node_id\":\"%016llx\",\"steps\":%llu,\"episodes\":%llu,\"mean_return\":",
+               (unsigned long long)n->link.node_id, (unsigned long long)n->steps,
+               (unsigned long long)n->episodes);
+        /* null where no episode finished (or a node sent a NaN reward) */
+        ro__json_double(stdout, n->episodes ? n->return_sum / (double)n->episodes : NAN);
+        printf(",\"reconnects\":%llu,\"failed\":%s}", (unsigned long long)n->link.reconnects,
+               n->link.failed ? "true" : "false");
     }
     printf("]}\n");
     fflush(stdout);

@@ -7,6 +7,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "runtime/text.h"
 #include "wire/frame.h"
 
 /* Reconnects: 100 ms after the loss, doubling to 2 s between attempts; an
@@ -20,12 +21,15 @@
 
 __attribute__((format(printf, 2, 3))) static void say(const ro_link_t *l, const char *fmt, ...)
 {
-    char msg[512];
+    char msg[512], shown[600];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "rollout-learner: node %s: %s\n", l->o.addr, msg);
+    /* msg may hold a node's words (its error message, its env's name): one
+     * line, no terminal escapes. */
+    fprintf(stderr, "rollout-learner: node %s: %s\n", l->o.addr,
+            ro__text_log(shown, sizeof shown, msg, sizeof msg));
 }
 
 static void attempt(ro_link_t *l);

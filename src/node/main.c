@@ -5,6 +5,7 @@
  * bad flag, value, env, policy or file named on the command line, 1 for a
  * failure while running.
  */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "node/config.h"
 #include "runtime/crash_report.h"
 #include "runtime/error.h"
+#include "runtime/text.h"
 #include "node/node.h"
 #include "ro_build_config.h"
 #include "runtime/thread_guard.h"
@@ -20,10 +22,11 @@
  * memory (docs/operations.md, "Checking threads and pinning"). */
 static void print_placement_json(const ro_summary_t *s)
 {
-    printf(",\"numa_node\":%d,\"topology_declared\":%s,\"os_numa_nodes\":%d,"
-           "\"allowed_cpus\":\"%s\",\"affinity_mismatches\":%d,\"mem_blocks\":%d,"
-           "\"mem_misplaced\":%d,\"worker_threads\":[",
-           s->numa_node, s->topology_declared ? "true" : "false", s->os_numa_nodes, s->allowed_cpus,
+    printf(",\"numa_node\":%d,\"topology_declared\":%s,\"os_numa_nodes\":%d,\"allowed_cpus\":",
+           s->numa_node, s->topology_declared ? "true" : "false", s->os_numa_nodes);
+    ro__json_string(stdout, s->allowed_cpus, RO_TEXT_SHOW_MAX);
+    printf(",\"affinity_mismatches\":%d,\"mem_blocks\":%d,\"mem_misplaced\":%d,"
+           "\"worker_threads\":[",
            s->affinity_mismatches, s->mem_blocks, s->mem_misplaced);
     for (int w = 0; w < s->workers && w < RO_SUMMARY_MAX_WORKERS; w++)
         printf("%s{\"worker\":%d,\"tid\":%d,\"cpu\":%d,\"node\":%d}", w ? "," : "", w,
@@ -33,14 +36,18 @@ static void print_placement_json(const ro_summary_t *s)
 
 static void print_summary(const ro_summary_t *s, bool json)
 {
+    /* No finished episode (or a NaN reward): no mean, n/a and null. */
+    double mean_return = s->episodes ? s->mean_return : NAN;
+    char mean[32] = "n/a";
+    if (isfinite(mean_return))
+        snprintf(mean, sizeof mean, "%.3f", mean_return);
     fprintf(stderr,
-            "summary: %llu steps in %.2f s = %.0f steps/s | %llu episodes, mean return %.3f | "
+            "summary: %llu steps in %.2f s = %.0f steps/s | %llu episodes, mean return %s | "
             "mean batch %.1f | threads %d (1 loop + %d workers%s) | env failures %llu | "
             "metrics dropped %llu\n",
-            (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
-            s->mean_return, s->mean_batch, s->threads, s->workers,
-            s->recording ? " + recorder" : "", (unsigned long long)s->env_failures,
-            (unsigned long long)s->dropped_metrics);
+            (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes, mean,
+            s->mean_batch, s->threads, s->workers, s->recording ? " + recorder" : "",
+            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
     if (s->recording)
         fprintf(stderr,
                 "record: %llu transitions, %llu bytes in %u file(s), %llu steps dropped, %llu "
@@ -56,10 +63,10 @@ static void print_summary(const ro_summary_t *s, bool json)
     if (!json)
         return;
     /* One line, for scripts; field order is stable. */
-    printf("{\"steps\":%llu,\"seconds\":%.6f,\"sps\":%.1f,\"episodes\":%llu,"
-           "\"mean_return\":%.17g,",
-           (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes,
-           s->mean_return);
+    printf("{\"steps\":%llu,\"seconds\":%.6f,\"sps\":%.1f,\"episodes\":%llu,\"mean_return\":",
+           (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes);
+    ro__json_double(stdout, mean_return);
+    printf(",");
     printf("\"threads\":%d,\"threads_expected\":%d,\"workers\":%d,\"lanes\":%d,"
            "\"numa_nodes\":%d,\"cpus\":%d,\"pin_errors\":%d,\"steals\":%llu,",
            s->threads, s->threads_expected, s->workers, s->lanes, s->numa_nodes, s->cpus,
@@ -69,10 +76,13 @@ static void print_summary(const ro_summary_t *s, bool json)
            s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
     printf("\"learners_attached\":%llu,\"learners_rejected\":%llu,\"batches_resent\":%llu,"
-           "\"policy_pushes\":%llu,\"policy_version\":%llu,\"env\":\"%s\",\"policy\":\"%s\"",
+           "\"policy_pushes\":%llu,\"policy_version\":%llu,\"env\":",
            (unsigned long long)s->learners_attached, (unsigned long long)s->learners_rejected,
            (unsigned long long)s->batches_resent, (unsigned long long)s->policy_pushes,
-           (unsigned long long)s->policy_version, s->env, s->policy);
+           (unsigned long long)s->policy_version);
+    ro__json_string(stdout, s->env, RO_TEXT_SHOW_MAX); /* a plugin's name: escaped */
+    printf(",\"policy\":");
+    ro__json_string(stdout, s->policy, RO_TEXT_SHOW_MAX);
     if (s->recording)
         printf(",\"record_transitions\":%llu,\"record_dropped\":%llu,\"record_bytes\":%llu,"
                "\"record_files\":%u,\"record_waits\":%llu,\"record_io_busy_s\":%.6f,"

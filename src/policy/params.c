@@ -1,14 +1,10 @@
 #include "policy/params.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "runtime/error.h"
 #include "wire/pb_alloc.h"
@@ -207,12 +203,11 @@ static int check_log_std(const ro_policy_params_t *p, const Rollout__V1__PolicyP
     return 0;
 }
 
-/* read_frame checks the varint length prefix of buf and finds the message. */
-static int read_frame(const uint8_t *buf, size_t len, const uint8_t **msg, size_t *msglen,
-                      const char *name, char *err, size_t errlen)
+int ro__policy_params_frame(const uint8_t *buf, size_t avail, size_t len, size_t *prefix,
+                            uint64_t *msglen, const char *name, char *err, size_t errlen)
 {
     uint64_t v = 0;
-    int k = ro__varint_get(buf, len, &v);
+    int k = ro__varint_get(buf, avail, &v);
     if (k == 0)
         return ro__errorf(err, errlen, RO_EBADMSG,
                           len ? "%s: truncated inside the length prefix" : "%s: file is empty",
@@ -232,9 +227,36 @@ static int read_frame(const uint8_t *buf, size_t len, const uint8_t **msg, size_
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "%s: %zu bytes of trailing data after the %llu-byte message", name,
                           rest - (size_t)v, (unsigned long long)v);
-    *msg = buf + k;
-    *msglen = (size_t)v;
+    *prefix = (size_t)k;
+    *msglen = v;
     return 0;
+}
+
+int ro__policy_params_check_msg(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m,
+                                const char *name, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    int rc = check_header(p, m, name, err, errlen);
+    for (uint32_t l = 0; rc == 0 && l < p->nlayers; l++)
+        rc = check_layer(p, m, l, name, err, errlen);
+    if (rc == 0)
+        rc = check_log_std(p, m, name, err, errlen);
+    return rc;
+}
+
+int ro__policy_params_check_values(const ro_policy_params_t *p, const char *name, char *err,
+                                   size_t errlen)
+{
+    int rc = 0;
+    for (uint32_t l = 0; rc == 0 && l < p->nlayers; l++) {
+        const ro_policy_layer_t *L = &p->layers[l];
+        rc = check_finite(L->weight, (size_t)L->out * L->in, name, "weight", l, err, errlen);
+        if (rc == 0)
+            rc = check_finite(L->bias, L->out, name, "bias", l, err, errlen);
+    }
+    if (rc == 0 && p->log_std)
+        rc = check_finite(p->log_std, p->action_dim, name, "log_std", UINT32_MAX, err, errlen);
+    return rc;
 }
 
 int ro__policy_params_from_msg(ro_policy_params_t *out, const Rollout__V1__PolicyParams *m,
@@ -242,21 +264,7 @@ int ro__policy_params_from_msg(ro_policy_params_t *out, const Rollout__V1__Polic
 {
     memset(out, 0, sizeof *out);
     ro_policy_params_t p;
-    memset(&p, 0, sizeof p);
-    int rc = check_header(&p, m, name, err, errlen);
-    for (uint32_t l = 0; rc == 0 && l < p.nlayers; l++)
-        rc = check_layer(&p, m, l, name, err, errlen);
-    if (rc == 0)
-        rc = check_log_std(&p, m, name, err, errlen);
-    for (uint32_t l = 0; rc == 0 && l < p.nlayers; l++) {
-        const Rollout__V1__Layer *L = m->layers[l];
-        rc = check_finite(L->weight->data, L->weight->n_data, name, "weight", l, err, errlen);
-        if (rc == 0)
-            rc = check_finite(L->bias->data, L->bias->n_data, name, "bias", l, err, errlen);
-    }
-    if (rc == 0 && m->log_std)
-        rc = check_finite(m->log_std->data, m->log_std->n_data, name, "log_std", UINT32_MAX, err,
-                          errlen);
+    int rc = ro__policy_params_check_msg(&p, m, name, err, errlen);
     if (rc == 0 && ro__policy_params_alloc(&p) < 0)
         rc = ro__errorf(err, errlen, RO_ENOMEM, "%s: out of memory for the weights", name);
     if (rc < 0)
@@ -268,6 +276,11 @@ int ro__policy_params_from_msg(ro_policy_params_t *out, const Rollout__V1__Polic
     }
     if (p.log_std)
         memcpy(p.log_std, m->log_std->data, p.action_dim * sizeof(float));
+    rc = ro__policy_params_check_values(&p, name, err, errlen);
+    if (rc < 0) {
+        ro__policy_params_free(&p);
+        return rc;
+    }
     *out = p;
     return 0;
 }
@@ -276,11 +289,12 @@ int ro__policy_params_unpack(Rollout__V1__PolicyParams **out, ro_pb_alloc_t *all
                              const uint8_t *buf, size_t len, const char *name, char *err,
                              size_t errlen)
 {
-    const uint8_t *msg = NULL;
-    size_t msglen = 0;
-    int rc = read_frame(buf, len, &msg, &msglen, name, err, errlen);
+    size_t k = 0;
+    uint64_t msglen = 0;
+    int rc = ro__policy_params_frame(buf, len, len, &k, &msglen, name, err, errlen);
     if (rc < 0)
         return rc;
+    const uint8_t *msg = buf + k;
     /* Decoded, the weights take about what they take in the file; the
      * structs around them are bounded by the layer count. A file of empty
      * messages that would decode into far more is refused. */
@@ -293,20 +307,6 @@ int ro__policy_params_unpack(Rollout__V1__PolicyParams **out, ro_pb_alloc_t *all
                               : "%s: not a valid PolicyParams message (protobuf decoding failed)",
                           name);
     return 0;
-}
-
-int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t len,
-                             const char *name, char *err, size_t errlen)
-{
-    memset(out, 0, sizeof *out);
-    ro_pb_alloc_t alloc;
-    Rollout__V1__PolicyParams *m;
-    int rc = ro__policy_params_unpack(&m, &alloc, buf, len, name, err, errlen);
-    if (rc)
-        return rc;
-    rc = ro__policy_params_from_msg(out, m, name, err, errlen);
-    rollout__v1__policy_params__free_unpacked(m, &alloc.base);
-    return rc;
 }
 
 int ro__policy_params_check_spaces(const ro_policy_params_t *p, const ro_space_t *obs,
@@ -344,77 +344,6 @@ int ro__policy_params_check_spaces(const ro_policy_params_t *p, const ro_space_t
                           "%s: action_dim is %u but the env's actions have %zu floats", name,
                           p->action_dim, ad);
     return 0;
-}
-
-/* read_file reads all of path (at most RO_POLICY_FILE_MAX bytes). */
-static int read_file(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ro__errorf(err, errlen, errno == ENOENT ? RO_ENOENT : RO_EIO, "policy file %s: %s",
-                          path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return ro__errorf(err, errlen, RO_EIO, "policy file %s: not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > RO_POLICY_FILE_MAX) {
-        close(fd);
-        return ro__errorf(err, errlen, RO_ERANGE,
-                          "policy file %s: %lld bytes, over the %zu MiB limit", path,
-                          (long long)st.st_size, RO_POLICY_FILE_MAX >> 20);
-    }
-    size_t size = (size_t)st.st_size;
-    uint8_t *b = malloc(size ? size : 1);
-    if (!b) {
-        close(fd);
-        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
-    }
-    size_t got = 0;
-    while (got < size) {
-        ssize_t r = read(fd, b + got, size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : 0;
-            close(fd);
-            free(b);
-            return ro__errorf(err, errlen, RO_EIO, "policy file %s: %s", path,
-                              e ? strerror(e) : "file shrank while being read");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *buf = b;
-    *len = size;
-    return 0;
-}
-
-int ro__policy_params_load(ro_policy_params_t *out, const char *path, const ro_space_t *obs,
-                           const ro_space_t *act, char *err, size_t errlen)
-{
-    memset(out, 0, sizeof *out);
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    int rc = read_file(path, &buf, &len, err, errlen);
-    if (rc < 0)
-        return rc;
-    size_t nlen = strlen(path) + sizeof "policy file ";
-    char *name = malloc(nlen);
-    if (!name) {
-        free(buf);
-        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
-    }
-    snprintf(name, nlen, "policy file %s", path);
-    rc = ro__policy_params_decode(out, buf, len, name, err, errlen);
-    free(buf);
-    if (rc == 0) {
-        rc = ro__policy_params_check_spaces(out, obs, act, name, err, errlen);
-        if (rc < 0)
-            ro__policy_params_free(out);
-    }
-    free(name);
-    return rc;
 }
 
 int ro__policy_params_encode(const ro_policy_params_t *p, uint8_t **buf, size_t *len)
@@ -474,78 +403,4 @@ int ro__policy_params_encode(const ro_policy_params_t *p, uint8_t **buf, size_t 
     *buf = b;
     *len = h + n;
     return 0;
-}
-
-/* write_all writes len bytes to fd, retrying short writes. */
-static int write_all(int fd, const uint8_t *b, size_t len)
-{
-    while (len) {
-        ssize_t w = write(fd, b, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        b += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-/* sync_dir makes a rename in path's directory durable. Best effort: some
- * filesystems refuse fsync on a directory, and the file itself is whole
- * either way. */
-static void sync_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir)
-        return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
-int ro__policy_params_save(const ro_policy_params_t *p, const char *path, char *err, size_t errlen)
-{
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (ro__policy_params_encode(p, &buf, &len) < 0)
-        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
-    size_t tlen = strlen(path) + sizeof ".tmp.XXXXXX";
-    char *tmp = malloc(tlen);
-    if (!tmp) {
-        free(buf);
-        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
-    }
-    snprintf(tmp, tlen, "%s.tmp.XXXXXX", path);
-    int rc = 0;
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        rc = ro__errorf(err, errlen, RO_EIO, "policy file %s: cannot create %s: %s", path, tmp,
-                        strerror(errno));
-        goto out;
-    }
-    /* mkstemp makes the file 0600; weights are not secret, so give them
-     * the usual mode of a data file. */
-    (void)fchmod(fd, 0644);
-    if (write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
-        rc = ro__errorf(err, errlen, RO_EIO, "policy file %s: writing %s: %s", path, tmp,
-                        strerror(errno));
-        close(fd);
-        unlink(tmp);
-        goto out;
-    }
-    if (close(fd) < 0 || rename(tmp, path) < 0) {
-        rc = ro__errorf(err, errlen, RO_EIO, "policy file %s: %s", path, strerror(errno));
-        unlink(tmp);
-        goto out;
-    }
-    sync_dir(path);
-out:
-    free(tmp);
-    free(buf);
-    return rc;
 }

@@ -68,9 +68,33 @@ void ro__policy_params_free(ro_policy_params_t *p);
  * is what messages call the source, e.g. "policy file w.pb". On success
  * fills *out (free with ro__policy_params_free); on failure returns
  * RO_EBADMSG (or RO_ENOMEM) and writes a message into err.
+ *
+ * Decode and load (params_file.c) read the message's wire format in two
+ * passes that allocate nothing but the weights: the first checks its
+ * structure (it stops at a layer too many; each tensor once,
+ * shapes that match the values present) and counts the values, the second
+ * copies them into their final place. So no file, however crafted, makes
+ * the loader hold more than its weights (no larger than the file) and a
+ * small read buffer.
  */
 int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t len,
                              const char *name, char *err, size_t errlen);
+
+/* ro__policy_params_frame reads the length prefix at the start of a file
+ * of len bytes (avail of them at buf): *prefix bytes, then a message of
+ * *msglen that must end the file. RO_EBADMSG with a message otherwise. */
+int ro__policy_params_frame(const uint8_t *buf, size_t avail, size_t len, size_t *prefix,
+                            uint64_t *msglen, const char *name, char *err, size_t errlen);
+
+/* ro__policy_params_check_msg checks the scalar fields and the shapes of
+ * m (not its values: m may hold counts without data) and sets p's
+ * dimensions. RO_EBADMSG with a message naming the field. */
+int ro__policy_params_check_msg(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m,
+                                const char *name, char *err, size_t errlen);
+
+/* ro__policy_params_check_values: every weight, bias and log_std finite. */
+int ro__policy_params_check_values(const ro_policy_params_t *p, const char *name, char *err,
+                                   size_t errlen);
 
 /* ro__policy_params_from_msg validates an already decoded PolicyParams (a
  * trainer's push) as decode does, and copies its weights into out. */

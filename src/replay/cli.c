@@ -84,7 +84,13 @@ static const ro_flag_t replay_flags[] = {
     {RO_FLAG_FN, "episode", "LIST", AT(o), .parse = parse_episodes,
      .help = "--dump/--stats: only these episodes"},
     {RO_FLAG_STRING, "plugin", "PATH", AT(o.plugin),
-     .help = "load the env from PATH instead of the header's --env"},
+     .help = "the recording's plugin env (its name must match the\nheader's): a plugin is "
+             "loaded only from here, never\nbecause a file names it"},
+    {RO_FLAG_STRING, "token-file", "FILE", AT(token_file),
+     .help = "--serve: learners must present this token (required\noff loopback)"},
+    {RO_FLAG_SECONDS, "hello-timeout", "S", AT(hello_timeout),
+     .help = "--serve: drop a connection that has not said a valid\nhello within S seconds "
+             "(default 10; 0: never)"},
     {RO_FLAG_FN, "no-resync", NULL, AT(o.resync), .parse = parse_no_resync,
      .help = "stop at the first damaged record instead of skipping it"},
     {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
@@ -110,12 +116,15 @@ int ro__replay_cfg_parse(ro_replay_cfg_t *c, int argc, char **argv, char *err, s
 {
     memset(c, 0, sizeof *c);
     c->o.resync = true;
+    c->hello_timeout = 10.0;
     int rc = ro__flags_parse(replay_flags, NFLAGS, c, NULL, argc, argv, &c->files, err, errlen);
     if (rc || c->help || c->version)
         return rc;
     if (c->serve && (c->o.verify || c->o.dump || c->o.stats || c->files >= argc))
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--serve takes the trajectory files and no other mode (see --help)");
+    if (!c->serve && c->token_file)
+        return ro__errorf(err, errlen, RO_EINVAL, "--token-file goes with --serve (see --help)");
     if (!c->serve && !c->o.verify && !c->o.dump && !c->o.stats)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "nothing to do: give --verify, --dump or --stats (see --help)");

@@ -12,8 +12,10 @@
 
 typedef struct ro_replay_cfg {
     ro_replay_opts_t o;
-    const char *serve; /* --serve HOST:PORT, or NULL */
-    int files;         /* index in argv of the first trajectory file */
+    const char *serve;      /* --serve HOST:PORT, or NULL */
+    const char *token_file; /* --serve: the token learners must present, or NULL */
+    double hello_timeout;   /* --serve: seconds a connection may take to say hello */
+    int files;              /* index in argv of the first trajectory file */
     bool help, version;
 } ro_replay_cfg_t;
 

@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "replay/cli.h"
@@ -21,53 +19,46 @@
 #include "replay/serve.h"
 #include "ro_build_config.h"
 #include "runtime/thread_guard.h"
+#include "wire/token.h"
 
-/* Maps a whole file read-only. Returns 0, or -1 with a message printed. */
-static int map_file(const char *path, const uint8_t **data, size_t *len)
+/* --serve: open every part (read with pread, never mapped: a file cut
+ * meanwhile is an error, not a SIGBUS), then stream them to one learner. */
+static int serve_files(const ro_replay_cfg_t *cfg, char **paths, size_t n)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "rollout-replay: cannot open %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "rollout-replay: %s: not a regular file\n", path);
-        close(fd);
-        return -1;
-    }
-    *len = (size_t)st.st_size;
-    *data = NULL;
-    if (*len > 0) {
-        void *p = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            fprintf(stderr, "rollout-replay: cannot map %s: %s\n", path, strerror(errno));
-            close(fd);
-            return -1;
+    char token[RO_TOKEN_MAX + 2], err[512];
+    ro_serve_opts_t o = {
+        .addr = cfg->serve,
+        .plugin = cfg->o.plugin,
+        .hello_timeout_s = cfg->hello_timeout,
+    };
+    if (cfg->token_file) {
+        if (ro__token_read(cfg->token_file, token, sizeof token, err, sizeof err) != 0) {
+            fprintf(stderr, "rollout-replay: %s\n", err);
+            return 2;
         }
-        *data = p;
+        if (ro__token_exposed(cfg->token_file, err, sizeof err))
+            fprintf(stderr, "rollout-replay: warning: %s\n", err);
+        o.token = token;
     }
-    close(fd);
-    return 0;
-}
-
-/* --serve: map every part, then stream them to one learner. */
-static int serve_files(const char *addr, char **paths, size_t n, const char *plugin)
-{
     ro_serve_file_t *files = calloc(n, sizeof *files);
     if (!files)
         return 2;
     int rc = 0;
+    for (size_t i = 0; i < n; i++)
+        files[i].fd = -1;
     for (size_t i = 0; i < n && rc == 0; i++) {
         files[i].name = paths[i];
-        if (map_file(paths[i], &files[i].data, &files[i].len) != 0 || !files[i].data)
+        files[i].fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+        if (files[i].fd < 0) {
+            fprintf(stderr, "rollout-replay: cannot open %s: %s\n", paths[i], strerror(errno));
             rc = 2;
+        }
     }
     if (rc == 0)
-        rc = ro__replay_serve(addr, files, n, plugin, stderr);
+        rc = ro__replay_serve(&o, files, n, stderr);
     for (size_t i = 0; i < n; i++)
-        if (files[i].data)
-            munmap((void *)files[i].data, files[i].len);
+        if (files[i].fd >= 0)
+            close(files[i].fd);
     free(files);
     return rc;
 }
@@ -94,24 +85,15 @@ int main(int argc, char **argv)
     o.out = stdout;
     o.log = stderr;
     if (cfg.serve)
-        return serve_files(cfg.serve, argv + cfg.files, (size_t)(argc - cfg.files), o.plugin);
+        return serve_files(&cfg, argv + cfg.files, (size_t)(argc - cfg.files));
     ro_replay_t *r;
     if (ro__replay_new(&r, &o) != 0) {
         fprintf(stderr, "rollout-replay: out of memory\n");
         return 2;
     }
     int rc = RO_REPLAY_OK;
-    for (int i = cfg.files; i < argc && rc == RO_REPLAY_OK; i++) {
-        const uint8_t *data;
-        size_t len;
-        if (map_file(argv[i], &data, &len) != 0) {
-            rc = RO_REPLAY_UNUSABLE;
-            break;
-        }
-        rc = ro__replay_feed(r, argv[i], data, len);
-        if (data)
-            munmap((void *)data, len);
-    }
+    for (int i = cfg.files; i < argc && rc == RO_REPLAY_OK; i++)
+        rc = ro__replay_feed_path(r, argv[i]);
     int fin = ro__replay_finish(r);
     ro__replay_free(r);
     return rc != RO_REPLAY_OK ? rc : fin;

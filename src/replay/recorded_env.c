@@ -5,33 +5,56 @@
 
 #include "runtime/error.h"
 #include "runtime/rng.h"
+#include "runtime/text.h"
 
 int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
                           const char *plugin, char *err, size_t errlen)
 {
     memset(e, 0, sizeof *e);
-    const char *spec = plugin ? plugin : h->env_spec;
-    char why[400] = "";
-    if (ro__env_open(&e->kind, spec, why, sizeof why) != 0)
-        return ro__errorf(err, errlen, RO_ENOENT, "cannot load env '%s': %s", spec, why);
-    int rc = 0;
-    if (strcmp(e->kind.vt->name, h->env) != 0)
-        rc = ro__errorf(err, errlen, RO_EINVAL, "'%s' is env '%s', the recording is of '%s'", spec,
-                        e->kind.vt->name, h->env);
-    else if (h->n_env_args > RO_MAX_ENV_ARGS)
-        rc = ro__errorf(err, errlen, RO_EINVAL, "more than %d env args", RO_MAX_ENV_ARGS);
-    if (rc == 0) {
-        ro_env_arg_t in[RO_MAX_ENV_ARGS];
-        for (size_t i = 0; i < h->n_env_args; i++) {
-            in[i].key = h->env_args[i]->key;
-            in[i].value = h->env_args[i]->value;
+    char env[120], spec[280];
+    ro__text_log(env, sizeof env, h->env, 80); /* the file's words, for messages */
+    ro__text_log(spec, sizeof spec, h->env_spec, 200);
+    int rc;
+    if (plugin) {
+        /* Code is loaded only from the command line, and must be the env
+         * the recording names. */
+        char why[400] = "";
+        if (ro__env_open(&e->kind, plugin, why, sizeof why) != 0)
+            return ro__errorf(err, errlen, RO_ENOENT, "--plugin '%s': %s", plugin, why);
+        if (strcmp(e->kind.vt->name, h->env) != 0) {
+            rc = ro__errorf(err, errlen, RO_EINVAL,
+                            "--plugin '%s' is env '%s', the recording is of env '%s'", plugin,
+                            e->kind.vt->name, env);
+            goto fail;
         }
-        uint32_t ignored;
-        rc = ro__env_check_args(e->kind.vt, in, h->n_env_args, e->args, &e->nargs, &ignored, err,
-                                errlen);
+    } else if (ro__env_open_builtin(&e->kind, h->env, NULL, 0) != 0) {
+        /* Never the header's env_spec: a file must not make us load code. */
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "the recording's env '%s' is not built in (it was recorded with --env "
+                          "'%s'): give the plugin with --plugin PATH; rollout-replay never loads "
+                          "code because a file names it",
+                          env, spec);
     }
-    if (rc)
-        ro__recorded_env_close(e);
+    if (h->n_env_args > RO_MAX_ENV_ARGS) {
+        rc = ro__errorf(err, errlen, RO_EINVAL, "more than %d env args", RO_MAX_ENV_ARGS);
+        goto fail;
+    }
+    ro_env_arg_t in[RO_MAX_ENV_ARGS];
+    for (size_t i = 0; i < h->n_env_args; i++) {
+        in[i].key = h->env_args[i]->key;
+        in[i].value = h->env_args[i]->value;
+    }
+    uint32_t ignored;
+    rc = ro__env_check_args(e->kind.vt, in, h->n_env_args, e->args, &e->nargs, &ignored, err,
+                            errlen);
+    /* The spaces, checked as the node checks them (registry.h). */
+    if (rc == 0)
+        rc = ro__env_probe(e->kind.vt, e->args, e->nargs, ro__seed_mix(h->seed, 0, RO_STREAM_ENV),
+                           err, errlen);
+    if (rc == 0)
+        return 0;
+fail:
+    ro__recorded_env_close(e);
     return rc;
 }
 

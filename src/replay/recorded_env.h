@@ -1,8 +1,9 @@
 /*
  * The env a trajectory file was recorded with, re-created for rollout-replay
- * (--verify and --serve alike): the kind named by the header (or the
- * --plugin the command line gives), checked to be the recorded env, with the
- * recorded args.
+ * (--verify and --serve alike): the built-in the header names, or the
+ * --plugin the command line gives (never a plugin because the file names
+ * one), checked to be the recorded env, with the recorded args and spaces
+ * checked as the node checks them.
  */
 #ifndef RO_RECORDED_ENV_H
 #define RO_RECORDED_ENV_H
@@ -19,8 +20,9 @@ typedef struct ro_recorded_env {
     size_t nargs;
 } ro_recorded_env_t;
 
-/* ro__recorded_env_open opens the env of header h into e. Returns 0, or a
- * negative code with one line in err. */
+/* ro__recorded_env_open opens the env of header h into e: plugin (the
+ * command line's --plugin, or NULL) or the built-in named h->env. Returns 0,
+ * or a negative code with one line in err. */
 int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
                           const char *plugin, char *err, size_t errlen);
 

@@ -1,13 +1,17 @@
 #include "replay/replay.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "replay/recorded_env.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
+#include "runtime/text.h"
 #include "trajectory/reader.h"
 
 /* Warnings about envs with missing entries, before only counting them. */
@@ -46,6 +50,7 @@ struct ro_replay {
     uint32_t act_n; /* discrete: number of actions */
     bool discrete;
     bool diverged;
+    bool unusable; /* a file or the env could not be used: no verdict of OK */
     uint64_t damaged, cut_short, dropped_shard_steps, unverified_envs;
     uint64_t verified_steps, verified_resets, entries;
     uint32_t files;
@@ -368,47 +373,54 @@ static bool same_recording(const Rollout__V1__TrajectoryHeader *a,
            a->max_episode_steps == b->max_episode_steps && a->check_finite == b->check_finite;
 }
 
-int ro__replay_feed(ro_replay_t *r, const char *name, const uint8_t *data, size_t len)
+/* Every --env index must be one of the recording's envs. */
+static int check_env_filter(ro_replay_t *r)
 {
-    ro_traj_reader_t rd;
-    char err[512] = "";
-    r->name = name;
-    if (ro__traj_reader_open(&rd, data, len, r->o.resync, err, sizeof err) != 0) {
-        fprintf(r->o.log, "rollout-replay: %s: %s\n", name, err);
-        return RO_REPLAY_UNUSABLE;
-    }
+    for (size_t i = 0; i < r->o.nenvs; i++)
+        if (r->o.envs[i] >= r->hdr->num_envs) {
+            fprintf(r->o.log, "rollout-replay: --env %u: %s holds envs 0 to %u only\n",
+                    r->o.envs[i], r->name, r->hdr->num_envs - 1);
+            return RO_REPLAY_UNUSABLE;
+        }
+    return RO_REPLAY_OK;
+}
+
+/* One file, its reader open. */
+static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
+{
+    const char *name = r->name;
     int rc = RO_REPLAY_OK;
     if (!r->have_hdr) {
-        ro__traj_reader_take_header(&rd, &r->hdr, &r->hdr_alloc); /* ours now */
+        ro__traj_reader_take_header(rd, &r->hdr, &r->hdr_alloc); /* ours now */
         r->have_hdr = true;
         r->last_part = r->hdr->part;
         r->envs = calloc(r->hdr->num_envs, sizeof *r->envs);
         if (!r->envs) {
             fprintf(r->o.log, "rollout-replay: out of memory\n");
             rc = RO_REPLAY_UNUSABLE;
-        } else if (r->o.verify) {
+        } else if ((rc = check_env_filter(r)) == RO_REPLAY_OK && r->o.verify) {
             rc = open_env(r);
         }
-        rd.hdr = r->hdr; /* the reader validates batches against it */
+        rd->hdr = r->hdr; /* the reader validates batches against it */
     } else {
-        if (!same_recording(r->hdr, rd.hdr)) {
+        if (!same_recording(r->hdr, rd->hdr)) {
             fprintf(r->o.log,
                     "rollout-replay: %s is from another recording than the files before it\n",
                     name);
             rc = RO_REPLAY_UNUSABLE;
-        } else if (rd.hdr->part != r->last_part + 1) {
+        } else if (rd->hdr->part != r->last_part + 1) {
             fprintf(r->o.log,
                     "rollout-replay: %s is part %u, expected part %u: give the parts in order "
                     "(PATH PATH.1 PATH.2 ...)\n",
-                    name, rd.hdr->part, r->last_part + 1);
+                    name, rd->hdr->part, r->last_part + 1);
             rc = RO_REPLAY_UNUSABLE;
         }
-        r->last_part = rd.hdr->part;
+        r->last_part = rd->hdr->part;
     }
     r->files++;
     Rollout__V1__TransitionBatch *b;
     while (rc == RO_REPLAY_OK) {
-        ro_traj_event_t ev = ro__traj_reader_next(&rd, &b);
+        ro_traj_event_t ev = ro__traj_reader_next(rd, &b);
         if (ev == RO_TRAJ_EOF)
             break;
         if (ev == RO_TRAJ_BATCH) {
@@ -416,20 +428,58 @@ int ro__replay_feed(ro_replay_t *r, const char *name, const uint8_t *data, size_
             r->dropped_shard_steps += b->dropped;
             for (size_t k = 0; k < b->n_env && rc == RO_REPLAY_OK; k++)
                 rc = process_entry(r, b, k);
-            ro__traj_batch_free(&rd, b);
+            ro__traj_batch_free(rd, b);
         } else if (ev == RO_TRAJ_CUT_SHORT) {
             r->cut_short++;
-            fprintf(r->o.log, "rollout-replay: warning: %s: %s\n", name, rd.msg);
-        } else if (ev == RO_TRAJ_CORRUPT) {
+            fprintf(r->o.log, "rollout-replay: warning: %s: %s\n", name, rd->msg);
+        } else if (ev == RO_TRAJ_CORRUPT || ev == RO_TRAJ_SHRANK) {
             r->damaged++;
-            fprintf(r->o.log, "rollout-replay: error: %s: %s\n", name, rd.msg);
+            fprintf(r->o.log, "rollout-replay: error: %s: %s\n", name, rd->msg);
         } else {
-            fprintf(r->o.log, "rollout-replay: note: %s: %s\n", name, rd.msg);
+            fprintf(r->o.log, "rollout-replay: note: %s: %s\n", name, rd->msg);
         }
     }
-    if (rd.hdr == r->hdr)
-        rd.hdr = NULL;
-    ro__traj_reader_close(&rd);
+    if (rd->hdr == r->hdr)
+        rd->hdr = NULL;
+    ro__traj_reader_close(rd);
+    if (rc == RO_REPLAY_UNUSABLE)
+        r->unusable = true;
+    return rc;
+}
+
+int ro__replay_feed(ro_replay_t *r, const char *name, const uint8_t *data, size_t len)
+{
+    ro_traj_reader_t rd;
+    char err[512] = "";
+    r->name = name;
+    if (ro__traj_reader_open(&rd, data, len, r->o.resync, err, sizeof err) != 0) {
+        fprintf(r->o.log, "rollout-replay: %s: %s\n", name, err);
+        r->unusable = true;
+        return RO_REPLAY_UNUSABLE;
+    }
+    return feed(r, &rd);
+}
+
+int ro__replay_feed_path(ro_replay_t *r, const char *path)
+{
+    ro_traj_reader_t rd;
+    char err[512] = "";
+    r->name = path;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(r->o.log, "rollout-replay: cannot open %s: %s\n", path, strerror(errno));
+        r->unusable = true;
+        return RO_REPLAY_UNUSABLE;
+    }
+    int rc;
+    if (ro__traj_reader_open_fd(&rd, fd, r->o.resync, err, sizeof err) != 0) {
+        fprintf(r->o.log, "rollout-replay: %s: %s\n", path, err);
+        r->unusable = true;
+        rc = RO_REPLAY_UNUSABLE;
+    } else {
+        rc = feed(r, &rd);
+    }
+    close(fd);
     return rc;
 }
 
@@ -440,16 +490,22 @@ static void stats_line(FILE *f, const char *env, uint64_t eps, uint64_t steps, d
         fprintf(f, "{\"env\":%s,\"episodes\":0,\"steps\":%" PRIu64 "}\n", env, steps);
         return;
     }
-    fprintf(f,
-            "{\"env\":%s,\"episodes\":%" PRIu64 ",\"steps\":%" PRIu64
-            ",\"return_mean\":%.17g,\"return_min\":%.17g,\"return_max\":%.17g,"
-            "\"length_mean\":%.17g,\"length_min\":%" PRIu64 ",\"length_max\":%" PRIu64 "}\n",
-            env, eps, steps, rs / (double)eps, rmin, rmax, (double)ls / (double)eps, lmin, lmax);
+    /* Returns are sums of recorded rewards: NaN or infinite ones (an env
+     * without --check-finite) are null, not "nan": every line is JSON. */
+    fprintf(f, "{\"env\":%s,\"episodes\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"return_mean\":", env,
+            eps, steps);
+    ro__json_double(f, rs / (double)eps);
+    fputs(",\"return_min\":", f);
+    ro__json_double(f, rmin);
+    fputs(",\"return_max\":", f);
+    ro__json_double(f, rmax);
+    fprintf(f, ",\"length_mean\":%.17g,\"length_min\":%" PRIu64 ",\"length_max\":%" PRIu64 "}\n",
+            (double)ls / (double)eps, lmin, lmax);
 }
 
 int ro__replay_finish(ro_replay_t *r)
 {
-    if (r->o.stats && r->hdr) {
+    if (r->o.stats && r->hdr && !r->unusable) { /* no partial statistics after a fatal error */
         uint64_t eps = 0, steps = 0, ls = 0, lmin = 0, lmax = 0;
         double rs = 0, rmin = 0, rmax = 0;
         for (uint32_t i = 0; i < r->hdr->num_envs; i++) {
@@ -483,8 +539,15 @@ int ro__replay_finish(ro_replay_t *r)
                 "rollout-replay: warning: the recorder dropped %" PRIu64
                 " shard steps (--record-full=drop)\n",
                 r->dropped_shard_steps);
-    int rc = r->damaged || r->diverged ? RO_REPLAY_FAILED : RO_REPLAY_OK;
-    if (r->o.verify)
+    int rc = r->unusable                 ? RO_REPLAY_UNUSABLE
+             : r->damaged || r->diverged ? RO_REPLAY_FAILED
+                                         : RO_REPLAY_OK;
+    if (r->o.verify && r->unusable) /* never "OK" after a file or the env could not be used */
+        fprintf(r->o.log,
+                "rollout-replay: verify not done: %" PRIu64 " steps and %" PRIu64
+                " resets replayed before a file or the env could not be used (see above)\n",
+                r->verified_steps, r->verified_resets);
+    else if (r->o.verify)
         fprintf(r->o.log,
                 "rollout-replay: verify %s: %" PRIu64 " steps and %" PRIu64
                 " resets replayed%s over %u file(s); %" PRIu64

@@ -17,7 +17,7 @@
 typedef struct ro_replay_opts {
     bool verify, dump, stats;
     bool resync;        /* skip damaged records (default) or stop at the first */
-    const char *plugin; /* load the env from here instead of the header's env_spec */
+    const char *plugin; /* the recording's plugin env (never loaded from the header) */
     uint32_t envs[RO_REPLAY_MAX_FILTER];
     size_t nenvs; /* 0 = every env */
     uint64_t episodes[RO_REPLAY_MAX_FILTER];
@@ -46,8 +46,12 @@ int ro__replay_new(ro_replay_t **out, const ro_replay_opts_t *o);
  */
 int ro__replay_feed(ro_replay_t *r, const char *name, const uint8_t *data, size_t len);
 
-/* ro__replay_finish writes the statistics and the verdict; returns the exit
- * status. */
+/* ro__replay_feed_path is ro__replay_feed for the file at path, read with
+ * pread (a file that shrinks meanwhile is an error, not a crash). */
+int ro__replay_feed_path(ro_replay_t *r, const char *path);
+
+/* ro__replay_finish writes the statistics and the verdict ("verify OK"
+ * only if every file and the env could be used); returns the exit status. */
 int ro__replay_finish(ro_replay_t *r);
 
 /* ro__replay_free releases the envs and everything else. */

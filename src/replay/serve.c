@@ -1,34 +1,43 @@
 /*
  * rollout-replay --serve: a node for one learner, on a libuv loop and the
- * one connection module (wire/conn.h). The learner's hello is checked as a
- * node checks it; then every recorded step batch goes out as one
- * Observations frame, and the Actions frame that answers it is checked
- * against the recorded action space and remembered, to compare with the
- * action the recording shows for each env's next step.
+ * one connection module (wire/conn.h). Connections wait in a gate as at a
+ * node (wire/gate.h: small frames, a few slots, a hello deadline); the
+ * first whose hello checks out (token included) is served, later ones are
+ * refused. Then every recorded step batch goes out as one Observations
+ * frame, and the Actions frame that answers it is checked against the
+ * recorded action space and remembered, to compare with the action the
+ * recording shows for each env's next step.
  */
 #include "replay/serve.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <uv.h>
 
 #include "replay/recorded_env.h"
 #include "runtime/error.h"
+#include "runtime/clock.h"
 #include "runtime/rng.h"
+#include "runtime/text.h"
 #include "trajectory/reader.h"
 #include "wire/checks.h"
 #include "wire/conn.h"
 #include "wire/frame.h"
+#include "wire/gate.h"
+#include "wire/listener.h"
 
 #define MAX_QUEUED_BYTES (64u << 20)
 
 typedef struct serve {
     uv_loop_t loop;
-    uv_tcp_t server;
-    ro_conn_t conn;
-    bool have_conn; /* a learner connected (only one is served) */
+    ro_listener_t listener;
+    uv_timer_t watchdog; /* hello deadlines */
+    ro_gate_t gate;      /* connections that have not said hello */
+    ro_conn_t *learner;  /* the one served, once its hello checked out */
+    const ro_serve_opts_t *o;
     ro_pb_alloc_t alloc;
     FILE *log;
     const ro_serve_file_t *files;
@@ -66,9 +75,12 @@ static void finish(serve_t *s, int status, const char *why)
         return;
     s->done = true;
     s->status = status;
-    if (s->have_conn)
-        ro__conn_close(&s->conn, why);
-    uv_close((uv_handle_t *)&s->server, NULL);
+    if (s->learner)
+        ro__conn_close(s->learner, why);
+    for (ro_conn_t *c = s->gate.oldest; c; c = c->gate_next)
+        ro__conn_close(c, "the replay is over");
+    ro__listener_close(&s->listener);
+    uv_close((uv_handle_t *)&s->watchdog, NULL);
 }
 
 /* Compare the learner's last answer for env e with the recorded action of
@@ -171,7 +183,7 @@ static Rollout__V1__TransitionBatch *next_batch(serve_t *s)
                 return NULL;
             char err[256];
             const ro_serve_file_t *f = &s->files[s->file];
-            if (ro__traj_reader_open(&s->rd, f->data, f->len, true, err, sizeof err) != 0) {
+            if (ro__traj_reader_open_fd(&s->rd, f->fd, true, err, sizeof err) != 0) {
                 fprintf(s->log, "rollout-replay: %s: %s\n", f->name, err);
                 s->file = s->nfiles;
                 return NULL;
@@ -198,7 +210,7 @@ static void send_next(serve_t *s)
     for (;;) {
         Rollout__V1__TransitionBatch *b = next_batch(s);
         if (!b) {
-            ro__conn_goodbye(&s->conn, "end of the recording");
+            ro__conn_goodbye(s->learner, "end of the recording");
             finish(s, 0, "end of the recording");
             return;
         }
@@ -234,7 +246,7 @@ static void send_next(serve_t *s)
         s->rows = (uint32_t)rows;
         s->frames++;
         s->served_rows += (uint64_t)rows;
-        if (ro__conn_send(&s->conn, &f) != 0)
+        if (ro__conn_send(s->learner, &f) != 0)
             finish(s, 1, "could not send");
         return;
     }
@@ -248,7 +260,7 @@ static void on_actions(serve_t *s, const Rollout__V1__Actions *a)
                                            "actions for seq %llu; expected those for %llu",
                                            (unsigned long long)a->seq, (unsigned long long)s->seq);
     if (rc) {
-        ro__conn_fail(&s->conn, rc, "%s", err);
+        ro__conn_fail(s->learner, rc, "%s", err);
         finish(s, 1, err);
         return;
     }
@@ -285,8 +297,31 @@ static void send_welcome(serve_t *s, const Rollout__V1__TrajectoryHeader *h)
     ro_frame_t out = ROLLOUT__V1__FRAME__INIT;
     out.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;
     out.welcome = &w;
-    if (ro__conn_send(&s->conn, &out) != 0)
+    if (ro__conn_send(s->learner, &out) != 0)
         finish(s, 1, "could not send the welcome");
+}
+
+/* A stranger's first frame: its hello, or it goes. The first good one is
+ * served; the replay serves one learner, so later ones are refused. */
+static void on_first_frame(serve_t *s, ro_conn_t *c, const ro_frame_t *f)
+{
+    char err[256];
+    bool trainer;
+    ro_hello_rules_t rules = {.learners = true, .token = s->o->token};
+    int rc = ro__check_first_frame(f, &rules, &trainer, err, sizeof err);
+    if (rc == 0 && s->learner)
+        rc = ro__errorf(err, sizeof err, RO_ESHUTDOWN,
+                        "this replay serves one learner, and it has one");
+    if (rc) {
+        ro__conn_fail(c, rc, "%s", err);
+        return;
+    }
+    ro__gate_pass(&s->gate, c, RO_WIRE_DEFAULT_MAX_FRAME);
+    s->learner = c;
+    s->welcomed = true;
+    send_welcome(s, s->hdr);
+    if (!s->done)
+        send_next(s);
 }
 
 static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
@@ -295,23 +330,8 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
     (void)keep;
     if (s->done)
         return;
-    if (!s->welcomed) {
-        char err[256];
-        bool trainer;
-        ro_hello_rules_t rules = {.learners = true};
-        int rc = f->body_case == ROLLOUT__V1__FRAME__BODY_HELLO && f->hello
-                     ? ro__check_hello(f->hello, &rules, &trainer, err, sizeof err)
-                     : ro__errorf(err, sizeof err, RO_EPROTO, "expected a learner's hello, got %s",
-                                  ro__frame_kind(f));
-        if (rc) {
-            ro__conn_fail(c, rc, "%s", err);
-            finish(s, 1, err);
-            return;
-        }
-        s->welcomed = true;
-        send_welcome(s, s->hdr);
-        if (!s->done)
-            send_next(s);
+    if (c != s->learner) {
+        on_first_frame(s, c, f);
         return;
     }
     if (f->body_case == ROLLOUT__V1__FRAME__BODY_ACTIONS) {
@@ -328,19 +348,27 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 static void on_closed(ro_conn_t *c)
 {
     serve_t *s = c->owner;
-    if (!s->done) {
-        fprintf(s->log, "rollout-replay: learner %s\n", c->why[0] ? c->why : "disconnected");
+    ro__gate_leave(&s->gate, c);
+    if (c == s->learner && !s->done) {
+        char why[300];
+        fprintf(s->log, "rollout-replay: learner %s\n",
+                ro__text_log(why, sizeof why, c->why[0] ? c->why : "disconnected", 200));
         finish(s, 1, c->why);
     }
+    if (c != s->learner)
+        free(c); /* the learner's is freed with s */
 }
 
 static const ro_conn_ops_t serve_ops = {.on_frame = on_frame, .on_closed = on_closed};
 
-static void on_connection(uv_stream_t *server, int status)
+static void on_connection(ro_listener_t *l, int fd)
 {
-    serve_t *s = server->data;
-    if (status < 0 || s->have_conn || s->done)
-        return; /* one learner: later ones wait in the backlog until we exit */
+    serve_t *s = l->data;
+    ro_conn_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return;
+    }
     ro_conn_opts_t o = {
         .ops = &serve_ops,
         .owner = s,
@@ -349,20 +377,45 @@ static void on_connection(uv_stream_t *server, int status)
         .max_queued = MAX_QUEUED_BYTES,
         .alloc = &s->alloc,
     };
-    if (ro__conn_accept(&s->conn, server, &o) == 0) {
-        snprintf(s->conn.label, sizeof s->conn.label, "learner %s", s->conn.peer);
-        s->have_conn = true;
+    if (ro__conn_accept(c, &s->loop, fd, &o) != 0) {
+        free(c);
+        return;
     }
+    snprintf(c->label, sizeof c->label, "learner %s", c->peer);
+    if (s->done) {
+        ro__conn_fail(c, RO_ESHUTDOWN, "the replay is over");
+        return;
+    }
+    ro_conn_t *drop = ro__gate_admit(&s->gate, c, ro__now_ns());
+    if (drop)
+        ro__conn_fail(drop, RO_ETIMEDOUT,
+                      "dropped: %u connections wait for their hello, this one the longest",
+                      s->gate.slots);
+}
+
+static void on_watchdog(uv_timer_t *t)
+{
+    serve_t *s = t->data;
+    for (ro_conn_t *c; (c = ro__gate_expired(&s->gate, ro__now_ns()));)
+        ro__conn_fail(c, RO_EPROTO, "no hello within %.1f s", s->o->hello_timeout_s);
 }
 
 static int listen_on(serve_t *s, const char *spec)
 {
     char err[400], name[80];
-    int rc = ro__conn_listen(&s->server, &s->loop, spec, "--serve", true, on_connection, s, name,
-                             sizeof name, err, sizeof err);
+    /* As at a node: off loopback only with a token. */
+    int rc =
+        ro__listener_open(&s->listener, &s->loop, spec, "--serve", s->o->token != NULL,
+                          "rollout-replay", on_connection, s, name, sizeof name, err, sizeof err);
     if (rc) {
         fprintf(s->log, "rollout-replay: %s\n", err);
         return rc;
+    }
+    uv_timer_init(&s->loop, &s->watchdog); /* timers cannot fail to initialise */
+    s->watchdog.data = s;
+    if (s->o->hello_timeout_s > 0) {
+        uint64_t ms = (uint64_t)(s->o->hello_timeout_s * 250.0); /* 4 looks per deadline */
+        uv_timer_start(&s->watchdog, on_watchdog, ms ? ms : 1, ms ? ms : 1);
     }
     fprintf(s->log, "rollout-replay: serving on %s\n", name);
     fflush(s->log);
@@ -383,20 +436,22 @@ static int env_spaces(serve_t *s, const Rollout__V1__TrajectoryHeader *h, const 
     return 0;
 }
 
-int ro__replay_serve(const char *addr, const ro_serve_file_t *files, size_t nfiles,
-                     const char *plugin, FILE *log)
+int ro__replay_serve(const ro_serve_opts_t *o, const ro_serve_file_t *files, size_t nfiles,
+                     FILE *log)
 {
     serve_t *s = calloc(1, sizeof *s);
     if (!s)
         return 2;
+    s->o = o;
     s->log = log;
     s->files = files;
     s->nfiles = nfiles;
     s->status = 2;
     ro__pb_alloc_init(&s->alloc, 4 * (size_t)RO_WIRE_DEFAULT_MAX_FRAME);
+    ro__gate_init(&s->gate, RO_GATE_MIN_SLOTS, o->hello_timeout_s);
     ro_traj_reader_t first;
     char err[256];
-    if (ro__traj_reader_open(&first, files[0].data, files[0].len, true, err, sizeof err) != 0) {
+    if (ro__traj_reader_open_fd(&first, files[0].fd, true, err, sizeof err) != 0) {
         fprintf(log, "rollout-replay: %s: %s\n", files[0].name, err);
         free(s);
         return 2;
@@ -411,7 +466,7 @@ int ro__replay_serve(const char *addr, const ro_serve_file_t *files, size_t nfil
         free(s);
         return 2;
     }
-    if (env_spaces(s, h, plugin, &renv, &env) == 0) {
+    if (env_spaces(s, h, o->plugin, &renv, &env) == 0) {
         s->num_envs = h->num_envs;
         s->obs_dim = h->obs_dim;
         s->act_dim = h->action_dim;
@@ -421,7 +476,7 @@ int ro__replay_serve(const char *addr, const ro_serve_file_t *files, size_t nfil
         s->ans_f = calloc((size_t)s->num_envs * s->act_dim, sizeof *s->ans_f);
         s->steps = calloc(s->num_envs, sizeof *s->steps);
         s->hdr = h;
-        if (s->answered && s->ans_i && s->ans_f && s->steps && listen_on(s, addr) == 0) {
+        if (s->answered && s->ans_i && s->ans_f && s->steps && listen_on(s, o->addr) == 0) {
             s->status = 1;
             uv_run(&s->loop, UV_RUN_DEFAULT);
             fprintf(log,
@@ -444,6 +499,7 @@ int ro__replay_serve(const char *addr, const ro_serve_file_t *files, size_t nfil
     free(s->answered), free(s->ans_i), free(s->ans_f), free(s->steps);
     free(s->env), free(s->fidx), free(s->step), free(s->obs), free(s->fin), free(s->rew);
     free(s->term), free(s->trunc), free(s->start);
+    free(s->learner);
     free(s);
     return status;
 }

@@ -12,6 +12,13 @@
  * instruction where the CPU has it, a table otherwise. Any thread. */
 uint32_t ro__crc32c(uint32_t crc, const void *data, size_t len);
 
+/* ro__crc32c_shift returns ro__crc32c_combine(crc1, 0, len2) below with
+ * the CRC of len2 zero bytes taken out: the part of crc(A || B) that crc(A)
+ * contributes, for |B| = len2. So crc(B) = crc(A || B) ^ shift(crc(A), |B|):
+ * the CRC of any slice of a stream from the CRCs of two of its prefixes, in
+ * constant time (a few GF(2) products). Any thread. */
+uint32_t ro__crc32c_shift(uint32_t crc1, uint64_t len2);
+
 /* ro__crc32c_sw is the portable table version (tests compare the two). */
 uint32_t ro__crc32c_sw(uint32_t crc, const void *data, size_t len);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/text.h"
 #include "wire/frame.h"
 
 /* Constant time in the expected token's length: no timing oracle. */
@@ -29,14 +30,26 @@ int ro__check_hello(const Rollout__V1__Hello *h, const ro_hello_rules_t *rules, 
                           h->protocol_version, RO_PROTOCOL_VERSION);
     bool learner = h->role && strcmp(h->role, "learner") == 0;
     bool train = h->role && strcmp(h->role, "trainer") == 0;
-    if ((learner && !rules->learners) || (train && !rules->trainers) || (!learner && !train))
-        return ro__errorf(
-            err, errlen, RO_EPROTO, "role '%.40s' is not served here (this node takes %s)",
-            h->role ? h->role : "", rules->learners ? "learners" : "trainers pushing policies");
+    if ((learner && !rules->learners) || (train && !rules->trainers) || (!learner && !train)) {
+        char shown[64];
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "role '%s' is not served here (this node takes %s)",
+                          ro__text_log(shown, sizeof shown, h->role, 40),
+                          rules->learners ? "learners" : "trainers pushing policies");
+    }
     if (!token_ok(rules->token, h->token))
         return ro__errorf(err, errlen, RO_EACCES, "missing or wrong token");
     *trainer = train;
     return 0;
+}
+
+int ro__check_first_frame(const Rollout__V1__Frame *f, const ro_hello_rules_t *rules, bool *trainer,
+                          char *err, size_t errlen)
+{
+    if (f->body_case != ROLLOUT__V1__FRAME__BODY_HELLO || !f->hello)
+        return ro__errorf(err, errlen, RO_EPROTO, "expected hello first, got %s",
+                          ro__frame_kind(f));
+    return ro__check_hello(f->hello, rules, trainer, err, errlen);
 }
 
 int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space_t *act, char *err,
@@ -47,10 +60,23 @@ int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space
     const size_t want = rows * dim;
     const size_t got = discrete ? a->n_discrete : a->n_box;
     const unsigned long long seq = (unsigned long long)a->seq;
-    if (got != want || (discrete ? a->n_box : a->n_discrete) != 0)
+    const size_t other = discrete ? a->n_box : a->n_discrete;
+    const char *kind = discrete ? "discrete" : "box", *other_kind = discrete ? "box" : "discrete";
+    /* The wrong kind says so: "0 discrete values" would hide what was sent. */
+    if (other != 0 && got == 0)
         return ro__errorf(err, errlen, RO_EPROTO,
-                          "actions for seq %llu: %zu %s values, expected %zu", seq, got,
-                          discrete ? "discrete" : "box", want);
+                          "actions for seq %llu: %zu %s values, but the env's actions are %s: "
+                          "expected %zu %s values",
+                          seq, other, other_kind, kind, want, kind);
+    if (other != 0)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "actions for seq %llu: %zu discrete and %zu box values in one frame; the "
+                          "env's actions are %s: expected %zu %s values only",
+                          seq, a->n_discrete, a->n_box, kind, want, kind);
+    if (got != want)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "actions for seq %llu: %zu %s values, expected %zu", seq, got, kind,
+                          want);
     for (size_t i = 0; i < want; i++) {
         if (discrete) {
             if (a->discrete[i] < 0 || (uint32_t)a->discrete[i] >= act->n)
@@ -80,9 +106,11 @@ int ro__check_space(const Rollout__V1__Space *sp, ro_space_t *out, char *err, si
         out->n = sp->n;
         return 0;
     }
-    if (strcmp(sp->kind, "box") != 0 || sp->n_shape < 1 || sp->n_shape > RO_SPACE_MAX_DIMS)
-        return ro__errorf(err, errlen, RO_EPROTO, "space of kind '%.20s' with %zu dims", sp->kind,
-                          sp->n_shape);
+    if (strcmp(sp->kind, "box") != 0 || sp->n_shape < 1 || sp->n_shape > RO_SPACE_MAX_DIMS) {
+        char shown[40];
+        return ro__errorf(err, errlen, RO_EPROTO, "space of kind '%s' with %zu dims",
+                          ro__text_log(shown, sizeof shown, sp->kind, 20), sp->n_shape);
+    }
     out->kind = RO_SPACE_BOX;
     out->ndim = (uint32_t)sp->n_shape;
     size_t size = 1;

@@ -29,9 +29,15 @@ typedef struct ro_hello_rules {
 int ro__check_hello(const Rollout__V1__Hello *h, const ro_hello_rules_t *rules, bool *trainer,
                     char *err, size_t errlen);
 
+/* ro__check_first_frame: the first frame of a connection must be a hello
+ * that ro__check_hello accepts ("expected hello first, got ..."). */
+int ro__check_first_frame(const Rollout__V1__Frame *f, const ro_hello_rules_t *rules, bool *trainer,
+                          char *err, size_t errlen);
+
 /* ro__check_actions: an Actions frame answering a batch of `rows` envs
  * whose action space is act: the count, and every value inside the space
- * (finite, in bounds). RO_EPROTO for the count, RO_ERANGE for a value. */
+ * (finite, in bounds). RO_EPROTO for the count or the wrong kind of
+ * values, RO_ERANGE for a value. */
 int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space_t *act, char *err,
                       size_t errlen);
 

@@ -4,9 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/text.h"
 #include "wire/tcp_liveness.h"
+#include "wire/varint.h"
 
 typedef struct write_req {
     uv_write_t req;
@@ -51,12 +54,15 @@ int ro__conn_send(ro_conn_t *c, const ro_frame_t *f)
 
 void ro__conn_log(const ro_conn_t *c, const char *fmt, ...)
 {
-    char msg[512];
+    char msg[512], shown[600], label[300];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "%s: %s: %s\n", c->program, c->label, msg);
+    /* One line whatever the peer put in its strings: no forged lines, no
+     * terminal escapes. */
+    fprintf(stderr, "%s: %s: %s\n", c->program, ro__text_log(label, sizeof label, c->label, 200),
+            ro__text_log(shown, sizeof shown, msg, sizeof msg));
 }
 
 static void send_error(ro_conn_t *c, int code, const char *message)
@@ -116,9 +122,13 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     ro_conn_t *c = h->data;
     (void)suggested;
     /* Straight into the frame reader: no copy. NULL makes libuv report
-     * UV_ENOBUFS to on_read. */
-    uint8_t *to = ro__frame_reader_space(&c->rd, RO_CONN_READ_CHUNK);
-    *buf = uv_buf_init((char *)to, to ? RO_CONN_READ_CHUNK : 0);
+     * UV_ENOBUFS to on_read. A connection held to small frames (before its
+     * hello) reads no more than one of them at a time. */
+    size_t chunk = RO_CONN_READ_CHUNK;
+    if (c->rd.max_frame + RO_VARINT_MAX < chunk)
+        chunk = c->rd.max_frame + RO_VARINT_MAX;
+    uint8_t *to = ro__frame_reader_space(&c->rd, chunk);
+    *buf = uv_buf_init((char *)to, to ? (unsigned)chunk : 0);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -129,7 +139,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     if (nread == UV_ENOBUFS) {
         c->broken = true;
-        ro__conn_fail(c, RO_ENOMEM, "out of memory buffering its frames");
+        if (c->rd.over_budget)
+            ro__conn_fail(c, RO_ENOBUFS,
+                          "its frame would take the %zu MiB held for frames being received "
+                          "(all connections together) over its limit",
+                          c->rd.budget->limit >> 20);
+        else
+            ro__conn_fail(c, RO_ENOMEM, "out of memory buffering its frames");
         return;
     }
     if (nread < 0) {
@@ -176,6 +192,8 @@ static void setup(ro_conn_t *c, const ro_conn_opts_t *o)
     c->closing = false;
     c->broken = false;
     c->why[0] = '\0';
+    c->gate_prev = c->gate_next = NULL;
+    c->gated = false;
     c->tcp.data = c;
     c->creq.data = c;
 }
@@ -190,18 +208,23 @@ static int start(ro_conn_t *c)
     return uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
-int ro__conn_accept(ro_conn_t *c, uv_stream_t *server, const ro_conn_opts_t *o)
+int ro__conn_accept(ro_conn_t *c, uv_loop_t *loop, int fd, const ro_conn_opts_t *o)
 {
     setup(c, o);
     int rc = ro__frame_reader_init(&c->rd, o->max_frame, o->alloc);
-    if (rc)
+    if (rc) {
+        close(fd);
         return rc;
-    if ((rc = uv_tcp_init(server->loop, &c->tcp)) != 0) {
+    }
+    ro__frame_reader_set_budget(&c->rd, o->budget);
+    if ((rc = uv_tcp_init(loop, &c->tcp)) != 0) {
         ro__frame_reader_free(&c->rd);
+        close(fd);
         return RO_EIO;
     }
     c->open = true;
-    if ((rc = uv_accept(server, (uv_stream_t *)&c->tcp)) != 0) {
+    if ((rc = uv_tcp_open(&c->tcp, fd)) != 0) {
+        close(fd);
         ro__conn_close(c, uv_strerror(rc));
         return 0; /* on_closed follows */
     }
@@ -237,6 +260,7 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
     int rc = ro__frame_reader_init(&c->rd, o->max_frame, o->alloc);
     if (rc)
         return rc;
+    ro__frame_reader_set_budget(&c->rd, o->budget);
     if (uv_tcp_init(loop, &c->tcp) != 0) {
         ro__frame_reader_free(&c->rd);
         return RO_EIO;
@@ -251,40 +275,5 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
         ro__conn_close(c, why);
         return 0;
     }
-    return 0;
-}
-
-int ro__conn_listen(uv_tcp_t *server, uv_loop_t *loop, const char *spec, const char *flag,
-                    bool off_loopback_ok, uv_connection_cb cb, void *data, char *bound,
-                    size_t boundlen, char *err, size_t errlen)
-{
-    ro_addr_t a;
-    struct sockaddr_storage ss;
-    int rc = ro__addr_parse(spec, true, &a, flag, err, errlen);
-    if (rc == 0)
-        rc = ro__addr_resolve(loop, &a, &ss, flag, err, errlen);
-    if (rc)
-        return rc;
-    if (!off_loopback_ok && !ro__addr_is_loopback((struct sockaddr *)&ss))
-        return ro__errorf(err, errlen, RO_EINVAL,
-                          "%s '%s' is not a loopback address: a --token-file is required so that "
-                          "only your learners can attach",
-                          flag, spec);
-    if ((rc = uv_tcp_init(loop, server)) != 0)
-        return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec, uv_strerror(rc));
-    server->data = data;
-    rc = uv_tcp_bind(server, (struct sockaddr *)&ss, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)server, 128, cb);
-    if (rc != 0) {
-        uv_close((uv_handle_t *)server, NULL);
-        return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec, uv_strerror(rc));
-    }
-    struct sockaddr_storage got;
-    int glen = sizeof got;
-    if (uv_tcp_getsockname(server, (struct sockaddr *)&got, &glen) == 0)
-        ro__addr_format((struct sockaddr *)&got, bound, boundlen);
-    else
-        snprintf(bound, boundlen, "%s", spec);
     return 0;
 }

@@ -43,10 +43,11 @@ typedef struct ro_conn_ops {
 typedef struct ro_conn_opts {
     const ro_conn_ops_t *ops;
     void *owner;
-    const char *program;  /* log lines start "<program>: <label>: " */
-    size_t max_frame;     /* largest frame accepted */
-    size_t max_queued;    /* bytes queued for writing before the peer is a slow reader */
-    ro_pb_alloc_t *alloc; /* decodes its frames; the owner's, outlives them */
+    const char *program;       /* log lines start "<program>: <label>: " */
+    size_t max_frame;          /* largest frame accepted (ro__conn_set_max_frame changes it) */
+    size_t max_queued;         /* bytes queued for writing before the peer is a slow reader */
+    ro_pb_alloc_t *alloc;      /* decodes its frames; the owner's, outlives them */
+    ro_frame_budget_t *budget; /* shared by the owner's connections (frame.h), or NULL */
 } ro_conn_opts_t;
 
 struct ro_conn {
@@ -58,30 +59,25 @@ struct ro_conn {
     ro_pb_alloc_t *alloc;
     ro_frame_reader_t rd;
     size_t max_queued;
-    bool open;       /* between accept/connect and on_closed */
-    bool closing;    /* ro__conn_close was called */
-    bool broken;     /* the peer sent bytes that are not frames: closed for that */
+    bool open;    /* between accept/connect and on_closed */
+    bool closing; /* ro__conn_close was called */
+    /* The peer broke the connection's rules (bytes that are not frames, a
+     * frame over its limit or the budget) or its owner's (wire/gate.h: no
+     * hello in time): closed for that, the reason logged and sent. */
+    bool broken;
     char peer[64];   /* the peer's address, "ip:port" */
-    char label[128]; /* names the peer in logs; the owner may rewrite it */
-    char why[256];   /* why the connection closed */
+    char label[128]; /* names the peer in logs; the owner may rewrite it (raw: logs escape it) */
+    char why[256];   /* why the connection closed: may hold the peer's words, escape to print */
+    /* The owner's gate (wire/gate.h) while the peer has not said hello. */
+    struct ro_conn *gate_prev, *gate_next;
+    uint64_t gate_since_ns; /* when it entered the gate */
+    bool gated;
 };
 
-/*
- * ro__conn_listen binds server to spec ("HOST:PORT", port 0: any free one;
- * flag names it in messages) and listens, calling cb for each connection
- * (server->data = data). A non-loopback address is refused unless
- * off_loopback_ok (a token protects the listener). The bound address is
- * written to bound ("127.0.0.1:40123"). Returns 0, or a negative code with
- * one line in err (the handle is then closing). Loop thread.
- */
-int ro__conn_listen(uv_tcp_t *server, uv_loop_t *loop, const char *spec, const char *flag,
-                    bool off_loopback_ok, uv_connection_cb cb, void *data, char *bound,
-                    size_t boundlen, char *err, size_t errlen);
-
-/* ro__conn_accept accepts a pending connection from server. Returns 0 (the
- * connection reads and will call on_closed), or a negative code (nothing
- * to close). */
-int ro__conn_accept(ro_conn_t *c, uv_stream_t *server, const ro_conn_opts_t *o);
+/* ro__conn_accept takes fd, a connection accepted on loop (wire/listener.h),
+ * and starts reading. Returns 0 (the connection reads and will call
+ * on_closed), or a negative code (fd closed, nothing else to close). */
+int ro__conn_accept(ro_conn_t *c, uv_loop_t *loop, int fd, const ro_conn_opts_t *o);
 
 /* ro__conn_connect starts connecting to sa; on_connect tells how it went.
  * Returns 0, or a negative code (no callback will come). */
@@ -93,10 +89,18 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
  * reading (over max_queued bytes waiting): the caller should close it. */
 int ro__conn_send(ro_conn_t *c, const ro_frame_t *f);
 
+/* ro__conn_set_max_frame changes the largest frame c accepts from now on
+ * (a frame whose prefix was read already is held to the new limit). */
+static inline void ro__conn_set_max_frame(ro_conn_t *c, size_t max_frame)
+{
+    c->rd.max_frame = max_frame;
+}
+
 /* ro__conn_queued returns the bytes accepted for writing, not yet sent. */
 size_t ro__conn_queued(const ro_conn_t *c);
 
-/* ro__conn_log writes one line "<program>: <label>: <message>" to stderr. */
+/* ro__conn_log writes one line "<program>: <label>: <message>" to stderr,
+ * label and message escaped (runtime/text.h): they may hold a peer's words. */
 __attribute__((format(printf, 2, 3))) void ro__conn_log(const ro_conn_t *c, const char *fmt, ...);
 
 /* ro__conn_fail tells the peer why (an Error frame with code), logs it and

@@ -17,11 +17,40 @@ int ro__frame_reader_init(ro_frame_reader_t *r, size_t max_frame, ro_pb_alloc_t 
     return r->buf ? 0 : RO_ENOMEM;
 }
 
+/* What a buffer of cap bytes is charged to the budget. */
+static size_t charge_of(size_t cap)
+{
+    return cap > RO_FRAME_UNCHARGED ? cap - RO_FRAME_UNCHARGED : 0;
+}
+
+/* Charges the budget for a buffer of cap bytes: false if it has no room. */
+static bool charge(ro_frame_reader_t *r, size_t cap)
+{
+    if (!r->budget)
+        return true;
+    size_t want = charge_of(cap);
+    if (want > r->charged && want - r->charged > r->budget->limit - r->budget->used) {
+        r->over_budget = true;
+        return false;
+    }
+    r->budget->used = r->budget->used - r->charged + want;
+    r->charged = want;
+    return true;
+}
+
+void ro__frame_reader_set_budget(ro_frame_reader_t *r, ro_frame_budget_t *budget)
+{
+    charge(r, 0);
+    r->budget = budget;
+    charge(r, r->cap); /* the uncharged allowance covers a new reader's buffer */
+}
+
 void ro__frame_reader_free(ro_frame_reader_t *r)
 {
     free(r->buf);
     r->buf = NULL;
     r->start = r->len = r->cap = 0;
+    charge(r, 0);
 }
 
 uint8_t *ro__frame_reader_space(ro_frame_reader_t *r, size_t n)
@@ -42,9 +71,13 @@ uint8_t *ro__frame_reader_space(ro_frame_reader_t *r, size_t n)
     size_t cap = r->cap;
     while (cap - r->len < n)
         cap *= 2;
-    uint8_t *b = realloc(r->buf, cap);
-    if (!b)
+    if (!charge(r, cap))
         return NULL;
+    uint8_t *b = realloc(r->buf, cap);
+    if (!b) {
+        charge(r, r->cap);
+        return NULL;
+    }
     r->buf = b;
     r->cap = cap;
     return r->buf + r->len;
@@ -99,12 +132,13 @@ int ro__frame_reader_next(ro_frame_reader_t *r, ro_frame_t **out, char *err, siz
     r->offset += used;
     if (r->start == r->len) {
         r->start = r->len = 0;
-        /* Give back memory a huge frame made us take. */
-        if (r->cap > (1u << 20)) {
+        /* Give back memory (and budget) a large frame made us take. */
+        if (r->cap > RO_FRAME_UNCHARGED) {
             uint8_t *b = realloc(r->buf, 4096);
             if (b) {
                 r->buf = b;
                 r->cap = 4096;
+                charge(r, r->cap);
             }
         }
     }

@@ -11,6 +11,7 @@
 #ifndef RO_FRAME_H
 #define RO_FRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,26 +24,50 @@
 
 typedef Rollout__V1__Frame ro_frame_t;
 
+/* The buffer bytes a reader holds without charging its budget: enough for
+ * every small frame and a socket read (conn.h). */
+#define RO_FRAME_UNCHARGED (128u << 10)
+
+/*
+ * A byte budget shared by several readers (e.g. every connection of a
+ * node): what their buffers hold beyond RO_FRAME_UNCHARGED each, together,
+ * stays within limit. So many peers each sending part of a large frame
+ * cannot make us hold many large buffers at once. One owner thread.
+ */
+typedef struct ro_frame_budget {
+    size_t limit; /* most bytes charged at once */
+    size_t used;  /* bytes charged now */
+} ro_frame_budget_t;
+
 /* Accumulates stream bytes and cuts them into frames. One owner thread. */
 typedef struct ro_frame_reader {
-    uint8_t *buf;         /* bytes [start, len) are buffered, not yet decoded */
-    size_t start;         /* first buffered byte */
-    size_t len;           /* end of the buffered bytes */
-    size_t cap;           /* grows up to one frame, its prefix and one read */
-    size_t max_frame;     /* largest accepted frame body; the owner may change it */
-    uint64_t offset;      /* stream offset of buf[start], for messages */
-    ro_pb_alloc_t *alloc; /* decodes; the caller's, shared by whatever it reads */
+    uint8_t *buf;              /* bytes [start, len) are buffered, not yet decoded */
+    size_t start;              /* first buffered byte */
+    size_t len;                /* end of the buffered bytes */
+    size_t cap;                /* grows up to one frame, its prefix and one read */
+    size_t max_frame;          /* largest accepted frame body; the owner may change it */
+    uint64_t offset;           /* stream offset of buf[start], for messages */
+    ro_pb_alloc_t *alloc;      /* decodes; the caller's, shared by whatever it reads */
+    ro_frame_budget_t *budget; /* charged for cap over RO_FRAME_UNCHARGED, or NULL */
+    size_t charged;            /* what this reader holds of budget->used */
+    bool over_budget;          /* space() failed for the budget (not for malloc) */
 } ro_frame_reader_t;
 
 /* ro__frame_reader_init prepares a reader that decodes with alloc (which
  * must outlive every frame it decoded). Returns 0 or RO_ENOMEM. */
 int ro__frame_reader_init(ro_frame_reader_t *r, size_t max_frame, ro_pb_alloc_t *alloc);
+
+/* ro__frame_reader_set_budget makes r charge budget (which must outlive it)
+ * for its buffer from now on; NULL: no budget. */
+void ro__frame_reader_set_budget(ro_frame_reader_t *r, ro_frame_budget_t *budget);
+/* ro__frame_reader_free frees the buffer and gives its charge back. */
 void ro__frame_reader_free(ro_frame_reader_t *r);
 
 /* ro__frame_reader_space returns where the next n bytes read from the
  * stream may be written (room for at least n), so that a socket reads
  * straight into the reader; then ro__frame_reader_commit(r, got). Returns
- * NULL if out of memory. */
+ * NULL if out of memory, or if the buffer would take the budget over its
+ * limit (r->over_budget is then set). */
 uint8_t *ro__frame_reader_space(ro_frame_reader_t *r, size_t n);
 void ro__frame_reader_commit(ro_frame_reader_t *r, size_t n);
 

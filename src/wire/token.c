@@ -1,6 +1,7 @@
 #include "wire/token.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,7 +22,12 @@ int ro__token_read(const char *path, char *out, size_t outlen, char *err, size_t
     while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == '\r' || out[len - 1] == ' ' ||
                        out[len - 1] == '\t'))
         out[--len] = '\0';
-    if (more || len == 0 || strlen(out) != len) {
+    /* One line: a newline (or any control character) inside is a second
+     * line or a stray byte, not part of a secret. */
+    bool control = false;
+    for (size_t i = 0; i < len; i++)
+        control |= (unsigned char)out[i] < 0x20 || out[i] == 0x7f;
+    if (more || len == 0 || strlen(out) != len || control) {
         snprintf(err, errlen, "--token-file '%s': expected one line of 1 to %zu characters", path,
                  outlen - 2);
         return RO_EINVAL;

@@ -4,8 +4,10 @@
  * hello, actions for an unknown seq or before a hello each close only that
  * learner, with an Error frame saying why, and count in `rejected`; stopping
  * says goodbye to every learner, tells every shard it holds (and any that
- * offers later) to stop, and turns new connections away. And a hub that
- * cannot listen says why and leaves nothing behind.
+ * offers later) to stop, and turns new connections away. Strangers (no
+ * hello yet) wait in the gate, apart: never counted against max_learners,
+ * the longest waiting dropped when its slots are full, held to 4 KiB
+ * frames. And a hub that cannot listen says why and leaves nothing behind.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -157,6 +159,71 @@ static void test_stop(void **state)
     hub_test_free(t);
 }
 
+typedef struct strangers {
+    learner_t *L[20];
+    uint32_t n, closed;
+} strangers_t;
+
+static bool connected(void *ctx)
+{
+    return ((learner_t *)ctx)->connected;
+}
+
+static bool some_closed(void *ctx)
+{
+    strangers_t *s = ctx;
+    uint32_t closed = 0;
+    for (uint32_t i = 0; i < s->n; i++)
+        closed += s->L[i]->closed;
+    return closed >= s->closed;
+}
+
+/* 20 silent connections and a hub of max_learners 8: the gate keeps 16
+ * (its minimum), dropping the 4 that waited longest; a learner that says
+ * hello is welcomed all the same. A stranger's frame over 4 KiB is refused
+ * from its prefix. */
+static void test_strangers_wait_apart(void **state)
+{
+    (void)state;
+    hub_test_t *t = hub_test_new();
+    offer_all(t, RO_MSG_OBS_READY);
+    strangers_t s = {.n = 20, .closed = 4};
+    for (uint32_t i = 0; i < s.n; i++)
+        s.L[i] = learner_connect(t, "silent", SILENT);
+    loop_wait(&t->loop, some_closed, &s, "the gate dropping the 4 strangers that waited longest");
+    uint32_t dropped = 0;
+    for (uint32_t i = 0; i < s.n; i++) {
+        if (!s.L[i]->closed)
+            continue;
+        dropped++;
+        assert_true(s.L[i]->got_error);
+        assert_int_equal(s.L[i]->error_code, (uint32_t)-RO_ETIMEDOUT);
+        assert_non_null(strstr(s.L[i]->error_msg, "dropped: 16 connections wait for their hello"));
+    }
+    assert_int_equal(dropped, 4);
+    learner_t *good = learner_connect(t, "good", GOOD);
+    wait_rows(t, good, NUM_ENVS, "observations of all 6 envs at a learner among 16 strangers");
+    /* A stranger's large frame: refused from its length prefix. */
+    learner_t *big = learner_connect(t, "big", SILENT);
+    loop_wait(&t->loop, connected, big, "the large sender connecting");
+    Rollout__V1__Goodbye g = ROLLOUT__V1__GOODBYE__INIT;
+    char reason[5000];
+    memset(reason, 'x', sizeof reason - 1);
+    reason[sizeof reason - 1] = '\0';
+    g.reason = reason;
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_GOODBYE;
+    f.goodbye = &g;
+    learner_send(big, &f);
+    loop_wait(&t->loop, learner_closed, big, "the hub closing a stranger's 5 KB frame");
+    assert_non_null(strstr(big->error_msg, "exceeds the limit of 4096"));
+    learner_close_and_free(t, big);
+    learner_close_and_free(t, good);
+    for (uint32_t i = 0; i < s.n; i++)
+        learner_close_and_free(t, s.L[i]);
+    hub_test_free(t);
+}
+
 /* ro__hub_new refuses a listener off loopback without a token, and a port
  * already taken, with one line naming --listen; nothing is left open or
  * allocated (ASan checks the rest). */
@@ -201,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_bad_frames_close_only_that_learner),
         cmocka_unit_test(test_stop),
         cmocka_unit_test(test_new_refuses_bad_listen),
+        cmocka_unit_test(test_strangers_wait_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,9 @@
 /* The logger's episode lines: the fast formatter writes exactly what the
  * fprintf format writes, and values it does not handle (fractions, -0,
- * non-finite, beyond 2^53) still go through fprintf. With throughput_only
- * (--metrics-every) only throughput lines, each with its interval's
- * episodes and mean return (null when none ended). */
+ * non-finite, beyond 2^53) still go through fprintf; a NaN or infinite
+ * return is null (JSON has no such numbers: every line parses strictly).
+ * With throughput_only (--metrics-every) only throughput lines, each with
+ * its interval's episodes and mean return (null when none ended). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,14 +27,18 @@ static void no_sample(void *ctx, ro_logger_sample_t *out)
     memset(out, 0, sizeof *out);
 }
 
-/* What the logger wrote before it formatted lines itself. */
+/* What the logger wrote before it formatted lines itself (with null for a
+ * return that is not a finite number). */
 static void reference(char *buf, size_t len, uint64_t dt_ns, const ro_metric_t *m)
 {
+    char ret[32] = "null";
+    if (isfinite(m->value))
+        snprintf(ret, sizeof ret, "%.17g", m->value);
     snprintf(buf, len,
              "{\"type\":\"episode\",\"t\":%.6f,\"env\":%u,\"episode\":%llu,"
-             "\"return\":%.17g,\"length\":%u,\"terminated\":%s,\"truncated\":%s,"
+             "\"return\":%s,\"length\":%u,\"terminated\":%s,\"truncated\":%s,"
              "\"policy_first\":%llu,\"policy_last\":%llu}\n",
-             (double)dt_ns * 1e-9, m->env, (unsigned long long)m->episode, m->value, m->length,
+             (double)dt_ns * 1e-9, m->env, (unsigned long long)m->episode, ret, m->length,
              m->terminated ? "true" : "false", m->truncated ? "true" : "false",
              (unsigned long long)m->policy_first, (unsigned long long)m->policy_last);
 }
@@ -53,9 +58,10 @@ static void test_episode_lines_match_fprintf(void **state)
                              1e300,
                              9007199254740992.0,
                              INFINITY,
-                             -INFINITY};
-    const uint64_t dts[] = {0, 999, 1234567, 2000000000, 3600123456789ull, 17, 42000, 1, 999999999,
-                            5, 6,   7,       8};
+                             -INFINITY,
+                             NAN};
+    const uint64_t dts[] = {
+        0, 999, 1234567, 2000000000, 3600123456789ull, 17, 42000, 1, 999999999, 5, 6, 7, 8, 9};
     const size_t n = sizeof values / sizeof values[0];
 
     char path[] = "/tmp/ro-test-logger-XXXXXX";

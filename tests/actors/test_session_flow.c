@@ -211,7 +211,8 @@ static void test_bad_answers_change_nothing(void **state)
     expect_refused(t, 1, (const int32_t[]){0, 1, 2, 0, 1}, NULL, 5,
                    "actions for seq 1: 5 discrete values, expected 4");
     expect_refused(t, 1, NULL, (const float[]){0, 0, 0, 0}, 4,
-                   "actions for seq 1: 0 discrete values, expected 4");
+                   "actions for seq 1: 4 box values, but the env's actions are discrete: expected "
+                   "4 discrete values");
     expect_refused(t, 1, (const int32_t[]){0, 1, 3, 0}, NULL, 4,
                    "actions for seq 1: action 3 at 2 is outside [0, 3)");
     expect_refused(t, 1, (const int32_t[]){0, -1, 2, 0}, NULL, 4,

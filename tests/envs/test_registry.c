@@ -270,6 +270,80 @@ static void test_arg_parsers(void **state)
     }
 }
 
+/* A name a file gave: never loaded, whatever it looks like. */
+static void test_open_builtin_never_loads(void **state)
+{
+    (void)state;
+    ro_env_kind_t k;
+    char err[256] = "";
+    assert_int_equal(ro__env_open_builtin(&k, "pendulum", err, sizeof err), 0);
+    assert_ptr_equal(k.vt, &ro__env_pendulum);
+    ro__env_close(&k);
+    const char *paths[] = {RO_PLUGIN_PATH, "./x.so", "sub/run.traj.1", "", "cartpole\n"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        assert_int_equal(ro__env_open_builtin(&k, paths[i], err, sizeof err), RO_ENOENT);
+        assert_null(k.vt);
+        assert_null(k.dl_handle);
+        assert_contains(err, "unknown env '");
+        assert_null(strchr(err, '\n')); /* escaped */
+    }
+}
+
+/* Every way a space can be wrong, each named. */
+static void test_check_spaces(void **state)
+{
+    (void)state;
+    float lo[3] = {-1, -1, -INFINITY}, hi[3] = {1, 1, INFINITY}, bad[3] = {1, NAN, 1};
+    const ro_space_t box = {.kind = RO_SPACE_BOX, .ndim = 1, .shape = {3}, .low = lo, .high = hi};
+    const ro_space_t disc = {.kind = RO_SPACE_DISCRETE, .n = 4};
+    char err[256];
+    assert_int_equal(ro__env_check_spaces(&ro__env_cartpole, &box, &disc, err, sizeof err), 0);
+    assert_int_equal(ro__env_check_spaces(&ro__env_cartpole, &box, &box, err, sizeof err), 0);
+    const struct {
+        ro_space_t obs, act;
+        const char *words;
+    } cases[] = {
+        {disc, disc, "the observation space must be a box"},
+        {box,
+         {.kind = RO_SPACE_BOX, .ndim = 1, .shape = {3}, .high = hi},
+         "the action box's low bounds are NULL"},
+        {box,
+         {.kind = RO_SPACE_BOX, .ndim = 1, .shape = {3}, .low = lo},
+         "the action box's high bounds are NULL"},
+        {box,
+         {.kind = RO_SPACE_BOX, .ndim = 1, .shape = {3}, .low = lo, .high = bad},
+         "the action box's bounds [-1, nan] at 1 are not a range"},
+        {box,
+         {.kind = RO_SPACE_BOX, .ndim = 1, .shape = {3}, .low = hi, .high = lo},
+         "the action box's bounds [1, -1] at 0 are not a range"},
+        {box,
+         {.kind = RO_SPACE_BOX, .ndim = 0, .low = lo, .high = hi},
+         "the action box has 0 dims"},
+        {box,
+         {.kind = RO_SPACE_BOX, .ndim = 9, .low = lo, .high = hi},
+         "the action box has 9 dims"},
+        {box,
+         {.kind = RO_SPACE_BOX, .ndim = 2, .shape = {3, 0}, .low = lo, .high = hi},
+         "the action box has shape[1] = 0"},
+        {box,
+         {.kind = RO_SPACE_BOX, .ndim = 2, .shape = {4096, 4096}, .low = lo, .high = hi},
+         "the action box has shape[1] = 4096"},
+        {box, {.kind = RO_SPACE_DISCRETE, .n = 0}, "the action space has 0 discrete actions"},
+        {box, {.kind = 7}, "the action space's kind 7 is neither discrete nor box"},
+        {{.kind = RO_SPACE_BOX, .ndim = 1, .shape = {3}, .low = lo},
+         disc,
+         "the observation box's high bounds are NULL"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal(
+            ro__env_check_spaces(&ro__env_cartpole, &cases[i].obs, &cases[i].act, err, sizeof err),
+            RO_EINVAL);
+        assert_contains(err, "env 'cartpole': ");
+        assert_contains(err, cases[i].words);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +356,8 @@ int main(void)
         cmocka_unit_test(test_check_args_consumes_max_steps),
         cmocka_unit_test(test_check_args_errors),
         cmocka_unit_test(test_arg_parsers),
+        cmocka_unit_test(test_open_builtin_never_loads),
+        cmocka_unit_test(test_check_spaces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,7 +41,9 @@ def verified_steps(stderr):
 
 class Record(nu.TempDirCase):
     def check_verify(self, s, *files, **kw):
-        p = replay("--verify", *files, **kw)
+        # A plugin env is loaded only from --plugin, never from the header.
+        plugin = ("--plugin", kw.pop("plugin")) if "plugin" in kw else ()
+        p = replay("--verify", *plugin, *files, **kw)
         self.assertEqual(p.returncode, 0, p.stderr)
         steps, resets = verified_steps(p.stderr)
         self.assertEqual(steps, s["steps"])
@@ -72,7 +74,7 @@ class Record(nu.TempDirCase):
         s = record(f, "--env", nu.PLUGIN, "--policy", "random", "--num-envs", 8,
                    "--steps", 8 * 450, "--env-arg", "max_episode_steps=150")
         self.assertEqual(s["env"], "mountaincar")
-        self.check_verify(s, f)
+        self.check_verify(s, f, plugin=nu.PLUGIN)
 
     def test_several_workers_and_threads(self):
         extra = 1 if nu.linked_with("libtsan") else 0
@@ -260,7 +262,7 @@ class Record(nu.TempDirCase):
     def test_broken_env_is_found(self):
         f = self.path("drift.traj")
         s = record(f, "--env", DRIFT, "--num-envs", 4, "--steps", 4 * 500, "--shard", 2)
-        self.check_verify(s, f)
+        self.check_verify(s, f, plugin=DRIFT)
         # The bug changes the env's behaviour after its 123rd step: replay
         # must point at that step of the first env to reach it in the file.
         rows = [json.loads(line) for line in replay("--dump", f).stdout.splitlines()]
@@ -273,7 +275,7 @@ class Record(nu.TempDirCase):
             if count[r["env"]] == 124:
                 want = r
                 break
-        p = replay("--verify", f, env={"DRIFT_BUG_AFTER": "123"})
+        p = replay("--verify", "--plugin", DRIFT, f, env={"DRIFT_BUG_AFTER": "123"})
         self.assertEqual(p.returncode, 1, p.stderr)
         m = re.search(r"divergence in (\S+) \(record (\d+)\): env (\d+), episode (\d+), "
                       r"step (\d+), (\S+): recorded (\S+) \(0x[0-9a-f]+\), replayed (\S+)",

@@ -348,10 +348,23 @@ class ReplayServe(nu.TempDirCase):
             if "serving on" in line:
                 addr = line.split()[-1]
                 break
+        # A stranger's garbage closes that connection only: the replay goes
+        # on waiting for a learner, as a node would.
         c = w.Conn(addr)
         c.send_raw(b"\x03abc")
         f = c.recv()
         self.assertEqual(f.WhichOneof("body"), "error")
+        self.assertIsNone(c.recv())
+        self.assertIsNone(p.poll())
+        # The served learner breaking the protocol ends the replay: exit 1.
+        c = w.Conn(addr)
+        self.assertEqual(c.hello().WhichOneof("body"), "welcome")
+        f = c.recv()
+        self.assertEqual(f.WhichOneof("body"), "observations")
+        c.send(actions=w.pb2().Actions(seq=f.observations.seq, discrete=[9] * len(f.observations.env)))
+        f = c.recv()
+        self.assertEqual(f.WhichOneof("body"), "error")
+        self.assertIn("outside [0, 2)", f.error.message)
         p.wait(timeout=nu.HANG_GUARD_S)
         self.assertEqual(p.returncode, 1)
 
@@ -422,28 +435,33 @@ class Churn(nu.TempDirCase):
 
 class Slots(nu.TempDirCase):
     def test_silent_connections_cannot_hold_the_slots(self):
-        # Connections that never say hello are closed after --hello-timeout,
-        # so they cannot keep learners out for good.
+        # Connections that have not said hello wait apart (wire/gate.h): they
+        # never count against --max-learners, and are closed after
+        # --hello-timeout. Only attached learners fill the slots.
         node, addr = w.start_node(nu.NODE, "--num-envs", 16, "--seconds", 0, "--max-learners",
                                   2, "--hello-timeout", 3)
-        # The node accepts in arrival order: the third connection finds both
-        # slots taken (3 s of silence is far more than it takes to get there).
         silent = [w.Conn(addr), w.Conn(addr)]
-        late = w.Conn(addr)
-        refused = late.hello()
-        late.close()
-        self.assertEqual(refused.WhichOneof("body"), "error")
-        self.assertIn("too many connections", refused.error.message)
+        first, second, third = w.Conn(addr), w.Conn(addr), w.Conn(addr)
+        self.assertEqual(first.hello().WhichOneof("body"), "welcome")
+        self.assertEqual(second.hello().WhichOneof("body"), "welcome")
+        refused = third.hello()
+        while refused is not None and refused.WhichOneof("body") != "error":
+            refused = third.recv()
+        self.assertIsNotNone(refused, "the third learner was neither welcomed nor refused")
+        self.assertIn("too many learners attached (limit 2)", refused.error.message)
+        third.close()
         for c in silent:
             f = c.recv()
             self.assertEqual(f.WhichOneof("body"), "error")
             self.assertIn("no hello within 3.0 s", f.error.message)
             self.assertIsNone(c.recv())
             c.close()
-        good = w.Conn(addr)
-        self.assertEqual(good.hello().WhichOneof("body"), "welcome")
-        self.assertEqual(good.recv().WhichOneof("body"), "observations")
-        good.close()
+        for c in (first, second):
+            f = c.recv()
+            while f is not None and f.WhichOneof("body") != "observations":
+                f = c.recv()
+            self.assertIsNotNone(f, "an attached learner got no observations")
+            c.close()
         node.send_signal(signal.SIGINT)
         s, err = finish(node)
         self.assertEqual(node.returncode, 0, err)

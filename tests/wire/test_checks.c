@@ -81,8 +81,21 @@ static void test_actions(void **state)
     float b[4] = {0.5f, 5.0f, -1.0f, 0.0f};
     a.box = b;
     a.n_box = 4;
-    expect_fail(ro__check_actions(&a, 3, &disc, err, sizeof err), RO_EPROTO, "discrete values");
+    expect_fail(ro__check_actions(&a, 3, &disc, err, sizeof err), RO_EPROTO,
+                "actions for seq 9: 3 discrete and 4 box values in one frame; the env's actions "
+                "are discrete: expected 3 discrete values only");
     a.n_discrete = 0;
+    /* The wrong kind says so, both ways (not "0 discrete values"). */
+    expect_fail(ro__check_actions(&a, 3, &disc, err, sizeof err), RO_EPROTO,
+                "actions for seq 9: 4 box values, but the env's actions are discrete: expected 3 "
+                "discrete values");
+    a.n_discrete = 3;
+    a.n_box = 0;
+    expect_fail(ro__check_actions(&a, 2, &box, err, sizeof err), RO_EPROTO,
+                "actions for seq 9: 3 discrete values, but the env's actions are box: expected 4 "
+                "box values");
+    a.n_discrete = 0;
+    a.n_box = 4;
     assert_int_equal(ro__check_actions(&a, 2, &box, err, sizeof err), 0);
     expect_fail(ro__check_actions(&a, 3, &box, err, sizeof err), RO_EPROTO,
                 "4 box values, expected 6");
@@ -203,6 +216,33 @@ static void test_observations(void **state)
                 "inconsistent"); /* an empty batch is never sent */
 }
 
+/* The first frame of a connection must be a hello that passes. */
+static void test_first_frame(void **state)
+{
+    (void)state;
+    ro_hello_rules_t rules = {.learners = true, .token = "t"};
+    bool trainer;
+    Rollout__V1__Frame f = ROLLOUT__V1__FRAME__INIT;
+    Rollout__V1__Actions a = ROLLOUT__V1__ACTIONS__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_ACTIONS;
+    f.actions = &a;
+    expect_fail(ro__check_first_frame(&f, &rules, &trainer, err, sizeof err), RO_EPROTO,
+                "expected hello first, got actions");
+    Rollout__V1__Hello h = ROLLOUT__V1__HELLO__INIT;
+    h.protocol_version = 1;
+    h.role = "learner";
+    h.token = "t";
+    f.body_case = ROLLOUT__V1__FRAME__BODY_HELLO;
+    f.hello = &h;
+    assert_int_equal(ro__check_first_frame(&f, &rules, &trainer, err, sizeof err), 0);
+    h.token = "u";
+    expect_fail(ro__check_first_frame(&f, &rules, &trainer, err, sizeof err), RO_EACCES, "token");
+    /* A peer's role is shown escaped: one line, no terminal sequence. */
+    h.role = "x\n\x1b[2J";
+    expect_fail(ro__check_first_frame(&f, &rules, &trainer, err, sizeof err), RO_EPROTO,
+                "role 'x\\x0a\\x1b[2J' is not served here");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_actions),
         cmocka_unit_test(test_spaces_and_welcome),
         cmocka_unit_test(test_observations),
+        cmocka_unit_test(test_first_frame),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

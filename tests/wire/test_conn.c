@@ -28,6 +28,7 @@
 #include "loop_fixture.h"
 #include "runtime/error.h"
 #include "wire/conn.h"
+#include "wire/listener.h"
 
 #define ERRLEN 512
 #define BIG_FLOATS 50000 /* 200 KB of observations: several read chunks */
@@ -46,7 +47,7 @@ typedef struct end {
 
 typedef struct fixture {
     uv_loop_t loop;
-    uv_tcp_t server;
+    ro_listener_t server;
     char bound[80];
     end_t srv, cli;
     size_t srv_max_queued;
@@ -100,13 +101,12 @@ static ro_conn_opts_t opts_for(end_t *e, size_t max_queued)
     };
 }
 
-static void on_connection(uv_stream_t *server, int status)
+static void on_connection(ro_listener_t *l, int fd)
 {
-    fixture_t *t = server->data;
-    assert_int_equal(status, 0);
+    fixture_t *t = l->data;
     assert_false(t->accepted); /* one connection per test */
     ro_conn_opts_t o = opts_for(&t->srv, t->srv_max_queued);
-    assert_int_equal(ro__conn_accept(&t->srv.c, server, &o), 0);
+    assert_int_equal(ro__conn_accept(&t->srv.c, &t->loop, fd, &o), 0);
     t->accepted = true;
 }
 
@@ -116,8 +116,8 @@ static void listen_loopback(fixture_t *t, size_t srv_max_queued)
     t->srv_max_queued = srv_max_queued;
     assert_int_equal(uv_loop_init(&t->loop), 0);
     char err[ERRLEN] = "";
-    int rc = ro__conn_listen(&t->server, &t->loop, "127.0.0.1:0", "--listen", false, on_connection,
-                             t, t->bound, sizeof t->bound, err, sizeof err);
+    int rc = ro__listener_open(&t->server, &t->loop, "127.0.0.1:0", "--listen", false, "test_conn",
+                               on_connection, t, t->bound, sizeof t->bound, err, sizeof err);
     if (rc)
         fail_msg("listen: %s", err);
     assert_int_equal(strncmp(t->bound, "127.0.0.1:", 10), 0);
@@ -242,7 +242,7 @@ static void test_frames_both_ways(void **state)
     assert_int_equal(ro__conn_send(&t->srv.c, &f), RO_EIO); /* closed */
     free_kept(&t->srv);
     free_kept(&t->cli);
-    uv_close((uv_handle_t *)&t->server, NULL);
+    ro__listener_close(&t->server);
     loop_finish(&t->loop);
     free(t);
 }
@@ -320,7 +320,7 @@ static void test_garbage_closes_broken(void **state)
         assert_int_equal(ro__frame_reader_next(&r, &f, err, sizeof err), 0); /* nothing more */
         ro__frame_reader_free(&r);
         close(fd);
-        uv_close((uv_handle_t *)&t->server, NULL);
+        ro__listener_close(&t->server);
         loop_finish(&t->loop);
         free(t);
     }
@@ -329,10 +329,10 @@ static void test_garbage_closes_broken(void **state)
 static void expect_listen_error(uv_loop_t *loop, const char *spec, bool off_loopback_ok, int code,
                                 const char *needle)
 {
-    uv_tcp_t server;
+    ro_listener_t server;
     char bound[80], err[ERRLEN] = "";
-    int rc = ro__conn_listen(&server, loop, spec, "--listen", off_loopback_ok, on_connection, NULL,
-                             bound, sizeof bound, err, sizeof err);
+    int rc = ro__listener_open(&server, loop, spec, "--listen", off_loopback_ok, "test_conn",
+                               on_connection, NULL, bound, sizeof bound, err, sizeof err);
     if (rc != code || !strstr(err, needle))
         fail_msg("listen '%s': expected %d saying \"%s\", got %d \"%s\"", spec, code, needle, rc,
                  err);
@@ -356,15 +356,15 @@ static void test_listen_refusals(void **state)
     expect_listen_error(&t->loop, t->bound, false, RO_EIO, "address already in use");
 
     /* With a token, any address: the kernel's wildcard here. */
-    uv_tcp_t any;
+    ro_listener_t any;
     char bound[80], err[ERRLEN] = "";
-    int rc = ro__conn_listen(&any, &t->loop, "0.0.0.0:0", "--listen", true, on_connection, NULL,
-                             bound, sizeof bound, err, sizeof err);
+    int rc = ro__listener_open(&any, &t->loop, "0.0.0.0:0", "--listen", true, "test_conn",
+                               on_connection, NULL, bound, sizeof bound, err, sizeof err);
     if (rc)
         fail_msg("listen 0.0.0.0:0 with a token: %s", err);
     assert_int_equal(strncmp(bound, "0.0.0.0:", 8), 0);
-    uv_close((uv_handle_t *)&any, NULL);
-    uv_close((uv_handle_t *)&t->server, NULL);
+    ro__listener_close(&any);
+    ro__listener_close(&t->server);
     loop_finish(&t->loop);
     free(t);
 }
@@ -409,7 +409,7 @@ static void test_slow_reader_enobufs(void **state)
     assert_string_equal(t->srv.why, "slow reader");
     close(fd);
     free(obs);
-    uv_close((uv_handle_t *)&t->server, NULL);
+    ro__listener_close(&t->server);
     loop_finish(&t->loop);
     free(t);
 }
@@ -427,7 +427,7 @@ static void test_connect_refused(void **state)
     assert_non_null(t);
     listen_loopback(t, 64u << 20);
     struct sockaddr_storage ss = bound_addr(t); /* a port that was free ... */
-    uv_close((uv_handle_t *)&t->server, NULL);  /* ... and is again */
+    ro__listener_close(&t->server);             /* ... and is again */
     uv_run(&t->loop, UV_RUN_NOWAIT);
     ro_conn_opts_t co = opts_for(&t->cli, 64u << 20);
     assert_int_equal(ro__conn_connect(&t->cli.c, &t->loop, (struct sockaddr *)&ss, &co), 0);

@@ -257,6 +257,57 @@ static void test_malformed_input(void **state)
     free_stream(&s);
 }
 
+/* Readers sharing a budget: each holds RO_FRAME_UNCHARGED for free, and
+ * what they hold beyond it, together, stays within the budget; a reader
+ * that would go over is refused (over_budget) and gives its charge back
+ * once its frame is read or it is freed. */
+static void test_shared_budget(void **state)
+{
+    (void)state;
+    ro_frame_budget_t budget = {.limit = 3u << 20};
+    ro_frame_reader_t a, b, c;
+    assert_int_equal(ro__frame_reader_init(&a, 8u << 20, fresh_alloc()), 0);
+    assert_int_equal(ro__frame_reader_init(&b, 8u << 20, &alloc), 0);
+    assert_int_equal(ro__frame_reader_init(&c, 8u << 20, &alloc), 0);
+    ro__frame_reader_set_budget(&a, &budget);
+    ro__frame_reader_set_budget(&b, &budget);
+    ro__frame_reader_set_budget(&c, &budget);
+    /* Small reads: free. */
+    assert_non_null(ro__frame_reader_space(&c, 64u << 10));
+    assert_int_equal(budget.used, 0);
+    /* a grows to 2 MiB (charged 2 MiB - 128 KiB), b then cannot. */
+    uint8_t *p = ro__frame_reader_space(&a, 2u << 20);
+    assert_non_null(p);
+    assert_int_equal(budget.used, (2u << 20) - RO_FRAME_UNCHARGED);
+    assert_null(ro__frame_reader_space(&b, 2u << 20));
+    assert_true(b.over_budget);
+    assert_int_equal(budget.used, (2u << 20) - RO_FRAME_UNCHARGED);
+    /* A whole frame read gives the charge back. */
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    Rollout__V1__Goodbye g = ROLLOUT__V1__GOODBYE__INIT;
+    g.reason = "bye";
+    f.body_case = ROLLOUT__V1__FRAME__BODY_GOODBYE;
+    f.goodbye = &g;
+    uint8_t *enc;
+    size_t len;
+    assert_int_equal(ro__frame_encode(&f, &enc, &len), 0);
+    memcpy(p, enc, len);
+    ro__frame_reader_commit(&a, len);
+    free(enc);
+    ro_frame_t *got = NULL;
+    char err[ERRLEN];
+    assert_int_equal(ro__frame_reader_next(&a, &got, err, sizeof err), 1);
+    ro__frame_free(&alloc, got);
+    assert_int_equal(budget.used, 0);
+    assert_non_null(ro__frame_reader_space(&b, 2u << 20));
+    assert_int_equal(budget.used, (2u << 20) - RO_FRAME_UNCHARGED);
+    ro__frame_reader_free(&b);
+    assert_int_equal(budget.used, 0);
+    ro__frame_reader_free(&a);
+    ro__frame_reader_free(&c);
+    assert_int_equal(alloc.used, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_partial_frames_wait),
         cmocka_unit_test(test_oversize_prefix_refused_before_its_body),
         cmocka_unit_test(test_malformed_input),
+        cmocka_unit_test(test_shared_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,40 @@
+/*
+ * Untrusted strings made safe to print: a peer's hello name, goodbye
+ * reason or error message, a plugin's env name, a file's env spec. In a log
+ * line, a control character could forge lines or drive the terminal (ESC
+ * sequences); in a JSON line, a quote or a control character would break
+ * the line for every strict parser. Numbers too: NaN and infinities are not
+ * JSON. Pure functions: any thread.
+ */
+#ifndef RO_TEXT_H
+#define RO_TEXT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* The most bytes of an untrusted string that a log line or a JSON field
+ * shows; longer ones are cut and end in "...". */
+#define RO_TEXT_SHOW_MAX 200
+
+/*
+ * ro__text_log writes s into out (outlen >= 8 bytes, NUL-terminated) for a
+ * log line: printable ASCII as it is, a backslash as "\\", every other byte
+ * (control characters, DEL, bytes of UTF-8 sequences) as "\xNN". At most
+ * max bytes of s are shown; a longer s is cut, as is anything that does not
+ * fit out, and then ends in "...". s NULL reads as "". Returns out.
+ */
+const char *ro__text_log(char *out, size_t outlen, const char *s, size_t max);
+
+/*
+ * ro__json_string writes s as a JSON string (with its quotes) to f: '"'
+ * and '\\' escaped, control characters and every byte over 0x7e as
+ * \u00NN, so the line is ASCII and parses strictly whatever s holds. At
+ * most max bytes of s; a longer one ends in "...". s NULL writes "".
+ */
+void ro__json_string(FILE *f, const char *s, size_t max);
+
+/* ro__json_double writes v to f as "%.17g" (it reads back exactly), or
+ * null if v is NaN or infinite, which are not JSON numbers. */
+void ro__json_double(FILE *f, double v);
+
+#endif
