@@ -278,6 +278,7 @@ static void test_empty_layers_cost_nothing(void **state)
     if (peak)
         assert_true(grown < 16 << 10);
 #endif
+    (void)peak;
     (void)grown;
     unlink(path);
 }
@@ -335,6 +336,7 @@ static void test_large_file_holds_only_its_weights(void **state)
     if (peak)
         assert_true(grown < weights + (8 << 10));
 #endif
+    (void)peak;
     (void)grown;
     assert_true(pp.layers[0].weight[999] == (float)999 * 1e-3f);
     assert_true(pp.layers[1].bias[2] == (float)((nw - 1) % 1000) * 1e-3f);
