@@ -8,6 +8,9 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#if RO_HAVE_MUJOCO
+#include "envs/mujoco/mj_runtime.h"
+#endif
 
 static const char *const names[] = {"inverted_pendulum", "hopper", "half_cheetah", "walker2d",
                                     "ant"};
@@ -38,4 +41,13 @@ int ro__mj_lookup(const char *name, const ro_env_vtable_t **vt, char *err, size_
     (void)err;
     (void)errlen;
     return 0;
+}
+
+uint64_t ro__mj_warning_count(void)
+{
+#if RO_HAVE_MUJOCO
+    return ro__mj_warnings();
+#else
+    return 0;
+#endif
 }

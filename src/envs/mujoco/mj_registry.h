@@ -8,6 +8,7 @@
 #define RO_ENVS_MUJOCO_MJ_REGISTRY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ro_build_config.h"
 #include "rollout/env.h"
@@ -34,5 +35,10 @@ extern const ro_env_vtable_t ro__env_ant;
  * this build has none. Any thread.
  */
 int ro__mj_lookup(const char *name, const ro_env_vtable_t **vt, char *err, size_t errlen);
+
+/* ro__mj_warning_count returns how many MuJoCo warnings this process's envs
+ * have seen (counted, never printed; 0 in a build without MuJoCo), for the
+ * node's summary. Any thread. */
+uint64_t ro__mj_warning_count(void);
 
 #endif

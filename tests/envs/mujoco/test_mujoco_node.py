@@ -4,7 +4,8 @@ workers, shard size, batch size and max-wait; a recording replays bit for
 bit with rollout-replay --verify; one simulation broken on purpose (a MuJoCo
 error in mj_step, a state MuJoCo throws away) fails one env, which is reset
 and counted, while the node runs to the end; MuJoCo never prints nor writes
-its log file; bad env args are refused with a message naming them.
+its log file, and the summary counts its warnings; bad env args are refused
+with a message naming them.
 
 Run as: test_mujoco_node.py ROLLOUT_NODE FAULT_PLUGIN_SO ROLLOUT_REPLAY.
 """
@@ -58,6 +59,7 @@ class MujocoNode(nu.TempDirCase):
                 self.assertEqual(s["env"], env)
                 self.assertEqual(s["steps"], 3200)
                 self.assertEqual(s["env_failures"], 0, f"{env} {policy}")
+                self.assertIsInstance(s["mujoco_warnings"], int)
                 self.quiet_checks(p)
 
     def episodes(self, common, layout, tag):
@@ -125,7 +127,9 @@ class MujocoNode(nu.TempDirCase):
         self.fault_run("stack")
 
     def test_discarded_state_fails_one_env(self):
-        self.fault_run("qvel")
+        s = self.fault_run("qvel")
+        # MuJoCo's bad-qvel warning: counted in the summary, never printed.
+        self.assertGreaterEqual(s["mujoco_warnings"], 1)
 
     def test_bad_args(self):
         cases = [("frame_skip=0", "frame_skip"), ("ctrl_cost_weight=x", "ctrl_cost_weight"),
