@@ -64,7 +64,7 @@ class MujocoNode(nu.TempDirCase):
 
     def episodes(self, common, layout, tag):
         m = self.path(f"{tag}.jsonl")
-        s, _ = nu.run(*common, *layout, "--metrics", m)
+        s, _ = nu.run(*common, *layout, "--metrics", m, "--metrics-episodes")
         self.assertEqual(s["dropped_metrics"], 0)
         self.assertEqual(s["env_failures"], 0)
         return nu.episodes_by_env(nu.read_metrics(m))
