@@ -20,8 +20,15 @@ back to back) and then the median. The machine may be shared: wall-clock
 rates swing with its load, CPU time per step much less; the load average is
 printed before and after.
 
+Writes vecenv.csv, vecenv.md and vecenv.png (gnuplot, when installed) into
+--out (default docs/benchmarks); --csv FILE writes the CSV there instead and
+the other two beside it (bench/bench_learners.py calls it so and reads the
+rows vecenv-random and vecenv-mlp: sps, cpu_ms_per_msteps, ratio,
+reference).
+
 usage: bench_vecenv.py BUILD_DIR [--num-envs N] [--seconds S] [--repeats R]
-       [--workers W] [--torch-threads T] [--pkg DIR] [--profile STEPS] [--csv FILE]
+       [--workers W] [--torch-threads T] [--pkg DIR] [--profile STEPS]
+       [--out DIR] [--csv FILE]
 
 --pkg DIR imports rollout_client from DIR (default: this tree's python/), e.g.
 an older version exported with `git archive`, for before/after figures.
@@ -33,7 +40,9 @@ import cProfile
 import io
 import os
 import pstats
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 
@@ -87,11 +96,13 @@ def main():
     ap.add_argument("--num-envs", type=int, default=1024)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--workers", type=int, default=0, help="node workers (0: the node's default)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="node workers (default 1: the other core is the learner's)")
     ap.add_argument("--torch-threads", type=int, default=1)
     ap.add_argument("--pkg", default=os.path.join(HERE, "..", "python"))
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS")
-    ap.add_argument("--csv")
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "docs", "benchmarks"))
+    ap.add_argument("--csv", help="the CSV file (default OUT/vecenv.csv)")
     a = ap.parse_args()
     os.environ.setdefault("ROLLOUT_PROTO_OUT", os.path.join(a.build, "proto"))
     sys.path.insert(0, os.path.abspath(a.pkg))
@@ -107,11 +118,14 @@ def main():
     args = ["--env", "cartpole", "--num-envs", n, "--seconds", 0, "--quiet"]
     if a.workers:
         args += ["--workers", a.workers]
+    if torch is None:
+        print("(no torch: the mlp and forward cases are skipped)")
+    load0 = loadavg()
     print(f"rollout_client from {os.path.dirname(rc.__file__)}; {n} envs; "
-          f"{a.repeats} x {a.seconds:g} s per case; load average {loadavg()}", flush=True)
+          f"{a.repeats} x {a.seconds:g} s per case; load average {load0}", flush=True)
     with rc.NodeProcess(os.path.join(a.build, "rollout-node"), *args) as node:
         env = rc.VecEnv(node.address, timeout=120)
-        pid = node.proc.pid if hasattr(node, "proc") else node.pid
+        pid = node.proc.pid
         obs, _ = env.reset()
         rng = np.random.default_rng(1)
         actions = env.single_action_space.n
@@ -169,34 +183,87 @@ def main():
                 f"{k} {v[-1]['sps'] / 1e6:.2f} M/s ({v[-1]['cpu_us']:.0f} us CPU)"
                 for k, v in res.items()), flush=True)
         env.close()
-    print(f"load average at the end {loadavg()}")
-    print()
-    print("| case | env-steps/s (wall) | Python CPU per step() | env-steps per Python CPU s "
-          "| node CPU per step() |")
-    print("|---|---|---|---|---|")
-    rows = []
+    load1 = loadavg()
+    print(f"load average at the end {load1}")
+    report(a, n, res, load0, load1)
+
+
+TARGETS = {"vecenv-random": ("rate", 3e6), "vecenv-mlp": ("ratio", 0.9)}
+
+
+def report(a, n, res, load0, load1):
+    """Medians over repeats, printed and written as CSV, Markdown and a plot."""
+    rows = []  # case, sps, Python CPU us/step, node CPU us/step, ratio, reference
     for name, v in res.items():
         sps = statistics.median(x["sps"] for x in v)
         cpu = statistics.median(x["cpu_us"] for x in v)
-        nd = statistics.median(x["node_us"] for x in v)
-        rows.append((name, sps, cpu, n / cpu * 1e6, nd))
-        node_col = f"{nd:.0f} us" if name != "forward" else "-"
-        print(f"| {name} | {sps / 1e6:.3f} M | {cpu:.0f} us | {n / cpu:.2f} M | {node_col} |")
-    ratio = None
-    if "mlp" in res:
-        ratio = statistics.median(m["sps"] / f["sps"] for m, f in zip(res["mlp"], res["forward"]))
-        cratio = statistics.median(f["cpu_us"] / m["cpu_us"]
-                                   for m, f in zip(res["mlp"], res["forward"]))
-        print(f"\nmlp ÷ forward alone: {ratio:.3f} (wall), {cratio:.3f} (Python CPU per step)")
-    if a.csv:
-        with open(a.csv, "w") as f:
-            f.write("case,num_envs,sps_wall,python_cpu_us_per_step,sps_per_python_cpu_s,"
-                    "node_cpu_us_per_step\n")
-            for r in rows:
-                f.write("%s,%d,%.1f,%.2f,%.1f,%.2f\n" % (r[0], n, r[1], r[2], r[3], r[4]))
-            if ratio is not None:
-                f.write("mlp/forward,%d,%.4f,%.4f,,\n" % (n, ratio, cratio))
+        nd = statistics.median(x["node_us"] for x in v) if name != "forward" else 0.0
+        ratio, ref = None, ""
+        if name == "mlp":  # per repeat (measured back to back), then the median
+            ratio = statistics.median(m["sps"] / f["sps"] for m, f in zip(v, res["forward"]))
+            ref = "vecenv-forward"
+        rows.append(("vecenv-" + name, sps, cpu, nd, ratio, ref))
+    out = os.path.dirname(os.path.abspath(a.csv)) if a.csv else a.out
+    os.makedirs(out, exist_ok=True)
+    csv = a.csv or os.path.join(out, "vecenv.csv")
+    with open(csv, "w") as f:
+        f.write("case,num_envs,sps,cpu_ms_per_msteps,python_cpu_us_per_step,"
+                "node_cpu_us_per_step,ratio,reference,target\n")
+        for name, sps, cpu, nd, ratio, ref in rows:
+            t = TARGETS.get(name)
+            f.write(f"{name},{n},{sps:.0f},{(cpu + nd) / n * 1e3:.1f},{cpu:.1f},{nd:.1f},"
+                    f"{'' if ratio is None else f'{ratio:.3f}'},{ref},{t[1] if t else ''}\n")
+    lines = [f"Measured by `bench/bench_vecenv.py {a.build} --num-envs {n} --workers {a.workers} "
+             f"--seconds {a.seconds:g} --repeats {a.repeats}` (CartPole, rollout-node "
+             f"--learner remote with {a.workers} worker(s); {os.cpu_count()} CPUs shared with "
+             f"other work: load average {load0} at the start, {load1} at the end). Cases run "
+             "in turn, repeat after repeat; figures are medians over repeats, the ratio the "
+             "median of per-repeat ratios.", "",
+             "| case | env-steps/s (wall) | Python CPU per step() | node CPU per step() | "
+             "ratio | against | target | met |", "|---|---|---|---|---|---|---|---|"]
+    for name, sps, cpu, nd, ratio, ref in rows:
+        t = TARGETS.get(name)
+        met, tgt = "", ""
+        if t:
+            got = ratio if t[0] == "ratio" else sps
+            met = "" if got is None else ("yes" if got >= t[1] else "no")
+            tgt = f">= {t[1]:g}" if t[0] == "ratio" else f">= {t[1] / 1e6:g} M/s"
+        lines.append(f"| {name} | {sps / 1e6:.3f} M | {cpu:.0f} us | "
+                     f"{f'{nd:.0f} us' if name != 'vecenv-forward' else '-'} | "
+                     f"{'' if ratio is None else f'{ratio:.3f}'} | {ref} | {tgt} | {met} |")
+    md = os.path.join(out, "vecenv.md")
+    with open(md, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    plot(out, rows, n)
 
+
+def plot(out, rows, n):
+    """env-steps/s of each case (gnuplot, as bench_learners.py plots)."""
+    gp = shutil.which("gnuplot")
+    if not gp:
+        print("bench_vecenv: gnuplot not found: no plot", file=sys.stderr)
+        return
+    data = os.path.join(out, "vecenv.dat")
+    with open(data, "w") as f:
+        for name, sps, *_ in rows:
+            f.write(f"\"{name}\" {sps / 1e6:.3f}\n")
+    script = f"""
+set terminal pngcairo size 700,400 noenhanced
+set output '{os.path.join(out, 'vecenv.png')}'
+set title 'VecEnv, CartPole, {n} envs: env-steps/s (medians)'
+set style data histograms
+set style fill solid 0.8 border -1
+set boxwidth 0.7
+set ylabel 'M env-steps/s'
+set yrange [0:*]
+set grid ytics
+plot '{data}' using 2:xtic(1) title 'env-steps/s' lc rgb '#4477aa'
+"""
+    p = subprocess.run([gp], input=script, text=True, capture_output=True)
+    if p.returncode != 0:
+        print(f"bench_vecenv: gnuplot failed: {p.stderr.strip()}", file=sys.stderr)
+    os.unlink(data)
 
 if __name__ == "__main__":
     main()
