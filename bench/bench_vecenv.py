@@ -156,7 +156,6 @@ def main():
                                         torch.nn.Linear(64, 64), torch.nn.Tanh(),
                                         torch.nn.Linear(64, actions))
             state.update(obs=torch.from_numpy(obs.reshape(n, d).astype(np.float32)))
-            fixed = state["obs"].clone()
 
             def policy(x):
                 with torch.no_grad():
@@ -174,12 +173,15 @@ def main():
                 state["step_s"] += clock() - t1
 
             def forward():
-                policy(torch.from_numpy(fixed.numpy()))
+                policy(torch.from_numpy(state["fixed"]))
 
             cases["mlp"] = mlp_step
             cases["forward"] = forward
-            for _ in range(32):
+            for _ in range(64):
                 mlp_step()
+            # The forward case's batch: observations of envs mid-episode,
+            # like those the mlp case sees (not the first ones of reset()).
+            state["fixed"] = state["obs"].numpy().copy()
         res = {k: [] for k in cases}
         for r in range(a.repeats):
             for name, body in cases.items():
@@ -247,6 +249,11 @@ def report(a, n, res, load0, load1):
         stp = statistics.median(x["step_us"] for x in res["mlp"])
         fwd = statistics.median(n / x["sps"] * 1e6 for x in res["forward"])
         rnd = statistics.median(n / x["sps"] * 1e6 for x in res["random"])
+        fcpu = statistics.median(x["cpu_us"] for x in res["forward"])
+        mcpu = statistics.median(x["cpu_us"] for x in res["mlp"])
+        lines += ["", f"Python CPU per step: forward alone {fcpu:.0f} us, mlp {mcpu:.0f} us "
+                  f"(forward ÷ mlp {fcpu / mcpu:.3f}; CPU time is less disturbed by the "
+                  "machine's other work than wall time)."]
         lines += ["", f"Where the mlp case's wall time goes, per step of {n} envs (medians): "
                   f"{pol:.0f} us in the policy (forward and sampling; alone: {fwd:.0f} us), "
                   f"{stp:.0f} us in env.step() (random actions: {rnd:.0f} us per step). "
