@@ -3,7 +3,7 @@
 of a torch policy's speed it keeps, in one run.
 
 One rollout-node (--learner remote --listen 127.0.0.1:0, cartpole,
---num-envs N) and one VecEnv on it. Each repeat runs, in turn, for S seconds:
+--num-envs N) and one VecEnv on it. Each repeat runs these cases:
 
   random  env.step() with random actions (numpy), nothing else;
   mlp     env.step() with actions sampled from a torch MLP(64,64) (tanh,
@@ -12,11 +12,13 @@ One rollout-node (--learner remote --listen 127.0.0.1:0, cartpole,
           N observations (no env): the speed the mlp case would have if the
           transport cost nothing.
 
-For each case it prints the median over repeats of env-steps/s (wall clock),
+The mlp and forward cases run interleaved, 8 calls of one then 8 of the
+other, for 2 S seconds per repeat, so that the machine's drift falls on
+both alike. For each case it prints the median over repeats of env-steps/s (wall clock),
 the Python process's CPU time per step() (user + system, every thread), the
 env-steps per Python CPU second, and the node's CPU time per step()
-(/proc/PID/stat); and the ratio mlp ÷ forward, taken per repeat (the two run
-back to back) and then the median. The machine may be shared: wall-clock
+(/proc/PID/stat); and the ratio mlp ÷ forward, taken per repeat (the two
+interleaved) and then the median. The machine may be shared: wall-clock
 rates swing with its load, CPU time per step much less; the load average is
 printed before and after.
 
@@ -184,14 +186,15 @@ def main():
             state["fixed"] = state["obs"].numpy().copy()
         res = {k: [] for k in cases}
         for r in range(a.repeats):
-            for name, body in cases.items():
-                state["policy_s"] = state["step_s"] = 0.0
-                with Timed(pid if name != "forward" else 0) as t:
-                    calls = run_for(a.seconds, body)
-                res[name].append({"sps": calls * n / t.wall, "cpu_us": t.cpu / calls * 1e6,
-                                  "node_us": t.node / calls * 1e6,
-                                  "policy_us": state["policy_s"] / calls * 1e6,
-                                  "step_us": state["step_s"] / calls * 1e6})
+            state["policy_s"] = state["step_s"] = 0.0
+            with Timed(pid) as t:
+                calls = run_for(a.seconds, random_step)
+            res["random"].append({"sps": calls * n / t.wall, "cpu_us": t.cpu / calls * 1e6,
+                                  "node_us": t.node / calls * 1e6})
+            if "mlp" in cases:
+                res["mlp"].append({})
+                res["forward"].append({})
+                pair(a.seconds * 2, pid, n, state, cases, res["mlp"][-1], res["forward"][-1])
             print(f"  repeat {r + 1}: " + ", ".join(
                 f"{k} {v[-1]['sps'] / 1e6:.2f} M/s ({v[-1]['cpu_us']:.0f} us CPU)"
                 for k, v in res.items()), flush=True)
@@ -199,6 +202,34 @@ def main():
     load1 = loadavg()
     print(f"load average at the end {load1}")
     report(a, n, res, load0, load1)
+
+
+def pair(seconds, pid, n, state, cases, mlp, fwd, chunk=8):
+    """mlp and forward alone, interleaved chunk calls at a time for
+    seconds: the machine's drift falls on both alike, so their ratio is
+    steadier than that of two blocks run one after the other. Fills mlp
+    and fwd with sps, Python CPU per call (cpu_us), node CPU per call
+    (node_us: the node works only for mlp) and mlp's policy/step split."""
+    clock, cpu = time.perf_counter, time.process_time
+    wall = {"mlp": 0.0, "forward": 0.0}
+    used = {"mlp": 0.0, "forward": 0.0}
+    calls = 0
+    node0 = node_cpu_s(pid)
+    end = clock() + seconds
+    while calls < chunk or clock() < end:
+        for name in ("mlp", "forward"):
+            body = cases[name]
+            w, c = clock(), cpu()
+            for _ in range(chunk):
+                body()
+            wall[name] += clock() - w
+            used[name] += cpu() - c
+        calls += chunk
+    node = node_cpu_s(pid) - node0
+    for name, out in (("mlp", mlp), ("forward", fwd)):
+        out.update(sps=calls * n / wall[name], cpu_us=used[name] / calls * 1e6,
+                   node_us=(node if name == "mlp" else 0.0) / calls * 1e6)
+    mlp.update(policy_us=state["policy_s"] / calls * 1e6, step_us=state["step_s"] / calls * 1e6)
 
 
 TARGETS = {"vecenv-random": ("rate", 3e6), "vecenv-mlp": ("ratio", 0.9)}
@@ -229,8 +260,9 @@ def report(a, n, res, load0, load1):
     lines = [f"Measured by `bench/bench_vecenv.py {a.build} --num-envs {n} --workers {a.workers} "
              f"--seconds {a.seconds:g} --repeats {a.repeats}` (CartPole, rollout-node "
              f"--learner remote with {a.workers} worker(s); {os.cpu_count()} CPUs shared with "
-             f"other work: load average {load0} at the start, {load1} at the end). Cases run "
-             "in turn, repeat after repeat; figures are medians over repeats, the ratio the "
+             f"other work: load average {load0} at the start, {load1} at the end). Each repeat: "
+             f"random for {a.seconds:g} s, then mlp and forward interleaved (8 calls each in "
+             f"turn) for {2 * a.seconds:g} s; figures are medians over repeats, the ratio the "
              "median of per-repeat ratios.", "",
              "| case | env-steps/s (wall) | Python CPU per step() | node CPU per step() | "
              "ratio | against | target | met |", "|---|---|---|---|---|---|---|---|"]
