@@ -204,6 +204,13 @@ def main():
     report(a, n, res, load0, load1)
 
 
+def malloc_note():
+    """Says which glibc malloc settings the environment gave (they change
+    torch's page faults per call, docs/python.md)."""
+    tuned = [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")]
+    return f" glibc malloc: {' '.join(tuned)}." if tuned else " glibc malloc: defaults."
+
+
 def pair(seconds, pid, n, state, cases, mlp, fwd, chunk=8):
     """mlp and forward alone, interleaved chunk calls at a time for
     seconds: the machine's drift falls on both alike, so their ratio is
@@ -263,7 +270,7 @@ def report(a, n, res, load0, load1):
              f"other work: load average {load0} at the start, {load1} at the end). Each repeat: "
              f"random for {a.seconds:g} s, then mlp and forward interleaved (8 calls each in "
              f"turn) for {2 * a.seconds:g} s; figures are medians over repeats, the ratio the "
-             "median of per-repeat ratios.", "",
+             "median of per-repeat ratios." + malloc_note(), "",
              "| case | env-steps/s (wall) | Python CPU per step() | node CPU per step() | "
              "ratio | against | target | met |", "|---|---|---|---|---|---|---|---|"]
     for name, sps, cpu, nd, ratio, ref in rows:
