@@ -234,6 +234,7 @@ class _Conn:
         self.env_cache = {}      # env field bytes -> validated env indices (wire.py)
         self.open = False
         self.goodbye = None      # the node's goodbye reason, once received
+        self.events = 0          # the selector events registered for sock
 
 
 class Client:
@@ -340,6 +341,7 @@ class Client:
         c.info = self._node_info(c, first.welcome)
         c.sock.setblocking(False)
         self._sel.register(c.sock, selectors.EVENT_READ, c)
+        c.events = selectors.EVENT_READ
         # Frames that came with the welcome stay in the reader: recv()
         # dispatches them, so that connect() raises only for the handshake.
         if c.reader.pending():
@@ -595,7 +597,9 @@ class Client:
     def _watch(self, c):
         if c.open:
             events = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.outbuf else 0)
-            self._sel.modify(c.sock, events, c)
+            if events != c.events:  # most sends leave nothing queued: no change
+                self._sel.modify(c.sock, events, c)
+                c.events = events
 
     def recv(self, timeout=None):
         """The next batch from any node, or None when ``timeout`` seconds
