@@ -30,7 +30,7 @@ _TAG_OBSERVATIONS = 0x1A  # Frame field 3, wire type 2
 _ENV_CACHE_MAX = 64       # distinct env lists remembered per connection
 _SHIFTS = np.arange(0, 7 * _MAX_VARINT, 7, dtype=np.uint64)  # of each byte of a varint
 _WEIGHTS = 2.0 ** np.arange(0, 49, 7)  # the same as factors, for up to 7 bytes
-_FEW_BYTES = 80           # packed varints shorter than this are decoded in Python
+_FEW_BYTES = 160          # packed varints shorter than this are decoded in Python
 _MASK64, _MASK32 = (1 << 64) - 1, (1 << 32) - 1
 _HIGH_BITS = bytes(b >> 7 for b in range(256))  # bytes.translate table: a byte's top bit
 _OVERLONG = b"\x01" * _MAX_VARINT  # ten continuing bytes: no varint is that long
@@ -140,9 +140,12 @@ def _few_varints(mv, pos, end, what, mask):
     append = out.append
     while pos < end:
         b = mv[pos]
-        if b < 0x80:  # one byte: most of them
+        if b < 0x80:  # one byte (below 128) or two (below 16384): most of them
             append(b)
             pos += 1
+        elif pos + 1 < end and mv[pos + 1] < 0x80:
+            append((b & 0x7F) | (mv[pos + 1] << 7))
+            pos += 2
         else:
             v, pos = read_varint(mv, pos, end, what)
             append(v & mask)

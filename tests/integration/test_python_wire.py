@@ -85,7 +85,8 @@ class ParseObservations(unittest.TestCase):
                 elif envs == "large":  # two- and three-byte varints
                     ids = rng.sample(range(100, 3_000_000), n)
                 # final_index: a few (decoded in Python) or every row (numpy)
-                m = obs_message(rng, n, final=n if n in (17, 130) else min(n, 5), envs=ids)
+                final = {17: 17, 130: 130, 1024: 300}.get(n, min(n, 5))
+                m = obs_message(rng, n, final=final, envs=ids)
                 o, arr = parse(frame_bytes(m))
                 self.assertIsNotNone(o, f"n={n} {envs}")
                 self.assertEqual(as_pb(o), m, f"n={n} {envs}")
