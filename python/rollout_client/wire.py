@@ -260,6 +260,9 @@ def parse_observations(mv, arr, start, end, env_cache=None):
             n = mv[pos] if pos < end else 0x80
             if n < 0x80:
                 pos += 1
+            elif pos + 1 < end and mv[pos + 1] < 0x80:  # two bytes: a field below 16 KiB
+                n = (n & 0x7F) | (mv[pos + 1] << 7)
+                pos += 2
             else:
                 n, pos = rv(mv, pos, end, what)
             if n > end - pos:
