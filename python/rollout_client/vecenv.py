@@ -231,7 +231,8 @@ class VecEnv(_Base):
         absent) with mask ``_final_obs`` (also ``has_final_obs``),
         ``episode`` = {"r": return, "l": length} with mask ``_episode`` for
         episodes that ended (also ``episode_return`` / ``episode_length``,
-        NaN / 0 elsewhere), ``episode_start`` and ``step``.
+        NaN / 0 elsewhere), ``episode_start`` and ``step``. Every array is
+        new and the caller's: the VecEnv never writes it again.
 
         Actions the node would refuse (wrong shape or dtype, a discrete
         action out of range, a NaN or infinite box action) raise ValueError
