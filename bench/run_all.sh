@@ -11,7 +11,7 @@
 # Options: --out DIR (where to write), --build DIR (build directory; set up
 # as a release build if missing), --no-build (use --build as it is: no
 # setup, no compile), --only LIST (re-run only some of engine, kernels,
-# scaling, overhead, memory, comma-separated; the others' CSV files in DIR
+# scaling, overhead, memory, mujoco, comma-separated; the others' CSV files in DIR
 # are kept, and the table and plots are made from all of them), --previous
 # NODE (a rollout-node binary of an earlier version: its node is measured
 # against the same machine yardstick, into engine_previous.csv),
@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 
 mode=default
 long=0
-only=",engine,kernels,scaling,overhead,memory,"
+only=",engine,kernels,scaling,overhead,memory,mujoco,"
 previous=""
 out=""
 build=build-bench
@@ -105,6 +105,16 @@ if [ "$plots_only" = 0 ]; then
     echo "== resident memory over $rss_steps steps (cartpole + MLP)"
     "$B/bench_rss" --node "$build/rollout-node" --interval "$every" --warmup "$warm" \
       --csv "$out/rss.csv" --summary "$out/rss_summary.csv" -- --steps "$rss_steps" 2>/dev/null
+  fi
+  # issue 17: the MuJoCo envs (bench_mujoco is absent from a build without MuJoCo).
+  if want mujoco; then
+    if [ -x "$B/bench_mujoco" ]; then
+      echo "== MuJoCo envs against raw mj_step loops"
+      "$B/bench_mujoco" --seconds "$secs" --repeats "$([ "$mode" = quick ] && echo 1 || echo 5)" \
+        --quiet-wait "$quiet" --csv "$out/mujoco.csv"
+    else
+      echo "run_all.sh: $B/bench_mujoco was not built (no MuJoCo): skipped" >&2
+    fi
   fi
 fi
 for f in engine kernels scaling overhead batch_sweep rss rss_summary; do
@@ -232,7 +242,7 @@ previous_label=${previous:-none}
   echo "$oreps repeats of ${osecs} s (overheads), sides alternating. See docs/benchmarks.md for"
   echo "what each figure means and why any misses its target."
   echo
-  if [ "$only" != ",engine,kernels,scaling,overhead,memory," ]; then
+  if [ "$only" != ",engine,kernels,scaling,overhead,memory,mujoco," ]; then
     only_list=${only#,}; only_list=${only_list%,}
     echo
     echo "This invocation re-ran only: $only_list (with --only); the other tables come from the"
@@ -344,5 +354,6 @@ previous_label=${previous:-none}
   awk -F, 'NR>1 {printf "| overhead | %s on, %s | %s | %s | %d | %s |\n", $1, $2, $3, $8, $3+1, ($8==$3+1?"yes":"**no**")}' "$out/overhead.csv"
   awk -F, 'NR>1 {printf "| batch sweep | batch %s, max-wait %s | %s | %s | %d | %s |\n", $1, $2, $4, $7, $4+1, ($7==$4+1?"yes":"**no**")}' "$out/batch_sweep.csv"
   awk -F, 'NR>1 {printf "| memory | rollout-node process | %d | %s | %s | %s |\n", $10-1, $9, $10, ($9==$10?"yes":"**no**")}' "$out/rss_summary.csv"
+  bash bench/mujoco_report.sh "$out" "$fmt" # issue 17: the MuJoCo section, where measured
 } > "$out/results.md"
 echo "== wrote $out/results.md and $(ls "$out"/*.png 2>/dev/null | wc -l) plots in $out"

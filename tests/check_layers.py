@@ -1,7 +1,8 @@
 """The tree's layering, checked from its #include lines (docs/architecture.md).
 
 Layers, lowest first: src/runtime; src/wire; src/policy, src/trajectory and
-src/envs (peers: none includes another); actors/; the programs src/node,
+src/envs (peers: none includes another; a folder inside a layer's folder, as
+src/envs/mujoco, is part of that layer); actors/; the programs src/node,
 src/learner and src/replay (none includes another). A file may include its own
 folder and any lower layer, never a higher one or a peer. And no two modules
 (a .c with its .h) may depend on each other, directly or around a longer
@@ -36,7 +37,12 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
 def folder_of(path):
-    return os.path.dirname(path)
+    """The layer a file is in: its folder, or the nearest enclosing folder
+    that is a layer (src/envs/mujoco/ is part of src/envs)."""
+    d = os.path.dirname(path)
+    while d and d not in RANK:
+        d = os.path.dirname(d)
+    return d if d else os.path.dirname(path)
 
 
 def resolve(root, inc):

@@ -16,14 +16,13 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from . import _proto, spaces
+from . import _proto, spaces, wire
 from .errors import (AuthenticationError, ConnectionClosed, ProtocolError, RemoteError,
                      VersionMismatch)
-from .framing import DEFAULT_MAX_FRAME, FrameDecoder, encode_frame
+from .framing import DEFAULT_MAX_FRAME, FrameReader, encode_frame
 
 PROTOCOL_VERSION = 1
 EPROTO, EACCES = 71, 13
-_RECV_CHUNK = 1 << 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +53,6 @@ class NodeInfo:
         return int(np.prod(self.action_shape)) if self.action_kind == "box" else 1
 
 
-@dataclasses.dataclass
 class Batch:
     """One Frame{observations}: the transitions of some envs of one node.
 
@@ -62,19 +60,57 @@ class Batch:
     whose step ended an episode carries the reward and flags of the ended
     episode, the first observation of the next one (``episode_start``) and,
     in ``final_obs[i]``, the ended episode's last observation
-    (``has_final_obs[i]``; NaN rows where absent).
+    (``has_final_obs[i]``; NaN rows where absent). The same rows come
+    compact as ``final_index`` (positions 0..n-1, int64) and ``final_rows``
+    (one observation each); ``final_obs`` and ``has_final_obs`` are made
+    from them when first read. Every array is the batch's own.
     """
-    node: int
-    seq: int
-    env: np.ndarray            # uint32 [n]
-    step: np.ndarray           # uint64 [n]
-    obs: np.ndarray            # [n, obs_dim] of the node's obs_dtype (float32 by default)
-    reward: np.ndarray         # float32 [n]
-    terminated: np.ndarray     # bool [n]
-    truncated: np.ndarray      # bool [n]
-    episode_start: np.ndarray  # bool [n]
-    final_obs: np.ndarray      # like obs; rows where absent: NaN (float dtypes) or 0
-    has_final_obs: np.ndarray  # bool [n]
+
+    __slots__ = ("node", "seq", "env", "step", "obs", "reward", "terminated", "truncated",
+                 "episode_start", "final_index", "final_rows", "env_range", "_final_obs",
+                 "_has_final_obs")
+
+    def __init__(self, node, seq, env, step, obs, reward, terminated, truncated,
+                 episode_start, final_obs=None, has_final_obs=None, final_index=None,
+                 final_rows=None, env_range=None):
+        self.node = node
+        self.seq = seq
+        self.env = env                      # uint32 [n]
+        self.step = step                    # uint64 [n]
+        self.obs = obs                      # [n, obs_dim] of the node's obs_dtype
+        self.reward = reward                # float32 [n]
+        self.terminated = terminated        # bool [n]
+        self.truncated = truncated          # bool [n]
+        self.episode_start = episode_start  # bool [n]
+        if final_index is None:  # given as final_obs / has_final_obs
+            final_index = np.flatnonzero(has_final_obs)
+            final_rows = final_obs[final_index]
+        self.final_index = final_index      # int64 [k]: rows with a final observation
+        self.final_rows = final_rows        # [k, obs_dim]: their final observations
+        # (first, stop) when env is the range first .. stop - 1 in order, else None.
+        self.env_range = env_range
+        self._final_obs = final_obs
+        self._has_final_obs = has_final_obs
+
+    @property
+    def final_obs(self):
+        """[n, obs_dim]: the final observation of rows that have one; NaN
+        (float dtypes) or 0 elsewhere."""
+        if self._final_obs is None:
+            o = self.obs
+            f = np.full(o.shape, np.nan if o.dtype.kind == "f" else 0, o.dtype)
+            f[self.final_index] = self.final_rows
+            self._final_obs = f
+        return self._final_obs
+
+    @property
+    def has_final_obs(self):
+        """bool [n]: the rows that carry a final observation."""
+        if self._has_final_obs is None:
+            h = np.zeros(len(self.env), bool)
+            h[self.final_index] = True
+            self._has_final_obs = h
+        return self._has_final_obs
 
     @property
     def n(self):
@@ -82,6 +118,9 @@ class Batch:
 
     def __len__(self):
         return len(self.env)
+
+    def __repr__(self):
+        return f"Batch(node={self.node}, seq={self.seq}, n={len(self.env)})"
 
 
 def parse_address(address):
@@ -226,13 +265,15 @@ class _Conn:
         self.index = index
         self.address = address
         self.sock = None
-        self.decoder = FrameDecoder(max_frame, where=address)
+        self.reader = FrameReader(max_frame, where=address)
         self.outbuf = bytearray()
         self.info = None
         self.last_seq = 0
         self.unanswered = set()  # seqs delivered to the caller and not answered yet
+        self.env_cache = {}      # env field bytes -> validated env indices (wire.py)
         self.open = False
         self.goodbye = None      # the node's goodbye reason, once received
+        self.events = 0          # the selector events registered for sock
 
 
 class Client:
@@ -261,7 +302,7 @@ class Client:
         self._conns = [_Conn(i, a, max_frame) for i, a in enumerate(addresses)]
         self._sel = selectors.DefaultSelector()
         self._ready = collections.deque()  # decoded batches not yet returned
-        self._early = collections.deque()  # (conn, frame bytes) that came with a welcome
+        self._early = []  # connections whose reader holds frames that came with a welcome
         self._pb = _proto.load()
         self.nodes = []
         if connect:
@@ -294,25 +335,25 @@ class Client:
         hello.hello.token = self._token
         hello.hello.name = self._name
         c.sock.sendall(encode_frame(hello.SerializeToString()))
-        frames = []
-        while not frames:
+        span = None
+        while span is None:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"node {c.address} sent no welcome within "
                                    f"{self._connect_timeout:g}s")
             c.sock.settimeout(left)
             try:
-                data = c.sock.recv(_RECV_CHUNK)
+                got = c.reader.fill(c.sock)
             except socket.timeout:
                 continue
             except ConnectionResetError as e:
                 raise ConnectionClosed(f"node {c.address} reset the connection during the "
                                        f"handshake: {e}") from e
-            if not data:
+            if not got:
                 raise ConnectionClosed(f"node {c.address} closed the connection during the "
                                        "handshake (no welcome)")
-            frames = self._feed(c, data)
-        first = self._parse(c, frames[0])
+            span = self._next_frame(c)
+        first = self._parse(c, bytes(c.reader.mv[span[0]:span[1]]))
         kind = first.WhichOneof("body")
         if kind == "error":
             raise self._remote_error(c, first.error)
@@ -321,9 +362,11 @@ class Client:
         c.info = self._node_info(c, first.welcome)
         c.sock.setblocking(False)
         self._sel.register(c.sock, selectors.EVENT_READ, c)
-        # Frames that came with the welcome are dispatched by recv(), so
-        # that connect() raises only for the handshake itself.
-        self._early.extend((c, f) for f in frames[1:])
+        c.events = selectors.EVENT_READ
+        # Frames that came with the welcome stay in the reader: recv()
+        # dispatches them, so that connect() raises only for the handshake.
+        if c.reader.pending():
+            self._early.append(c)
 
     def _node_info(self, c, w):
         if w.protocol_version != PROTOCOL_VERSION:
@@ -423,20 +466,40 @@ class Client:
         raise ProtocolError(f"node {c.address}: {message}")
 
     # -- receiving ------------------------------------------------------------
-    def _feed(self, c, data):
-        """Frames completed by data; a bad length prefix is reported to the
-        node, closes the connection and raises."""
+    def _next_frame(self, c):
+        """The next complete frame's span in c's reader, or None; a bad
+        length prefix is reported to the node, closes the connection and
+        raises."""
         try:
-            return c.decoder.feed(data)
+            return c.reader.next_frame()
         except ProtocolError as e:
             self._send_error(c, EPROTO, str(e))
             self._close_conn(c)
             raise
 
+    def _drain(self, c):
+        """Decode every complete frame c's reader holds. Observations are
+        checked and queued as wire.ObsFrame, whose float arrays view the
+        reader's buffer: it is read again only once they are all taken."""
+        rd = c.reader
+        while c.open:
+            span = self._next_frame(c)
+            if span is None:
+                return
+            try:
+                o = wire.parse_observations(rd.mv, rd.buf, span[0], span[1], c.env_cache)
+            except ProtocolError as e:
+                self._fail(c, f"malformed observations frame: {e}")
+            if o is not None:
+                self._ready.append(self._checked(c, o))
+            else:
+                self._dispatch(c, self._parse(c, bytes(rd.mv[span[0]:span[1]])))
+
     def _dispatch(self, c, frame):
         kind = frame.WhichOneof("body")
         if kind == "observations":
-            self._ready.append(self._batch(c, frame.observations))
+            o = wire.observations_from_pb(frame.observations)
+            self._ready.append(self._checked(c, o))
         elif kind == "error":
             raise self._remote_error(c, frame.error)
         elif kind == "goodbye":
@@ -445,50 +508,71 @@ class Client:
         else:
             self._fail(c, f"unexpected {kind or 'empty frame'} after the handshake")
 
-    def _batch(self, c, m):
+    def _checked(self, c, o):
+        """o (a wire.ObsFrame) with every field checked against the node's
+        welcome, observations in the node's dtype, and node and env_range
+        set."""
         info = c.info
-        n = len(m.env)
+        env = o.env
+        n = len(env)
         d = info.obs_dim
-        if m.seq <= c.last_seq:
-            self._fail(c, f"observations seq {m.seq} after seq {c.last_seq}")
-        for field, want in (("step", n), ("obs", n * d), ("reward", n), ("terminated", n),
-                            ("truncated", n), ("episode_start", n)):
-            got = len(getattr(m, field))
-            if got != want:
-                self._fail(c, f"observations seq {m.seq}: {field} has {got} values, "
-                              f"expected {want} ({n} envs, obs_dim {d})")
-        env = np.array(m.env, dtype=np.uint32)
-        if n and int(env.max()) >= info.num_envs:
-            self._fail(c, f"observations seq {m.seq}: env index {int(env.max())} "
-                          f">= num_envs {info.num_envs}")
-        if len(np.unique(env)) != n:
-            self._fail(c, f"observations seq {m.seq}: an env index appears twice")
-        fidx = np.array(m.final_index, dtype=np.int64)
-        if len(m.final_obs) != len(fidx) * d:
-            self._fail(c, f"observations seq {m.seq}: final_obs has {len(m.final_obs)} "
-                          f"values for {len(fidx)} final_index entries (obs_dim {d})")
-        if len(fidx) and (int(fidx.max()) >= n or len(np.unique(fidx)) != len(fidx)):
-            self._fail(c, f"observations seq {m.seq}: final_index out of range or repeated")
+        seq = o.seq
+        if seq <= c.last_seq:
+            self._fail(c, f"observations seq {seq} after seq {c.last_seq}")
+        flags = o.flags
+        if len(o.step) != n or len(o.obs) != n * d or len(o.reward) != n or \
+                len(flags[0]) != n or len(flags[1]) != n or len(flags[2]) != n:
+            for field, got, want in (("step", len(o.step), n), ("obs", len(o.obs), n * d),
+                                     ("reward", len(o.reward), n),
+                                     ("terminated", len(flags[0]), n),
+                                     ("truncated", len(flags[1]), n),
+                                     ("episode_start", len(flags[2]), n)):
+                if got != want:
+                    self._fail(c, f"observations seq {seq}: {field} has {got} values, "
+                                  f"expected {want} ({n} envs, obs_dim {d})")
+        if not o.env_known and n:
+            top = int(env.max())
+            if top >= info.num_envs:
+                self._fail(c, f"observations seq {seq}: env index {top} "
+                              f">= num_envs {info.num_envs}")
+            if n > 1 and int(np.bincount(env).max()) > 1:  # at most num_envs counters
+                self._fail(c, f"observations seq {seq}: an env index appears twice")
+            if top - int(env[0]) == n - 1 and (n < 3 or (np.diff(env.astype(np.int64)) == 1).all()):
+                o.env_range = (int(env[0]), top + 1)
+            if o.env_key is not None:
+                wire.remember_env(c.env_cache, o.env_key, env, o.env_range)
+        k = len(o.final_index)
+        if len(o.final_obs) != k * d:
+            self._fail(c, f"observations seq {seq}: final_obs has {len(o.final_obs)} "
+                          f"values for {k} final_index entries (obs_dim {d})")
+        if k:
+            fidx = o.final_index
+            if k <= 16:  # the usual few: cheaper as Python ints
+                listed = fidx.tolist()
+                bad = max(listed) >= n or len(set(listed)) != k
+            else:
+                bad = int(fidx.max()) >= n or int(np.bincount(fidx).max()) > 1
+            if bad:
+                self._fail(c, f"observations seq {seq}: final_index out of range or repeated")
+        if info.obs_dtype != np.float32:
+            o.obs = self._as_obs_dtype(c, seq, "obs", o.obs)
+            o.final_obs = self._as_obs_dtype(c, seq, "final_obs", o.final_obs)
+        o.node = c.index
+        c.last_seq = seq
+        c.unanswered.add(seq)
+        return o
+
+    def _batch(self, o):
+        """A Batch, with arrays of its own, from a checked wire.ObsFrame."""
+        info = self._conns[o.node].info
+        n, d, k = len(o.env), info.obs_dim, len(o.final_index)
         dtype = info.obs_dtype
-        obs = np.array(m.obs, dtype=np.float32).reshape(n, d)
-        final = np.full((n, d), np.nan if dtype.kind == "f" else 0, dtype=dtype)
-        has_final = np.zeros(n, dtype=bool)
-        if len(fidx):
-            rows = np.array(m.final_obs, dtype=np.float32).reshape(len(fidx), d)
-            final[fidx] = self._as_obs_dtype(c, m.seq, "final_obs", rows)
-            has_final[fidx] = True
-        if dtype != np.float32:
-            obs = self._as_obs_dtype(c, m.seq, "obs", obs)
-        c.last_seq = m.seq
-        c.unanswered.add(m.seq)
-        return Batch(node=c.index, seq=int(m.seq), env=env,
-                     step=np.array(m.step, dtype=np.uint64),
-                     obs=obs,
-                     reward=np.array(m.reward, dtype=np.float32),
-                     terminated=np.array(m.terminated, dtype=bool),
-                     truncated=np.array(m.truncated, dtype=bool),
-                     episode_start=np.array(m.episode_start, dtype=bool),
-                     final_obs=final, has_final_obs=has_final)
+        flags = o.flags
+        return Batch(o.node, o.seq, o.env.copy() if o.env_known else o.env, o.step,
+                     o.obs.reshape(n, d).astype(dtype), o.reward.astype(np.float32),
+                     flags[0], flags[1], flags[2], final_index=o.final_index,
+                     final_rows=o.final_obs.reshape(k, d).astype(dtype),
+                     env_range=o.env_range)
 
     def _as_obs_dtype(self, c, seq, field, values):
         """float32 values from the wire in the node's observation dtype; an
@@ -505,19 +589,20 @@ class Client:
 
     def _on_readable(self, c):
         try:
-            data = c.sock.recv(_RECV_CHUNK)
+            got = c.reader.fill(c.sock)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
             self._close_conn(c)
             raise ConnectionClosed(f"node {c.address}: connection lost: {e}") from e
-        if not data:
-            self._close_conn(c)
-            raise ConnectionClosed(f"node {c.address} closed the connection without goodbye")
-        for f in self._feed(c, data):
-            if not c.open:
-                break  # goodbye or error already ended this connection
-            self._dispatch(c, self._parse(c, f))
+        if not got:
+            self._drain(c)  # a goodbye may have come just before the close
+            if c.open:
+                self._close_conn(c)
+                raise ConnectionClosed(f"node {c.address} closed the connection without "
+                                       "goodbye")
+            return
+        self._drain(c)
 
     def _flush(self, c):
         try:
@@ -533,7 +618,9 @@ class Client:
     def _watch(self, c):
         if c.open:
             events = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.outbuf else 0)
-            self._sel.modify(c.sock, events, c)
+            if events != c.events:  # most sends leave nothing queued: no change
+                self._sel.modify(c.sock, events, c)
+                c.events = events
 
     def recv(self, timeout=None):
         """The next batch from any node, or None when ``timeout`` seconds
@@ -544,11 +631,18 @@ class Client:
         on with the other nodes), ProtocolError on a malformed frame, and
         ConnectionClosed(clean=True) once every node has said goodbye.
         """
+        o = self._recv_frame(timeout)
+        return None if o is None else self._batch(o)
+
+    def _recv_frame(self, timeout=None):
+        """recv() without the Batch: the next checked wire.ObsFrame, whose
+        float arrays may view the receive buffer and are valid only until
+        the next call (VecEnv copies them into its arrays at once)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while self._early and not self._ready:
-            c, f = self._early.popleft()
+            c = self._early.pop(0)
             if c.open:
-                self._dispatch(c, self._parse(c, f))
+                self._drain(c)
         while not self._ready:
             if not any(c.open for c in self._conns):
                 reasons = "; ".join(f"{c.address}: {c.goodbye!r}" for c in self._conns
@@ -610,18 +704,22 @@ class Client:
                              "answered or never delivered")
         return c
 
-    def _send_checked(self, batch, wire):
+    def _send_checked(self, batch, actions):
         """Send actions that check_actions returned for this batch."""
+        self._flush(self._queue_checked(batch, actions))
+
+    def _queue_checked(self, batch, actions):
+        """Queue the answer of batch (actions that check_actions returned)
+        without sending it yet: a caller with several batches to answer
+        sends them together (_flush). Returns the connection."""
         c = self._answerable(batch)
-        f = self._pb.Frame()
-        f.actions.seq = batch.seq
         if c.info.action_kind == "discrete":
-            f.actions.discrete.extend(wire.tolist())
+            body = wire.actions_message(batch.seq, discrete=actions)
         else:
-            f.actions.box.extend(wire.reshape(-1).tolist())
-        c.outbuf += encode_frame(f.SerializeToString(), c.info.max_frame or None)
+            body = wire.actions_message(batch.seq, box=actions)
+        c.outbuf += encode_frame(body, c.info.max_frame or None)
         c.unanswered.discard(batch.seq)
-        self._flush(c)
+        return c
 
     # -- closing ----------------------------------------------------------------
     def _close_conn(self, c):

@@ -4,6 +4,8 @@ This is protobuf's standard delimited framing (writeDelimitedTo in Java,
 ``SerializeDelimitedToOstream`` in C++), so any protobuf library can read a
 stream of frames.
 """
+import numpy as np
+
 from .errors import FrameTooLarge, ProtocolError
 
 DEFAULT_MAX_FRAME = 64 << 20  # bytes; the node tells its own in Welcome.max_frame
@@ -92,3 +94,81 @@ class FrameDecoder:
     def pending(self):
         """Bytes buffered that do not form a complete frame yet."""
         return len(self._buf) - self._pos
+
+
+class FrameReader:
+    """Frames read from a socket into one reusable buffer and parsed in place.
+
+    ``fill(sock)`` reads what the socket has (``recv_into``, no copy) and
+    returns the byte count (0: the peer closed); ``next_frame()`` returns
+    the (start, end) span of the next complete frame's body in ``buf`` (a
+    uint8 array; ``mv`` is a memoryview of it, indexed as ints), or None.
+    Spans, and views of them, stay valid until the next ``fill``: only
+    ``fill`` moves bytes. The buffer grows only for a frame larger than it,
+    to that frame's size; a length prefix above ``max_frame`` raises
+    FrameTooLarge before any of the body is read.
+    """
+
+    def __init__(self, max_frame=DEFAULT_MAX_FRAME, where="", size=1 << 18):
+        self.max_frame = max_frame
+        self.where = where
+        self._size = size
+        self.buf = np.empty(size, np.uint8)
+        self.mv = memoryview(self.buf)
+        self.start = 0  # first byte not yet returned as a frame
+        self.end = 0    # end of the bytes read
+        self._need = 0  # bytes from start that the incomplete frame there needs
+
+    def fill(self, sock):
+        """Read from sock into the free room (made first if short). Returns
+        the byte count, 0 at EOF; a non-blocking socket with nothing to read
+        raises BlockingIOError, as recv_into does."""
+        if self.start == self.end:
+            self.start = self.end = 0
+            if len(self.buf) > 4 * self._size:  # grown for a large frame: give it back
+                self.buf = np.empty(self._size, np.uint8)
+                self.mv = memoryview(self.buf)
+        size = len(self.buf)
+        if size - self.end < 65536 or self.start + self._need > size:
+            self._move(max(size, self._need + 65536))
+        got = sock.recv_into(self.mv[self.end:])
+        self.end += got
+        return got
+
+    def _move(self, size):
+        """Move the unread bytes to the start of a buffer of size bytes
+        (this one when it is large enough)."""
+        left = self.end - self.start
+        if size > len(self.buf):
+            fresh = np.empty(size, np.uint8)
+            fresh[:left] = self.buf[self.start:self.end]
+            self.buf, self.mv = fresh, memoryview(fresh)
+        elif self.start:
+            self.buf[:left] = self.buf[self.start:self.end]  # numpy copes with the overlap
+        self.start, self.end = 0, left
+
+    def next_frame(self):
+        """The (start, end) of the next complete frame's body, or None."""
+        mv, pos, end = self.mv, self.start, self.end
+        if pos >= end:
+            self._need = 0
+            return None
+        if mv[pos] < 0x80:
+            size, body = mv[pos], pos + 1
+        else:
+            size, body = decode_varint(mv[:end], pos)
+            if size is None:
+                self._need = end - pos + 1
+                return None
+        if size > self.max_frame:
+            raise FrameTooLarge(size, self.max_frame, self.where)
+        if end - body >= size:
+            self.start = body + size
+            self._need = 0
+            return body, body + size
+        self._need = body - pos + size
+        return None
+
+    def pending(self):
+        """Bytes read that do not form a complete frame yet."""
+        return self.end - self.start

@@ -84,18 +84,12 @@ class VecEnv(_Base):
         self.observation_space = spaces.batch(self.single_observation_space, self.num_envs)
         self.action_space = spaces.batch(self.single_action_space, self.num_envs)
 
-        n, d = self.num_envs, self.obs_dim
-        dtype = first.obs_dtype
-        self._obs = np.zeros((n, d), dtype)
-        self._reward = np.zeros(n, np.float32)
-        self._terminated = np.zeros(n, bool)
-        self._truncated = np.zeros(n, bool)
-        self._start = np.zeros(n, bool)
-        self._final = np.full((n, d), np.nan if dtype.kind == "f" else 0, dtype)
-        self._has_final = np.zeros(n, bool)
-        self._step = np.zeros(n, np.uint64)
+        n = self.num_envs
+        self._obs_dtype = first.obs_dtype
+        self._final_fill = np.nan if self._obs_dtype.kind == "f" else 0
+        self._fresh()
         self._have = np.zeros(n, bool)
-        self._outstanding = []  # (batch, global indices of its rows)
+        self._outstanding = []  # (batch, its rows: a slice or global indices)
         self._ep_return = np.zeros(n, np.float64)
         self._ep_length = np.zeros(n, np.int64)
         self._started = False
@@ -111,35 +105,57 @@ class VecEnv(_Base):
         node = int(np.searchsorted(self.offsets, k, side="right")) - 1
         return f"env {k} (node {self.nodes[node].address} env {k - int(self.offsets[node])})"
 
+    def _fresh(self):
+        """New arrays for the next transitions: step() hands them out as
+        they are (no copies), so they are never written again."""
+        n, d = self.num_envs, self.obs_dim
+        self._obs = np.empty((n, d), self._obs_dtype)
+        self._reward = np.empty(n, np.float32)
+        self._flags = np.empty((3, n), bool)  # terminated, truncated, episode_start
+        self._step = np.empty(n, np.uint64)
+        self._final = np.full((n, d), self._final_fill, self._obs_dtype)
+        self._has_final = np.zeros(n, bool)
+
     def _collect(self):
         """Receive until every env has one observation waiting."""
-        while not self._have.all():
-            gone = [i.address for i in self.nodes if i.index not in self.client.open_nodes]
-            if gone:
+        missing = self.num_envs - int(np.count_nonzero(self._have))
+        have, flags, d = self._have, self._flags, self.obs_dim
+        while missing > 0:
+            if len(self.client.open_nodes) != len(self.nodes):
+                gone = [i.address for i in self.nodes if i.index not in self.client.open_nodes]
                 raise ConnectionClosed(f"node(s) {', '.join(gone)} closed: this VecEnv "
                                        "cannot step their envs any more",
                                        clean=True, reason="node closed")
-            b = self.client.recv(self.timeout)
+            b = self.client._recv_frame(self.timeout)  # views: copied below, at once
             if b is None:
-                missing = [self.env_ids()[k] for k in np.flatnonzero(~self._have)[:8]]
+                left = [self.env_ids()[k] for k in np.flatnonzero(~have)[:8]]
                 raise TimeoutError(
-                    f"no observation for {int((~self._have).sum())} of {self.num_envs} envs "
-                    f"after {self.timeout:g}s (first (node, env): {missing}); is another "
+                    f"no observation for {missing} of {self.num_envs} envs "
+                    f"after {self.timeout:g}s (first (node, env): {left}); is another "
                     "learner sharing these envs?")
-            g = self.offsets[b.node] + b.env.astype(np.int64)
-            if self._have[g].any():
-                raise ProtocolError(f"node {self.nodes[b.node].address} sent a second "
-                                    "observation for an env before its action was answered")
-            self._have[g] = True
-            self._obs[g] = b.obs
+            off = int(self.offsets[b.node])
+            if b.env_range is not None:  # one range of envs, in order
+                g = slice(off + b.env_range[0], off + b.env_range[1])
+            else:
+                g = off + b.env if off else b.env
+            # Each frame's envs are distinct (the client checked); one env in
+            # two frames shows as a count that does not add up (below).
+            have[g] = True
+            self._obs[g] = b.obs.reshape(-1, d)
             self._reward[g] = b.reward
-            self._terminated[g] = b.terminated
-            self._truncated[g] = b.truncated
-            self._start[g] = b.episode_start
-            self._final[g] = b.final_obs
-            self._has_final[g] = b.has_final_obs
+            flags[:, g] = b.flags
             self._step[g] = b.step
+            if len(b.final_index):
+                rows = b.final_index + (off + b.env_range[0]) if b.env_range is not None \
+                    else g[b.final_index]
+                self._final[rows] = b.final_obs.reshape(-1, d)
+                self._has_final[rows] = True
+            b.obs = b.reward = b.final_obs = None  # views of the receive buffer: not kept
             self._outstanding.append((b, g))
+            missing -= len(b.env)
+        if missing or not have.all():
+            raise ProtocolError(f"node(s) {', '.join(i.address for i in self.nodes)}: an env "
+                                "came twice before its action was answered")
 
     def _check_open(self, what):
         if self.closed:
@@ -200,7 +216,7 @@ class VecEnv(_Base):
         self._started = True
         if seed is not None and spaces.GYMNASIUM is not None:
             super().reset(seed=seed)  # gymnasium's np_random, as its envs do
-        infos = {"step": self._step.copy(), "episode_start": self._start.copy()}
+        infos = {"step": self._step.copy(), "episode_start": self._flags[2].copy()}
         return self._obs.reshape((self.num_envs,) + self.obs_shape).copy(), infos
 
     def step(self, actions):
@@ -215,7 +231,8 @@ class VecEnv(_Base):
         absent) with mask ``_final_obs`` (also ``has_final_obs``),
         ``episode`` = {"r": return, "l": length} with mask ``_episode`` for
         episodes that ended (also ``episode_return`` / ``episode_length``,
-        NaN / 0 elsewhere), ``episode_start`` and ``step``.
+        NaN / 0 elsewhere), ``episode_start`` and ``step``. Every array is
+        new and the caller's: the VecEnv never writes it again.
 
         Actions the node would refuse (wrong shape or dtype, a discrete
         action out of range, a NaN or infinite box action) raise ValueError
@@ -229,38 +246,52 @@ class VecEnv(_Base):
         # Checked as a whole before anything is sent: a refused action
         # leaves every batch outstanding and the VecEnv as it was.
         wire = check_actions(info0, actions, self.num_envs, self.clip_box, self._env_label)
+        if self.action_kind == "discrete" and self.action_n <= 128:
+            wire = wire.astype(np.uint8)  # in [0, n): one varint byte each, written as is
+        # Every answer is queued, then each node's are sent at once: one
+        # send per node and step.
+        conns = {}
         outstanding = self._outstanding
-        while outstanding:
-            b, g = outstanding[0]
-            self.client._send_checked(b, wire[g])
-            outstanding.pop(0)
+        queued = 0
+        try:
+            for b, g in outstanding:
+                c = self.client._queue_checked(b, wire[g])
+                conns[id(c)] = c
+                queued += 1
+        finally:
+            del outstanding[:queued]
+            for c in conns.values():
+                if c.open:
+                    self.client._flush(c)
         self._have[:] = False
+        self._fresh()
         self._collect()
         n = self.num_envs
         self.total_steps += n
+        final, has_final = self._final, self._has_final
+        terminated, truncated = self._flags[0], self._flags[1]
         self._ep_return += self._reward
         self._ep_length += 1
-        done = self._terminated | self._truncated
-        # A truncation without final_obs is an env failure (docs/env-api.md):
-        # the cut episode is not counted as a finished one.
-        counted = done & (self._terminated | self._has_final)
+        done = terminated | truncated
         ep_ret = np.full(n, np.nan)
         ep_len = np.zeros(n, np.int64)
-        ep_ret[counted] = self._ep_return[counted]
-        ep_len[counted] = self._ep_length[counted]
-        if counted.any():
-            self.episode_returns.extend(self._ep_return[counted].tolist())
-            self.episode_lengths.extend(self._ep_length[counted].tolist())
-        self._ep_return[done] = 0.0
-        self._ep_length[done] = 0
+        counted = done  # no episode ended: all False
+        if done.any():
+            # A truncation without final_obs is an env failure (docs/env-api.md):
+            # the cut episode is not counted as a finished one.
+            counted = done & (terminated | has_final)
+            ep_ret[counted] = self._ep_return[counted]
+            ep_len[counted] = self._ep_length[counted]
+            self.episode_returns.extend(ep_ret[counted].tolist())
+            self.episode_lengths.extend(ep_len[counted].tolist())
+            self._ep_return[done] = 0.0
+            self._ep_length[done] = 0
         shape = (n,) + self.obs_shape
-        has_final = self._has_final.copy()
-        infos = {"final_obs": self._final.reshape(shape).copy(), "_final_obs": has_final,
+        infos = {"final_obs": final.reshape(shape), "_final_obs": has_final,
                  "has_final_obs": has_final, "episode": {"r": ep_ret, "l": ep_len},
                  "_episode": counted, "episode_return": ep_ret, "episode_length": ep_len,
-                 "episode_start": self._start.copy(), "step": self._step.copy()}
-        return (self._obs.reshape(shape).copy(), self._reward.copy(), self._terminated.copy(),
-                self._truncated.copy(), infos)
+                 "episode_start": self._flags[2], "step": self._step}
+        return self._obs.reshape(shape), self._reward, terminated, truncated, infos
 
     def close_extras(self, reason="learner done", **kwargs):
         """Say goodbye to every node (unanswered batches go to the next

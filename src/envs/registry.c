@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "envs/env_args.h"
+#include "envs/mujoco/mj_registry.h" /* issue 17: the MuJoCo envs */
 #include "runtime/error.h"
 #include "runtime/text.h"
 
@@ -182,18 +183,26 @@ int ro__env_open_builtin(ro_env_kind_t *out, const char *name, char *err, size_t
     out->dl_handle = NULL;
     if (name == NULL)
         name = "";
-    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++) {
-        if (strcmp(builtins[i]->name, name) != 0)
-            continue;
-        int rc = check_vtable(builtins[i], name, err, errlen);
+    const ro_env_vtable_t *vt = NULL;
+    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
+        if (strcmp(builtins[i]->name, name) == 0)
+            vt = builtins[i];
+    /* issue 17: the MuJoCo envs (or why this build has none). */
+    if (vt == NULL) {
+        int rc = ro__mj_lookup(name, &vt, err, errlen);
         if (rc < 0)
             return rc;
-        out->vt = builtins[i];
+    }
+    if (vt != NULL) {
+        int rc = check_vtable(vt, name, err, errlen);
+        if (rc < 0)
+            return rc;
+        out->vt = vt;
         return 0;
     }
     char shown[160];
     set_err(err, errlen, "unknown env '%s' (built-ins: %s; or a path to a plugin .so)",
-            ro__text_log(shown, sizeof shown, name, 100), RO_ENV_BUILTIN_NAMES);
+            ro__text_log(shown, sizeof shown, name, 100), RO_ENV_BUILTIN_NAMES RO_MJ_BUILTIN_NAMES);
     return RO_ENOENT;
 }
 

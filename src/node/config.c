@@ -91,7 +91,8 @@ static const char *const record_error_modes[] = {"stop", "continue", NULL};
 static const ro_flag_t node_flags[] = {
     {.kind = RO_FLAG_SECTION, .name = "env"},
     {RO_FLAG_STRING, "env", "NAME|PATH", AT(env),
-     .help = "cartpole (default), pendulum, burn, or a plugin .so"},
+     .help = "cartpole (default), pendulum, burn, or a plugin .so;\nMuJoCo: hopper walker2d "
+             "half_cheetah ant inverted_pendulum"},
     {RO_FLAG_FN, "env-arg", "KEY=VALUE", 0, .parse = parse_env_arg,
      .help = "env argument (repeatable); every env accepts\nmax_episode_steps"},
     {RO_FLAG_U32, "num-envs", "N", AT(num_envs), 1, 1u << 20, .help = "envs to run (default 256)"},

@@ -71,6 +71,9 @@ static void print_summary(const ro_summary_t *s, bool json)
                 (unsigned long long)s->stream_segments_unsent,
                 (unsigned long long)s->policy_lag_min, (unsigned long long)s->policy_lag_max,
                 s->policy_lag_mean, s->stream_wait_s);
+    if (s->mujoco_warnings)
+        fprintf(stderr, "mujoco: %llu warnings in the envs' simulations (counted, not printed)\n",
+                (unsigned long long)s->mujoco_warnings);
     if (s->pin_errors)
         fprintf(stderr, "warning: %d workers could not be pinned to their CPU\n", s->pin_errors);
     if (!json)
@@ -85,9 +88,10 @@ static void print_summary(const ro_summary_t *s, bool json)
            s->threads, s->threads_expected, s->workers, s->lanes, s->numa_nodes, s->cpus,
            s->pin_errors, (unsigned long long)s->steals);
     printf("\"num_envs\":%u,\"shard\":%u,\"batch\":%u,\"batches\":%llu,\"mean_batch\":%.3f,"
-           "\"env_failures\":%llu,\"dropped_metrics\":%llu,",
+           "\"env_failures\":%llu,\"mujoco_warnings\":%llu,\"dropped_metrics\":%llu,",
            s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
-           (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
+           (unsigned long long)s->env_failures, (unsigned long long)s->mujoco_warnings,
+           (unsigned long long)s->dropped_metrics);
     printf("\"learners_attached\":%llu,\"learners_rejected\":%llu,\"batches_resent\":%llu,"
            "\"policy_pushes\":%llu,\"policy_version\":%llu,\"env\":",
            (unsigned long long)s->learners_attached, (unsigned long long)s->learners_rejected,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "envs/mujoco/mj_registry.h"
 #include "node/node.h"
 #include "node/node_internal.h"
 #include "runtime/numa_mem.h"
@@ -121,6 +122,7 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
         s->mean_batch += (double)atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
     }
     s->mean_batch = s->batches ? s->mean_batch / (double)s->batches : 0.0;
+    s->mujoco_warnings = ro__mj_warning_count();
     s->mean_return = s->episodes ? return_sum / (double)s->episodes : 0.0;
     s->seconds = n->t_end_ns > n->t_start_ns ? (double)(n->t_end_ns - n->t_start_ns) * 1e-9 : 0;
     s->sps = s->seconds > 0 ? (double)s->steps / s->seconds : 0;

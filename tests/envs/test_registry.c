@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "envs/env_args.h"
+#include "envs/mujoco/mj_registry.h" /* issue 17: RO_MJ_BUILTIN_NAMES */
 #include "envs/registry.h"
 #include "runtime/error.h"
 
@@ -48,8 +49,8 @@ static void test_unknown_name(void **state)
     char err[256] = "";
     assert_int_equal(ro__env_open(&k, "foo", err, sizeof err), RO_ENOENT);
     assert_string_equal(err,
-                        "unknown env 'foo' (built-ins: cartpole, pendulum, burn; or a path to a "
-                        "plugin .so)");
+                        "unknown env 'foo' (built-ins: cartpole, pendulum, burn" RO_MJ_BUILTIN_NAMES
+                        "; or a path to a plugin .so)");
     assert_null(k.vt);
     assert_int_equal(ro__env_open(&k, "CartPole", err, sizeof err), RO_ENOENT);
     assert_int_equal(ro__env_open(&k, "", err, sizeof err), RO_ENOENT);

@@ -23,6 +23,10 @@ ROOT, BUILD = (os.path.abspath(a) for a in sys.argv[1:3])
 del sys.argv[1:3]
 PROGRAMS = ["bench_engine", "bench_kernels", "bench_scaling", "bench_overhead", "bench_rss",
             "bench_wire"]
+# issue 17: bench_mujoco, where the build has MuJoCo.
+MUJOCO = os.path.exists(os.path.join(BUILD, "bench", "bench_mujoco"))
+if MUJOCO:
+    PROGRAMS.append("bench_mujoco")
 
 
 class BenchTools(nu.TempDirCase):
@@ -49,7 +53,8 @@ class BenchTools(nu.TempDirCase):
                         BUILD, "--no-build", "--out", out, "--plot-format", "svg"],
                        capture_output=True, text=True, timeout=600)
         self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-2000:])
-        for f in ("engine", "kernels", "scaling", "overhead", "batch_sweep", "rss", "rss_summary"):
+        for f in ("engine", "kernels", "scaling", "overhead", "batch_sweep", "rss",
+                  "rss_summary") + (("mujoco",) if MUJOCO else ()):
             self.assertTrue(os.path.getsize(os.path.join(out, f + ".csv")) > 0, f)
         with open(os.path.join(out, "results.md")) as f:
             results = f.read()
@@ -61,7 +66,7 @@ class BenchTools(nu.TempDirCase):
         if not shutil.which("gnuplot"):
             self.skipTest("gnuplot is not installed: no plots to check (install gnuplot-nox)")
         for plot in ("scaling_sps", "scaling_efficiency", "rss", "batch_sweep", "engine_vs_machine",
-                     "kernels"):
+                     "kernels") + (("mujoco",) if MUJOCO else ()):
             self.assertTrue(os.path.exists(os.path.join(out, plot + ".svg")), plot)
         with open(os.path.join(out, "batch_sweep.csv")) as f:
             batches = sorted({int(r["batch"]) for r in csv.DictReader(f)})

@@ -287,6 +287,51 @@ class AgainstRawServer(unittest.TestCase):
                 c.recv(GUARD)
             self.assertIn("obs has 5 values, expected 6", str(cm.exception))
 
+    def test_malformed_observations_frame(self):
+        """A frame the in-place parser refuses (a float field of 5 bytes)
+        ends the connection with a one-line ProtocolError, and the node is
+        told why (EPROTO)."""
+        def behave(s):
+            read_frame(s)
+            send(s, welcome=welcome())
+            inner = b"\x08\x01\x12\x02\x00\x01\x22\x05" + bytes(5)
+            s.sendall(rc.encode_frame(b"\x1a" + rc.encode_varint(len(inner)) + inner))
+            self.reply = read_frame(s)
+        with RawServer(behave) as srv, rc.Client(srv.address) as c:
+            with self.assertRaises(rc.ProtocolError) as cm:
+                c.recv(GUARD)
+            self.assertIn("malformed observations frame: observations field obs has 5 bytes",
+                          str(cm.exception))
+            self.assertNotIn("\n", str(cm.exception))
+        self.assertEqual(self.reply.error.code, 71)
+
+    def test_batches_own_their_arrays(self):
+        """Batches from recv() are copies: later frames, read into the same
+        receive buffer, do not change them (VecEnv alone takes views)."""
+        pb = rc.pb2()
+
+        def behave(s):
+            read_frame(s)
+            send(s, welcome=welcome())
+            # One write: both frames usually land in one fill of the buffer.
+            s.sendall(b"".join(rc.encode_frame(pb.Frame(observations=pb.Observations(
+                seq=seq, env=[0, 1], step=[seq, seq], obs=[float(seq)] * 6,
+                reward=[seq, seq], terminated=[0, 0], truncated=[0, 0], episode_start=[0, 0],
+                final_index=[1], final_obs=[-float(seq)] * 3)).SerializeToString())
+                for seq in (1, 2)))
+            read_frame(s)
+        with RawServer(behave) as srv, rc.Client(srv.address) as c:
+            b1 = c.recv(GUARD)
+            b2 = c.recv(GUARD)
+            buf = c._conns[0].reader.buf
+            for b in (b1, b2):
+                for a in (b.obs, b.reward, b.final_obs, b.final_rows, b.step, b.env):
+                    self.assertFalse(np.shares_memory(a, buf))
+            self.assertTrue((b1.obs == 1).all() and (b2.obs == 2).all())
+            self.assertEqual(b1.final_obs[1].tolist(), [-1.0] * 3)
+            self.assertTrue(np.isnan(b1.final_obs[0]).all())
+            self.assertEqual(b1.has_final_obs.tolist(), [False, True])
+
     def test_observation_dtypes_checked(self):
         """A declared integer dtype takes whole numbers in its range only;
         an unknown dtype is refused at the welcome."""

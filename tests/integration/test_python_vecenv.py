@@ -277,6 +277,31 @@ class WithRealNode(Checklist, unittest.TestCase):
         self.assertEqual(node.stop(), 0)
         self.assertEqual(node.summary()["learners_rejected"], 0)
 
+    def test_returned_arrays_are_the_callers(self):
+        """What step() returns is never written again by the VecEnv (the
+        receive buffer behind it is reused every step), and writing into it
+        changes nothing the VecEnv returns later: 256 envs, several frames
+        per step, 50 steps kept and compared with copies taken at once."""
+        node = self.launch(num_envs=256, seed=3)
+        with rc.VecEnv(node.address, timeout=GUARD) as env:
+            obs, _ = env.reset()
+            kept, copies = [], []
+            for _ in range(50):
+                out = env.step(env.action_space.sample())
+                arrays = list(out[:4]) + [out[4]["final_obs"], out[4]["_final_obs"],
+                                          out[4]["step"], out[4]["episode_start"]]
+                kept.append(arrays)
+                copies.append([a.copy() for a in arrays])
+            for step, (a, c) in enumerate(zip(kept, copies)):
+                for x, y in zip(a, c):
+                    np.testing.assert_array_equal(x, y, err_msg=f"step {step}")
+            steps = kept[-1][6].copy()
+            for x in kept[-1]:  # the caller scribbles over the last step's arrays
+                x[...] = 0
+            out = env.step(env.action_space.sample())
+            np.testing.assert_array_equal(out[4]["step"], steps + 1)  # the node's count
+            self.assertTrue(np.isfinite(out[0]).all())
+
     def test_checklist_pendulum_box_actions(self):
         node = self.launch(env="pendulum", num_envs=4, seed=2)
         with rc.VecEnv(node.address, timeout=GUARD) as env:

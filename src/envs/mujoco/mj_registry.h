@@ -1,0 +1,44 @@
+/*
+ * The MuJoCo envs as the env registry sees them (issue 17). This header does
+ * not need MuJoCo: in a build without it (meson -Dmujoco=disabled, or
+ * libmujoco-dev missing) the envs are absent and ro__mj_lookup() says how to
+ * get them.
+ */
+#ifndef RO_ENVS_MUJOCO_MJ_REGISTRY_H
+#define RO_ENVS_MUJOCO_MJ_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ro_build_config.h"
+#include "rollout/env.h"
+
+/* The MuJoCo env names, for messages. */
+#define RO_MJ_ENV_NAMES "inverted_pendulum, hopper, half_cheetah, walker2d, ant"
+
+#if RO_HAVE_MUJOCO
+extern const ro_env_vtable_t ro__env_inverted_pendulum;
+extern const ro_env_vtable_t ro__env_hopper;
+extern const ro_env_vtable_t ro__env_half_cheetah;
+extern const ro_env_vtable_t ro__env_walker2d;
+extern const ro_env_vtable_t ro__env_ant;
+/* Appended to the list of built-in names in messages. */
+#define RO_MJ_BUILTIN_NAMES ", " RO_MJ_ENV_NAMES
+#else
+#define RO_MJ_BUILTIN_NAMES ""
+#endif
+
+/*
+ * ro__mj_lookup finds a MuJoCo env by name. Returns 0 with *vt set to its
+ * vtable, or 0 with *vt NULL when `name` is no MuJoCo env; RO_ENOTSUP and a
+ * message saying how to get the MuJoCo envs when `name` is one of them and
+ * this build has none. Any thread.
+ */
+int ro__mj_lookup(const char *name, const ro_env_vtable_t **vt, char *err, size_t errlen);
+
+/* ro__mj_warning_count returns how many MuJoCo warnings this process's envs
+ * have seen (counted, never printed; 0 in a build without MuJoCo), for the
+ * node's summary. Any thread. */
+uint64_t ro__mj_warning_count(void);
+
+#endif

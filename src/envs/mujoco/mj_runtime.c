@@ -1,0 +1,184 @@
+/*
+ * The MuJoCo envs' shared models and error handlers (mj_runtime.h).
+ *
+ * This is the one place with process-wide mutable state in the envs, for
+ * two reasons outside our control: MuJoCo's handlers are global function
+ * pointers with no context argument, and the point of sharing one mjModel
+ * is that it outlives any one instance. Both are guarded: the handlers are
+ * set once (pthread_once) and only read afterwards; the model table is
+ * under a mutex, touched at create() and destroy() only, never per step.
+ */
+#include "envs/mujoco/mj_runtime.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "envs/mujoco/mj_models.h"
+#include "runtime/error.h"
+
+/* More than the embedded models we ship; checked at run time. */
+#define MAX_MODELS 16
+
+/*
+ * Per thread: the guard armed on this thread (NULL when none) and the last
+ * error caught here. A worker runs one env step at a time, so one slot per
+ * thread is enough; it is thread-local because MuJoCo's error callback
+ * gives us nothing but the message.
+ */
+static _Thread_local jmp_buf *guard_jmp;
+static _Thread_local char last_error[256];
+
+/* Relaxed: a statistic, read for reports only. */
+static _Atomic uint64_t warnings_seen;
+
+static pthread_once_t handlers_once = PTHREAD_ONCE_INIT;
+
+/* The shared models, one slot per embedded file. Under models_lock. */
+typedef struct shared_model {
+    mjModel *m;
+    unsigned users;
+} shared_model_t;
+
+static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
+static shared_model_t models[MAX_MODELS];
+
+static void on_error(const char *msg)
+{
+    snprintf(last_error, sizeof last_error, "%s", msg);
+    jmp_buf *j = guard_jmp;
+    if (j != NULL) {
+        guard_jmp = NULL;
+        longjmp(*j, 1);
+    }
+    /* Not inside a step: MuJoCo cannot go on past an error, and unwinding
+     * the C++ model compiler with longjmp is undefined. Say why and stop. */
+    fprintf(stderr, "rollout: MuJoCo error outside an env step (cannot continue): %s\n", msg);
+    abort();
+}
+
+static void on_warning(const char *msg)
+{
+    (void)msg;
+    /* Counted, not printed: MuJoCo would print (and log to a file in the
+     * current directory) from inside a worker's step. The envs count the
+     * warnings of each instance from its mjData. */
+    atomic_fetch_add_explicit(&warnings_seen, 1, memory_order_relaxed);
+}
+
+static void install_handlers(void)
+{
+    mju_user_error = on_error;
+    mju_user_warning = on_warning;
+}
+
+int ro__mj_guard(void (*fn)(void *), void *arg)
+{
+    /* Once set, a load per call: the handlers must be ours before MuJoCo
+     * can raise anything inside fn. */
+    pthread_once(&handlers_once, install_handlers);
+    /* prev is not written after setjmp, so it keeps its value across the
+     * longjmp; restoring it lets a guard run inside another. */
+    jmp_buf *prev = guard_jmp;
+    jmp_buf jb;
+    if (setjmp(jb) != 0) {
+        guard_jmp = prev; /* on_error disarmed the guard before jumping here */
+        return RO_EIO;
+    }
+    guard_jmp = &jb;
+    fn(arg);
+    guard_jmp = prev;
+    return 0;
+}
+
+const char *ro__mj_last_error(void)
+{
+    return last_error;
+}
+
+uint64_t ro__mj_warnings(void)
+{
+    return atomic_load_explicit(&warnings_seen, memory_order_relaxed);
+}
+
+/* load_embedded compiles one embedded model from memory: the file goes into
+ * a virtual file system of its own, so mj_loadXML never opens a file. */
+static mjModel *load_embedded(const ro_mj_embedded_t *e, char *err, size_t errlen)
+{
+    /* mjVFS holds 2000 file names of 1000 bytes: far too big for a stack. */
+    mjVFS *vfs = malloc(sizeof *vfs);
+    if (vfs == NULL) {
+        ro__errorf(err, errlen, RO_ENOMEM, "out of memory loading MuJoCo model %s", e->name);
+        return NULL;
+    }
+    mj_defaultVFS(vfs);
+    mjModel *m = NULL;
+    if (e->len > (size_t)INT32_MAX || mj_makeEmptyFileVFS(vfs, e->name, (int)e->len) != 0) {
+        ro__errorf(err, errlen, RO_ENOMEM, "cannot put MuJoCo model %s into a virtual file",
+                   e->name);
+        goto done;
+    }
+    int slot = mj_findFileVFS(vfs, e->name);
+    if (slot < 0) {
+        ro__errorf(err, errlen, RO_EIO, "MuJoCo model %s is missing from its virtual file",
+                   e->name);
+        goto done;
+    }
+    memcpy(vfs->filedata[slot], e->xml, e->len);
+    char why[512] = "";
+    m = mj_loadXML(e->name, vfs, why, sizeof why);
+    if (m == NULL)
+        ro__errorf(err, errlen, RO_EINVAL, "cannot compile the built-in MuJoCo model %s: %s",
+                   e->name, why[0] ? why : "no reason given");
+done:
+    mj_deleteVFS(vfs);
+    free(vfs);
+    return m;
+}
+
+int ro__mj_model_acquire(const char *file, const mjModel **out, char *err, size_t errlen)
+{
+    pthread_once(&handlers_once, install_handlers);
+    size_t idx = ro__mj_nmodels;
+    for (size_t i = 0; i < ro__mj_nmodels; i++)
+        if (strcmp(ro__mj_models[i].name, file) == 0)
+            idx = i;
+    if (idx == ro__mj_nmodels || idx >= MAX_MODELS)
+        return ro__errorf(err, errlen, RO_ENOENT, "no built-in MuJoCo model named %s", file);
+
+    int rc = 0;
+    pthread_mutex_lock(&models_lock);
+    shared_model_t *s = &models[idx];
+    if (s->users == 0) {
+        s->m = load_embedded(&ro__mj_models[idx], err, errlen);
+        if (s->m == NULL)
+            rc = RO_EINVAL;
+    }
+    if (rc == 0) {
+        s->users++;
+        *out = s->m;
+    }
+    pthread_mutex_unlock(&models_lock);
+    return rc;
+}
+
+void ro__mj_model_release(const mjModel *m)
+{
+    if (m == NULL)
+        return;
+    pthread_mutex_lock(&models_lock);
+    for (size_t i = 0; i < MAX_MODELS; i++) {
+        shared_model_t *s = &models[i];
+        if (s->users == 0 || s->m != m)
+            continue;
+        if (--s->users == 0) {
+            mj_deleteModel(s->m);
+            s->m = NULL;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&models_lock);
+}
