@@ -592,7 +592,7 @@ class Slots(nu.TempDirCase):
                           "--seconds", 0.2)
             self.assertEqual("accessible to other users" in p.stderr, warned, p.stderr)
             # The learner says the same (here with no node to reach).
-            lp = learner("--connect", "127.0.0.1:1", "--token-file", tok)
+            lp = learner("--connect", "127.0.0.1:1", "--token-file", tok, "--reconnect-s", 0)
             self.assertEqual("accessible to other users" in lp.stderr, warned, lp.stderr)
         self.assertNotIn("a-long-random-secret", p.stderr + lp.stderr)
 
