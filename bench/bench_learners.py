@@ -319,7 +319,7 @@ set boxwidth 0.7
 set ylabel 'M steps/s'
 set yrange [0:*]
 set grid ytics
-set xtics rotate by -30
+set xtics rotate by 35 right
 plot '{data}' using 2:xtic(1) title 'steps/s' lc rgb '#4477aa'
 """
     p = subprocess.run([gp], input=script, text=True, capture_output=True)
