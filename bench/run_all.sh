@@ -14,7 +14,8 @@
 # scaling, overhead, memory, comma-separated; the others' CSV files in DIR
 # are kept, and the table and plots are made from all of them), --previous
 # NODE (a rollout-node binary of an earlier version: its node is measured
-# against the same machine yardstick, into engine_previous.csv),
+# against the same machine yardstick, into engine_previous.csv; results.md
+# names it by --previous-label TEXT, or by its path),
 # --plots-only (run nothing: draw the plots from the CSV files in DIR),
 # --plot-format png|svg, --quiet-wait S (how long each sample may wait for
 # a quiet machine; default 10, 0 with --quick). --quick runs every program
@@ -33,6 +34,7 @@ compile=1
 plots_only=0
 fmt=png
 quiet_wait=""
+previous_label=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) mode=quick ;;
@@ -42,12 +44,13 @@ while [ $# -gt 0 ]; do
     --no-build) compile=0 ;;
     --only) only=",$2,"; shift ;;
     --previous) previous=$2; shift ;;
+    --previous-label) previous_label=$2; shift ;;
     --plots-only) plots_only=1 ;;
     --plot-format)
       case "$2" in png|svg) fmt=$2 ;; *) echo "run_all.sh: --plot-format '$2': expected png or svg" >&2; exit 2 ;; esac
       shift ;;
     --quiet-wait) quiet_wait=$2; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -222,7 +225,7 @@ cores=$(awk -F, 'NR==2{print $3}' "$out/scaling.csv")
 cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ //' || echo unknown)
 nodes=$(ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l)
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-previous_label=${previous:-none}
+previous_label=${previous_label:-${previous:-none}}
 {
   echo "# Benchmark results"
   echo
