@@ -145,16 +145,6 @@ static double thread_cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* cpu_s returns the CPU seconds of this process's threads (who =
- * RUSAGE_SELF) or of its waited-for children (RUSAGE_CHILDREN). */
-static double cpu_s(int who)
-{
-    struct rusage ru;
-    getrusage(who, &ru);
-    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
 /* raw_loop runs one yardstick loop for `seconds`; returns steps/s (or
  * forward rows/s for LOOP_BLAS). */
 static double raw_loop(const bench_case_t *bc, uint32_t B, loop_t kind, double seconds,
@@ -379,12 +369,14 @@ int main(int argc, char **argv)
         for (int r = 0; r < repeats; r++) {
             double c0 = 0;
             if (external)
-                BENCH_QUIET(
-                    (c0 = cpu_s(RUSAGE_CHILDREN), s = external_run(external, bc, workers, seconds)),
-                    &l);
+                BENCH_QUIET((c0 = bench_cpu_s(RUSAGE_CHILDREN),
+                             s = external_run(external, bc, workers, seconds)),
+                            &l);
             else
-                BENCH_QUIET((c0 = cpu_s(RUSAGE_SELF), s = node_run(bc, workers, seconds)), &l);
-            node_cpu[r] = (double)s.steps / (cpu_s(external ? RUSAGE_CHILDREN : RUSAGE_SELF) - c0);
+                BENCH_QUIET((c0 = bench_cpu_s(RUSAGE_SELF), s = node_run(bc, workers, seconds)),
+                            &l);
+            node_cpu[r] =
+                (double)s.steps / (bench_cpu_s(external ? RUSAGE_CHILDREN : RUSAGE_SELF) - c0);
             load += l / (sides * repeats);
             node[r] = s.sps;
             if (external)

@@ -8,7 +8,10 @@
  * records) and pendulum + MLP (200-step episodes). On and off alternate,
  * `repeats` times each, and the medians are compared.
  *  - a sweep of --batch and --max-wait-us for cartpole + MLP.
- * Every row carries the thread count read from /proc/self/task.
+ * Every row carries the thread count read from /proc/self/task, and the
+ * on / off ratio also in CPU time: steps per CPU-second of the process
+ * (every thread: the logger runs on the loop thread), which other
+ * processes on a shared machine do not move.
  *
  * usage: bench_overhead [--seconds S] [--repeats N] [--csv FILE]
  *                       [--batch-csv FILE] [--metrics-file PATH] [--quiet-wait S] [--help]
@@ -93,11 +96,14 @@ int main(int argc, char **argv)
     FILE *out = csv ? fopen(csv, "w") : NULL;
     if (out)
         fprintf(out, "feature,case,workers,sps_off,sps_on,ratio,threads_off,threads_on,"
-                     "dropped_metrics,ext_load\n");
-    printf("| feature | case | W | off steps/s | on steps/s | on / off | threads off/on |\n"
-           "|---|---|---|---|---|---|---|\n");
+                     "dropped_metrics,ext_load,cpu_sps_off,cpu_sps_on,cpu_ratio\n");
+    printf("| feature | case | W | off steps/s | on steps/s | on / off | on / off, CPU time | "
+           "threads off/on |\n|---|---|---|---|---|---|---|---|\n");
     for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
         double off[BENCH_MAX_REPEATS], on[BENCH_MAX_REPEATS];
+        /* Steps per CPU-second of the whole process (workers and loop, so
+         * the logger's own work counts): what load does not move. */
+        double cpu_off[BENCH_MAX_REPEATS], cpu_on[BENCH_MAX_REPEATS];
         ro_summary_t s_off = {0}, s_on = {0};
         double load = 0; /* CPUs other processes used, mean over samples */
         for (int r = 0; r < repeats; r++) {
@@ -110,29 +116,35 @@ int main(int argc, char **argv)
                 bench_config(&c, pairs[k].b, W, seconds, kv);
                 apply(&c, pairs[k].f, is_on, metrics_path);
                 ro_summary_t s;
-                double l;
-                BENCH_QUIET(s = bench_run(&c), &l);
+                double l, c0 = 0;
+                BENCH_QUIET((c0 = bench_cpu_s(RUSAGE_SELF), s = bench_run(&c)), &l);
+                const double cpu_sps = (double)s.steps / (bench_cpu_s(RUSAGE_SELF) - c0);
                 load += l / (2 * repeats);
                 /* Gone before the next run: truncating a large file there
                  * would free its blocks while that run measures. */
                 unlink(metrics_path);
                 if (is_on) {
                     on[r] = s.sps;
+                    cpu_on[r] = cpu_sps;
                     s_on = s;
                 } else {
                     off[r] = s.sps;
+                    cpu_off[r] = cpu_sps;
                     s_off = s;
                 }
             }
         }
         unlink(metrics_path);
         double m_off = bench_median(off, repeats), m_on = bench_median(on, repeats);
-        printf("| %s | %s | %u | %.0f | %.0f | %.3f | %d/%d |\n", pairs[k].feature, pairs[k].name,
-               W, m_off, m_on, m_on / m_off, s_off.threads, s_on.threads);
+        double c_off = bench_median(cpu_off, repeats), c_on = bench_median(cpu_on, repeats);
+        printf("| %s | %s | %u | %.0f | %.0f | %.3f | %.3f | %d/%d |\n", pairs[k].feature,
+               pairs[k].name, W, m_off, m_on, m_on / m_off, c_on / c_off, s_off.threads,
+               s_on.threads);
         if (out)
-            fprintf(out, "%s,%s,%u,%.1f,%.1f,%.4f,%d,%d,%llu,%.3f\n", pairs[k].feature,
-                    pairs[k].name, W, m_off, m_on, m_on / m_off, s_off.threads, s_on.threads,
-                    (unsigned long long)s_on.dropped_metrics, load);
+            fprintf(out, "%s,%s,%u,%.1f,%.1f,%.4f,%d,%d,%llu,%.3f,%.1f,%.1f,%.4f\n",
+                    pairs[k].feature, pairs[k].name, W, m_off, m_on, m_on / m_off, s_off.threads,
+                    s_on.threads, (unsigned long long)s_on.dropped_metrics, load, c_off, c_on,
+                    c_on / c_off);
         fflush(stdout);
     }
     if (out)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "node/config.h"
 #include "node/node.h"
@@ -87,6 +88,18 @@ static inline int bench_allowed_cpus(void)
 }
 
 #define BENCH_MAX_REPEATS 15
+
+/* bench_cpu_s returns the CPU seconds (user + system) of this process's
+ * threads (who = RUSAGE_SELF) or of its waited-for children
+ * (RUSAGE_CHILDREN): steps per CPU-second are what other processes on a
+ * shared machine do not move. */
+static inline double bench_cpu_s(int who)
+{
+    struct rusage ru;
+    getrusage(who, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
 
 /*
  * bench_parse reads the program's flags with the one flag parser

@@ -14,7 +14,8 @@
 # scaling, overhead, memory, mujoco, comma-separated; the others' CSV files in DIR
 # are kept, and the table and plots are made from all of them), --previous
 # NODE (a rollout-node binary of an earlier version: its node is measured
-# against the same machine yardstick, into engine_previous.csv),
+# against the same machine yardstick, into engine_previous.csv; results.md
+# names it by --previous-label TEXT, or by its path),
 # --plots-only (run nothing: draw the plots from the CSV files in DIR),
 # --plot-format png|svg, --quiet-wait S (how long each sample may wait for
 # a quiet machine; default 10, 0 with --quick). --quick runs every program
@@ -33,6 +34,7 @@ compile=1
 plots_only=0
 fmt=png
 quiet_wait=""
+previous_label=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) mode=quick ;;
@@ -42,12 +44,13 @@ while [ $# -gt 0 ]; do
     --no-build) compile=0 ;;
     --only) only=",$2,"; shift ;;
     --previous) previous=$2; shift ;;
+    --previous-label) previous_label=$2; shift ;;
     --plots-only) plots_only=1 ;;
     --plot-format)
       case "$2" in png|svg) fmt=$2 ;; *) echo "run_all.sh: --plot-format '$2': expected png or svg" >&2; exit 2 ;; esac
       shift ;;
     --quiet-wait) quiet_wait=$2; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -232,7 +235,7 @@ cores=$(awk -F, 'NR==2{print $3}' "$out/scaling.csv")
 cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ //' || echo unknown)
 nodes=$(ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l)
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-previous_label=${previous:-none}
+previous_label=${previous_label:-${previous:-none}}
 {
   echo "# Benchmark results"
   echo
@@ -275,7 +278,7 @@ previous_label=${previous:-none}
   awk -F, 'NR>1 && $3=="forward relu" {r[$1" "$2]=$4} NR>1 && $3=="forward tanh" {t[$1" "$2]=$4} END {for (k in r) if (k ~ /^avx512/ || k ~ /^avx2/) printf "| forward pass, %s rows: tanh network ÷ ReLU network (%s) | %.3f | ≤ 1.3 | %s |\n", substr(k, index(k," ")+1), substr(k,1,index(k," ")-1), t[k]/r[k], (t[k]/r[k]<=1.3?"yes":"**no**")}' "$out/kernels.csv" | sort
   awk -F, 'NR>1 && $1=="cartpole+mlp64x64" && $2=="relu" {r[$3]=$16; rw[$3]=$8} NR>1 && $1=="cartpole+mlp64x64" && $2=="tanh" {t[$3]=$16; tw[$3]=$8} END {for (n in r) if (n in t) printf "| the node, %s envs: CPU time per step, tanh network ÷ ReLU network (wall-clock: %.3f) | %.3f | ≤ 1.3 | %s |\n", n, rw[n]/tw[n], r[n]/t[n], (r[n]/t[n]<=1.3?"yes":"**no**")}' "$out/engine.csv" | sort -t, -k1,1
   awk -F, -v c="$cores" 'NR>1 && $1 ~ /^burn/ && $2==c {printf "| burn 50 µs: steps/s(W=%s) ÷ (%s × steps/s(1)) | %.3f | ≥ 0.95 | %s |\n", c, c, $6, ($6>=0.95?"yes":"**no**")}' "$out/scaling.csv"
-  awk -F, 'NR>1 {f=($1=="logger"?"logger (--metrics, per-interval lines)":($1=="logger_episodes"?"logger (--metrics --metrics-episodes)":"validation (--check-finite)")); t=($1=="logger_episodes"?"—":"≥ 0.98"); printf "| %s on ÷ off, %s (W=%s) | %.3f | %s | %s |\n", f, $2, $3, $6, t, ($1=="logger_episodes"?"(for the record)":($6>=0.98?"yes":"**no**"))}' "$out/overhead.csv"
+  awk -F, 'NR>1 {f=($1=="logger"?"logger (--metrics, per-interval lines)":($1=="logger_episodes"?"logger (--metrics --metrics-episodes)":"validation (--check-finite)")); t=($1=="logger_episodes"?"—":"≥ 0.98"); printf "| %s on ÷ off, %s (W=%s) | %.3f | %s | %s |\n", f, $2, $3, $6, t, ($1=="logger_episodes"?"(for the record)":($6>=0.98?"yes":"**no**")); if ($13!="") printf "| the same in CPU time | %.3f | %s | %s |\n", $13, t, ($1=="logger_episodes"?"(for the record)":($13>=0.98?"yes":"**no**"))}' "$out/overhead.csv"
   awk -F, 'NR>1 {printf "| resident memory growth after %s s warm-up over %.0f M steps | %d KiB | ≤ 1024 KiB | %s |\n", $4, $1/1e6, $8, ($8>=0 && $8<=1024?"yes":"**no**")}' "$out/rss_summary.csv"
   echo
   echo "A growth of -1 means the run ended before the warm-up did (too few steps)."
@@ -323,9 +326,12 @@ previous_label=${previous:-none}
   echo
   echo "## Logger and validation (bench_overhead)"
   echo
-  echo "| feature | case | W | off steps/s | on steps/s | on ÷ off | threads off/on | records dropped | ext load |"
-  echo "|---|---|---|---|---|---|---|---|---|"
-  awk -F, 'NR>1 {printf "| %s | %s | %s | %.0f | %.0f | %.3f | %s/%s | %s | %.2f |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10}' "$out/overhead.csv"
+  echo "on ÷ off, CPU time: the process's steps per CPU-second (every thread; the logger runs on"
+  echo "the loop thread) on ÷ off, which other processes on the machine do not move."
+  echo
+  echo "| feature | case | W | off steps/s | on steps/s | on ÷ off | on ÷ off, CPU time | threads off/on | records dropped | ext load |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  awk -F, 'NR>1 {printf "| %s | %s | %s | %.0f | %.0f | %.3f | %s | %s/%s | %s | %.2f |\n", $1, $2, $3, $4, $5, $6, ($13==""?"n/a":sprintf("%.3f", $13)), $7, $8, $9, $10}' "$out/overhead.csv"
   echo
   echo "## Batch size and max-wait (bench_overhead), cartpole + MLP(64,64)"
   echo
