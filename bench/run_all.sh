@@ -62,11 +62,11 @@ mkdir -p "$out"
 
 if [ "$mode" = quick ]; then
   # One short sample of each, at once: a smoke run, not a measurement.
-  secs=0.3; reps=1; osecs=0.3; oreps=1; rss_steps=5000000; warm=0.5; every=0.25; quiet=0; ksecs=0.05
+  secs=0.3; reps=1; osecs=0.3; oreps=1; rss_secs=2; warm=0.5; every=0.25; quiet=0; ksecs=0.05
 else
-  secs=2; reps=3; osecs=1.5; oreps=5; rss_steps=100000000; warm=3; every=1; quiet=10; ksecs=0.3
+  secs=2; reps=3; osecs=1.5; oreps=5; rss_secs=20; warm=3; every=1; quiet=10; ksecs=0.3
 fi
-[ "$long" = 1 ] && rss_steps=1000000000
+[ "$long" = 1 ] && rss_secs=120
 [ -n "$quiet_wait" ] && quiet=$quiet_wait
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -105,9 +105,11 @@ if [ "$plots_only" = 0 ]; then
       --csv "$out/overhead.csv" --batch-csv "$out/batch_sweep.csv"
   fi
   if want memory; then
-    echo "== resident memory over $rss_steps steps (cartpole + MLP)"
+    # A run by time, not steps: the samples after warm-up must exist however
+    # fast the node is.
+    echo "== resident memory over $rss_secs s (cartpole + MLP)"
     "$B/bench_rss" --node "$build/rollout-node" --interval "$every" --warmup "$warm" \
-      --csv "$out/rss.csv" --summary "$out/rss_summary.csv" -- --steps "$rss_steps" 2>/dev/null
+      --csv "$out/rss.csv" --summary "$out/rss_summary.csv" -- --seconds "$rss_secs" 2>/dev/null
   fi
   # issue 17: the MuJoCo envs (bench_mujoco is absent from a build without MuJoCo).
   if want mujoco; then
