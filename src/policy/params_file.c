@@ -21,6 +21,7 @@
 
 #include "policy/params.h"
 #include "runtime/error.h"
+#include "runtime/io.h"
 #include "wire/varint.h"
 
 /* The read buffer of a file. */
@@ -482,20 +483,6 @@ int ro__policy_params_load(ro_policy_params_t *out, const char *path, const ro_s
     close(fd);
     return rc;
 }
-/* write_all writes len bytes to fd, retrying short writes. */
-static int write_all(int fd, const uint8_t *b, size_t len)
-{
-    while (len) {
-        ssize_t w = write(fd, b, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        b += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
 
 /* sync_dir makes a rename in path's directory durable. Best effort: some
  * filesystems refuse fsync on a directory, and the file itself is whole
@@ -537,7 +524,7 @@ int ro__policy_params_save(const ro_policy_params_t *p, const char *path, char *
     /* mkstemp makes the file 0600; weights are not secret, so give them
      * the usual mode of a data file. */
     (void)fchmod(fd, 0644);
-    if (write_all(fd, buf, len) < 0 || fsync(fd) < 0) {
+    if (ro__write_all(fd, buf, len, NULL) < 0 || fsync(fd) < 0) {
         rc = ro__errorf(err, errlen, RO_EIO, "policy file %s: writing %s: %s", path, tmp,
                         strerror(errno));
         close(fd);

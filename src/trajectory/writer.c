@@ -10,29 +10,12 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/io.h"
 #include "trajectory/crc32c.h"
 #include "wire/pb_alloc.h"
 #include "wire/varint.h"
 
 #define WRITE_BUF (1u << 20)
-
-/* Writes all n bytes; *done is how many reached the file, even on error. */
-static int write_all(int fd, const uint8_t *p, size_t n, size_t *done)
-{
-    *done = 0;
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += k;
-        n -= (size_t)k;
-        *done += (size_t)k;
-    }
-    return 0;
-}
 
 /* Counts the entries of one lost record (the buffer holds whole frames). */
 static void count_lost(ro_traj_writer_t *w, const uint8_t *payload, size_t len)
@@ -105,7 +88,7 @@ int ro__traj_writer_flush(ro_traj_writer_t *w, char *err, size_t errlen)
     if (w->len == 0)
         return 0;
     size_t done;
-    int rc = write_all(w->fd, w->buf, w->len, &done);
+    int rc = ro__write_all(w->fd, w->buf, w->len, &done);
     if (rc) {
         int trc = cut_to_whole_records(w, done);
         if (trc)

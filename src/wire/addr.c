@@ -86,12 +86,6 @@ int ro__addr_resolve(uv_loop_t *loop, const ro_addr_t *a, struct sockaddr_storag
     return 0;
 }
 
-int ro__addr_resolve_start(uv_loop_t *loop, uv_getaddrinfo_t *req, const ro_addr_t *a,
-                           uv_getaddrinfo_cb cb)
-{
-    return uv_getaddrinfo(loop, req, cb, a->host, NULL, &hints);
-}
-
 unsigned ro__addr_len(const struct sockaddr *sa)
 {
     return sa->sa_family == AF_INET6  ? sizeof(struct sockaddr_in6)

@@ -37,12 +37,6 @@ int ro__addr_parse(const char *spec, bool port0_ok, ro_addr_t *out, const char *
 int ro__addr_resolve(uv_loop_t *loop, const ro_addr_t *a, struct sockaddr_storage *ss,
                      const char *flag, char *err, size_t errlen);
 
-/* ro__addr_resolve_start starts resolving a without waiting; cb gets the
- * result (free it with uv_freeaddrinfo). Loop thread. Returns 0 or a libuv
- * error (no callback then). */
-int ro__addr_resolve_start(uv_loop_t *loop, uv_getaddrinfo_t *req, const ro_addr_t *a,
-                           uv_getaddrinfo_cb cb);
-
 /* ro__addr_set_port writes the port into a resolved address. */
 void ro__addr_set_port(struct sockaddr_storage *ss, int port);
 
