@@ -130,8 +130,15 @@ static void consume(ro_frame_reader_t *r, size_t used)
     r->peeked = 0;
     if (r->start == r->len) {
         r->start = r->len = 0;
-        /* Give back memory (and budget) a large frame made us take. */
-        if (r->cap > RO_FRAME_UNCHARGED) {
+        /* Give back memory (and budget) a large frame made us take; but a
+         * reader with no budget (a learner's link to its node) keeps it
+         * while large frames are what drains it: a stream of segments
+         * would otherwise grow and shrink it every frame, and a buffer
+         * over glibc's mmap threshold costs page faults each time (a fifth
+         * of a stream learner's CPU). What it keeps is at most one frame
+         * and a read, as while it reads one. */
+        bool streaming = !r->budget && used >= RO_FRAME_KEEP_MIN;
+        if (r->cap > RO_FRAME_UNCHARGED && !streaming) {
             uint8_t *b = realloc(r->buf, 4096);
             if (b) {
                 r->buf = b;

@@ -28,6 +28,10 @@ typedef Rollout__V1__Frame ro_frame_t;
  * every small frame and a socket read (conn.h). */
 #define RO_FRAME_UNCHARGED (128u << 10)
 
+/* A reader with no budget keeps a buffer grown past RO_FRAME_UNCHARGED
+ * while the frames that empty it are at least this large (frame.c). */
+#define RO_FRAME_KEEP_MIN (32u << 10)
+
 /*
  * A byte budget shared by several readers (e.g. every connection of a
  * node): what their buffers hold beyond RO_FRAME_UNCHARGED each, together,

@@ -308,6 +308,47 @@ static void test_shared_budget(void **state)
     assert_int_equal(alloc.used, 0);
 }
 
+/* A reader with no budget (a learner's link) keeps a large buffer while
+ * large frames empty it, so a stream of segments does not grow and shrink
+ * it every frame; a small frame that empties it gives the memory back. */
+static void test_unbudgeted_reader_keeps_buffer_for_large_frames(void **state)
+{
+    (void)state;
+    ro_frame_reader_t r;
+    assert_int_equal(ro__frame_reader_init(&r, RO_WIRE_DEFAULT_MAX_FRAME, fresh_alloc()), 0);
+    size_t big = 3 * RO_FRAME_UNCHARGED;
+    char *reason = malloc(big);
+    assert_non_null(reason);
+    memset(reason, 'x', big - 1);
+    reason[big - 1] = '\0';
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < 2; k++) {
+            Rollout__V1__Goodbye g = ROLLOUT__V1__GOODBYE__INIT;
+            g.reason = k == 0 ? reason : "bye";
+            ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+            f.body_case = ROLLOUT__V1__FRAME__BODY_GOODBYE;
+            f.goodbye = &g;
+            uint8_t *enc;
+            size_t len;
+            assert_int_equal(ro__frame_encode(&f, &enc, &len), 0);
+            assert_int_equal(ro__frame_reader_feed(&r, enc, len), 0);
+            free(enc);
+            ro_frame_t *got = NULL;
+            char err[ERRLEN];
+            assert_int_equal(ro__frame_reader_next(&r, &got, err, sizeof err), 1);
+            assert_int_equal(strlen(got->goodbye->reason), k == 0 ? big - 1 : 3);
+            ro__frame_free(r.alloc, got);
+            if (k == 0) /* emptied by a large frame: kept */
+                assert_true(r.cap > big);
+            else /* emptied by a small one: given back */
+                assert_int_equal(r.cap, 4096);
+        }
+    }
+    free(reason);
+    ro__frame_reader_free(&r);
+    assert_int_equal(alloc.used, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +358,7 @@ int main(void)
         cmocka_unit_test(test_oversize_prefix_refused_before_its_body),
         cmocka_unit_test(test_malformed_input),
         cmocka_unit_test(test_shared_budget),
+        cmocka_unit_test(test_unbudgeted_reader_keeps_buffer_for_large_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
