@@ -11,6 +11,10 @@ One rollout-node (--learner remote --listen 127.0.0.1:0, cartpole,
   forward that policy's forward pass and sampling alone, on a fixed batch of
           N observations (no env): the speed the mlp case would have if the
           transport cost nothing.
+  mlp-async  the same policy through send()/recv() (EnvPool style) on a
+          second node: batches of N/2 envs, so that the node steps one half
+          while the policy works on the other; run interleaved with its own
+          forward case, which is its reference.
 
 The mlp and forward cases run interleaved, 8 calls of one then 8 of the
 other, for 2 S seconds per repeat, so that the machine's drift falls on
@@ -179,12 +183,37 @@ def main():
 
             cases["mlp"] = mlp_step
             cases["forward"] = forward
+            half = n // 2
+            node2 = rc.NodeProcess(os.path.join(a.build, "rollout-node"), *args)
+            env2 = rc.VecEnv(node2.address, timeout=120, batch_size=half)
+            env2.async_reset()
+            state2 = {"policy_s": 0.0, "step_s": 0.0}
+
+            def mlp_async_half():
+                t0 = clock()
+                o, _, _, _, inf = env2.recv()
+                t1 = clock()
+                act = policy(torch.from_numpy(o.reshape(half, d)))
+                t2 = clock()
+                env2.send(act, inf["env_id"])
+                state2["policy_s"] += t2 - t1
+                state2["step_s"] += clock() - t2 + t1 - t0
+
+            def mlp_async_step():  # n env-steps, as a call of the other cases
+                mlp_async_half()
+                mlp_async_half()
+
+            async_cases = {"mlp": mlp_async_step, "forward": forward}
             for _ in range(64):
                 mlp_step()
             # The forward case's batch: observations of envs mid-episode,
             # like those the mlp case sees (not the first ones of reset()).
             state["fixed"] = state["obs"].numpy().copy()
         res = {k: [] for k in cases}
+        if "mlp" in cases:
+            res["mlp-async"] = []
+            for _ in range(64):
+                mlp_async_step()
         for r in range(a.repeats):
             state["policy_s"] = state["step_s"] = 0.0
             with Timed(pid) as t:
@@ -195,10 +224,18 @@ def main():
                 res["mlp"].append({})
                 res["forward"].append({})
                 pair(a.seconds * 2, pid, n, state, cases, res["mlp"][-1], res["forward"][-1])
+                state2["policy_s"] = state2["step_s"] = 0.0
+                m, f = {}, {}
+                pair(a.seconds * 2, node2.proc.pid, n, state2, async_cases, m, f)
+                m["fwd_sps"] = f["sps"]
+                res["mlp-async"].append(m)
             print(f"  repeat {r + 1}: " + ", ".join(
                 f"{k} {v[-1]['sps'] / 1e6:.2f} M/s ({v[-1]['cpu_us']:.0f} us CPU)"
                 for k, v in res.items()), flush=True)
         env.close()
+        if "mlp" in cases:
+            env2.close()
+            node2.stop()
     load1 = loadavg()
     print(f"load average at the end {load1}")
     report(a, n, res, load0, load1)
@@ -239,7 +276,8 @@ def pair(seconds, pid, n, state, cases, mlp, fwd, chunk=8):
     mlp.update(policy_us=state["policy_s"] / calls * 1e6, step_us=state["step_s"] / calls * 1e6)
 
 
-TARGETS = {"vecenv-random": ("rate", 3e6), "vecenv-mlp": ("ratio", 0.9)}
+TARGETS = {"vecenv-random": ("rate", 3e6), "vecenv-mlp": ("ratio", 0.9),
+           "vecenv-mlp-async": ("ratio", 0.9)}
 
 
 def report(a, n, res, load0, load1):
@@ -252,6 +290,9 @@ def report(a, n, res, load0, load1):
         ratio, ref = None, ""
         if name == "mlp":  # per repeat (measured back to back), then the median
             ratio = statistics.median(m["sps"] / f["sps"] for m, f in zip(v, res["forward"]))
+            ref = "vecenv-forward"
+        if name == "mlp-async":  # against the forward case run interleaved with it
+            ratio = statistics.median(m["sps"] / m["fwd_sps"] for m in v)
             ref = "vecenv-forward"
         rows.append(("vecenv-" + name, sps, cpu, nd, ratio, ref))
     out = os.path.dirname(os.path.abspath(a.csv)) if a.csv else a.out
@@ -299,6 +340,15 @@ def report(a, n, res, load0, load1):
                   "step() returns only when every env's next observation is in, so the "
                   "node's stepping and the transport add to the policy's time instead of "
                   "overlapping it."]
+    if res.get("mlp-async"):
+        v = res["mlp-async"]
+        pol = statistics.median(x["policy_us"] for x in v)
+        stp = statistics.median(x["step_us"] for x in v)
+        fwd = statistics.median(x["fwd_sps"] for x in v)
+        lines += ["", f"mlp-async, per {n} env-steps (two batches of {n // 2}): {pol:.0f} us in "
+                  f"the policy, {stp:.0f} us in recv() and send() (waiting included); its "
+                  f"interleaved forward case ran at {fwd / 1e6:.3f} M samples/s. The node "
+                  "steps one half while the policy works on the other."]
     md = os.path.join(out, "vecenv.md")
     with open(md, "w") as f:
         f.write("\n".join(lines) + "\n")

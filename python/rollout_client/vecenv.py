@@ -25,6 +25,13 @@ not stepped yet, and refused with ValueError otherwise.
 VecEnv needs to receive every env of its nodes; when other learners share a
 node's envs it waits until ``timeout`` and raises TimeoutError naming the
 envs that never came. Use :class:`Client` directly in that case.
+
+Asynchronous stepping, EnvPool's way (vecenv_async.py): ``VecEnv(...,
+batch_size=B)``, ``async_reset()`` (or ``reset()``), then ``recv()`` returns
+the next B envs whose observation came in, with ``infos["env_id"]``, and
+``send(actions, env_ids)`` answers them; the node steps those while the
+policy works on the next batch. A VecEnv is synchronous (``step()``) or
+asynchronous (``send()``/``recv()``), whichever is called first.
 """
 import numbers
 
@@ -33,21 +40,23 @@ import numpy as np
 from . import spaces
 from .client import Client, check_actions
 from .errors import ConnectionClosed, ProtocolError
+from .vecenv_async import AsyncMixin
 
 _Base = spaces.GYMNASIUM.vector.VectorEnv if spaces.GYMNASIUM is not None else object
 
 
-class VecEnv(_Base):
+class VecEnv(AsyncMixin, _Base):
     """``VecEnv(["127.0.0.1:7000"])``, ``VecEnv("host:7000")`` or
     ``VecEnv(client)``. ``timeout`` bounds each wait for observations, in
     seconds; ``clip_box`` clips box actions to the action space's bounds;
+    ``batch_size`` is how many envs recv() returns (default num_envs);
     other keyword arguments go to :class:`Client` (``token_file``,
     ``connect_timeout``, ``name``, ...)."""
 
     render_mode = None
     spec = None
 
-    def __init__(self, nodes, timeout=60.0, clip_box=True, **client_kwargs):
+    def __init__(self, nodes, timeout=60.0, clip_box=True, batch_size=None, **client_kwargs):
         self.closed = True  # until the connections exist (gymnasium's __del__ reads it)
         self.client = nodes if isinstance(nodes, Client) else Client(nodes, **client_kwargs)
         self.closed = False
@@ -96,6 +105,12 @@ class VecEnv(_Base):
         self.episode_returns = []  # every finished episode's return, in order seen
         self.episode_lengths = []
         self.total_steps = 0       # env transitions received after reset()
+        self.action_size = first.action_size
+        try:
+            self._async_init(batch_size)
+        except ValueError:
+            self.close("bad batch_size")
+            raise
 
     def env_ids(self):
         """[(node index, env index)] in global order."""
@@ -119,7 +134,7 @@ class VecEnv(_Base):
     def _collect(self):
         """Receive until every env has one observation waiting."""
         missing = self.num_envs - int(np.count_nonzero(self._have))
-        have, flags, d = self._have, self._flags, self.obs_dim
+        have = self._have
         while missing > 0:
             if len(self.client.open_nodes) != len(self.nodes):
                 gone = [i.address for i in self.nodes if i.index not in self.client.open_nodes]
@@ -133,29 +148,39 @@ class VecEnv(_Base):
                     f"no observation for {missing} of {self.num_envs} envs "
                     f"after {self.timeout:g}s (first (node, env): {left}); is another "
                     "learner sharing these envs?")
-            off = int(self.offsets[b.node])
-            if b.env_range is not None:  # one range of envs, in order
-                g = slice(off + b.env_range[0], off + b.env_range[1])
-            else:
-                g = off + b.env if off else b.env
+            g = self._ingest(b)
             # Each frame's envs are distinct (the client checked); one env in
             # two frames shows as a count that does not add up (below).
             have[g] = True
-            self._obs[g] = b.obs.reshape(-1, d)
-            self._reward[g] = b.reward
-            flags[:, g] = b.flags
-            self._step[g] = b.step
-            if len(b.final_index):
-                rows = b.final_index + (off + b.env_range[0]) if b.env_range is not None \
-                    else g[b.final_index]
-                self._final[rows] = b.final_obs.reshape(-1, d)
-                self._has_final[rows] = True
-            b.obs = b.reward = b.final_obs = None  # views of the receive buffer: not kept
             self._outstanding.append((b, g))
             missing -= len(b.env)
         if missing or not have.all():
             raise ProtocolError(f"node(s) {', '.join(i.address for i in self.nodes)}: an env "
                                 "came twice before its action was answered")
+
+    def _ingest(self, b, clear_final=False):
+        """Write frame b's transitions into the per-env arrays; returns its
+        envs (a slice or global indices). clear_final: first mark its envs
+        as having no final observation (the arrays are reused)."""
+        off, d = int(self.offsets[b.node]), self.obs_dim
+        if b.env_range is not None:  # one range of envs, in order
+            g = slice(off + b.env_range[0], off + b.env_range[1])
+        else:
+            g = off + b.env if off else b.env
+        self._obs[g] = b.obs.reshape(-1, d)
+        self._reward[g] = b.reward
+        self._flags[:, g] = b.flags
+        self._step[g] = b.step
+        if clear_final:
+            self._final[g] = self._final_fill
+            self._has_final[g] = False
+        if len(b.final_index):
+            rows = b.final_index + (off + b.env_range[0]) if b.env_range is not None \
+                else g[b.final_index]
+            self._final[rows] = b.final_obs.reshape(-1, d)
+            self._has_final[rows] = True
+        b.obs = b.reward = b.final_obs = None  # views of the receive buffer: not kept
+        return g
 
     def _check_open(self, what):
         if self.closed:
@@ -242,6 +267,7 @@ class VecEnv(_Base):
         self._check_open("step()")
         if not self._started:
             raise RuntimeError("call reset() before step()")
+        self._enter("sync", "step()")
         info0 = self.nodes[0]
         # Checked as a whole before anything is sent: a refused action
         # leaves every batch outstanding and the VecEnv as it was.

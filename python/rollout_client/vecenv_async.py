@@ -1,0 +1,293 @@
+"""EnvPool-style asynchronous stepping for VecEnv: ``send(actions,
+env_ids)`` and ``recv()``.
+
+A node answers envs in batches of its own (``--batch``): each Observations
+frame it sends must be answered by one Actions frame for all of its envs.
+``recv()`` hands the user the next ``batch_size`` envs whose observation
+came in, whatever frames they arrived in; ``send()`` takes actions for any
+envs handed out, keeps each one in its frame's answer, and sends a frame's
+answer as soon as the last of its envs has an action. So the node steps
+the envs answered while the user's policy works on the next batch: the
+transport and the node's stepping overlap the policy instead of adding to
+it.
+
+Each env is in one of four states (``_state``):
+
+    IN_FLIGHT  at the node, stepping (or never received yet)
+    READY      received, queued for recv()
+    HANDED     returned by recv() (or reset()/step()), waiting for send()
+    HELD       answered, its frame waiting for others' actions
+
+recv() refuses at once (RuntimeError) to wait for envs that cannot come:
+those HANDED or HELD come back only after send(). Every array recv()
+returns is new and the caller's.
+
+This is a mixin of VecEnv (vecenv.py), which owns the connections, the
+per-env receive arrays (``_ingest``) and the episode counters.
+"""
+import collections
+
+import numpy as np
+
+from .client import check_actions
+from .errors import ConnectionClosed
+
+IN_FLIGHT, READY, HANDED, HELD = 0, 1, 2, 3
+
+
+class _Frame:
+    """One Observations frame being answered: its batch, its envs (global
+    ids, in frame order) and the actions given so far."""
+
+    __slots__ = ("batch", "ids", "acts", "left")
+
+    def __init__(self, batch, ids, acts):
+        self.batch, self.ids, self.acts, self.left = batch, ids, acts, len(ids)
+
+
+class AsyncMixin:
+    """send()/recv()/async_reset() for VecEnv."""
+
+    def _async_init(self, batch_size):
+        n = self.num_envs
+        if batch_size is None:
+            batch_size = n
+        if not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= n:
+            raise ValueError(f"batch_size={batch_size!r}: an int in [1, num_envs={n}]")
+        self.batch_size = int(batch_size)
+        self._mode = None  # "sync" once step() ran, "async" once send()/recv() did
+        self._state = np.zeros(n, np.int8)
+        self._frame_of = np.full(n, -1, np.int64)  # key into _frames, while HANDED/HELD
+        self._pos_of = np.zeros(n, np.int64)       # the env's row in its frame
+        self._frames = {}
+        self._next_key = 0
+        self._ready = collections.deque()  # arrays of global env ids, in arrival order
+        self._nready = 0
+
+    # -- state ------------------------------------------------------------------
+    def _enter(self, mode, what):
+        if self._mode is None or self._mode == mode:
+            self._mode = mode
+            return
+        raise RuntimeError(
+            f"{what}: this VecEnv is {'asynchronous' if self._mode == 'async' else 'synchronous'}"
+            f" now ({'send()/recv()' if self._mode == 'async' else 'step()'} was called): use "
+            f"{'send() and recv()' if self._mode == 'async' else 'step()'}, or a new VecEnv")
+
+    def _adopt(self, batch, ids, state):
+        """Track a received frame's envs: queued for recv() (READY) or
+        already given to the user (HANDED, by reset() or step())."""
+        key = self._next_key
+        self._next_key += 1
+        wire_dtype = np.int64 if self.action_kind == "discrete" else np.float32
+        shape = (len(ids),) if self.action_kind == "discrete" else (len(ids), self.action_size)
+        self._frames[key] = _Frame(batch, ids, np.zeros(shape, wire_dtype))
+        self._frame_of[ids] = key
+        self._pos_of[ids] = np.arange(len(ids))
+        self._state[ids] = state
+        if state == READY:
+            self._ready.append(ids)
+            self._nready += len(ids)
+
+    def _go_async(self, what):
+        """Enter async mode; the frames reset() or step() handed out become
+        answerable by send()."""
+        self._enter("async", what)
+        for b, g in self._outstanding:
+            self._adopt(b, np.arange(self.num_envs)[g] if isinstance(g, slice)
+                        else np.asarray(g), HANDED)
+        self._outstanding.clear()
+
+    # -- the API ----------------------------------------------------------------
+    def async_reset(self):
+        """Start without waiting: recv() returns each env's first observation
+        as it arrives (``infos["step"]`` 0). Like reset(), once per VecEnv: a
+        node resets its envs itself at episode ends, and a second call
+        raises RuntimeError rather than wait for envs that are in flight."""
+        self._check_open("async_reset()")
+        if self._started:
+            raise RuntimeError(
+                "async_reset() after reset() or async_reset(): a node resets each env itself "
+                "when its episode ends, and envs in flight cannot be restarted from a learner; "
+                "make a new VecEnv on a new node to start over")
+        self._started = True
+        self._go_async("async_reset()")
+
+    def send(self, actions, env_ids):
+        """Actions for the envs ``env_ids`` (global ids, as recv() returned
+        them in ``infos["env_id"]``, any order, any number including none):
+        shape [len(env_ids)] for discrete spaces, [len(env_ids),
+        *action_shape] for box. Each env must have been handed out by recv()
+        (or reset()/step()) and not answered since. Checked as a whole first:
+        on ValueError nothing was taken. A frame's answer goes to its node
+        as soon as its last env has an action."""
+        self._check_open("send()")
+        if not self._started:
+            raise RuntimeError("call reset() or async_reset() before send()")
+        self._go_async("send()")
+        ids = np.asarray(env_ids)
+        if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+            raise ValueError(f"env_ids must be a 1-D array of ints, got shape {ids.shape} "
+                             f"dtype {ids.dtype}")
+        ids = ids.astype(np.int64, copy=False)
+        k = len(ids)
+        if k == 0:
+            check_actions(self.nodes[0], actions, 0, self.clip_box)
+            return
+        if ids.min() < 0 or ids.max() >= self.num_envs:
+            bad = ids[(ids < 0) | (ids >= self.num_envs)][0]
+            raise ValueError(f"env_ids: {int(bad)} is not an env id (0..{self.num_envs - 1})")
+        # Increasing ids (as recv() returns them, mostly) are distinct; a
+        # sort finds twice-given ones otherwise.
+        if not (ids[1:] > ids[:-1]).all() and len(np.unique(ids)) != k:
+            uniq, counts = np.unique(ids, return_counts=True)
+            raise ValueError(f"env_ids: env {int(uniq[counts > 1][0])} is given twice")
+        not_handed = self._state[ids] != HANDED
+        if not_handed.any():
+            e = int(ids[not_handed][0])
+            why = {IN_FLIGHT: "is stepping at its node (answered already)",
+                   READY: "has an observation recv() has not returned yet",
+                   HELD: "was answered already"}[int(self._state[e])]
+            raise ValueError(f"send(): {self._env_label(e)} {why}; send() takes envs that "
+                             "recv() returned and that have no action yet")
+        wire = check_actions(self.nodes[0], actions, k, self.clip_box,
+                             lambda r: self._env_label(int(ids[r])))
+        keys = self._frame_of[ids]
+        pos = self._pos_of[ids]
+        self._state[ids] = HELD
+        conns = {}
+        try:
+            for key in np.unique(keys).tolist():
+                mine = keys == key
+                fr = self._frames[key]
+                fr.acts[pos[mine]] = wire[mine]
+                fr.left -= int(np.count_nonzero(mine))
+                if fr.left == 0:
+                    del self._frames[key]
+                    self._state[fr.ids] = IN_FLIGHT
+                    self._frame_of[fr.ids] = -1
+                    acts = fr.acts
+                    if self.action_kind == "discrete" and self.action_n <= 128:
+                        acts = acts.astype(np.uint8)  # one varint byte each
+                    c = self.client._queue_checked(fr.batch, acts)
+                    conns[id(c)] = c
+        finally:
+            for c in conns.values():
+                if c.open:
+                    self.client._flush(c)
+
+    def recv(self, timeout=None):
+        """The next ``batch_size`` envs whose observation came in, in arrival
+        order: (obs, rewards, terminations, truncations, infos) as step()
+        returns them for those envs, with ``infos["env_id"]`` their global
+        ids. An env's first observation (after async_reset()) has reward 0,
+        no flags and ``infos["step"]`` 0. Waits at most ``timeout`` seconds
+        (default: the VecEnv's) for frames; raises RuntimeError at once when
+        fewer than batch_size envs can come before the user sends actions."""
+        self._check_open("recv()")
+        if not self._started:
+            raise RuntimeError("call reset() or async_reset() before recv()")
+        self._go_async("recv()")
+        want = self.batch_size
+        while self._nready < want:
+            coming = int(np.count_nonzero(self._state == IN_FLIGHT))
+            if self._nready + coming < want:
+                waiting = int(np.count_nonzero(self._state == HANDED))
+                held = int(np.count_nonzero(self._state == HELD))
+                raise RuntimeError(
+                    f"recv() waits for {want} envs but at most {self._nready + coming} can come: "
+                    f"{waiting} env(s) returned by recv() have no action yet and {held} "
+                    "answered env(s) wait for the other envs of their frames; send() their "
+                    "actions first")
+            self._recv_one(self.timeout if timeout is None else timeout, coming)
+        ids = self._take(want)
+        return self._transitions(ids)
+
+    # -- internals ----------------------------------------------------------------
+    def _recv_one(self, timeout, coming):
+        if len(self.client.open_nodes) != len(self.nodes):
+            gone = [i.address for i in self.nodes if i.index not in self.client.open_nodes]
+            raise ConnectionClosed(f"node(s) {', '.join(gone)} closed: this VecEnv "
+                                   "cannot step their envs any more",
+                                   clean=True, reason="node closed")
+        b = self.client._recv_frame(timeout)
+        if b is None:
+            raise TimeoutError(f"recv(): no observation after {timeout:g}s ({coming} envs "
+                               "are stepping at their nodes)")
+        g = self._ingest(b, clear_final=True)
+        ids = np.arange(self.num_envs)[g] if isinstance(g, slice) else np.asarray(g)
+        if (self._state[ids] != IN_FLIGHT).any():
+            from .errors import ProtocolError
+            e = int(ids[self._state[ids] != IN_FLIGHT][0])
+            raise ProtocolError(f"{self._env_label(e)} came again before its action was sent")
+        self._adopt(b, ids, READY)
+
+    def _take(self, want):
+        parts, got = [], 0
+        while got < want:
+            head = self._ready[0]
+            need = want - got
+            if len(head) <= need:
+                parts.append(self._ready.popleft())
+                got += len(head)
+            else:
+                parts.append(head[:need])
+                self._ready[0] = head[need:]
+                got += need
+        self._nready -= want
+        ids = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        self._state[ids] = HANDED
+        return ids
+
+    @staticmethod
+    def _rows(ids):
+        """ids as a slice when they are one increasing range (a frame of a
+        range of envs, the usual case): gathers are then plain copies."""
+        lo, hi = int(ids[0]), int(ids[-1]) + 1
+        if hi - lo == len(ids) and (len(ids) < 2 or (ids[1:] > ids[:-1]).all()):
+            return slice(lo, hi)
+        return ids
+
+    def _transitions(self, ids):
+        """What recv() returns for ids: gathered copies (the caller's)."""
+        g = self._rows(ids)
+        copy = isinstance(g, slice)  # a slice's rows are views: copied
+        obs = self._obs[g].copy() if copy else self._obs[g]
+        reward = self._reward[g].copy() if copy else self._reward[g]
+        flags = self._flags[:, g].copy()
+        terminated, truncated, start = flags[0], flags[1], flags[2]
+        step = self._step[g].copy() if copy else self._step[g]
+        has_final = self._has_final[g].copy() if copy else self._has_final[g]
+        final = self._final[g].copy() if copy else self._final[g]
+        stepped = step != 0  # a first observation is no transition
+        nstepped = int(np.count_nonzero(stepped))
+        self.total_steps += nstepped
+        if nstepped == len(ids):
+            self._ep_return[g] += reward
+            self._ep_length[g] += 1
+        else:
+            self._ep_return[g] += np.where(stepped, reward, 0.0)
+            self._ep_length[g] += stepped
+        done = terminated | truncated
+        ep_ret = np.full(len(ids), np.nan)
+        ep_len = np.zeros(len(ids), np.int64)
+        counted = done
+        if done.any():
+            counted = done & (terminated | has_final)
+            ended = ids[counted]
+            ep_ret[counted] = self._ep_return[ended]
+            ep_len[counted] = self._ep_length[ended]
+            self.episode_returns.extend(ep_ret[counted].tolist())
+            self.episode_lengths.extend(ep_len[counted].tolist())
+            self._ep_return[ids[done]] = 0.0
+            self._ep_length[ids[done]] = 0
+        shape = (len(ids),) + self.obs_shape
+        infos = {"env_id": ids.copy(), "final_obs": final.reshape(shape),
+                 "_final_obs": has_final, "has_final_obs": has_final,
+                 "episode": {"r": ep_ret, "l": ep_len}, "_episode": counted,
+                 "episode_return": ep_ret, "episode_length": ep_len,
+                 "episode_start": start, "step": step}
+        return obs.reshape(shape), reward, terminated, truncated, infos
+
+
+__all__ = ["AsyncMixin", "IN_FLIGHT", "READY", "HANDED", "HELD"]

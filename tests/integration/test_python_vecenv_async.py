@@ -1,0 +1,175 @@
+"""VecEnv's EnvPool-style asynchronous stepping (send/recv) against real
+nodes: every env's trajectory is the one synchronous step() gives, whatever
+the batch size and however frames are split; the misuses others deadlock on
+(repeated async resets, empty batches, a reset while envs are in flight,
+recv() of envs that cannot come) fail at once with a clear error and leave
+the VecEnv usable.
+
+Run as: test_python_vecenv_async.py ROLLOUT_NODE BUILD_DIR. Every wait is
+for an observation or an exit, with GUARD as the only clock.
+"""
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NODE, BUILD = sys.argv[1], sys.argv[2]
+del sys.argv[1:3]
+os.environ.setdefault("ROLLOUT_PROTO_OUT", os.path.join(BUILD, "proto"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import numpy as np  # noqa: E402
+
+import nodeutil as nu  # noqa: E402  (processes killed at exit and on SIGTERM)
+
+import rollout_client as rc  # noqa: E402
+
+GUARD = nu.HANG_GUARD_S  # only a lost event takes this long
+
+
+def balance(obs):
+    """A CartPole controller: an env's action depends on its own observation
+    only, so each env's trajectory is fixed by the node's seed."""
+    return (obs[:, 2] + 0.5 * obs[:, 3] > 0).astype(np.int64)
+
+
+class Async(unittest.TestCase):
+    def launch(self, num_envs=16, seed=11, env="cartpole", extra=()):
+        node = rc.launch_node(env=env, num_envs=num_envs, seed=seed, node=NODE,
+                              extra_args=list(extra))
+        self.addCleanup(node.stop)
+        return node
+
+    def sync_trajectories(self, addresses, steps):
+        """Each env's first `steps` transitions under step() and balance."""
+        with rc.VecEnv(addresses, timeout=GUARD) as env:
+            obs, _ = env.reset()
+            out = []
+            for _ in range(steps):
+                obs, rew, term, trunc, _ = env.step(balance(obs))
+                out.append((obs.copy(), rew.copy(), term.copy(), trunc.copy()))
+        n = len(out[0][0])
+        return [[(o[k], r[k], te[k], tr[k]) for o, r, te, tr in out] for k in range(n)]
+
+    def async_trajectories(self, addresses, steps, batch_size, start):
+        """The same under send/recv: start "async_reset" (first observations
+        through recv) or "reset" (reset() then send for all envs)."""
+        got = None
+        with rc.VecEnv(addresses, timeout=GUARD, batch_size=batch_size) as env:
+            n = env.num_envs
+            got = [[] for _ in range(n)]
+            if start == "reset":
+                obs, _ = env.reset()
+                env.send(balance(obs), np.arange(n))
+            else:
+                env.async_reset()
+            while min(len(g) for g in got) < steps:
+                obs, rew, term, trunc, infos = env.recv()
+                ids = infos["env_id"]
+                self.assertEqual(len(ids), batch_size)
+                for j, k in enumerate(ids.tolist()):
+                    if infos["step"][j] != 0:  # a first observation is no transition
+                        got[k].append((obs[j].copy(), rew[j], term[j], trunc[j]))
+                env.send(balance(obs), ids)
+            self.assertGreater(env.total_steps, 0)
+        return [g[:steps] for g in got]
+
+    def test_every_env_follows_its_synchronous_trajectory(self):
+        """Two nodes (frames of 8 envs, the node's default batch) with batch
+        sizes that split frames (3, 5), equal one (8) and span nodes (32):
+        every env's transitions equal what step() gives with the same seed."""
+        steps = 60
+        want = self.sync_trajectories([self.launch().address, self.launch(seed=12).address],
+                                      steps)
+        for batch_size, start in ((3, "async_reset"), (5, "reset"), (8, "async_reset"),
+                                  (32, "reset")):
+            with self.subTest(batch_size=batch_size, start=start):
+                a, b = self.launch(), self.launch(seed=12)
+                got = self.async_trajectories([a.address, b.address], steps, batch_size, start)
+                for k, (w, g) in enumerate(zip(want, got)):
+                    for t, (x, y) in enumerate(zip(w, g)):
+                        np.testing.assert_array_equal(x[0], y[0], err_msg=f"env {k} step {t} obs")
+                        self.assertEqual((x[1], x[2], x[3]), (y[1], y[2], y[3]),
+                                         f"env {k} step {t}")
+
+    def test_box_actions(self):
+        """Pendulum: box actions of shape [k, 1] reach their envs; episodes
+        of 200 steps end truncated with a final observation."""
+        node = self.launch(env="pendulum", num_envs=4, seed=2)
+        with rc.VecEnv(node.address, timeout=GUARD, batch_size=3) as env:
+            env.async_reset()
+            finals = 0
+            while len(env.episode_lengths) < 4:
+                obs, rew, term, trunc, infos = env.recv()
+                self.assertEqual(obs.shape, (3, 3))
+                finals += int(infos["_final_obs"].sum())
+                self.assertTrue(np.isfinite(infos["final_obs"][infos["_final_obs"]]).all())
+                self.assertTrue(np.isnan(infos["final_obs"][~infos["_final_obs"]]).all())
+                env.send(np.zeros((3, 1), np.float32), infos["env_id"])
+            self.assertEqual(env.episode_lengths[:4], [200] * 4)
+            self.assertEqual(finals, 4)
+
+    def test_misuse_fails_at_once_and_leaves_it_usable(self):
+        node = self.launch(num_envs=8, extra=["--workers", 1, "--shard", 4, "--batch", 4])
+        env = rc.VecEnv(node.address, timeout=GUARD, batch_size=8)
+        self.addCleanup(env.close)
+        with self.assertRaisesRegex(RuntimeError, "async_reset"):
+            env.recv()
+        env.async_reset()
+        with self.assertRaisesRegex(RuntimeError, "async_reset\\(\\) after"):
+            env.async_reset()  # repeated async reset: refused, nothing waits
+        with self.assertRaisesRegex(RuntimeError, "already called"):
+            env.reset()
+        env.send(np.zeros(0, np.int64), np.zeros(0, np.int64))  # an empty batch: nothing to do
+        obs, _, _, _, infos = env.recv()
+        ids = infos["env_id"]
+        self.assertEqual(sorted(ids.tolist()), list(range(8)))
+        with self.assertRaisesRegex(RuntimeError, "8 env\\(s\\) returned by recv\\(\\) have no action"):
+            env.recv()  # everything is handed out: nothing can come
+        with self.assertRaisesRegex(RuntimeError, "asynchronous now"):
+            env.step(np.zeros(8, np.int64))
+        with self.assertRaisesRegex(ValueError, "given twice"):
+            env.send(np.zeros(2, np.int64), [ids[0], ids[0]])
+        with self.assertRaisesRegex(ValueError, "not an env id"):
+            env.send(np.zeros(1, np.int64), [8])
+        with self.assertRaisesRegex(ValueError, "must lie in"):
+            env.send(np.full(8, 2, np.int64), ids)
+        # One env of a frame of several (the node batches 4 envs a frame;
+        # which envs share a frame is read from the VecEnv): its frame is
+        # held, nothing sent.
+        frame = env._frame_of[ids] == env._frame_of[ids[0]]
+        self.assertGreaterEqual(int(frame.sum()), 2)
+        env.send(balance(obs[:1]), ids[:1])
+        with self.assertRaisesRegex(ValueError, "answered already"):
+            env.send(np.zeros(1, np.int64), ids[:1])
+        with self.assertRaisesRegex(RuntimeError, "7 env\\(s\\) returned .* and 1 answered env\\(s\\) wait"):
+            env.recv()
+        env.send(balance(obs[1:]), ids[1:])  # every frame is whole: in flight
+        with self.assertRaisesRegex(ValueError, "stepping at its node"):
+            env.send(np.zeros(1, np.int64), ids[:1])
+        with self.assertRaisesRegex(RuntimeError, "already called"):
+            env.reset()  # a reset of envs in flight: refused, nothing waits
+        obs2, rew, term, trunc, infos = env.recv()  # still usable
+        self.assertEqual(sorted(infos["env_id"].tolist()), list(range(8)))
+        self.assertTrue((infos["step"] == 1).all())
+        self.assertTrue((rew == 1.0).all())
+        env.close()
+        with self.assertRaisesRegex(RuntimeError, "closed"):
+            env.recv()
+        self.assertEqual(node.stop(), 0)
+
+    def test_sync_after_async_refused_and_the_reverse(self):
+        node = self.launch(num_envs=4)
+        with rc.VecEnv(node.address, timeout=GUARD) as env:
+            obs, _ = env.reset()
+            env.step(balance(obs))
+            with self.assertRaisesRegex(RuntimeError, "synchronous now"):
+                env.recv()
+            with self.assertRaisesRegex(RuntimeError, "synchronous now"):
+                env.send(np.zeros(4, np.int64), np.arange(4))
+        with self.assertRaisesRegex(ValueError, "batch_size"):
+            rc.VecEnv(self.launch(num_envs=4).address, timeout=GUARD, batch_size=5)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
