@@ -367,8 +367,9 @@ static bool same_recording(const Rollout__V1__TrajectoryHeader *a,
                            const Rollout__V1__TrajectoryHeader *b)
 {
     return strcmp(a->env, b->env) == 0 && strcmp(a->env_spec, b->env_spec) == 0 &&
-           a->seed == b->seed && a->num_envs == b->num_envs && a->obs_dim == b->obs_dim &&
-           a->action_dim == b->action_dim && strcmp(a->action_kind, b->action_kind) == 0 &&
+           a->seed == b->seed && a->node_index == b->node_index && a->num_envs == b->num_envs &&
+           a->obs_dim == b->obs_dim && a->action_dim == b->action_dim &&
+           strcmp(a->action_kind, b->action_kind) == 0 &&
            a->start_time_unix_ns == b->start_time_unix_ns &&
            a->max_episode_steps == b->max_episode_steps && a->check_finite == b->check_finite;
 }
