@@ -70,9 +70,10 @@ typedef struct ro_env_shard {
 /*
  * ro__env_shard_init creates the shard's n envs [first, first+n), each
  * seeded with ro__seed_mix(seed, env index, RO_STREAM_ENV), and the per-env
- * action streams. args are passed to every env's create(). On failure
- * returns a negative code with a message in err, and frees what it made.
- * Main thread, before the scheduler starts.
+ * action streams (ro__seed_mix(seed, env index, RO_STREAM_ACTION)); seed is
+ * the node's seed, ro__node_seed(run seed, node index). args are passed to
+ * every env's create(). On failure returns a negative code with a message
+ * in err, and frees what it made. Main thread, before the scheduler starts.
  */
 int ro__env_shard_init(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro_env_arg_t *args,
                        size_t nargs, uint32_t first, uint32_t n, uint64_t seed, char *err,

@@ -104,6 +104,7 @@ int ro__hub_send_welcome(ro_session_t *s)
     w.node_id = h->node_id;
     w.spec = &spec;
     w.seed = h->o.seed;
+    w.node_index = h->o.node_index;
     w.max_frame = (uint32_t)h->o.max_frame;
     if (h->segs) {
         w.mode = "stream";

@@ -23,7 +23,8 @@ typedef struct ro_hub_opts {
     double learner_timeout_s; /* close a learner that leaves a batch unanswered this long */
     double hello_timeout_s;   /* close a connection that has not said hello this long; 0: never */
     const char *env_name;
-    uint64_t seed;
+    uint64_t seed;       /* the run seed, told to learners in the welcome */
+    uint32_t node_index; /* --node-index, told to learners in the welcome */
     uint32_t max_episode_steps;
     bool learners; /* accept role "learner" (the node runs --learner remote) */
     /* Accept role "trainer" and pass each PolicyParams it pushes to on_policy

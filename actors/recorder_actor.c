@@ -154,6 +154,7 @@ static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
     h->n_env_args = o->nenv_args;
     h->max_episode_steps = o->max_episode_steps;
     h->seed = o->seed;
+    h->node_index = o->node_index;
     h->num_envs = o->num_envs;
     snprintf(r->policy, sizeof r->policy, "%s", o->policy ? o->policy : "");
     h->policy = r->policy;

@@ -55,7 +55,8 @@ typedef struct ro_recorder_opts {
     const ro_env_arg_t *env_args;
     size_t nenv_args;
     uint32_t max_episode_steps;
-    uint64_t seed;
+    uint64_t seed;       /* the run seed (drawn or --seed) */
+    uint32_t node_index; /* --node-index: with seed, what env i's seeds derive from */
     uint32_t num_envs;
     const char *policy;
     bool check_finite;

@@ -235,9 +235,12 @@ static ro_summary_t external_run(const char *node, const bench_case_t *bc, uint3
     snprintf(envs, sizeof envs, "%u", bc->node.num_envs);
     snprintf(w, sizeof w, "%u", workers);
     snprintf(secs, sizeof secs, "%g", seconds);
-    const char *argv[20] = {node, "--env",     bc->node.env, "--num-envs", envs,     "--workers",
-                            w,    "--seconds", secs,         "--json",     "--quiet"};
-    int argc = 11;
+    /* --seed 1: the seed of the in-process runs, so both sides step the same
+     * episodes (a node without --seed draws a fresh one). */
+    const char *argv[22] = {node,        "--env",  bc->node.env, "--num-envs", envs,
+                            "--workers", w,        "--seconds",  secs,         "--json",
+                            "--quiet",   "--seed", "1"};
+    int argc = 13;
     if (bc->node.policy == RO_POLICY_RANDOM) { /* --activation would be refused */
         argv[argc++] = "--policy";
         argv[argc++] = "random";

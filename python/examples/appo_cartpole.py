@@ -104,8 +104,10 @@ def launch(args):
     try:
         for i in range(args.launch_nodes):
             nodes.append(rc.launch_node(
-                env="cartpole", num_envs=args.launch, seed=args.seed + i, learner="stream",
-                token_file=args.token_file,
+                # One seed, node i its own streams (--node-index): K nodes, K different
+                # experiences, all repeated by the same --seed.
+                env="cartpole", num_envs=args.launch, seed=args.seed, node_index=i,
+                learner="stream", token_file=args.token_file,
                 extra_args=["--unroll", args.unroll, "--shard", shard, "--stream-window", window,
                             "--hidden", f"{args.hidden},{args.hidden}", "--activation", "tanh"]))
     except BaseException:

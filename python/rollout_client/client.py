@@ -46,6 +46,7 @@ class NodeInfo:
     action_low: Optional[np.ndarray]   # box: float32 [action_size]
     action_high: Optional[np.ndarray]
     max_frame: int           # largest frame the node accepts (0: not said)
+    node_index: int = 0      # its --node-index: env i seeds from (seed, node_index, i)
 
     @property
     def action_size(self):
@@ -428,7 +429,7 @@ class Client:
                         obs_dim=obs_dim, obs_dtype=obs_dtype, obs_low=obs_low,
                         obs_high=obs_high, action_kind=a.kind, action_n=action_n,
                         action_shape=action_shape, action_low=low, action_high=high,
-                        max_frame=int(w.max_frame))
+                        max_frame=int(w.max_frame), node_index=int(w.node_index))
 
     # -- errors -------------------------------------------------------------
     def _parse(self, c, data):

@@ -139,13 +139,16 @@ class NodeProcess:
 
 def launch_node(env="cartpole", num_envs=64, *, seed=None, workers=None, env_args=None,
                 max_episode_steps=None, token_file=None, listen="127.0.0.1:0", json=True,
-                node=None, extra_args=(), timeout=120.0, learner="remote"):
+                node=None, extra_args=(), timeout=120.0, learner="remote", node_index=None):
     """Start a rollout-node serving ``num_envs`` envs of ``env`` (a built-in
     name or a plugin .so) to learners, and return its :class:`NodeProcess`
     once it listens; use it in a ``with`` block to stop it at the end.
 
-    ``seed`` is the node's run seed (env i is seeded from (seed, i): the
-    same seed gives the same episodes; ``VecEnv.reset(seed=...)`` checks it),
+    ``seed`` is the node's run seed (env i is seeded from (seed, node
+    index, i): the same seed gives the same episodes; ``VecEnv.reset(seed=...)``
+    checks it; None: a fresh seed per node, ``NodeInfo.seed`` says which),
+    ``node_index`` its ``--node-index`` (nodes launched with one seed need
+    different ones to play different episodes),
     ``workers`` its worker threads, ``env_args`` a dict of ``--env-arg``
     values, ``max_episode_steps`` a time limit, ``token_file`` the secret
     learners present (needed when ``listen`` is not loopback), ``json`` asks
@@ -159,6 +162,8 @@ def launch_node(env="cartpole", num_envs=64, *, seed=None, workers=None, env_arg
     args = ["--env", env, "--num-envs", int(num_envs), "--seconds", 0, "--quiet"]
     if seed is not None:
         args += ["--seed", int(seed)]
+    if node_index is not None:
+        args += ["--node-index", int(node_index)]
     if workers is not None:
         args += ["--workers", int(workers)]
     for k, v in (env_args or {}).items():

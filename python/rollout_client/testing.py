@@ -72,18 +72,20 @@ class FakeNode:
     to listen on, e.g. "::1"), ``obs_dtype`` (the observation dtype
     declared in the welcome; for an integer dtype the observations sent are
     the CartPole state times 100, rounded and clipped to the dtype's
-    range), ``node_seed`` (the seed announced in the welcome).
+    range), ``node_seed`` and ``node_index`` (the seed and node index
+    announced in the welcome).
     """
 
     def __init__(self, num_envs=8, groups=2, token="", seed=0, shuffle=True,
                  protocol_version=1, max_steps=0, max_frame=1 << 20, max_episode_steps=500,
-                 host="127.0.0.1", obs_dtype="", node_seed=7):
+                 host="127.0.0.1", obs_dtype="", node_seed=7, node_index=0):
         self.pb = _proto.load()
         self.num_envs, self.groups, self.token = num_envs, groups, token
         self.shuffle, self.protocol_version = shuffle, protocol_version
         self.max_steps, self.max_frame = max_steps, max_frame
         self.max_episode_steps = max_episode_steps
         self.obs_dtype, self.node_seed = obs_dtype, node_seed
+        self.node_index = node_index
         self.envs = CartPoles(num_envs, seed, max_episode_steps)
         self.rng = np.random.default_rng(seed + 1)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -123,7 +125,8 @@ class FakeNode:
         spec.action.kind = "discrete"
         spec.action.n = 2
         return pb.Welcome(protocol_version=self.protocol_version, node_id=1234, spec=spec,
-                          seed=self.node_seed, max_frame=self.max_frame)
+                          seed=self.node_seed, max_frame=self.max_frame,
+                          node_index=self.node_index)
 
     # -- serving --------------------------------------------------------------
     def _serve(self):

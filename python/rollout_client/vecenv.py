@@ -19,8 +19,9 @@ first observation of the next episode, and the ended episode's last
 observation in ``infos["final_obs"]`` (mask ``infos["_final_obs"]``). The
 protocol has no remote reset: ``reset()`` waits for the first observation
 of every env, once; ``reset(seed=S)`` is honoured when S is the seed every
-node runs with (env i of a node is seeded from (seed, i)) and its envs have
-not stepped yet, and refused with ValueError otherwise.
+node runs with (env i of a node is seeded from (its --seed, its
+--node-index, i)) and its envs have not stepped yet, and refused with
+ValueError otherwise.
 
 VecEnv needs to receive every env of its nodes; when other learners share a
 node's envs it waits until ``timeout`` and raises TimeoutError naming the
@@ -194,7 +195,7 @@ class VecEnv(AsyncMixin, _Base):
                 return None
             raise ValueError(
                 "reset(seed=[...]): per-env seeds cannot be set from a learner; a node seeds "
-                "env i from (its --seed, i): pass one int, the nodes' seed "
+                "env i from (its --seed, its --node-index, i): pass one int, the nodes' seed "
                 f"({', '.join(str(i.seed) for i in self.nodes)})")
         if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
             raise ValueError(f"reset(seed={seed!r}): a seed is an int")

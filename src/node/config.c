@@ -10,6 +10,7 @@
 #include "policy/policy_flags.h"
 #include "runtime/error.h"
 #include "runtime/flags.h"
+#include "runtime/rng.h"
 #include "wire/frame.h"
 
 void ro__config_defaults(ro_config_t *c)
@@ -24,7 +25,7 @@ void ro__config_defaults(ro_config_t *c)
     c->policy.nhidden = 2;
     c->policy.activation = RO_ACT_TANH;
     c->policy_arg = "mlp";
-    c->seed = 1;
+    c->seed = 1; /* replaced by a fresh one from the OS unless --seed is given */
     c->seconds = 10.0;
     c->metrics_interval = 1.0;
     c->max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
@@ -162,7 +163,12 @@ static const ro_flag_t node_flags[] = {
      .help = "close a connection that has not said a valid hello\nwithin S seconds (default 10; 0: "
              "never)"},
     {.kind = RO_FLAG_SECTION, .name = "run"},
-    {RO_FLAG_U64, "seed", "S", AT(seed), 0, UINT64_MAX, .help = "run seed (default 1)"},
+    {RO_FLAG_U64, "seed", "S", AT(seed), 0, UINT64_MAX,
+     .help = "run seed (default: a fresh one from the OS each run,\nprinted in the summary; "
+             "--seed S repeats a run)"},
+    {RO_FLAG_U32, "node-index", "I", AT(node_index), 0, UINT32_MAX,
+     .help = "this node's index among nodes started with one --seed\n(default 0); envs seed "
+             "from (seed, I, env index)"},
     {RO_FLAG_U64, "steps", "N", AT(steps), 1, UINT64_MAX / 2,
      .help = "total env steps, split evenly over the envs"},
     {RO_FLAG_SECONDS, "seconds", "S", AT(seconds),
@@ -297,6 +303,14 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
         rc = check_combinations(c, given, err, errlen);
         if (rc)
             return rc;
+    }
+    /* A fresh seed per run, so that two nodes started alike do not play the
+     * same episodes; it is printed and recorded, so the run can be repeated. */
+    if (!given[flag_index("seed")] && !c->help && !c->version && !c->print_topology) {
+        rc = ro__random_seed(&c->seed, err, errlen);
+        if (rc)
+            return rc;
+        c->seed_drawn = true;
     }
     c->metrics_throughput_only = given[flag_index("metrics-every")];
     c->envs_on_loop = given[flag_index("workers")] && c->workers == 0;

@@ -31,7 +31,9 @@ typedef struct ro_config {
     ro_policy_spec_t policy;
     const char *policy_arg;  /* as given to --policy */
     const char *save_policy; /* write the policy's weights here at start */
-    uint64_t seed;
+    uint64_t seed;           /* --seed, or drawn from the OS when seed_drawn */
+    bool seed_drawn;         /* no --seed: a fresh seed per run (ro__random_seed) */
+    uint32_t node_index;     /* --node-index: this node's own env streams (ro__node_seed) */
     uint64_t steps;          /* total env steps, spread evenly over envs; 0 = no limit */
     double seconds;          /* wall-clock limit; 0 = none */
     const char *metrics;     /* JSON-lines file, or NULL */

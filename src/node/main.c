@@ -3,7 +3,7 @@
  *
  * Exit status: 0 on success (including a stop by SIGINT/SIGTERM), 2 for a
  * bad flag, value, env, policy or file named on the command line, 1 for a
- * failure while running.
+ * failure while running (or no fresh seed from the OS).
  */
 #include <math.h>
 #include <signal.h>
@@ -44,10 +44,12 @@ static void print_summary(const ro_summary_t *s, bool json)
     fprintf(stderr,
             "summary: %llu steps in %.2f s = %.0f steps/s | %llu episodes, mean return %s | "
             "mean batch %.1f | threads %d (1 loop + %d workers%s) | env failures %llu | "
-            "metrics dropped %llu\n",
+            "metrics dropped %llu | seed %llu%s, node index %u\n",
             (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes, mean,
             s->mean_batch, s->threads, s->workers, s->recording ? " + recorder" : "",
-            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics);
+            (unsigned long long)s->env_failures, (unsigned long long)s->dropped_metrics,
+            (unsigned long long)s->seed, s->seed_drawn ? " (fresh: --seed repeats it)" : "",
+            s->node_index);
     if (s->recording)
         fprintf(stderr,
                 "record: %llu transitions, %llu bytes in %u file(s), %llu steps dropped, %llu "
@@ -100,6 +102,9 @@ static void print_summary(const ro_summary_t *s, bool json)
     ro__json_string(stdout, s->env, RO_TEXT_SHOW_MAX); /* a plugin's name: escaped */
     printf(",\"policy\":");
     ro__json_string(stdout, s->policy, RO_TEXT_SHOW_MAX);
+    /* The seed as a JSON integer: 64 bits, exact for Python's json. */
+    printf(",\"seed\":%llu,\"seed_drawn\":%s,\"node_index\":%u", (unsigned long long)s->seed,
+           s->seed_drawn ? "true" : "false", s->node_index);
     if (s->recording)
         printf(",\"record_transitions\":%llu,\"record_dropped\":%llu,\"record_bytes\":%llu,"
                "\"record_files\":%u,\"record_waits\":%llu,\"record_io_busy_s\":%.6f,"
@@ -144,9 +149,10 @@ int main(int argc, char **argv)
 
     ro_config_t cfg;
     char err[512] = "";
-    if (ro__config_parse(&cfg, argc, argv, err, sizeof err) != 0) {
+    int prc = ro__config_parse(&cfg, argc, argv, err, sizeof err);
+    if (prc != 0) {
         fprintf(stderr, "rollout-node: %s\n", err);
-        return 2;
+        return prc == RO_EIO ? 1 : 2; /* no seed from the OS is no bad flag */
     }
     if (cfg.help) {
         ro__config_usage(stdout);

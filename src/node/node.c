@@ -22,6 +22,7 @@
 #include "actors/logger_actor.h"
 #include "actors/messages.h"
 #include "runtime/numa_mem.h"
+#include "runtime/rng.h"
 #include "runtime/metrics_ring.h"
 #include "policy/policy.h"
 #include "policy/params.h"
@@ -148,6 +149,9 @@ static int make_shards(ro_node_t *n, char *err, size_t errlen)
     n->shards = ro__calloc_lines(total, sizeof *n->shards);
     if (!n->shards)
         return RO_ENOMEM;
+    /* Env i's streams derive from this node's seed (runtime/rng.h): the run
+     * seed itself at node index 0, a mix of the two otherwise. */
+    uint64_t node_seed = ro__node_seed(n->cfg.seed, n->cfg.node_index);
     uint32_t first = 0;
     for (uint32_t l = 0; l < n->nlanes; l++) {
         uint32_t lane_end = first + envs / n->nlanes + (l < envs % n->nlanes);
@@ -156,7 +160,7 @@ static int make_shards(ro_node_t *n, char *err, size_t errlen)
             /* On the node of lane l's worker, which steps and reads it. */
             int rc =
                 ro__env_shard_init_on(&n->shards[n->nshards], n->kind.vt, n->env_args, n->nenv_args,
-                                      first, cnt, n->cfg.seed, lane_mem_node(n, l), err, errlen);
+                                      first, cnt, node_seed, lane_mem_node(n, l), err, errlen);
             if (rc)
                 return rc;
             n->nshards++;
@@ -189,6 +193,8 @@ static int make_policy(ro_node_t *n, char *err, size_t errlen)
     ro_space_t os, as;
     n->kind.vt->spaces(n->shards[0].envs[0], &os, &as);
     ro_policy_spec_t spec = n->cfg.policy;
+    /* The run seed, not the node's: nodes started with one --seed act with
+     * the same initial weights (one policy, many nodes' experience). */
     spec.seed = n->cfg.seed;
     int rc = ro__policy_new(&n->policy, &spec, &os, &as, err, errlen);
     if (rc)
@@ -225,6 +231,7 @@ static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
         .hello_timeout_s = n->cfg.hello_timeout,
         .env_name = n->kind.vt->name,
         .seed = n->cfg.seed,
+        .node_index = n->cfg.node_index,
         .max_episode_steps = n->max_steps,
         .on_policy = ro__node_policy_push,
         .ctx = n,
@@ -256,6 +263,7 @@ static int make_hub(ro_node_t *n, char *err, size_t errlen)
         .hello_timeout_s = n->cfg.hello_timeout,
         .env_name = n->kind.vt->name,
         .seed = n->cfg.seed,
+        .node_index = n->cfg.node_index,
         .max_episode_steps = n->max_steps,
         .learners = true,
         /* Stream learners (and trainers) push the weights the lanes act with. */
@@ -424,6 +432,7 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
         .nenv_args = n->nenv_args,
         .max_episode_steps = n->max_steps,
         .seed = n->cfg.seed,
+        .node_index = n->cfg.node_index,
         .num_envs = n->cfg.num_envs,
         .policy = desc,
         .check_finite = n->cfg.check_finite,
@@ -503,10 +512,11 @@ void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
             (size_t)snprintf(cpus + off, sizeof cpus - off, "%s%d", i ? "," : "", n->plan[i].cpu);
     snprintf(buf, len,
              "env %s x%u | policy %s | %d workers on CPUs %s, %d NUMA node(s) | %u lanes, "
-             "shards of %u, batch %u, max-wait %llu us | seed %llu",
+             "shards of %u, batch %u, max-wait %llu us | seed %llu%s, node index %u",
              n->kind.vt->name, n->cfg.num_envs, pol, n->nworkers, cpus, n->ngroups, n->nlanes,
              n->shard_size, n->batch, (unsigned long long)n->cfg.max_wait_us,
-             (unsigned long long)n->cfg.seed);
+             (unsigned long long)n->cfg.seed, n->cfg.seed_drawn ? " (fresh)" : "",
+             n->cfg.node_index);
 }
 
 void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len)

@@ -18,6 +18,9 @@ typedef struct ro_node ro_node_t;
 #define RO_SUMMARY_MAX_WORKERS 1024
 
 typedef struct ro_summary {
+    uint64_t seed;       /* the run seed: --seed, or drawn (seed_drawn) */
+    bool seed_drawn;     /* no --seed: --seed <seed> repeats this run */
+    uint32_t node_index; /* --node-index */
     uint64_t steps;
     double seconds;
     double sps;

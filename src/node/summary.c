@@ -109,6 +109,9 @@ static void stream_summary(const ro_node_t *n, const ro_hub_stats_t *rs, ro_summ
 void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
 {
     memset(s, 0, sizeof *s);
+    s->seed = n->cfg.seed;
+    s->seed_drawn = n->cfg.seed_drawn;
+    s->node_index = n->cfg.node_index;
     double return_sum = 0;
     for (uint32_t i = 0; i < n->nshards; i++) {
         const ro_env_shard_t *sh = &n->shards[i];

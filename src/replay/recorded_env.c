@@ -7,6 +7,14 @@
 #include "runtime/rng.h"
 #include "runtime/text.h"
 
+/* The seed the node derived its envs' seeds from: the header's run seed
+ * and node index (absent in files from before node indices: 0, the run
+ * seed itself), as rollout-node derives it. */
+static uint64_t node_seed(const Rollout__V1__TrajectoryHeader *h)
+{
+    return ro__node_seed(h->seed, h->node_index);
+}
+
 int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
                           const char *plugin, char *err, size_t errlen)
 {
@@ -49,8 +57,8 @@ int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHea
                             errlen);
     /* The spaces, checked as the node checks them (registry.h). */
     if (rc == 0)
-        rc = ro__env_probe(e->kind.vt, e->args, e->nargs, ro__seed_mix(h->seed, 0, RO_STREAM_ENV),
-                           err, errlen);
+        rc = ro__env_probe(e->kind.vt, e->args, e->nargs,
+                           ro__seed_mix(node_seed(h), 0, RO_STREAM_ENV), err, errlen);
     if (rc == 0)
         return 0;
 fail:
@@ -61,8 +69,8 @@ fail:
 int ro__recorded_env_create(const ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
                             uint32_t i, void **out, char *err, size_t errlen)
 {
-    return e->kind.vt->create(out, e->args, e->nargs, ro__seed_mix(h->seed, i, RO_STREAM_ENV), err,
-                              errlen);
+    return e->kind.vt->create(out, e->args, e->nargs, ro__seed_mix(node_seed(h), i, RO_STREAM_ENV),
+                              err, errlen);
 }
 
 void ro__recorded_env_close(ro_recorded_env_t *e)

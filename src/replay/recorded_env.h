@@ -27,7 +27,7 @@ int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHea
                           const char *plugin, char *err, size_t errlen);
 
 /* ro__recorded_env_create makes env i as the node made it (its seed from
- * the header's run seed). Returns 0 or a negative code with err. */
+ * the header's run seed and node index, ro__node_seed). Returns 0 or a negative code with err. */
 int ro__recorded_env_create(const ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
                             uint32_t i, void **out, char *err, size_t errlen);
 

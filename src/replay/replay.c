@@ -367,8 +367,9 @@ static bool same_recording(const Rollout__V1__TrajectoryHeader *a,
                            const Rollout__V1__TrajectoryHeader *b)
 {
     return strcmp(a->env, b->env) == 0 && strcmp(a->env_spec, b->env_spec) == 0 &&
-           a->seed == b->seed && a->num_envs == b->num_envs && a->obs_dim == b->obs_dim &&
-           a->action_dim == b->action_dim && strcmp(a->action_kind, b->action_kind) == 0 &&
+           a->seed == b->seed && a->node_index == b->node_index && a->num_envs == b->num_envs &&
+           a->obs_dim == b->obs_dim && a->action_dim == b->action_dim &&
+           strcmp(a->action_kind, b->action_kind) == 0 &&
            a->start_time_unix_ns == b->start_time_unix_ns &&
            a->max_episode_steps == b->max_episode_steps && a->check_finite == b->check_finite;
 }
@@ -483,11 +484,22 @@ int ro__replay_feed_path(ro_replay_t *r, const char *path)
     return rc;
 }
 
+/* The "all" line's tail: what the envs were seeded from (docs/replay.md). */
+static void seed_fields(FILE *f, const Rollout__V1__TrajectoryHeader *h)
+{
+    if (h)
+        fprintf(f, ",\"seed\":%" PRIu64 ",\"node_index\":%" PRIu32, h->seed, h->node_index);
+}
+
+/* One --stats line; h: the header for the "all" line, NULL for an env's. */
 static void stats_line(FILE *f, const char *env, uint64_t eps, uint64_t steps, double rs,
-                       double rmin, double rmax, uint64_t ls, uint64_t lmin, uint64_t lmax)
+                       double rmin, double rmax, uint64_t ls, uint64_t lmin, uint64_t lmax,
+                       const Rollout__V1__TrajectoryHeader *h)
 {
     if (eps == 0) {
-        fprintf(f, "{\"env\":%s,\"episodes\":0,\"steps\":%" PRIu64 "}\n", env, steps);
+        fprintf(f, "{\"env\":%s,\"episodes\":0,\"steps\":%" PRIu64, env, steps);
+        seed_fields(f, h);
+        fputs("}\n", f);
         return;
     }
     /* Returns are sums of recorded rewards: NaN or infinite ones (an env
@@ -499,8 +511,10 @@ static void stats_line(FILE *f, const char *env, uint64_t eps, uint64_t steps, d
     ro__json_double(f, rmin);
     fputs(",\"return_max\":", f);
     ro__json_double(f, rmax);
-    fprintf(f, ",\"length_mean\":%.17g,\"length_min\":%" PRIu64 ",\"length_max\":%" PRIu64 "}\n",
+    fprintf(f, ",\"length_mean\":%.17g,\"length_min\":%" PRIu64 ",\"length_max\":%" PRIu64,
             (double)ls / (double)eps, lmin, lmax);
+    seed_fields(f, h);
+    fputs("}\n", f);
 }
 
 int ro__replay_finish(ro_replay_t *r)
@@ -515,7 +529,7 @@ int ro__replay_finish(ro_replay_t *r)
             char name[16];
             snprintf(name, sizeof name, "%u", i);
             stats_line(r->o.out, name, e->episodes, e->steps, e->ret_sum, e->ret_min, e->ret_max,
-                       e->len_sum, e->len_min, e->len_max);
+                       e->len_sum, e->len_min, e->len_max, NULL);
             if (e->episodes) {
                 if (eps == 0 || e->ret_min < rmin)
                     rmin = e->ret_min;
@@ -531,7 +545,7 @@ int ro__replay_finish(ro_replay_t *r)
             rs += e->ret_sum;
             ls += e->len_sum;
         }
-        stats_line(r->o.out, "\"all\"", eps, steps, rs, rmin, rmax, ls, lmin, lmax);
+        stats_line(r->o.out, "\"all\"", eps, steps, rs, rmin, rmax, ls, lmin, lmax, r->hdr);
     }
     fflush(r->o.out);
     if (r->dropped_shard_steps)
@@ -551,10 +565,12 @@ int ro__replay_finish(ro_replay_t *r)
         fprintf(r->o.log,
                 "rollout-replay: verify %s: %" PRIu64 " steps and %" PRIu64
                 " resets replayed%s over %u file(s); %" PRIu64
-                " env(s) not verified to the end; %" PRIu64 " damaged record(s)\n",
+                " env(s) not verified to the end; %" PRIu64 " damaged record(s); seed %" PRIu64
+                ", node index %" PRIu32 "\n",
                 rc ? "FAILED" : "OK", r->verified_steps, r->verified_resets,
                 r->diverged ? ", the last one diverged" : " bit for bit", r->files,
-                r->unverified_envs, r->damaged);
+                r->unverified_envs, r->damaged, r->hdr ? r->hdr->seed : 0,
+                r->hdr ? r->hdr->node_index : 0);
     else if (r->damaged)
         fprintf(r->o.log, "rollout-replay: %" PRIu64 " damaged record(s)\n", r->damaged);
     return rc;

@@ -293,6 +293,7 @@ static void send_welcome(serve_t *s, const Rollout__V1__TrajectoryHeader *h)
     w.node_id = ro__seed_mix(h->seed, h->start_time_unix_ns, 99);
     w.spec = &spec;
     w.seed = h->seed;
+    w.node_index = h->node_index;
     w.max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
     ro_frame_t out = ROLLOUT__V1__FRAME__INIT;
     out.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;

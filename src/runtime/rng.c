@@ -1,6 +1,11 @@
 #include "runtime/rng.h"
 
+#include <errno.h>
 #include <math.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "runtime/error.h"
 
 static uint64_t splitmix64(uint64_t *state)
 {
@@ -19,6 +24,32 @@ uint64_t ro__seed_mix(uint64_t seed, uint64_t index, uint64_t stream)
     uint64_t b = splitmix64(&st);
     st = b ^ (stream * 0x8cb92ba72f3d8dd7ull);
     return splitmix64(&st);
+}
+
+uint64_t ro__node_seed(uint64_t seed, uint32_t node_index)
+{
+    /* Index 0 is the run seed unchanged: every stream of a node without
+     * --node-index is what it was before the flag existed. */
+    return node_index == 0 ? seed : ro__seed_mix(seed, node_index, RO_STREAM_NODE);
+}
+
+int ro__random_seed(uint64_t *out, char *err, size_t errlen)
+{
+    uint8_t buf[sizeof *out];
+    size_t got = 0;
+    while (got < sizeof buf) {
+        ssize_t n = getrandom(buf + got, sizeof buf - got, 0);
+        if (n < 0 && errno == EINTR) /* a signal while the pool was not ready yet */
+            continue;
+        if (n <= 0)
+            return ro__errorf(err, errlen, RO_EIO,
+                              "cannot draw a random seed from the OS (getrandom: %s); give "
+                              "--seed S",
+                              n < 0 ? strerror(errno) : "no bytes");
+        got += (size_t)n;
+    }
+    memcpy(out, buf, sizeof buf);
+    return 0;
 }
 
 void ro__rng_init(ro_rng_t *r, uint64_t seed)

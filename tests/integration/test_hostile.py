@@ -48,54 +48,7 @@ def rss_kib(pid):
     return 0
 
 
-# ---- trajectory files, rewritten by hand ----
-
-def _crc32c_table():
-    t = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-        t.append(c)
-    return t
-
-
-_CRC = _crc32c_table()
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = _CRC[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
-def read_varint(buf, i):
-    n = shift = 0
-    while True:
-        b = buf[i]
-        n |= (b & 0x7F) << shift
-        shift += 7
-        i += 1
-        if not b & 0x80:
-            return n, i
-
-
-def rewrite_header(src, dst, **fields):
-    """Copy trajectory file src to dst with header fields changed (a valid
-    file otherwise: the header's CRC is recomputed)."""
-    with open(src, "rb") as f:
-        data = f.read()
-    n, i = read_varint(data, 8)
-    h = w.pb2().TrajectoryHeader()
-    h.ParseFromString(data[i:i + n])
-    for k, v in fields.items():
-        setattr(h, k, v)
-    body = h.SerializeToString()
-    out = data[:8] + w.varint(len(body)) + body + crc32c(body).to_bytes(4, "little")
-    with open(dst, "wb") as f:
-        f.write(out + data[i + n + 4:])
-
+# ---- trajectory files, rewritten by hand (wireutil.rewrite_header) ----
 
 def record(path, *args):
     s, _ = nu.run("--record", path, *args)
@@ -116,7 +69,7 @@ class CraftedFiles(nu.TempDirCase):
         with open(HOSTILE, "rb") as src, open(self.path(rel), "wb") as dst:
             dst.write(src.read())
         for spec in (HOSTILE, rel):
-            rewrite_header(f, bad, env="hostile", env_spec=spec)
+            w.rewrite_header(f, bad, env="hostile", env_spec=spec)
             for mode in (["--verify"], ["--serve", "127.0.0.1:0"]):
                 p = run([REPLAY, *mode, bad], env={"RO_TEST_LOADED": marker})
                 self.assertEqual(p.returncode, 2, p.stderr)
@@ -130,7 +83,7 @@ class CraftedFiles(nu.TempDirCase):
         # built-in is used, the path never opened.
         f, bad = self.path("c.traj"), self.path("bad.traj")
         s = record(f, "--num-envs", 4, "--steps", 400)
-        rewrite_header(f, bad, env_spec=HOSTILE)
+        w.rewrite_header(f, bad, env_spec=HOSTILE)
         marker = self.path("loaded")
         p = replay("--verify", bad, env={"RO_TEST_LOADED": marker})
         self.assertEqual(p.returncode, 0, p.stderr)

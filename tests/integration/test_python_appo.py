@@ -69,7 +69,7 @@ def main():
     # $ROLLOUT_TOKEN_FILE; --connect is --node's other name.
     with NodeProcess(node, "--env", "cartpole", "--num-envs", 64, "--shard", 32, "--unroll", 16,
                      "--hidden", "64,64", "--activation", "tanh", "--seconds", 0, "--quiet",
-                     "--json", "--token-file", token_file, learner="stream") as n:
+                     "--json", "--seed", 1, "--token-file", token_file, learner="stream") as n:
         r, p = run_example("appo_cartpole.py", ["--connect", n.address, "--quick", "--seed", 1,
                                                 "--check-logp"],
                            env={"ROLLOUT_TOKEN_FILE": token_file})

@@ -64,9 +64,10 @@ def main():
         print(f"FAIL: --token on the command line gave exit {p.returncode}, not 2 naming it")
         ok = False
 
-    # CartPole, the token from $ROLLOUT_TOKEN_FILE.
+    # CartPole, the token from $ROLLOUT_TOKEN_FILE. The nodes run --seed 1 so
+    # that a run is the same every time (without it each draws a fresh seed).
     with NodeProcess(node, "--env", "cartpole", "--num-envs", 8, "--seconds", 0, "--quiet",
-                     "--json", "--token-file", token_file) as n:
+                     "--json", "--seed", 1, "--token-file", token_file) as n:
         r, p = run_example("ppo_cartpole.py", ["--node", n.address, "--quick", "--seed", 1],
                            env={"ROLLOUT_TOKEN_FILE": token_file})
         code = n.stop()
@@ -93,7 +94,7 @@ def main():
 
     # Pendulum, the token itself in $ROLLOUT_TOKEN.
     with NodeProcess(node, "--env", "pendulum", "--num-envs", 16, "--seconds", 0, "--quiet",
-                     "--json", "--token-file", token_file) as n:
+                     "--json", "--seed", 1, "--token-file", token_file) as n:
         rp, p = run_example("ppo_pendulum.py", ["--node", n.address, "--quick", "--seed", 1,
                                                 "--save-policy", os.path.join(tmp, "pend.pb")],
                             env={"ROLLOUT_TOKEN": "s3cret-token"})
@@ -111,7 +112,7 @@ def main():
 
     # The saved Gaussian policy runs in the node itself.
     q = nu.run_cmd([node, "--env", "pendulum", "--policy", os.path.join(tmp, "pend.pb"),
-                    "--num-envs", 16, "--steps", 16 * 200 * 4, "--json", "--quiet"],
+                    "--num-envs", 16, "--steps", 16 * 200 * 4, "--seed", 1, "--json", "--quiet"],
                    capture_output=True, text=True)
     node_run = json.loads([x for x in q.stdout.splitlines() if x.startswith("{")][-1]) \
         if q.returncode == 0 else None

@@ -654,10 +654,11 @@ class SlowLearner(nu.TempDirCase):
 class Reattach(nu.TempDirCase):
     def run_node_with_learners(self, metrics, kill_after_frames):
         """Serve a node with fixed learners; if kill_after_frames, SIGKILL the
-        first after that many frames and start a second."""
+        first after that many frames and start a second. --seed 1: the runs
+        compared play the same envs (a node without --seed draws its own)."""
         node, addr = w.start_node(nu.NODE, "--num-envs", 24, "--steps", 24 * 300,
                                   "--shard", 3, "--metrics", metrics, "--metrics-episodes",
-                                  "--max-wait-us", 0)
+                                  "--max-wait-us", 0, "--seed", 1)
         first = fixed_learner(addr)
         if kill_after_frames:
             for i, _ in enumerate(first.stdout):

@@ -111,3 +111,63 @@ def listen_address(p):
             return line.strip().rsplit(" ", 1)[1]
     p.wait()
     raise RuntimeError(f"node did not start: exit {p.returncode}")
+
+
+# ---- trajectory files, read and rewritten by hand ----
+
+def _crc32c_table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        t.append(c)
+    return t
+
+
+_CRC = _crc32c_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _CRC[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def read_varint(buf, i):
+    n = shift = 0
+    while True:
+        b = buf[i]
+        n |= (b & 0x7F) << shift
+        shift += 7
+        i += 1
+        if not b & 0x80:
+            return n, i
+
+
+def read_header(path):
+    """The TrajectoryHeader of trajectory file path (record 0, after the
+    8-byte magic)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n, i = read_varint(data, 8)
+    h = pb2().TrajectoryHeader()
+    h.ParseFromString(data[i:i + n])
+    return h
+
+
+def rewrite_header(src, dst, **fields):
+    """Copy trajectory file src to dst with header fields changed (a valid
+    file otherwise: the header's CRC is recomputed)."""
+    with open(src, "rb") as f:
+        data = f.read()
+    n, i = read_varint(data, 8)
+    h = pb2().TrajectoryHeader()
+    h.ParseFromString(data[i:i + n])
+    for k, v in fields.items():
+        setattr(h, k, v)
+    body = h.SerializeToString()
+    out = data[:8] + varint(len(body)) + body + crc32c(body).to_bytes(4, "little")
+    with open(dst, "wb") as f:
+        f.write(out + data[i + n + 4:])

@@ -47,6 +47,30 @@ static void test_defaults(void **state)
     assert_int_equal(c.policy.hidden[0], 64);
     assert_true(c.seconds > 0); /* the main job ends by itself */
     assert_int_equal(c.steps, 0);
+    assert_int_equal(c.node_index, 0);
+    assert_true(c.seed_drawn); /* no --seed: a fresh one per run */
+}
+
+/* Without --seed every parse draws its own seed; --seed (even 1, the old
+ * default) is kept as given; --node-index is any u32. */
+static void test_seed_and_node_index(void **state)
+{
+    (void)state;
+    ro_config_t a, b;
+    char err[256];
+    char *none[] = {"rollout-node", NULL};
+    assert_int_equal(parse(none, 1, &a, err), 0);
+    assert_int_equal(parse(none, 1, &b, err), 0);
+    assert_true(a.seed_drawn && b.seed_drawn);
+    assert_true(a.seed != b.seed); /* 2^-64 */
+    char *given[] = {"rollout-node", "--seed", "1", "--node-index", "4294967295", NULL};
+    assert_int_equal(parse(given, 5, &a, err), 0);
+    assert_false(a.seed_drawn);
+    assert_true(a.seed == 1);
+    assert_true(a.node_index == UINT32_MAX);
+    char *help[] = {"rollout-node", "--help", NULL};
+    assert_int_equal(parse(help, 2, &a, err), 0);
+    assert_false(a.seed_drawn); /* --help draws nothing */
 }
 
 static void test_values(void **state)
@@ -154,6 +178,8 @@ static void test_errors(void **state)
     expect_error("--seconds", "nan", "--seconds 'nan'");
     expect_error("--steps", "0", "--steps '0'");
     expect_error("--seed", "1.5", "--seed '1.5'");
+    expect_error("--node-index", "-1", "--node-index '-1'");
+    expect_error("--node-index", "4294967296", "--node-index '4294967296'");
     expect_error("--hidden", "64,,64", "--hidden '64,,64'");
     expect_error("--hidden", "0", "--hidden '0'");
     expect_error("--hidden", "64,", "--hidden '64,'");
@@ -310,7 +336,7 @@ int main(void)
         cmocka_unit_test(test_defaults),          cmocka_unit_test(test_values),
         cmocka_unit_test(test_policy_choices),    cmocka_unit_test(test_errors),
         cmocka_unit_test(test_stray_argument),    cmocka_unit_test(test_record_flags),
-        cmocka_unit_test(test_conflicting_flags),
+        cmocka_unit_test(test_conflicting_flags), cmocka_unit_test(test_seed_and_node_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
