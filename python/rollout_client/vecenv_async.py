@@ -30,7 +30,7 @@ import collections
 import numpy as np
 
 from .client import check_actions
-from .errors import ConnectionClosed
+from .errors import ConnectionClosed, ProtocolError
 
 IN_FLIGHT, READY, HANDED, HELD = 0, 1, 2, 3
 
@@ -217,7 +217,6 @@ class AsyncMixin:
         g = self._ingest(b, clear_final=True)
         ids = np.arange(self.num_envs)[g] if isinstance(g, slice) else np.asarray(g)
         if (self._state[ids] != IN_FLIGHT).any():
-            from .errors import ProtocolError
             e = int(ids[self._state[ids] != IN_FLIGHT][0])
             raise ProtocolError(f"{self._env_label(e)} came again before its action was sent")
         self._adopt(b, ids, READY)
