@@ -35,6 +35,12 @@ from .errors import ConnectionClosed, ProtocolError
 IN_FLIGHT, READY, HANDED, HELD = 0, 1, 2, 3
 
 
+def _ids(g):
+    """A frame's envs (a slice or global indices, as _ingest returns them)
+    as an array of global ids."""
+    return np.arange(g.start, g.stop) if isinstance(g, slice) else np.asarray(g)
+
+
 class _Frame:
     """One Observations frame being answered: its batch, its envs (global
     ids, in frame order) and the actions given so far."""
@@ -94,8 +100,7 @@ class AsyncMixin:
         answerable by send()."""
         self._enter("async", what)
         for b, g in self._outstanding:
-            self._adopt(b, np.arange(self.num_envs)[g] if isinstance(g, slice)
-                        else np.asarray(g), HANDED)
+            self._adopt(b, _ids(g), HANDED)
         self._outstanding.clear()
 
     # -- the API ----------------------------------------------------------------
@@ -215,7 +220,7 @@ class AsyncMixin:
             raise TimeoutError(f"recv(): no observation after {timeout:g}s ({coming} envs "
                                "are stepping at their nodes)")
         g = self._ingest(b, clear_final=True)
-        ids = np.arange(self.num_envs)[g] if isinstance(g, slice) else np.asarray(g)
+        ids = _ids(g)
         if (self._state[ids] != IN_FLIGHT).any():
             e = int(ids[self._state[ids] != IN_FLIGHT][0])
             raise ProtocolError(f"{self._env_label(e)} came again before its action was sent")
