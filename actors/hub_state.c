@@ -111,6 +111,10 @@ int ro__hub_send_welcome(ro_session_t *s)
         w.unroll = h->unroll;
         w.policy_version = h->version_now;
         w.window = s->sflow.window;
+        if (s->sflow.shm) {
+            w.segment_memory_fd = (uint32_t)s->sflow.shm->fd;
+            w.segment_memory_bytes = s->sflow.shm->bytes;
+        }
     } else {
         w.mode = "seed";
     }

@@ -306,9 +306,14 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
         return;
     }
     ro__gate_pass(&h->gate, &s->conn, h->o.max_frame);
-    if (h->segs) /* before the welcome, which tells the window */
+    if (h->segs) { /* before the welcome, which tells the window */
         ro__sflow_init(&s->sflow, hello->window ? hello->window : h->window,
                        hello->max_policy_lag ? hello->max_policy_lag : h->max_lag);
+        /* Only a peer on this host can map it; the kernel checks that it
+         * may (protocol.md "Segments in shared memory"). */
+        if (hello->shared_memory && s->conn.local && h->segs->shm.base)
+            s->sflow.shm = &h->segs->shm;
+    }
     if (ro__hub_send_welcome(s) != 0) {
         session_close(s, "could not send the welcome");
         return;

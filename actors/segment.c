@@ -94,13 +94,22 @@ void ro__seg_layout(ro_seg_layout_t *lay, uint32_t T, const ro_space_t *obs, con
     lay->bytes = total;
 }
 
-int ro__seg_pool_init(ro_seg_pool_t *p, const ro_seg_layout_t *lay, uint32_t nsegs)
+int ro__seg_pool_init(ro_seg_pool_t *p, const ro_seg_layout_t *lay, uint32_t nsegs, bool shared)
 {
     memset(p, 0, sizeof *p);
     p->lay = *lay;
     ro__grant_pool_init(&p->pool);
     p->segs = calloc(nsegs, sizeof *p->segs);
-    p->mem = ro__calloc_lines(nsegs, lay->bytes);
+    char err[256];
+    if (nsegs && lay->bytes > SIZE_MAX / nsegs)
+        return RO_ENOMEM;
+    /* Shared memory when a learner may map it; private memory where the
+     * kernel has no memfd (segments then go over the socket only). */
+    if (shared && ro__shared_mem_create(&p->shm, "rollout-segments", (size_t)nsegs * lay->bytes,
+                                        err, sizeof err) == 0)
+        p->mem = p->shm.base;
+    else
+        p->mem = ro__calloc_lines(nsegs, lay->bytes);
     if (!p->segs || !p->mem)
         return RO_ENOMEM;
     p->nsegs = nsegs;
@@ -125,7 +134,10 @@ void ro__seg_pool_free(ro_seg_pool_t *p)
 {
     ro__grant_pool_destroy(&p->pool);
     free(p->segs);
-    free(p->mem);
+    if (p->shm.base)
+        ro__shared_mem_release(&p->shm);
+    else
+        free(p->mem);
     memset(p, 0, sizeof *p);
 }
 

@@ -26,6 +26,7 @@
 #include "rollout/env.h"
 #include "runtime/actor.h"
 #include "runtime/grant_pool.h"
+#include "runtime/shared_mem.h"
 
 /* Element types, as proto/rollout.proto's DType numbers them. */
 enum { RO_DT_FLOAT32 = 1, RO_DT_INT32 = 2, RO_DT_UINT8 = 3, RO_DT_UINT32 = 4, RO_DT_UINT64 = 5 };
@@ -105,12 +106,15 @@ typedef struct ro_seg_pool {
     ro_seg_layout_t lay;
     ro_segment_t *segs;
     uint32_t nsegs;
-    void *mem;
+    void *mem;           /* every segment's arrays */
+    ro_shared_mem_t shm; /* mem, when it is shared (shm.base == mem); else zeroed */
 } ro_seg_pool_t;
 
-/* ro__seg_pool_init allocates nsegs segments of layout lay. Main thread.
- * Returns 0 or RO_ENOMEM. */
-int ro__seg_pool_init(ro_seg_pool_t *p, const ro_seg_layout_t *lay, uint32_t nsegs);
+/* ro__seg_pool_init allocates nsegs segments of layout lay; shared: in
+ * memory a learner on this host can map (runtime/shared_mem.h), if the
+ * kernel allows it (p->shm.base tells). Main thread. Returns 0 or
+ * RO_ENOMEM. */
+int ro__seg_pool_init(ro_seg_pool_t *p, const ro_seg_layout_t *lay, uint32_t nsegs, bool shared);
 void ro__seg_pool_free(ro_seg_pool_t *p);
 
 /* ro__seg_pool_give gives segments back (a list through next). Any thread. */

@@ -98,8 +98,15 @@ static uint8_t dtype_of(const ro_segment_t *s, int c)
     return col_dtype[c];
 }
 
-/* The bytes of NamedTensor c without its data, and the data's length. */
-static size_t tensor_size(const ro_segment_t *s, int c, size_t *data)
+/* Where column c lies in the shared memory at base (protocol.md). */
+static uint64_t col_offset(const ro_segment_t *s, int c, const void *base)
+{
+    return (uint64_t)((const char *)s->col[c] - (const char *)base);
+}
+
+/* The bytes of NamedTensor c without its data, and the data's length;
+ * with base, the tensor refers to its bytes in shared memory instead. */
+static size_t tensor_size(const ro_segment_t *s, int c, const void *base, size_t *data)
 {
     uint32_t shape[8];
     uint32_t nd = col_shape(s, c, shape);
@@ -108,12 +115,15 @@ static size_t tensor_size(const ro_segment_t *s, int c, size_t *data)
         packed += ro__varint_size(shape[d]);
     *data = ro__seg_col_bytes(s, c);
     const char *name = ro__seg_col_name(c);
-    return len_field_size(1, strlen(name)) + uint_field_size(2, dtype_of(s, c)) +
-           (packed ? len_field_size(3, packed) : 0) + (*data ? len_field_size(4, *data) : 0);
+    size_t head = len_field_size(1, strlen(name)) + uint_field_size(2, dtype_of(s, c)) +
+                  (packed ? len_field_size(3, packed) : 0);
+    if (base)
+        return head + uint_field_size(5, col_offset(s, c, base));
+    return head + (*data ? len_field_size(4, *data) : 0);
 }
 
 static uint8_t *put_tensor_header(uint8_t *p, const ro_segment_t *s, int c, size_t body,
-                                  size_t data)
+                                  size_t data, const void *base)
 {
     uint32_t shape[8];
     uint32_t nd = col_shape(s, c, shape);
@@ -132,21 +142,24 @@ static uint8_t *put_tensor_header(uint8_t *p, const ro_segment_t *s, int c, size
         for (uint32_t d = 0; d < nd; d++)
             p += ro__varint_put(p, shape[d]);
     }
+    if (base)
+        return put_uint_field(p, 5, col_offset(s, c, base));
     if (data)
         p = put_len(p, 4, data); /* the bytes follow, from the segment */
     return p;
 }
 
-void ro__seg_wire_build(ro_seg_wire_t *w, const ro_segment_t *s, uint64_t seq)
+void ro__seg_wire_build(ro_seg_wire_t *w, const ro_segment_t *s, uint64_t seq, const void *base)
 {
     /* Sizes first: every length prefix precedes what it counts. */
     size_t body[RO_SEG_NCOLS], data[RO_SEG_NCOLS];
     size_t seg = uint_field_size(1, seq) + uint_field_size(2, s->shard) +
                  uint_field_size(3, s->shard_seq) + uint_field_size(4, s->first_env) +
                  uint_field_size(5, s->t) + uint_field_size(6, s->n) +
-                 uint_field_size(7, s->version_min) + uint_field_size(8, s->version_max);
+                 uint_field_size(7, s->version_min) + uint_field_size(8, s->version_max) +
+                 uint_field_size(10, base != NULL);
     for (int c = 0; c < RO_SEG_NCOLS; c++) {
-        body[c] = s->col[c] ? tensor_size(s, c, &data[c]) : 0;
+        body[c] = s->col[c] ? tensor_size(s, c, base, &data[c]) : 0;
         if (s->col[c])
             seg += len_field_size(9, body[c]);
     }
@@ -168,14 +181,15 @@ void ro__seg_wire_build(ro_seg_wire_t *w, const ro_segment_t *s, uint64_t seq)
     for (int c = 0; c < RO_SEG_NCOLS; c++) {
         if (!s->col[c])
             continue;
-        p = put_tensor_header(p, s, c, body[c], data[c]);
-        if (!data[c])
+        p = put_tensor_header(p, s, c, body[c], data[c], base);
+        if (!data[c] || base)
             continue;
         /* Headers so far in one buffer, then the column where it lies. */
         w->bufs[w->nbufs++] = uv_buf_init((char *)start, (unsigned)(p - start));
         w->bufs[w->nbufs++] = uv_buf_init((char *)s->col[c], (unsigned)data[c]);
         start = p;
     }
+    p = put_uint_field(p, 10, base != NULL);
     if (p > start)
         w->bufs[w->nbufs++] = uv_buf_init((char *)start, (unsigned)(p - start));
     w->used = (size_t)(p - w->hdr);

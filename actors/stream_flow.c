@@ -16,6 +16,7 @@ void ro__sflow_init(ro_sflow_t *f, uint32_t window, uint32_t max_lag)
     f->window = window ? window : 1;
     f->max_lag = max_lag;
     f->next_seq = 1;
+    f->shm = NULL;
 }
 
 static void held(ro_sflow_stats_t *st, const ro_segment_t *s, int d)
@@ -92,7 +93,7 @@ int ro__sflow_send(ro_sflow_t *f, ro_conn_t *c, uint64_t version_now, ro_segment
         if (!w)
             return RO_ENOMEM;
         w->seg = s;
-        ro__seg_wire_build(&w->wire, s, s->conn_seq);
+        ro__seg_wire_build(&w->wire, s, s->conn_seq, f->shm ? f->shm->base : NULL);
         int rc = ro__conn_send_bufs(c, w->wire.bufs, w->wire.nbufs, on_written, w);
         if (rc) {
             free(w);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "actors/segment.h"
+#include "runtime/shared_mem.h"
 #include "wire/conn.h"
 
 /* What sending and acknowledging did, for the hub's counters, and where
@@ -35,8 +36,12 @@ typedef struct ro_sflow {
     uint32_t window;                      /* most unacknowledged */
     uint32_t max_lag;                     /* 0: any */
     uint64_t next_seq;
+    /* The segment memory its learner maps (the pool's, in shared memory):
+     * segments go as references into it. NULL: with their bytes. */
+    const ro_shared_mem_t *shm;
 } ro_sflow_t;
 
+/* ro__sflow_init: segments with their bytes until f->shm is set. */
 void ro__sflow_init(ro_sflow_t *f, uint32_t window, uint32_t max_lag);
 
 /* ro__sflow_push queues a segment to send. */

@@ -56,6 +56,9 @@ static const ro_flag_t learner_flags[] = {
      .help =
          "a node whose connection is lost (no goodbye) is\nreconnected to, with backoff, for up "
          "to S seconds\nwithout a connection, then given up (default 60;\n0: never reconnect)"},
+    {RO_FLAG_BOOL, "no-shared-memory", NULL, AT(no_shared_memory),
+     .help = "a stream node at unix:PATH sends its segments over\nthe socket, not as references "
+             "into its memory"},
     {RO_FLAG_STRING, "name", "NAME", AT(name), .help = "shown in the nodes' logs"},
     {RO_FLAG_STRING, "push-policy", "FILE", AT(push_policy),
      .help = "instead of serving envs, push these weights (a\nPolicyParams file) to nodes running "
@@ -96,9 +99,9 @@ static bool was_given(const bool *given, const char *name)
 static int check_combinations(const ro_learner_cfg_t *c, const bool *given, char *err,
                               size_t errlen)
 {
-    static const char *const serving[] = {"policy",  "hidden",      "activation",  "gemm",
-                                          "workers", "batch",       "max-wait-us", "seed",
-                                          "steps",   "reconnect-s", "overcommit",  NULL};
+    static const char *const serving[] = {
+        "policy", "hidden", "activation",  "gemm",       "workers",          "batch", "max-wait-us",
+        "seed",   "steps",  "reconnect-s", "overcommit", "no-shared-memory", NULL};
     if (c->push_policy)
         for (const char *const *f = serving; *f; f++)
             if (was_given(given, *f))

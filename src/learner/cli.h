@@ -30,6 +30,7 @@ typedef struct ro_learner_cfg {
     const char *name;
     const char *push_policy; /* push this PolicyParams file to the nodes, then exit */
     bool json, quiet, help, version;
+    bool no_shared_memory; /* stream nodes on this host send segments over the socket */
 } ro_learner_cfg_t;
 
 /* ro__learner_cfg_parse parses argv (strings point into argv). On a bad

@@ -85,10 +85,11 @@ static void print_summary(const learner_t *L, double secs)
         printf(",\"reconnects\":%llu,\"failed\":%s", (unsigned long long)n->link.reconnects,
                n->link.failed ? "true" : "false");
         if (n->stream)
-            printf(",\"mode\":\"stream\",\"segments\":%llu,\"duplicates\":%llu,\"gaps\":%llu,"
+            printf(",\"mode\":\"stream\",\"segments\":%llu,\"segments_in_memory\":%llu,"
+                   "\"duplicates\":%llu,\"gaps\":%llu,"
                    "\"policy_version_min\":%llu,\"policy_version_max\":%llu",
-                   (unsigned long long)n->rx.segments, (unsigned long long)n->rx.duplicates,
-                   (unsigned long long)n->rx.gaps,
+                   (unsigned long long)n->rx.segments, (unsigned long long)n->rx.in_memory,
+                   (unsigned long long)n->rx.duplicates, (unsigned long long)n->rx.gaps,
                    (unsigned long long)(n->rx.segments ? n->rx.version_min : 0),
                    (unsigned long long)n->rx.version_max);
         printf("}");
@@ -229,6 +230,7 @@ int main(int argc, char **argv)
             .max_frame = L.cfg.max_frame,
             .reconnect_s = L.push ? 0 : L.cfg.reconnect_s,
             .quiet = L.cfg.quiet,
+            .shared_memory = !L.cfg.no_shared_memory,
         };
         L.open_links++;
         ro__link_start(&L.nodes[i].link, &L.loop, &o, err, sizeof err); /* checked above */

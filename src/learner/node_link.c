@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/clock.h"
 #include "runtime/error.h"
@@ -268,6 +269,16 @@ static void on_connect(ro_conn_t *c, int status)
     }
     l->connected = true;
     Rollout__V1__Hello h = ROLLOUT__V1__HELLO__INIT;
+    /* Shared memory only where the kernel will let us open the node's file
+     * descriptors (the check it makes for /proc/PID/fd/N): asking and then
+     * failing to map would cost a connection. */
+    l->peer_pid = l->o.shared_memory ? ro__conn_peer_pid(c) : 0;
+    if (l->peer_pid) {
+        char dir[48];
+        snprintf(dir, sizeof dir, "/proc/%d/fd", l->peer_pid);
+        l->peer_pid = access(dir, R_OK | X_OK) == 0 ? l->peer_pid : 0;
+    }
+    h.shared_memory = l->peer_pid != 0;
     h.protocol_version = RO_PROTOCOL_VERSION;
     h.role = (char *)l->o.role;
     h.token = (char *)l->o.token;

@@ -56,6 +56,9 @@ typedef struct ro_link_opts {
     size_t max_frame;
     double reconnect_s; /* 0: never reconnect */
     bool quiet;
+    /* Ask a stream node on this host (unix:PATH) for its segments in shared
+     * memory, where this process may map it (protocol.md). */
+    bool shared_memory;
 } ro_link_opts_t;
 
 struct ro_link {
@@ -77,6 +80,7 @@ struct ro_link {
     uint32_t attempts, backoff_ms;
     uint64_t reconnects; /* welcomes after the first */
     uint64_t node_id;    /* from the last welcome */
+    int peer_pid;        /* the node's process, when its memory may be mapped and was asked for */
     char why[400];       /* why the connection (or attempt) closed */
     char last_fail[400]; /* last logged attempt failure: log again when it changes */
 };

@@ -158,12 +158,22 @@ static int welcome_stream(node_t *n, const Rollout__V1__Welcome *w, char *err, s
             return ro__errorf(err, errlen, RO_EPROTO, "came back with other spaces or envs");
         if (w->node_id != n->link.node_id)
             ro__stream_rx_restart(&n->rx);
-        return 0;
+    } else {
+        n->stream = true;
+        n->num_envs = rules.num_envs;
+        if (ro__stream_rx_init(&n->rx, &rules) != 0)
+            return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %u envs", rules.num_envs);
     }
-    n->stream = true;
-    n->num_envs = rules.num_envs;
-    if (ro__stream_rx_init(&n->rx, &rules) != 0)
-        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %u envs", rules.num_envs);
+    /* This connection's segments: in the node's memory, if it offered it. */
+    ro__shared_mem_release(&n->rx.shm);
+    if (!w->segment_memory_fd)
+        return 0;
+    if (!n->link.peer_pid)
+        return ro__errorf(err, errlen, RO_EPROTO, "offered shared memory we did not ask for");
+    char why[300];
+    if (ro__shared_mem_map_peer(&n->rx.shm, n->link.peer_pid, w->segment_memory_fd,
+                                w->segment_memory_bytes, why, sizeof why) != 0)
+        return ro__errorf(err, errlen, RO_EPROTO, "cannot map the node's segment memory: %s", why);
     return 0;
 }
 

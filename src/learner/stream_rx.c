@@ -17,6 +17,7 @@ int ro__stream_rx_init(ro_stream_rx_t *rx, const ro_segment_rules_t *rules)
 
 void ro__stream_rx_free(ro_stream_rx_t *rx)
 {
+    ro__shared_mem_release(&rx->shm);
     free(rx->next_seq);
     free(rx->ep_ret);
     rx->next_seq = NULL;
@@ -51,6 +52,7 @@ static void account(ro_stream_rx_t *rx, const ro_segment_view_t *v)
     }
     rx->steps += (uint64_t)v->t * v->n;
     rx->segments++;
+    rx->in_memory += v->in_memory;
     rx->version_min = v->version_min < rx->version_min ? v->version_min : rx->version_min;
     rx->version_max = v->version_max > rx->version_max ? v->version_max : rx->version_max;
 }
@@ -62,7 +64,8 @@ int ro__stream_rx_frame(ro_stream_rx_t *rx, const uint8_t *body, size_t len, uin
     int rc = ro__segment_view_parse(body, len, &v, err, errlen);
     if (rc <= 0)
         return rc;
-    if ((rc = ro__segment_view_check(&v, &rx->rules, err, errlen)) != 0)
+    if ((rc = ro__segment_view_resolve(&v, rx->shm.base, rx->shm.bytes, err, errlen)) != 0 ||
+        (rc = ro__segment_view_check(&v, &rx->rules, err, errlen)) != 0)
         return rc;
     if (v.shard >= rx->rules.num_envs)
         return ro__errorf(err, errlen, RO_EPROTO, "segment %llu: shard %u of a node of %u envs",

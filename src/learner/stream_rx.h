@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/shared_mem.h"
 #include "wire/segment_view.h"
 
 typedef struct ro_stream_rx {
@@ -19,9 +20,13 @@ typedef struct ro_stream_rx {
     uint64_t *next_seq; /* [num_envs] per shard: the shard_seq expected next (a shard has an env) */
     double *ep_ret;     /* [num_envs] running returns */
     uint64_t steps, episodes, segments, duplicates;
-    uint64_t gaps; /* segments missing between two of a shard's (a shard that moved here) */
+    uint64_t in_memory; /* segments read in the node's shared memory */
+    uint64_t gaps;      /* segments missing between two of a shard's (a shard that moved here) */
     double return_sum;
     uint64_t version_min, version_max; /* over every segment */
+    /* The node's segment memory this connection maps (its welcome offered
+     * it), or zeroed: segments then carry their bytes. */
+    ro_shared_mem_t shm;
 } ro_stream_rx_t;
 
 /* ro__stream_rx_init prepares for a node's segments. 0 or RO_ENOMEM. */

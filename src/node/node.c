@@ -308,7 +308,7 @@ static int make_stream(ro_node_t *n, char *err, size_t errlen)
                           "--unroll %u: a segment of %u steps of %u envs takes %zu bytes; use a "
                           "smaller --unroll or --shard",
                           n->cfg.unroll, n->cfg.unroll, max_shard, lay.bytes);
-    if (ro__seg_pool_init(&n->segs, &lay, (uint32_t)nsegs) != 0 ||
+    if (ro__seg_pool_init(&n->segs, &lay, (uint32_t)nsegs, true) != 0 ||
         !(n->ports = calloc(n->nshards, sizeof *n->ports)))
         return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %llu stream segments",
                           (unsigned long long)nsegs);

@@ -345,3 +345,14 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
     }
     return 0;
 }
+
+int ro__conn_peer_pid(const ro_conn_t *c)
+{
+    uv_os_fd_t fd;
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (!c->local || !c->open || uv_fileno(&c->h.handle, &fd) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+        return 0;
+    return cr.pid > 0 ? cr.pid : 0;
+}

@@ -122,6 +122,11 @@ static inline void ro__conn_set_max_frame(ro_conn_t *c, size_t max_frame)
     c->rd.max_frame = max_frame;
 }
 
+/* ro__conn_peer_pid returns the process at the other end of a Unix-domain
+ * connection as the kernel saw it connect (SO_PEERCRED, in this process's
+ * pid namespace), or 0: a TCP connection, or a peer not visible here. */
+int ro__conn_peer_pid(const ro_conn_t *c);
+
 /* ro__conn_queued returns the bytes accepted for writing, not yet sent. */
 size_t ro__conn_queued(const ro_conn_t *c);
 

@@ -85,6 +85,8 @@ static int parse_tensor(const uint8_t *p, size_t len, ro_tensor_view_t *t)
         } else if (f == 4 && type == 2) {
             t->data = b;
             t->bytes = (size_t)v;
+        } else if (f == 5 && type == 0) {
+            t->offset = v;
         }
     }
     return 0;
@@ -128,6 +130,8 @@ static int parse_segment(const uint8_t *p, size_t len, ro_segment_view_t *v, cha
                 v->version_max = x;
                 break;
             }
+        } else if (f == 10 && type == 0) {
+            v->in_memory = x != 0;
         } else if (f == 9 && type == 2) {
             if (v->ntensors == RO_VIEW_MAX_TENSORS)
                 return ro__errorf(err, errlen, RO_EBADMSG, "a segment with over %d tensors",
@@ -193,6 +197,35 @@ static size_t dtype_size(uint32_t dtype)
     default:
         return 0;
     }
+}
+
+int ro__segment_view_resolve(ro_segment_view_t *v, const uint8_t *base, size_t size, char *err,
+                             size_t errlen)
+{
+    const unsigned long long seq = (unsigned long long)v->seq;
+    if (!v->in_memory)
+        return 0;
+    if (!base)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "segment %llu is in shared memory, but none was offered", seq);
+    for (uint32_t i = 0; i < v->ntensors; i++) {
+        ro_tensor_view_t *t = &v->tensors[i];
+        /* Bounded by size at every factor: a shape cannot overflow this. */
+        uint64_t bytes = dtype_size(t->dtype);
+        for (uint32_t d = 0; d < t->ndim && bytes; d++)
+            bytes = t->shape[d] > size / bytes ? UINT64_MAX : bytes * t->shape[d];
+        if (t->data || t->offset > size || bytes > size - t->offset)
+            return ro__errorf(err, errlen, RO_EPROTO,
+                              "segment %llu: tensor '%.*s' at %llu..+%llu is outside the %zu "
+                              "bytes of shared memory%s",
+                              seq, (int)(t->name_len > 40 ? 40 : t->name_len),
+                              t->name ? t->name : "", (unsigned long long)t->offset,
+                              (unsigned long long)bytes, size,
+                              t->data ? ", or carries bytes as well" : "");
+        t->data = base + t->offset;
+        t->bytes = (size_t)bytes;
+    }
+    return 0;
 }
 
 /* Tensor name: dtype and shape (dims; 0 in want is "any"); its bytes match. */

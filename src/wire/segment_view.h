@@ -22,13 +22,15 @@ typedef struct ro_tensor_view {
     uint32_t dtype; /* proto/rollout.proto DType */
     uint32_t ndim;
     uint32_t shape[RO_VIEW_MAX_DIMS];
-    const uint8_t *data; /* little-endian elements, in the frame's bytes */
+    const uint8_t *data; /* little-endian elements, in the frame's bytes (or shared memory) */
     size_t bytes;
+    uint64_t offset; /* in shared memory (the segment's in_memory) */
 } ro_tensor_view_t;
 
 typedef struct ro_segment_view {
     uint64_t seq, shard_seq, version_min, version_max;
     uint32_t shard, first_env, t, n;
+    bool in_memory; /* the tensors lie in the node's segment memory: resolve them */
     uint32_t ntensors;
     ro_tensor_view_t tensors[RO_VIEW_MAX_TENSORS];
 } ro_segment_view_t;
@@ -41,6 +43,16 @@ typedef struct ro_segment_view {
  */
 int ro__segment_view_parse(const uint8_t *frame, size_t len, ro_segment_view_t *v, char *err,
                            size_t errlen);
+
+/*
+ * ro__segment_view_resolve points an in_memory segment's tensors at their
+ * bytes in the node's segment memory, size bytes mapped at base (NULL:
+ * none mapped). Every tensor must lie inside it, its bytes those its dtype
+ * and shape take. Returns 0 (also for a segment that carries its bytes) or
+ * RO_EPROTO with one line in err.
+ */
+int ro__segment_view_resolve(ro_segment_view_t *v, const uint8_t *base, size_t size, char *err,
+                             size_t errlen);
 
 /* ro__segment_view_find returns the tensor named name, or NULL. */
 const ro_tensor_view_t *ro__segment_view_find(const ro_segment_view_t *v, const char *name);

@@ -175,7 +175,7 @@ static sfx_t *sfx_new(void)
     x->t = hub_test_new();
     ro_seg_layout_t lay;
     ro__seg_layout(&lay, T_ROWS, &x->t->obs, &x->t->act, false, PER_SHARD);
-    assert_int_equal(ro__seg_pool_init(&x->pool, &lay, NSEGS), 0);
+    assert_int_equal(ro__seg_pool_init(&x->pool, &lay, NSEGS, true), 0);
     assert_int_equal(ro__hub_stream(x->t->hub, &x->pool, WINDOW, 0), 0);
     return x;
 }

@@ -296,7 +296,7 @@ static fx_t *fx_new(uint32_t T, const ro_space_t *obs, const ro_space_t *act, bo
     assert_int_equal(ro__actor_init_loop(&f->hub, "hub", hub_behaviour, &f->loop, &f->hub_home), 0);
     assert_int_equal(ro__actor_init_loop(&f->env, "env", env_behaviour, &f->loop, &f->env_home), 0);
     ro__seg_layout(&f->lay, T, obs, act, gaussian, MAX_N);
-    assert_int_equal(ro__seg_pool_init(&f->pool, &f->lay, nsegs), 0);
+    assert_int_equal(ro__seg_pool_init(&f->pool, &f->lay, nsegs, false), 0);
     ro__stream_port_init(&f->port, &f->pool, &f->hub, shard, &f->env);
     sim_init(&f->sim, &f->lay, shard, first, n);
     return f;
@@ -565,7 +565,7 @@ static void test_threaded_shard(void **state)
     ro_space_t obs = box(1, 3, 0), act = discrete(2);
     ro_seg_layout_t lay;
     ro__seg_layout(&lay, THREAD_T, &obs, &act, false, 2);
-    assert_int_equal(ro__seg_pool_init(&x->pool, &lay, 2), 0);
+    assert_int_equal(ro__seg_pool_init(&x->pool, &lay, 2, false), 0);
     assert_int_equal(uv_loop_init(&x->hub_loop), 0);
     assert_int_equal(uv_loop_init(&x->env_loop), 0);
     assert_int_equal(

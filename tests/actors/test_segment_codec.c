@@ -6,7 +6,10 @@
  * lie), for discrete and Gaussian box policies, a multi-dimensional
  * observation, segments with and without final observations, zero header
  * fields (which proto3 leaves out) and large ones. The column buffers point
- * into the segment (no copy), and protobuf-c decodes the frame back.
+ * into the segment (no copy), and protobuf-c decodes the frame back. The
+ * same segment as references into shared memory (in_memory, each
+ * tensor's offset) is one header buffer, again as protobuf-c packs it, and
+ * wire/segment_view resolves its tensors to the columns themselves.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,12 +18,14 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "actors/segment.h"
 #include "actors/segment_codec.h"
 #include "rollout.pb-c.h"
+#include "wire/segment_view.h"
 #include "wire/varint.h"
 
 /* Every byte of every column a value of its own. */
@@ -37,7 +42,7 @@ static void fill_columns(ro_segment_t *s)
 }
 
 /* expected packs, with protobuf-c, the frame the segment should be. */
-static size_t expected(const ro_segment_t *s, uint64_t seq, uint8_t **out)
+static size_t expected(const ro_segment_t *s, uint64_t seq, const void *base, uint8_t **out)
 {
     const ro_seg_layout_t *lay = s->lay;
     static const uint32_t dtypes[RO_SEG_NCOLS] = {1, 0, 1, 1, 1, 1, 3, 3, 3, 4, 4, 5, 1, 2, 1};
@@ -68,8 +73,12 @@ static size_t expected(const ro_segment_t *s, uint64_t seq, uint8_t **out)
             sh[k++] = lay->act_dim;
         t->n_shape = k;
         t->shape = sh;
-        t->data.data = s->col[c];
-        t->data.len = ro__seg_col_bytes(s, c);
+        if (base) {
+            t->offset = (uint64_t)((const char *)s->col[c] - (const char *)base);
+        } else {
+            t->data.data = s->col[c];
+            t->data.len = ro__seg_col_bytes(s, c);
+        }
         ptrs[n++] = t;
     }
     Rollout__V1__Segment seg = ROLLOUT__V1__SEGMENT__INIT;
@@ -83,6 +92,7 @@ static size_t expected(const ro_segment_t *s, uint64_t seq, uint8_t **out)
     seg.policy_version_max = s->version_max;
     seg.n_tensors = n;
     seg.tensors = ptrs;
+    seg.in_memory = base != NULL;
     Rollout__V1__Frame f = ROLLOUT__V1__FRAME__INIT;
     f.body_case = ROLLOUT__V1__FRAME__BODY_SEGMENT;
     f.segment = &seg;
@@ -95,12 +105,49 @@ static size_t expected(const ro_segment_t *s, uint64_t seq, uint8_t **out)
     return pre + body;
 }
 
-/* check_wire builds s's frame and wants it as protobuf-c packs it. */
-static void check_wire(const ro_segment_t *s, uint64_t seq)
+/* A reference frame's tensors resolve to the columns where they lie. */
+static void check_view(const ro_segment_t *s, const uint8_t *frame, size_t len, const void *base,
+                       size_t size)
+{
+    ro_segment_view_t v;
+    char err[256];
+    assert_int_equal(ro__segment_view_parse(frame, len, &v, err, sizeof err), 1);
+    assert_true(v.in_memory);
+    assert_int_equal(ro__segment_view_resolve(&v, base, size, err, sizeof err), 0);
+    for (int c = 0; c < RO_SEG_NCOLS; c++) {
+        if (!s->col[c])
+            continue;
+        const ro_tensor_view_t *t = ro__segment_view_find(&v, ro__seg_col_name(c));
+        assert_non_null(t);
+        assert_ptr_equal(t->data, s->col[c]);
+        assert_int_equal(t->bytes, ro__seg_col_bytes(s, c));
+    }
+    /* Memory that ends before the last column is refused, naming it. */
+    ro_segment_view_t v2;
+    assert_int_equal(ro__segment_view_parse(frame, len, &v2, err, sizeof err), 1);
+    size_t last = 0;
+    for (int c = 0; c < RO_SEG_NCOLS; c++)
+        if (s->col[c] && ro__seg_col_bytes(s, c)) {
+            size_t end =
+                (size_t)((const char *)s->col[c] - (const char *)base) + ro__seg_col_bytes(s, c);
+            last = end > last ? end : last;
+        }
+    assert_int_equal(ro__segment_view_resolve(&v2, base, last - 1, err, sizeof err), -EPROTO);
+    assert_non_null(strstr(err, "outside"));
+    /* ... and so is a reference frame where no memory was mapped. */
+    assert_int_equal(ro__segment_view_parse(frame, len, &v2, err, sizeof err), 1);
+    assert_int_equal(ro__segment_view_resolve(&v2, NULL, 0, err, sizeof err), -EPROTO);
+}
+
+/* check_wire builds s's frame (with base: as references into the memory
+ * at base) and wants it as protobuf-c packs it. */
+static void check_wire(const ro_segment_t *s, uint64_t seq, const void *base, size_t size)
 {
     ro_seg_wire_t *w = malloc(sizeof *w);
     assert_non_null(w);
-    ro__seg_wire_build(w, s, seq);
+    ro__seg_wire_build(w, s, seq, base);
+    if (base) /* the headers alone */
+        assert_true(w->nbufs == 1 && (const uint8_t *)w->bufs[0].base == w->hdr);
     assert_true(w->nbufs <= RO_SEG_WIRE_BUFS);
     assert_true(w->used <= sizeof w->hdr);
     uint8_t *got = malloc(w->bytes), *p = got;
@@ -123,7 +170,7 @@ static void check_wire(const ro_segment_t *s, uint64_t seq)
     }
     assert_int_equal(total, w->bytes);
     uint8_t *want;
-    size_t wlen = expected(s, seq, &want);
+    size_t wlen = expected(s, seq, base, &want);
     assert_int_equal(w->bytes, wlen);
     assert_memory_equal(got, want, wlen);
 
@@ -136,7 +183,10 @@ static void check_wire(const ro_segment_t *s, uint64_t seq)
     assert_int_equal(f->body_case, ROLLOUT__V1__FRAME__BODY_SEGMENT);
     assert_int_equal(f->segment->seq, seq);
     assert_int_equal(f->segment->t, s->t);
+    assert_int_equal(f->segment->in_memory, base != NULL);
     rollout__v1__frame__free_unpacked(f, NULL);
+    if (base)
+        check_view(s, got + pre, (size_t)body, base, size);
     free(want);
     free(got);
     free(w);
@@ -148,7 +198,7 @@ static void run_case(const ro_space_t *obs, const ro_space_t *act, bool gaussian
     ro_seg_layout_t lay;
     ro__seg_layout(&lay, 4, obs, act, gaussian, 3);
     ro_seg_pool_t pool;
-    assert_int_equal(ro__seg_pool_init(&pool, &lay, 1), 0);
+    assert_int_equal(ro__seg_pool_init(&pool, &lay, 1, false), 0);
     ro_segment_t *s = &pool.segs[0];
     s->shard = 2;
     s->shard_seq = 1ull << 40;
@@ -159,12 +209,14 @@ static void run_case(const ro_space_t *obs, const ro_space_t *act, bool gaussian
     s->version_min = vmin;
     s->version_max = vmax;
     fill_columns(s);
-    check_wire(s, seq);
+    check_wire(s, seq, NULL, 0);
+    check_wire(s, seq, pool.mem, lay.bytes);
     /* Zero header fields are left out, as proto3 does. */
     s->shard = 0;
     s->shard_seq = 0;
     s->first_env = 0;
-    check_wire(s, seq);
+    check_wire(s, seq, NULL, 0);
+    check_wire(s, seq, pool.mem, lay.bytes);
     ro__seg_pool_free(&pool);
 }
 

@@ -83,7 +83,7 @@ static void test_layout_discrete(void **state)
     const size_t off[RO_SEG_NCOLS] = {0,   256, 320, A,   A,   384, 448, 512,
                                       576, 640, 704, 768, 832, 896, 960};
     ro_seg_pool_t p;
-    assert_int_equal(ro__seg_pool_init(&p, &lay, 3), 0);
+    assert_int_equal(ro__seg_pool_init(&p, &lay, 3, false), 0);
     check_placement(&p, off);
 
     /* Bytes held now: t rows of n envs, k final observations. */
@@ -121,7 +121,7 @@ static void test_layout_box_gaussian(void **state)
     const size_t off[RO_SEG_NCOLS] = {0,   256, 384, 448,  576,  640,  704, 768,
                                       832, 896, 960, 1024, 1088, 1216, 1280};
     ro_seg_pool_t p;
-    assert_int_equal(ro__seg_pool_init(&p, &lay, 2), 0);
+    assert_int_equal(ro__seg_pool_init(&p, &lay, 2, false), 0);
     check_placement(&p, off);
     ro_segment_t *s = &p.segs[0];
     s->t = 3;
@@ -139,7 +139,7 @@ static void test_layout_box_gaussian(void **state)
     const size_t A = SIZE_MAX;
     const size_t off2[RO_SEG_NCOLS] = {0,   256, 384, A,   A,   448,  512, 576,
                                        640, 704, 768, 832, 896, 1024, 1088};
-    assert_int_equal(ro__seg_pool_init(&p, &lay, 1), 0);
+    assert_int_equal(ro__seg_pool_init(&p, &lay, 1, false), 0);
     check_placement(&p, off2);
     ro__seg_pool_free(&p);
 }

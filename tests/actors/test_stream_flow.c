@@ -207,7 +207,7 @@ static fx_t *fx_new(uint32_t nsegs)
     ro_space_t obs = {.kind = RO_SPACE_BOX, .ndim = 1, .shape = {OBS_DIM}};
     ro_space_t act = {.kind = RO_SPACE_DISCRETE, .n = 3};
     ro__seg_layout(&f->lay, T_ROWS, &obs, &act, false, N_ENVS);
-    assert_int_equal(ro__seg_pool_init(&f->pool, &f->lay, nsegs), 0);
+    assert_int_equal(ro__seg_pool_init(&f->pool, &f->lay, nsegs, false), 0);
     f->st.held = f->held;
     assert_int_equal(ro__actor_init_loop(&f->hub, "hub", hub_behaviour, &f->loop, &f->hub_home), 0);
     assert_int_equal(ro__actor_init_loop(&f->env, "env", env_behaviour, &f->loop, &f->env_home), 0);
