@@ -7,7 +7,10 @@ minutes apart at most on a machine whose speed drifts.
 
   local        rollout-node, W workers (the reference)
   stream->C    rollout-node --learner stream (W workers) + rollout-learner on
-               the same cores: the transitions the learner received per second
+               the same cores, over a Unix-domain socket: the transitions the
+               learner received per second, read in the node's shared memory
+  stream->C-sock, stream->C-tcp  the same with the segments' bytes on the
+               socket (--no-shared-memory), and over TCP on 127.0.0.1
   stream->py   the same node + rollout_client.Stream in Python (received/s)
   seed-256     --learner remote, 256 envs: node --workers 0 + rollout-learner
                --workers 0 (one thread each: a core's worth each), against
@@ -110,16 +113,23 @@ def run_local(build, envs, workers, secs, extra=()):
     return s["sps"], pr.cpu / s["steps"] * 1e9
 
 
-def run_stream_c(build, envs, workers, secs):
+def run_stream_c(build, envs, workers, secs, unix=False, learner_args=()):
+    sock = f"/tmp/bench_learners.{os.getpid()}.sock"
+    if unix and os.path.exists(sock):
+        os.unlink(sock)
     pr = node(build, "--learner", "stream", "--num-envs", envs, "--workers", workers,
-              "--seconds", secs, listen=True)
+              "--seconds", secs, listen=f"unix:{sock}" if unix else True)
     addr = listening(pr.p)
-    lr = Proc([f"{build}/rollout-learner", "--connect", addr, "--json", "--quiet"],
+    lr = Proc([f"{build}/rollout-learner", "--connect", addr, "--json", "--quiet", *learner_args],
               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     s = finish(pr)
     ls = finish(lr)
     if ls["steps"] != s["steps"]:
         raise RuntimeError(f"stream->C: the learner got {ls['steps']} of {s['steps']} steps")
+    shared = ls["nodes"][0].get("segments_in_memory", 0)
+    if unix and "--no-shared-memory" not in learner_args and shared != ls["nodes"][0]["segments"]:
+        raise RuntimeError(f"stream->C: {shared} of {ls['nodes'][0]['segments']} segments "
+                           "came in shared memory")
     return ls["sps"], (pr.cpu + lr.cpu) / s["steps"] * 1e9
 
 
@@ -228,7 +238,9 @@ def main():
     b, s, w, e = a.build, a.seconds, a.workers, a.envs
     cases = {
         "local": lambda: run_local(b, e, w, s),
-        "stream->C": lambda: run_stream_c(b, e, w, s),
+        "stream->C": lambda: run_stream_c(b, e, w, s, unix=True),
+        "stream->C-sock": lambda: run_stream_c(b, e, w, s, True, ("--no-shared-memory",)),
+        "stream->C-tcp": lambda: run_stream_c(b, e, w, s),
         "stream->py": lambda: run_stream_py(b, e, w, s),
         "local-256": lambda: run_local(b, 256, 2, s),
         "seed-256": lambda: run_seed(b, 256, s),
@@ -242,7 +254,7 @@ def main():
         "seed-2048-unix": lambda: run_seed(b, 2048, s, ("--batch", 256), unix=True),
         "bound-2048-tcp": lambda: run_roundtrip(b, 2048, 256, "tcp", s),
     }
-    refs = {"stream->C": "local", "seed-256": "local-256", "seed-256-w1": "local-256",
+    refs = {"stream->C": "local", "stream->C-sock": "local", "stream->C-tcp": "local", "seed-256": "local-256", "seed-256-w1": "local-256",
             "seed-256-unix": "local-256", "bound-256-tcp": "local-256",
             "bound-256-unix": "local-256", "seed-2048": "local-2048",
             "seed-2048-w1": "local-2048", "seed-2048-unix": "local-2048",

@@ -132,10 +132,15 @@ static int make_shards(ro_node_t *n, char *err, size_t errlen)
                           k, n->cfg.batch);
     if (k == 0) {
         /* Four shards per lane keep every worker fed while a lane's forward
-         * pass runs; 32 envs amortise the dispatch of one message. A
-         * smaller --batch caps it, so that the batch is what was asked. */
+         * pass runs; 32 envs amortise the dispatch of one message. In
+         * stream mode a shard also hands over a segment every --unroll
+         * steps, and each costs the node's loop a wake-up and the learner a
+         * frame and an ack: up to 128 envs then (a quarter of the
+         * per-segment work; docs/benchmarks.md). A smaller --batch caps
+         * it, so that the batch is what was asked. */
+        uint32_t cap = n->cfg.learner == RO_LEARNER_STREAM ? 128 : 32;
         k = per_lane_max / 4;
-        k = k < 1 ? 1 : k > 32 ? 32 : k;
+        k = k < 1 ? 1 : k > cap ? cap : k;
         if (n->cfg.batch && k > n->cfg.batch)
             k = n->cfg.batch;
     }
