@@ -14,15 +14,21 @@ weights back::
 The arrays are views into the bytes received: nothing is copied after the
 socket read. They stay valid as long as you keep them (or the batch): the
 receive buffer they view is never written again, so a batch you keep is
-never overwritten by later ones. ``poison=True`` (a debug mode) fills a
+never overwritten by later ones. From a node on this host (``unix:PATH``)
+the segments come as references into the node's memory, mapped read-only
+(``shared_memory=True``, the default; docs/protocol.md): each is copied
+once out of it, into memory of its own, for the same guarantee. ``poison=True`` (a debug mode) fills a
 batch's bytes with 0xFF when you call ``batch.release()``, so that code
 that still reads a released batch sees NaNs and huge integers instead of
 plausible data.
 """
 import collections
+import fcntl
 import math
+import mmap
 import os
 import selectors
+import socket
 import struct
 import time
 
@@ -91,10 +97,12 @@ class SegmentBatch:
     uint64, ``next_obs`` (N, obs...) the observation after the last step,
     ``final_index`` (K,) the flat t * N + n of the steps that ended an
     episode and ``final_obs`` (K, obs...) their last observations.
+    ``in_memory`` tells that it came from the node's shared memory.
     """
 
-    def __init__(self, node, header, tensors, block, span, poison=False):
+    def __init__(self, node, header, tensors, block, span, poison=False, in_memory=False):
         self.node = node
+        self.in_memory = in_memory  # read from the node's shared memory (then copied)
         self._poison = poison
         (self.seq, self.shard, self.shard_seq, self.first_env, self.t, self.n,
          self.policy_version_min, self.policy_version_max) = header
@@ -132,6 +140,8 @@ class _Node:
         self.acked = 0             # highest seq acknowledged
         self.ack_every = 1         # delivered segments per ack while more are buffered
         self.welcome = None
+        self.peer_pid = 0  # the node's process, when its memory may be mapped (unix:PATH)
+        self.shm = None    # its segment memory, mapped read-only (uint8 array)
         self.open = False
         self.goodbye = None
         self.accepted_version = None  # of our last policy push the node accepted
@@ -150,7 +160,7 @@ class Stream:
 
     def __init__(self, addresses, token=None, token_file=None, name=None, window=0,
                  max_policy_lag=0, max_frame=DEFAULT_MAX_FRAME, connect_timeout=30.0,
-                 poison=False):
+                 poison=False, shared_memory=True):
         if isinstance(addresses, str):
             addresses = [addresses]
         if not addresses:
@@ -162,6 +172,7 @@ class Stream:
         self._window, self._max_lag = window, max_policy_lag
         self._max_frame = max_frame
         self._poison = poison
+        self._shared_memory = shared_memory
         self._pb = _proto.load()
         self._sel = selectors.DefaultSelector()
         self._nodes = [_Node(i, a) for i, a in enumerate(addresses)]
@@ -175,8 +186,41 @@ class Stream:
         self.welcomes = [nd.welcome for nd in self._nodes]
 
     # -- connections ------------------------------------------------------
+    def _peer_pid(self, sock):
+        """The node's pid if its segment memory may be mapped from here: a
+        Unix-domain peer (the kernel says who, SO_PEERCRED) whose
+        /proc/PID/fd we may open. 0 otherwise."""
+        if not self._shared_memory or sock.family != socket.AF_UNIX:
+            return 0
+        pid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                  struct.calcsize("3i")))[0]
+        return pid if pid > 0 and os.access(f"/proc/{pid}/fd", os.R_OK | os.X_OK) else 0
+
+    def _map(self, nd, w):
+        """Map the segment memory the welcome offers, read-only, after
+        checking that it is what it says: a file of that size that can
+        never shrink under the mapping."""
+        nd.shm = None
+        if not w.segment_memory_fd:
+            return
+        if not nd.peer_pid:
+            raise ProtocolError(f"node {nd.address} offered shared memory we did not ask for")
+        path = f"/proc/{nd.peer_pid}/fd/{w.segment_memory_fd}"
+        size = w.segment_memory_bytes
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if os.fstat(fd).st_size != size or size <= 0:
+                raise ProtocolError(f"node {nd.address}: {path} is not {size} bytes")
+            if not fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
+                raise ProtocolError(f"node {nd.address}: {path} is not sealed against shrinking")
+            nd.shm = np.frombuffer(mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ),
+                                   np.uint8)
+        finally:
+            os.close(fd)
+
     def _connect(self, nd, deadline):
         nd.sock = open_node_socket(nd.address, deadline)
+        nd.peer_pid = self._peer_pid(nd.sock)
         nd.open = True
         f = self._pb.Frame()
         f.hello.protocol_version = PROTOCOL_VERSION
@@ -185,6 +229,7 @@ class Stream:
         f.hello.name = self._name
         f.hello.window = self._window
         f.hello.max_policy_lag = self._max_lag
+        f.hello.shared_memory = nd.peer_pid != 0
         nd.sock.sendall(encode_frame(f.SerializeToString()))
         nd.sock.settimeout(max(0.1, deadline - time.monotonic()))
         while nd.welcome is None:
@@ -205,6 +250,7 @@ class Stream:
                 raise ProtocolError(f"node {nd.address} runs mode {g.welcome.mode or 'seed'!r}, "
                                     "not stream (start it with --learner stream)")
             nd.welcome = g.welcome
+            self._map(nd, g.welcome)
             # Half the window per ack: the node always has room to send on,
             # and a learner that keeps up sends few acks (each one wakes
             # the node's loop).
@@ -274,12 +320,15 @@ class Stream:
         if seg is None:
             return None
         hdr = [0] * 8
-        tensors = {}
+        tensors, refs = {}, []
+        in_memory = False
         for field, wt, v in _fields(b, seg[0], seg[0] + seg[1]):
             if wt == 0 and 1 <= field <= 8:
                 hdr[field - 1] = v
+            elif field == 10 and wt == 0:
+                in_memory = v != 0
             elif field == 9 and wt == 2:
-                name, dtype, shape, data = None, 0, [], (0, 0)
+                name, dtype, shape, data, offset = None, 0, [], (0, 0), 0
                 for f2, w2, v2 in _fields(b, v[0], v[0] + v[1]):
                     if f2 == 1 and w2 == 2:
                         name = bytes(b[v2[0]:v2[0] + v2[1]]).decode("utf-8", "replace")
@@ -292,21 +341,45 @@ class Stream:
                             shape.append(d)
                     elif f2 == 4 and w2 == 2:
                         data = v2
+                    elif f2 == 5 and w2 == 0:
+                        offset = v2
                 dt = _DTYPES.get(dtype)
                 count = math.prod(shape) if shape else 0
+                if name is not None and dt is not None and data[1] == 0:
+                    refs.append((name, dt, shape, offset, count * dt.itemsize))
+                    continue  # resolved below, if the segment is in memory
                 if name is None or dt is None or count * dt.itemsize != data[1]:
                     raise ProtocolError(f"node {nd.address}: segment tensor {name!r} has dtype "
                                         f"{dtype}, shape {shape} and {data[1]} bytes")
                 # A view of the received bytes: no copy.
                 tensors[name] = np.ndarray(shape, dt, arr, data[0]) if count else \
                     np.empty(shape, dt)
+        if in_memory:
+            # One copy out of the node's memory, which it reuses once we
+            # acknowledge, into a block of the batch's own: its arrays are
+            # then ours to keep (and to poison on release).
+            arr = np.empty(sum(r[4] for r in refs), np.uint8)
+            span, at = (0, len(arr)), 0
+        for name, dt, shape, offset, size in refs:
+            if not in_memory:
+                tensors[name] = np.empty(shape, dt)  # an empty tensor
+                if size:
+                    raise ProtocolError(f"node {nd.address}: segment tensor {name!r} has shape "
+                                        f"{shape} and no bytes")
+                continue
+            if nd.shm is None or offset + size > len(nd.shm):
+                raise ProtocolError(f"node {nd.address}: segment tensor {name!r} lies at "
+                                    f"{offset}..+{size}, outside the node's shared memory")
+            arr[at:at + size] = nd.shm[offset:offset + size]
+            tensors[name] = np.ndarray(shape, dt, arr, at)
+            at += size
         t, n = hdr[4], hdr[5]
         for name in ("obs", "action", "logp", "reward", "terminated", "truncated", "is_first"):
             a = tensors.get(name)
             if a is None or a.shape[:2] != (t, n):
                 raise ProtocolError(f"node {nd.address}: segment {hdr[0]} lacks a ({t}, {n}) "
                                     f"{name}")
-        return SegmentBatch(nd.index, tuple(hdr), tensors, arr, span, self._poison)
+        return SegmentBatch(nd.index, tuple(hdr), tensors, arr, span, self._poison, in_memory)
 
     def _other(self, nd, body):
         g = self._pb.Frame()

@@ -86,7 +86,63 @@ class CLearner(nu.TempDirCase):
         self.assertEqual(s["stream_segments_unsent"], 0)
 
 
+    def test_segments_in_shared_memory_on_a_unix_socket(self):
+        # Over unix:PATH the learner maps the node's segment memory and reads
+        # every segment in place; --no-shared-memory and TCP carry the bytes.
+        n = 64 * 400
+        for name, listen, extra, in_memory in (
+                ("shared", "unix:" + self.path("a.sock"), [], True),
+                ("unix bytes", "unix:" + self.path("b.sock"), ["--no-shared-memory"], False),
+                ("tcp", "127.0.0.1:0", [], False)):
+            with self.subTest(name):
+                p, addr, log = start_node("--num-envs", 64, "--workers", 2, "--unroll", 16,
+                                          "--steps", n, listen=listen)
+                q = nu.run_cmd([LEARNER, "--connect", addr, "--json", "--quiet", *extra],
+                               capture_output=True, text=True)
+                s = summary(p, log)
+                self.assertEqual(q.returncode, 0, q.stderr)
+                node = json.loads(q.stdout.strip().splitlines()[-1])["nodes"][0]
+                self.assertEqual(node["steps"], n)
+                self.assertEqual(node["episodes"], s["episodes"])
+                self.assertAlmostEqual(node["mean_return"], s["mean_return"], places=6)
+                self.assertEqual((node["duplicates"], node["gaps"]), (0, 0))
+                self.assertGreater(node["segments"], 0)
+                self.assertEqual(node["segments_in_memory"],
+                                 node["segments"] if in_memory else 0)
+                self.assertEqual(s["stream_transitions_acked"], n)
+
+
 class PythonStream(nu.TempDirCase):
+    def test_shared_memory_segments_equal_socket_ones(self):
+        # Two nodes with one seed: each shard's segments are the same
+        # transitions, whether read in the node's memory or off the socket.
+        n = 32 * 8 * 12
+
+        def collect(sock, shared):
+            p, addr, log = start_node("--num-envs", 32, "--unroll", 8, "--steps", n,
+                                      "--seed", 7, "--shard", 8, listen="unix:" + self.path(sock))
+            got = {}
+            with rc.Stream([addr], shared_memory=shared) as st:
+                while True:
+                    try:
+                        b = st.recv(timeout=nu.HANG_GUARD_S)
+                    except rc.ConnectionClosed:
+                        break
+                    self.assertIsNotNone(b, "no segment within the hang guard")
+                    self.assertEqual(b.in_memory, shared)
+                    got[(b.shard, b.shard_seq)] = {k: v.copy() for k, v in b.tensors.items()}
+            summary(p, log)
+            return got
+
+        a, b = collect("a.sock", True), collect("b.sock", False)
+        self.assertEqual(sum(x["reward"].size for x in a.values()), n)
+        self.assertEqual(a.keys(), b.keys())
+        for key in a:
+            self.assertEqual(a[key].keys(), b[key].keys())
+            for name in a[key]:
+                self.assertTrue(np.array_equal(a[key][name], b[key][name]), (key, name))
+
+
     def test_over_a_unix_socket(self):
         n = 16 * 64
         p, addr, log = start_node("--num-envs", 16, "--unroll", 16, "--steps", n,
@@ -132,19 +188,26 @@ class PythonStream(nu.TempDirCase):
         self.assertEqual(s["stream_transitions_acked"], n)
 
     def test_kept_batches_stay_valid_and_poison_shows_released_ones(self):
-        p, addr, log = start_node("--num-envs", 32, "--unroll", 8, "--seconds", 0)
-        with rc.Stream([addr], poison=True) as st:
-            a = st.recv(timeout=nu.HANG_GUARD_S)
-            obs, act = a.obs.copy(), a.action.copy()
-            for _ in range(50):  # more than fill a receive buffer's worth of reads
-                self.assertIsNotNone(st.recv(timeout=nu.HANG_GUARD_S))
-            self.assertTrue(np.array_equal(a.obs, obs), "a kept batch changed under its owner")
-            self.assertTrue(np.array_equal(a.action, act))
-            a.release()
-            self.assertTrue(np.isnan(a.obs).all(), "a released batch was not poisoned")
-            self.assertTrue((a.action == -1).all())
-        p.send_signal(signal.SIGINT)
-        summary(p, log)
+        # Off the socket, and out of the node's shared memory (which the
+        # node refills once the segment is acknowledged).
+        for listen in ("127.0.0.1:0", "unix:" + self.path("kept.sock")):
+            with self.subTest(listen):
+                p, addr, log = start_node("--num-envs", 32, "--unroll", 8, "--seconds", 0,
+                                          listen=listen)
+                with rc.Stream([addr], poison=True) as st:
+                    a = st.recv(timeout=nu.HANG_GUARD_S)
+                    self.assertEqual(a.in_memory, listen.startswith("unix:"))
+                    obs, act = a.obs.copy(), a.action.copy()
+                    for _ in range(50):  # more than fill a receive buffer, or the node's pool
+                        self.assertIsNotNone(st.recv(timeout=nu.HANG_GUARD_S))
+                    self.assertTrue(np.array_equal(a.obs, obs),
+                                    "a kept batch changed under its owner")
+                    self.assertTrue(np.array_equal(a.action, act))
+                    a.release()
+                    self.assertTrue(np.isnan(a.obs).all(), "a released batch was not poisoned")
+                    self.assertTrue((a.action == -1).all())
+                p.send_signal(signal.SIGINT)
+                summary(p, log)
 
     def test_detach_and_reattach_lose_nothing(self):
         p, addr, log = start_node("--num-envs", 32, "--unroll", 8, "--seconds", 0,
