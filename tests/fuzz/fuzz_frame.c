@@ -7,7 +7,11 @@
  * actions on the node, welcome and observations on the learner), against
  * a discrete and a box env; whatever passes is read in full, so a check
  * that lets an out-of-bounds index or length through shows up as an ASan
- * report. (PolicyParams have their own target, fuzz_policy_params.)
+ * report. The whole input is also read as one frame's body by a stream
+ * learner (wire/segment_view.h): parsed in place, its tensors resolved
+ * against a small "shared memory" when it says in_memory, checked, and
+ * every byte of every tensor then read. (PolicyParams have their own
+ * target, fuzz_policy_params.)
  *
  *     build-fuzz/tests/fuzz/fuzz_frame -max_total_time=60 tests/fuzz/corpus/frame/
  */
@@ -17,6 +21,7 @@
 
 #include "wire/frame.h"
 #include "wire/checks.h"
+#include "wire/segment_view.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -120,8 +125,29 @@ static void validate(const ro_frame_t *f)
     }
 }
 
+/* A stream learner's read of a segment frame, in place. */
+static void check_segment(const uint8_t *data, size_t size)
+{
+    static uint8_t memory[4096]; /* the node's segment memory, as mapped */
+    const ro_segment_rules_t rules[2] = {
+        {.unroll = 64, .num_envs = 1024, .obs_dim = 4, .act_dim = 1, .discrete = true},
+        {.unroll = 8, .num_envs = 4, .obs_dim = 1, .act_dim = 2, .discrete = false}};
+    char err[256];
+    for (int k = 0; k < 2; k++) {
+        ro_segment_view_t v;
+        if (ro__segment_view_parse(data, size, &v, err, sizeof err) != 1 ||
+            ro__segment_view_resolve(&v, k ? NULL : memory, sizeof memory, err, sizeof err) ||
+            ro__segment_view_check(&v, &rules[k], err, sizeof err))
+            continue;
+        for (uint32_t i = 0; i < v.ntensors; i++)
+            for (size_t b = 0; b < v.tensors[i].bytes; b++)
+                sink += v.tensors[i].data[b];
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    check_segment(data, size);
     ro_frame_reader_t rd;
     ro_pb_alloc_t alloc;
     ro__pb_alloc_init(&alloc, 1u << 20);
