@@ -218,8 +218,9 @@ static int open_plugin(ro_env_kind_t *out, const char *path, char *err, size_t e
     void *sym = dlsym(h, RO_ENV_PLUGIN_SYMBOL);
     if (sym == NULL) {
         const char *why = dlerror();
-        set_err(err, errlen, "env plugin '%s' exports neither %s() (env ABI 2) nor %s(): %s", path,
-                RO_ENV2_PLUGIN_SYMBOL, RO_ENV_PLUGIN_SYMBOL,
+        set_err(err, errlen,
+                "env plugin '%s' does not export %s() (env ABI 1) or %s() (env ABI 2): %s", path,
+                RO_ENV_PLUGIN_SYMBOL, RO_ENV2_PLUGIN_SYMBOL,
                 why != NULL ? why : "the symbol is NULL");
         rc = RO_ENOENT;
         goto fail;
