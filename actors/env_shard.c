@@ -155,7 +155,8 @@ static int probe_spaces(ro_env_shard_t *s, void *probe, const ro_space_layout_t 
                           "instance of an env must report the same spaces",
                           s->vt2->name, b->first);
     b->obs_dim = lay->obs_width;
-    b->discrete = lay->abi1 && lay->part[0].kind == RO_SPACE_DISCRETE;
+    /* One Discrete part, unmasked: actions as ABI 1's, one int32 a row. */
+    b->discrete = lay->simple_act && lay->part[0].kind == RO_SPACE_DISCRETE;
     b->act_ndisc = lay->ndisc;
     b->act_nbox = lay->nbox;
     b->act_dim = lay->nbox ? lay->nbox : 1;

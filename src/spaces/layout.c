@@ -288,8 +288,9 @@ int ro__layout_from_spaces(ro_space_layout_t *lay, const ro_env_spaces_t *sp, co
     }
     lay->mask_width = sp->action_mask ? nmask : 0;
     lay->plain_obs = lay->ntensors == 1 && lay->t[0].dtype == RO_DTYPE_FLOAT32;
-    lay->abi1 = lay->plain_obs && lay->agents == 1 && lay->nparts == 1 && !lay->mask_width &&
-                (lay->part[0].kind == RO_SPACE_DISCRETE || lay->part[0].kind == RO_SPACE_BOX);
+    lay->simple_act = lay->nparts == 1 && !lay->mask_width &&
+                      (lay->part[0].kind == RO_SPACE_DISCRETE || lay->part[0].kind == RO_SPACE_BOX);
+    lay->abi1 = lay->plain_obs && lay->agents == 1 && lay->simple_act;
     return 0;
 }
 

@@ -77,8 +77,9 @@ typedef struct ro_space_layout {
     uint32_t nmetrics;
     char metric[RO_ENV_MAX_METRICS][RO_ENV_MAX_NAME];
 
-    bool plain_obs; /* one float32 tensor: rows are the flattened rows as they are */
-    bool abi1;      /* ABI 1 shaped: plain_obs, 1 agent, one Discrete or Box, no mask */
+    bool plain_obs;  /* one float32 tensor: rows are the flattened rows as they are */
+    bool simple_act; /* one Discrete or Box part, no mask: an ABI 1 action */
+    bool abi1;       /* ABI 1 shaped: plain_obs, 1 agent, one Discrete or Box, no mask */
 } ro_space_layout_t;
 
 /*
