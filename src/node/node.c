@@ -391,6 +391,7 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
         ro__layout_abi1_view(&n->layout, &n->obs_space, &n->act_space);
     /* Shards, batches and lanes count rows: an env of A agents is A rows. */
     const uint32_t shard_rows = n->shard_size * n->layout.agents;
+    const uint64_t total_rows = (uint64_t)n->cfg.num_envs * n->layout.agents;
     int rc = ro__sched_new(&n->sched, n->ngroups, n->group_nodes, n->plan, n->nworkers);
     if (rc)
         return rc;
@@ -446,7 +447,8 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
                 .ring = &n->rings[l],
                 .stopping = &n->stopping,
                 .max_steps = n->max_steps,
-                .quota = n->cfg.steps ? (n->cfg.steps + n->cfg.num_envs - 1) / n->cfg.num_envs : 0,
+                /* --steps counts rows (agent steps): per env, steps / rows. */
+                .quota = n->cfg.steps ? (n->cfg.steps + total_rows - 1) / total_rows : 0,
                 .check_finite = n->cfg.check_finite,
                 /* --metrics-episodes: one line per episode; otherwise the
                  * throughput lines carry each interval's episodes. */
