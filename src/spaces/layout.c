@@ -422,10 +422,10 @@ void ro__layout_flatten(const ro_space_layout_t *lay, const uint8_t *const *tens
             if (t->dtype == RO_DTYPE_FLOAT32) {
                 memcpy(dst, src, t->row_bytes);
             } else if (t->dtype == RO_DTYPE_UINT8) {
-                /* A multiply, not a divide: the compiler vectorizes it; the
-                 * result is x / 255 rounded once more (documented). */
+                /* x / 255 exactly rounded (a division, not a multiply by
+                 * a rounded 1/255): the input any other program computes. */
                 for (uint32_t i = 0; i < t->size; i++)
-                    dst[i] = (float)src[i] * (1.0f / 255.0f);
+                    dst[i] = (float)src[i] / 255.0f;
             } else {
                 const int32_t *v = (const int32_t *)(const void *)src;
                 for (uint32_t i = 0; i < t->size; i++)

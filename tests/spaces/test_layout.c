@@ -244,7 +244,7 @@ static void test_flatten(void **state)
     for (int r = 0; r < ROWS; r++) {
         for (int i = 0; i < 6; i++) {
             assert_true(out[r][i] >= 0.0f && out[r][i] <= 1.0f);
-            assert_true(fabs(out[r][i] - img[r][i] / 255.0) < 1e-7);
+            assert_true(out[r][i] == (float)img[r][i] / 255.0f);
         }
         for (int i = 0; i < 4; i++)
             assert_true(out[r][6 + i] == vec[r][i]);
