@@ -268,7 +268,7 @@ static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
 {
     if (spec->kind == RO_POLICY_MLP && spec->params_path)
         return ro__errorf(err, errlen, RO_EINVAL,
-                          "policy: a weights file (--policy-params) holds one discrete or box "
+                          "policy: a weights file (--policy FILE) holds one discrete or box "
                           "head; this env's action is composite (MultiDiscrete, MultiBinary, a "
                           "Tuple or masked): use a seeded MLP");
     int rc = spec->kind == RO_POLICY_MLP ? check_spec(spec, err, errlen) : 0;
