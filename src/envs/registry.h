@@ -37,8 +37,9 @@ typedef struct ro_env_kind {
  * ro__env_open resolves `name`: a built-in name, or a path to a plugin
  * shared object (any name containing '/' or ending in ".so"). A plugin must
  * export ro_env2_plugin() (ABI 2) or ro_env_plugin() (ABI 1) returning a
- * vtable with a matching abi_version and every required function set. On failure returns a negative code and writes a message
- * naming the problem into err. Main thread only.
+ * vtable with a matching abi_version and every required function set. On
+ * failure returns a negative code and writes a message naming the problem
+ * into err. Main thread only.
  */
 int ro__env_open(ro_env_kind_t *out, const char *name, char *err, size_t errlen);
 
