@@ -12,7 +12,9 @@
 #include "actors/messages.h"
 #include "actors/recorder_actor.h"
 #include "actors/segment.h"
+#include "envs/env_kind.h"
 #include "envs/registry.h"
+#include "spaces/layout.h"
 #include "runtime/numa_mem.h"
 #include "runtime/scheduler.h"
 
@@ -143,6 +145,188 @@ static void step_all(ro_env_shard_t *s)
     atomic_store_explicit(&s->return_pub, s->return_sum, memory_order_relaxed);
 }
 
+/* --- Env ABI 2: typed tensors, several agents, masks, metrics --- */
+
+/* obs_out_of points o at env j's rows of every tensor and of the mask. */
+static void obs_out_of(const ro_step_batch_t *b, uint32_t j, void **t, ro_obs_out_t *o)
+{
+    const ro_space_layout_t *lay = b->layout;
+    const size_t r0 = (size_t)j * b->agents;
+    for (uint32_t k = 0; k < lay->ntensors; k++)
+        t[k] = b->tensor[k] + r0 * lay->t[k].row_bytes;
+    o->tensors = t;
+    o->mask = b->mask ? b->mask + r0 * lay->mask_width : NULL;
+}
+
+/* mask_ok tells whether env j's mask rows leave every discrete entry of
+ * every agent a value to take (the policy must never be cornered). */
+static bool mask_ok(const ro_step_batch_t *b, uint32_t j)
+{
+    const ro_space_layout_t *lay = b->layout;
+    for (uint32_t a = 0; b->mask && a < b->agents; a++)
+        if (!ro__layout_mask_ok(lay, b->mask + ((size_t)j * b->agents + a) * lay->mask_width, NULL))
+            return false;
+    return true;
+}
+
+/* finite_rows: env j's float32 tensors and rewards hold numbers. */
+static bool finite_rows(const ro_step_batch_t *b, uint32_t j, const ro_step_t *st)
+{
+    const ro_space_layout_t *lay = b->layout;
+    int bad = 0;
+    for (uint32_t a = 0; a < b->agents; a++)
+        bad |= !isfinite(st[a].reward);
+    for (uint32_t k = 0; k < lay->ntensors; k++) {
+        if (lay->t[k].dtype != RO_DTYPE_FLOAT32)
+            continue;
+        const size_t cnt = (size_t)lay->t[k].size * b->agents;
+        const float *o =
+            (const float *)(void *)(b->tensor[k] + (size_t)j * b->agents * lay->t[k].row_bytes);
+        for (size_t i = 0; i < cnt; i++)
+            bad |= !isfinite(o[i]);
+    }
+    return !bad;
+}
+
+/* begin_episode2 resets env j (every agent). A reset whose mask corners an
+ * entry counts as a failure and allows every value of that env's rows:
+ * the env broke its contract, and retrying could loop forever. */
+static void begin_episode2(ro_env_shard_t *s, uint32_t j)
+{
+    ro_step_batch_t *b = &s->xchg;
+    void *t[RO_ENV_MAX_TENSORS];
+    ro_obs_out_t o;
+    obs_out_of(b, j, t, &o);
+    ro__crash_ctx.what = "reset";
+    s->vt2->reset(s->envs[j], &o);
+    if (!mask_ok(b, j)) {
+        s->env_failures++;
+        memset(o.mask, 1, (size_t)b->agents * b->layout->mask_width);
+    }
+    memset(b->episode_start + (size_t)j * b->agents, 1, b->agents);
+    s->ep_len[j] = 0;
+    s->ep_return[j] = 0.0;
+}
+
+static void reset_all2(ro_env_shard_t *s)
+{
+    ro_step_batch_t *b = &s->xchg;
+    ro__crash_ctx.env_name = s->vt2->name;
+    for (uint32_t j = 0; j < b->n / b->agents; j++) {
+        ro__crash_ctx.env = b->first + j;
+        ro__crash_ctx.episode = s->ep_num[j];
+        ro__crash_ctx.step = 0;
+        begin_episode2(s, j);
+    }
+    memset(b->reward, 0, b->n * sizeof *b->reward);
+    memset(b->terminated, 0, b->n);
+    memset(b->truncated, 0, b->n);
+    memset(b->has_final, 0, b->n);
+    ro__crash_ctx.env_name = NULL;
+}
+
+/* end_rows writes env j's per-row outcome: every row ends (end) or none. */
+static void end_rows(ro_step_batch_t *b, uint32_t j, const ro_step_t *st, bool end)
+{
+    for (uint32_t a = 0; a < b->agents; a++) {
+        const size_t r = (size_t)j * b->agents + a;
+        b->reward[r] = st[a].reward;
+        b->terminated[r] = st[a].terminated != 0;
+        /* The episode ends for all: those that did not terminate are cut. */
+        b->truncated[r] = st[a].truncated != 0 || (end && !st[a].terminated);
+        b->has_final[r] = end;
+        b->episode_start[r] = 0; /* begin_episode2 sets it after an end */
+    }
+}
+
+/* metrics_of adds env j's per-episode metrics to the shard's sums. */
+static void metrics_of(ro_env_shard_t *s, uint32_t j)
+{
+    const uint32_t nm = s->xchg.layout->nmetrics;
+    if (!nm)
+        return;
+    float v[RO_ENV_MAX_METRICS];
+    for (uint32_t m = 0; m < nm; m++)
+        v[m] = NAN; /* not reported, unless the env writes it */
+    ro__crash_ctx.what = "episode_metrics";
+    s->vt2->episode_metrics(s->envs[j], v);
+    for (uint32_t m = 0; m < nm; m++)
+        if (isfinite(v[m])) {
+            s->metric_sum[m] += v[m];
+            s->metric_count[m]++;
+        }
+}
+
+static void step_all2(ro_env_shard_t *s)
+{
+    ro_step_batch_t *b = &s->xchg;
+    const ro_space_layout_t *lay = b->layout;
+    const uint32_t A = b->agents, ne = b->n / A;
+    ro_crash_ctx_t *cx = &ro__crash_ctx;
+    cx->env_name = s->vt2->name;
+    uint64_t t_ns = 0;
+    ro_step_t *st = s->agent_steps;
+    for (uint32_t j = 0; j < ne; j++) {
+        const size_t r0 = (size_t)j * A;
+        cx->what = "step";
+        cx->env = b->first + j;
+        cx->episode = s->ep_num[j];
+        cx->step = s->ep_len[j] + 1;
+        if (s->ep_len[j] == 0)
+            s->ep_policy[j] = b->policy_version;
+        ro_actions_t act = {
+            .discrete = lay->ndisc ? b->act_i + r0 * lay->ndisc : NULL,
+            .box = lay->nbox ? b->act_f + r0 * lay->nbox : NULL,
+        };
+        void *t[RO_ENV_MAX_TENSORS];
+        ro_obs_out_t o;
+        obs_out_of(b, j, t, &o);
+        memset(st, 0, A * sizeof *st);
+        int rc = s->vt2->step(s->envs[j], &act, &o, st);
+        if (rc != 0 || (s->check_finite && !finite_rows(b, j, st)) || !mask_ok(b, j)) {
+            s->env_failures++;
+            push_metric(s, RO_METRIC_ENV_FAIL, j, 0.0, s->ep_len[j] + 1, false, true, ro__now_ns());
+            s->ep_num[j]++;
+            for (uint32_t a = 0; a < A; a++) { /* cut, with no final observation */
+                b->reward[r0 + a] = 0.0f;
+                b->terminated[r0 + a] = b->has_final[r0 + a] = 0;
+                b->truncated[r0 + a] = 1;
+            }
+            begin_episode2(s, j);
+            continue;
+        }
+        s->ep_len[j]++;
+        bool end = s->max_steps && s->ep_len[j] >= s->max_steps, term = false;
+        double rsum = 0.0;
+        for (uint32_t a = 0; a < A; a++) {
+            rsum += st[a].reward;
+            term |= st[a].terminated != 0;
+            end |= st[a].terminated || st[a].truncated;
+        }
+        s->ep_return[j] += rsum / A; /* an env's return: its agents' mean */
+        end_rows(b, j, st, end);
+        if (!end)
+            continue;
+        for (uint32_t k = 0; k < lay->ntensors; k++)
+            memcpy(b->final_tensor[k] + r0 * lay->t[k].row_bytes, t[k], A * lay->t[k].row_bytes);
+        metrics_of(s, j);
+        if (s->record_episodes) {
+            t_ns = t_ns ? t_ns : ro__now_ns();
+            push_metric(s, RO_METRIC_EPISODE, j, s->ep_return[j], s->ep_len[j], term, !term, t_ns);
+        }
+        s->episodes++;
+        s->return_sum += s->ep_return[j];
+        s->ep_num[j]++;
+        begin_episode2(s, j);
+    }
+    cx->env_name = NULL;
+    b->steps++;
+    /* Relaxed: statistics, as step_all. */
+    atomic_store_explicit(&s->steps, b->steps * b->n, memory_order_relaxed);
+    atomic_store_explicit(&s->episodes_pub, s->episodes, memory_order_relaxed);
+    atomic_store_explicit(&s->return_pub, s->return_sum, memory_order_relaxed);
+}
+
 /* The step (or reset) goes to the learner, or the shard is done. */
 static void offer(ro_env_shard_t *s)
 {
@@ -183,11 +367,17 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
     case RO_MSG_ACTIONS:
         if (s->stream)
             ro__stream_capture_action(s->stream, &s->xchg, s->ep_num, s->ep_len);
-        step_all(s);
+        if (s->vt2)
+            step_all2(s);
+        else
+            step_all(s);
         after_step(s, false);
         break;
     case RO_MSG_START:
-        reset_all(s);
+        if (s->vt2)
+            reset_all2(s);
+        else
+            reset_all(s);
         after_step(s, true);
         break;
     case RO_MSG_STOP: /* no actions will come: the node is stopping */
@@ -209,133 +399,6 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
     }
 }
 
-/* Reserve the next array of `bytes` in a block, on its own cache line: no
- * two arrays (nor two shards' arrays) share a line. Returns its offset. */
-static size_t carve(size_t *off, size_t bytes)
-{
-    size_t at = *off;
-    *off += (bytes + RO_CACHE_LINE - 1) / RO_CACHE_LINE * RO_CACHE_LINE;
-    return at;
-}
-
-/* All of a shard's per-env arrays live in one cache-line-aligned block,
- * allocated (and first touched) once. With mem == NULL, only returns its
- * size; otherwise also points the arrays into mem. */
-static size_t layout(ro_env_shard_t *s, char *mem)
-{
-    ro_step_batch_t *b = &s->xchg;
-    const size_t n = b->n, od = b->obs_dim;
-    size_t off = 0, at[18];
-    at[0] = carve(&off, n * sizeof(void *));
-    at[1] = carve(&off, n * sizeof(uint32_t));
-    at[2] = carve(&off, n * sizeof(double));
-    at[3] = carve(&off, n * sizeof(uint64_t));
-    at[4] = carve(&off, n * sizeof(ro_rng_t));
-    at[5] = carve(&off, n * od * sizeof(float));
-    at[6] = carve(&off, n * od * sizeof(float));
-    at[7] = carve(&off, n * sizeof(float));
-    at[8] = carve(&off, n);
-    at[9] = carve(&off, n);
-    at[10] = carve(&off, n);
-    at[11] = carve(&off, n);
-    at[12] = carve(&off, n * sizeof(int32_t));
-    at[13] = carve(&off, n * b->act_dim * sizeof(float));
-    at[14] = carve(&off, n * sizeof(uint64_t));
-    at[15] = carve(&off, n * sizeof(float));
-    at[16] = carve(&off, n * b->act_dim * sizeof(float));
-    at[17] = carve(&off, b->act_dim * sizeof(float));
-    if (mem) {
-        s->envs = (void **)(mem + at[0]);
-        s->ep_len = (uint32_t *)(mem + at[1]);
-        s->ep_return = (double *)(mem + at[2]);
-        s->ep_num = (uint64_t *)(mem + at[3]);
-        b->act_rng = (ro_rng_t *)(mem + at[4]);
-        b->obs = (float *)(mem + at[5]);
-        b->final_obs = (float *)(mem + at[6]);
-        b->reward = (float *)(mem + at[7]);
-        b->terminated = (uint8_t *)(mem + at[8]);
-        b->truncated = (uint8_t *)(mem + at[9]);
-        b->episode_start = (uint8_t *)(mem + at[10]);
-        b->has_final = (uint8_t *)(mem + at[11]);
-        b->act_i = (int32_t *)(mem + at[12]);
-        b->act_f = (float *)(mem + at[13]);
-        s->ep_policy = (uint64_t *)(mem + at[14]);
-        b->logp = (float *)(mem + at[15]);
-        b->mean = (float *)(mem + at[16]);
-        b->log_std = (float *)(mem + at[17]);
-    }
-    return off;
-}
-
-int ro__env_shard_init(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro_env_arg_t *args,
-                       size_t nargs, uint32_t first, uint32_t n, uint64_t seed, char *err,
-                       size_t errlen)
-{
-    return ro__env_shard_init_on(s, vt, args, nargs, first, n, seed, -1, err, errlen);
-}
-
-int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro_env_arg_t *args,
-                          size_t nargs, uint32_t first, uint32_t n, uint64_t seed, int mem_node,
-                          char *err, size_t errlen)
-{
-    memset(s, 0, sizeof *s);
-    s->vt = vt;
-    ro_step_batch_t *b = &s->xchg;
-    b->first = first;
-    b->n = n;
-    b->item.rows = n;
-
-    /* One probe instance tells the spaces, hence the buffer sizes. */
-    void *probe;
-    int rc = vt->create(&probe, args, nargs, ro__seed_mix(seed, first, RO_STREAM_ENV), err, errlen);
-    if (rc != 0)
-        return rc;
-    ro_space_t os = {0}, as = {0};
-    vt->spaces(probe, &os, &as);
-    /* Checked before anything sizes a buffer or reads a bound from them: a
-     * plugin's NULL bounds or bad shape is one clear error, in every mode. */
-    if ((rc = ro__env_check_spaces(vt, &os, &as, err, errlen)) != 0) {
-        vt->destroy(probe);
-        return rc;
-    }
-    b->obs_dim = (uint32_t)ro_space_size(&os);
-    b->discrete = as.kind == RO_SPACE_DISCRETE;
-    b->act_dim = (uint32_t)ro_space_size(&as);
-
-    /* On the node of the worker that steps the shard (and the lane that
-     * reads it), placed and touched now; else cache-line-aligned heap. */
-    s->mem_node = mem_node;
-    if (mem_node >= 0) {
-        s->mem_bytes = layout(s, NULL);
-        s->mem = ro__numa_alloc(s->mem_bytes, mem_node);
-    } else {
-        s->mem = ro__calloc_lines(1, layout(s, NULL));
-    }
-    if (!s->mem) {
-        vt->destroy(probe);
-        snprintf(err, errlen, "out of memory creating envs %u..%u", first, first + n - 1);
-        return RO_ENOMEM;
-    }
-    layout(s, s->mem);
-    s->envs[0] = probe;
-    for (uint32_t j = 0; j < n; j++) {
-        uint64_t idx = (uint64_t)first + j;
-        if (j > 0) {
-            rc = vt->create(&s->envs[j], args, nargs, ro__seed_mix(seed, idx, RO_STREAM_ENV), err,
-                            errlen);
-            if (rc != 0) {
-                ro__env_shard_destroy(s);
-                return rc;
-            }
-        }
-        ro__rng_init(&b->act_rng[j], ro__seed_mix(seed, idx, RO_STREAM_ACTION));
-    }
-    atomic_init(&s->steps, 0);
-    atomic_init(&s->episodes_pub, 0);
-    atomic_init(&s->return_pub, 0.0);
-    return 0;
-}
-
 int ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
 {
     s->xchg.index = w->index;
@@ -352,19 +415,6 @@ int ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
     /* A few messages per run: a shard never has more than one queued. */
     ro__actor_init_worker(&s->actor, "env", env_actor_behaviour, w->runq, 4);
     return 0;
-}
-
-void ro__env_shard_destroy(ro_env_shard_t *s)
-{
-    if (s->envs)
-        for (uint32_t j = 0; j < s->xchg.n; j++)
-            if (s->envs[j])
-                s->vt->destroy(s->envs[j]);
-    if (s->mem_bytes)
-        ro__numa_free(s->mem, s->mem_bytes);
-    else
-        free(s->mem);
-    memset(s, 0, sizeof *s);
 }
 
 void ro__env_shard_start(ro_env_shard_t *s)

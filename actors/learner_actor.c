@@ -8,9 +8,25 @@
 #include "actors/messages.h"
 #include "actors/step_batch.h"
 #include "runtime/numa_mem.h"
+#include "spaces/layout.h"
+
+/* gather copies a step batch's rows into the forward pass's input at row r:
+ * as they are for one float32 tensor (ABI 1: one memcpy), flattened
+ * (spaces/layout.h) otherwise; and its mask rows. */
+static void gather(ro_learner_t *l, const ro_step_batch_t *b, float *in, uint32_t r)
+{
+    const ro_space_layout_t *lay = l->lay;
+    if (!lay || lay->plain_obs)
+        memcpy(in + (size_t)r * l->obs_dim, b->obs, (size_t)b->n * l->obs_dim * sizeof(float));
+    else
+        ro__layout_flatten(lay, (const uint8_t *const *)b->tensor, b->n,
+                           in + (size_t)r * l->obs_dim);
+    if (l->mask)
+        memcpy(l->mask + (size_t)r * lay->mask_width, b->mask, (size_t)b->n * lay->mask_width);
+}
 
 /* One forward pass over a batch of step batches: their observations in,
- * one action per env out, each batch answered. */
+ * one action per row out, each batch answered. */
 static void flush_one(ro_learner_t *l)
 {
     uint32_t rows;
@@ -19,14 +35,19 @@ static void flush_one(ro_learner_t *l)
     uint32_t r = 0;
     for (ro_batch_item_t *it = taken; it; it = it->next) {
         ro_step_batch_t *b = ro__step_batch_of_item(it);
-        memcpy(in + (size_t)r * l->obs_dim, b->obs, (size_t)b->n * l->obs_dim * sizeof(float));
+        gather(l, b, in, r);
         for (uint32_t j = 0; j < b->n; j++)
             l->rngs[r + j] = &b->act_rng[j];
         r += b->n;
     }
 
     ro_act_stats_t stats = {.logp = l->logp, .mean = l->mean};
-    ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f, l->logp ? &stats : NULL);
+    if (l->composite)
+        ro__policy_act_masked(l->policy, l->ws, rows, l->rngs, l->mask, l->act_i, l->act_f,
+                              l->logp ? &stats : NULL);
+    else
+        ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f,
+                       l->logp ? &stats : NULL);
     const uint64_t version = ro__policy_version(l->policy);
     const float *log_std = l->logp ? ro__policy_log_std(l->policy) : NULL;
 
@@ -34,11 +55,17 @@ static void flush_one(ro_learner_t *l)
     while (taken) {
         ro_step_batch_t *b = ro__step_batch_of_item(taken);
         taken = taken->next; /* read before the batch goes back */
-        if (l->discrete)
+        if (l->composite) {
+            memcpy(b->act_i, l->act_i + (size_t)r * l->lay->ndisc,
+                   (size_t)b->n * l->lay->ndisc * sizeof(int32_t));
+            memcpy(b->act_f, l->act_f + (size_t)r * l->lay->nbox,
+                   (size_t)b->n * l->lay->nbox * sizeof(float));
+        } else if (l->discrete) {
             memcpy(b->act_i, l->act_i + r, b->n * sizeof(int32_t));
-        else
+        } else {
             memcpy(b->act_f, l->act_f + (size_t)r * l->act_dim,
                    (size_t)b->n * l->act_dim * sizeof(float));
+        }
         b->policy_version = version; /* handed over with the actions */
         if (l->logp) {               /* stream mode: what the policy said of them */
             memcpy(b->logp, l->logp + r, b->n * sizeof(float));
@@ -123,6 +150,14 @@ int ro__learner_init_on(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, 
     l->obs_dim = ro__policy_obs_dim(p);
     l->act_dim = ro__policy_act_dim(p);
     l->discrete = discrete;
+    /* Env ABI 2: the layout the policy reads (NULL: ABI 1 as always). A
+     * composite action takes ndisc entries and nbox floats a row, and the
+     * mask rows go with the observations. */
+    l->lay = ro__policy_layout(p);
+    l->composite = l->lay && !l->lay->simple_act;
+    const size_t wi = l->composite && l->lay->ndisc ? l->lay->ndisc : 1;
+    if (l->composite && l->lay->nbox > l->act_dim)
+        l->act_dim = l->lay->nbox;
     l->active_rows = rows;
     l->active_shards = shards;
     l->mem_node = mem_node;
@@ -132,7 +167,7 @@ int ro__learner_init_on(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, 
     if (mem_node >= 0) {
         /* One block on the lane's node, each array on its own line. */
         size_t a = ((size_t)l->max_rows * sizeof *l->rngs + 63) / 64 * 64;
-        size_t b = ((size_t)l->max_rows * sizeof *l->act_i + 63) / 64 * 64;
+        size_t b = ((size_t)l->max_rows * wi * sizeof *l->act_i + 63) / 64 * 64;
         l->mem_bytes = a + b + (size_t)l->max_rows * l->act_dim * sizeof *l->act_f;
         l->mem = ro__numa_alloc(l->mem_bytes, mem_node);
         if (l->mem) {
@@ -142,10 +177,12 @@ int ro__learner_init_on(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, 
         }
     } else {
         l->rngs = calloc(l->max_rows, sizeof *l->rngs);
-        l->act_i = calloc(l->max_rows, sizeof *l->act_i);
+        l->act_i = calloc((size_t)l->max_rows * wi, sizeof *l->act_i);
         l->act_f = calloc((size_t)l->max_rows * l->act_dim, sizeof *l->act_f);
     }
-    if (!l->rngs || !l->act_i || !l->act_f) {
+    if (l->composite && l->lay->mask_width)
+        l->mask = malloc((size_t)l->max_rows * l->lay->mask_width);
+    if (!l->rngs || !l->act_i || !l->act_f || (l->composite && l->lay->mask_width && !l->mask)) {
         ro__learner_destroy(l);
         return RO_ENOMEM;
     }
@@ -178,7 +215,9 @@ void ro__learner_destroy(ro_learner_t *l)
 {
     free(l->logp);
     free(l->mean);
+    free(l->mask);
     l->logp = l->mean = NULL;
+    l->mask = NULL;
     ro__policy_ws_free(l->ws);
     if (l->mem) {
         ro__numa_free(l->mem, l->mem_bytes);

@@ -37,6 +37,10 @@ typedef struct ro_learner {
     uint32_t max_rows;   /* batch + largest shard - 1 */
     uint32_t obs_dim, act_dim;
     bool discrete;
+    /* Env ABI 2: the policy's layout (NULL for ABI 1); composite: actions
+     * are ndisc entries and nbox floats a row, masked (policy.h). */
+    const struct ro_space_layout *lay;
+    bool composite;
 
     /* Owned by the thread running this actor. */
     ro_policy_ws_t *ws;
@@ -45,10 +49,11 @@ typedef struct ro_learner {
     uint32_t active_shards;
     bool timer_armed; /* timer.msg is with the run queue or our mailbox */
     ro_rng_t **rngs;  /* [max_rows] sampling stream of each batch row */
-    int32_t *act_i;   /* [max_rows] */
+    int32_t *act_i;   /* [max_rows x ndisc (1 unless composite)] */
     float *act_f;     /* [max_rows x act_dim] */
     float *logp;      /* [max_rows] stream mode: each action's log-probability, or NULL */
     float *mean;      /* [max_rows x act_dim] stream mode: a box policy's means */
+    uint8_t *mask;    /* [max_rows x mask_width] composite with a mask: the batch's mask rows */
     ro_timer_t timer;
     ro_msg_t done_msg;
     /* Policy swap: the node sets swap_to and sends swap_msg; the lane

@@ -19,6 +19,7 @@
 
 #include "actors/batcher.h"
 #include "actors/messages.h"
+#include "rollout/env.h"
 #include "runtime/actor.h"
 #include "runtime/rng.h"
 
@@ -35,25 +36,39 @@ typedef struct ro_step_batch {
     uint32_t index;      /* the shard's index in its node (0 .. shards-1) */
     uint32_t first;      /* env index of row 0 */
     uint32_t n;          /* envs (rows) */
-    uint32_t obs_dim;    /* floats per observation */
+    uint32_t obs_dim;    /* floats per observation (ABI 2: of a flattened row) */
     uint32_t act_dim;    /* floats per box action; 1 for discrete */
     bool discrete;
+    /* Env ABI 2 (spaces/layout.h): the env's layout, or NULL for an ABI 1
+     * shard (obs and the actions are then all there is). An env of A
+     * agents is A consecutive rows: n = envs x agents, and first is the env
+     * index of row 0. */
+    const struct ro_space_layout *layout;
+    uint32_t agents;    /* rows per env: 1 for ABI 1 */
+    uint32_t act_ndisc; /* int32 entries per row in act_i: 1 for ABI 1 */
+    uint32_t act_nbox;  /* floats per row in act_f: act_dim for an ABI 1 box, else 0 */
 
     /* Written by the env actor, read by the learner. Auto-reset
      * (docs/env-api.md): after a step that ends an episode, obs holds the
      * next episode's first observation (episode_start = 1),
      * reward/terminated/truncated describe the step that ended the old one,
      * and final_obs its true last observation (has_final = 1). */
-    uint64_t steps;   /* steps each env of the batch has taken (0: first obs) */
-    float *obs;       /* [n x obs_dim] */
-    float *final_obs; /* [n x obs_dim], valid where has_final */
-    float *reward;    /* [n] */
+    uint64_t steps; /* steps each env of the batch has taken (0: first obs) */
+    float *obs; /* [n x obs_dim]; ABI 2: tensor[0] if it is the only one and float32, else NULL */
+    float *final_obs; /* [n x obs_dim], valid where has_final; ABI 2: as obs */
+    /* ABI 2: each observation tensor, [n x its row bytes] (tensor[0] is obs
+     * for ABI 1), the final ones (valid where has_final), and the action
+     * mask [n x mask_width] (NULL without one). */
+    uint8_t *tensor[RO_ENV_MAX_TENSORS];
+    uint8_t *final_tensor[RO_ENV_MAX_TENSORS];
+    uint8_t *mask;
+    float *reward;                                               /* [n] */
     uint8_t *terminated, *truncated, *episode_start, *has_final; /* [n] */
     ro_rng_t *act_rng; /* [n] each env's action-sampling stream, the learner's to draw from */
 
     /* Written by the learner, read by the env actor. */
-    int32_t *act_i;          /* [n] discrete actions */
-    float *act_f;            /* [n x act_dim] box actions */
+    int32_t *act_i;          /* [n x act_ndisc] discrete actions */
+    float *act_f;            /* [n x act_dim] box actions (ABI 2: act_nbox used) */
     uint64_t policy_version; /* of the policy that chose these actions */
     /* Stream mode: what the policy said of its actions (ro_act_stats_t);
      * written only by a learner asked for them. */

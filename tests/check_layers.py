@@ -1,6 +1,6 @@
 """The tree's layering, checked from its #include lines (docs/architecture.md).
 
-Layers, lowest first: src/runtime; src/wire; src/policy, src/trajectory and
+Layers, lowest first: src/runtime; src/spaces; src/wire; src/policy, src/trajectory and
 src/envs (peers: none includes another; a folder inside a layer's folder, as
 src/envs/mujoco, is part of that layer); actors/; the programs src/node,
 src/learner and src/replay (none includes another). A file may include its own
@@ -23,6 +23,7 @@ import sys
 
 RANK = {
     "src/runtime": 0,
+    "src/spaces": 0.5,
     "src/wire": 1,
     "src/policy": 2,
     "src/trajectory": 2,

@@ -18,6 +18,13 @@
  * Randomness: create() receives a 64-bit seed derived from (run seed, env
  * index). All randomness of the instance (resets, noise) must come from that
  * seed so that an env's trajectory depends only on the seed and the actions.
+ *
+ * Two ABI versions live here. ABI 1 (ro_env_vtable_t, exported by
+ * ro_env_plugin()): one float32 box observation, one discrete or box action,
+ * one agent. ABI 2 (ro_env2_vtable_t, exported by ro_env2_plugin()): named
+ * typed observation tensors, composite actions with an optional mask,
+ * several agents, per-episode metrics. The runtime loads both; a plugin
+ * exports one of the two (if both, ABI 2 wins). docs/env-api.md.
  */
 #ifndef ROLLOUT_ENV_H
 #define ROLLOUT_ENV_H
@@ -38,6 +45,9 @@ extern "C" {
 typedef enum ro_space_kind {
     RO_SPACE_DISCRETE = 1, /* integers 0 .. n-1 */
     RO_SPACE_BOX = 2,      /* float32 tensor with a shape and bounds */
+    /* ABI 2 action parts only: */
+    RO_SPACE_MULTI_DISCRETE = 3, /* n integers, entry i in 0 .. nvec[i]-1 */
+    RO_SPACE_MULTI_BINARY = 4,   /* n integers, each 0 or 1 */
 } ro_space_kind_t;
 
 /*
@@ -133,6 +143,159 @@ typedef struct ro_env_vtable {
 /* The symbol a plugin exports. */
 typedef const ro_env_vtable_t *(*ro_env_plugin_fn)(void);
 #define RO_ENV_PLUGIN_SYMBOL "ro_env_plugin"
+
+/* ---------------------------------------------------------------------- */
+/* ABI 2                                                                  */
+/* ---------------------------------------------------------------------- */
+
+/* The major version of ro_env2_vtable_t. Compatible additions do not bump
+ * it: they append fields, which the `size` fields below tell apart. */
+#define RO_ENV_ABI2_VERSION 2u
+
+/* Limits of an ABI 2 env's spaces (the runtime refuses more). */
+#define RO_ENV_MAX_TENSORS 8   /* observation tensors */
+#define RO_ENV_MAX_PARTS 8     /* parts of a Tuple action */
+#define RO_ENV_MAX_METRICS 8   /* per-episode metrics */
+#define RO_ENV_MAX_AGENTS 1024 /* agents of one env */
+#define RO_ENV_MAX_NAME 32     /* bytes of a tensor or metric name, NUL included */
+
+typedef enum ro_dtype {
+    RO_DTYPE_UINT8 = 1,   /* 1 byte; the C MLP scales it to [0, 1] (x / 255) */
+    RO_DTYPE_INT32 = 2,   /* 4 bytes, host order; the C MLP reads it as a float */
+    RO_DTYPE_FLOAT32 = 3, /* 4 bytes, host order */
+} ro_dtype_t;
+
+/*
+ * ro_tensor_space_t is one named observation tensor of one agent. name is
+ * 1..RO_ENV_MAX_NAME-1 characters of [A-Za-z0-9_], unique within the env.
+ * low/high are optional (both NULL: unbounded, or 0..255 for uint8); when
+ * set they point to ro_tensor_space_size() floats owned by the env instance
+ * (valid until destroy()), as for ABI 1 boxes.
+ */
+typedef struct ro_tensor_space {
+    const char *name;
+    ro_dtype_t dtype;
+    uint32_t ndim;                     /* 1..RO_SPACE_MAX_DIMS */
+    uint32_t shape[RO_SPACE_MAX_DIMS]; /* each >= 1 */
+    const float *low, *high;           /* optional bounds, row-major */
+} ro_tensor_space_t;
+
+/* ro_tensor_space_size returns the elements of one agent's tensor. */
+static inline size_t ro_tensor_space_size(const ro_tensor_space_t *t)
+{
+    size_t n = 1;
+    for (uint32_t i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+/*
+ * ro_action_part_t is one part of an action (a Tuple has several):
+ *   RO_SPACE_DISCRETE        n actions: 1 integer in 0 .. n-1
+ *   RO_SPACE_MULTI_DISCRETE  n integers, entry i in 0 .. nvec[i]-1
+ *   RO_SPACE_MULTI_BINARY    n integers, each 0 or 1 (a MultiDiscrete of 2s)
+ *   RO_SPACE_BOX             ndim/shape/low/high as an ABI 1 box (floats)
+ * nvec, low and high point to memory of the env instance, valid until
+ * destroy().
+ */
+typedef struct ro_action_part {
+    ro_space_kind_t kind;
+    uint32_t n;                        /* discrete: actions; multi-*: entries */
+    const uint32_t *nvec;              /* multi-discrete: n counts, each >= 1 */
+    uint32_t ndim;                     /* box */
+    uint32_t shape[RO_SPACE_MAX_DIMS]; /* box */
+    const float *low, *high;           /* box: bounds, row-major */
+} ro_action_part_t;
+
+/*
+ * ro_env_spaces_t: what spaces() reports. The runtime zeroes it and sets
+ * `size` to sizeof(ro_env_spaces_t) as the runtime was built; a plugin
+ * built against a newer header writes a field past the runtime's size only
+ * if `size` covers it (fields are only ever appended).
+ *
+ * The action mask (action_mask = 1): one uint8 per possible value of every
+ * discrete entry, in part order (Discrete n: n bytes; MultiDiscrete: nvec[0]
+ * + nvec[1] + ... bytes; MultiBinary n: 2 bytes per entry, for 0 and 1);
+ * nonzero = allowed. Box parts have no mask bytes. Every discrete entry must
+ * leave at least one value allowed (docs/env-api.md says what happens if
+ * not).
+ */
+typedef struct ro_env_spaces {
+    uint32_t size;       /* set by the runtime: bytes of this struct it knows */
+    uint32_t num_agents; /* >= 1 (0 reads as 1): rows of the batch per env */
+    uint32_t num_obs;    /* 1..RO_ENV_MAX_TENSORS */
+    ro_tensor_space_t obs[RO_ENV_MAX_TENSORS];
+    uint32_t num_parts; /* 1..RO_ENV_MAX_PARTS; more than 1 is a Tuple */
+    ro_action_part_t act[RO_ENV_MAX_PARTS];
+    uint32_t action_mask; /* 1: reset() and step() write a mask; 0: none */
+} ro_env_spaces_t;
+
+/*
+ * Where reset() and step() write one env's observation. tensors[k] points
+ * to num_agents x ro_tensor_space_size(obs[k]) elements of obs[k].dtype,
+ * agent after agent (row-major [agents, shape...]); mask, when the env
+ * declared one, to num_agents x mask width bytes, else NULL. The runtime
+ * owns the memory; it is valid during the call only.
+ */
+typedef struct ro_obs_out {
+    void *const *tensors; /* [num_obs] */
+    uint8_t *mask;
+} ro_obs_out_t;
+
+/*
+ * The actions given to step(), valid during the call. discrete holds, for
+ * agent after agent, every discrete entry in part order (Discrete: 1,
+ * MultiDiscrete and MultiBinary: n each); box every box part's floats in
+ * part order, agent after agent. Either is NULL when no part uses it.
+ */
+typedef struct ro_actions {
+    const int32_t *discrete; /* [num_agents x discrete entries] */
+    const float *box;        /* [num_agents x box floats] */
+} ro_actions_t;
+
+typedef struct ro_env2_vtable {
+    uint32_t abi_version; /* RO_ENV_ABI2_VERSION */
+    uint32_t size;        /* sizeof(ro_env2_vtable_t) as the plugin was built */
+    const char *name;
+    const char *const *arg_keys; /* as ABI 1 */
+    uint32_t max_episode_steps;  /* as ABI 1 */
+
+    /* As ABI 1. */
+    int (*create)(void **out, const ro_env_arg_t *args, size_t nargs, uint64_t seed, char *err,
+                  size_t errlen);
+
+    /* spaces fills *out (zeroed, size set, by the runtime). Called once per
+     * instance; every instance of a kind must report the same spaces. */
+    void (*spaces)(void *env, ro_env_spaces_t *out);
+
+    /* reset starts a new episode of every agent: first observations (and
+     * mask) into obs. */
+    void (*reset)(void *env, const ro_obs_out_t *obs);
+
+    /*
+     * step applies one action per agent, writes the next observations (and
+     * mask) into obs and each agent's reward and flags into out[agent].
+     * The episode of the env ends, for every agent, in the step where any
+     * agent reports terminated or truncated (the runtime marks the others
+     * truncated). Returns 0, or a negative code if the env failed (the
+     * runtime counts it and resets the instance).
+     */
+    int (*step)(void *env, const ro_actions_t *act, const ro_obs_out_t *obs, ro_step_t *out);
+
+    void (*destroy)(void *env);
+
+    /* Optional (NULL: none). metric_names: a NULL-terminated list of at
+     * most RO_ENV_MAX_METRICS names (rules as tensor names).
+     * episode_metrics: called when an episode ends, before the reset,
+     * writing one float per name; NaN: not reported for this episode. The
+     * node reports each metric's mean over the episodes that reported it. */
+    const char *const *metric_names;
+    void (*episode_metrics)(void *env, float *values);
+} ro_env2_vtable_t;
+
+/* The symbol an ABI 2 plugin exports. */
+typedef const ro_env2_vtable_t *(*ro_env2_plugin_fn)(void);
+#define RO_ENV2_PLUGIN_SYMBOL "ro_env2_plugin"
 
 #ifdef __cplusplus
 }

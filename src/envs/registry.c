@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,10 +53,47 @@ static void append_err(char *err, size_t errlen, const char *fmt, ...)
 }
 
 /*
- * check_vtable validates what an env hands the runtime, so that the rest of
- * the node can call through it without checking again. `origin` names where
- * the vtable came from in messages.
+ * check_common validates what both ABI versions share, so that the rest of
+ * the node can call through a vtable without checking again: a name, every
+ * required function (missing names the first NULL one, or is NULL) and the
+ * arg keys. `origin` names where the vtable came from in messages.
  */
+static int check_common(const char *origin, const char *name, const char *const *arg_keys,
+                        const char *missing, char *err, size_t errlen)
+{
+    if (name == NULL || name[0] == '\0') {
+        set_err(err, errlen, "env plugin '%s' has an empty name", origin);
+        return RO_EINVAL;
+    }
+    if (missing != NULL) {
+        set_err(err, errlen, "env plugin '%s' (env '%s') leaves %s() NULL", origin, name, missing);
+        return RO_EINVAL;
+    }
+    if (arg_keys == NULL) {
+        set_err(err, errlen,
+                "env plugin '%s' (env '%s') has arg_keys NULL; an env without args uses a "
+                "list holding only NULL",
+                origin, name);
+        return RO_EINVAL;
+    }
+    /* Keys sit at even indices, each followed by its help text. */
+    for (size_t i = 0; arg_keys[i] != NULL; i += 2) {
+        const char *key = arg_keys[i];
+        if (key[0] == '\0' || strcmp(key, MAX_STEPS_KEY) == 0) {
+            set_err(err, errlen, "env plugin '%s' (env '%s') declares arg '%s', which %s", origin,
+                    name, key, key[0] == '\0' ? "is empty" : "the runtime reserves for itself");
+            return RO_EINVAL;
+        }
+        if (arg_keys[i + 1] == NULL) {
+            set_err(err, errlen, "env plugin '%s' (env '%s') declares arg '%s' without help text",
+                    origin, name, key);
+            return RO_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* check_vtable validates an ABI 1 vtable. */
 static int check_vtable(const ro_env_vtable_t *vt, const char *origin, char *err, size_t errlen)
 {
     if (vt->abi_version != RO_ENV_ABI_VERSION) {
@@ -65,47 +103,82 @@ static int check_vtable(const ro_env_vtable_t *vt, const char *origin, char *err
                 origin, vt->abi_version, RO_ENV_ABI_VERSION);
         return RO_ENOTSUP;
     }
-    if (vt->name == NULL || vt->name[0] == '\0') {
-        set_err(err, errlen, "env plugin '%s' has an empty name", origin);
-        return RO_EINVAL;
-    }
     const char *missing = NULL;
-    if (vt->create == NULL)
-        missing = "create";
-    else if (vt->spaces == NULL)
-        missing = "spaces";
-    else if (vt->reset == NULL)
-        missing = "reset";
-    else if (vt->step == NULL)
-        missing = "step";
-    else if (vt->destroy == NULL)
-        missing = "destroy";
-    if (missing != NULL) {
-        set_err(err, errlen, "env plugin '%s' (env '%s') leaves %s() NULL", origin, vt->name,
-                missing);
-        return RO_EINVAL;
-    }
-    if (vt->arg_keys == NULL) {
+    if (!vt->create || !vt->spaces || !vt->reset || !vt->step || !vt->destroy)
+        missing = !vt->create   ? "create"
+                  : !vt->spaces ? "spaces"
+                  : !vt->reset  ? "reset"
+                  : !vt->step   ? "step"
+                                : "destroy";
+    return check_common(origin, vt->name, vt->arg_keys, missing, err, errlen);
+}
+
+/*
+ * check_vtable2 validates an ABI 2 vtable as check_vtable does an ABI 1 one
+ * and copies it into *copy (fields past the plugin's size zeroed: the
+ * plugin predates them).
+ */
+static int check_vtable2(const ro_env2_vtable_t *vt, const char *origin, ro_env2_vtable_t *copy,
+                         char *err, size_t errlen)
+{
+    if (vt->abi_version != RO_ENV_ABI2_VERSION) {
         set_err(err, errlen,
-                "env plugin '%s' (env '%s') has arg_keys NULL; an env without args uses a "
-                "list holding only NULL",
-                origin, vt->name);
+                "env plugin '%s' exports %s() with env ABI version %u; this runtime loads "
+                "version %u from %s() and version %u from %s(): rebuild it against this "
+                "rollout/env.h",
+                origin, RO_ENV2_PLUGIN_SYMBOL, vt->abi_version, RO_ENV_ABI2_VERSION,
+                RO_ENV2_PLUGIN_SYMBOL, RO_ENV_ABI_VERSION, RO_ENV_PLUGIN_SYMBOL);
+        return RO_ENOTSUP;
+    }
+    const size_t required = offsetof(ro_env2_vtable_t, destroy) + sizeof vt->destroy;
+    if (vt->size < required) {
+        set_err(err, errlen,
+                "env plugin '%s' has an ABI 2 vtable of size %u; the required fields take %zu "
+                "bytes (set size = sizeof(ro_env2_vtable_t))",
+                origin, vt->size, required);
         return RO_EINVAL;
     }
-    /* Keys sit at even indices, each followed by its help text. */
-    for (size_t i = 0; vt->arg_keys[i] != NULL; i += 2) {
-        const char *key = vt->arg_keys[i];
-        if (key[0] == '\0' || strcmp(key, MAX_STEPS_KEY) == 0) {
-            set_err(err, errlen, "env plugin '%s' (env '%s') declares arg '%s', which %s", origin,
-                    vt->name, key, key[0] == '\0' ? "is empty" : "the runtime reserves for itself");
-            return RO_EINVAL;
-        }
-        if (vt->arg_keys[i + 1] == NULL) {
-            set_err(err, errlen, "env plugin '%s' (env '%s') declares arg '%s' without help text",
-                    origin, vt->name, key);
-            return RO_EINVAL;
-        }
+    memset(copy, 0, sizeof *copy);
+    memcpy(copy, vt, vt->size < sizeof *copy ? vt->size : sizeof *copy);
+    const char *missing = NULL;
+    if (!copy->create || !copy->spaces || !copy->reset || !copy->step || !copy->destroy)
+        missing = !copy->create   ? "create"
+                  : !copy->spaces ? "spaces"
+                  : !copy->reset  ? "reset"
+                  : !copy->step   ? "step"
+                                  : "destroy";
+    int rc = check_common(origin, copy->name, copy->arg_keys, missing, err, errlen);
+    if (rc == 0 && !copy->metric_names != !copy->episode_metrics) {
+        set_err(err, errlen, "env plugin '%s' (env '%s') sets %s but not %s: give both or neither",
+                origin, copy->name, copy->metric_names ? "metric_names" : "episode_metrics()",
+                copy->metric_names ? "episode_metrics()" : "metric_names");
+        rc = RO_EINVAL;
     }
+    return rc;
+}
+
+/* open_plugin2 takes an ABI 2 entry point: its vtable, checked and copied
+ * into the kind. */
+static int open_plugin2(ro_env_kind_t *out, void *sym, const char *path, char *err, size_t errlen)
+{
+    ro_env2_plugin_fn fn;
+    memcpy(&fn, &sym, sizeof fn);
+    const ro_env2_vtable_t *vt = fn();
+    if (vt == NULL) {
+        set_err(err, errlen, "env plugin '%s': %s() returned NULL", path, RO_ENV2_PLUGIN_SYMBOL);
+        return RO_EINVAL;
+    }
+    ro_env2_vtable_t *copy = malloc(sizeof *copy);
+    if (!copy) {
+        set_err(err, errlen, "out of memory loading env plugin '%s'", path);
+        return RO_ENOMEM;
+    }
+    int rc = check_vtable2(vt, path, copy, err, errlen);
+    if (rc < 0) {
+        free(copy);
+        return rc;
+    }
+    out->vt2 = copy;
     return 0;
 }
 
@@ -131,12 +204,23 @@ static int open_plugin(ro_env_kind_t *out, const char *path, char *err, size_t e
     }
 
     int rc;
+    /* ABI 2 first: a plugin that exports both is an ABI 2 env. */
+    dlerror();
+    void *sym2 = dlsym(h, RO_ENV2_PLUGIN_SYMBOL);
+    if (sym2 != NULL) {
+        if ((rc = open_plugin2(out, sym2, path, err, errlen)) < 0)
+            goto fail;
+        out->dl_handle = h;
+        return 0;
+    }
     /* Clear any stale error so that a NULL from dlsym is reported right. */
     dlerror();
     void *sym = dlsym(h, RO_ENV_PLUGIN_SYMBOL);
     if (sym == NULL) {
         const char *why = dlerror();
-        set_err(err, errlen, "env plugin '%s' does not export %s(): %s", path, RO_ENV_PLUGIN_SYMBOL,
+        set_err(err, errlen,
+                "env plugin '%s' does not export %s() (env ABI 1) or %s() (env ABI 2): %s", path,
+                RO_ENV_PLUGIN_SYMBOL, RO_ENV2_PLUGIN_SYMBOL,
                 why != NULL ? why : "the symbol is NULL");
         rc = RO_ENOENT;
         goto fail;
@@ -168,6 +252,7 @@ fail:
 int ro__env_open(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
 {
     out->vt = NULL;
+    out->vt2 = NULL;
     out->dl_handle = NULL;
     if (name == NULL)
         name = "";
@@ -180,6 +265,7 @@ int ro__env_open(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
 int ro__env_open_builtin(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
 {
     out->vt = NULL;
+    out->vt2 = NULL;
     out->dl_handle = NULL;
     if (name == NULL)
         name = "";
@@ -281,6 +367,8 @@ void ro__env_close(ro_env_kind_t *kind)
         dlclose(kind->dl_handle);
     kind->dl_handle = NULL;
     kind->vt = NULL;
+    free((void *)kind->vt2); /* the kind's own copy */
+    kind->vt2 = NULL;
 }
 
 /* env_accepts tells whether key is one of vt's own arg keys. */

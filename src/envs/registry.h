@@ -21,9 +21,13 @@ extern const ro_env_vtable_t ro__env_cartpole;
 extern const ro_env_vtable_t ro__env_pendulum;
 extern const ro_env_vtable_t ro__env_burn;
 
+/* Exactly one of vt and vt2 is set: an ABI 1 env (the built-ins, ABI 1
+ * plugins) or an ABI 2 plugin. vt2 points to the kind's own copy of the
+ * plugin's vtable, zero past the plugin's size (fields it predates). */
 typedef struct ro_env_kind {
     const ro_env_vtable_t *vt;
-    void *dl_handle; /* NULL for a built-in */
+    const ro_env2_vtable_t *vt2; /* owned (freed by ro__env_close) */
+    void *dl_handle;             /* NULL for a built-in */
 } ro_env_kind_t;
 
 /* The names accepted by ro__env_open besides a plugin path, for messages. */
@@ -32,9 +36,10 @@ typedef struct ro_env_kind {
 /*
  * ro__env_open resolves `name`: a built-in name, or a path to a plugin
  * shared object (any name containing '/' or ending in ".so"). A plugin must
- * export ro_env_plugin() returning a vtable with a matching abi_version and
- * every function set. On failure returns a negative code and writes a message
- * naming the problem into err. Main thread only.
+ * export ro_env2_plugin() (ABI 2) or ro_env_plugin() (ABI 1) returning a
+ * vtable with a matching abi_version and every required function set. On
+ * failure returns a negative code and writes a message naming the problem
+ * into err. Main thread only.
  */
 int ro__env_open(ro_env_kind_t *out, const char *name, char *err, size_t errlen);
 

@@ -34,6 +34,25 @@ static void print_placement_json(const ro_summary_t *s)
     printf("]");
 }
 
+/* print_env_metrics: one line with each per-episode metric's mean (env
+ * ABI 2), if the env has any. */
+static void print_env_metrics(const ro_summary_t *s)
+{
+    if (!s->nmetrics)
+        return;
+    fprintf(stderr, "env metrics (mean over episodes):");
+    for (uint32_t m = 0; m < s->nmetrics; m++) {
+        char shown[64];
+        ro__text_log(shown, sizeof shown, s->metric_name[m], 40);
+        if (s->metric_episodes[m])
+            fprintf(stderr, "%s %s %.4f (%llu)", m ? "," : "", shown, s->metric_mean[m],
+                    (unsigned long long)s->metric_episodes[m]);
+        else
+            fprintf(stderr, "%s %s n/a (0)", m ? "," : "", shown);
+    }
+    fprintf(stderr, "\n");
+}
+
 static void print_summary(const ro_summary_t *s, bool json)
 {
     /* No finished episode (or a NaN reward): no mean, n/a and null. */
@@ -73,6 +92,7 @@ static void print_summary(const ro_summary_t *s, bool json)
                 (unsigned long long)s->stream_segments_unsent,
                 (unsigned long long)s->policy_lag_min, (unsigned long long)s->policy_lag_max,
                 s->policy_lag_mean, s->stream_wait_s);
+    print_env_metrics(s);
     if (s->mujoco_warnings)
         fprintf(stderr, "mujoco: %llu warnings in the envs' simulations (counted, not printed)\n",
                 (unsigned long long)s->mujoco_warnings);
@@ -130,7 +150,15 @@ static void print_summary(const ro_summary_t *s, bool json)
                (unsigned long long)s->policy_lag_min, (unsigned long long)s->policy_lag_max,
                s->policy_lag_mean, (unsigned long long)s->stream_waits, s->stream_wait_s);
     print_placement_json(s);
-    printf("}\n");
+    printf(",\"agents\":%u,\"metrics\":{", s->agents);
+    for (uint32_t m = 0; m < s->nmetrics; m++) {
+        printf("%s", m ? "," : "");
+        ro__json_string(stdout, s->metric_name[m], RO_TEXT_SHOW_MAX);
+        printf(":{\"mean\":");
+        ro__json_double(stdout, s->metric_mean[m]);
+        printf(",\"episodes\":%llu}", (unsigned long long)s->metric_episodes[m]);
+    }
+    printf("}}\n");
     fflush(stdout);
 }
 

@@ -15,6 +15,7 @@
 #include "runtime/alloc.h"
 #include "runtime/clock.h"
 #include "actors/env_actor.h"
+#include "envs/env_kind.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
 #include "wire/token.h"
@@ -99,13 +100,62 @@ int ro_node_print_topology(const ro_config_t *cfg, FILE *f, char *err, size_t er
     return rc;
 }
 
+/*
+ * refuse_abi2 says no, at start-up, to a mode that cannot carry what an
+ * env of ABI 2 uses: remote and stream learners, trainers' pushed policies
+ * (--listen) and the wire carry one float32 observation, one Discrete or
+ * Box action, one agent and no mask; recordings carry that too and are
+ * re-stepped by rollout-replay through ABI 1, so --record takes ABI 1 envs
+ * only. Local mode carries everything.
+ */
+static int refuse_abi2(const ro_node_t *n, char *err, size_t errlen)
+{
+    const char *mode = NULL;
+    if (n->cfg.learner == RO_LEARNER_REMOTE)
+        mode = "--learner remote";
+    else if (n->cfg.learner == RO_LEARNER_STREAM)
+        mode = "--learner stream";
+    else if (n->cfg.listen)
+        mode = "--listen (trainers' pushed policies)";
+    char what[160];
+    ro__layout_abi2_features(&n->layout, what, sizeof what);
+    const char *name = ro__env_kind_name(&n->kind);
+    if (mode && !n->layout.abi1)
+        return ro__errorf(err, errlen, RO_ENOTSUP,
+                          "env '%s' has %s: %s does not carry env ABI 2 envs yet (local mode "
+                          "does; docs/env-api.md)",
+                          name, what, mode);
+    if (n->cfg.record)
+        return ro__errorf(err, errlen, RO_ENOTSUP,
+                          "env '%s' is an env ABI 2 plugin%s%s: --record does not carry env ABI 2 "
+                          "envs yet (rollout-replay re-steps ABI 1 envs only; docs/env-api.md)",
+                          name, what[0] ? " with " : "", what);
+    return 0;
+}
+
 static int open_env(ro_node_t *n, char *err, size_t errlen)
 {
     int rc = ro__env_open(&n->kind, n->cfg.env, err, errlen);
     if (rc)
         return rc;
-    return ro__env_check_args(n->kind.vt, n->cfg.env_args, n->cfg.nenv_args, n->env_args,
-                              &n->nenv_args, &n->max_steps, err, errlen);
+    rc = ro__env_kind_check_args(&n->kind, n->cfg.env_args, n->cfg.nenv_args, n->env_args,
+                                 &n->nenv_args, &n->max_steps, err, errlen);
+    if (rc || !n->kind.vt2)
+        return rc; /* ABI 1: the layout comes from shard 0's first env (make_layout) */
+    /* ABI 2: the shards are sized from the layout, so it comes first, from
+     * an instance seeded as env 0 is. */
+    uint64_t seed = ro__seed_mix(ro__node_seed(n->cfg.seed, n->cfg.node_index), 0, RO_STREAM_ENV);
+    rc = ro__env_kind_layout(&n->kind, n->env_args, n->nenv_args, seed, &n->layout, err, errlen);
+    return rc ? rc : refuse_abi2(n, err, errlen);
+}
+
+/* make_layout: an ABI 1 env's layout, through the shim, from the spaces of
+ * shard 0's first env (checked there). */
+static int make_layout(ro_node_t *n, char *err, size_t errlen)
+{
+    if (n->kind.vt2)
+        return 0;
+    return ro__env_layout_of(n->kind.vt, NULL, n->shards[0].envs[0], &n->layout, err, errlen);
 }
 
 /* Envs are split into one contiguous range per lane, each range into
@@ -163,9 +213,9 @@ static int make_shards(ro_node_t *n, char *err, size_t errlen)
         while (first < lane_end) {
             uint32_t cnt = lane_end - first < k ? lane_end - first : k;
             /* On the node of lane l's worker, which steps and reads it. */
-            int rc =
-                ro__env_shard_init_on(&n->shards[n->nshards], n->kind.vt, n->env_args, n->nenv_args,
-                                      first, cnt, node_seed, lane_mem_node(n, l), err, errlen);
+            int rc = ro__env_shard_init_kind(
+                &n->shards[n->nshards], n->kind.vt, n->kind.vt2, n->kind.vt2 ? &n->layout : NULL,
+                n->env_args, n->nenv_args, first, cnt, node_seed, lane_mem_node(n, l), err, errlen);
             if (rc)
                 return rc;
             n->nshards++;
@@ -195,13 +245,18 @@ static int make_policy(ro_node_t *n, char *err, size_t errlen)
 {
     if (n->cfg.learner == RO_LEARNER_REMOTE)
         return 0; /* the learners hold the policy */
-    ro_space_t os, as;
-    n->kind.vt->spaces(n->shards[0].envs[0], &os, &as);
     ro_policy_spec_t spec = n->cfg.policy;
     /* The run seed, not the node's: nodes started with one --seed act with
      * the same initial weights (one policy, many nodes' experience). */
     spec.seed = n->cfg.seed;
-    int rc = ro__policy_new(&n->policy, &spec, &os, &as, err, errlen);
+    int rc;
+    if (n->kind.vt2) {
+        rc = ro__policy_new_layout(&n->policy, &spec, &n->layout, err, errlen);
+    } else {
+        ro_space_t os, as;
+        n->kind.vt->spaces(n->shards[0].envs[0], &os, &as);
+        rc = ro__policy_new(&n->policy, &spec, &os, &as, err, errlen);
+    }
     if (rc)
         return rc;
     if (n->cfg.save_policy)
@@ -234,7 +289,7 @@ static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
         .max_frame = n->cfg.max_frame,
         .max_learners = n->cfg.max_learners,
         .hello_timeout_s = n->cfg.hello_timeout,
-        .env_name = n->kind.vt->name,
+        .env_name = ro__env_kind_name(&n->kind),
         .seed = n->cfg.seed,
         .node_index = n->cfg.node_index,
         .max_episode_steps = n->max_steps,
@@ -266,7 +321,7 @@ static int make_hub(ro_node_t *n, char *err, size_t errlen)
         .max_learners = n->cfg.max_learners,
         .learner_timeout_s = n->cfg.learner_timeout,
         .hello_timeout_s = n->cfg.hello_timeout,
-        .env_name = n->kind.vt->name,
+        .env_name = ro__env_kind_name(&n->kind),
         .seed = n->cfg.seed,
         .node_index = n->cfg.node_index,
         .max_episode_steps = n->max_steps,
@@ -332,8 +387,16 @@ static int make_stream(ro_node_t *n, char *err, size_t errlen)
 
 static int make_lanes(ro_node_t *n, char *err, size_t errlen)
 {
-    /* Spaces point into env 0 of shard 0, alive until the envs are destroyed. */
-    n->kind.vt->spaces(n->shards[0].envs[0], &n->obs_space, &n->act_space);
+    /* Spaces point into env 0 of shard 0, alive until the envs are
+     * destroyed; an ABI 2 env's (ABI 1 shaped, or refused by the modes that
+     * read them) into the layout. */
+    if (n->kind.vt)
+        n->kind.vt->spaces(n->shards[0].envs[0], &n->obs_space, &n->act_space);
+    else
+        ro__layout_abi1_view(&n->layout, &n->obs_space, &n->act_space);
+    /* Shards, batches and lanes count rows: an env of A agents is A rows. */
+    const uint32_t shard_rows = n->shard_size * n->layout.agents;
+    const uint64_t total_rows = (uint64_t)n->cfg.num_envs * n->layout.agents;
     int rc = ro__sched_new(&n->sched, n->ngroups, n->group_nodes, n->plan, n->nworkers);
     if (rc)
         return rc;
@@ -366,13 +429,13 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
              * pass, so the lane's worker never waits on itself. */
             batch = (rows + 1) / 2;
         }
-        if (batch < n->shard_size)
-            batch = n->shard_size;
+        if (batch < shard_rows)
+            batch = shard_rows;
         if (n->lanes) {
             if (l == 0)
                 n->batch = batch;
             rc = ro__learner_init_on(&n->lanes[l], n->policy, q, &n->control, batch,
-                                     n->cfg.max_wait_us, s - first_shard, rows, n->shard_size,
+                                     n->cfg.max_wait_us, s - first_shard, rows, shard_rows,
                                      n->shards[0].xchg.discrete, lane_mem_node(n, l));
             if (rc) {
                 snprintf(err, errlen, "cannot allocate the learner's batch buffers");
@@ -389,7 +452,8 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
                 .ring = &n->rings[l],
                 .stopping = &n->stopping,
                 .max_steps = n->max_steps,
-                .quota = n->cfg.steps ? (n->cfg.steps + n->cfg.num_envs - 1) / n->cfg.num_envs : 0,
+                /* --steps counts rows (agent steps): per env, steps / rows. */
+                .quota = n->cfg.steps ? (n->cfg.steps + total_rows - 1) / total_rows : 0,
                 .check_finite = n->cfg.check_finite,
                 /* --metrics-episodes: one line per episode; otherwise the
                  * throughput lines carry each interval's episodes. */
@@ -488,9 +552,10 @@ int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errle
     atomic_init(&n->stopping, false);
     int rc;
     if ((rc = plan_workers(n, err, errlen)) || (rc = open_env(n, err, errlen)) ||
-        (rc = make_shards(n, err, errlen)) || (rc = make_rings(n)) ||
-        (rc = make_policy(n, err, errlen)) || (rc = make_loop(n, err, errlen)) ||
-        (rc = make_lanes(n, err, errlen)) || (rc = make_recorder(n, err, errlen))) {
+        (rc = make_shards(n, err, errlen)) || (rc = make_layout(n, err, errlen)) ||
+        (rc = make_rings(n)) || (rc = make_policy(n, err, errlen)) ||
+        (rc = make_loop(n, err, errlen)) || (rc = make_lanes(n, err, errlen)) ||
+        (rc = make_recorder(n, err, errlen))) {
         if (err[0] == '\0')
             snprintf(err, errlen, "start-up failed: %s", ro_strerror(rc));
         ro_node_free(n);
@@ -518,8 +583,8 @@ void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
     snprintf(buf, len,
              "env %s x%u | policy %s | %d workers on CPUs %s, %d NUMA node(s) | %u lanes, "
              "shards of %u, batch %u, max-wait %llu us | seed %llu%s, node index %u",
-             n->kind.vt->name, n->cfg.num_envs, pol, n->nworkers, cpus, n->ngroups, n->nlanes,
-             n->shard_size, n->batch, (unsigned long long)n->cfg.max_wait_us,
+             ro__env_kind_name(&n->kind), n->cfg.num_envs, pol, n->nworkers, cpus, n->ngroups,
+             n->nlanes, n->shard_size, n->batch, (unsigned long long)n->cfg.max_wait_us,
              (unsigned long long)n->cfg.seed, n->cfg.seed_drawn ? " (fresh)" : "",
              n->cfg.node_index);
 }
@@ -554,8 +619,8 @@ void ro_node_free(ro_node_t *n)
     ro__policy_free(n->swap_queued);
     for (uint32_t i = 0; i < n->nretired; i++)
         ro__policy_free(n->retired[i]);
-    if (n->kind.vt)
-        ro__env_close(&n->kind);
+    ro__layout_free(&n->layout); /* after the policies and shards that read it */
+    ro__env_close(&n->kind);
     if (n->rings)
         for (uint32_t l = 0; l < n->nlanes; l++)
             ro__metrics_ring_free(&n->rings[l]);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "node/config.h"
+#include "rollout/env.h"
 
 typedef struct ro_node ro_node_t;
 
@@ -59,6 +60,13 @@ typedef struct ro_summary {
     uint32_t batch;
     char env[64];
     char policy[128];
+    /* Env ABI 2: rows per env, and the env's per-episode metrics: each
+     * one's mean over the episodes that reported it (NaN if none did). */
+    uint32_t agents;
+    uint32_t nmetrics;
+    char metric_name[RO_ENV_MAX_METRICS][RO_ENV_MAX_NAME];
+    double metric_mean[RO_ENV_MAX_METRICS];
+    uint64_t metric_episodes[RO_ENV_MAX_METRICS];
     bool recording;              /* --record */
     uint64_t record_transitions; /* env steps written */
     uint64_t record_dropped;     /* env steps dropped (--record-full=drop) */

@@ -20,6 +20,7 @@
 #include "actors/recorder_actor.h"
 #include "actors/segment.h"
 #include "envs/registry.h"
+#include "spaces/layout.h"
 #include "node/config.h"
 #include "policy/policy.h"
 #include "runtime/metrics_ring.h"
@@ -37,6 +38,7 @@ struct ro_node {
     ro_sched_t *sched;
 
     ro_env_kind_t kind;
+    ro_space_layout_t layout; /* the env's spaces (env ABI 2 layout; ABI 1 through the shim) */
     ro_env_arg_t env_args[RO_MAX_ENV_ARGS];
     size_t nenv_args;
     uint32_t max_steps;

@@ -2,9 +2,11 @@
  * What a node reports: the logger's samples while it runs, where its
  * buffers are, and the summary at the end.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "envs/env_kind.h"
 #include "envs/mujoco/mj_registry.h"
 #include "node/node.h"
 #include "node/node_internal.h"
@@ -106,6 +108,27 @@ static void stream_summary(const ro_node_t *n, const ro_hub_stats_t *rs, ro_summ
     s->stream_wait_s = (double)wait_ns * 1e-9;
 }
 
+/* env_metrics: each per-episode metric's mean over the shards (read after
+ * the workers stopped: their writes happen-before the join). */
+static void env_metrics(const ro_node_t *n, ro_summary_t *s)
+{
+    s->agents = n->layout.agents ? n->layout.agents : 1;
+    s->nmetrics = n->layout.nmetrics;
+    for (uint32_t m = 0; m < s->nmetrics; m++) {
+        double sum = 0.0;
+        uint64_t cnt = 0;
+        for (uint32_t i = 0; i < n->nshards; i++) {
+            if (!n->shards[i].metric_sum)
+                continue;
+            sum += n->shards[i].metric_sum[m];
+            cnt += n->shards[i].metric_count[m];
+        }
+        snprintf(s->metric_name[m], sizeof s->metric_name[m], "%s", n->layout.metric[m]);
+        s->metric_mean[m] = cnt ? sum / (double)cnt : NAN;
+        s->metric_episodes[m] = cnt;
+    }
+}
+
 void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
 {
     memset(s, 0, sizeof *s);
@@ -155,7 +178,8 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     s->num_envs = n->cfg.num_envs;
     s->shard = n->shard_size;
     s->batch = n->batch;
-    snprintf(s->env, sizeof s->env, "%s", n->kind.vt->name);
+    snprintf(s->env, sizeof s->env, "%s", ro__env_kind_name(&n->kind));
+    env_metrics(n, s);
     if (n->cfg.learner == RO_LEARNER_REMOTE) {
         snprintf(s->policy, sizeof s->policy, "remote");
         ro_hub_stats_t rs;

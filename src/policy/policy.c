@@ -262,6 +262,101 @@ fail:
     return rc;
 }
 
+/* new_composite builds a composite policy (ro__policy_new_layout). */
+static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
+                         const ro_space_layout_t *lay, char *err, size_t errlen)
+{
+    if (spec->kind == RO_POLICY_MLP && spec->params_path)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "policy: a weights file (--policy FILE) holds one discrete or box "
+                          "head; this env's action is composite (MultiDiscrete, MultiBinary, a "
+                          "Tuple or masked): use a seeded MLP");
+    int rc = spec->kind == RO_POLICY_MLP ? check_spec(spec, err, errlen) : 0;
+    if (rc < 0)
+        return rc;
+    if (spec->kind == RO_POLICY_MLP && lay->head_width > RO_POLICY_MAX_WIDTH)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "policy: the action needs %u head outputs; an MLP head takes %u",
+                          lay->head_width, RO_POLICY_MAX_WIDTH);
+    ro_policy_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return RO_ENOMEM;
+    p->kind = spec->kind;
+    p->gemm = spec->gemm;
+    p->kern = ro__kernels(spec->kernels);
+    p->lay = lay;
+    p->composite = true;
+    /* The weights hold one plain head of head_width outputs; the box
+     * floats' log_std live beside them (box_log_std). */
+    p->act_kind = RO_SPACE_DISCRETE;
+    p->obs_dim = lay->obs_width;
+    p->act_dim = lay->nbox;
+    p->nout = lay->head_width;
+    if (!p->kern) {
+        rc = ro__errorf(err, errlen, RO_EINVAL, "policy: this CPU cannot run the %s kernels",
+                        ro__kernels_path_name(spec->kernels));
+        goto fail;
+    }
+    const size_t nb = lay->nbox ? lay->nbox : 1;
+    p->low = malloc(4 * nb * sizeof(float));
+    if (!p->low || (spec->kind == RO_POLICY_MLP &&
+                    (init_params(&p->params, spec, p->obs_dim, RO_SPACE_DISCRETE, p->nout) < 0 ||
+                     build_kernels(p) < 0))) {
+        rc = ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory for the weights");
+        goto fail;
+    }
+    p->high = p->low + nb;
+    p->box_log_std = p->high + nb;
+    p->box_std = p->box_log_std + nb;
+    for (uint32_t j = 0; j < lay->nbox; j++) {
+        if (p->kind == RO_POLICY_RANDOM) {
+            random_range(lay->box_low[j], lay->box_high[j], &p->low[j], &p->high[j]);
+        } else {
+            p->low[j] = lay->box_low[j];
+            p->high[j] = lay->box_high[j];
+        }
+        p->box_log_std[j] = 0.0f;
+        p->box_std[j] = 1.0f; /* exp(0) */
+    }
+    *out = p;
+    return 0;
+fail:
+    ro__policy_free(p);
+    return rc;
+}
+
+int ro__policy_new_layout(ro_policy_t **out, const ro_policy_spec_t *spec,
+                          const ro_space_layout_t *lay, char *err, size_t errlen)
+{
+    *out = NULL;
+    const ro_part_layout_t *p0 = &lay->part[0];
+    if (!lay->simple_act)
+        return new_composite(out, spec, lay, err, errlen);
+    ro_space_t obs, act;
+    if (!ro__layout_abi1_view(lay, &obs, &act)) {
+        /* Typed tensors or agents, one plain action: the MLP of ABI 1 over
+         * the flattened rows (a box of obs_width floats; its bounds are
+         * never read). */
+        obs = (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {lay->obs_width}};
+        if (p0->kind == RO_SPACE_DISCRETE) {
+            act = (ro_space_t){.kind = RO_SPACE_DISCRETE, .n = lay->disc_n[0]};
+        } else {
+            act = (ro_space_t){
+                .kind = RO_SPACE_BOX, .ndim = p0->ndim, .low = lay->box_low, .high = lay->box_high};
+            memcpy(act.shape, p0->shape, sizeof act.shape);
+        }
+    }
+    int rc = ro__policy_new(out, spec, &obs, &act, err, errlen);
+    if (rc == 0)
+        (*out)->lay = lay;
+    return rc;
+}
+
+const ro_space_layout_t *ro__policy_layout(const ro_policy_t *p)
+{
+    return p->lay;
+}
+
 int ro__policy_new_from_params(ro_policy_t **out, ro_policy_params_t *pp, ro_gemm_t gemm,
                                const ro_space_t *obs, const ro_space_t *act, const char *label,
                                char *err, size_t errlen)
@@ -303,7 +398,7 @@ void ro__policy_free(ro_policy_t *p)
     free(p->kmem);
     free(p->std);
     free(p->path);
-    free(p->low);
+    free(p->low); /* high (and a composite's log_std and std) share its block */
     free(p);
 }
 
@@ -367,5 +462,8 @@ int ro__policy_save(const ro_policy_t *p, const char *path, char *err, size_t er
 {
     if (p->kind != RO_POLICY_MLP)
         return ro__errorf(err, errlen, RO_EINVAL, "policy: a random policy has no weights to save");
+    if (p->composite)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "policy: a composite action's MLP (env ABI 2) has no weights file yet");
     return ro__policy_params_save(&p->params, path, err, errlen);
 }

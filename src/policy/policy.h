@@ -47,6 +47,23 @@ int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_spa
                    const ro_space_t *act, char *err, size_t errlen);
 void ro__policy_free(ro_policy_t *p);
 
+struct ro_space_layout;
+/*
+ * ro__policy_new_layout builds a policy for an env's layout (env ABI 2,
+ * spaces/layout.h; an ABI 1 layout gives exactly ro__policy_new's policy).
+ * The MLP reads the flattened rows (obs_width floats: the tensors in the
+ * env's order, uint8 / 255). One unmasked Discrete or one Box part: the
+ * policy of ro__policy_new over that input (weights files work). Any other
+ * action (MultiDiscrete, MultiBinary, a Tuple, a mask) is composite: one
+ * categorical head per discrete entry, a Gaussian head per box float
+ * (log_std 0), seeded only (no weights file). lay must outlive the policy.
+ */
+int ro__policy_new_layout(ro_policy_t **out, const ro_policy_spec_t *spec,
+                          const struct ro_space_layout *lay, char *err, size_t errlen);
+
+/* ro__policy_layout is the layout a policy was built for, or NULL. */
+const struct ro_space_layout *ro__policy_layout(const ro_policy_t *p);
+
 struct ro_policy_params;
 /* ro__policy_new_from_params builds an MLP from decoded weights (checked
  * against the spaces; label names them in messages, e.g. "pushed policy v3").
@@ -103,6 +120,21 @@ typedef struct ro_act_stats {
  */
 void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng_t *const *rngs,
                     int32_t *act_i, float *act_f, const ro_act_stats_t *stats);
+
+/*
+ * ro__policy_act_masked is ro__policy_act for any layout: act_i gets n x
+ * ndisc discrete entries, act_f n x nbox box floats (layout.h), mask is n x
+ * mask_width bytes (or NULL: all allowed). A masked value (0) is never
+ * drawn: its logit is -inf (MLP), or it is skipped (random: uniform over
+ * the allowed values). Row i draws only from rngs[i], per part in order:
+ * one uniform per discrete entry, two per box float. stats->logp gets the
+ * sum over parts of each part's log-probability (under the masked
+ * softmax); stats->mean the box floats' means [n x nbox]. For a policy
+ * that is not composite this is ro__policy_act (mask must be NULL).
+ */
+void ro__policy_act_masked(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n,
+                           ro_rng_t *const *rngs, const uint8_t *mask, int32_t *act_i, float *act_f,
+                           const ro_act_stats_t *stats);
 
 /* ro__policy_log_std returns the box MLP's per-dimension log standard
  * deviation (act_dim floats), or NULL for other policies. */

@@ -119,10 +119,11 @@ static void dense_blas(const ro_policy_t *p, uint32_t l, const float *x, uint32_
             p->kern->act(y + (size_t)j * RO_BLOCK, nl, act);
 }
 
-/* forward_block runs the n <= RO_BLOCK rows at rows (row-major, obs_dim
- * floats each) through the MLP and returns the head's outputs, a block
- * [nout][RO_BLOCK] in the scratch. */
-static float *forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, const float *rows, uint32_t n)
+/* ro__policy_forward_block runs the n <= RO_BLOCK rows at rows (row-major,
+ * obs_dim floats each) through the MLP and returns the head's outputs, a
+ * block [nout][RO_BLOCK] in the scratch. */
+float *ro__policy_forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, const float *rows,
+                                uint32_t n)
 {
     /* Transposed into the block, the lanes past n zeroed: they are
      * computed too (whole vectors), and must hold numbers. */
@@ -148,7 +149,7 @@ static float *forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, const floa
     return y;
 }
 
-static void check_call(const ro_policy_t *p, const ro_policy_ws_t *ws, uint32_t n)
+void ro__policy_check_call(const ro_policy_t *p, const ro_policy_ws_t *ws, uint32_t n)
 {
     /* Programmer errors: the scratch is for another policy, or too small. */
     if (ws->p != p || n > ws->max_batch) {
@@ -159,14 +160,14 @@ static void check_call(const ro_policy_t *p, const ro_policy_ws_t *ws, uint32_t 
 
 void ro__policy_forward(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, float *out)
 {
-    check_call(p, ws, n);
+    ro__policy_check_call(p, ws, n);
     if (p->kind != RO_POLICY_MLP) {
         fprintf(stderr, "ro__policy_forward: not an MLP policy\n");
         abort();
     }
     for (uint32_t i0 = 0; i0 < n; i0 += RO_BLOCK) {
         const uint32_t bn = n - i0 < RO_BLOCK ? n - i0 : RO_BLOCK;
-        const float *head = forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn);
+        const float *head = ro__policy_forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn);
         for (uint32_t s = 0; s < bn; s++)
             for (uint32_t j = 0; j < p->nout; j++)
                 out[(size_t)(i0 + s) * p->nout + j] = head[(size_t)j * RO_BLOCK + s];
@@ -261,7 +262,7 @@ const float *ro__policy_log_std(const ro_policy_t *p)
 void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng_t *const *rngs,
                     int32_t *act_i, float *act_f, const ro_act_stats_t *stats)
 {
-    check_call(p, ws, n);
+    ro__policy_check_call(p, ws, n);
     float *logp = stats ? stats->logp : NULL, *mean = stats ? stats->mean : NULL;
     if (p->kind == RO_POLICY_RANDOM) {
         for (uint32_t i = 0; i < n; i++)
@@ -276,7 +277,7 @@ void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng
     }
     for (uint32_t i0 = 0; i0 < n; i0 += RO_BLOCK) {
         const uint32_t bn = n - i0 < RO_BLOCK ? n - i0 : RO_BLOCK;
-        float *head = forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn);
+        float *head = ro__policy_forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn);
         int32_t *ai = act_i ? act_i + i0 : NULL;
         float *af = act_f ? act_f + (size_t)i0 * p->act_dim : NULL;
         sample_block(p, ws, head, bn, rngs + i0, ai, af);

@@ -14,6 +14,7 @@
 #include "policy/params.h"
 #include "policy/policy_types.h"
 #include "runtime/rng.h"
+#include "spaces/layout.h"
 
 typedef struct ro_policy ro_policy_t;
 typedef struct ro_policy_ws ro_policy_ws_t;
@@ -46,10 +47,29 @@ struct ro_policy {
     const ro_kernels_t *kern; /* the instruction set's kernels */
 
     /* Box actions: MLP clip bounds, or the random policy's sampling range
-     * (infinite bounds replaced, see random_range). */
+     * (infinite bounds replaced, see random_range). Composite: [nbox]. */
     float *low;
     float *high;
+
+    /* Env ABI 2: the layout the policy was built for (the caller's, alive
+     * as long as the policy), or NULL. composite: the action is not one
+     * unmasked Discrete nor one Box, so acting goes through
+     * policy_composite.c: one categorical head per discrete entry (masked),
+     * Gaussian heads for the box floats with log_std below (the weights
+     * file has no place for them: composite MLPs are not saved). */
+    const ro_space_layout_t *lay;
+    bool composite;
+    float *box_log_std; /* [nbox] 0 at init; box_std = exp of it */
+    float *box_std;
 };
+
+/* ro__policy_forward_block (policy_act.c) runs the n <= RO_BLOCK rows at
+ * rows through the MLP and returns the head block [nout][RO_BLOCK]. */
+float *ro__policy_forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, const float *rows,
+                                uint32_t n);
+
+/* ro__policy_check_call (policy_act.c) aborts on a workspace misuse. */
+void ro__policy_check_call(const ro_policy_t *p, const ro_policy_ws_t *ws, uint32_t n);
 
 /* A lane's scratch. The forward pass runs RO_BLOCK rows at a time through
  * all the layers, feature-major (kernels.h): a block's activations (2 x 64

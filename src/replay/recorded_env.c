@@ -29,6 +29,13 @@ int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHea
         char why[400] = "";
         if (ro__env_open(&e->kind, plugin, why, sizeof why) != 0)
             return ro__errorf(err, errlen, RO_ENOENT, "--plugin '%s': %s", plugin, why);
+        if (e->kind.vt2) { /* rollout-node records ABI 1 envs only */
+            rc = ro__errorf(err, errlen, RO_ENOTSUP,
+                            "--plugin '%s' is an env ABI 2 plugin (env '%s'): rollout-replay does "
+                            "not carry env ABI 2 envs yet",
+                            plugin, e->kind.vt2->name);
+            goto fail;
+        }
         if (strcmp(e->kind.vt->name, h->env) != 0) {
             rc = ro__errorf(err, errlen, RO_EINVAL,
                             "--plugin '%s' is env '%s', the recording is of env '%s'", plugin,
@@ -75,7 +82,6 @@ int ro__recorded_env_create(const ro_recorded_env_t *e, const Rollout__V1__Traje
 
 void ro__recorded_env_close(ro_recorded_env_t *e)
 {
-    if (e->kind.vt)
-        ro__env_close(&e->kind);
+    ro__env_close(&e->kind); /* either ABI, or nothing opened */
     memset(e, 0, sizeof *e);
 }

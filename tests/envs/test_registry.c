@@ -13,9 +13,11 @@
 #include <string.h>
 
 #include "envs/env_args.h"
+#include "envs/env_kind.h"
 #include "envs/mujoco/mj_registry.h" /* issue 17: RO_MJ_BUILTIN_NAMES */
 #include "envs/registry.h"
 #include "runtime/error.h"
+#include "spaces/layout.h"
 
 static void assert_contains(const char *msg, const char *part)
 {
@@ -344,6 +346,104 @@ static void test_check_spaces(void **state)
     }
 }
 
+/* An ABI 1 plugin goes through the shim: its layout is one float32 tensor
+ * "obs" and one plain action, ABI 1 shaped. */
+static void test_abi1_plugin_shim(void **state)
+{
+    (void)state;
+    ro_env_kind_t k;
+    char err[512] = "";
+    assert_int_equal(ro__env_open(&k, RO_PLUGIN_PATH, err, sizeof err), 0);
+    assert_non_null(k.vt);
+    assert_null(k.vt2);
+    assert_string_equal(ro__env_kind_name(&k), "mountaincar");
+    ro_space_layout_t lay;
+    assert_int_equal(ro__env_kind_layout(&k, NULL, 0, 1, &lay, err, sizeof err), 0);
+    assert_true(lay.abi1);
+    assert_int_equal(lay.agents, 1);
+    assert_int_equal(lay.ntensors, 1);
+    assert_string_equal(lay.t[0].name, "obs");
+    assert_int_equal(lay.t[0].dtype, RO_DTYPE_FLOAT32);
+    assert_int_equal(lay.obs_width, 2);
+    assert_int_equal(lay.ndisc, 1);
+    assert_int_equal(lay.disc_n[0], 3);
+    assert_int_equal(lay.mask_width, 0);
+    ro__layout_free(&lay);
+    ro__env_close(&k);
+}
+
+/* The ABI 2 examples load through ro_env2_plugin() and lay out as declared. */
+static void test_abi2_plugins_load(void **state)
+{
+    (void)state;
+    ro_env_kind_t k;
+    char err[512] = "";
+    assert_int_equal(ro__env_open(&k, RO_GRIDWORLD_PATH, err, sizeof err), 0);
+    assert_null(k.vt);
+    assert_non_null(k.vt2);
+    assert_non_null(k.dl_handle);
+    assert_string_equal(ro__env_kind_name(&k), "gridworld");
+    assert_int_equal(ro__env_kind_max_steps(&k), 50);
+    ro_space_layout_t lay;
+    assert_int_equal(ro__env_kind_layout(&k, NULL, 0, 1, &lay, err, sizeof err), 0);
+    assert_false(lay.abi1);
+    assert_int_equal(lay.agents, 2);
+    assert_int_equal(lay.ntensors, 3);
+    assert_int_equal(lay.obs_width, 49 + 2 + 2);
+    assert_int_equal(lay.mask_width, 5);
+    assert_int_equal(lay.nmetrics, 2);
+    assert_string_equal(lay.metric[0], "success");
+    char what[160];
+    ro__layout_abi2_features(&lay, what, sizeof what);
+    assert_string_equal(what, "2 agents, 3 observation tensors, uint8 observations, int32 "
+                              "observations and an action mask");
+    ro__layout_free(&lay);
+    /* Its args are checked as ABI 1 envs' are. */
+    ro_env_arg_t in[1] = {{"speed", "2"}}, out[1];
+    size_t nout;
+    uint32_t steps;
+    assert_int_equal(ro__env_kind_check_args(&k, in, 1, out, &nout, &steps, err, sizeof err),
+                     RO_EINVAL);
+    assert_contains(err, "env 'gridworld' has no arg 'speed'");
+    ro__env_close(&k);
+    assert_null(k.vt2);
+
+    assert_int_equal(ro__env_open(&k, RO_CATCH_PATH, err, sizeof err), 0);
+    ro_env_arg_t md[1] = {{"action", "multidiscrete"}};
+    assert_int_equal(ro__env_kind_layout(&k, md, 1, 1, &lay, err, sizeof err), 0);
+    assert_int_equal(lay.t[0].dtype, RO_DTYPE_UINT8);
+    assert_int_equal(lay.obs_width, 84 * 84);
+    assert_int_equal(lay.t[0].row_bytes, 84 * 84);
+    assert_int_equal(lay.ndisc, 2);
+    assert_int_equal(lay.head_width, 5);
+    assert_false(lay.simple_act);
+    ro__layout_free(&lay);
+    ro__env_close(&k);
+}
+
+/* Broken ABI 2 plugins are refused with messages naming what is wrong. */
+static void test_abi2_refusals(void **state)
+{
+    (void)state;
+    ro_env_kind_t k;
+    char err[512] = "";
+    assert_int_equal(ro__env_open(&k, RO_BAD_ABI2_PLUGIN_PATH, err, sizeof err), RO_ENOTSUP);
+    assert_contains(err, "ro_env2_plugin() with env ABI version 3");
+    assert_contains(err, "rebuild it against this rollout/env.h");
+    assert_null(k.vt2);
+
+    assert_int_equal(ro__env_open(&k, RO_BAD_METRICS2_PLUGIN_PATH, err, sizeof err), RO_EINVAL);
+    assert_contains(err, "sets metric_names but not episode_metrics()");
+
+    /* Loads (its vtable is fine); its spaces are not. */
+    assert_int_equal(ro__env_open(&k, RO_BAD_SPACES2_PLUGIN_PATH, err, sizeof err), 0);
+    ro_space_layout_t lay;
+    assert_int_equal(ro__env_kind_layout(&k, NULL, 0, 1, &lay, err, sizeof err), RO_EINVAL);
+    assert_string_equal(err, "env 'bad2': obs[1] ('b') has dtype 9; expected uint8 (1), int32 (2) "
+                             "or float32 (3)");
+    ro__env_close(&k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -358,6 +458,9 @@ int main(void)
         cmocka_unit_test(test_arg_parsers),
         cmocka_unit_test(test_open_builtin_never_loads),
         cmocka_unit_test(test_check_spaces),
+        cmocka_unit_test(test_abi1_plugin_shim),
+        cmocka_unit_test(test_abi2_plugins_load),
+        cmocka_unit_test(test_abi2_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,129 @@
+"""Env ABI 2 end to end (issue 20): the example plugins gridworld (a Dict
+observation of uint8 and int32 tensors, action masks, two agents, per-episode
+metrics) and catch (84x84 uint8 pixels; Discrete or MultiDiscrete actions)
+run locally with the MLP and the random policy; the summary and --json carry
+agents and the metrics' means; modes that do not carry ABI 2 yet refuse such
+envs at start-up, naming the env, what it uses and the mode; ABI 1 plugins
+keep running. Every run ends by its own --steps: nothing here waits on the
+clock."""
+import sys
+import unittest
+
+import nodeutil as nu
+
+GRID = CATCH = REPLAY = None
+
+
+class Abi2(nu.TempDirCase):
+    def grid(self, *args):
+        return nu.run("--env", GRID, "--num-envs", 16, "--seed", 3, *args)
+
+    def test_gridworld_masks_agents_metrics(self):
+        for policy in ("random", "mlp"):
+            s, p = self.grid("--policy", policy, "--steps", 16 * 2 * 300)
+            # The plugin fails any step given a masked move (into a wall):
+            # no failure means no masked action ever reached it.
+            self.assertEqual(s["env_failures"], 0, p.stderr)
+            self.assertEqual(s["env"], "gridworld")
+            self.assertEqual(s["agents"], 2)
+            # --steps counts rows (agent steps): 300 steps of 16 envs x 2 agents.
+            self.assertEqual(s["steps"], 16 * 2 * 300)
+            m = s["metrics"]
+            self.assertEqual(sorted(m), ["length", "success"])
+            self.assertGreater(s["episodes"], 50)
+            self.assertEqual(m["success"]["episodes"], s["episodes"])
+            self.assertGreaterEqual(m["success"]["mean"], 0.0)
+            self.assertLessEqual(m["success"]["mean"], 1.0)
+            self.assertGreaterEqual(m["length"]["mean"], 1.0)
+            self.assertLessEqual(m["length"]["mean"], 50.0)  # the vtable's limit
+            # Each agent gets +1 on success and pays 0.01 a step: the mean
+            # return follows from the two metrics (every episode reports both).
+            self.assertAlmostEqual(s["mean_return"],
+                                   m["success"]["mean"] - 0.01 * m["length"]["mean"], places=4)
+            self.assertIn("env metrics (mean over episodes): success", p.stderr)
+
+    def test_gridworld_is_reproducible_whatever_the_workers(self):
+        a, _ = self.grid("--policy", "mlp", "--steps", 16 * 2 * 200, "--workers", 1)
+        b, _ = self.grid("--policy", "mlp", "--steps", 16 * 2 * 200, "--workers", 2,
+                         "--shard", 2)
+        for k in ("steps", "episodes", "mean_return", "metrics"):
+            self.assertEqual(a[k], b[k], k)
+
+    def test_catch_pixels(self):
+        for action in ("discrete", "multidiscrete"):
+            for policy in ("random", "mlp"):
+                s, p = nu.run("--env", CATCH, "--env-arg", "action=" + action, "--policy",
+                              policy, "--num-envs", 8, "--steps", 8 * 100, "--seed", 5)
+                self.assertEqual(s["env_failures"], 0, p.stderr)
+                self.assertEqual(s["env"], "catch")
+                self.assertEqual(s["agents"], 1)
+                # The ball falls 4 pixels a step from row 0: every episode
+                # is exactly 20 steps, so 100 steps of 8 envs end 40 of them.
+                self.assertEqual(s["episodes"], 40)
+                caught = s["metrics"]["caught"]
+                self.assertEqual(caught["episodes"], 40)
+                # Reward +1 for a catch, -1 for a miss, nothing else.
+                self.assertAlmostEqual(s["mean_return"], 2 * caught["mean"] - 1, places=6)
+
+    def test_catch_mlp_weights_file(self):
+        # One Discrete action over uint8 pixels: a plain MLP head over 7056
+        # inputs, saved and loaded as ABI 1 weights files are.
+        w = self.path("catch.pb")
+        a, _ = nu.run("--env", CATCH, "--num-envs", 4, "--steps", 4 * 40, "--seed", 2,
+                      "--save-policy", w)
+        b, _ = nu.run("--env", CATCH, "--num-envs", 4, "--steps", 4 * 40, "--seed", 2,
+                      "--policy", w)
+        self.assertEqual(a["mean_return"], b["mean_return"])
+        self.assertEqual(a["metrics"], b["metrics"])
+
+    def refused(self, env, *args):
+        s, p = nu.run("--env", env, "--num-envs", 4, "--steps", 400, *args, check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIsNone(s)
+        return p.stderr
+
+    def test_modes_without_abi2_refuse_at_start(self):
+        what = ("env 'gridworld' has 2 agents, 3 observation tensors, uint8 observations, "
+                "int32 observations and an action mask: ")
+        for mode, args in (("--learner remote", ["--learner", "remote", "--listen",
+                                                 "127.0.0.1:0"]),
+                           ("--learner stream", ["--learner", "stream", "--listen",
+                                                 "127.0.0.1:0"]),
+                           ("--listen (trainers' pushed policies)", ["--listen",
+                                                                     "127.0.0.1:0"])):
+            err = self.refused(GRID, *args)
+            self.assertIn(what + mode + " does not carry env ABI 2 envs yet", err)
+        err = self.refused(GRID, "--record", self.path("g.traj"))
+        self.assertIn("--record does not carry env ABI 2 envs yet", err)
+        err = self.refused(CATCH, "--learner", "stream", "--listen", "127.0.0.1:0")
+        self.assertIn("env 'catch' has uint8 observations: --learner stream", err)
+        # A composite (masked) action has no weights file yet.
+        err = self.refused(GRID, "--save-policy", self.path("g.pb"))
+        self.assertIn("composite action's MLP (env ABI 2) has no weights file yet", err)
+
+    def test_replay_refuses_abi2_plugins(self):
+        # A recording of an ABI 1 env, replayed with an ABI 2 plugin named.
+        t = self.path("m.traj")
+        nu.run("--env", nu.PLUGIN, "--num-envs", 2, "--steps", 40, "--record", t)
+        p = nu.run_cmd([REPLAY, "--verify", t, "--plugin", GRID], capture_output=True,
+                       text=True)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("is an env ABI 2 plugin (env 'gridworld'): rollout-replay does not carry "
+                      "env ABI 2 envs yet", p.stderr.decode() if isinstance(p.stderr, bytes)
+                      else p.stderr)
+
+    def test_abi1_plugin_still_runs(self):
+        # MountainCar (ABI 1) through the shim: local and stream-free runs as before.
+        s, _ = nu.run("--env", nu.PLUGIN, "--policy", "random", "--num-envs", 4,
+                      "--steps", 4 * 200)
+        self.assertEqual(s["env"], "mountaincar")
+        self.assertEqual(s["agents"], 1)
+        self.assertEqual(s["metrics"], {})
+        self.assertEqual(s["episodes"], 4)
+
+
+if __name__ == "__main__":
+    nu.setup_from_argv()
+    GRID, CATCH, REPLAY = sys.argv[1:4]
+    del sys.argv[1:4]
+    unittest.main()
