@@ -202,6 +202,24 @@ static int finish_policy(ro_policy_t *p, const ro_space_t *act, char *err, size_
     return 0;
 }
 
+/* A zeroed policy of spec's kind with its kernels; 0, RO_ENOMEM, or
+ * RO_EINVAL when this CPU cannot run the kernels asked for. */
+static int alloc_policy(ro_policy_t **out, const ro_policy_spec_t *spec, char *err, size_t errlen)
+{
+    const ro_kernels_t *kern = ro__kernels(spec->kernels);
+    if (!kern)
+        return ro__errorf(err, errlen, RO_EINVAL, "policy: this CPU cannot run the %s kernels",
+                          ro__kernels_path_name(spec->kernels));
+    ro_policy_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return RO_ENOMEM;
+    p->kind = spec->kind;
+    p->gemm = spec->gemm;
+    p->kern = kern;
+    *out = p;
+    return 0;
+}
+
 int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_space_t *obs,
                    const ro_space_t *act, char *err, size_t errlen)
 {
@@ -215,17 +233,9 @@ int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_spa
     if (spec->kind == RO_POLICY_MLP && !loaded && (rc = check_spec(spec, err, errlen)) < 0)
         return rc;
 
-    ro_policy_t *p = calloc(1, sizeof *p);
-    if (!p)
-        return RO_ENOMEM;
-    p->kind = spec->kind;
-    p->gemm = spec->gemm;
-    p->kern = ro__kernels(spec->kernels);
-    if (!p->kern) {
-        free(p);
-        return ro__errorf(err, errlen, RO_EINVAL, "policy: this CPU cannot run the %s kernels",
-                          ro__kernels_path_name(spec->kernels));
-    }
+    ro_policy_t *p = NULL;
+    if ((rc = alloc_policy(&p, spec, err, errlen)) < 0)
+        return rc;
     p->act_kind = act->kind;
     p->obs_dim = (uint32_t)ro_space_size(obs);
     p->act_dim = (uint32_t)ro_space_size(act);
@@ -278,12 +288,9 @@ static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
         return ro__errorf(err, errlen, RO_EINVAL,
                           "policy: the action needs %u head outputs; an MLP head takes %u",
                           lay->head_width, RO_POLICY_MAX_WIDTH);
-    ro_policy_t *p = calloc(1, sizeof *p);
-    if (!p)
-        return RO_ENOMEM;
-    p->kind = spec->kind;
-    p->gemm = spec->gemm;
-    p->kern = ro__kernels(spec->kernels);
+    ro_policy_t *p = NULL;
+    if ((rc = alloc_policy(&p, spec, err, errlen)) < 0)
+        return rc;
     p->lay = lay;
     p->composite = true;
     /* The weights hold one plain head of head_width outputs; the box
@@ -292,11 +299,6 @@ static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
     p->obs_dim = lay->obs_width;
     p->act_dim = lay->nbox;
     p->nout = lay->head_width;
-    if (!p->kern) {
-        rc = ro__errorf(err, errlen, RO_EINVAL, "policy: this CPU cannot run the %s kernels",
-                        ro__kernels_path_name(spec->kernels));
-        goto fail;
-    }
     const size_t nb = lay->nbox ? lay->nbox : 1;
     p->low = malloc(4 * nb * sizeof(float));
     if (!p->low || (spec->kind == RO_POLICY_MLP &&
