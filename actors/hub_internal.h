@@ -17,11 +17,13 @@
 #include "actors/segment.h"
 #include "actors/session_flow.h"
 #include "actors/stream_flow.h"
+#include "runtime/loop_spin.h"
 #include "wire/conn.h"
 #include "wire/frame.h"
 #include "wire/gate.h"
 #include "wire/listener.h"
 #include "wire/pb_alloc.h"
+#include "wire/seed_memory.h"
 
 /* Bytes a session may have queued for writing before we call its learner a
  * slow consumer and close it: it has stopped reading. */
@@ -37,6 +39,7 @@ typedef struct ro_session {
     bool listed;      /* in the hub's list (until it starts closing) */
     uint64_t accepted_ns;
     uint64_t pushed_version; /* the version of its last accepted policy push */
+    ro_shared_mem_t act_mem; /* SEED on this host: the actions its learner writes (flow.act_mem) */
     struct ro_session *next;
 } ro_session_t;
 
@@ -75,6 +78,12 @@ struct ro_hub {
     ro_sent_batch_t *free_batches;
     ro_obs_encoder_t enc;
     ro_pb_alloc_t alloc; /* decodes every session's frames (each is freed at once) */
+    /* SEED mode, learners on this host (wire/seed_memory.h): the
+     * observation memory every such session's frames put their columns
+     * in, made at the first hello that asks for it. */
+    ro_shared_mem_t seed_obs;
+    ro_seed_mem_layout_t seed_lay;
+    bool seed_mem_failed; /* no memfd here: frames carry the columns */
 
     /* Stream mode (ro__hub_stream): the learners get segments; step
      * batches go to local lanes and never come here. */
@@ -84,6 +93,8 @@ struct ro_hub {
     ro_segment_t *seg_orphans, **seg_orphan_tail; /* ready, no learner */
     bool done_sent;
     ro_sflow_stats_t sst;
+
+    ro_loop_spin_t spin; /* SEED: the loop polls while actions are due */
 
     uint64_t node_id;
     bool stopping;
@@ -101,6 +112,12 @@ void ro__hub_set_owner(ro_hub_t *h, uint32_t i, uint32_t rows, ro_session_t *to)
 int ro__hub_state_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches,
                       uint32_t nshards, uint32_t num_envs, const ro_space_t *obs,
                       const ro_space_t *act, ro_actor_t *control, const ro_hub_opts_t *o);
+
+/* ro__hub_seed_memory gives session s (SEED mode, a learner on this host
+ * that asked for it) the node's observation memory, made now if it is the
+ * first, and action memory of its own. Returns false, logging why once,
+ * when the host has none (the session's frames then carry the columns). */
+bool ro__hub_seed_memory(ro_session_t *s);
 
 /* ro__hub_send_welcome answers a good hello. 0 or the conn's error. */
 int ro__hub_send_welcome(ro_session_t *s);

@@ -86,6 +86,38 @@ void ro__hub_set_owner(ro_hub_t *h, uint32_t i, uint32_t rows, ro_session_t *to)
     h->owner[i] = to;
 }
 
+bool ro__hub_seed_memory(ro_session_t *s)
+{
+    ro_hub_t *h = s->hub;
+    char err[300];
+    if (h->seed_mem_failed)
+        return false;
+    if (!h->seed_obs.base) {
+        const ro_space_t *act = h->act_space;
+        uint32_t width = act->kind == RO_SPACE_DISCRETE ? 1 : (uint32_t)ro_space_size(act);
+        ro__seed_mem_layout(&h->seed_lay, h->num_envs, (uint32_t)ro_space_size(h->obs_space),
+                            width);
+        if (ro__shared_mem_create(&h->seed_obs, "rollout-seed-obs", h->seed_lay.obs_bytes, err,
+                                  sizeof err) != 0) {
+            h->seed_mem_failed = true;
+            ro__conn_log(&s->conn,
+                         "no shared memory for learners on this host (%s): frames "
+                         "carry the observations",
+                         err);
+            return false;
+        }
+    }
+    if (ro__shared_mem_create(&s->act_mem, "rollout-seed-actions", h->seed_lay.act_bytes, err,
+                              sizeof err) != 0) {
+        ro__conn_log(&s->conn, "no shared memory for its actions (%s): frames carry them", err);
+        return false;
+    }
+    s->flow.mem_layout = &h->seed_lay;
+    s->flow.obs_mem = h->seed_obs.base;
+    s->flow.act_mem = s->act_mem.base;
+    return true;
+}
+
 int ro__hub_send_welcome(ro_session_t *s)
 {
     ro_hub_t *h = s->hub;
@@ -100,6 +132,7 @@ int ro__hub_send_welcome(ro_session_t *s)
     spec.num_envs = h->num_envs;
     spec.max_episode_steps = h->o.max_episode_steps;
     Rollout__V1__Welcome w = ROLLOUT__V1__WELCOME__INIT;
+    Rollout__V1__SeedMemory sm = ROLLOUT__V1__SEED_MEMORY__INIT;
     w.protocol_version = RO_PROTOCOL_VERSION;
     w.node_id = h->node_id;
     w.spec = &spec;
@@ -117,6 +150,10 @@ int ro__hub_send_welcome(ro_session_t *s)
         }
     } else {
         w.mode = "seed";
+        if (s->flow.obs_mem) {
+            ro__seed_mem_to_wire(&h->seed_lay, h->seed_obs.fd, s->act_mem.fd, &sm);
+            w.seed_memory = &sm;
+        }
     }
     ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
     f.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;
@@ -200,5 +237,6 @@ void ro__hub_free(ro_hub_t *h)
     free(h->sst.held);
     free(h->pool);
     ro__obs_encoder_free(&h->enc);
+    ro__shared_mem_release(&h->seed_obs);
     free(h);
 }

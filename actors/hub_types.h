@@ -26,7 +26,8 @@ typedef struct ro_hub_opts {
     uint64_t seed;       /* the run seed, told to learners in the welcome */
     uint32_t node_index; /* --node-index, told to learners in the welcome */
     uint32_t max_episode_steps;
-    bool learners; /* accept role "learner" (the node runs --learner remote) */
+    uint32_t spin_us; /* spin this long for actions due (runtime/loop_spin.h); 0: never */
+    bool learners;    /* accept role "learner" (the node runs --learner remote) */
     /* Accept role "trainer" and pass each PolicyParams it pushes to on_policy
      * (loop thread), which returns 0 or a negative code with a message. */
     int (*on_policy)(void *ctx, const Rollout__V1__PolicyParams *pp, char *err, size_t errlen);

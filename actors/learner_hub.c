@@ -217,6 +217,8 @@ static void maybe_send(ro_session_t *s)
         }
         if (rc != 0)
             session_close(s, "could not send"); /* its batches, this one included, go to others */
+        else
+            ro__loop_spin_arm(&h->spin); /* its actions are due */
     }
     if (s->listed && s->flow.pending.rows > 0)
         arm_timer(h);
@@ -313,6 +315,8 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
          * may (protocol.md "Segments in shared memory"). */
         if (hello->shared_memory && s->conn.local && h->segs->shm.base)
             s->sflow.shm = &h->segs->shm;
+    } else if (hello->shared_memory && s->conn.local && !trainer) {
+        ro__hub_seed_memory(s); /* the welcome says where, or frames carry it all */
     }
     if (ro__hub_send_welcome(s) != 0) {
         session_close(s, "could not send the welcome");
@@ -364,6 +368,7 @@ static void on_actions(ro_session_t *s, const Rollout__V1__Actions *a)
 {
     ro_hub_t *h = s->hub;
     char err[256];
+    ro__loop_spin_answered(&h->spin);
     ro_batch_item_t *it =
         ro__flow_answer(&s->flow, &h->free_batches, a, h->act_space, err, sizeof err);
     if (!it) {
@@ -376,6 +381,8 @@ static void on_actions(ro_session_t *s, const Rollout__V1__Actions *a)
                              h->stopping ? RO_MSG_STOP : RO_MSG_ACTIONS);
         it = next;
     }
+    if (s->flow.inflight_head)
+        ro__loop_spin_arm(&h->spin); /* the other frames' actions are still due */
 }
 
 static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
@@ -438,6 +445,7 @@ static void on_closed(ro_conn_t *c)
             ro__conn_log(c, "%s", c->why[0] ? c->why : "disconnected");
         session_close(s, c->why);
     }
+    ro__shared_mem_release(&s->act_mem);
     free(s);
 }
 
@@ -580,6 +588,7 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
         rc = ro__errorf(err, errlen, RO_EIO, "cannot set up the hub: %s", uv_strerror(rc));
         goto fail;
     }
+    ro__loop_spin_init(&h->spin, loop, o->spin_us);
     uv_timer_init(loop, &h->timer); /* timers cannot fail to initialise */
     h->timer.data = h;
     uv_timer_init(loop, &h->watchdog);
@@ -622,5 +631,6 @@ void ro__hub_close(ro_hub_t *h)
     ro__listener_close(&h->listener);
     uv_close((uv_handle_t *)&h->timer, NULL);
     uv_close((uv_handle_t *)&h->watchdog, NULL);
+    ro__loop_spin_close(&h->spin);
     ro__actor_close_loop(&h->home);
 }

@@ -98,3 +98,55 @@ int ro__actions_apply(const Rollout__V1__Actions *a, ro_batch_item_t *items, uin
     }
     return 0;
 }
+
+void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                           const ro_seed_mem_layout_t *l, uint8_t *mem,
+                           Rollout__V1__Observations *o)
+{
+    const size_t od = e->obs_dim, row = od * sizeof(float);
+    float *obs = (float *)(mem + l->obs_off), *fin = (float *)(mem + l->final_off);
+    float *reward = (float *)(mem + l->reward_off);
+    uint8_t *flags = mem + l->flags_off;
+    uint32_t r = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        const ro_step_batch_t *b = ro__step_batch_of_item(it);
+        const size_t f = b->first;
+        memcpy(obs + f * od, b->obs, b->n * row);
+        memcpy(reward + f, b->reward, b->n * sizeof(float));
+        for (uint32_t j = 0; j < b->n; j++, r++) {
+            e->env[r] = b->first + j;
+            e->step[r] = b->steps;
+            flags[f + j] = ro__seed_mem_flags(b->terminated[j], b->truncated[j],
+                                              b->episode_start[j], b->has_final[j]);
+            if (b->has_final[j])
+                memcpy(fin + (f + j) * od, b->final_obs + j * od, row);
+        }
+    }
+    o->seq = seq;
+    o->in_memory = true;
+    o->n_env = o->n_step = r;
+    o->env = e->env;
+    o->step = e->step;
+}
+
+int ro__actions_apply_memory(const Rollout__V1__Actions *a, ro_batch_item_t *items,
+                             const ro_space_t *act, const ro_seed_mem_layout_t *l,
+                             const uint8_t *act_mem, char *err, size_t errlen)
+{
+    if (a->n_discrete || a->n_box)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "actions for seq %llu: in memory, yet %zu values in the frame",
+                          (unsigned long long)a->seq, a->n_discrete + a->n_box);
+    const bool discrete = act->kind == RO_SPACE_DISCRETE;
+    const size_t w = l->act_width;
+    const uint8_t *col = act_mem + l->act_off;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        ro_step_batch_t *b = ro__step_batch_of_item(it);
+        void *dst = discrete ? (void *)b->act_i : (void *)b->act_f;
+        memcpy(dst, col + (size_t)b->first * w * 4, (size_t)b->n * w * 4);
+        int rc = ro__check_action_values(b->act_i, b->act_f, b->n, act, a->seq, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}

@@ -13,6 +13,7 @@
 #include "actors/batcher.h"
 #include "rollout.pb-c.h"
 #include "rollout/env.h"
+#include "wire/seed_memory.h"
 
 /* Scratch for one Observations frame of up to max_rows envs. One owner. */
 typedef struct ro_obs_encoder {
@@ -34,6 +35,22 @@ void ro__obs_encoder_free(ro_obs_encoder_t *e);
  * points into the encoder until the next call. */
 void ro__obs_encode(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
                     Rollout__V1__Observations *o);
+
+/* ro__obs_encode_memory is ro__obs_encode for a learner that maps the
+ * node's observation memory mem (laid out as l): the step batches'
+ * columns go to their env rows there, o gets only seq, env and step. */
+void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                           const ro_seed_mem_layout_t *l, uint8_t *mem,
+                           Rollout__V1__Observations *o);
+
+/* ro__actions_apply_memory applies an Actions frame in_memory: each step
+ * batch's actions are copied out of the learner's action memory act_mem
+ * (laid out as l) at its env rows, then checked (the copy: the learner may
+ * write the memory at any time). Returns 0, or a negative code with one
+ * line in err (the batches' actions are then not to be used). */
+int ro__actions_apply_memory(const Rollout__V1__Actions *a, ro_batch_item_t *items,
+                             const ro_space_t *act, const ro_seed_mem_layout_t *l,
+                             const uint8_t *act_mem, char *err, size_t errlen);
 
 /* ro__actions_apply checks an Actions frame against the step batches it
  * answers (items, `rows` envs in all, action space act) and writes each

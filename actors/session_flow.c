@@ -13,6 +13,9 @@ void ro__flow_init(ro_flow_t *f, uint32_t batch, uint64_t max_wait_ns)
     f->inflight_rows = 0;
     f->owned_rows = 0;
     f->next_seq = 1;
+    f->mem_layout = NULL;
+    f->obs_mem = NULL;
+    f->act_mem = NULL;
 }
 
 bool ro__flow_due(const ro_flow_t *f)
@@ -36,7 +39,10 @@ int ro__flow_send(ro_flow_t *f, ro_sent_batch_t **pool, ro_obs_encoder_t *enc, r
     *rows = b->rows;
 
     Rollout__V1__Observations o = ROLLOUT__V1__OBSERVATIONS__INIT;
-    ro__obs_encode(enc, b->items, b->seq, &o);
+    if (f->obs_mem)
+        ro__obs_encode_memory(enc, b->items, b->seq, f->mem_layout, f->obs_mem, &o);
+    else
+        ro__obs_encode(enc, b->items, b->seq, &o);
     ro_frame_t fr = ROLLOUT__V1__FRAME__INIT;
     fr.body_case = ROLLOUT__V1__FRAME__BODY_OBSERVATIONS;
     fr.observations = &o;
@@ -56,7 +62,16 @@ ro_batch_item_t *ro__flow_answer(ro_flow_t *f, ro_sent_batch_t **pool,
                    (unsigned long long)a->seq);
         return NULL;
     }
-    if (ro__actions_apply(a, b->items, b->rows, act, err, errlen) != 0)
+    if (a->in_memory && !f->act_mem) {
+        ro__errorf(err, errlen, RO_EPROTO,
+                   "actions for seq %llu in memory, but this connection has no shared memory",
+                   (unsigned long long)a->seq);
+        return NULL;
+    }
+    int rc = a->in_memory ? ro__actions_apply_memory(a, b->items, act, f->mem_layout, f->act_mem,
+                                                     err, errlen)
+                          : ro__actions_apply(a, b->items, b->rows, act, err, errlen);
+    if (rc != 0)
         return NULL;
     *pp = b->next;
     if (f->inflight_tail == &b->next)

@@ -19,6 +19,7 @@
 #include "actors/batcher.h"
 #include "actors/obs_codec.h"
 #include "wire/conn.h"
+#include "wire/seed_memory.h"
 
 /* One Observations frame awaiting its Actions. From a pool the hub sizes to
  * its shards: a frame holds at least one, so there are never more. */
@@ -36,6 +37,12 @@ typedef struct ro_flow {
     uint32_t inflight_rows;
     uint32_t owned_rows; /* envs of the active shards the session holds */
     uint64_t next_seq;
+    /* A learner on this host that maps the node's memory (SEED mode,
+     * wire/seed_memory.h): the observation memory, its layout and the
+     * session's action memory; NULL: frames carry the columns. */
+    const ro_seed_mem_layout_t *mem_layout;
+    uint8_t *obs_mem;
+    const uint8_t *act_mem;
 } ro_flow_t;
 
 void ro__flow_init(ro_flow_t *f, uint32_t batch, uint64_t max_wait_ns);
@@ -46,10 +53,10 @@ bool ro__flow_due(const ro_flow_t *f);
 
 /*
  * ro__flow_send takes one batch of pending step batches, encodes it with
- * enc under the next sequence number (sent batch from *pool) and sends it
- * on c. The batch is in flight even when the send fails (returns the
- * conn's error): the caller closes the session, whose close returns it.
- * *rows gets its envs.
+ * enc (its columns into the observation memory, if the flow has one) under the next sequence number
+ * (sent batch from *pool) and sends it on c. The batch is in flight even when the send fails
+ * (returns the conn's error): the caller closes the session, whose close returns it. *rows gets its
+ * envs.
  */
 int ro__flow_send(ro_flow_t *f, ro_sent_batch_t **pool, ro_obs_encoder_t *enc, ro_conn_t *c,
                   uint32_t *rows);

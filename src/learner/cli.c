@@ -36,6 +36,10 @@ static const ro_flag_t learner_flags[] = {
     {RO_FLAG_U32, "workers", "W", AT(workers), 0, 1024,
      .help = "forward-pass threads, pinned (default 1); the learner\nruns 1 loop thread + W. "
              "0: the loop thread runs them\n(no hand-off; best with one core)"},
+    {RO_FLAG_U32, "spin-us", "US", AT(spin_us), 0, 100000,
+     .help = "after answering, keep the loop polling up to US for\nthe next observations "
+             "(adaptive: less when they\ncome slowly) instead of sleeping (default 50 with\n"
+             "--workers 0, else 0)"},
     {RO_FLAG_BOOL, "overcommit", NULL, AT(overcommit),
      .help = "allow more workers than allowed CPUs"},
     {RO_FLAG_U32, "batch", "B", AT(batch), 1, 1u << 20,
@@ -100,8 +104,9 @@ static int check_combinations(const ro_learner_cfg_t *c, const bool *given, char
                               size_t errlen)
 {
     static const char *const serving[] = {
-        "policy", "hidden", "activation",  "gemm",       "workers",          "batch", "max-wait-us",
-        "seed",   "steps",  "reconnect-s", "overcommit", "no-shared-memory", NULL};
+        "policy",     "hidden",           "activation", "gemm",  "workers",
+        "batch",      "max-wait-us",      "seed",       "steps", "reconnect-s",
+        "overcommit", "no-shared-memory", "spin-us",    NULL};
     if (c->push_policy)
         for (const char *const *f = serving; *f; f++)
             if (was_given(given, *f))
@@ -134,5 +139,7 @@ int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err,
     if (c->nconnect == 0)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "no node to serve: give --connect HOST:PORT (see --help)");
+    if (!was_given(given, "spin-us")) /* the loop is the data path only without workers */
+        c->spin_us = c->workers == 0 ? 50 : 0;
     return check_combinations(c, given, err, errlen);
 }

@@ -31,6 +31,7 @@ typedef struct ro_learner_cfg {
     const char *push_policy; /* push this PolicyParams file to the nodes, then exit */
     bool json, quiet, help, version;
     bool no_shared_memory; /* stream nodes on this host send segments over the socket */
+    uint32_t spin_us;      /* spin this long for the next observations (runtime/loop_spin.h) */
 } ro_learner_cfg_t;
 
 /* ro__learner_cfg_parse parses argv (strings point into argv). On a bad

@@ -27,10 +27,10 @@ static void run_job(ro_lane_t *ln, ro_job_t *j)
         float *in = ro__policy_ws_input(ln->ws);
         uint32_t r = 0;
         for (ro_batch_item_t *it = j->frames; it; it = it->next) {
-            const Rollout__V1__Observations *o =
-                ro__container_of(it, ro_pending_t, item)->frame->observations;
-            memcpy(in + (size_t)r * fw->obs_dim, o->obs, o->n_obs * sizeof(float));
-            r += (uint32_t)o->n_env;
+            const ro_pending_t *p = ro__container_of(it, ro_pending_t, item);
+            memcpy(in + (size_t)r * fw->obs_dim, p->obs,
+                   (size_t)it->rows * fw->obs_dim * sizeof(float));
+            r += it->rows;
         }
         ro__policy_act(fw->policy, ln->ws, j->rows, j->rowrng, j->act_i, j->act_f, NULL);
     } else {

@@ -18,7 +18,10 @@
 #include "learner/node_link.h"
 #include "learner/stream_rx.h"
 #include "policy/policy.h"
+#include "runtime/loop_spin.h"
+#include "runtime/shared_mem.h"
 #include "wire/pb_alloc.h"
+#include "wire/seed_memory.h"
 
 #define MAX_NUM_ENVS (1u << 20)
 
@@ -32,6 +35,12 @@ typedef struct node {
                             counted twice */
     uint64_t steps, episodes;
     double return_sum;
+    uint64_t frames, frames_in_memory; /* SEED: Observations frames, those in shared memory */
+    /* SEED, on this host: the node's observation memory and this
+     * connection's action memory (wire/seed_memory.h); unmapped when the
+     * connection's frames carry the columns. */
+    ro_shared_mem_t seed_obs, seed_act;
+    ro_seed_mem_layout_t seed_lay;
     bool stream;         /* a stream node: segments, not observations */
     ro_stream_rx_t rx;   /* stream: what came in */
     uint64_t ack_owed;   /* stream: the highest seq taken and not yet acknowledged (0: none) */
@@ -42,6 +51,7 @@ typedef struct node {
 typedef struct learner {
     uv_loop_t loop;
     uv_check_t check;
+    ro_loop_spin_t spin; /* polls for the next observations after answering */
     uv_timer_t wait_timer, deadline, progress;
     uv_signal_t sigint, sigterm;
     ro_learner_cfg_t cfg;

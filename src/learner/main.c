@@ -69,10 +69,12 @@ static void print_summary(const learner_t *L, double secs)
     if (!L->cfg.json)
         return;
     printf("{\"steps\":%llu,\"seconds\":%.6f,\"sps\":%.1f,\"batches\":%llu,\"mean_batch\":%.3f,"
-           "\"threads\":%d,\"workers\":%u,\"nodes\":[",
+           "\"threads\":%d,\"workers\":%u,\"spin_hits\":%llu,\"spin_misses\":%llu,"
+           "\"nodes\":[",
            (unsigned long long)L->steps, secs, secs > 0 ? (double)L->steps / secs : 0.0,
            (unsigned long long)L->batches, L->batches ? (double)L->steps / (double)L->batches : 0.0,
-           L->threads, L->cfg.workers);
+           L->threads, L->cfg.workers, (unsigned long long)L->spin.hits,
+           (unsigned long long)L->spin.misses);
     for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
         const node_t *n = &L->nodes[i];
         printf("%s{\"address\":", i ? "," : "");
@@ -84,6 +86,9 @@ static void print_summary(const learner_t *L, double secs)
         ro__json_double(stdout, n->episodes ? n->return_sum / (double)n->episodes : NAN);
         printf(",\"reconnects\":%llu,\"failed\":%s", (unsigned long long)n->link.reconnects,
                n->link.failed ? "true" : "false");
+        if (!n->stream)
+            printf(",\"mode\":\"seed\",\"frames\":%llu,\"frames_in_memory\":%llu",
+                   (unsigned long long)n->frames, (unsigned long long)n->frames_in_memory);
         if (n->stream)
             printf(",\"mode\":\"stream\",\"segments\":%llu,\"segments_in_memory\":%llu,"
                    "\"duplicates\":%llu,\"gaps\":%llu,"
@@ -134,6 +139,7 @@ static int init_loop(learner_t *L, char *err, size_t errlen)
     ro__batcher_init(&L->pending, L->cfg.batch, L->cfg.max_wait_us * 1000ull);
     /* Check and timer handles cannot fail to initialise or start. */
     uv_check_init(&L->loop, &L->check);
+    ro__loop_spin_init(&L->spin, &L->loop, L->cfg.spin_us);
     L->check.data = L;
     uv_check_start(&L->check, ro__learner_on_check);
     uv_timer_init(&L->loop, &L->wait_timer);
@@ -165,6 +171,8 @@ static void free_learner(learner_t *L)
 {
     for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
         ro__stream_rx_free(&L->nodes[i].rx);
+        ro__shared_mem_release(&L->nodes[i].seed_obs);
+        ro__shared_mem_release(&L->nodes[i].seed_act);
         free(L->nodes[i].rngs);
         free(L->nodes[i].ep_ret);
         free(L->nodes[i].next_step);

@@ -35,6 +35,7 @@ void ro__learner_maybe_finish(learner_t *L)
     for (uint32_t i = 0; i < L->cfg.nconnect; i++)
         ro__link_release(&L->nodes[i].link);
     uv_close((uv_handle_t *)&L->check, NULL);
+    ro__loop_spin_close(&L->spin);
     uv_close((uv_handle_t *)&L->wait_timer, NULL);
     uv_close((uv_handle_t *)&L->deadline, NULL);
     uv_close((uv_handle_t *)&L->progress, NULL);
@@ -177,6 +178,33 @@ static int welcome_stream(node_t *n, const Rollout__V1__Welcome *w, char *err, s
     return 0;
 }
 
+/* This connection's SEED memory, if the node offered it (we asked only
+ * where we can map it): checked against the spaces, then mapped. */
+static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, char *err,
+                           size_t errlen)
+{
+    ro__shared_mem_release(&n->seed_obs);
+    ro__shared_mem_release(&n->seed_act);
+    const Rollout__V1__SeedMemory *m = w->seed_memory;
+    if (!m)
+        return 0;
+    if (!n->link.peer_pid)
+        return ro__errorf(err, errlen, RO_EPROTO, "offered shared memory we did not ask for");
+    int rc = ro__seed_mem_check(m, w->spec->num_envs, L->obs_dim, L->discrete ? 1 : L->act_dim,
+                                &n->seed_lay, err, errlen);
+    if (rc)
+        return rc;
+    char why[300];
+    if (ro__shared_mem_map_peer(&n->seed_obs, n->link.peer_pid, m->obs_fd, m->obs_bytes, why,
+                                sizeof why) != 0 ||
+        ro__shared_mem_map_peer_rw(&n->seed_act, n->link.peer_pid, m->act_fd, m->act_bytes, why,
+                                   sizeof why) != 0) {
+        ro__shared_mem_release(&n->seed_obs);
+        return ro__errorf(err, errlen, RO_EPROTO, "cannot map the node's memory: %s", why);
+    }
+    return 0;
+}
+
 static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, size_t errlen)
 {
     learner_t *L = l->o.owner;
@@ -202,6 +230,8 @@ static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, si
     if (rc)
         return rc;
     uint32_t envs = w->spec->num_envs;
+    if ((rc = map_seed_memory(L, n, w, err, errlen)) != 0)
+        return rc;
     if (l->attached) {
         /* A reconnect: the sampling streams go on (a lane may still hold a
          * job with some of them); a restarted node starts its envs over. */
@@ -232,6 +262,10 @@ static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, si
  * is counted once however often it was served. */
 static void account(learner_t *L, node_t *n, const Rollout__V1__Observations *o)
 {
+    const uint8_t *mem = n->seed_obs.base;
+    const float *mreward = o->in_memory ? (const float *)(mem + n->seed_lay.reward_off) : NULL;
+    const uint8_t *mflags = o->in_memory ? mem + n->seed_lay.flags_off : NULL;
+    const uint8_t done = RO_SEEDMEM_TERMINATED | RO_SEEDMEM_TRUNCATED;
     for (size_t i = 0; i < o->n_env; i++) {
         uint32_t e = o->env[i];
         if (o->step[i] < n->next_step[e])
@@ -239,8 +273,8 @@ static void account(learner_t *L, node_t *n, const Rollout__V1__Observations *o)
         n->next_step[e] = o->step[i] + 1;
         n->steps++;
         L->steps++;
-        n->ep_ret[e] += o->reward[i];
-        if (o->terminated[i] || o->truncated[i]) {
+        n->ep_ret[e] += mreward ? mreward[e] : o->reward[i];
+        if (mflags ? (mflags[e] & done) != 0 : o->terminated[i] || o->truncated[i]) {
             n->episodes++;
             n->return_sum += n->ep_ret[e];
             n->ep_ret[e] = 0.0;
@@ -267,12 +301,22 @@ static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
     }
     if (L->stopping)
         return;
-    if (ro__check_observations(f->observations, L->obs_dim, n->num_envs, err, sizeof err) != 0) {
+    ro__loop_spin_answered(&L->spin);
+    const Rollout__V1__Observations *o = f->observations;
+    if (ro__check_observations(o, L->obs_dim, n->num_envs, err, sizeof err) != 0) {
         ro__link_fail(l, "%s", err);
         return;
     }
-    account(L, n, f->observations);
-    ro_pending_t *p = malloc(sizeof *p);
+    if (o->in_memory && !n->seed_obs.base) {
+        ro__link_fail(l, "observations %llu in memory, but no shared memory was agreed",
+                      (unsigned long long)o->seq);
+        return;
+    }
+    account(L, n, o);
+    n->frames++;
+    n->frames_in_memory += o->in_memory;
+    const size_t od = L->obs_dim;
+    ro_pending_t *p = malloc(sizeof *p + (o->in_memory ? o->n_env * od * sizeof(float) : 0));
     if (!p) {
         ro__link_fail(l, "out of memory");
         return;
@@ -280,7 +324,15 @@ static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
     p->frame = f;
     p->link = l;
     p->gen = l->gen;
-    p->item.rows = (uint32_t)f->observations->n_env;
+    p->item.rows = (uint32_t)o->n_env;
+    p->obs = o->obs;
+    if (o->in_memory) {
+        const float *rows =
+            (const float *)((const uint8_t *)n->seed_obs.base + n->seed_lay.obs_off);
+        for (size_t i = 0; i < o->n_env; i++)
+            memcpy(p->obs_copy + i * od, rows + (size_t)o->env[i] * od, od * sizeof(float));
+        p->obs = p->obs_copy;
+    }
     ro__batcher_push(&L->pending, &p->item);
     *keep = true;
 }
@@ -351,6 +403,23 @@ const ro_link_ops_t ro__learner_link_ops = {
     .on_down = on_down,
 };
 
+/* A frame's actions into the node's action memory, at its env rows. */
+static void write_actions(const learner_t *L, node_t *n, const Rollout__V1__Observations *o,
+                          const int32_t *act_i, const float *act_f)
+{
+    uint8_t *col = (uint8_t *)n->seed_act.base + n->seed_lay.act_off;
+    if (L->discrete) {
+        int32_t *dst = (int32_t *)col;
+        for (size_t i = 0; i < o->n_env; i++)
+            dst[o->env[i]] = act_i[i];
+        return;
+    }
+    const size_t ad = L->act_dim;
+    float *dst = (float *)col;
+    for (size_t i = 0; i < o->n_env; i++)
+        memcpy(dst + (size_t)o->env[i] * ad, act_f + i * ad, ad * sizeof(float));
+}
+
 /* Back from a lane: one Actions frame per Observations frame of the job. */
 void ro__learner_job_done(void *ctx, ro_job_t *j)
 {
@@ -361,7 +430,12 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
         const Rollout__V1__Observations *o = p->frame->observations;
         Rollout__V1__Actions a = ROLLOUT__V1__ACTIONS__INIT;
         a.seq = o->seq;
-        if (L->discrete) {
+        node_t *n = node_of(p->link);
+        const bool current = !j->failed && p->gen == p->link->gen;
+        if (o->in_memory && current) { /* this connection's memory: mapped */
+            write_actions(L, n, o, j->act_i + r, j->act_f + (size_t)r * L->act_dim);
+            a.in_memory = true;
+        } else if (L->discrete) {
             a.n_discrete = o->n_env;
             a.discrete = j->act_i + r;
         } else {
@@ -374,8 +448,10 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
         /* A node that went away keeps these observations for its next
          * learner; a connection made since (a reconnect) is not the one they
          * came on. Steps were counted on arrival (account). */
-        if (!j->failed && p->gen == p->link->gen)
+        if (current) {
             ro__link_send(p->link, &f);
+            ro__loop_spin_arm(&L->spin); /* the envs' next observations come soon */
+        }
         r += (uint32_t)o->n_env;
     }
     ro__learner_free_pending(j->frames);

@@ -53,6 +53,7 @@ typedef struct ro_config {
     uint32_t max_learners;   /* learner connections at once */
     double learner_timeout;  /* seconds a learner may leave a batch unanswered */
     double hello_timeout;    /* seconds a connection may take to say hello */
+    uint32_t spin_us; /* SEED: spin this long for a learner's actions (runtime/loop_spin.h) */
 
     /* --record (docs/replay.md): trajectory file or NULL; rotate at
      * record_max_bytes (0 = never); record_drop: drop and count the steps

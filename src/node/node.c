@@ -325,6 +325,7 @@ static int make_hub(ro_node_t *n, char *err, size_t errlen)
         .seed = n->cfg.seed,
         .node_index = n->cfg.node_index,
         .max_episode_steps = n->max_steps,
+        .spin_us = n->cfg.spin_us,
         .learners = true,
         /* Stream learners (and trainers) push the weights the lanes act with. */
         .on_policy = stream ? ro__node_policy_push : NULL,

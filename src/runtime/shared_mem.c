@@ -1,6 +1,7 @@
 #include "runtime/shared_mem.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,8 +44,8 @@ fail:;
                       strerror(e));
 }
 
-int ro__shared_mem_map_peer(ro_shared_mem_t *m, pid_t pid, uint32_t fd, uint64_t bytes, char *err,
-                            size_t errlen)
+static int map_peer(ro_shared_mem_t *m, pid_t pid, uint32_t fd, uint64_t bytes, bool writable,
+                    char *err, size_t errlen)
 {
     m->base = NULL;
     m->bytes = 0;
@@ -56,7 +57,7 @@ int ro__shared_mem_map_peer(ro_shared_mem_t *m, pid_t pid, uint32_t fd, uint64_t
                           (unsigned long long)bytes);
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%u", (int)pid, fd);
-    int f = open(path, O_RDONLY | O_CLOEXEC);
+    int f = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (f < 0)
         return ro__errorf(err, errlen, -errno, "open %s: %s", path, strerror(errno));
     struct stat st;
@@ -67,7 +68,8 @@ int ro__shared_mem_map_peer(ro_shared_mem_t *m, pid_t pid, uint32_t fd, uint64_t
                         (unsigned long long)bytes);
     else if (seals < 0 || !(seals & F_SEAL_SHRINK))
         rc = ro__errorf(err, errlen, RO_EPROTO, "%s is not sealed against shrinking", path);
-    void *p = rc ? MAP_FAILED : mmap(NULL, (size_t)bytes, PROT_READ, MAP_SHARED, f, 0);
+    const int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
+    void *p = rc ? MAP_FAILED : mmap(NULL, (size_t)bytes, prot, MAP_SHARED, f, 0);
     if (!rc && p == MAP_FAILED)
         rc = ro__errorf(err, errlen, -errno, "mmap %s: %s", path, strerror(errno));
     close(f); /* the mapping keeps the memory */
@@ -76,6 +78,18 @@ int ro__shared_mem_map_peer(ro_shared_mem_t *m, pid_t pid, uint32_t fd, uint64_t
     m->base = p;
     m->bytes = (size_t)bytes;
     return 0;
+}
+
+int ro__shared_mem_map_peer(ro_shared_mem_t *m, pid_t pid, uint32_t fd, uint64_t bytes, char *err,
+                            size_t errlen)
+{
+    return map_peer(m, pid, fd, bytes, false, err, errlen);
+}
+
+int ro__shared_mem_map_peer_rw(ro_shared_mem_t *m, pid_t pid, uint32_t fd, uint64_t bytes,
+                               char *err, size_t errlen)
+{
+    return map_peer(m, pid, fd, bytes, true, err, errlen);
 }
 
 void ro__shared_mem_release(ro_shared_mem_t *m)

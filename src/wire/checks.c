@@ -77,15 +77,24 @@ int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space
         return ro__errorf(err, errlen, RO_EPROTO,
                           "actions for seq %llu: %zu %s values, expected %zu", seq, got, kind,
                           want);
-    for (size_t i = 0; i < want; i++) {
-        if (discrete) {
-            if (a->discrete[i] < 0 || (uint32_t)a->discrete[i] >= act->n)
+    return ro__check_action_values(a->discrete, a->box, rows, act, a->seq, err, errlen);
+}
+
+int ro__check_action_values(const int32_t *disc, const float *box, size_t rows,
+                            const ro_space_t *act, uint64_t seq_, char *err, size_t errlen)
+{
+    const unsigned long long seq = (unsigned long long)seq_;
+    if (act->kind == RO_SPACE_DISCRETE) {
+        for (size_t i = 0; i < rows; i++)
+            if (disc[i] < 0 || (uint32_t)disc[i] >= act->n)
                 return ro__errorf(err, errlen, RO_ERANGE,
                                   "actions for seq %llu: action %d at %zu is outside [0, %u)", seq,
-                                  a->discrete[i], i, act->n);
-            continue;
-        }
-        float v = a->box[i], lo = act->low[i % dim], hi = act->high[i % dim];
+                                  disc[i], i, act->n);
+        return 0;
+    }
+    const size_t dim = ro_space_size(act);
+    for (size_t i = 0; i < rows * dim; i++) {
+        float v = box[i], lo = act->low[i % dim], hi = act->high[i % dim];
         if (!isfinite(v) || v < lo || v > hi)
             return ro__errorf(err, errlen, RO_ERANGE,
                               "actions for seq %llu: value %g at %zu is outside [%g, %g]", seq,
@@ -156,11 +165,29 @@ int ro__check_welcome(const Rollout__V1__Welcome *w, uint32_t max_envs, ro_space
     return 0;
 }
 
+static int check_observations_in_memory(const Rollout__V1__Observations *o, uint32_t num_envs,
+                                        char *err, size_t errlen)
+{
+    const unsigned long long seq = (unsigned long long)o->seq;
+    size_t n = o->n_env;
+    if (n == 0 || o->n_step != n || o->n_reward || o->n_terminated || o->n_truncated ||
+        o->n_episode_start || o->n_obs || o->n_final_index || o->n_final_obs)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "observations %llu in memory: inconsistent field lengths", seq);
+    for (size_t i = 0; i < n; i++)
+        if (o->env[i] >= num_envs)
+            return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: env %u outside [0, %u)",
+                              seq, o->env[i], num_envs);
+    return 0;
+}
+
 int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim, uint32_t num_envs,
                            char *err, size_t errlen)
 {
     const unsigned long long seq = (unsigned long long)o->seq;
     size_t n = o->n_env;
+    if (o->in_memory) /* the columns are in the node's memory: only env and step here */
+        return check_observations_in_memory(o, num_envs, err, errlen);
     if (n == 0 || o->n_step != n || o->n_reward != n || o->n_terminated != n ||
         o->n_truncated != n || o->n_episode_start != n || o->n_obs != n * obs_dim ||
         o->n_final_index > n || o->n_final_obs != o->n_final_index * obs_dim)

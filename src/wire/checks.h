@@ -41,6 +41,12 @@ int ro__check_first_frame(const Rollout__V1__Frame *f, const ro_hello_rules_t *r
 int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space_t *act, char *err,
                       size_t errlen);
 
+/* ro__check_action_values: `rows` actions (disc for a discrete space, box
+ * for a box one, rows x its size) inside act, answering seq. RO_ERANGE
+ * naming the first that is not. */
+int ro__check_action_values(const int32_t *disc, const float *box, size_t rows,
+                            const ro_space_t *act, uint64_t seq, char *err, size_t errlen);
+
 /* ro__check_space reads a Space: a discrete one with 1..2^20 actions, or a
  * box of 1..4 dims and at most 2^20 values with that many finite bounds,
  * low <= high. out->low/high point into sp. */
@@ -53,7 +59,9 @@ int ro__check_welcome(const Rollout__V1__Welcome *w, uint32_t max_envs, ro_space
                       ro_space_t *act, char *err, size_t errlen);
 
 /* ro__check_observations: consistent field lengths for obs_dim floats per
- * env, env indices below num_envs, final_index inside the batch. */
+ * env, env indices below num_envs, final_index inside the batch; for a
+ * frame in_memory, env and step only (the columns are in the node's
+ * memory, wire/seed_memory.h). */
 int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim, uint32_t num_envs,
                            char *err, size_t errlen);
 

@@ -1,0 +1,74 @@
+/*
+ * SEED mode's shared memory (docs/protocol.md "Observations in shared
+ * memory"): where a node puts the observation columns of its envs for a
+ * learner on the same host, and where that learner writes its actions.
+ *
+ * Two memories, both sealed memfds of the node (runtime/shared_mem.h): the
+ * observation memory, one per node, which learners map read-only; and one
+ * action memory per connection, which its learner maps read-write. Every
+ * column has one row per env of the node, indexed by env index, so a frame
+ * needs to name only its envs (Observations.env) and a row is never moved.
+ * The node writes a frame's rows before sending it and does not touch them
+ * again until the frame is answered; the learner writes its actions for
+ * those rows before sending the answer. The socket orders the two.
+ *
+ * This file is the layout and its checks, pure functions shared by the
+ * node (which lays the memory out) and rollout-learner (which checks what a
+ * welcome says against its size).
+ */
+#ifndef RO_WIRE_SEED_MEMORY_H
+#define RO_WIRE_SEED_MEMORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rollout.pb-c.h"
+
+/* The bits of the flags column. */
+enum {
+    RO_SEEDMEM_TERMINATED = 1,
+    RO_SEEDMEM_TRUNCATED = 2,
+    RO_SEEDMEM_EPISODE_START = 4,
+    RO_SEEDMEM_HAS_FINAL = 8,
+};
+
+/* Where every column lies, in bytes from the start of its memory. */
+typedef struct ro_seed_mem_layout {
+    uint32_t num_envs;
+    uint32_t obs_dim;   /* floats per observation */
+    uint32_t act_width; /* values per action: 1 (discrete, int32) or the box's size (float32) */
+    uint64_t obs_off, final_off, reward_off, flags_off, obs_bytes;
+    uint64_t act_off, act_bytes;
+} ro_seed_mem_layout_t;
+
+/* ro__seed_mem_layout lays out num_envs rows of obs_dim floats and
+ * act_width action values, each column on a cache line, each memory a
+ * whole number of pages. */
+void ro__seed_mem_layout(ro_seed_mem_layout_t *l, uint32_t num_envs, uint32_t obs_dim,
+                         uint32_t act_width);
+
+/* ro__seed_mem_to_wire describes l and the two memories' descriptors in
+ * m (initialised by the caller). */
+void ro__seed_mem_to_wire(const ro_seed_mem_layout_t *l, int obs_fd, int act_fd,
+                          Rollout__V1__SeedMemory *m);
+
+/* ro__seed_mem_check reads what a node said of its memory (untrusted) for
+ * num_envs envs of obs_dim floats and act_width action values: every
+ * column inside its memory, aligned for its type, the memories no larger
+ * than this needs plus a page each. Fills out. RO_EPROTO with one line in
+ * err naming the column otherwise. */
+int ro__seed_mem_check(const Rollout__V1__SeedMemory *m, uint32_t num_envs, uint32_t obs_dim,
+                       uint32_t act_width, ro_seed_mem_layout_t *out, char *err, size_t errlen);
+
+/* ro__seed_mem_flags packs one env's flags column byte. */
+static inline uint8_t ro__seed_mem_flags(bool terminated, bool truncated, bool episode_start,
+                                         bool has_final)
+{
+    return (uint8_t)((terminated ? RO_SEEDMEM_TERMINATED : 0) |
+                     (truncated ? RO_SEEDMEM_TRUNCATED : 0) |
+                     (episode_start ? RO_SEEDMEM_EPISODE_START : 0) |
+                     (has_final ? RO_SEEDMEM_HAS_FINAL : 0));
+}
+
+#endif
