@@ -22,8 +22,9 @@ int ro__obs_encoder_init(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_di
     e->truncated = calloc(mr, sizeof *e->truncated);
     e->episode_start = calloc(mr, sizeof *e->episode_start);
     e->final_index = calloc(mr, sizeof *e->final_index);
+    e->ranges = calloc(2 * mr, sizeof *e->ranges);
     if (!e->env || !e->step || !e->obs || !e->final_obs || !e->reward || !e->terminated ||
-        !e->truncated || !e->episode_start || !e->final_index)
+        !e->truncated || !e->episode_start || !e->final_index || !e->ranges)
         return RO_ENOMEM;
     return 0;
 }
@@ -39,6 +40,7 @@ void ro__obs_encoder_free(ro_obs_encoder_t *e)
     free(e->truncated);
     free(e->episode_start);
     free(e->final_index);
+    free(e->ranges);
     memset(e, 0, sizeof *e);
 }
 
@@ -106,27 +108,32 @@ void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t
     const size_t od = e->obs_dim, row = od * sizeof(float);
     float *obs = (float *)(mem + l->obs_off), *fin = (float *)(mem + l->final_off);
     float *reward = (float *)(mem + l->reward_off);
+    uint64_t *step = (uint64_t *)(mem + l->step_off);
     uint8_t *flags = mem + l->flags_off;
-    uint32_t r = 0;
+    size_t nr = 0;
     for (ro_batch_item_t *it = items; it; it = it->next) {
         const ro_step_batch_t *b = ro__step_batch_of_item(it);
         const size_t f = b->first;
         memcpy(obs + f * od, b->obs, b->n * row);
         memcpy(reward + f, b->reward, b->n * sizeof(float));
-        for (uint32_t j = 0; j < b->n; j++, r++) {
-            e->env[r] = b->first + j;
-            e->step[r] = b->steps;
+        for (uint32_t j = 0; j < b->n; j++) {
+            step[f + j] = b->steps;
             flags[f + j] = ro__seed_mem_flags(b->terminated[j], b->truncated[j],
                                               b->episode_start[j], b->has_final[j]);
             if (b->has_final[j])
                 memcpy(fin + (f + j) * od, b->final_obs + j * od, row);
         }
+        if (nr > 0 && e->ranges[nr - 2] + e->ranges[nr - 1] == b->first) {
+            e->ranges[nr - 1] += b->n; /* the shard after the last: one range */
+        } else {
+            e->ranges[nr++] = b->first;
+            e->ranges[nr++] = b->n;
+        }
     }
     o->seq = seq;
     o->in_memory = true;
-    o->n_env = o->n_step = r;
-    o->env = e->env;
-    o->step = e->step;
+    o->n_ranges = nr;
+    o->ranges = e->ranges;
 }
 
 int ro__actions_apply_memory(const Rollout__V1__Actions *a, ro_batch_item_t *items,

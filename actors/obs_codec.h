@@ -23,6 +23,7 @@ typedef struct ro_obs_encoder {
     float *obs, *reward, *final_obs;
     protobuf_c_boolean *terminated, *truncated, *episode_start;
     uint32_t *final_index;
+    uint32_t *ranges; /* [2 x max_rows]: an in-memory frame's (first, count) pairs */
 } ro_obs_encoder_t;
 
 /* ro__obs_encoder_init allocates scratch for max_rows envs of obs_dim
@@ -38,7 +39,8 @@ void ro__obs_encode(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
 
 /* ro__obs_encode_memory is ro__obs_encode for a learner that maps the
  * node's observation memory mem (laid out as l): the step batches'
- * columns go to their env rows there, o gets only seq, env and step. */
+ * columns go to their env rows there, o gets only seq and the envs as
+ * ranges (one per run of consecutive envs). */
 void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
                            const ro_seed_mem_layout_t *l, uint8_t *mem,
                            Rollout__V1__Observations *o);

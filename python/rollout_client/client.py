@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from . import _proto, spaces, wire
+from . import _proto, shared_memory, spaces, wire
 from .errors import (AuthenticationError, ConnectionClosed, ProtocolError, RemoteError,
                      VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, FrameReader, encode_frame
@@ -69,11 +69,12 @@ class Batch:
 
     __slots__ = ("node", "seq", "env", "step", "obs", "reward", "terminated", "truncated",
                  "episode_start", "final_index", "final_rows", "env_range", "_final_obs",
-                 "_has_final_obs")
+                 "_has_final_obs", "in_memory")
 
     def __init__(self, node, seq, env, step, obs, reward, terminated, truncated,
                  episode_start, final_obs=None, has_final_obs=None, final_index=None,
-                 final_rows=None, env_range=None):
+                 final_rows=None, env_range=None, in_memory=False):
+        self.in_memory = in_memory  # came in the node's shared memory: answered there
         self.node = node
         self.seq = seq
         self.env = env                      # uint32 [n]
@@ -272,6 +273,8 @@ class _Conn:
         self.last_seq = 0
         self.unanswered = set()  # seqs delivered to the caller and not answered yet
         self.env_cache = {}      # env field bytes -> validated env indices (wire.py)
+        self.peer_pid = 0        # the node's process, when its memory may be mapped
+        self.mem = None          # shared_memory.SeedMemory, when the node offered it
         self.open = False
         self.goodbye = None      # the node's goodbye reason, once received
         self.events = 0          # the selector events registered for sock
@@ -287,10 +290,17 @@ class Client:
     ``connect_timeout`` bounds, per node, the time spent retrying a refused
     connection (a node that is still starting) plus the handshake.
     ``max_frame`` bounds incoming frames.
+
+    ``shared_memory`` (default True): a node on this host (``unix:PATH``)
+    puts the observations in memory this process maps and takes the
+    actions from memory it writes, instead of in the frames
+    (docs/protocol.md "Observations in shared memory"); the batches are the
+    same either way.
     """
 
     def __init__(self, addresses, token=None, token_file=None, name=None,
-                 max_frame=DEFAULT_MAX_FRAME, connect_timeout=10.0, connect=True):
+                 max_frame=DEFAULT_MAX_FRAME, connect_timeout=10.0, connect=True,
+                 shared_memory=True):
         if isinstance(addresses, str):
             addresses = [addresses]
         if not addresses:
@@ -300,6 +310,7 @@ class Client:
         self._token = read_token(token, token_file)
         self._name = name or f"rollout_client/{os.getpid()}"
         self._connect_timeout = connect_timeout
+        self._shared_memory = shared_memory
         self._conns = [_Conn(i, a, max_frame) for i, a in enumerate(addresses)]
         self._sel = selectors.DefaultSelector()
         self._ready = collections.deque()  # decoded batches not yet returned
@@ -329,12 +340,14 @@ class Client:
         deadline = time.monotonic() + self._connect_timeout
         c.sock = open_node_socket(c.address, deadline)
         c.open = True
+        c.peer_pid = shared_memory.peer_pid(c.sock) if self._shared_memory else 0
         pb = self._pb
         hello = pb.Frame()
         hello.hello.protocol_version = PROTOCOL_VERSION
         hello.hello.role = "learner"
         hello.hello.token = self._token
         hello.hello.name = self._name
+        hello.hello.shared_memory = c.peer_pid != 0
         c.sock.sendall(encode_frame(hello.SerializeToString()))
         span = None
         while span is None:
@@ -361,6 +374,15 @@ class Client:
         if kind != "welcome":
             self._fail(c, f"expected welcome, got {kind or 'an empty frame'}")
         c.info = self._node_info(c, first.welcome)
+        c.mem = None
+        if first.welcome.HasField("seed_memory"):
+            if not c.peer_pid:
+                self._fail(c, "offered shared memory we did not ask for")
+            i = c.info
+            discrete = i.action_kind == "discrete"
+            c.mem = shared_memory.SeedMemory(c.peer_pid, first.welcome.seed_memory, i.num_envs,
+                                             i.obs_dim, 1 if discrete else i.action_size,
+                                             discrete, c.address)
         c.sock.setblocking(False)
         self._sel.register(c.sock, selectors.EVENT_READ, c)
         c.events = selectors.EVENT_READ
@@ -514,14 +536,32 @@ class Client:
         welcome, observations in the node's dtype, and node and env_range
         set."""
         info = c.info
-        env = o.env
-        n = len(env)
-        d = info.obs_dim
         seq = o.seq
         if seq <= c.last_seq:
             self._fail(c, f"observations seq {seq} after seq {c.last_seq}")
+        if o.ranges is not None and not o.in_memory:
+            self._fail(c, f"observations seq {seq}: ranges, but not in memory")
+        if o.in_memory:
+            if c.mem is None:
+                self._fail(c, f"observations seq {seq} in memory, but no shared memory was "
+                              "agreed")
+            if len(o.env) or len(o.obs) or len(o.reward) or len(o.final_obs) or \
+                    len(o.final_index):
+                self._fail(c, f"observations seq {seq} in memory, yet with columns in the frame")
+            try:
+                o.env, o.env_range = c.mem.rows(o.ranges, c.address)
+            except ProtocolError as e:
+                self._fail(c, f"observations seq {seq}: {e}")
+            o.env_known = o.env_range is not None  # one range: nothing repeats
+            o.step = c.mem.step[o.env_range[0]:o.env_range[1]] \
+                if o.env_range is not None else c.mem.step[o.env]
+        env = o.env
+        n = len(env)
+        d = info.obs_dim
         flags = o.flags
-        if len(o.step) != n or len(o.obs) != n * d or len(o.reward) != n or \
+        if o.in_memory:
+            pass  # flags come from the memory, once env is checked
+        elif len(o.step) != n or len(o.obs) != n * d or len(o.reward) != n or \
                 len(flags[0]) != n or len(flags[1]) != n or len(flags[2]) != n:
             for field, got, want in (("step", len(o.step), n), ("obs", len(o.obs), n * d),
                                      ("reward", len(o.reward), n),
@@ -563,17 +603,36 @@ class Client:
         c.unanswered.add(seq)
         return o
 
+    @staticmethod
+    def _from_memory(mem, o):
+        """Fill the columns of a checked frame in memory from the node's
+        memory: views (one range of envs, the usual case) or copies, valid
+        until the frame is answered. (VecEnv reads the memory itself.)"""
+        rows = slice(*o.env_range) if o.env_range is not None else o.env
+        f = mem.flags[rows]
+        o.obs = mem.obs[rows].reshape(-1)
+        o.reward = mem.reward[rows]
+        o.flags = np.array([(f & shared_memory.TERMINATED) != 0,
+                            (f & shared_memory.TRUNCATED) != 0,
+                            (f & shared_memory.EPISODE_START) != 0])
+        fi = np.flatnonzero(f & shared_memory.HAS_FINAL)
+        o.final_index = fi
+        o.final_obs = mem.final_obs[o.env[fi]].reshape(-1)
+
     def _batch(self, o):
         """A Batch, with arrays of its own, from a checked wire.ObsFrame."""
+        if o.in_memory:
+            self._from_memory(self._conns[o.node].mem, o)
         info = self._conns[o.node].info
         n, d, k = len(o.env), info.obs_dim, len(o.final_index)
         dtype = info.obs_dtype
         flags = o.flags
-        return Batch(o.node, o.seq, o.env.copy() if o.env_known else o.env, o.step,
+        return Batch(o.node, o.seq, o.env.copy() if o.env_known else o.env,
+                     o.step.copy() if o.in_memory else o.step,
                      o.obs.reshape(n, d).astype(dtype), o.reward.astype(np.float32),
                      flags[0], flags[1], flags[2], final_index=o.final_index,
                      final_rows=o.final_obs.reshape(k, d).astype(dtype),
-                     env_range=o.env_range)
+                     env_range=o.env_range, in_memory=o.in_memory)
 
     def _as_obs_dtype(self, c, seq, field, values):
         """float32 values from the wire in the node's observation dtype; an
@@ -638,7 +697,8 @@ class Client:
     def _recv_frame(self, timeout=None):
         """recv() without the Batch: the next checked wire.ObsFrame, whose
         float arrays may view the receive buffer and are valid only until
-        the next call (VecEnv copies them into its arrays at once)."""
+        the next call (VecEnv copies them into its arrays at once); a frame
+        in_memory has its columns in the connection's SeedMemory instead."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while self._early and not self._ready:
             c = self._early.pop(0)
@@ -714,7 +774,12 @@ class Client:
         without sending it yet: a caller with several batches to answer
         sends them together (_flush). Returns the connection."""
         c = self._answerable(batch)
-        if c.info.action_kind == "discrete":
+        if batch.in_memory:  # into the node's memory, at the batch's env rows
+            rows = slice(*batch.env_range) if batch.env_range is not None else batch.env
+            act = c.mem.act
+            act[rows] = actions if act.ndim == 1 else np.reshape(actions, (-1, act.shape[1]))
+            body = wire.actions_in_memory(batch.seq)
+        elif c.info.action_kind == "discrete":
             body = wire.actions_message(batch.seq, discrete=actions)
         else:
             body = wire.actions_message(batch.seq, box=actions)

@@ -23,18 +23,14 @@ that still reads a released batch sees NaNs and huge integers instead of
 plausible data.
 """
 import collections
-import fcntl
 import math
-import mmap
 import os
 import selectors
-import socket
-import struct
 import time
 
 import numpy as np
 
-from . import _proto
+from . import _proto, shared_memory
 from .client import PROTOCOL_VERSION, open_node_socket, parse_address, read_token
 from .errors import (AuthenticationError, ConnectionClosed, FrameTooLarge, ProtocolError,
                      RemoteError, VersionMismatch)
@@ -190,11 +186,7 @@ class Stream:
         """The node's pid if its segment memory may be mapped from here: a
         Unix-domain peer (the kernel says who, SO_PEERCRED) whose
         /proc/PID/fd we may open. 0 otherwise."""
-        if not self._shared_memory or sock.family != socket.AF_UNIX:
-            return 0
-        pid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                  struct.calcsize("3i")))[0]
-        return pid if pid > 0 and os.access(f"/proc/{pid}/fd", os.R_OK | os.X_OK) else 0
+        return shared_memory.peer_pid(sock) if self._shared_memory else 0
 
     def _map(self, nd, w):
         """Map the segment memory the welcome offers, read-only, after
@@ -205,18 +197,8 @@ class Stream:
             return
         if not nd.peer_pid:
             raise ProtocolError(f"node {nd.address} offered shared memory we did not ask for")
-        path = f"/proc/{nd.peer_pid}/fd/{w.segment_memory_fd}"
-        size = w.segment_memory_bytes
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            if os.fstat(fd).st_size != size or size <= 0:
-                raise ProtocolError(f"node {nd.address}: {path} is not {size} bytes")
-            if not fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
-                raise ProtocolError(f"node {nd.address}: {path} is not sealed against shrinking")
-            nd.shm = np.frombuffer(mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ),
-                                   np.uint8)
-        finally:
-            os.close(fd)
+        nd.shm = shared_memory.map_peer(nd.peer_pid, w.segment_memory_fd,
+                                        w.segment_memory_bytes, nd.address)
 
     def _connect(self, nd, deadline):
         nd.sock = open_node_socket(nd.address, deadline)

@@ -38,10 +38,14 @@ import numbers
 
 import numpy as np
 
-from . import spaces
+from . import shared_memory, spaces
 from .client import Client, check_actions
 from .errors import ConnectionClosed, ProtocolError
 from .vecenv_async import AsyncMixin
+
+# terminated, truncated, episode_start: the flags column's bits, as a column.
+_FLAG_BITS = np.array([[shared_memory.TERMINATED], [shared_memory.TRUNCATED],
+                       [shared_memory.EPISODE_START]], np.uint8)
 
 _Base = spaces.GYMNASIUM.vector.VectorEnv if spaces.GYMNASIUM is not None else object
 
@@ -168,6 +172,8 @@ class VecEnv(AsyncMixin, _Base):
             g = slice(off + b.env_range[0], off + b.env_range[1])
         else:
             g = off + b.env if off else b.env
+        if b.in_memory:
+            return self._ingest_memory(b, g, clear_final)
         self._obs[g] = b.obs.reshape(-1, d)
         self._reward[g] = b.reward
         self._flags[:, g] = b.flags
@@ -181,6 +187,27 @@ class VecEnv(AsyncMixin, _Base):
             self._final[rows] = b.final_obs.reshape(-1, d)
             self._has_final[rows] = True
         b.obs = b.reward = b.final_obs = None  # views of the receive buffer: not kept
+        return g
+
+    def _ingest_memory(self, b, g, clear_final):
+        """_ingest for a frame whose columns are in the node's shared memory
+        (docs/protocol.md): read once, straight into the per-env arrays."""
+        mem = self.client._conns[b.node].mem
+        first = b.env_range[0] if b.env_range is not None else None
+        rows = slice(*b.env_range) if first is not None else b.env
+        f = mem.flags[rows]
+        self._obs[g] = mem.obs[rows]
+        self._reward[g] = mem.reward[rows]
+        self._flags[:, g] = (f & _FLAG_BITS) != 0
+        self._step[g] = b.step
+        if clear_final:
+            self._final[g] = self._final_fill
+            self._has_final[g] = False
+        k = np.flatnonzero(f & shared_memory.HAS_FINAL)
+        if len(k):
+            dst, src = (k + g.start, k + first) if first is not None else (g[k], b.env[k])
+            self._final[dst] = mem.final_obs[src]
+            self._has_final[dst] = True
         return g
 
     def _check_open(self, what):

@@ -203,10 +203,12 @@ class ObsFrame:
     Nothing is checked against a node's spaces here: the client does that."""
 
     __slots__ = ("seq", "env", "step", "obs", "reward", "flags", "final_index", "final_obs",
-                 "env_key", "env_known", "env_range", "node")
+                 "env_key", "env_known", "env_range", "node", "in_memory", "ranges")
 
     def __init__(self, seq, env, step, obs, reward, flags, final_index, final_obs,
-                 env_key=None, env_known=False, env_range=None):
+                 env_key=None, env_known=False, env_range=None, in_memory=False):
+        self.in_memory = in_memory  # the columns are in the node's memory (the client reads them)
+        self.ranges = None  # in_memory: the envs as (first, count) pairs
         self.seq, self.env, self.step, self.obs, self.reward = seq, env, step, obs, reward
         self.flags, self.final_index, self.final_obs = flags, final_index, final_obs
         self.env_key, self.env_known, self.env_range = env_key, env_known, env_range
@@ -227,6 +229,9 @@ class ObsFrame:
 
 _EMPTY_F32 = np.empty(0, np.float32)
 _NO_FINAL = np.empty(0, np.int64)
+_NO_ENV = np.empty(0, np.uint32)
+_NO_STEP = np.empty(0, np.uint64)
+_NO_FLAGS = np.empty((3, 0), bool)
 
 
 def parse_observations(mv, arr, start, end, env_cache=None):
@@ -245,8 +250,9 @@ def parse_observations(mv, arr, start, end, env_cache=None):
     size, pos = read_varint(mv, start + 1, end, what)
     if pos + size != end:
         return None  # more fields after it, or a length past the frame: protobuf judges
-    spans = [None] * 11
+    spans = [None] * 13
     seq = 0
+    in_memory = False
     rv = read_varint
     while pos < end:
         tag = mv[pos]
@@ -267,7 +273,7 @@ def parse_observations(mv, arr, start, end, env_cache=None):
                 n, pos = rv(mv, pos, end, what)
             if n > end - pos:
                 raise ProtocolError(f"{what}: a field of {n} bytes with {end - pos} left")
-            if 2 <= field <= 10:
+            if 2 <= field <= 12:
                 if spans[field] is not None:
                     return None  # split in parts: legal, rare; protobuf merges them
                 spans[field] = (pos, pos + n)
@@ -276,6 +282,8 @@ def parse_observations(mv, arr, start, end, env_cache=None):
             v, pos = rv(mv, pos, end, what)
             if field == 1:
                 seq = v
+            elif field == 11:
+                in_memory = v != 0
             elif 2 <= field <= 10:
                 return None  # unpacked: legal, rare
         elif wt == 1 or wt == 5:
@@ -290,6 +298,14 @@ def parse_observations(mv, arr, start, end, env_cache=None):
     def raw(field):
         span = spans[field]
         return bytes(mv[span[0]:span[1]]) if span is not None else b""
+
+    if in_memory:  # only ranges: the client reads the rows from the node's memory
+        if any(spans[f] is not None for f in range(2, 11)):
+            raise ProtocolError(f"{what}: in memory, yet with columns in the frame")
+        o = ObsFrame(int(seq) & _MASK64, _NO_ENV, _NO_STEP, _EMPTY_F32, _EMPTY_F32,
+                     _NO_FLAGS, _NO_FINAL, _EMPTY_F32, in_memory=True)
+        o.ranges = decode_varints(raw(12), "observations field ranges")
+        return o
 
     floats = []
     for field in _FLOAT_FIELDS:
@@ -338,7 +354,7 @@ def parse_observations(mv, arr, start, end, env_cache=None):
             .astype(np.uint32).astype(np.int64)
     return ObsFrame(int(seq) & _MASK64, env, step, floats[0], floats[1], flags, final_index,
                     floats[2], env_bytes if env_cache is not None else None,
-                    known is not None, env_range)
+                    known is not None, env_range, in_memory)
 
 
 def remember_env(cache, key, env, env_range):
@@ -361,9 +377,13 @@ def observations_from_pb(m):
              np.array(m.episode_start, bool)]
     flags = np.array(flags) if len(flags[0]) == len(flags[1]) == len(flags[2]) == n \
         else _Ragged(flags)
-    return ObsFrame(int(m.seq), np.array(m.env, np.uint32), np.array(m.step, np.uint64),
-                    np.array(m.obs, np.float32), np.array(m.reward, np.float32), flags,
-                    np.array(m.final_index, np.int64), np.array(m.final_obs, np.float32))
+    o = ObsFrame(int(m.seq), np.array(m.env, np.uint32), np.array(m.step, np.uint64),
+                 np.array(m.obs, np.float32), np.array(m.reward, np.float32), flags,
+                 np.array(m.final_index, np.int64), np.array(m.final_obs, np.float32),
+                 in_memory=m.in_memory)
+    if m.in_memory or len(m.ranges):
+        o.ranges = np.array(m.ranges, np.uint32)
+    return o
 
 
 class _Ragged(list):
@@ -385,6 +405,13 @@ def actions_message(seq, discrete=None, box=None):
     return b"\x22" + encode_varint(len(inner)) + inner
 
 
-__all__ = ["ObsFrame", "actions_message", "decode_varints", "encode_varint", "encode_varints",
+def actions_in_memory(seq):
+    """The bytes of Frame{actions} answering the in-memory frame ``seq``
+    (Actions.in_memory: the actions are in the connection's action memory)."""
+    inner = (b"\x08" + encode_varint(seq) if seq else b"") + b"\x20\x01"
+    return b"\x22" + encode_varint(len(inner)) + inner
+
+
+__all__ = ["ObsFrame", "actions_in_memory", "actions_message", "decode_varints", "encode_varint", "encode_varints",
            "fields", "observations_from_pb", "parse_observations", "read_varint",
            "remember_env"]

@@ -61,8 +61,8 @@ static const ro_flag_t learner_flags[] = {
          "a node whose connection is lost (no goodbye) is\nreconnected to, with backoff, for up "
          "to S seconds\nwithout a connection, then given up (default 60;\n0: never reconnect)"},
     {RO_FLAG_BOOL, "no-shared-memory", NULL, AT(no_shared_memory),
-     .help = "a stream node at unix:PATH sends its segments over\nthe socket, not as references "
-             "into its memory"},
+     .help = "a node at unix:PATH sends everything over the socket:\nstream segments and SEED "
+             "observations and actions,\nnot in its memory"},
     {RO_FLAG_STRING, "name", "NAME", AT(name), .help = "shown in the nodes' logs"},
     {RO_FLAG_STRING, "push-policy", "FILE", AT(push_policy),
      .help = "instead of serving envs, push these weights (a\nPolicyParams file) to nodes running "

@@ -30,7 +30,7 @@ typedef struct ro_learner_cfg {
     const char *name;
     const char *push_policy; /* push this PolicyParams file to the nodes, then exit */
     bool json, quiet, help, version;
-    bool no_shared_memory; /* stream nodes on this host send segments over the socket */
+    bool no_shared_memory; /* nodes on this host send everything over the socket */
     uint32_t spin_us;      /* spin this long for the next observations (runtime/loop_spin.h) */
 } ro_learner_cfg_t;
 

@@ -32,10 +32,12 @@ typedef struct ro_pending {
     ro_batch_item_t item; /* rows: its envs */
     ro_frame_t *frame;
     struct ro_link *link;
-    uint32_t gen;     /* the link's connection it came on */
-    const float *obs; /* [rows x obs_dim]: the frame's, or obs_copy */
-    /* A frame in the node's memory: its rows copied out on arrival, so that
-     * a lane never reads a mapping the loop may release (a reconnect). */
+    uint32_t gen;        /* the link's connection it came on */
+    const uint32_t *env; /* [rows] env indices: the frame's, or after obs_copy */
+    const float *obs;    /* [rows x obs_dim]: the frame's, or obs_copy */
+    /* A frame in the node's memory: its rows copied out on arrival (then
+     * their env indices), so that a lane never reads a mapping the loop may
+     * release (a reconnect). */
     float obs_copy[];
 } ro_pending_t;
 

@@ -56,8 +56,9 @@ typedef struct ro_link_opts {
     size_t max_frame;
     double reconnect_s; /* 0: never reconnect */
     bool quiet;
-    /* Ask a stream node on this host (unix:PATH) for its segments in shared
-     * memory, where this process may map it (protocol.md). */
+    /* Ask a node on this host (unix:PATH) for its memory, where this
+     * process may map it: stream segments, SEED observations and actions
+     * (protocol.md). */
     bool shared_memory;
 } ro_link_opts_t;
 

@@ -260,26 +260,53 @@ static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, si
 /* Steps and episode returns. A batch sent again after a reconnect repeats
  * (env, step) pairs already counted: those are skipped, so every env step
  * is counted once however often it was served. */
-static void account(learner_t *L, node_t *n, const Rollout__V1__Observations *o)
+static void count_step(learner_t *L, node_t *n, uint32_t e, uint64_t step, float reward, bool done)
 {
+    if (step < n->next_step[e])
+        return;
+    n->next_step[e] = step + 1;
+    n->steps++;
+    L->steps++;
+    n->ep_ret[e] += reward;
+    if (done) {
+        n->episodes++;
+        n->return_sum += n->ep_ret[e];
+        n->ep_ret[e] = 0.0;
+    }
+}
+
+/* A frame's rows into p: its env indices and observations, counted. A
+ * frame in memory is read out of it here, on arrival (ranges checked). */
+static void take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *o, ro_pending_t *p)
+{
+    if (!o->in_memory) {
+        for (size_t i = 0; i < o->n_env; i++)
+            count_step(L, n, o->env[i], o->step[i], o->reward[i],
+                       o->terminated[i] || o->truncated[i]);
+        p->env = o->env;
+        p->obs = o->obs;
+        return;
+    }
     const uint8_t *mem = n->seed_obs.base;
-    const float *mreward = o->in_memory ? (const float *)(mem + n->seed_lay.reward_off) : NULL;
-    const uint8_t *mflags = o->in_memory ? mem + n->seed_lay.flags_off : NULL;
-    const uint8_t done = RO_SEEDMEM_TERMINATED | RO_SEEDMEM_TRUNCATED;
-    for (size_t i = 0; i < o->n_env; i++) {
-        uint32_t e = o->env[i];
-        if (o->step[i] < n->next_step[e])
-            continue;
-        n->next_step[e] = o->step[i] + 1;
-        n->steps++;
-        L->steps++;
-        n->ep_ret[e] += mreward ? mreward[e] : o->reward[i];
-        if (mflags ? (mflags[e] & done) != 0 : o->terminated[i] || o->truncated[i]) {
-            n->episodes++;
-            n->return_sum += n->ep_ret[e];
-            n->ep_ret[e] = 0.0;
+    const ro_seed_mem_layout_t *lay = &n->seed_lay;
+    const size_t od = L->obs_dim;
+    const float *obs = (const float *)(mem + lay->obs_off);
+    const float *reward = (const float *)(mem + lay->reward_off);
+    const uint64_t *step = (const uint64_t *)(mem + lay->step_off);
+    const uint8_t *flags = mem + lay->flags_off;
+    uint32_t *env = (uint32_t *)(p->obs_copy + (size_t)p->item.rows * od);
+    size_t r = 0;
+    for (size_t k = 0; k < o->n_ranges; k += 2) {
+        const uint32_t first = o->ranges[k], count = o->ranges[k + 1];
+        memcpy(p->obs_copy + r * od, obs + (size_t)first * od, (size_t)count * od * sizeof(float));
+        for (uint32_t e = first; e < first + count; e++, r++) {
+            env[r] = e;
+            count_step(L, n, e, step[e], reward[e],
+                       (flags[e] & (RO_SEEDMEM_TERMINATED | RO_SEEDMEM_TRUNCATED)) != 0);
         }
     }
+    p->env = env;
+    p->obs = p->obs_copy;
 }
 
 static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
@@ -312,11 +339,11 @@ static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
                       (unsigned long long)o->seq);
         return;
     }
-    account(L, n, o);
-    n->frames++;
-    n->frames_in_memory += o->in_memory;
-    const size_t od = L->obs_dim;
-    ro_pending_t *p = malloc(sizeof *p + (o->in_memory ? o->n_env * od * sizeof(float) : 0));
+    uint32_t rows = (uint32_t)o->n_env;
+    if (o->in_memory) /* checked: the ranges add up to at most num_envs */
+        (void)ro__seed_mem_rows(o->ranges, o->n_ranges, n->num_envs, &rows, err, sizeof err);
+    const size_t row_bytes = L->obs_dim * sizeof(float) + sizeof(uint32_t);
+    ro_pending_t *p = malloc(sizeof *p + (o->in_memory ? rows * row_bytes : 0));
     if (!p) {
         ro__link_fail(l, "out of memory");
         return;
@@ -324,15 +351,10 @@ static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
     p->frame = f;
     p->link = l;
     p->gen = l->gen;
-    p->item.rows = (uint32_t)o->n_env;
-    p->obs = o->obs;
-    if (o->in_memory) {
-        const float *rows =
-            (const float *)((const uint8_t *)n->seed_obs.base + n->seed_lay.obs_off);
-        for (size_t i = 0; i < o->n_env; i++)
-            memcpy(p->obs_copy + i * od, rows + (size_t)o->env[i] * od, od * sizeof(float));
-        p->obs = p->obs_copy;
-    }
+    p->item.rows = rows;
+    take_rows(L, n, o, p);
+    n->frames++;
+    n->frames_in_memory += o->in_memory;
     ro__batcher_push(&L->pending, &p->item);
     *keep = true;
 }
@@ -404,20 +426,20 @@ const ro_link_ops_t ro__learner_link_ops = {
 };
 
 /* A frame's actions into the node's action memory, at its env rows. */
-static void write_actions(const learner_t *L, node_t *n, const Rollout__V1__Observations *o,
+static void write_actions(const learner_t *L, node_t *n, const ro_pending_t *p,
                           const int32_t *act_i, const float *act_f)
 {
     uint8_t *col = (uint8_t *)n->seed_act.base + n->seed_lay.act_off;
     if (L->discrete) {
         int32_t *dst = (int32_t *)col;
-        for (size_t i = 0; i < o->n_env; i++)
-            dst[o->env[i]] = act_i[i];
+        for (size_t i = 0; i < p->item.rows; i++)
+            dst[p->env[i]] = act_i[i];
         return;
     }
     const size_t ad = L->act_dim;
     float *dst = (float *)col;
-    for (size_t i = 0; i < o->n_env; i++)
-        memcpy(dst + (size_t)o->env[i] * ad, act_f + i * ad, ad * sizeof(float));
+    for (size_t i = 0; i < p->item.rows; i++)
+        memcpy(dst + (size_t)p->env[i] * ad, act_f + i * ad, ad * sizeof(float));
 }
 
 /* Back from a lane: one Actions frame per Observations frame of the job. */
@@ -433,13 +455,13 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
         node_t *n = node_of(p->link);
         const bool current = !j->failed && p->gen == p->link->gen;
         if (o->in_memory && current) { /* this connection's memory: mapped */
-            write_actions(L, n, o, j->act_i + r, j->act_f + (size_t)r * L->act_dim);
+            write_actions(L, n, p, j->act_i + r, j->act_f + (size_t)r * L->act_dim);
             a.in_memory = true;
         } else if (L->discrete) {
-            a.n_discrete = o->n_env;
+            a.n_discrete = it->rows;
             a.discrete = j->act_i + r;
         } else {
-            a.n_box = o->n_env * L->act_dim;
+            a.n_box = (size_t)it->rows * L->act_dim;
             a.box = j->act_f + (size_t)r * L->act_dim;
         }
         ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
@@ -447,12 +469,12 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
         f.actions = &a;
         /* A node that went away keeps these observations for its next
          * learner; a connection made since (a reconnect) is not the one they
-         * came on. Steps were counted on arrival (account). */
+         * came on. Steps were counted on arrival (take_rows). */
         if (current) {
             ro__link_send(p->link, &f);
             ro__loop_spin_arm(&L->spin); /* the envs' next observations come soon */
         }
-        r += (uint32_t)o->n_env;
+        r += it->rows;
     }
     ro__learner_free_pending(j->frames);
     free(j->rowrng);
@@ -482,10 +504,9 @@ static void submit_batch(learner_t *L)
     uint32_t r = 0;
     for (ro_batch_item_t *it = j->frames; it && !j->failed; it = it->next) {
         ro_pending_t *p = ro__container_of(it, ro_pending_t, item);
-        const Rollout__V1__Observations *o = p->frame->observations;
-        for (size_t i = 0; i < o->n_env; i++)
-            j->rowrng[r + i] = &node_of(p->link)->rngs[o->env[i]];
-        r += (uint32_t)o->n_env;
+        for (size_t i = 0; i < it->rows; i++)
+            j->rowrng[r + i] = &node_of(p->link)->rngs[p->env[i]];
+        r += it->rows;
     }
     L->batches++;
     if (j->failed) {

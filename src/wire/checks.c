@@ -1,5 +1,7 @@
 #include "wire/checks.h"
 
+#include "wire/seed_memory.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -169,15 +171,14 @@ static int check_observations_in_memory(const Rollout__V1__Observations *o, uint
                                         char *err, size_t errlen)
 {
     const unsigned long long seq = (unsigned long long)o->seq;
-    size_t n = o->n_env;
-    if (n == 0 || o->n_step != n || o->n_reward || o->n_terminated || o->n_truncated ||
+    if (o->n_env || o->n_step || o->n_reward || o->n_terminated || o->n_truncated ||
         o->n_episode_start || o->n_obs || o->n_final_index || o->n_final_obs)
         return ro__errorf(err, errlen, RO_EPROTO,
-                          "observations %llu in memory: inconsistent field lengths", seq);
-    for (size_t i = 0; i < n; i++)
-        if (o->env[i] >= num_envs)
-            return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: env %u outside [0, %u)",
-                              seq, o->env[i], num_envs);
+                          "observations %llu in memory, yet with columns in the frame", seq);
+    uint32_t rows;
+    char why[200];
+    if (ro__seed_mem_rows(o->ranges, o->n_ranges, num_envs, &rows, why, sizeof why) != 0)
+        return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: %s", seq, why);
     return 0;
 }
 
@@ -186,7 +187,10 @@ int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim,
 {
     const unsigned long long seq = (unsigned long long)o->seq;
     size_t n = o->n_env;
-    if (o->in_memory) /* the columns are in the node's memory: only env and step here */
+    if (o->n_ranges && !o->in_memory)
+        return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: ranges, but not in memory",
+                          seq);
+    if (o->in_memory) /* the columns are in the node's memory: only ranges here */
         return check_observations_in_memory(o, num_envs, err, errlen);
     if (n == 0 || o->n_step != n || o->n_reward != n || o->n_terminated != n ||
         o->n_truncated != n || o->n_episode_start != n || o->n_obs != n * obs_dim ||

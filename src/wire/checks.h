@@ -60,8 +60,8 @@ int ro__check_welcome(const Rollout__V1__Welcome *w, uint32_t max_envs, ro_space
 
 /* ro__check_observations: consistent field lengths for obs_dim floats per
  * env, env indices below num_envs, final_index inside the batch; for a
- * frame in_memory, env and step only (the columns are in the node's
- * memory, wire/seed_memory.h). */
+ * frame in_memory, its ranges only (the columns are in the node's memory,
+ * wire/seed_memory.h). */
 int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim, uint32_t num_envs,
                            char *err, size_t errlen);
 

@@ -25,6 +25,8 @@ void ro__seed_mem_layout(ro_seed_mem_layout_t *l, uint32_t num_envs, uint32_t ob
     at = round_up(at + rows, LINE);
     l->final_off = at;
     at = round_up(at + rows, LINE);
+    l->step_off = at;
+    at = round_up(at + n * sizeof(uint64_t), LINE);
     l->reward_off = at;
     at = round_up(at + n * sizeof(float), LINE);
     l->flags_off = at;
@@ -43,6 +45,7 @@ void ro__seed_mem_to_wire(const ro_seed_mem_layout_t *l, int obs_fd, int act_fd,
     m->act_bytes = l->act_bytes;
     m->obs_offset = l->obs_off;
     m->final_obs_offset = l->final_off;
+    m->step_offset = l->step_off;
     m->reward_offset = l->reward_off;
     m->flags_offset = l->flags_off;
     m->act_offset = l->act_off;
@@ -76,6 +79,7 @@ int ro__seed_mem_check(const Rollout__V1__SeedMemory *m, uint32_t num_envs, uint
     int rc;
     if ((rc = column(m->obs_offset, rows, 4, m->obs_bytes, "obs", err, errlen)) ||
         (rc = column(m->final_obs_offset, rows, 4, m->obs_bytes, "final obs", err, errlen)) ||
+        (rc = column(m->step_offset, n * 8, 8, m->obs_bytes, "step", err, errlen)) ||
         (rc = column(m->reward_offset, n * 4, 4, m->obs_bytes, "reward", err, errlen)) ||
         (rc = column(m->flags_offset, n, 1, m->obs_bytes, "flags", err, errlen)) ||
         (rc = column(m->act_offset, n * act_width * 4, 4, m->act_bytes, "action", err, errlen)))
@@ -83,10 +87,36 @@ int ro__seed_mem_check(const Rollout__V1__SeedMemory *m, uint32_t num_envs, uint
     *out = want;
     out->obs_off = m->obs_offset;
     out->final_off = m->final_obs_offset;
+    out->step_off = m->step_offset;
     out->reward_off = m->reward_offset;
     out->flags_off = m->flags_offset;
     out->obs_bytes = m->obs_bytes;
     out->act_off = m->act_offset;
     out->act_bytes = m->act_bytes;
+    return 0;
+}
+
+int ro__seed_mem_rows(const uint32_t *ranges, size_t nvalues, uint32_t num_envs, uint32_t *rows,
+                      char *err, size_t errlen)
+{
+    uint64_t total = 0;
+    if (nvalues == 0 || nvalues % 2 != 0)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "an in-memory frame's ranges have %zu values, not (first, count) pairs",
+                          nvalues);
+    for (size_t i = 0; i < nvalues; i += 2) {
+        uint32_t first = ranges[i], count = ranges[i + 1];
+        if (count == 0 || first >= num_envs || count > num_envs - first)
+            return ro__errorf(err, errlen, RO_EPROTO,
+                              "an in-memory frame's range of %u envs from %u is empty or not "
+                              "inside [0, %u)",
+                              count, first, num_envs);
+        total += count;
+    }
+    if (total > num_envs)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "an in-memory frame of %llu envs; the node has %u",
+                          (unsigned long long)total, num_envs);
+    *rows = (uint32_t)total;
     return 0;
 }

@@ -7,7 +7,8 @@
  * observation memory, one per node, which learners map read-only; and one
  * action memory per connection, which its learner maps read-write. Every
  * column has one row per env of the node, indexed by env index, so a frame
- * needs to name only its envs (Observations.env) and a row is never moved.
+ * needs to name only its envs, as ranges (Observations.ranges: a frame is
+ * a few shards of consecutive envs), and a row is never moved.
  * The node writes a frame's rows before sending it and does not touch them
  * again until the frame is answered; the learner writes its actions for
  * those rows before sending the answer. The socket orders the two.
@@ -38,7 +39,7 @@ typedef struct ro_seed_mem_layout {
     uint32_t num_envs;
     uint32_t obs_dim;   /* floats per observation */
     uint32_t act_width; /* values per action: 1 (discrete, int32) or the box's size (float32) */
-    uint64_t obs_off, final_off, reward_off, flags_off, obs_bytes;
+    uint64_t obs_off, final_off, step_off, reward_off, flags_off, obs_bytes;
     uint64_t act_off, act_bytes;
 } ro_seed_mem_layout_t;
 
@@ -60,6 +61,13 @@ void ro__seed_mem_to_wire(const ro_seed_mem_layout_t *l, int obs_fd, int act_fd,
  * err naming the column otherwise. */
 int ro__seed_mem_check(const Rollout__V1__SeedMemory *m, uint32_t num_envs, uint32_t obs_dim,
                        uint32_t act_width, ro_seed_mem_layout_t *out, char *err, size_t errlen);
+
+/* ro__seed_mem_rows checks an in-memory frame's ranges ((first, count)
+ * pairs, nvalues values) against num_envs: whole pairs, each non-empty and
+ * inside, at most num_envs rows in all (*rows gets them). RO_EPROTO with one
+ * line in err otherwise. */
+int ro__seed_mem_rows(const uint32_t *ranges, size_t nvalues, uint32_t num_envs, uint32_t *rows,
+                      char *err, size_t errlen);
 
 /* ro__seed_mem_flags packs one env's flags column byte. */
 static inline uint8_t ro__seed_mem_flags(bool terminated, bool truncated, bool episode_start,

@@ -387,6 +387,71 @@ class WithRealNode(Checklist, unittest.TestCase):
             self.assertEqual(obs.shape, (2, 4))
         self.assertEqual(node.stop(), 0)
 
+    def test_shared_memory_equals_the_socket(self):
+        """Over unix:PATH a VecEnv (and a Client) reads the observations in
+        the node's memory and writes its actions into memory the node reads
+        (docs/protocol.md "Observations in shared memory"). With the same
+        seed and actions, every array step() returns is the same as with the
+        columns in the frames (shared_memory=False), frames of several
+        shards (4 of 16 envs per frame) and episode ends included."""
+        import tempfile
+        d = tempfile.mkdtemp()
+        self.addCleanup(os.rmdir, d)
+        traces = []
+        for shm in (True, False):
+            node = self.launch(num_envs=64, seed=9, listen=f"unix:{d}/node.sock",
+                               extra_args=["--shard", "16", "--batch", "32"])
+            with rc.VecEnv(node.address, timeout=GUARD, shared_memory=shm) as env:
+                self.assertEqual(env.client._conns[0].mem is not None, shm)
+                obs, _ = env.reset(seed=9)
+                trace = [obs]
+                rng = np.random.default_rng(0)
+                for _ in range(120):
+                    obs, rew, term, trunc, info = env.step(rng.integers(0, 2, 64))
+                    trace += [obs, rew, term, trunc, info["final_obs"], info["_final_obs"],
+                              info["step"], info["episode_start"]]
+                self.assertGreater(len(env.episode_returns), 64)
+            traces.append(trace)
+            self.assertEqual(node.stop(), 0)
+        for k, (a, b) in enumerate(zip(*traces)):
+            np.testing.assert_array_equal(a, b, err_msg=f"array {k}")
+
+    def test_shared_memory_batches_and_bad_actions(self):
+        """Client batches from memory are the batch's own (kept after the
+        answer, unchanged); an action out of range written into the action
+        memory is refused by the node with an error naming it, and the node
+        goes on serving the next learner."""
+        import tempfile
+        d = tempfile.mkdtemp()
+        self.addCleanup(os.rmdir, d)
+        node = self.launch(num_envs=8, seed=4, listen=f"unix:{d}/node.sock")
+        with rc.Client(node.address) as c:
+            self.assertIsNotNone(c._conns[0].mem)
+            b = c.recv(timeout=GUARD)
+            self.assertTrue(b.in_memory)
+            kept = (b.obs.copy(), b.step.copy(), b.env.copy())
+            c.send_actions(b, np.zeros(b.n, np.int64))
+            b2 = c.recv(timeout=GUARD)
+            np.testing.assert_array_equal(b.obs, kept[0])
+            np.testing.assert_array_equal(b.step, kept[1])
+            # Past the client's checks: 7 into the memory of a Discrete(2) env.
+            mem = c._conns[0].mem
+            rows = slice(*b2.env_range)
+            mem.act[rows] = 7
+            conn = c._conns[0]
+            conn.outbuf += rc.framing.encode_frame(rc.wire.actions_in_memory(b2.seq))
+            c._flush(conn)
+            with self.assertRaises(rc.RemoteError) as cm:
+                while c.recv(timeout=GUARD) is not None:
+                    pass
+            self.assertIn("outside [0, 2)", str(cm.exception))
+        with rc.VecEnv(node.address, timeout=GUARD) as env:  # the node serves on
+            env.reset()
+            obs, *_ = env.step(np.zeros(8, np.int64))
+            self.assertTrue(np.isfinite(obs).all())
+        self.assertEqual(node.stop(), 0)
+        self.assertEqual(node.summary()["learners_rejected"], 1)
+
     def test_launch_node_by_host_name(self):
         node = self.launch(num_envs=2, listen="localhost:0")
         port = node.address.rsplit(":", 1)[1]

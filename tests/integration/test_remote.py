@@ -171,6 +171,30 @@ class UnixSocket(nu.TempDirCase):
         self.assertEqual(ls["nodes"][0]["address"], "unix:" + path)
         self.assertFalse(os.path.exists(path), "the node left its socket file behind")
 
+    def test_shared_memory_frames_repeat_the_local_run(self):
+        # Over unix:PATH the learner maps the node's observation memory and
+        # writes its actions into memory of its connection (protocol.md
+        # "Observations in shared memory"): every frame goes that way, and
+        # with the node's seed the run repeats the local one exactly, as it
+        # does with the columns in the frames (--no-shared-memory).
+        steps = 64 * 300
+        local, _ = nu.run("--num-envs", 64, "--steps", steps, "--seed", 5)
+        for extra, in_memory in (((), True), (("--no-shared-memory",), False)):
+            path = self.path("mem.sock")
+            node = self.start(path, "--num-envs", 64, "--steps", steps, "--seed", 5,
+                              "--workers", 0, "--batch", 32)
+            p = learner("--connect", "unix:" + path, "--workers", 0, "--seed", 5,
+                        "--batch", 32, *extra)
+            s, err = finish(node)
+            self.assertEqual((node.returncode, p.returncode), (0, 0), err + p.stderr)
+            ls = json.loads(p.stdout.strip().splitlines()[-1])["nodes"][0]
+            self.assertEqual(ls["mode"], "seed")
+            self.assertGreater(ls["frames"], 0)
+            self.assertEqual(ls["frames_in_memory"], ls["frames"] if in_memory else 0, extra)
+            self.assertEqual((s["steps"], ls["steps"]), (steps, steps))
+            self.assertEqual((s["episodes"], s["mean_return"]),
+                             (local["episodes"], local["mean_return"]), extra)
+
     def test_a_stale_socket_is_replaced_a_live_one_or_a_file_is_not(self):
         import socket
         path = self.path("stale.sock")

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "runtime/error.h"
 #include "runtime/shared_mem.h"
 
 static void test_a_peer_sees_what_the_owner_writes(void **state)
@@ -50,6 +51,25 @@ static void test_a_peer_sees_what_the_owner_writes(void **state)
     ro__shared_mem_release(&own);
     assert_null(own.base);
     ro__shared_mem_release(&own); /* twice: left alone */
+}
+
+static void test_a_writing_peer_is_seen_by_the_owner(void **state)
+{
+    (void)state;
+    ro_shared_mem_t own, peer, wrong;
+    char err[256];
+    assert_int_equal(ro__shared_mem_create(&own, "test-act", 4096, err, sizeof err), 0);
+    assert_int_equal(
+        ro__shared_mem_map_peer_rw(&peer, getpid(), (uint32_t)own.fd, 4096, err, sizeof err), 0);
+    ((int32_t *)peer.base)[100] = -5; /* SEED actions: the learner writes */
+    assert_int_equal(((int32_t *)own.base)[100], -5);
+    /* Still sized once and for all: the writer cannot shrink it either. */
+    assert_int_equal(ftruncate(own.fd, 0), -1);
+    assert_int_equal(
+        ro__shared_mem_map_peer_rw(&wrong, getpid(), (uint32_t)own.fd, 8192, err, sizeof err),
+        RO_EPROTO);
+    ro__shared_mem_release(&peer);
+    ro__shared_mem_release(&own);
 }
 
 static void test_a_peer_refuses_what_it_cannot_trust(void **state)
@@ -93,6 +113,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_peer_sees_what_the_owner_writes),
+        cmocka_unit_test(test_a_writing_peer_is_seen_by_the_owner),
         cmocka_unit_test(test_a_peer_refuses_what_it_cannot_trust),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

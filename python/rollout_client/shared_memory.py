@@ -1,0 +1,121 @@
+"""Memory shared with a node on the same host (docs/protocol.md).
+
+A node offers memory only over a Unix-domain socket, to a learner that asks
+(Hello.shared_memory): stream mode's segment pool (read-only) and SEED
+mode's observation columns (read-only) and action columns (one memory per
+connection, which the learner writes). Each is a sealed memfd of the node's
+that we open through /proc/<the socket peer's pid>/fd/<fd>: the kernel lets
+only a process that may inspect the node (the same user, by default) do
+that. What a node says of its memory is checked before anything is mapped.
+"""
+import fcntl
+import mmap
+import os
+import socket
+import struct
+
+import numpy as np
+
+from .errors import ProtocolError
+
+# The flags column of SEED memory (wire/seed_memory.h).
+TERMINATED, TRUNCATED, EPISODE_START, HAS_FINAL = 1, 2, 4, 8
+_PAGE = 4096
+
+
+def peer_pid(sock):
+    """The node's pid if its memory may be mapped from here: a Unix-domain
+    peer (the kernel says who, SO_PEERCRED) whose /proc/PID/fd we may open.
+    0 otherwise."""
+    if sock.family != socket.AF_UNIX:
+        return 0
+    pid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                              struct.calcsize("3i")))[0]
+    return pid if pid > 0 and os.access(f"/proc/{pid}/fd", os.R_OK | os.X_OK) else 0
+
+
+def map_peer(pid, fd, size, address, writable=False):
+    """The node's memory ``fd`` (of process ``pid``), ``size`` bytes, as a
+    uint8 array: read-only unless ``writable``. It must be a file of that
+    size sealed against shrinking (so the mapping never faults past its
+    end)."""
+    path = f"/proc/{pid}/fd/{fd}"
+    f = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+    try:
+        if size <= 0 or os.fstat(f).st_size != size:
+            raise ProtocolError(f"node {address}: {path} is not {size} bytes")
+        if not fcntl.fcntl(f, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
+            raise ProtocolError(f"node {address}: {path} is not sealed against shrinking")
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+        return np.frombuffer(mmap.mmap(f, size, mmap.MAP_SHARED, prot), np.uint8)
+    finally:
+        os.close(f)
+
+
+def _column(mem, off, count, dtype, name, address):
+    """``count`` values of dtype at byte ``off`` of mem, checked to lie inside
+    it and be aligned."""
+    dtype = np.dtype(dtype)
+    nbytes = count * dtype.itemsize
+    if off % dtype.itemsize or off > len(mem) or nbytes > len(mem) - off:
+        raise ProtocolError(f"node {address}: shared memory column {name} ({nbytes} bytes at "
+                            f"{off}) is not inside its {len(mem)} bytes or not aligned")
+    return mem[off:off + nbytes].view(dtype)
+
+
+class SeedMemory:
+    """A SEED connection's shared memory (Welcome.seed_memory): ``obs`` and
+    ``final_obs`` float32 [num_envs, obs_dim], ``step`` uint64 [num_envs],
+    ``reward`` float32 [num_envs] and ``flags`` uint8 [num_envs] (read-only
+    views of the node's
+    observation memory); ``act``: this connection's action memory, int32
+    [num_envs] (discrete) or float32 [num_envs, action_size] (box), which
+    the learner writes before it answers a frame."""
+
+    def __init__(self, pid, m, num_envs, obs_dim, act_width, discrete, address):
+        n = num_envs
+        rows = n * obs_dim * 4
+        # What a node of this build lays out, plus a page, bounds what we map.
+        want_obs = 2 * rows + n * 8 + n * 4 + n + 5 * 64 + _PAGE
+        want_act = n * act_width * 4 + 2 * _PAGE
+        if not 0 < m.obs_bytes <= want_obs or not 0 < m.act_bytes <= want_act:
+            raise ProtocolError(f"node {address}: shared memory of {m.obs_bytes} and "
+                                f"{m.act_bytes} bytes offered for {n} envs")
+        om = map_peer(pid, m.obs_fd, m.obs_bytes, address)
+        am = map_peer(pid, m.act_fd, m.act_bytes, address, writable=True)
+        self.obs = _column(om, m.obs_offset, n * obs_dim, np.float32, "obs",
+                           address).reshape(n, obs_dim)
+        self.final_obs = _column(om, m.final_obs_offset, n * obs_dim, np.float32, "final obs",
+                                 address).reshape(n, obs_dim)
+        self.step = _column(om, m.step_offset, n, np.uint64, "step", address)
+        self.reward = _column(om, m.reward_offset, n, np.float32, "reward", address)
+        self.flags = _column(om, m.flags_offset, n, np.uint8, "flags", address)
+        act = _column(am, m.act_offset, n * act_width, np.int32 if discrete else np.float32,
+                      "action", address)
+        self.act = act if discrete else act.reshape(n, act_width)
+        self.num_envs = n
+
+    def rows(self, ranges, address):
+        """An in-memory frame's rows from its ranges ((first, count) pairs,
+        uint32): (env indices, env_range), env_range (first, stop) when the
+        frame is one range. Raises ProtocolError unless the pairs are whole,
+        non-empty, inside the node's envs and at most num_envs rows."""
+        n = self.num_envs
+        if len(ranges) == 2:  # the usual: one run of envs
+            first, count = int(ranges[0]), int(ranges[1])
+            if count < 1 or first >= n or count > n - first:
+                raise ProtocolError(f"node {address}: an in-memory frame's range of {count} "
+                                    f"envs from {first} is empty or not inside [0, {n})")
+            return np.arange(first, first + count, dtype=np.uint32), (first, first + count)
+        if len(ranges) == 0 or len(ranges) % 2:
+            raise ProtocolError(f"node {address}: an in-memory frame's ranges have "
+                                f"{len(ranges)} values, not (first, count) pairs")
+        first = ranges[0::2].astype(np.int64)
+        count = ranges[1::2].astype(np.int64)
+        if (count < 1).any() or (first >= n).any() or (count > n - first).any() or \
+                count.sum() > n:
+            raise ProtocolError(f"node {address}: an in-memory frame's ranges are empty, not "
+                                f"inside [0, {n}) or more than {n} envs")
+        env = np.concatenate([np.arange(f, f + c, dtype=np.uint32)
+                              for f, c in zip(first.tolist(), count.tolist())])
+        return env, None
