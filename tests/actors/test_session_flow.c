@@ -386,6 +386,129 @@ static void test_obs_encode(void **state)
     fake_batch_free(&b);
 }
 
+/* A flow whose learner maps the node's memory: a buffer laid out as the
+ * node lays it out (the memfd is runtime/shared_mem's, tested there). */
+typedef struct memfix {
+    ro_seed_mem_layout_t lay;
+    uint8_t *obs_mem, *act_mem;
+} memfix_t;
+
+static void mem_attach(fixture_t *t, memfix_t *m, bool discrete)
+{
+    ro__seed_mem_layout(&m->lay, SHARDS * PER_SHARD, OBS_DIM, discrete ? 1 : 2);
+    m->obs_mem = calloc(1, m->lay.obs_bytes);
+    m->act_mem = calloc(1, m->lay.act_bytes);
+    assert_true(m->obs_mem && m->act_mem);
+    t->flow.mem_layout = &m->lay;
+    t->flow.obs_mem = m->obs_mem;
+    t->flow.act_mem = m->act_mem;
+}
+
+static void test_obs_encode_memory(void **state)
+{
+    (void)state;
+    fixture_t *t = fixture_new(true, 100);
+    memfix_t m;
+    mem_attach(t, &m, true);
+    for (uint32_t i = 0; i < SHARDS; i++)
+        fake_batch_fill(&t->b[i], 7);
+    /* Shards 0, 1 then 2: one range. 2 then 0: two. */
+    push(t, 0);
+    push(t, 1);
+    push(t, 2);
+    uint32_t rows;
+    ro_batch_item_t *items = ro__batcher_take(&t->flow.pending, &rows);
+    Rollout__V1__Observations o = ROLLOUT__V1__OBSERVATIONS__INIT;
+    ro__obs_encode_memory(&t->enc, items, 41, &m.lay, m.obs_mem, &o);
+    assert_true(o.in_memory);
+    assert_int_equal(o.seq, 41);
+    assert_int_equal(o.n_env + o.n_step + o.n_obs + o.n_reward + o.n_final_obs, 0);
+    assert_int_equal(o.n_ranges, 2);
+    assert_int_equal(o.ranges[0], 0);
+    assert_int_equal(o.ranges[1], SHARDS * PER_SHARD);
+    char err[ERRLEN];
+    assert_int_equal(ro__check_observations(&o, OBS_DIM, SHARDS * PER_SHARD, err, ERRLEN), 0);
+    const float *obs = (const float *)(m.obs_mem + m.lay.obs_off);
+    const float *fin = (const float *)(m.obs_mem + m.lay.final_off);
+    const float *rew = (const float *)(m.obs_mem + m.lay.reward_off);
+    const uint64_t *step = (const uint64_t *)(m.obs_mem + m.lay.step_off);
+    const uint8_t *flags = m.obs_mem + m.lay.flags_off;
+    for (uint32_t i = 0; i < SHARDS; i++)
+        for (uint32_t j = 0; j < PER_SHARD; j++) {
+            const ro_step_batch_t *b = &t->b[i];
+            const uint32_t e = b->first + j;
+            assert_memory_equal(obs + e * OBS_DIM, b->obs + j * OBS_DIM, OBS_DIM * sizeof(float));
+            if (b->has_final[j])
+                assert_memory_equal(fin + e * OBS_DIM, b->final_obs + j * OBS_DIM,
+                                    OBS_DIM * sizeof(float));
+            assert_true(rew[e] == b->reward[j]);
+            assert_int_equal(step[e], 7);
+            assert_int_equal(flags[e], ro__seed_mem_flags(b->terminated[j], b->truncated[j],
+                                                          b->episode_start[j], b->has_final[j]));
+        }
+    push(t, 2);
+    push(t, 0);
+    items = ro__batcher_take(&t->flow.pending, &rows);
+    ro__obs_encode_memory(&t->enc, items, 42, &m.lay, m.obs_mem, &o);
+    assert_int_equal(o.n_ranges, 4);
+    assert_int_equal(o.ranges[0], 2 * PER_SHARD);
+    assert_int_equal(o.ranges[1], PER_SHARD);
+    assert_int_equal(o.ranges[2], 0);
+    assert_int_equal(o.ranges[3], PER_SHARD);
+    free(m.obs_mem);
+    free(m.act_mem);
+    fixture_free(t);
+}
+
+static void test_answer_in_memory(void **state)
+{
+    (void)state;
+    fixture_t *t = fixture_new(true, 100);
+    memfix_t m;
+    mem_attach(t, &m, true);
+    push(t, 0);
+    push(t, 1);
+    push(t, 2);
+    assert_int_equal(send_frame(t), 6);
+    int32_t *act = (int32_t *)(m.act_mem + m.lay.act_off);
+    for (uint32_t e = 0; e < 6; e++)
+        act[e] = (int32_t)(e % 3);
+    act[4] = 3; /* outside Discrete(3) */
+    Rollout__V1__Actions a = ROLLOUT__V1__ACTIONS__INIT;
+    a.seq = 1;
+    a.in_memory = true;
+    char err[ERRLEN] = "";
+    assert_null(ro__flow_answer(&t->flow, &t->pool, &a, &t->act, err, ERRLEN));
+    assert_non_null(strstr(err, "action 3 at 0 is outside [0, 3)"));
+    assert_int_equal(t->flow.inflight_rows, 6); /* still in flight */
+    int32_t one = 1;                            /* values in the frame too: refused */
+    a.n_discrete = 1;
+    a.discrete = &one;
+    assert_null(ro__flow_answer(&t->flow, &t->pool, &a, &t->act, err, ERRLEN));
+    assert_non_null(strstr(err, "in memory, yet 1 values in the frame"));
+    a.n_discrete = 0;
+    act[4] = 1;
+    ro_batch_item_t *it = ro__flow_answer(&t->flow, &t->pool, &a, &t->act, err, ERRLEN);
+    assert_non_null(it);
+    for (uint32_t i = 0; i < SHARDS; i++)
+        for (uint32_t j = 0; j < PER_SHARD; j++)
+            assert_int_equal(t->b[i].act_i[j], act[i * PER_SHARD + j]);
+    assert_int_equal(t->flow.inflight_rows, 0);
+    /* A flow without memory refuses actions said to be in memory. */
+    t->flow.act_mem = NULL;
+    t->flow.obs_mem = NULL;
+    push(t, 0);
+    push(t, 1);
+    push(t, 2);
+    assert_int_equal(send_frame(t), 6);
+    a.seq = 2;
+    assert_null(ro__flow_answer(&t->flow, &t->pool, &a, &t->act, err, ERRLEN));
+    assert_non_null(strstr(err, "this connection has no shared memory"));
+    free(m.obs_mem);
+    free(m.act_mem);
+    fixture_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -396,6 +519,8 @@ int main(void)
         cmocka_unit_test(test_good_answer_box),
         cmocka_unit_test(test_reclaim_order),
         cmocka_unit_test(test_obs_encode),
+        cmocka_unit_test(test_obs_encode_memory),
+        cmocka_unit_test(test_answer_in_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
