@@ -315,7 +315,7 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
          * may (protocol.md "Segments in shared memory"). */
         if (hello->shared_memory && s->conn.local && h->segs->shm.base)
             s->sflow.shm = &h->segs->shm;
-    } else if (hello->shared_memory && s->conn.local && !trainer) {
+    } else if (hello->shared_memory && hello->seed_memory && s->conn.local && !trainer) {
         ro__hub_seed_memory(s); /* the welcome says where, or frames carry it all */
     }
     if (ro__hub_send_welcome(s) != 0) {

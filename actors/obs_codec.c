@@ -101,6 +101,34 @@ int ro__actions_apply(const Rollout__V1__Actions *a, ro_batch_item_t *items, uin
     return 0;
 }
 
+/* Sort (first, count) pairs by first and join those that touch: shards
+ * become ready in any order, and a frame of consecutive shards is then one
+ * range (a VecEnv reads it as one slice). A few dozen pairs at most: an
+ * insertion sort. Returns the values left. */
+static size_t merge_ranges(uint32_t *r, size_t nvalues)
+{
+    for (size_t i = 2; i < nvalues; i += 2) {
+        uint32_t first = r[i], count = r[i + 1];
+        size_t j = i;
+        for (; j > 0 && r[j - 2] > first; j -= 2) {
+            r[j] = r[j - 2];
+            r[j + 1] = r[j - 1];
+        }
+        r[j] = first;
+        r[j + 1] = count;
+    }
+    size_t out = 0;
+    for (size_t i = 0; i < nvalues; i += 2) {
+        if (out > 0 && r[out - 2] + r[out - 1] == r[i]) {
+            r[out - 1] += r[i + 1];
+        } else {
+            r[out++] = r[i];
+            r[out++] = r[i + 1];
+        }
+    }
+    return out;
+}
+
 void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
                            const ro_seed_mem_layout_t *l, uint8_t *mem,
                            Rollout__V1__Observations *o)
@@ -123,16 +151,12 @@ void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t
             if (b->has_final[j])
                 memcpy(fin + (f + j) * od, b->final_obs + j * od, row);
         }
-        if (nr > 0 && e->ranges[nr - 2] + e->ranges[nr - 1] == b->first) {
-            e->ranges[nr - 1] += b->n; /* the shard after the last: one range */
-        } else {
-            e->ranges[nr++] = b->first;
-            e->ranges[nr++] = b->n;
-        }
+        e->ranges[nr++] = b->first;
+        e->ranges[nr++] = b->n;
     }
     o->seq = seq;
     o->in_memory = true;
-    o->n_ranges = nr;
+    o->n_ranges = merge_ranges(e->ranges, nr);
     o->ranges = e->ranges;
 }
 

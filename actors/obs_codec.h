@@ -40,7 +40,7 @@ void ro__obs_encode(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
 /* ro__obs_encode_memory is ro__obs_encode for a learner that maps the
  * node's observation memory mem (laid out as l): the step batches'
  * columns go to their env rows there, o gets only seq and the envs as
- * ranges (one per run of consecutive envs). */
+ * ranges, in order, one per run of consecutive envs. */
 void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
                            const ro_seed_mem_layout_t *l, uint8_t *mem,
                            Rollout__V1__Observations *o);

@@ -105,6 +105,9 @@ def main():
     ap.add_argument("--workers", type=int, default=1,
                     help="node workers (default 1: the other core is the learner's)")
     ap.add_argument("--torch-threads", type=int, default=1)
+    ap.add_argument("--unix", action="store_true",
+                    help="the nodes listen on a Unix-domain socket: observations and actions "
+                         "in shared memory (docs/protocol.md), one frame per step")
     ap.add_argument("--pkg", default=os.path.join(HERE, "..", "python"))
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "docs", "benchmarks"))
@@ -122,14 +125,21 @@ def main():
 
     n = a.num_envs
     args = ["--env", "cartpole", "--num-envs", n, "--seconds", 0, "--quiet"]
-    if a.workers:
+    if a.workers is not None:
         args += ["--workers", a.workers]
+    listen = {}
+    if a.unix:
+        import tempfile
+        sockdir = tempfile.mkdtemp(prefix="bench_vecenv.")
+        args += ["--batch", n]  # VecEnv waits for every env: one frame, one wake-up
+        listen = {"listen": f"unix:{sockdir}/node.sock"}
+        listen2 = {"listen": f"unix:{sockdir}/node2.sock"}
     if torch is None:
         print("(no torch: the mlp and forward cases are skipped)")
     load0 = loadavg()
     print(f"rollout_client from {os.path.dirname(rc.__file__)}; {n} envs; "
           f"{a.repeats} x {a.seconds:g} s per case; load average {load0}", flush=True)
-    with rc.NodeProcess(os.path.join(a.build, "rollout-node"), *args) as node:
+    with rc.NodeProcess(os.path.join(a.build, "rollout-node"), *args, **listen) as node:
         env = rc.VecEnv(node.address, timeout=120)
         pid = node.proc.pid
         obs, _ = env.reset()
@@ -184,7 +194,11 @@ def main():
             cases["mlp"] = mlp_step
             cases["forward"] = forward
             half = n // 2
-            node2 = rc.NodeProcess(os.path.join(a.build, "rollout-node"), *args)
+            args2 = [str(x) for x in args]
+            if a.unix:  # two halves in flight: frames of half the envs
+                args2[args2.index("--batch") + 1] = str(half)
+            node2 = rc.NodeProcess(os.path.join(a.build, "rollout-node"), *args2,
+                                   **(listen2 if a.unix else {}))
             env2 = rc.VecEnv(node2.address, timeout=120, batch_size=half)
             env2.async_reset()
             state2 = {"policy_s": 0.0, "step_s": 0.0}
@@ -236,6 +250,8 @@ def main():
         if "mlp" in cases:
             env2.close()
             node2.stop()
+    if a.unix:
+        shutil.rmtree(sockdir, ignore_errors=True)
     load1 = loadavg()
     print(f"load average at the end {load1}")
     report(a, n, res, load0, load1)
@@ -305,9 +321,12 @@ def report(a, n, res, load0, load1):
             t = TARGETS.get(name)
             f.write(f"{name},{n},{sps:.0f},{(cpu + nd) / n * 1e3:.1f},{cpu:.1f},{nd:.1f},"
                     f"{'' if ratio is None else f'{ratio:.3f}'},{ref},{t[1] if t else ''}\n")
+    how = (f"over a Unix-domain socket, observations and actions in shared memory, "
+           f"--batch {n}" if a.unix else "over TCP on 127.0.0.1")
     lines = [f"Measured by `bench/bench_vecenv.py {a.build} --num-envs {n} --workers {a.workers} "
-             f"--seconds {a.seconds:g} --repeats {a.repeats}` (CartPole, rollout-node "
-             f"--learner remote with {a.workers} worker(s); {os.cpu_count()} CPUs shared with "
+             f"--seconds {a.seconds:g} --repeats {a.repeats}{' --unix' if a.unix else ''}` "
+             f"(CartPole, rollout-node --learner remote with {a.workers} worker(s), {how}; "
+             f"{os.cpu_count()} CPUs shared with "
              f"other work: load average {load0} at the start, {load1} at the end). Each repeat: "
              f"random for {a.seconds:g} s, then mlp and forward interleaved (8 calls each in "
              f"turn) for {2 * a.seconds:g} s; figures are medians over repeats, the ratio the "

@@ -347,7 +347,7 @@ class Client:
         hello.hello.role = "learner"
         hello.hello.token = self._token
         hello.hello.name = self._name
-        hello.hello.shared_memory = c.peer_pid != 0
+        hello.hello.shared_memory = hello.hello.seed_memory = c.peer_pid != 0
         c.sock.sendall(encode_frame(hello.SerializeToString()))
         span = None
         while span is None:

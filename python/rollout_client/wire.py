@@ -304,7 +304,12 @@ def parse_observations(mv, arr, start, end, env_cache=None):
             raise ProtocolError(f"{what}: in memory, yet with columns in the frame")
         o = ObsFrame(int(seq) & _MASK64, _NO_ENV, _NO_STEP, _EMPTY_F32, _EMPTY_F32,
                      _NO_FLAGS, _NO_FINAL, _EMPTY_F32, in_memory=True)
-        o.ranges = decode_varints(raw(12), "observations field ranges")
+        span = spans[12]
+        if span is not None and span[1] - span[0] < _FEW_BYTES:  # the usual: one or a few
+            o.ranges = np.array(_few_varints(mv, span[0], span[1], "observations field ranges",
+                                             _MASK32), np.uint32)
+        else:
+            o.ranges = decode_varints(raw(12), "observations field ranges")
         return o
 
     floats = []

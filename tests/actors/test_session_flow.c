@@ -412,7 +412,7 @@ static void test_obs_encode_memory(void **state)
     mem_attach(t, &m, true);
     for (uint32_t i = 0; i < SHARDS; i++)
         fake_batch_fill(&t->b[i], 7);
-    /* Shards 0, 1 then 2: one range. 2 then 0: two. */
+    /* Shards 0, 1 then 2: one range. 2 then 0: two. 2, 0, 1: one. */
     push(t, 0);
     push(t, 1);
     push(t, 2);
@@ -450,11 +450,19 @@ static void test_obs_encode_memory(void **state)
     push(t, 0);
     items = ro__batcher_take(&t->flow.pending, &rows);
     ro__obs_encode_memory(&t->enc, items, 42, &m.lay, m.obs_mem, &o);
-    assert_int_equal(o.n_ranges, 4);
-    assert_int_equal(o.ranges[0], 2 * PER_SHARD);
+    assert_int_equal(o.n_ranges, 4); /* in order; apart */
+    assert_int_equal(o.ranges[0], 0);
     assert_int_equal(o.ranges[1], PER_SHARD);
-    assert_int_equal(o.ranges[2], 0);
+    assert_int_equal(o.ranges[2], 2 * PER_SHARD);
     assert_int_equal(o.ranges[3], PER_SHARD);
+    push(t, 2); /* ready in any order, one range */
+    push(t, 0);
+    push(t, 1);
+    items = ro__batcher_take(&t->flow.pending, &rows);
+    ro__obs_encode_memory(&t->enc, items, 43, &m.lay, m.obs_mem, &o);
+    assert_int_equal(o.n_ranges, 2);
+    assert_int_equal(o.ranges[0], 0);
+    assert_int_equal(o.ranges[1], SHARDS * PER_SHARD);
     free(m.obs_mem);
     free(m.act_mem);
     fixture_free(t);
