@@ -13,16 +13,22 @@ minutes apart at most on a machine whose speed drifts.
                socket (--no-shared-memory), and over TCP on 127.0.0.1
   stream->py   the same node + rollout_client.Stream in Python (received/s)
   seed-256     --learner remote, 256 envs: node --workers 0 + rollout-learner
-               --workers 0 (one thread each: a core's worth each), against
-               local 256 envs on 2 workers
-  seed-256-w1  the same with a worker each beside the loops (node 1 worker +
-               learner 1 worker, bench_remote.py's split)
-  seed-256-unix  seed-256 over a Unix-domain socket (--listen unix:PATH)
-  seed-2048(-w1, -unix) the same at 2048 envs, batch 256
+               --workers 0 (one thread each: a core's worth each; their loops
+               spin while an answer is due, --spin-us 50), the learner's
+               batch the node's frame (128: two frames in flight), against
+               local 256 envs on 2 workers; over TCP on 127.0.0.1
+  seed-256-unix  the same over a Unix-domain socket (--listen unix:PATH),
+               observations and actions in shared memory (every frame
+               checked to be)
+  seed-256-unix-bytes  the same with the columns in the frames
+               (rollout-learner --no-shared-memory)
+  seed-256-unix-nospin  seed-256-unix with --spin-us 0 on both sides
+  seed-2048(-unix, -unix-bytes) the same at 2048 envs, batch 256
   bound-*      bench_roundtrip: SEED-sized frames bounced between two
                processes with every batch in flight and no work: the most
                steps/s a SEED node could reach on this machine then
-  vecenv-*     rollout_client.VecEnv on a remote node (1024 envs): random
+  vecenv-*     rollout_client.VecEnv on a remote node (1024 envs) at unix:PATH,
+               in shared memory (bench_vecenv.py --unix --workers 0): random
                actions, and a torch MLP(64,64) policy against that torch
                forward pass alone (bench/bench_vecenv.py measures them; this
                script runs it when it is there)
@@ -52,8 +58,8 @@ ROOT = os.path.dirname(HERE)
 TARGETS = {
     "stream->C": ("ratio", 0.9),
     "stream->py": ("rate", 5e6),
-    "seed-256": ("ratio", 0.5),
-    "seed-2048": ("ratio", 0.85),
+    "seed-256-unix": ("ratio", 0.5),
+    "seed-2048-unix": ("ratio", 0.85),
     "vecenv-random": ("rate", 3e6),
     "vecenv-mlp": ("ratio", 0.9),
 }
@@ -184,19 +190,27 @@ def run_roundtrip(build, envs, batch, transport, secs):
     raise RuntimeError(f"bench_roundtrip printed no {transport} line")
 
 
-def run_seed(build, envs, secs, extra=(), workers=0, unix=False):
-    """A SEED node and rollout-learner, a core's worth each: `workers` 0 puts
-    the node's envs and the learner's forward passes on their loop threads
-    (one thread each); 1 gives each a worker beside its loop."""
+def run_seed(build, envs, batch, secs, unix=False, learner_args=(), spin=None):
+    """A SEED node and rollout-learner, one thread each (--workers 0: the
+    node's envs and the learner's forward passes on their loop threads),
+    frames of `batch` envs and the learner's batch the same (so that frames
+    stay in flight while it computes); over unix:PATH the columns are in
+    shared memory unless learner_args say --no-shared-memory. spin: both
+    sides' --spin-us (None: their default)."""
     sock = f"/tmp/bench_learners.{os.getpid()}.sock"
-    pr = node(build, "--learner", "remote", "--num-envs", envs, "--workers", workers,
-              "--seconds", secs, *extra, listen=f"unix:{sock}" if unix else True)
+    spin_args = () if spin is None else ("--spin-us", spin)
+    pr = node(build, "--learner", "remote", "--num-envs", envs, "--workers", 0, "--batch", batch,
+              "--seconds", secs, *spin_args, listen=f"unix:{sock}" if unix else True)
     addr = listening(pr.p)
     lr = Proc([f"{build}/rollout-learner", "--connect", addr, "--json", "--quiet",
-               "--workers", str(workers)],
+               "--workers", "0", "--batch", str(batch), *map(str, spin_args), *learner_args],
               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     s = finish(pr)
-    finish(lr)
+    ls = finish(lr)["nodes"][0]
+    want = ls["frames"] if unix and "--no-shared-memory" not in learner_args else 0
+    if ls["frames_in_memory"] != want:
+        raise RuntimeError(f"seed: {ls['frames_in_memory']} of {ls['frames']} frames came in "
+                           f"shared memory, expected {want}")
     return s["sps"], (pr.cpu + lr.cpu) / s["steps"] * 1e9
 
 
@@ -206,8 +220,11 @@ def vecenv_cases(build, secs, rounds, out):
     if not os.path.exists(script):
         return {}
     csv = os.path.join(out, "vecenv.csv")
+    # Over unix:PATH, in shared memory, the node's loop stepping the envs:
+    # the same-host path (bench_vecenv.py alone runs TCP too).
     p = subprocess.run(["/usr/bin/python3", script, build, "--seconds", str(secs),
-                        "--repeats", str(rounds), "--csv", csv], capture_output=True, text=True)
+                        "--repeats", str(rounds), "--csv", csv, "--unix", "--workers", "0"],
+                       capture_output=True, text=True)
     if p.returncode != 0:
         print(f"bench_vecenv.py failed: {p.stderr[-800:]}", file=sys.stderr)
         return {}
@@ -243,22 +260,24 @@ def main():
         "stream->C-tcp": lambda: run_stream_c(b, e, w, s),
         "stream->py": lambda: run_stream_py(b, e, w, s),
         "local-256": lambda: run_local(b, 256, 2, s),
-        "seed-256": lambda: run_seed(b, 256, s),
-        "seed-256-w1": lambda: run_seed(b, 256, s, workers=1),
-        "seed-256-unix": lambda: run_seed(b, 256, s, unix=True),
+        "seed-256": lambda: run_seed(b, 256, 128, s),
+        "seed-256-unix": lambda: run_seed(b, 256, 128, s, unix=True),
+        "seed-256-unix-bytes": lambda: run_seed(b, 256, 128, s, True, ("--no-shared-memory",)),
+        "seed-256-unix-nospin": lambda: run_seed(b, 256, 128, s, unix=True, spin=0),
         "bound-256-tcp": lambda: run_roundtrip(b, 256, 128, "tcp", s),
         "bound-256-unix": lambda: run_roundtrip(b, 256, 128, "unix", s),
         "local-2048": lambda: run_local(b, 2048, 2, s, ("--batch", 256)),
-        "seed-2048": lambda: run_seed(b, 2048, s, ("--batch", 256)),
-        "seed-2048-w1": lambda: run_seed(b, 2048, s, ("--batch", 256), workers=1),
-        "seed-2048-unix": lambda: run_seed(b, 2048, s, ("--batch", 256), unix=True),
+        "seed-2048": lambda: run_seed(b, 2048, 256, s),
+        "seed-2048-unix": lambda: run_seed(b, 2048, 256, s, unix=True),
+        "seed-2048-unix-bytes": lambda: run_seed(b, 2048, 256, s, True, ("--no-shared-memory",)),
         "bound-2048-tcp": lambda: run_roundtrip(b, 2048, 256, "tcp", s),
     }
-    refs = {"stream->C": "local", "stream->C-sock": "local", "stream->C-tcp": "local", "seed-256": "local-256", "seed-256-w1": "local-256",
-            "seed-256-unix": "local-256", "bound-256-tcp": "local-256",
-            "bound-256-unix": "local-256", "seed-2048": "local-2048",
-            "seed-2048-w1": "local-2048", "seed-2048-unix": "local-2048",
-            "bound-2048-tcp": "local-2048"}
+    refs = {"stream->C": "local", "stream->C-sock": "local", "stream->C-tcp": "local",
+            "seed-256": "local-256", "seed-256-unix": "local-256",
+            "seed-256-unix-bytes": "local-256", "seed-256-unix-nospin": "local-256",
+            "bound-256-tcp": "local-256", "bound-256-unix": "local-256",
+            "seed-2048": "local-2048", "seed-2048-unix": "local-2048",
+            "seed-2048-unix-bytes": "local-2048", "bound-2048-tcp": "local-2048"}
     only = set(filter(None, a.only.split(",")))
     if only:
         need = only | {refs[c] for c in only if c in refs}
