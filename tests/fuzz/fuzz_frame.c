@@ -21,6 +21,7 @@
 
 #include "wire/frame.h"
 #include "wire/checks.h"
+#include "wire/seed_memory.h"
 #include "wire/segment_view.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -59,6 +60,9 @@ static void check_observations(const Rollout__V1__Observations *o)
     for (int k = 0; k < 2; k++) {
         if (ro__check_observations(o, dims[k], envs[k], err, sizeof err) != 0)
             continue;
+        for (size_t i = 0; o->in_memory && i + 1 < o->n_ranges; i += 2)
+            if (o->ranges[i] >= envs[k] || o->ranges[i + 1] > envs[k] - o->ranges[i])
+                __builtin_trap(); /* a range that passed the check, yet outside the envs */
         for (size_t i = 0; i < o->n_env; i++) {
             if (o->env[i] >= envs[k])
                 __builtin_trap(); /* passed the check, yet outside the node's envs */
@@ -82,6 +86,18 @@ static void check_welcome(const Rollout__V1__Welcome *w)
     ro_space_t obs, act;
     if (ro__check_welcome(w, 1u << 20, &obs, &act, err, sizeof err) != 0)
         return;
+    ro_seed_mem_layout_t lay;
+    const uint32_t od = (uint32_t)ro_space_size(&obs);
+    const uint32_t aw = act.kind == RO_SPACE_DISCRETE ? 1 : (uint32_t)ro_space_size(&act);
+    if (w->seed_memory &&
+        ro__seed_mem_check(w->seed_memory, w->spec->num_envs, od, aw, &lay, err, sizeof err) == 0) {
+        const uint64_t n = w->spec->num_envs;
+        if (lay.obs_off + n * od * 4 > lay.obs_bytes ||
+            lay.final_off + n * od * 4 > lay.obs_bytes || lay.step_off + n * 8 > lay.obs_bytes ||
+            lay.reward_off + n * 4 > lay.obs_bytes || lay.flags_off + n > lay.obs_bytes ||
+            lay.act_off + n * aw * 4 > lay.act_bytes)
+            __builtin_trap(); /* accepted a column outside its memory */
+    }
     const ro_space_t *sp[2] = {&obs, &act};
     for (int k = 0; k < 2; k++)
         if (sp[k]->kind == RO_SPACE_BOX)
