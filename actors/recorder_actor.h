@@ -27,6 +27,7 @@
 #include "rollout/env.h"
 
 struct ro_step_batch;
+struct ro_space_layout;
 typedef struct ro_recorder ro_recorder_t;
 typedef struct ro_rec_chunk ro_rec_chunk_t;
 
@@ -45,12 +46,16 @@ typedef struct ro_rec_port {
 
 typedef struct ro_recorder_opts {
     const char *path;
-    uint64_t max_bytes;   /* rotate files at this size; 0 = never */
-    bool drop;            /* --record-full=drop */
-    bool keep_going;      /* --record-error=continue */
-    ro_actor_t *on_error; /* sent RO_MSG_RECORD_FAILED on a write error (stop), or NULL */
-    uint32_t chunks;      /* pool size; 0 = automatic */
-    const ro_env_vtable_t *vt;
+    uint64_t max_bytes;        /* rotate files at this size; 0 = never */
+    bool drop;                 /* --record-full=drop */
+    bool keep_going;           /* --record-error=continue */
+    ro_actor_t *on_error;      /* sent RO_MSG_RECORD_FAILED on a write error (stop), or NULL */
+    uint32_t chunks;           /* pool size; 0 = automatic */
+    const ro_env_vtable_t *vt; /* ABI 1: the env (its name), or NULL */
+    const char *env_name;      /* the env's name (else vt's) */
+    /* Env ABI 2: the env's layout (format version 2: rows of typed
+     * tensors), or NULL for ABI 1 (version 1, the fields below). */
+    const struct ro_space_layout *layout;
     const char *env_spec; /* as given to --env */
     const ro_env_arg_t *env_args;
     size_t nenv_args;
