@@ -159,14 +159,14 @@ size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out)
 /* The ABI 1 header fields: one float box observation, one action. */
 static const char *abi1_fields(const Rollout__V1__TrajectoryHeader *h)
 {
+    if (h->layout)
+        return "a version 1 header with an env ABI 2 layout";
     if (!h->action_kind ||
         (strcmp(h->action_kind, "discrete") != 0 && strcmp(h->action_kind, "box") != 0))
         return "action_kind is neither discrete nor box";
     if (h->action_dim == 0 || h->action_dim > (1u << 16) ||
         (strcmp(h->action_kind, "discrete") == 0 && h->action_dim != 1))
         return "action_dim out of range";
-    if (h->layout)
-        return "a version 1 header with an env ABI 2 layout";
     return NULL;
 }
 
