@@ -140,7 +140,7 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
         return RO_ENOMEM;
     r->w.fd = -1;
     /* Every env may end an episode: its step and its reset, per row. */
-    ro__rec_rows_init(&r->rows, o, 2 * o->max_shard);
+    ro__rec_rows_init(&r->rows, o->layout, o->obs_dim, o->act_dim, o->discrete, 2 * o->max_shard);
     r->drop = o->drop;
     r->keep_going = o->keep_going;
     r->on_error = o->on_error;

@@ -11,14 +11,14 @@
 #include "trajectory/abi2_format.h"
 #include "trajectory/format.h"
 
-void ro__rec_rows_init(ro_rec_rows_t *rr, const ro_recorder_opts_t *o, uint32_t cap)
+void ro__rec_rows_init(ro_rec_rows_t *rr, const ro_space_layout_t *lay, uint32_t obs_dim,
+                       uint32_t act_dim, bool discrete, uint32_t cap)
 {
     memset(rr, 0, sizeof *rr);
     rr->cap = cap;
-    rr->obs_dim = o->obs_dim;
-    rr->discrete = o->discrete;
-    rr->act_dim = o->discrete ? 1 : o->act_dim;
-    const ro_space_layout_t *lay = o->layout;
+    rr->obs_dim = obs_dim;
+    rr->discrete = discrete;
+    rr->act_dim = discrete ? 1 : act_dim;
     if (!lay)
         return;
     rr->abi2 = true;

@@ -14,7 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "actors/recorder_actor.h"
+#include "actors/recorder_port.h"
+#include "rollout/env.h"
 #include "rollout.pb-c.h"
 #include "runtime/grant_pool.h"
 
@@ -61,9 +62,11 @@ typedef struct ro_rec_batch {
     uint32_t shape[RO_ENV_MAX_TENSORS][RO_SPACE_MAX_DIMS + 1];
 } ro_rec_batch_t;
 
-/* ro__rec_rows_init sets rr from the recorder's options (o->layout for an
- * ABI 2 env; the ABI 1 fields otherwise); cap rows per chunk. */
-void ro__rec_rows_init(ro_rec_rows_t *rr, const ro_recorder_opts_t *o, uint32_t cap);
+struct ro_space_layout;
+/* ro__rec_rows_init sets rr for an ABI 2 env's layout lay, or (lay NULL)
+ * an ABI 1 env's observation floats and action; cap rows per chunk. */
+void ro__rec_rows_init(ro_rec_rows_t *rr, const struct ro_space_layout *lay, uint32_t obs_dim,
+                       uint32_t act_dim, bool discrete, uint32_t cap);
 
 /* ro__rec_chunk_bytes is the memory of one chunk's columns. */
 size_t ro__rec_chunk_bytes(const ro_rec_rows_t *rr);
