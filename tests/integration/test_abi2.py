@@ -4,8 +4,9 @@ metrics) and catch (84x84 uint8 pixels; Discrete or MultiDiscrete actions)
 run locally with the MLP and the random policy; the summary and --json carry
 agents and the metrics' means; modes that do not carry ABI 2 yet refuse such
 envs at start-up, naming the env, what it uses and the mode; ABI 1 plugins
-keep running; --record and rollout-replay carry ABI 2 envs. Every run ends by its own --steps: nothing here waits on the
-clock."""
+keep running; --record and rollout-replay carry ABI 2 envs (more in
+test_record_abi2.py). Every run ends by its own --steps: nothing here waits
+on the clock."""
 import sys
 import unittest
 
