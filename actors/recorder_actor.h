@@ -1,6 +1,8 @@
 /*
  * The recorder: writes every transition of the node's envs to a trajectory
- * file (src/trajectory_file.h, docs/replay.md), off the critical path.
+ * file (trajectory/writer.h, docs/replay.md), off the critical path: an ABI
+ * 1 env's as format version 1, an env ABI 2 env's as version 2 (rows of
+ * agents, typed tensors, composite actions, the mask; recorder_chunk.h).
  *
  * Env actors copy each step of their shard into a chunk taken from a
  * bounded pool and hand it over (ro__recorder_capture); one I/O thread,
