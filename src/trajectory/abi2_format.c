@@ -211,9 +211,11 @@ static int check_tensors(const Rollout__V1__TrajectoryLayout *l, ro_traj_rows_t 
     return 0;
 }
 
-/* check_part adds part i's entries to rows, and its mask bytes to *mask. */
+/* check_part adds part i's entries to rows, and its mask bytes to *mask
+ * (with deep: nvec is read; without, the header was checked before and only
+ * the sizes are derived, in constant time). */
 static int check_part(const Rollout__V1__TrajectoryActionPart *p, size_t i, ro_traj_rows_t *rows,
-                      uint64_t *mask, char *why, size_t whylen)
+                      uint64_t *mask, bool deep, char *why, size_t whylen)
 {
     ro_space_kind_t kind = p ? kind_of(p->kind) : (ro_space_kind_t)0;
     if (!kind)
@@ -244,7 +246,7 @@ static int check_part(const Rollout__V1__TrajectoryActionPart *p, size_t i, ro_t
         *mask += p->n;
     else if (kind == RO_SPACE_MULTI_BINARY)
         *mask += 2ull * p->n;
-    for (size_t e = 0; e < p->n_nvec; e++) {
+    for (size_t e = 0; deep && e < p->n_nvec; e++) {
         if (p->nvec[e] < 1 || p->nvec[e] > MAX_VALUES)
             return ro__errorf(why, whylen, RO_EBADMSG,
                               "layout parts[%zu] (multi_discrete) has nvec[%zu] = %u; expected "
@@ -255,8 +257,9 @@ static int check_part(const Rollout__V1__TrajectoryActionPart *p, size_t i, ro_t
     return 0;
 }
 
-int ro__traj_layout_rows(const Rollout__V1__TrajectoryLayout *l, ro_traj_rows_t *rows, char *why,
-                         size_t whylen)
+/* derive_rows checks (deep) or only sizes (a checked header) a layout. */
+static int derive_rows(const Rollout__V1__TrajectoryLayout *l, ro_traj_rows_t *rows, bool deep,
+                       char *why, size_t whylen)
 {
     memset(rows, 0, sizeof *rows);
     if (l->agents < 1 || l->agents > RO_ENV_MAX_AGENTS)
@@ -271,14 +274,14 @@ int ro__traj_layout_rows(const Rollout__V1__TrajectoryLayout *l, ro_traj_rows_t 
                           l->n_parts, RO_ENV_MAX_PARTS);
     uint64_t mask = 0;
     for (size_t i = 0; i < l->n_parts; i++)
-        if ((rc = check_part(l->parts[i], i, rows, &mask, why, whylen)) != 0)
+        if ((rc = check_part(l->parts[i], i, rows, &mask, deep, why, whylen)) != 0)
             return rc;
     if (rows->ndisc > MAX_ENTRIES || rows->nbox > MAX_VALUES)
         return ro__errorf(why, whylen, RO_EBADMSG,
                           "layout actions have %u discrete entries and %u box floats; at most %u "
                           "and %u",
                           rows->ndisc, rows->nbox, MAX_ENTRIES, MAX_VALUES);
-    if (l->mask_width && (l->mask_width != mask || mask > MAX_ENTRIES))
+    if (deep && l->mask_width && (l->mask_width != mask || mask > MAX_ENTRIES))
         return ro__errorf(why, whylen, RO_EBADMSG,
                           "layout mask_width %u; the discrete parts take %llu mask bytes",
                           l->mask_width, (unsigned long long)mask);
@@ -286,11 +289,17 @@ int ro__traj_layout_rows(const Rollout__V1__TrajectoryLayout *l, ro_traj_rows_t 
     if (l->n_metrics > RO_ENV_MAX_METRICS)
         return ro__errorf(why, whylen, RO_EBADMSG, "layout has %zu metrics; at most %d",
                           l->n_metrics, RO_ENV_MAX_METRICS);
-    for (size_t i = 0; i < l->n_metrics; i++)
+    for (size_t i = 0; deep && i < l->n_metrics; i++)
         if (!name_ok(l->metrics[i]))
             return ro__errorf(why, whylen, RO_EBADMSG, "layout metrics[%zu] is not a valid name",
                               i);
     return 0;
+}
+
+int ro__traj_layout_rows(const Rollout__V1__TrajectoryLayout *l, ro_traj_rows_t *rows, char *why,
+                         size_t whylen)
+{
+    return derive_rows(l, rows, true, why, whylen);
 }
 
 /* ---- checking a version 2 record ---- */
@@ -343,7 +352,9 @@ int ro__traj_validate_rows(const Rollout__V1__TrajectoryHeader *h,
                            const Rollout__V1__TransitionBatch *b, char *why, size_t whylen)
 {
     ro_traj_rows_t rows;
-    int rc = ro__traj_layout_rows(h->layout, &rows, why, whylen);
+    /* The header was checked when the file was opened: sizes only, in
+     * constant time per record whatever the layout's nvec. */
+    int rc = derive_rows(h->layout, &rows, false, why, whylen);
     if (rc)
         return rc;
     const size_t n = b->n_env;

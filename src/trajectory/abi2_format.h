@@ -65,7 +65,8 @@ int ro__traj_layout_rows(const Rollout__V1__TrajectoryLayout *l, ro_traj_rows_t 
                          size_t whylen);
 
 /* ro__traj_validate_rows checks a decoded version 2 batch against the
- * header's layout (already checked): column lengths, agents in order within
+ * header's layout (already checked by ro__traj_layout_rows: this call reads
+ * only its sizes, in constant time): column lengths, agents in order within
  * each env step, the tensors' names, dtypes, shapes and bytes, the mask. 0
  * or RO_EBADMSG with why. */
 int ro__traj_validate_rows(const Rollout__V1__TrajectoryHeader *h,
