@@ -2,7 +2,7 @@
 gridworld (uint8 and int32 tensors, masks, two agents) and catch (84x84
 uint8 pixels, Discrete and MultiDiscrete actions) recorded by rollout-node
 --record and verified bit for bit by rollout-replay --verify --plugin; --dump
-and --stats read them; a tampered tensor is reported at its env, agent,
+and --stats read them, rotated parts too; a tampered tensor is reported at its env, agent,
 episode, step and element; a flipped byte is a damaged record; a header
 claiming a newer format version is refused by number; a version 1 file (an
 ABI 1 env's, and one written before version 2 existed) still reads; --serve
@@ -128,6 +128,22 @@ class RecordAbi2(nu.TempDirCase):
             self.assertEqual([p.kind for p in lay.parts], parts)
             self.assertEqual([(t.name, list(t.shape)) for t in lay.tensors],
                              [("pixels", [1, 84, 84])])
+
+    def test_rotation(self):
+        # Every part starts with its own header and layout; the parts verify
+        # in order, and a part given alone is "not verified from here".
+        f = self.path("r.traj")
+        s = record(f, GRID, "--num-envs", 4, "--steps", 4 * 2 * 200, "--seed", 6,
+                   "--record-max-bytes", 20000)
+        parts = [f] + [f"{f}.{i}" for i in range(1, s["record_files"])]
+        self.assertGreater(len(parts), 2)
+        p = replay("--verify", "--plugin", GRID, *parts)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(verified(p.stderr)[0], s["steps"])
+        self.assertEqual(self.header(parts[1]).layout, self.header(f).layout)
+        p = replay("--verify", "--plugin", GRID, parts[1])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("not verified from here", p.stderr)
 
     def test_dump_and_stats(self):
         f = self.path("d.traj")
