@@ -4,7 +4,8 @@
  * Discrete(3) and a Box(1) part, a mask): rows recorded from one instance
  * verify against a second, bit for bit; a row changed in any field (a
  * tensor element, the mask, an agent's reward or flags, the failed flag, an
- * action outside its space) is reported with its agent and the field.
+ * action outside its space) is reported with its agent and the field; failed
+ * steps (an error, a NaN with --check-finite) verify as the node saw them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +82,8 @@ static void twin_reset(void *env, const ro_obs_out_t *o)
 static int twin_step(void *env, const ro_actions_t *act, const ro_obs_out_t *o, ro_step_t *out)
 {
     twin_t *w = env;
+    if (act->box[0] > 0.9f)
+        return -1; /* a failed step (a NaN box value gives a NaN observation) */
     w->t++;
     observe(w, o, act->discrete, act->box);
     for (uint32_t a = 0; a < A; a++) {
@@ -302,6 +306,38 @@ static void test_rows_divergences(void **state)
     expect_div(f, 6, 1, "recorded action entry 0 = 3 outside [0, 3)");
 }
 
+/* A failed step (the env's error, or a NaN observation with
+ * --check-finite) verifies as failed, then the reset that follows it. */
+static void test_rows_failures(void **state)
+{
+    fixture_t *f = *state;
+    ro_replay_div_t d;
+    rec_t r;
+    char why[256];
+    f->rr.check_finite = true;
+    for (int c = 0; c < 3; c++) {
+        record_reset(f, &r);
+        assert_int_equal(ro__replay_rows_reset(&f->rr, &twin_vt, f->replayed, &r.b, 0, &d), 0);
+        /* As the recorder writes a failed step: truncated and failed, no
+         * reward, zero observation and mask. */
+        rec_init(&r, 1, RO_TRAJ_TRUNCATED | RO_TRAJ_FAILED);
+        r.box[0] = c == 0 ? 1.0f : 0.0f;
+        r.box[1] = c == 0 ? 0.0f : NAN;
+        assert_int_equal(ro__traj_validate_batch(&f->h, &r.b, why, sizeof why), 0);
+        f->rr.check_finite = c != 2;
+        int div = ro__replay_rows_step(&f->rr, &twin_vt, f->replayed, &r.b, 0, &d);
+        if (c == 2) { /* without --check-finite a NaN is no failure */
+            assert_int_equal(div, 1);
+            assert_string_equal(d.what, "failed: recorded 1, replayed 0");
+            continue;
+        }
+        assert_int_equal(div, 0);
+        record_reset(f, &r);
+        r.episode[0] = r.episode[1] = 1;
+        assert_int_equal(ro__replay_rows_reset(&f->rr, &twin_vt, f->replayed, &r.b, 0, &d), 0);
+    }
+}
+
 /* --dump: one JSON line per row, tensors by name. */
 static void test_rows_dump(void **state)
 {
@@ -328,6 +364,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_rows_verify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_divergences, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_dump, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
