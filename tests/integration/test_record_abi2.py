@@ -7,11 +7,14 @@ episode, step and element; a flipped byte is a damaged record; a header
 claiming a newer format version is refused by number; a version 1 file (an
 ABI 1 env's, and one written before version 2 existed) still reads; --serve
 refuses version 2 files clearly; the --metrics file's throughput lines carry
-the per-episode metric means. Every run ends by its own --steps: nothing here
+the per-episode metric means. Every run ends by its own --steps, or is
+stopped once the metrics file reports what the test waits for: nothing here
 waits on the clock."""
 import json
 import os
 import re
+import signal
+import subprocess
 import sys
 import unittest
 
@@ -279,6 +282,40 @@ class RecordAbi2(nu.TempDirCase):
             p = replay(*args)
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertIn(msg, p.stderr)
+
+    def test_drop_with_a_slow_disk(self):
+        # --record-full drop on the stalling disk: steps that find no buffer
+        # are counted, the file says so, and what is there still verifies.
+        # Meanwhile the throughput lines carry the metric means.
+        gate = nu.DiskGate(self.tmp)
+        f = self.path("drop.traj")
+        m = nu.Metrics(self.path("m.jsonl"))
+        p = nu.spawn([nu.slow_disk_node(), "--json", "--seconds", "0", "--env", GRID,
+                      "--num-envs", 16, "--workers", 2, "--record", f, "--record-full", "drop",
+                      "--metrics", m.path, "--metrics-interval", 0.05],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=gate.env())
+        err = nu.Lines(p.stderr)
+
+        def metric_episodes():
+            return (m.tput("metrics", {}).get("success") or {}).get("episodes", 0)
+
+        nu.wait_for(lambda: gate.held() and m.tput("record_dropped") > 0,
+                    "steps dropped while the disk is stalled (record_dropped)", proc=p)
+        nu.wait_for(lambda: metric_episodes() > 0,
+                    "a throughput line with the metric means while the node runs", proc=p)
+        gate.open()
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=nu.HANG_GUARD_S)
+        out = p.stdout.read()
+        err.thread.join()
+        self.assertEqual(p.returncode, 0, err.text())
+        s = json.loads(out.strip().splitlines()[-1])
+        self.assertGreater(s["record_dropped"], 0)
+        self.assertEqual(s["record_transitions"] + s["record_dropped"], s["steps"])
+        r = replay("--verify", "--plugin", GRID, f)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, r"the recorder dropped \d+ shard steps")
+        self.assertLessEqual(verified(r.stderr)[0], s["record_transitions"])
 
     def test_metrics_file_carries_metric_means(self):
         mf = self.path("m.jsonl")
