@@ -452,9 +452,11 @@ static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
         r->last_part = r->hdr->part;
         r->envs = calloc(r->hdr->num_envs, sizeof *r->envs);
         r->agents = 1;
-        if (r->hdr->layout && ro__replay_rows_init(&r->rows, r->hdr, NULL) == 0)
-            r->agents = r->rows.rows.agents; /* dump and stats need no env */
-        if (!r->envs) {
+        /* Version 2: dump and stats need the rows' sizes, not the env. */
+        int lrc = r->hdr->layout ? ro__replay_rows_init(&r->rows, r->hdr, NULL) : 0;
+        if (r->hdr->layout && !lrc)
+            r->agents = r->rows.rows.agents;
+        if (!r->envs || lrc) {
             fprintf(r->o.log, "rollout-replay: out of memory\n");
             rc = RO_REPLAY_UNUSABLE;
         } else if ((rc = check_env_filter(r)) == RO_REPLAY_OK && r->o.verify) {
