@@ -254,6 +254,10 @@ static void metrics_of(ro_env_shard_t *s, uint32_t j)
         if (isfinite(v[m])) {
             s->metric_sum[m] += v[m];
             s->metric_count[m]++;
+            /* Relaxed: statistics for the logger's lines, as steps. */
+            atomic_store_explicit(&s->metric_sum_pub[m], s->metric_sum[m], memory_order_relaxed);
+            atomic_store_explicit(&s->metric_count_pub[m], s->metric_count[m],
+                                  memory_order_relaxed);
         }
 }
 

@@ -234,6 +234,10 @@ int ro__env_shard_init_kind(ro_env_shard_t *s, const ro_env_vtable_t *vt,
     atomic_init(&s->steps, 0);
     atomic_init(&s->episodes_pub, 0);
     atomic_init(&s->return_pub, 0.0);
+    for (uint32_t m = 0; m < RO_ENV_MAX_METRICS; m++) {
+        atomic_init(&s->metric_sum_pub[m], 0.0);
+        atomic_init(&s->metric_count_pub[m], 0);
+    }
     return 0;
 }
 

@@ -68,6 +68,10 @@ typedef struct ro_env_shard {
     alignas(64) _Atomic uint64_t steps; /* env steps taken */
     _Atomic uint64_t episodes_pub;      /* = episodes */
     _Atomic double return_pub;          /* = return_sum */
+    /* ABI 2: = metric_sum and metric_count, published at each episode end
+     * for the --metrics file's throughput lines. */
+    _Atomic double metric_sum_pub[RO_ENV_MAX_METRICS];
+    _Atomic uint64_t metric_count_pub[RO_ENV_MAX_METRICS];
 } ro_env_shard_t;
 
 /*

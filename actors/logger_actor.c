@@ -110,6 +110,39 @@ static void on_record(ro_logger_t *lg, const ro_metric_t *m)
     }
 }
 
+/* A mean, or null when nothing was counted (JSON has no NaN). */
+static void mean_or_null(FILE *f, double sum, uint64_t n)
+{
+    if (n && isfinite(sum / (double)n))
+        fprintf(f, "%.17g", sum / (double)n);
+    else
+        fputs("null", f);
+}
+
+/*
+ * metrics_field writes an ABI 2 env's per-episode metrics into a throughput
+ * line: "metrics":{"name":{"mean":m,"episodes":k,"interval_mean":mi,
+ * "interval_episodes":ki},...}, the mean over every episode that reported
+ * the metric so far (as the summary's) and over those of the interval.
+ */
+static void metrics_field(ro_logger_t *lg, const ro_logger_sample_t *cur)
+{
+    if (!cur->nmetrics)
+        return;
+    fputs(",\"metrics\":{", lg->metrics);
+    for (uint32_t m = 0; m < cur->nmetrics; m++) {
+        /* Names are [A-Za-z0-9_] (checked at load): nothing to escape. */
+        fprintf(lg->metrics, "%s\"%s\":{\"mean\":", m ? "," : "", cur->metric_name[m]);
+        mean_or_null(lg->metrics, cur->metric_sum[m], cur->metric_count[m]);
+        uint64_t dn = cur->metric_count[m] - lg->last.metric_count[m];
+        fprintf(lg->metrics,
+                ",\"episodes\":%llu,\"interval_mean\":", (unsigned long long)cur->metric_count[m]);
+        mean_or_null(lg->metrics, cur->metric_sum[m] - lg->last.metric_sum[m], dn);
+        fprintf(lg->metrics, ",\"interval_episodes\":%llu}", (unsigned long long)dn);
+    }
+    fputc('}', lg->metrics);
+}
+
 static void throughput_line(ro_logger_t *lg, uint64_t now)
 {
     ro_logger_sample_t cur;
@@ -152,6 +185,7 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
                     (unsigned long long)cur.segments_acked,
                     (unsigned long long)cur.segments_dropped_lag,
                     (unsigned long long)cur.stream_waits);
+        metrics_field(lg, &cur);
         fputs("}\n", lg->metrics);
     }
     lg->last = cur;

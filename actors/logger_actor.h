@@ -23,6 +23,7 @@
 
 #include <uv.h>
 
+#include "rollout/env.h"
 #include "runtime/metrics_ring.h"
 
 /* Counters the logger samples from the node (relaxed reads). */
@@ -52,6 +53,13 @@ typedef struct ro_logger_sample {
     uint64_t segments_acked;
     uint64_t stream_waits; /* times a shard waited for a free segment */
     uint64_t segments_dropped_lag;
+    /* Env ABI 2 per-episode metrics (nmetrics > 0): the names (the node's
+     * layout's) and, over every shard, the sums and counts of the values
+     * episodes reported. */
+    uint32_t nmetrics;
+    const char (*metric_name)[RO_ENV_MAX_NAME];
+    double metric_sum[RO_ENV_MAX_METRICS];
+    uint64_t metric_count[RO_ENV_MAX_METRICS];
 } ro_logger_sample_t;
 
 typedef void (*ro_logger_sample_fn)(void *ctx, ro_logger_sample_t *out);

@@ -13,6 +13,8 @@
 #include "runtime/error.h"
 #include "runtime/grant_pool.h"
 #include "actors/messages.h"
+#include "actors/recorder_chunk.h"
+#include "trajectory/abi2_format.h"
 #include "trajectory/writer.h"
 
 /* The pool is at most this big, and at most CHUNKS_PER_SHARD chunks per
@@ -24,26 +26,10 @@
 #define IDLE_WAIT_NS (5 * 1000000ull)
 #define FLUSH_NS (50 * 1000000ull)
 
-struct ro_rec_chunk {
-    ro_pool_item_t item;  /* in the pool while free */
-    ro_rec_chunk_t *next; /* the I/O queue's link */
-    ro_rec_port_t *port;
-    uint32_t count;   /* entries filled */
-    uint64_t dropped; /* shard steps dropped just before this one */
-    uint32_t *env;
-    uint64_t *episode;
-    uint32_t *step;
-    uint32_t *flags;
-    float *reward;
-    int32_t *act_i;
-    float *act_f;
-    float *obs;
-};
-
 struct ro_recorder {
     /* Read-only after ro__recorder_new. */
-    uint32_t obs_dim, act_dim, cap; /* cap: entries per chunk */
-    bool discrete, drop, keep_going;
+    ro_rec_rows_t rows; /* what a chunk's rows hold */
+    bool drop, keep_going;
     ro_actor_t *on_error;
     ro_msg_t error_msg; /* I/O thread -> on_error, sent once */
 
@@ -52,6 +38,7 @@ struct ro_recorder {
     Rollout__V1__TrajectoryHeader hdr;
     Rollout__V1__EnvArg *args;
     Rollout__V1__EnvArg **argp;
+    ro_traj_layout_msg_t layout; /* ABI 2: the header's layout */
     char policy[128];
     int io_rc;
     char io_err[256];
@@ -98,46 +85,13 @@ static void unlock(ro_recorder_t *r)
         abort();
 }
 
-static size_t chunk_bytes(const ro_recorder_t *r)
-{
-    size_t e = r->cap;
-    return e * (4 + 8 + 4 + 4 + 4 + 4 + 4 * (size_t)r->act_dim + 4 * (size_t)r->obs_dim) + 64;
-}
-
-/* An upper bound of the packed size of a full chunk. */
-static uint64_t max_record(const ro_recorder_t *r)
-{
-    uint64_t per = 5 + 10 + 5 + 5 + 4 + (r->discrete ? 10 : 4ull * r->act_dim) + 4ull * r->obs_dim;
-    return (uint64_t)r->cap * per + 10 * 16 + 64;
-}
-
-static void carve_chunk(ro_recorder_t *r, ro_rec_chunk_t *c, char *m)
-{
-    size_t e = r->cap;
-    c->episode = (uint64_t *)m;
-    m += e * 8;
-    c->env = (uint32_t *)m;
-    m += e * 4;
-    c->step = (uint32_t *)m;
-    m += e * 4;
-    c->flags = (uint32_t *)m;
-    m += e * 4;
-    c->reward = (float *)m;
-    m += e * 4;
-    c->act_i = (int32_t *)m;
-    m += e * 4;
-    c->act_f = (float *)m;
-    m += e * 4 * r->act_dim;
-    c->obs = (float *)m;
-}
-
 static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
 {
     Rollout__V1__TrajectoryHeader *h = &r->hdr;
     rollout__v1__trajectory_header__init(h);
     h->magic = (char *)RO_TRAJ_HEADER_MAGIC;
-    h->format_version = RO_TRAJ_FORMAT_VERSION;
-    h->env = (char *)o->vt->name;
+    h->format_version = o->layout ? RO_TRAJ_FORMAT_VERSION : RO_TRAJ_FORMAT_ABI1;
+    h->env = (char *)(o->env_name ? o->env_name : o->vt->name);
     h->env_spec = (char *)o->env_spec;
     r->args = calloc(o->nenv_args + 1, sizeof *r->args);
     r->argp = calloc(o->nenv_args + 1, sizeof *r->argp);
@@ -165,7 +119,17 @@ static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
     h->action_kind = (char *)(o->discrete ? "discrete" : "box");
     h->action_dim = o->discrete ? 1 : o->act_dim;
     h->check_finite = o->check_finite;
-    h->max_record_bytes = (uint32_t)max_record(r);
+    h->max_record_bytes = (uint32_t)ro__rec_max_record(&r->rows);
+    if (!o->layout)
+        return 0;
+    /* Version 2: the layout says what the rows hold; obs_dim is a
+     * flattened row's floats, action_dim a row's action values. */
+    if (ro__traj_layout_msg_init(&r->layout, o->layout) != 0)
+        return RO_ENOMEM;
+    h->layout = &r->layout.msg;
+    h->obs_dim = o->layout->obs_width;
+    h->action_kind = (char *)"composite";
+    h->action_dim = o->layout->ndisc + o->layout->nbox;
     return 0;
 }
 
@@ -175,14 +139,12 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     if (!r)
         return RO_ENOMEM;
     r->w.fd = -1;
-    r->obs_dim = o->obs_dim;
-    r->act_dim = o->discrete ? 1 : o->act_dim;
-    r->discrete = o->discrete;
+    /* Every env may end an episode: its step and its reset, per row. */
+    ro__rec_rows_init(&r->rows, o->layout, o->obs_dim, o->act_dim, o->discrete, 2 * o->max_shard);
     r->drop = o->drop;
     r->keep_going = o->keep_going;
     r->on_error = o->on_error;
     r->error_msg.type = RO_MSG_RECORD_FAILED;
-    r->cap = 2 * o->max_shard; /* every env may end an episode: step + reset */
     pthread_mutex_init(&r->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -195,15 +157,15 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     atomic_init(&r->waits, 0);
     int rc;
 
-    if (max_record(r) > RO_TRAJ_MAX_RECORD) {
+    if (ro__rec_max_record(&r->rows) > RO_TRAJ_MAX_RECORD) {
         snprintf(err, errlen,
-                 "--record: one shard step (%u envs x %u floats) exceeds the %u-byte record "
+                 "--record: one shard step (%u rows x %u floats) exceeds the %u-byte record "
                  "limit; use a smaller --shard",
                  o->max_shard, o->obs_dim, RO_TRAJ_MAX_RECORD);
         rc = RO_ERANGE;
         goto fail;
     }
-    size_t cb = chunk_bytes(r);
+    size_t cb = ro__rec_chunk_bytes(&r->rows);
     uint64_t n = o->chunks;
     if (n == 0) {
         n = (uint64_t)CHUNKS_PER_SHARD * o->nshards;
@@ -228,7 +190,7 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
         goto fail;
     }
     for (uint32_t i = 0; i < r->nchunks; i++) {
-        carve_chunk(r, &r->chunks[i], (char *)r->chunk_mem + (size_t)i * cb_lines);
+        ro__rec_chunk_carve(&r->rows, &r->chunks[i], (char *)r->chunk_mem + (size_t)i * cb_lines);
         ro__grant_pool_give(&r->pool, &r->chunks[i].item);
     }
     /* Every port's episode counters, then every port's step counters: each
@@ -270,64 +232,6 @@ ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, const ro_step_bat
 
 /* ---- the shard's side (worker threads) ---- */
 
-static void put_entry(ro_rec_chunk_t *c, const ro_step_batch_t *s, uint32_t j, uint64_t ep,
-                      uint32_t step, uint32_t flags, const float *obs)
-{
-    ro_recorder_t *r = c->port->rec;
-    uint32_t k = c->count++;
-    c->env[k] = s->first + j;
-    c->episode[k] = ep;
-    c->step[k] = step;
-    c->flags[k] = flags;
-    size_t od = r->obs_dim, ad = r->act_dim;
-    if (flags & RO_TRAJ_RESET) {
-        c->reward[k] = 0.0f;
-        c->act_i[k] = 0;
-        memset(c->act_f + k * ad, 0, ad * sizeof(float));
-    } else {
-        c->reward[k] = s->reward[j];
-        if (r->discrete)
-            c->act_i[k] = s->act_i[j];
-        else
-            memcpy(c->act_f + k * ad, s->act_f + (size_t)j * ad, ad * sizeof(float));
-    }
-    if (obs)
-        memcpy(c->obs + k * od, obs, od * sizeof(float));
-    else
-        memset(c->obs + k * od, 0, od * sizeof(float));
-}
-
-/* Copy the shard's step (or reset) into c. */
-static void fill(ro_rec_port_t *p, ro_rec_chunk_t *c, bool start)
-{
-    const ro_step_batch_t *s = p->batch;
-    const size_t od = s->obs_dim;
-    c->port = p;
-    c->count = 0;
-    c->dropped = p->dropped;
-    p->dropped = 0;
-    for (uint32_t j = 0; j < s->n; j++) {
-        const float *o = s->obs + (size_t)j * od;
-        if (start) {
-            put_entry(c, s, j, p->episode[j], 0, RO_TRAJ_RESET, o);
-            continue;
-        }
-        uint32_t flags = (s->terminated[j] ? RO_TRAJ_TERMINATED : 0u) |
-                         (s->truncated[j] ? RO_TRAJ_TRUNCATED : 0u);
-        bool ended = flags != 0;
-        bool failed = s->truncated[j] && !s->has_final[j];
-        if (failed)
-            flags |= RO_TRAJ_FAILED;
-        const float *seen = failed ? NULL : ended ? s->final_obs + (size_t)j * od : o;
-        put_entry(c, s, j, p->episode[j], ++p->step[j], flags, seen);
-        if (ended) {
-            p->episode[j]++;
-            p->step[j] = 0;
-            put_entry(c, s, j, p->episode[j], 0, RO_TRAJ_RESET, o);
-        }
-    }
-}
-
 static void submit(ro_recorder_t *r, ro_rec_chunk_t *c)
 {
     c->next = NULL;
@@ -339,21 +243,6 @@ static void submit(ro_recorder_t *r, ro_rec_chunk_t *c)
     unlock(r);
     if (wake)
         pthread_cond_signal(&r->cv);
-}
-
-/* Steps lost in drop mode still advance the shadow counters, so episode
- * and step numbers in the file stay those of the node. */
-static void skip(ro_rec_port_t *p)
-{
-    const ro_step_batch_t *s = p->batch;
-    p->dropped++;
-    for (uint32_t j = 0; j < s->n; j++) {
-        p->step[j]++;
-        if (s->terminated[j] || s->truncated[j]) {
-            p->episode[j]++;
-            p->step[j] = 0;
-        }
-    }
 }
 
 bool ro__recorder_capture(ro_rec_port_t *p, bool start)
@@ -372,7 +261,7 @@ bool ro__recorder_capture(ro_rec_port_t *p, bool start)
             pthread_cond_signal(&r->cv);
     }
     if (c) {
-        fill(p, c, start);
+        ro__rec_chunk_fill(&r->rows, p, c, start);
         submit(r, c);
         return true;
     }
@@ -381,7 +270,9 @@ bool ro__recorder_capture(ro_rec_port_t *p, bool start)
             /* A lost reset is no env step, but the file says something is missing. */
             p->dropped++;
         } else {
-            skip(p);
+            /* Steps lost in drop mode still advance the counters, so
+             * episode and step numbers in the file stay those of the node. */
+            ro__rec_port_skip(p);
             /* Relaxed: a statistic. */
             atomic_fetch_add_explicit(&r->dropped_steps, p->batch->n, memory_order_relaxed);
         }
@@ -396,19 +287,11 @@ void ro__recorder_resume(ro_rec_port_t *p)
     ro_recorder_t *r = p->rec;
     ro_rec_chunk_t *c =
         ro__container_of(ro__grant_pool_claim(&r->pool, &p->waiter), ro_rec_chunk_t, item);
-    fill(p, c, p->start);
+    ro__rec_chunk_fill(&r->rows, p, c, p->start);
     submit(r, c);
 }
 
 /* ---- the I/O thread ---- */
-
-static uint32_t chunk_steps(const ro_rec_chunk_t *c)
-{
-    uint32_t n = 0;
-    for (uint32_t k = 0; k < c->count; k++)
-        n += !(c->flags[k] & RO_TRAJ_RESET);
-    return n;
-}
 
 /* Takes a writer call's result. The first failure is the only one: the
  * writer has cut the file back to its last whole record, nothing more is
@@ -434,31 +317,15 @@ static void io_result(ro_recorder_t *r, int rc)
 static void encode_and_write(ro_recorder_t *r, ro_rec_chunk_t *c)
 {
     if (r->io_rc) {
-        r->lost_steps += chunk_steps(c); /* after a write error, chunks are only recycled */
+        r->lost_steps += ro__rec_chunk_steps(c); /* after a write error, chunks are only recycled */
         return;
     }
-    Rollout__V1__TransitionBatch b;
-    rollout__v1__transition_batch__init(&b);
     /* Columns point into the chunk: nothing is copied before packing. */
-    b.dropped = c->dropped;
-    b.n_env = b.n_episode = b.n_step = b.n_flags = b.n_reward = c->count;
-    b.env = c->env;
-    b.episode = c->episode;
-    b.step = c->step;
-    b.flags = c->flags;
-    b.reward = c->reward;
-    if (r->discrete) {
-        b.n_action = c->count;
-        b.action = c->act_i;
-    } else {
-        b.n_action_box = (size_t)c->count * r->act_dim;
-        b.action_box = c->act_f;
-    }
-    b.n_obs = (size_t)c->count * r->obs_dim;
-    b.obs = c->obs;
-    int rc = ro__traj_writer_append(&r->w, &b, r->io_err, sizeof r->io_err);
+    ro_rec_batch_t rb;
+    ro__rec_chunk_batch(&r->rows, c, &rb);
+    int rc = ro__traj_writer_append(&r->w, &rb.b, r->io_err, sizeof r->io_err);
     if (rc) {
-        r->lost_steps += chunk_steps(c); /* this record never reached the buffer */
+        r->lost_steps += ro__rec_chunk_steps(c); /* this record never reached the buffer */
         io_result(r, rc);
         return;
     }
@@ -624,5 +491,6 @@ void ro__recorder_free(ro_recorder_t *r)
     free(r->port_mem);
     free(r->args);
     free(r->argp);
+    ro__traj_layout_msg_free(&r->layout);
     free(r);
 }

@@ -1,6 +1,8 @@
 /*
  * The recorder: writes every transition of the node's envs to a trajectory
- * file (src/trajectory_file.h, docs/replay.md), off the critical path.
+ * file (trajectory/writer.h, docs/replay.md), off the critical path: an ABI
+ * 1 env's as format version 1, an env ABI 2 env's as version 2 (rows of
+ * agents, typed tensors, composite actions, the mask; recorder_chunk.h).
  *
  * Env actors copy each step of their shard into a chunk taken from a
  * bounded pool and hand it over (ro__recorder_capture); one I/O thread,
@@ -22,35 +24,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/actor.h"
-#include "runtime/grant_pool.h"
+#include "actors/recorder_port.h"
 #include "rollout/env.h"
 
-struct ro_step_batch;
-typedef struct ro_recorder ro_recorder_t;
-typedef struct ro_rec_chunk ro_rec_chunk_t;
-
-/* A shard's connection to the recorder. Owned by the recorder; the fields
- * marked "shard" are touched only by the thread running the shard. */
-typedef struct ro_rec_port {
-    ro_recorder_t *rec;
-    const struct ro_step_batch *batch; /* the shard's step, read on its thread */
-    uint64_t *episode;                 /* shard: per env, the episode being recorded */
-    uint32_t *step;                    /* shard: per env, steps recorded in it */
-    uint64_t dropped;                  /* shard: steps dropped since the last chunk */
-    bool start;                        /* shard: the capture waiting for a chunk is the reset */
-    ro_msg_t resume_msg;               /* recorder -> shard: a chunk is granted */
-    ro_pool_waiter_t waiter;           /* in the chunk pool's wait list (its mutex) */
-} ro_rec_port_t;
+struct ro_space_layout;
 
 typedef struct ro_recorder_opts {
     const char *path;
-    uint64_t max_bytes;   /* rotate files at this size; 0 = never */
-    bool drop;            /* --record-full=drop */
-    bool keep_going;      /* --record-error=continue */
-    ro_actor_t *on_error; /* sent RO_MSG_RECORD_FAILED on a write error (stop), or NULL */
-    uint32_t chunks;      /* pool size; 0 = automatic */
-    const ro_env_vtable_t *vt;
+    uint64_t max_bytes;        /* rotate files at this size; 0 = never */
+    bool drop;                 /* --record-full=drop */
+    bool keep_going;           /* --record-error=continue */
+    ro_actor_t *on_error;      /* sent RO_MSG_RECORD_FAILED on a write error (stop), or NULL */
+    uint32_t chunks;           /* pool size; 0 = automatic */
+    const ro_env_vtable_t *vt; /* ABI 1: the env (its name), or NULL */
+    const char *env_name;      /* the env's name (else vt's) */
+    /* Env ABI 2: the env's layout (format version 2: rows of typed
+     * tensors), or NULL for ABI 1 (version 1, the fields below). */
+    const struct ro_space_layout *layout;
     const char *env_spec; /* as given to --env */
     const ro_env_arg_t *env_args;
     size_t nenv_args;

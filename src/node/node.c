@@ -102,11 +102,10 @@ int ro_node_print_topology(const ro_config_t *cfg, FILE *f, char *err, size_t er
 
 /*
  * refuse_abi2 says no, at start-up, to a mode that cannot carry what an
- * env of ABI 2 uses: remote and stream learners, trainers' pushed policies
- * (--listen) and the wire carry one float32 observation, one Discrete or
- * Box action, one agent and no mask; recordings carry that too and are
- * re-stepped by rollout-replay through ABI 1, so --record takes ABI 1 envs
- * only. Local mode carries everything.
+ * env of ABI 2 uses: remote and stream learners and trainers' pushed
+ * policies (--listen) carry one float32 observation, one Discrete or Box
+ * action, one agent and no mask. Local mode and --record (trajectory format
+ * version 2, docs/replay.md) carry everything.
  */
 static int refuse_abi2(const ro_node_t *n, char *err, size_t errlen)
 {
@@ -125,11 +124,6 @@ static int refuse_abi2(const ro_node_t *n, char *err, size_t errlen)
                           "env '%s' has %s: %s does not carry env ABI 2 envs yet (local mode "
                           "does; docs/env-api.md)",
                           name, what, mode);
-    if (n->cfg.record)
-        return ro__errorf(err, errlen, RO_ENOTSUP,
-                          "env '%s' is an env ABI 2 plugin%s%s: --record does not carry env ABI 2 "
-                          "envs yet (rollout-replay re-steps ABI 1 envs only; docs/env-api.md)",
-                          name, what[0] ? " with " : "", what);
     return 0;
 }
 
@@ -497,6 +491,9 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
         .keep_going = n->cfg.record_error == RO_RECORD_CONTINUE,
         .on_error = &n->control,
         .vt = n->kind.vt,
+        .env_name = ro__env_kind_name(&n->kind),
+        /* ABI 2 envs record rows of typed tensors (format version 2). */
+        .layout = n->kind.vt2 ? &n->layout : NULL,
         .env_spec = n->cfg.env,
         .env_args = n->env_args,
         .nenv_args = n->nenv_args,

@@ -53,6 +53,16 @@ void ro__node_sample(void *ctx, ro_logger_sample_t *out)
         for (uint32_t i = 0; i < n->nshards; i++) /* relaxed: statistics */
             out->stream_waits += atomic_load_explicit(&n->ports[i].waits, memory_order_relaxed);
     }
+    out->nmetrics = n->layout.nmetrics;
+    out->metric_name = n->layout.metric;
+    for (uint32_t i = 0; i < n->nshards; i++) /* relaxed: statistics */
+        for (uint32_t m = 0; m < out->nmetrics; m++) {
+            const ro_env_shard_t *sh = &n->shards[i];
+            out->metric_sum[m] +=
+                atomic_load_explicit(&sh->metric_sum_pub[m], memory_order_relaxed);
+            out->metric_count[m] +=
+                atomic_load_explicit(&sh->metric_count_pub[m], memory_order_relaxed);
+        }
     if (n->recorder) {
         out->recording = true;
         ro__recorder_pressure(n->recorder, &out->record_waits, &out->record_dropped);

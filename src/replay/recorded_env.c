@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "envs/env_kind.h"
 #include "runtime/error.h"
+#include "trajectory/abi2_format.h"
 #include "runtime/rng.h"
 #include "runtime/text.h"
 
@@ -13,6 +15,48 @@
 static uint64_t node_seed(const Rollout__V1__TrajectoryHeader *h)
 {
     return ro__node_seed(h->seed, h->node_index);
+}
+
+/* check_plugin: the --plugin is the recorded env, of the recorded ABI. */
+static int check_plugin(const ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
+                        const char *plugin, const char *env, char *err, size_t errlen)
+{
+    const char *name = ro__env_kind_name(&e->kind);
+    if (e->kind.vt2 && !h->layout)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--plugin '%s' is an env ABI 2 plugin (env '%s'); the recording "
+                          "(format version 1) is of an ABI 1 env",
+                          plugin, name);
+    if (!e->kind.vt2 && h->layout)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--plugin '%s' is an env ABI 1 plugin (env '%s'); the recording "
+                          "(format version 2) is of an env ABI 2 env",
+                          plugin, name);
+    if (strcmp(name, h->env) != 0)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--plugin '%s' is env '%s', the recording is of env '%s'", plugin, name,
+                          env);
+    return 0;
+}
+
+/* check_spaces: the spaces of one instance, checked as the node checks
+ * them (registry.h, spaces/layout.h); an ABI 2 env's layout must be the
+ * header's. */
+static int check_spaces(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
+                        const char *env, char *err, size_t errlen)
+{
+    uint64_t seed = ro__seed_mix(node_seed(h), 0, RO_STREAM_ENV);
+    if (!e->kind.vt2)
+        return ro__env_probe(e->kind.vt, e->args, e->nargs, seed, err, errlen);
+    int rc = ro__env_kind_layout(&e->kind, e->args, e->nargs, seed, &e->layout, err, errlen);
+    if (rc)
+        return rc;
+    char why[256];
+    if (ro__traj_layout_matches(h->layout, &e->layout, why, sizeof why) != 0)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "env '%s' as re-created does not match the recording: it has %s", env,
+                          why);
+    return 0;
 }
 
 int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
@@ -29,19 +73,8 @@ int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHea
         char why[400] = "";
         if (ro__env_open(&e->kind, plugin, why, sizeof why) != 0)
             return ro__errorf(err, errlen, RO_ENOENT, "--plugin '%s': %s", plugin, why);
-        if (e->kind.vt2) { /* rollout-node records ABI 1 envs only */
-            rc = ro__errorf(err, errlen, RO_ENOTSUP,
-                            "--plugin '%s' is an env ABI 2 plugin (env '%s'): rollout-replay does "
-                            "not carry env ABI 2 envs yet",
-                            plugin, e->kind.vt2->name);
+        if ((rc = check_plugin(e, h, plugin, env, err, errlen)) != 0)
             goto fail;
-        }
-        if (strcmp(e->kind.vt->name, h->env) != 0) {
-            rc = ro__errorf(err, errlen, RO_EINVAL,
-                            "--plugin '%s' is env '%s', the recording is of env '%s'", plugin,
-                            e->kind.vt->name, env);
-            goto fail;
-        }
     } else if (ro__env_open_builtin(&e->kind, h->env, NULL, 0) != 0) {
         /* Never the header's env_spec: a file must not make us load code. */
         return ro__errorf(err, errlen, RO_EINVAL,
@@ -49,6 +82,12 @@ int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHea
                           "'%s'): give the plugin with --plugin PATH; rollout-replay never loads "
                           "code because a file names it",
                           env, spec);
+    } else if (h->layout) {
+        rc = ro__errorf(err, errlen, RO_EINVAL,
+                        "the recording (format version 2) is of an env ABI 2 env, and the "
+                        "built-in env '%s' is ABI 1",
+                        env);
+        goto fail;
     }
     if (h->n_env_args > RO_MAX_ENV_ARGS) {
         rc = ro__errorf(err, errlen, RO_EINVAL, "more than %d env args", RO_MAX_ENV_ARGS);
@@ -60,12 +99,10 @@ int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHea
         in[i].value = h->env_args[i]->value;
     }
     uint32_t ignored;
-    rc = ro__env_check_args(e->kind.vt, in, h->n_env_args, e->args, &e->nargs, &ignored, err,
-                            errlen);
-    /* The spaces, checked as the node checks them (registry.h). */
+    rc = ro__env_kind_check_args(&e->kind, in, h->n_env_args, e->args, &e->nargs, &ignored, err,
+                                 errlen);
     if (rc == 0)
-        rc = ro__env_probe(e->kind.vt, e->args, e->nargs,
-                           ro__seed_mix(node_seed(h), 0, RO_STREAM_ENV), err, errlen);
+        rc = check_spaces(e, h, env, err, errlen);
     if (rc == 0)
         return 0;
 fail:
@@ -76,12 +113,23 @@ fail:
 int ro__recorded_env_create(const ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
                             uint32_t i, void **out, char *err, size_t errlen)
 {
-    return e->kind.vt->create(out, e->args, e->nargs, ro__seed_mix(node_seed(h), i, RO_STREAM_ENV),
-                              err, errlen);
+    uint64_t seed = ro__seed_mix(node_seed(h), i, RO_STREAM_ENV);
+    if (e->kind.vt2)
+        return e->kind.vt2->create(out, e->args, e->nargs, seed, err, errlen);
+    return e->kind.vt->create(out, e->args, e->nargs, seed, err, errlen);
+}
+
+void ro__recorded_env_destroy(const ro_recorded_env_t *e, void *env)
+{
+    if (e->kind.vt2)
+        e->kind.vt2->destroy(env);
+    else
+        e->kind.vt->destroy(env);
 }
 
 void ro__recorded_env_close(ro_recorded_env_t *e)
 {
+    ro__layout_free(&e->layout);
     ro__env_close(&e->kind); /* either ABI, or nothing opened */
     memset(e, 0, sizeof *e);
 }

@@ -13,16 +13,20 @@
 
 #include "envs/registry.h"
 #include "rollout.pb-c.h"
+#include "spaces/layout.h"
 
 typedef struct ro_recorded_env {
-    ro_env_kind_t kind;
+    ro_env_kind_t kind;                 /* kind.vt2 set: an env ABI 2 env (format version 2) */
     ro_env_arg_t args[RO_MAX_ENV_ARGS]; /* point into the header */
     size_t nargs;
+    ro_space_layout_t layout; /* ABI 2: the re-created env's, checked against the header's */
 } ro_recorded_env_t;
 
 /* ro__recorded_env_open opens the env of header h into e: plugin (the
- * command line's --plugin, or NULL) or the built-in named h->env. Returns 0,
- * or a negative code with one line in err. */
+ * command line's --plugin, or NULL) or the built-in named h->env. A
+ * version 2 header (its layout) needs an ABI 2 plugin whose layout is the
+ * recorded one; a version 1 header an ABI 1 env. Returns 0, or a negative
+ * code with one line in err. */
 int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
                           const char *plugin, char *err, size_t errlen);
 
@@ -31,6 +35,10 @@ int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHea
 int ro__recorded_env_create(const ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h,
                             uint32_t i, void **out, char *err, size_t errlen);
 
+/* ro__recorded_env_destroy destroys an instance made by create. */
+void ro__recorded_env_destroy(const ro_recorded_env_t *e, void *env);
+
+/* ro__recorded_env_close closes the env kind and frees the layout. */
 void ro__recorded_env_close(ro_recorded_env_t *e);
 
 #endif

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "replay/recorded_env.h"
+#include "replay/replay_rows.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
 #include "runtime/text.h"
@@ -47,7 +48,9 @@ struct ro_replay {
     env_state_t *envs;
     float *buf;
     ro_recorded_env_t renv;
-    uint32_t act_n; /* discrete: number of actions */
+    ro_replay_rows_t rows; /* format version 2: env ABI 2 rows */
+    uint32_t agents;       /* rows per env step: 1 for version 1 */
+    uint32_t act_n;        /* discrete: number of actions */
     bool discrete;
     bool diverged;
     bool unusable; /* a file or the env could not be used: no verdict of OK */
@@ -75,7 +78,8 @@ void ro__replay_free(ro_replay_t *r)
     if (r->envs && r->hdr)
         for (uint32_t i = 0; i < r->hdr->num_envs; i++)
             if (r->envs[i].env)
-                r->renv.kind.vt->destroy(r->envs[i].env);
+                ro__recorded_env_destroy(&r->renv, r->envs[i].env);
+    ro__replay_rows_free(&r->rows);
     ro__recorded_env_close(&r->renv);
     if (r->hdr)
         rollout__v1__trajectory_header__free_unpacked(r->hdr, &r->hdr_alloc.base);
@@ -112,6 +116,12 @@ static int open_env(ro_replay_t *r)
         fprintf(r->o.log, "rollout-replay: %s: %s\n", r->name, err);
         return RO_REPLAY_UNUSABLE;
     }
+    if (r->hdr->layout) {
+        ro__replay_rows_free(&r->rows); /* dump's, without buffers */
+        if (ro__replay_rows_init(&r->rows, r->hdr, &r->renv.layout) != 0)
+            return RO_REPLAY_UNUSABLE;
+        return RO_REPLAY_OK;
+    }
     r->buf = malloc((size_t)r->hdr->obs_dim * sizeof(float));
     if (!r->buf)
         return RO_REPLAY_UNUSABLE;
@@ -126,6 +136,15 @@ static int create_env(ro_replay_t *r, uint32_t i)
     if (ro__recorded_env_create(&r->renv, h, i, &e, err, sizeof err) != 0) {
         fprintf(r->o.log, "rollout-replay: %s: creating env %u: %s\n", r->name, i, err);
         return RO_REPLAY_UNUSABLE;
+    }
+    if (r->renv.kind.vt2) { /* the buffers are sized from the layout: check each instance */
+        if (!ro__replay_rows_instance_ok(&r->rows, r->renv.kind.vt2, e, err, sizeof err)) {
+            r->renv.kind.vt2->destroy(e);
+            fprintf(r->o.log, "rollout-replay: %s: env %u: %s\n", r->name, i, err);
+            return RO_REPLAY_UNUSABLE;
+        }
+        r->envs[i].env = e;
+        return RO_REPLAY_OK;
     }
     ro_space_t os, as;
     r->renv.kind.vt->spaces(e, &os, &as);
@@ -187,8 +206,38 @@ static int compare_obs(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, si
     return RO_REPLAY_OK;
 }
 
+/* verify_rows replays the env step of rows k.. (format version 2). */
+static int verify_rows(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k)
+{
+    env_state_t *e = &r->envs[b->env[k]];
+    bool reset = b->flags[k] & RO_TRAJ_RESET;
+    if (reset && !e->env) {
+        int rc = create_env(r, b->env[k]);
+        if (rc)
+            return rc;
+    }
+    ro_replay_div_t d;
+    const ro_env2_vtable_t *vt2 = r->renv.kind.vt2;
+    int div = reset ? ro__replay_rows_reset(&r->rows, vt2, e->env, b, k, &d)
+                    : ro__replay_rows_step(&r->rows, vt2, e->env, b, k, &d);
+    if (reset)
+        r->verified_resets++;
+    else
+        r->verified_steps += r->agents; /* rows, as the node counts steps */
+    if (!div)
+        return RO_REPLAY_OK;
+    fprintf(r->o.log,
+            "rollout-replay: divergence in %s (record %" PRIu64
+            "): env %u, agent %u, episode %" PRIu64 ", step %u, %s\n",
+            r->name, b->record, b->env[k], d.agent, b->episode[k], b->step[k], d.what);
+    r->diverged = true;
+    return RO_REPLAY_FAILED;
+}
+
 static int verify_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k)
 {
+    if (r->hdr->layout)
+        return verify_rows(r, b, k);
     const Rollout__V1__TrajectoryHeader *h = r->hdr;
     uint32_t i = b->env[k], od = h->obs_dim;
     env_state_t *e = &r->envs[i];
@@ -256,6 +305,11 @@ static void put_float(FILE *f, float v)
 static void dump_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k)
 {
     const Rollout__V1__TrajectoryHeader *h = r->hdr;
+    if (h->layout) { /* every agent's row of the env step */
+        for (uint32_t a = 0; a < r->agents; a++)
+            ro__replay_rows_dump(&r->rows, h->layout, r->o.out, b, k + a);
+        return;
+    }
     FILE *f = r->o.out;
     uint32_t fl = b->flags[k];
     bool reset = fl & RO_TRAJ_RESET;
@@ -349,8 +403,8 @@ static int process_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, 
         e->tracked = true;
     } else {
         e->step = step;
-        e->steps++;
-        e->ret += b->reward[k];
+        e->steps += r->agents; /* rows, as the node counts steps */
+        e->ret += r->hdr->layout ? ro__replay_rows_mean_reward(&r->rows, b, k) : b->reward[k];
         if (fl & (RO_TRAJ_TERMINATED | RO_TRAJ_TRUNCATED)) {
             e->phase = P_ENDED;
             /* A failed step cuts its episode: not a finished episode (as in the node). */
@@ -371,7 +425,8 @@ static bool same_recording(const Rollout__V1__TrajectoryHeader *a,
            a->obs_dim == b->obs_dim && a->action_dim == b->action_dim &&
            strcmp(a->action_kind, b->action_kind) == 0 &&
            a->start_time_unix_ns == b->start_time_unix_ns &&
-           a->max_episode_steps == b->max_episode_steps && a->check_finite == b->check_finite;
+           a->max_episode_steps == b->max_episode_steps && a->check_finite == b->check_finite &&
+           a->format_version == b->format_version && ro__replay_same_layout(a, b);
 }
 
 /* Every --env index must be one of the recording's envs. */
@@ -396,7 +451,12 @@ static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
         r->have_hdr = true;
         r->last_part = r->hdr->part;
         r->envs = calloc(r->hdr->num_envs, sizeof *r->envs);
-        if (!r->envs) {
+        r->agents = 1;
+        /* Version 2: dump and stats need the rows' sizes, not the env. */
+        int lrc = r->hdr->layout ? ro__replay_rows_init(&r->rows, r->hdr, NULL) : 0;
+        if (r->hdr->layout && !lrc)
+            r->agents = r->rows.rows.agents;
+        if (!r->envs || lrc) {
             fprintf(r->o.log, "rollout-replay: out of memory\n");
             rc = RO_REPLAY_UNUSABLE;
         } else if ((rc = check_env_filter(r)) == RO_REPLAY_OK && r->o.verify) {
@@ -427,7 +487,8 @@ static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
         if (ev == RO_TRAJ_BATCH) {
             r->record = b->record;
             r->dropped_shard_steps += b->dropped;
-            for (size_t k = 0; k < b->n_env && rc == RO_REPLAY_OK; k++)
+            /* Version 2: one env step (its agents' rows) at a time. */
+            for (size_t k = 0; k < b->n_env && rc == RO_REPLAY_OK; k += r->agents)
                 rc = process_entry(r, b, k);
             ro__traj_batch_free(rd, b);
         } else if (ev == RO_TRAJ_CUT_SHORT) {

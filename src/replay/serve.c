@@ -428,6 +428,16 @@ static int env_spaces(serve_t *s, const Rollout__V1__TrajectoryHeader *h, const 
                       ro_recorded_env_t *renv, void **env)
 {
     char err[512];
+    if (h->layout) { /* format version 2 */
+        char env[120];
+        ro__text_log(env, sizeof env, h->env, 80); /* the file's words */
+        fprintf(s->log,
+                "rollout-replay: --serve does not carry env ABI 2 recordings yet (env '%s' is "
+                "recorded as format version 2; the learner protocol carries ABI 1 shapes): use "
+                "--verify, --dump or --stats\n",
+                env);
+        return RO_ENOTSUP;
+    }
     if (ro__recorded_env_open(renv, h, plugin, err, sizeof err) != 0 ||
         ro__recorded_env_create(renv, h, 0, env, err, sizeof err) != 0) {
         fprintf(s->log, "rollout-replay: %s\n", err);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "trajectory/abi2_format.h"
 #include "trajectory/crc32c.h"
 #include "wire/varint.h"
 
@@ -77,7 +78,7 @@ static size_t batch_size(const Rollout__V1__TransitionBatch *b, batch_sizes_t *z
            (b->dropped ? 1 + ro__varint_size(b->dropped) : 0) + field_size(z->env) +
            field_size(z->episode) + field_size(z->step) + field_size(z->flags) +
            field_size(4 * b->n_reward) + field_size(z->action) + field_size(4 * b->n_action_box) +
-           field_size(4 * b->n_obs);
+           field_size(4 * b->n_obs) + ro__traj_packed_rows_size(b);
 }
 
 static uint8_t *put_head(uint8_t *p, uint32_t field, size_t body)
@@ -150,42 +151,60 @@ size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out)
     }
     p = put_floats(p, 9, b->action_box, b->n_action_box);
     p = put_floats(p, 10, b->obs, b->n_obs);
+    p += ro__traj_pack_rows(b, p);
     (void)total;
     return (size_t)(p - out);
+}
+
+/* The ABI 1 header fields: one float box observation, one action. */
+static const char *abi1_fields(const Rollout__V1__TrajectoryHeader *h)
+{
+    if (h->layout)
+        return "a version 1 header with an env ABI 2 layout";
+    if (!h->action_kind ||
+        (strcmp(h->action_kind, "discrete") != 0 && strcmp(h->action_kind, "box") != 0))
+        return "action_kind is neither discrete nor box";
+    if (h->action_dim == 0 || h->action_dim > (1u << 16) ||
+        (strcmp(h->action_kind, "discrete") == 0 && h->action_dim != 1))
+        return "action_dim out of range";
+    return NULL;
 }
 
 int ro__traj_validate_header(const Rollout__V1__TrajectoryHeader *h, char *err, size_t errlen)
 {
     const char *why = NULL;
-    if (!h->magic || strcmp(h->magic, RO_TRAJ_HEADER_MAGIC) != 0)
+    bool magic = h->magic && strcmp(h->magic, RO_TRAJ_HEADER_MAGIC) == 0;
+    bool v2 = h->format_version == RO_TRAJ_FORMAT_VERSION;
+    char lwhy[160] = "";
+    if (!magic)
         why = "the header has no trajectory magic";
-    else if (h->format_version != RO_TRAJ_FORMAT_VERSION)
-        why = "unsupported format version";
+    else if (h->format_version != RO_TRAJ_FORMAT_ABI1 && !v2)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "unsupported trajectory format version %u (this build reads versions "
+                          "%u and %u; a newer rollout-replay reads it)",
+                          h->format_version, RO_TRAJ_FORMAT_ABI1, RO_TRAJ_FORMAT_VERSION);
     else if (!h->env || !h->env[0] || !h->env_spec || !h->env_spec[0])
         why = "no env name";
     else if (h->num_envs == 0 || h->num_envs > (1u << 24))
         why = "num_envs out of range";
     else if (h->obs_dim == 0 || h->obs_dim > (1u << 24))
         why = "obs_dim out of range";
-    else if (!h->action_kind ||
-             (strcmp(h->action_kind, "discrete") != 0 && strcmp(h->action_kind, "box") != 0))
-        why = "action_kind is neither discrete nor box";
-    else if (h->action_dim == 0 || h->action_dim > (1u << 16) ||
-             (strcmp(h->action_kind, "discrete") == 0 && h->action_dim != 1))
-        why = "action_dim out of range";
-    else if (h->max_record_bytes < 16 || h->max_record_bytes > RO_TRAJ_MAX_RECORD)
+    else if (!v2)
+        why = abi1_fields(h);
+    else if (!h->action_kind || strcmp(h->action_kind, "composite") != 0)
+        why = "a version 2 header whose action_kind is not composite";
+    else if (!h->layout)
+        why = "a version 2 header without its layout";
+    else if (ro__traj_layout_rows(h->layout, &(ro_traj_rows_t){0}, lwhy, sizeof lwhy) != 0)
+        why = lwhy;
+    if (!why && (h->max_record_bytes < 16 || h->max_record_bytes > RO_TRAJ_MAX_RECORD))
         why = "max_record_bytes out of range";
     for (size_t i = 0; !why && i < h->n_env_args; i++)
         if (!h->env_args[i] || !h->env_args[i]->key || !h->env_args[i]->value)
             why = "an env arg without key or value";
     if (!why)
         return 0;
-    if (h->format_version != RO_TRAJ_FORMAT_VERSION && h->magic &&
-        strcmp(h->magic, RO_TRAJ_HEADER_MAGIC) == 0)
-        snprintf(err, errlen, "unsupported trajectory format version %u (this build reads %u)",
-                 h->format_version, RO_TRAJ_FORMAT_VERSION);
-    else
-        snprintf(err, errlen, "invalid trajectory header: %s", why);
+    snprintf(err, errlen, "invalid trajectory header: %s", why);
     return RO_EBADMSG;
 }
 
@@ -193,12 +212,18 @@ int ro__traj_validate_batch(const Rollout__V1__TrajectoryHeader *h,
                             const Rollout__V1__TransitionBatch *b, char *err, size_t errlen)
 {
     size_t n = b->n_env;
-    bool discrete = strcmp(h->action_kind, "discrete") == 0;
+    bool discrete = h->action_kind && strcmp(h->action_kind, "discrete") == 0;
     const char *why = NULL;
+    char rwhy[160];
     if (n == 0 && b->dropped == 0)
         why = "no entries";
     else if (b->n_episode != n || b->n_step != n || b->n_flags != n || b->n_reward != n)
         why = "column lengths differ";
+    else if (h->layout) {
+        if (ro__traj_validate_rows(h, b, rwhy, sizeof rwhy) != 0)
+            why = rwhy;
+    } else if (b->n_agent || b->n_tensors || b->mask.len)
+        why = "env ABI 2 columns in a version 1 record";
     else if (discrete && (b->n_action != n || b->n_action_box != 0))
         why = "wrong number of discrete actions";
     else if (!discrete && (b->n_action != 0 || b->n_action_box / h->action_dim != n ||

@@ -19,7 +19,11 @@
 #define RO_TRAJ_MAGIC "ROTRAJ1\n" /* 8 bytes, no NUL */
 #define RO_TRAJ_MAGIC_LEN 8
 #define RO_TRAJ_HEADER_MAGIC "rollout-trajectory"
-#define RO_TRAJ_FORMAT_VERSION 1u
+/* The newest format version this build reads and writes: 2 carries env
+ * ABI 2 (the header's layout, rows of typed tensors). ABI 1 envs' files
+ * stay version 1, byte for byte as before; both are read. */
+#define RO_TRAJ_FORMAT_VERSION 2u
+#define RO_TRAJ_FORMAT_ABI1 1u
 /* No record payload is ever longer; a header may promise less. */
 #define RO_TRAJ_MAX_RECORD (256u << 20)
 
@@ -45,10 +49,12 @@ size_t ro__traj_frame(uint8_t *out, const ProtobufCMessage *m);
 size_t ro__traj_batch_packed_size(const Rollout__V1__TransitionBatch *b);
 size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out);
 
-/* ro__traj_validate_header checks a decoded header; 0 or RO_EBADMSG. */
+/* ro__traj_validate_header checks a decoded header (version 1, or 2 with
+ * its layout); 0 or RO_EBADMSG. A newer version is refused by number. */
 int ro__traj_validate_header(const Rollout__V1__TrajectoryHeader *h, char *err, size_t errlen);
 
-/* ro__traj_validate_batch checks a decoded batch against its header. */
+/* ro__traj_validate_batch checks a decoded batch against its header (ABI 1
+ * columns, or version 2 rows: trajectory/abi2_format.h). */
 int ro__traj_validate_batch(const Rollout__V1__TrajectoryHeader *h,
                             const Rollout__V1__TransitionBatch *b, char *err, size_t errlen);
 

@@ -49,7 +49,7 @@ static void make_file(void)
     size_t off = RO_TRAJ_MAGIC_LEN;
     Rollout__V1__TrajectoryHeader h = ROLLOUT__V1__TRAJECTORY_HEADER__INIT;
     h.magic = RO_TRAJ_HEADER_MAGIC;
-    h.format_version = RO_TRAJ_FORMAT_VERSION;
+    h.format_version = RO_TRAJ_FORMAT_ABI1;
     h.env = h.env_spec = "fuzz";
     h.num_envs = ENVS;
     h.obs_dim = OBS;

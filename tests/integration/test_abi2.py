@@ -4,8 +4,9 @@ metrics) and catch (84x84 uint8 pixels; Discrete or MultiDiscrete actions)
 run locally with the MLP and the random policy; the summary and --json carry
 agents and the metrics' means; modes that do not carry ABI 2 yet refuse such
 envs at start-up, naming the env, what it uses and the mode; ABI 1 plugins
-keep running. Every run ends by its own --steps: nothing here waits on the
-clock."""
+keep running; --record and rollout-replay carry ABI 2 envs (more in
+test_record_abi2.py). Every run ends by its own --steps: nothing here waits
+on the clock."""
 import sys
 import unittest
 
@@ -93,24 +94,29 @@ class Abi2(nu.TempDirCase):
                                                                      "127.0.0.1:0"])):
             err = self.refused(GRID, *args)
             self.assertIn(what + mode + " does not carry env ABI 2 envs yet", err)
-        err = self.refused(GRID, "--record", self.path("g.traj"))
-        self.assertIn("--record does not carry env ABI 2 envs yet", err)
         err = self.refused(CATCH, "--learner", "stream", "--listen", "127.0.0.1:0")
         self.assertIn("env 'catch' has uint8 observations: --learner stream", err)
         # A composite (masked) action has no weights file yet.
         err = self.refused(GRID, "--save-policy", self.path("g.pb"))
         self.assertIn("composite action's MLP (env ABI 2) has no weights file yet", err)
 
-    def test_replay_refuses_abi2_plugins(self):
-        # A recording of an ABI 1 env, replayed with an ABI 2 plugin named.
+    def test_record_and_replay_carry_abi2(self):
+        # --record takes ABI 2 envs (format version 2; more in
+        # test_record_abi2.py); an ABI 1 recording is not replayed with an
+        # ABI 2 plugin.
+        g = self.path("g.traj")
+        s, _ = self.grid("--policy", "random", "--steps", 16 * 2 * 50, "--record", g)
+        self.assertEqual(s["record_transitions"], s["steps"])
+        p = nu.run_cmd([REPLAY, "--verify", "--plugin", GRID, g], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("verify OK: %d steps" % s["steps"], p.stderr)
         t = self.path("m.traj")
         nu.run("--env", nu.PLUGIN, "--num-envs", 2, "--steps", 40, "--record", t)
         p = nu.run_cmd([REPLAY, "--verify", t, "--plugin", GRID], capture_output=True,
                        text=True)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("is an env ABI 2 plugin (env 'gridworld'): rollout-replay does not carry "
-                      "env ABI 2 envs yet", p.stderr.decode() if isinstance(p.stderr, bytes)
-                      else p.stderr)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("is an env ABI 2 plugin (env 'gridworld'); the recording (format version "
+                      "1) is of an ABI 1 env", p.stderr)
 
     def test_abi1_plugin_still_runs(self):
         # MountainCar (ABI 1) through the shim: local and stream-free runs as before.
