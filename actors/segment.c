@@ -148,8 +148,8 @@ void ro__seg_layout(ro_seg_layout_t *lay, uint32_t T, const ro_space_t *obs, con
     describe(lay, RO_SEG_IS_FIRST, "", "is_first", RO_DT_UINT8, TN, 0, NULL, 1);
     describe(lay, RO_SEG_EPISODE, "", "episode", RO_DT_UINT32, TN, 0, NULL, 4);
     describe(lay, RO_SEG_STEP, "", "step", RO_DT_UINT32, TN, 0, NULL, 4);
-    describe(lay, RO_SEG_POLICY_VERSION, "", "policy_version", RO_DT_UINT64, RO_SEG_LEAD_T, 0,
-             NULL, 8);
+    describe(lay, RO_SEG_POLICY_VERSION, "", "policy_version", RO_DT_UINT64, RO_SEG_LEAD_T, 0, NULL,
+             8);
     describe(lay, RO_SEG_NEXT_OBS, "", "next_obs", F, RO_SEG_LEAD_N, on, os, 4);
     describe(lay, RO_SEG_FINAL_INDEX, "", "final_index", RO_DT_INT32, RO_SEG_LEAD_K, 0, NULL, 4);
     describe(lay, RO_SEG_FINAL_OBS, "", "final_obs", F, RO_SEG_LEAD_K, on, os, 4);
@@ -177,8 +177,8 @@ void ro__seg_layout2(ro_seg_layout_t *lay, uint32_t T, const ro_space_layout_t *
         describe(lay, RO_SEG2_OBS + (int)k, "obs/", t->name, dt, TN, t->ndim, t->shape, t->elem);
         describe(lay, RO_SEG2_NEXT_OBS + (int)k, "next_obs/", t->name, dt, RO_SEG_LEAD_N, t->ndim,
                  t->shape, t->elem);
-        describe(lay, RO_SEG2_FINAL_OBS + (int)k, "final_obs/", t->name, dt, RO_SEG_LEAD_K,
-                 t->ndim, t->shape, t->elem);
+        describe(lay, RO_SEG2_FINAL_OBS + (int)k, "final_obs/", t->name, dt, RO_SEG_LEAD_K, t->ndim,
+                 t->shape, t->elem);
     }
     const uint32_t nd[1] = {sp->ndisc}, nb[1] = {sp->nbox}, mw[1] = {sp->mask_width};
     if (sp->ndisc)

@@ -23,8 +23,8 @@
 typedef struct ro_seg_wire {
     uv_buf_t bufs[RO_SEG_WIRE_BUFS];
     unsigned nbufs;
-    size_t bytes; /* the whole frame, length prefix included */
-    size_t used;  /* of hdr */
+    size_t bytes;      /* the whole frame, length prefix included */
+    size_t used;       /* of hdr */
     uint8_t hdr[6144]; /* RO_SEG_MAX_COLS headers of at most ~100 bytes, and the segment's */
 } ro_seg_wire_t;
 
