@@ -489,7 +489,10 @@ class Stream:
         """Acknowledge what was delivered, so the node sends more: all of it
         (before waiting), or with some, only nodes owed half their window."""
         for nd in self._nodes:
-            if nd.ack_due and nd.open and (not some or nd.ack_due - nd.acked >= nd.ack_every):
+            # Nothing new: no ack (a node that has everything may have
+            # said goodbye and closed).
+            if nd.ack_due > nd.acked and nd.open and (
+                    not some or nd.ack_due - nd.acked >= nd.ack_every):
                 f = self._pb.Frame()
                 f.segment_ack.seq = nd.ack_due
                 data = encode_frame(f.SerializeToString())
@@ -502,7 +505,21 @@ class Stream:
                     nd.sock.sendall(data)
                     nd.sock.setblocking(False)
                 except OSError:
-                    self._close_node(nd)
+                    self._read_rest(nd)
+
+    def _read_rest(self, nd):
+        """A node we can no longer write to has closed: read what it sent
+        before (its goodbye, or an error frame), then close our end."""
+        try:
+            nd.sock.setblocking(True)
+            nd.sock.settimeout(5.0)  # a hang guard: a closed peer gives EOF at once
+            while nd.open and self._fill(nd, True):
+                self._drain(nd)
+        except OSError:
+            pass
+        if nd.open:
+            self._drain(nd)
+        self._close_node(nd)
 
     def _close_node(self, nd):
         if nd.open:

@@ -281,8 +281,9 @@ static int check_abi1(const ro_segment_view_t *v, const ro_segment_rules_t *r, u
     const unsigned long long seq = (unsigned long long)v->seq;
     const uint32_t t = v->t, n = v->n, U = UINT32_MAX;
     if (v->first_env >= r->num_envs || n > r->num_envs - v->first_env)
-        return ro__errorf(err, errlen, RO_EPROTO, "segment %llu: envs %u..+%u of a node of %u envs",
-                          seq, v->first_env, n, r->num_envs);
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "segment %llu: %u steps of envs %u..+%u (unroll %u, %u envs)", seq, t,
+                          v->first_env, n, r->unroll, r->num_envs);
     const uint32_t tn[2] = {t, n}, tno[3] = {t, n, r->obs_dim}, no[2] = {n, r->obs_dim};
     const uint32_t tna[3] = {t, n, r->act_dim}, ku[1] = {U}, ko[2] = {U, r->obs_dim};
     int rc = 0;
