@@ -11,6 +11,12 @@ weights back::
         b.action, b.logp, b.reward    # (T, N)
         s.push_policy(params)         # a PolicyParams, e.g. policy_params(...)
 
+From a node whose env uses env ABI 2 (typed tensors, composite actions, a
+mask, several agents), ``b.obs`` is a dict of the env's tensors by name
+(``b.obs["view"]``, each of its own dtype, (T, rows, ...)), with
+``b.action``, ``b.action_box`` and ``b.mask``; ``b.layout`` describes them
+(docs/python.md).
+
 The arrays are views into the bytes received: nothing is copied after the
 socket read. They stay valid as long as you keep them (or the batch): the
 receive buffer they view is never written again, so a batch you keep is
