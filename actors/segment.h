@@ -206,7 +206,9 @@ void ro__stream_port_resume(ro_stream_port_t *p);
 
 /* ro__stream_capture_action records row t's observation, action and its
  * statistics (b as the learner answered it), is_first, and the env
- * counters ep_num/ep_len (per env). Before the env actor steps. */
+ * counters ep_num/ep_len (per env; an env ABI 2 env's rows take their
+ * env's). ABI 2: every tensor, the discrete entries and box floats, the
+ * mask the actions were chosen under. Before the env actor steps. */
 void ro__stream_capture_action(ro_stream_port_t *p, const ro_step_batch_t *b,
                                const uint64_t *ep_num, const uint32_t *ep_len);
 
