@@ -5,6 +5,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "actors/hub_internal.h"
@@ -12,6 +13,8 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
+#include "spaces/layout.h"
+#include "trajectory/abi2_format.h"
 #include "wire/frame.h"
 
 /* The hub's state, before any handle: ownership, the batch pool, the
@@ -118,17 +121,27 @@ bool ro__hub_seed_memory(ro_session_t *s)
     return true;
 }
 
+/* ro__hub_send_welcome welcomes a session's learner: the env spec, and the
+ * mode's settings. A stream node of an env ABI 2 env (its segments' layout
+ * is the env's) sends the env's layout instead of ABI 1 spaces. */
 int ro__hub_send_welcome(ro_session_t *s)
 {
     ro_hub_t *h = s->hub;
+    const ro_space_layout_t *abi2 = h->segs ? h->segs->lay.space : NULL;
     Rollout__V1__Space os = ROLLOUT__V1__SPACE__INIT, as = ROLLOUT__V1__SPACE__INIT;
     uint32_t oshape[RO_SPACE_MAX_DIMS], ashape[RO_SPACE_MAX_DIMS];
-    ro__wire_space(&os, h->obs_space, oshape);
-    ro__wire_space(&as, h->act_space, ashape);
     Rollout__V1__EnvSpec spec = ROLLOUT__V1__ENV_SPEC__INIT;
+    ro_traj_layout_msg_t lm;
+    memset(&lm, 0, sizeof lm);
+    if (abi2 && ro__traj_layout_msg_init(&lm, abi2) != 0)
+        return RO_ENOMEM;
+    if (!abi2) {
+        ro__wire_space(&os, h->obs_space, oshape);
+        ro__wire_space(&as, h->act_space, ashape);
+        spec.observation = &os;
+        spec.action = &as;
+    }
     spec.env = (char *)h->o.env_name;
-    spec.observation = &os;
-    spec.action = &as;
     spec.num_envs = h->num_envs;
     spec.max_episode_steps = h->o.max_episode_steps;
     Rollout__V1__Welcome w = ROLLOUT__V1__WELCOME__INIT;
@@ -144,6 +157,7 @@ int ro__hub_send_welcome(ro_session_t *s)
         w.unroll = h->unroll;
         w.policy_version = h->version_now;
         w.window = s->sflow.window;
+        w.layout = abi2 ? &lm.msg : NULL;
         if (s->sflow.shm) {
             w.segment_memory_fd = (uint32_t)s->sflow.shm->fd;
             w.segment_memory_bytes = s->sflow.shm->bytes;
@@ -158,7 +172,9 @@ int ro__hub_send_welcome(ro_session_t *s)
     ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
     f.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;
     f.welcome = &w;
-    return ro__conn_send(&s->conn, &f);
+    int rc = ro__conn_send(&s->conn, &f);
+    ro__traj_layout_msg_free(&lm);
+    return rc;
 }
 
 int ro__hub_stream(ro_hub_t *h, struct ro_seg_pool *pool, uint32_t window, uint32_t max_lag)

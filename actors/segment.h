@@ -28,10 +28,12 @@
 #include "runtime/grant_pool.h"
 #include "runtime/shared_mem.h"
 
+struct ro_space_layout;
+
 /* Element types, as proto/rollout.proto's DType numbers them. */
 enum { RO_DT_FLOAT32 = 1, RO_DT_INT32 = 2, RO_DT_UINT8 = 3, RO_DT_UINT32 = 4, RO_DT_UINT64 = 5 };
 
-/* The columns of a segment, in the order they go on the wire. */
+/* The columns of an ABI 1 env's segment, in the order they go on the wire. */
 enum ro_seg_col {
     RO_SEG_OBS,            /* float32 [T, N, obs...]: the observation each action saw */
     RO_SEG_ACTION,         /* int32 [T, N] or float32 [T, N, act] */
@@ -51,6 +53,45 @@ enum ro_seg_col {
     RO_SEG_NCOLS
 };
 
+/* The columns of an env ABI 2 env's segment (docs/protocol.md), in wire
+ * order; R rows = envs x agents. Those the env does not use (tensors past
+ * its own, no box part, no mask) are absent. */
+enum ro_seg2_col {
+    RO_SEG2_OBS = 0, /* + k: "obs/<name>" [T, R, shape...] of tensor k's dtype */
+    RO_SEG2_ACTION = RO_SEG2_OBS + RO_ENV_MAX_TENSORS, /* int32 [T, R, ndisc] */
+    RO_SEG2_ACTION_BOX,                                /* float32 [T, R, nbox] */
+    RO_SEG2_MASK,                                      /* uint8 [T, R, mask_width] */
+    RO_SEG2_LOGP,                                      /* float32 [T, R]: summed over heads */
+    RO_SEG2_REWARD,                                    /* float32 [T, R] */
+    RO_SEG2_TERMINATED,                                /* uint8 [T, R] */
+    RO_SEG2_TRUNCATED,                                 /* uint8 [T, R] */
+    RO_SEG2_IS_FIRST,                                  /* uint8 [T, R] */
+    RO_SEG2_EPISODE,                                   /* uint32 [T, R]: its env's */
+    RO_SEG2_STEP,                                      /* uint32 [T, R]: its env's */
+    RO_SEG2_POLICY_VERSION,                            /* uint64 [T] */
+    RO_SEG2_NEXT_OBS,                                  /* + k: "next_obs/<name>" [R, shape...] */
+    RO_SEG2_FINAL_INDEX = RO_SEG2_NEXT_OBS + RO_ENV_MAX_TENSORS, /* int32 [K] */
+    RO_SEG2_FINAL_OBS, /* + k: "final_obs/<name>" [K, shape...] */
+    RO_SEG2_NCOLS = RO_SEG2_FINAL_OBS + RO_ENV_MAX_TENSORS
+};
+
+/* The most columns of a segment, either ABI. */
+#define RO_SEG_MAX_COLS RO_SEG2_NCOLS
+
+/* What a column's leading dimensions count: steps x rows, steps, rows, or
+ * the segment's final observations. */
+enum { RO_SEG_LEAD_TN = 1, RO_SEG_LEAD_T, RO_SEG_LEAD_N, RO_SEG_LEAD_K };
+
+/* One column: its name, element type, leading dimensions, the dimensions
+ * after them, and its bytes per leading element (0: absent). */
+typedef struct ro_seg_col_desc {
+    char name[48];
+    uint8_t dtype; /* RO_DT_* */
+    uint8_t lead;  /* RO_SEG_LEAD_* */
+    uint32_t ndim, shape[RO_SPACE_MAX_DIMS];
+    size_t item;
+} ro_seg_col_desc_t;
+
 /* What every segment of a node looks like. Read-only once built. */
 typedef struct ro_seg_layout {
     uint32_t T;                      /* unroll: rows per segment */
@@ -58,8 +99,13 @@ typedef struct ro_seg_layout {
     uint32_t obs_ndim, obs_shape[4]; /* the observation's shape */
     bool discrete;
     bool gaussian;  /* the policy reports mean and log_std */
-    uint32_t max_n; /* envs in the largest shard */
+    uint32_t max_n; /* envs in the largest shard (ABI 2: rows) */
     size_t bytes;   /* one segment's arrays, cache-line rounded */
+    /* Env ABI 2: the env's layout (owned by the node, outliving the pool),
+     * or NULL for ABI 1 columns. */
+    const struct ro_space_layout *space;
+    uint32_t ncols; /* RO_SEG_NCOLS or RO_SEG2_NCOLS */
+    ro_seg_col_desc_t col[RO_SEG_MAX_COLS];
 } ro_seg_layout_t;
 
 typedef struct ro_segment {
@@ -83,7 +129,7 @@ typedef struct ro_segment {
     uint32_t writing; /* writes of its frame not yet done */
     bool acked;       /* acknowledged while still being written: freed when written */
 
-    void *col[RO_SEG_NCOLS]; /* each column's array, in mem */
+    void *col[RO_SEG_MAX_COLS]; /* each column's array, in mem; NULL: absent */
     void *mem;
 } ro_segment_t;
 
@@ -93,12 +139,23 @@ typedef struct ro_segment {
 void ro__seg_layout(ro_seg_layout_t *lay, uint32_t T, const ro_space_t *obs, const ro_space_t *act,
                     bool gaussian, uint32_t max_n);
 
+/* ro__seg_layout2 makes the layout of an env ABI 2 env's segments (sp,
+ * which must outlive it), shards of at most max_rows rows (envs x agents).
+ * Column names come from the env's tensor names. */
+void ro__seg_layout2(ro_seg_layout_t *lay, uint32_t T, const struct ro_space_layout *sp,
+                     uint32_t max_rows);
+
 /* ro__seg_col_bytes is how many bytes column c of s holds now (its rows
- * filled, or K for the final columns). */
+ * filled, or K for the final columns); 0 for an absent one. */
 size_t ro__seg_col_bytes(const ro_segment_t *s, int c);
 
-/* ro__seg_col_name names a column on the wire ("obs", ...). */
+/* ro__seg_col_name names an ABI 1 column on the wire ("obs", ...); a
+ * layout's col[c].name names any. */
 const char *ro__seg_col_name(int c);
+
+/* ro__seg_col_shape writes column c's shape in s (its leading dimensions,
+ * then the rest) and returns how many dimensions it has. */
+uint32_t ro__seg_col_shape(const ro_segment_t *s, int c, uint32_t *shape);
 
 /* The segments of a node and the shards waiting for one. */
 typedef struct ro_seg_pool {
@@ -149,7 +206,9 @@ void ro__stream_port_resume(ro_stream_port_t *p);
 
 /* ro__stream_capture_action records row t's observation, action and its
  * statistics (b as the learner answered it), is_first, and the env
- * counters ep_num/ep_len (per env). Before the env actor steps. */
+ * counters ep_num/ep_len (per env; an env ABI 2 env's rows take their
+ * env's). ABI 2: every tensor, the discrete entries and box floats, the
+ * mask the actions were chosen under. Before the env actor steps. */
 void ro__stream_capture_action(ro_stream_port_t *p, const ro_step_batch_t *b,
                                const uint64_t *ep_num, const uint32_t *ep_len);
 

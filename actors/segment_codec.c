@@ -43,61 +43,6 @@ static uint8_t *put_len(uint8_t *p, uint32_t field, size_t len)
     return p + ro__varint_put(p, len);
 }
 
-static const uint8_t col_dtype[RO_SEG_NCOLS] = {
-    [RO_SEG_OBS] = RO_DT_FLOAT32,           [RO_SEG_LOGP] = RO_DT_FLOAT32,
-    [RO_SEG_MEAN] = RO_DT_FLOAT32,          [RO_SEG_LOG_STD] = RO_DT_FLOAT32,
-    [RO_SEG_REWARD] = RO_DT_FLOAT32,        [RO_SEG_TERMINATED] = RO_DT_UINT8,
-    [RO_SEG_TRUNCATED] = RO_DT_UINT8,       [RO_SEG_IS_FIRST] = RO_DT_UINT8,
-    [RO_SEG_EPISODE] = RO_DT_UINT32,        [RO_SEG_STEP] = RO_DT_UINT32,
-    [RO_SEG_POLICY_VERSION] = RO_DT_UINT64, [RO_SEG_NEXT_OBS] = RO_DT_FLOAT32,
-    [RO_SEG_FINAL_INDEX] = RO_DT_INT32,     [RO_SEG_FINAL_OBS] = RO_DT_FLOAT32,
-};
-
-/* Column c's shape in s: returns its dimensions. */
-static uint32_t col_shape(const ro_segment_t *s, int c, uint32_t *shape)
-{
-    const ro_seg_layout_t *lay = s->lay;
-    uint32_t k = 0;
-    switch (c) {
-    case RO_SEG_OBS:
-    case RO_SEG_MEAN:
-    case RO_SEG_ACTION:
-    case RO_SEG_LOGP:
-    case RO_SEG_REWARD:
-    case RO_SEG_TERMINATED:
-    case RO_SEG_TRUNCATED:
-    case RO_SEG_IS_FIRST:
-    case RO_SEG_EPISODE:
-    case RO_SEG_STEP:
-        shape[k++] = s->t;
-        shape[k++] = s->n;
-        break;
-    case RO_SEG_LOG_STD:
-    case RO_SEG_POLICY_VERSION:
-        shape[k++] = s->t;
-        break;
-    case RO_SEG_NEXT_OBS:
-        shape[k++] = s->n;
-        break;
-    default: /* final_index, final_obs */
-        shape[k++] = s->nfinal;
-        break;
-    }
-    if (c == RO_SEG_OBS || c == RO_SEG_NEXT_OBS || c == RO_SEG_FINAL_OBS)
-        for (uint32_t d = 0; d < lay->obs_ndim; d++)
-            shape[k++] = lay->obs_shape[d];
-    if (c == RO_SEG_MEAN || c == RO_SEG_LOG_STD || (c == RO_SEG_ACTION && !lay->discrete))
-        shape[k++] = lay->act_dim;
-    return k;
-}
-
-static uint8_t dtype_of(const ro_segment_t *s, int c)
-{
-    if (c == RO_SEG_ACTION)
-        return s->lay->discrete ? RO_DT_INT32 : RO_DT_FLOAT32;
-    return col_dtype[c];
-}
-
 /* Where column c lies in the shared memory at base (protocol.md). */
 static uint64_t col_offset(const ro_segment_t *s, int c, const void *base)
 {
@@ -109,13 +54,13 @@ static uint64_t col_offset(const ro_segment_t *s, int c, const void *base)
 static size_t tensor_size(const ro_segment_t *s, int c, const void *base, size_t *data)
 {
     uint32_t shape[8];
-    uint32_t nd = col_shape(s, c, shape);
+    uint32_t nd = ro__seg_col_shape(s, c, shape);
     size_t packed = 0;
     for (uint32_t d = 0; d < nd; d++)
         packed += ro__varint_size(shape[d]);
     *data = ro__seg_col_bytes(s, c);
-    const char *name = ro__seg_col_name(c);
-    size_t head = len_field_size(1, strlen(name)) + uint_field_size(2, dtype_of(s, c)) +
+    const ro_seg_col_desc_t *desc = &s->lay->col[c];
+    size_t head = len_field_size(1, strlen(desc->name)) + uint_field_size(2, desc->dtype) +
                   (packed ? len_field_size(3, packed) : 0);
     if (base)
         return head + uint_field_size(5, col_offset(s, c, base));
@@ -126,17 +71,17 @@ static uint8_t *put_tensor_header(uint8_t *p, const ro_segment_t *s, int c, size
                                   size_t data, const void *base)
 {
     uint32_t shape[8];
-    uint32_t nd = col_shape(s, c, shape);
+    uint32_t nd = ro__seg_col_shape(s, c, shape);
     size_t packed = 0;
     for (uint32_t d = 0; d < nd; d++)
         packed += ro__varint_size(shape[d]);
     p = put_len(p, 9, body); /* Segment.tensors */
-    const char *name = ro__seg_col_name(c);
-    size_t nl = strlen(name);
+    const ro_seg_col_desc_t *desc = &s->lay->col[c];
+    size_t nl = strlen(desc->name);
     p = put_len(p, 1, nl);
-    memcpy(p, name, nl);
+    memcpy(p, desc->name, nl);
     p += nl;
-    p = put_uint_field(p, 2, dtype_of(s, c));
+    p = put_uint_field(p, 2, desc->dtype);
     if (packed) {
         p = put_len(p, 3, packed);
         for (uint32_t d = 0; d < nd; d++)
@@ -152,13 +97,14 @@ static uint8_t *put_tensor_header(uint8_t *p, const ro_segment_t *s, int c, size
 void ro__seg_wire_build(ro_seg_wire_t *w, const ro_segment_t *s, uint64_t seq, const void *base)
 {
     /* Sizes first: every length prefix precedes what it counts. */
-    size_t body[RO_SEG_NCOLS], data[RO_SEG_NCOLS];
+    const int ncols = (int)s->lay->ncols;
+    size_t body[RO_SEG_MAX_COLS], data[RO_SEG_MAX_COLS];
     size_t seg = uint_field_size(1, seq) + uint_field_size(2, s->shard) +
                  uint_field_size(3, s->shard_seq) + uint_field_size(4, s->first_env) +
                  uint_field_size(5, s->t) + uint_field_size(6, s->n) +
                  uint_field_size(7, s->version_min) + uint_field_size(8, s->version_max) +
                  uint_field_size(10, base != NULL);
-    for (int c = 0; c < RO_SEG_NCOLS; c++) {
+    for (int c = 0; c < ncols; c++) {
         body[c] = s->col[c] ? tensor_size(s, c, base, &data[c]) : 0;
         if (s->col[c])
             seg += len_field_size(9, body[c]);
@@ -178,7 +124,7 @@ void ro__seg_wire_build(ro_seg_wire_t *w, const ro_segment_t *s, uint64_t seq, c
     p = put_uint_field(p, 6, s->n);
     p = put_uint_field(p, 7, s->version_min);
     p = put_uint_field(p, 8, s->version_max);
-    for (int c = 0; c < RO_SEG_NCOLS; c++) {
+    for (int c = 0; c < ncols; c++) {
         if (!s->col[c])
             continue;
         p = put_tensor_header(p, s, c, body[c], data[c], base);

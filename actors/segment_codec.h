@@ -18,14 +18,14 @@
 
 /* Buffers of one segment's frame: at most a prefix plus a header and the
  * data of each column. */
-#define RO_SEG_WIRE_BUFS (1 + 2 * RO_SEG_NCOLS)
+#define RO_SEG_WIRE_BUFS (1 + 2 * RO_SEG_MAX_COLS)
 
 typedef struct ro_seg_wire {
     uv_buf_t bufs[RO_SEG_WIRE_BUFS];
     unsigned nbufs;
-    size_t bytes; /* the whole frame, length prefix included */
-    size_t used;  /* of hdr */
-    uint8_t hdr[2048];
+    size_t bytes;      /* the whole frame, length prefix included */
+    size_t used;       /* of hdr */
+    uint8_t hdr[6144]; /* RO_SEG_MAX_COLS headers of at most ~100 bytes, and the segment's */
 } ro_seg_wire_t;
 
 /* ro__seg_wire_build lays out s as a frame with connection sequence seq.

@@ -11,6 +11,12 @@ weights back::
         b.action, b.logp, b.reward    # (T, N)
         s.push_policy(params)         # a PolicyParams, e.g. policy_params(...)
 
+From a node whose env uses env ABI 2 (typed tensors, composite actions, a
+mask, several agents), ``b.obs`` is a dict of the env's tensors by name
+(``b.obs["view"]``, each of its own dtype, (T, rows, ...)), with
+``b.action``, ``b.action_box`` and ``b.mask``; ``b.layout`` describes them
+(docs/python.md).
+
 The arrays are views into the bytes received: nothing is copied after the
 socket read. They stay valid as long as you keep them (or the batch): the
 receive buffer they view is never written again, so a batch you keep is
@@ -82,6 +88,37 @@ def _fields(buf, pos, end):
             raise ProtocolError("a segment field runs past its frame")
 
 
+class StreamLayout:
+    """What an env ABI 2 node's segments hold (its welcome's ``layout``):
+    ``agents`` rows per env; ``tensors`` a list of (name, numpy dtype, shape
+    of one row); per row ``ndisc`` int32 action entries, ``nbox`` box floats
+    and ``mask_width`` mask bytes; ``metrics`` the env's metric names."""
+
+    def __init__(self, msg):
+        self.agents = msg.agents
+        if not 1 <= self.agents <= 1024:
+            raise ProtocolError(f"welcome layout with {self.agents} agents")
+        self.tensors = []
+        for t in msg.tensors:
+            dt = _DTYPES.get(t.dtype)
+            if dt is None or not t.name or not 1 <= len(t.shape) <= 4:
+                raise ProtocolError(f"welcome layout tensor {t.name!r}: dtype {t.dtype}, "
+                                    f"shape {list(t.shape)}")
+            self.tensors.append((t.name, dt, tuple(t.shape)))
+        self.ndisc = self.nbox = 0
+        for p in msg.parts:
+            if p.kind == "discrete":
+                self.ndisc += 1
+            elif p.kind in ("multi_discrete", "multi_binary"):
+                self.ndisc += p.n
+            elif p.kind == "box":
+                self.nbox += p.n
+            else:
+                raise ProtocolError(f"welcome layout action part of kind {p.kind!r}")
+        self.mask_width = msg.mask_width
+        self.metrics = list(msg.metrics)
+
+
 class SegmentBatch:
     """One segment: T steps of the N envs first_env .. first_env + N - 1.
 
@@ -94,25 +131,54 @@ class SegmentBatch:
     ``final_index`` (K,) the flat t * N + n of the steps that ended an
     episode and ``final_obs`` (K, obs...) their last observations.
     ``in_memory`` tells that it came from the node's shared memory.
+    ``tensors`` has every array by its name on the wire.
+
+    From an env ABI 2 node (``layout`` set, a StreamLayout) N counts rows,
+    ``agents`` per env (envs first_env .. first_env + N / agents - 1), and
+    ``obs``, ``next_obs`` and ``final_obs`` are dicts of the env's tensors
+    by name, each of its own dtype: ``obs["view"]`` (T, N, 7, 7) uint8 is
+    ``tensors["obs/view"]``. ``action`` is (T, N, ndisc) int32 (None
+    without discrete parts), ``action_box`` (T, N, nbox) float32 (or None),
+    ``mask`` (T, N, mask_width) uint8, the mask each action was chosen
+    under (or None); ``logp`` sums the log-probabilities of every head.
     """
 
-    def __init__(self, node, header, tensors, block, span, poison=False, in_memory=False):
+    def __init__(self, node, header, tensors, block, span, poison=False, in_memory=False,
+                 layout=None):
         self.node = node
         self.in_memory = in_memory  # read from the node's shared memory (then copied)
         self._poison = poison
         (self.seq, self.shard, self.shard_seq, self.first_env, self.t, self.n,
          self.policy_version_min, self.policy_version_max) = header
         self.tensors = tensors
-        self.__dict__.update(tensors)
+        self.layout = layout
+        self.agents = layout.agents if layout is not None else 1
+        if layout is None:
+            self.__dict__.update(tensors)
+        else:
+            self.__dict__.update((k, v) for k, v in tensors.items() if "/" not in k)
+            for prefix in ("obs", "next_obs", "final_obs"):
+                setattr(self, prefix, {name: tensors[f"{prefix}/{name}"]
+                                       for name, _, _ in layout.tensors})
+            self.action = tensors.get("action") if layout.ndisc else None
+            self.action_box = tensors.get("action_box") if layout.nbox else None
+            self.mask = tensors.get("mask") if layout.mask_width else None
         self._block, self._span = block, span
 
     @property
     def num_transitions(self):
+        """Rows of the segment: T x N (env ABI 2: agent steps)."""
         return self.t * self.n
 
     @property
     def env_ids(self):
-        return np.arange(self.first_env, self.first_env + self.n, dtype=np.int64)
+        """The env of each of the N rows."""
+        return self.first_env + np.arange(self.n, dtype=np.int64) // self.agents
+
+    @property
+    def agent_ids(self):
+        """The agent (0 .. agents - 1) of each of the N rows."""
+        return np.arange(self.n, dtype=np.int64) % self.agents
 
     def release(self):
         """Done with this batch. In the stream's poison mode (a debug aid)
@@ -136,6 +202,7 @@ class _Node:
         self.acked = 0             # highest seq acknowledged
         self.ack_every = 1         # delivered segments per ack while more are buffered
         self.welcome = None
+        self.layout = None  # a StreamLayout for an env ABI 2 node
         self.peer_pid = 0  # the node's process, when its memory may be mapped (unix:PATH)
         self.shm = None    # its segment memory, mapped read-only (uint8 array)
         self.open = False
@@ -232,6 +299,7 @@ class Stream:
                 raise ProtocolError(f"node {nd.address} runs mode {g.welcome.mode or 'seed'!r}, "
                                     "not stream (start it with --learner stream)")
             nd.welcome = g.welcome
+            nd.layout = StreamLayout(g.welcome.layout) if g.welcome.HasField("layout") else None
             self._map(nd, g.welcome)
             # Half the window per ack: the node always has room to send on,
             # and a learner that keeps up sends few acks (each one wakes
@@ -356,12 +424,46 @@ class Stream:
             tensors[name] = np.ndarray(shape, dt, arr, at)
             at += size
         t, n = hdr[4], hdr[5]
+        if nd.layout is not None:
+            self._check_abi2(nd, hdr[0], t, n, tensors)
         for name in ("obs", "action", "logp", "reward", "terminated", "truncated", "is_first"):
+            if nd.layout is not None and name in ("obs", "action"):
+                continue  # checked against the layout
             a = tensors.get(name)
             if a is None or a.shape[:2] != (t, n):
                 raise ProtocolError(f"node {nd.address}: segment {hdr[0]} lacks a ({t}, {n}) "
                                     f"{name}")
-        return SegmentBatch(nd.index, tuple(hdr), tensors, arr, span, self._poison, in_memory)
+        return SegmentBatch(nd.index, tuple(hdr), tensors, arr, span, self._poison, in_memory,
+                            nd.layout)
+
+    @staticmethod
+    def _check_abi2(nd, seq, t, n, tensors):
+        """An env ABI 2 segment's tensors against the welcome's layout:
+        each present with its dtype and shape (docs/protocol.md)."""
+        lay = nd.layout
+        if n % lay.agents:
+            raise ProtocolError(f"node {nd.address}: segment {seq} has {n} rows, not whole envs "
+                                f"of {lay.agents} agents")
+        fi = tensors.get("final_index")
+        k = fi.shape[0] if fi is not None and fi.ndim == 1 else -1
+        want = [("final_index", np.dtype("<i4"), (k,))]
+        for name, dt, shape in lay.tensors:
+            want += [(f"obs/{name}", dt, (t, n) + shape), (f"next_obs/{name}", dt, (n,) + shape),
+                     (f"final_obs/{name}", dt, (k,) + shape)]
+        for name, dt, width in (("action", np.dtype("<i4"), lay.ndisc),
+                                ("action_box", np.dtype("<f4"), lay.nbox),
+                                ("mask", np.dtype("u1"), lay.mask_width)):
+            if width:
+                want.append((name, dt, (t, n, width)))
+        for name, dt, shape in want:
+            a = tensors.get(name)
+            if a is None or a.dtype != dt or a.shape != shape:
+                got = "none" if a is None else f"{a.dtype} {a.shape}"
+                raise ProtocolError(f"node {nd.address}: segment {seq} tensor {name!r} is {got}; "
+                                    f"expected {dt} {shape}")
+        if k and (fi.min() < 0 or fi.max() >= t * n):
+            raise ProtocolError(f"node {nd.address}: segment {seq} has a final index outside "
+                                f"its {t} x {n} steps")
 
     def _other(self, nd, body):
         g = self._pb.Frame()
@@ -393,7 +495,10 @@ class Stream:
         """Acknowledge what was delivered, so the node sends more: all of it
         (before waiting), or with some, only nodes owed half their window."""
         for nd in self._nodes:
-            if nd.ack_due and nd.open and (not some or nd.ack_due - nd.acked >= nd.ack_every):
+            # Nothing new: no ack (a node that has everything may have
+            # said goodbye and closed).
+            if nd.ack_due > nd.acked and nd.open and (
+                    not some or nd.ack_due - nd.acked >= nd.ack_every):
                 f = self._pb.Frame()
                 f.segment_ack.seq = nd.ack_due
                 data = encode_frame(f.SerializeToString())
@@ -406,7 +511,21 @@ class Stream:
                     nd.sock.sendall(data)
                     nd.sock.setblocking(False)
                 except OSError:
-                    self._close_node(nd)
+                    self._read_rest(nd)
+
+    def _read_rest(self, nd):
+        """A node we can no longer write to has closed: read what it sent
+        before (its goodbye, or an error frame), then close our end."""
+        try:
+            nd.sock.setblocking(True)
+            nd.sock.settimeout(5.0)  # a hang guard: a closed peer gives EOF at once
+            while nd.open and self._fill(nd, True):
+                self._drain(nd)
+        except OSError:
+            pass
+        if nd.open:
+            self._drain(nd)
+        self._close_node(nd)
 
     def _close_node(self, nd):
         if nd.open:

@@ -18,6 +18,7 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/thread_guard.h"
+#include "trajectory/abi2_format.h"
 #include "wire/checks.h"
 #include "wire/token.h"
 
@@ -137,21 +138,61 @@ static int adopt_spec(learner_t *L, const Rollout__V1__Welcome *w, char *err, si
 
 /* A stream node: nothing to act on; its segments are checked against
  * its spaces and counted. */
+/* stream_rules_abi2 makes the segment rules of a stream welcome that
+ * carries an env ABI 2 layout (checked: every field of it is the node's
+ * word, untrusted). */
+static int stream_rules_abi2(const Rollout__V1__Welcome *w, ro_segment_rules_t *r, char *err,
+                             size_t errlen)
+{
+    const Rollout__V1__EnvSpec *spec = w->spec;
+    if (w->protocol_version != RO_PROTOCOL_VERSION)
+        return ro__errorf(err, errlen, RO_EPROTO, "protocol version %u (this learner speaks %u)",
+                          w->protocol_version, RO_PROTOCOL_VERSION);
+    if (!spec || spec->num_envs < 1 || spec->num_envs > MAX_NUM_ENVS)
+        return ro__errorf(err, errlen, RO_EPROTO, "welcome spec num_envs %u outside [1, %u]",
+                          spec ? spec->num_envs : 0, MAX_NUM_ENVS);
+    ro_traj_rows_t rows;
+    char why[200];
+    if (ro__traj_layout_rows(w->layout, &rows, why, sizeof why) != 0)
+        return ro__errorf(err, errlen, RO_EPROTO, "welcome %s", why);
+    r->abi2 = true;
+    r->num_envs = spec->num_envs;
+    r->agents = rows.agents;
+    r->nobs = rows.ntensors;
+    r->ndisc = rows.ndisc;
+    r->nbox = rows.nbox;
+    r->mask_width = rows.mask_width;
+    for (uint32_t k = 0; k < rows.ntensors; k++) {
+        const Rollout__V1__NamedTensor *t = w->layout->tensors[k];
+        snprintf(r->obs[k].name, sizeof r->obs[k].name, "%s", t->name);
+        r->obs[k].dtype = t->dtype;
+        r->obs[k].ndim = (uint32_t)t->n_shape;
+        for (size_t d = 0; d < t->n_shape; d++)
+            r->obs[k].shape[d] = t->shape[d];
+    }
+    return 0;
+}
+
 static int welcome_stream(node_t *n, const Rollout__V1__Welcome *w, char *err, size_t errlen)
 {
-    ro_space_t os, as;
-    int rc = ro__check_welcome(w, MAX_NUM_ENVS, &os, &as, err, errlen);
-    if (rc)
-        return rc;
+    ro_segment_rules_t rules;
+    memset(&rules, 0, sizeof rules); /* compared bytewise on a reconnect */
+    int rc;
+    if (w->layout) {
+        if ((rc = stream_rules_abi2(w, &rules, err, errlen)) != 0)
+            return rc;
+    } else {
+        ro_space_t os, as;
+        if ((rc = ro__check_welcome(w, MAX_NUM_ENVS, &os, &as, err, errlen)) != 0)
+            return rc;
+        rules.num_envs = w->spec->num_envs;
+        rules.obs_dim = (uint32_t)ro_space_size(&os);
+        rules.act_dim = (uint32_t)ro_space_size(&as);
+        rules.discrete = as.kind == RO_SPACE_DISCRETE;
+    }
     if (w->unroll < 1 || w->unroll > 1u << 16)
         return ro__errorf(err, errlen, RO_EPROTO, "a stream node with unroll %u", w->unroll);
-    ro_segment_rules_t rules = {
-        .unroll = w->unroll,
-        .num_envs = w->spec->num_envs,
-        .obs_dim = (uint32_t)ro_space_size(&os),
-        .act_dim = (uint32_t)ro_space_size(&as),
-        .discrete = as.kind == RO_SPACE_DISCRETE,
-    };
+    rules.unroll = w->unroll;
     n->ack_owed = 0;
     n->ack_every = w->window / 2 ? w->window / 2 : 1;
     if (n->stream) { /* a reconnect: the same node goes on, a restarted one over */

@@ -30,23 +30,33 @@ void ro__stream_rx_restart(ro_stream_rx_t *rx)
     memset(rx->ep_ret, 0, rx->rules.num_envs * sizeof *rx->ep_ret);
 }
 
-/* Steps, episodes and returns of a checked segment. */
+/* Steps, episodes and returns of a checked segment. Steps are rows (ABI
+ * 2: agent steps, as the node's summary counts them); episodes and returns
+ * are envs', an env's return its agents' mean, as the node has them. An
+ * env's episode ends for all its agents at once (env-api.md): its first
+ * row says. */
 static void account(ro_stream_rx_t *rx, const ro_segment_view_t *v)
 {
-    const float *reward = (const float *)ro__segment_view_find(v, "reward")->data;
+    const uint8_t *reward = ro__segment_view_find(v, "reward")->data;
     const uint8_t *term = ro__segment_view_find(v, "terminated")->data;
     const uint8_t *trunc = ro__segment_view_find(v, "truncated")->data;
+    const uint32_t A = rx->rules.abi2 && rx->rules.agents ? rx->rules.agents : 1;
     double *ret = rx->ep_ret + v->first_env;
     for (uint32_t t = 0; t < v->t; t++) {
         const size_t row = (size_t)t * v->n;
-        for (uint32_t j = 0; j < v->n; j++) {
-            float r; /* the frame's bytes may be unaligned */
-            memcpy(&r, reward + row + j, sizeof r);
-            ret[j] += r;
-            if (term[row + j] | trunc[row + j]) {
+        for (uint32_t e = 0; e < v->n / A; e++) {
+            const size_t r0 = row + (size_t)e * A;
+            double sum = 0.0;
+            for (uint32_t a = 0; a < A; a++) {
+                float r; /* the frame's bytes may be unaligned */
+                memcpy(&r, reward + 4 * (r0 + a), sizeof r);
+                sum += r;
+            }
+            ret[e] += sum / A;
+            if (term[r0] | trunc[r0]) {
                 rx->episodes++;
-                rx->return_sum += ret[j];
-                ret[j] = 0.0;
+                rx->return_sum += ret[e];
+                ret[e] = 0.0;
             }
         }
     }

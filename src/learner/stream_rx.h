@@ -1,7 +1,9 @@
 /*
  * rollout-learner against a stream node (--learner stream): every segment
- * is read in place (wire/segment_view.h), checked, and counted: steps,
- * episodes and returns per node, each shard's segments in order (a segment
+ * is read in place (wire/segment_view.h), checked (an env ABI 2 node's
+ * against its welcome's layout), and counted: steps (rows: for env ABI 2,
+ * agent steps, as the node counts them), episodes and returns per node
+ * (per env), each shard's segments in order (a segment
  * sent again after a reconnect is counted once), policy versions ordered.
  * Loop thread.
  */

@@ -102,19 +102,17 @@ int ro_node_print_topology(const ro_config_t *cfg, FILE *f, char *err, size_t er
 
 /*
  * refuse_abi2 says no, at start-up, to a mode that cannot carry what an
- * env of ABI 2 uses: remote and stream learners and trainers' pushed
- * policies (--listen) carry one float32 observation, one Discrete or Box
- * action, one agent and no mask. Local mode and --record (trajectory format
- * version 2, docs/replay.md) carry everything.
+ * env of ABI 2 uses: remote learners and trainers' pushed policies
+ * (--listen) carry one float32 observation, one Discrete or Box action, one
+ * agent and no mask. Local mode, stream mode (segments of the env's own
+ * tensors) and --record (trajectory format version 2) carry everything.
  */
 static int refuse_abi2(const ro_node_t *n, char *err, size_t errlen)
 {
     const char *mode = NULL;
     if (n->cfg.learner == RO_LEARNER_REMOTE)
         mode = "--learner remote";
-    else if (n->cfg.learner == RO_LEARNER_STREAM)
-        mode = "--learner stream";
-    else if (n->cfg.listen)
+    else if (n->cfg.listen && n->cfg.learner != RO_LEARNER_STREAM)
         mode = "--listen (trainers' pushed policies)";
     char what[160];
     ro__layout_abi2_features(&n->layout, what, sizeof what);
@@ -348,9 +346,12 @@ static int make_stream(ro_node_t *n, char *err, size_t errlen)
     uint32_t max_shard = 0;
     for (uint32_t i = 0; i < n->nshards; i++)
         max_shard = n->shards[i].xchg.n > max_shard ? n->shards[i].xchg.n : max_shard;
-    ro_seg_layout_t lay;
-    bool gaussian = ro__policy_log_std(n->policy) != NULL;
-    ro__seg_layout(&lay, n->cfg.unroll, &n->obs_space, &n->act_space, gaussian, max_shard);
+    ro_seg_layout_t lay; /* an ABI 2 env's segments carry its own tensors */
+    if (n->layout.abi1)
+        ro__seg_layout(&lay, n->cfg.unroll, &n->obs_space, &n->act_space,
+                       ro__policy_log_std(n->policy) != NULL, max_shard);
+    else
+        ro__seg_layout2(&lay, n->cfg.unroll, &n->layout, max_shard);
     /* One being filled and a few in flight per shard, within a memory cap:
      * when learners fall behind, shards wait for segments (backpressure). */
     uint64_t nsegs = (uint64_t)STREAM_SEGS_PER_SHARD * n->nshards;

@@ -255,21 +255,37 @@ static int expect(const ro_segment_view_t *v, const char *name, uint32_t dtype, 
     return 0;
 }
 
-int ro__segment_view_check(const ro_segment_view_t *v, const ro_segment_rules_t *r, char *err,
-                           size_t errlen)
+/* The columns of every step, ABI 1 and 2 alike: [t, n] (policy_version
+ * [t]). */
+static int expect_common(const ro_segment_view_t *v, char *err, size_t errlen)
+{
+    const uint32_t tn[2] = {v->t, v->n}, tv[1] = {v->t};
+    int rc = 0;
+    if ((rc = expect(v, "logp", 1, 2, tn, err, errlen)) ||
+        (rc = expect(v, "reward", 1, 2, tn, err, errlen)) ||
+        (rc = expect(v, "terminated", 3, 2, tn, err, errlen)) ||
+        (rc = expect(v, "truncated", 3, 2, tn, err, errlen)) ||
+        (rc = expect(v, "is_first", 3, 2, tn, err, errlen)) ||
+        (rc = expect(v, "episode", 4, 2, tn, err, errlen)) ||
+        (rc = expect(v, "step", 4, 2, tn, err, errlen)) ||
+        (rc = expect(v, "policy_version", 5, 1, tv, err, errlen)))
+        return rc;
+    return 0;
+}
+
+/* An ABI 1 segment: obs, action, next_obs and final_obs of the welcome's
+ * spaces. Sets *k to the final observations (0: none). */
+static int check_abi1(const ro_segment_view_t *v, const ro_segment_rules_t *r, uint32_t *k,
+                      char *err, size_t errlen)
 {
     const unsigned long long seq = (unsigned long long)v->seq;
-    if (v->t < 1 || v->t > r->unroll || v->n < 1 || v->first_env >= r->num_envs ||
-        v->n > r->num_envs - v->first_env)
-        return ro__errorf(err, errlen, RO_EPROTO,
-                          "segment %llu: %u steps of envs %u..+%u (unroll %u, %u envs)", seq, v->t,
-                          v->first_env, v->n, r->unroll, r->num_envs);
-    if (v->version_min > v->version_max)
-        return ro__errorf(err, errlen, RO_EPROTO, "segment %llu: policy versions %llu > %llu", seq,
-                          (unsigned long long)v->version_min, (unsigned long long)v->version_max);
     const uint32_t t = v->t, n = v->n, U = UINT32_MAX;
+    if (v->first_env >= r->num_envs || n > r->num_envs - v->first_env)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "segment %llu: %u steps of envs %u..+%u (unroll %u, %u envs)", seq, t,
+                          v->first_env, n, r->unroll, r->num_envs);
     const uint32_t tn[2] = {t, n}, tno[3] = {t, n, r->obs_dim}, no[2] = {n, r->obs_dim};
-    const uint32_t tna[3] = {t, n, r->act_dim}, tv[1] = {t}, k[1] = {U}, ko[2] = {U, r->obs_dim};
+    const uint32_t tna[3] = {t, n, r->act_dim}, ku[1] = {U}, ko[2] = {U, r->obs_dim};
     int rc = 0;
     /* Observations are checked flat: a multi-dimensional one has more dims. */
     const ro_tensor_view_t *o = ro__segment_view_find(v, "obs");
@@ -280,32 +296,97 @@ int ro__segment_view_check(const ro_segment_view_t *v, const ro_segment_rules_t 
     if ((rc = expect(v, "obs", 1, 3, tno, err, errlen)) ||
         (rc = r->discrete ? expect(v, "action", 2, 2, tn, err, errlen)
                           : expect(v, "action", 1, 3, tna, err, errlen)) ||
-        (rc = expect(v, "logp", 1, 2, tn, err, errlen)) ||
-        (rc = expect(v, "reward", 1, 2, tn, err, errlen)) ||
-        (rc = expect(v, "terminated", 3, 2, tn, err, errlen)) ||
-        (rc = expect(v, "truncated", 3, 2, tn, err, errlen)) ||
-        (rc = expect(v, "is_first", 3, 2, tn, err, errlen)) ||
-        (rc = expect(v, "episode", 4, 2, tn, err, errlen)) ||
-        (rc = expect(v, "step", 4, 2, tn, err, errlen)) ||
-        (rc = expect(v, "policy_version", 5, 1, tv, err, errlen)) ||
-        (rc = expect(v, "next_obs", 1, 2, no, err, errlen)))
+        (rc = expect_common(v, err, errlen)) || (rc = expect(v, "next_obs", 1, 2, no, err, errlen)))
         return rc;
     const ro_tensor_view_t *fi = ro__segment_view_find(v, "final_index");
     const ro_tensor_view_t *fo = ro__segment_view_find(v, "final_obs");
+    *k = 0;
     if (fi || fo) {
-        if (!fi || !fo || (rc = expect(v, "final_index", 2, 1, k, err, errlen)) ||
+        if (!fi || !fo || (rc = expect(v, "final_index", 2, 1, ku, err, errlen)) ||
             (rc = expect(v, "final_obs", 1, 2, ko, err, errlen)) || fi->shape[0] != fo->shape[0])
             return rc ? rc
                       : ro__errorf(err, errlen, RO_EPROTO,
                                    "segment %llu: final_index and final_obs disagree", seq);
-        for (uint32_t i = 0; i < fi->shape[0]; i++) {
-            int32_t x;
-            memcpy(&x, fi->data + 4 * (size_t)i, 4);
-            if (x < 0 || (uint64_t)x >= (uint64_t)t * n)
-                return ro__errorf(err, errlen, RO_EPROTO,
-                                  "segment %llu: final index %d outside its %u x %u steps", seq, x,
-                                  t, n);
-        }
+        *k = fi->shape[0];
+    }
+    return 0;
+}
+
+/* Tensor "<prefix><name of obs rule o>" with lead leading dims (nlead of
+ * them) and then the rule's shape. */
+static int expect_obs(const ro_segment_view_t *v, const ro_segment_obs_rule_t *o,
+                      const char *prefix, const uint32_t *lead, uint32_t nlead, char *err,
+                      size_t errlen)
+{
+    char name[64];
+    uint32_t dims[2 + RO_VIEW_MAX_OBS_DIMS];
+    snprintf(name, sizeof name, "%s%s", prefix, o->name);
+    for (uint32_t d = 0; d < nlead; d++)
+        dims[d] = lead[d];
+    for (uint32_t d = 0; d < o->ndim; d++)
+        dims[nlead + d] = o->shape[d];
+    return expect(v, name, o->dtype, nlead + o->ndim, dims, err, errlen);
+}
+
+/* An env ABI 2 segment (docs/protocol.md): n rows of whole envs, each
+ * tensor of the layout as obs/, next_obs/ and final_obs/<name>, the
+ * actions, the mask. Sets *k to the final observations. */
+static int check_abi2(const ro_segment_view_t *v, const ro_segment_rules_t *r, uint32_t *k,
+                      char *err, size_t errlen)
+{
+    const unsigned long long seq = (unsigned long long)v->seq;
+    const uint32_t t = v->t, n = v->n, A = r->agents ? r->agents : 1, U = UINT32_MAX;
+    if (n % A || v->first_env >= r->num_envs || n / A > r->num_envs - v->first_env)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "segment %llu: %u rows from env %u are not whole envs of %u agents "
+                          "of a node of %u envs",
+                          seq, n, v->first_env, A, r->num_envs);
+    const uint32_t tn[2] = {t, n}, nn[1] = {n}, ku[1] = {U};
+    const uint32_t tnd[3] = {t, n, r->ndisc}, tnb[3] = {t, n, r->nbox};
+    const uint32_t tnm[3] = {t, n, r->mask_width};
+    int rc = 0;
+    for (uint32_t i = 0; i < r->nobs; i++)
+        if ((rc = expect_obs(v, &r->obs[i], "obs/", tn, 2, err, errlen)) ||
+            (rc = expect_obs(v, &r->obs[i], "next_obs/", nn, 1, err, errlen)))
+            return rc;
+    if ((r->ndisc && (rc = expect(v, "action", 2, 3, tnd, err, errlen))) ||
+        (r->nbox && (rc = expect(v, "action_box", 1, 3, tnb, err, errlen))) ||
+        (r->mask_width && (rc = expect(v, "mask", 3, 3, tnm, err, errlen))) ||
+        (rc = expect_common(v, err, errlen)) ||
+        (rc = expect(v, "final_index", 2, 1, ku, err, errlen)))
+        return rc;
+    *k = ro__segment_view_find(v, "final_index")->shape[0];
+    const uint32_t kk[1] = {*k};
+    for (uint32_t i = 0; i < r->nobs; i++)
+        if ((rc = expect_obs(v, &r->obs[i], "final_obs/", kk, 1, err, errlen)))
+            return rc;
+    return 0;
+}
+
+int ro__segment_view_check(const ro_segment_view_t *v, const ro_segment_rules_t *r, char *err,
+                           size_t errlen)
+{
+    const unsigned long long seq = (unsigned long long)v->seq;
+    if (v->t < 1 || v->t > r->unroll || v->n < 1)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "segment %llu: %u steps of envs %u..+%u (unroll %u, %u envs)", seq, v->t,
+                          v->first_env, v->n, r->unroll, r->num_envs);
+    if (v->version_min > v->version_max)
+        return ro__errorf(err, errlen, RO_EPROTO, "segment %llu: policy versions %llu > %llu", seq,
+                          (unsigned long long)v->version_min, (unsigned long long)v->version_max);
+    const uint32_t t = v->t, n = v->n;
+    uint32_t k = 0;
+    int rc = r->abi2 ? check_abi2(v, r, &k, err, errlen) : check_abi1(v, r, &k, err, errlen);
+    if (rc)
+        return rc;
+    const ro_tensor_view_t *fi = ro__segment_view_find(v, "final_index");
+    for (uint32_t i = 0; i < k; i++) {
+        int32_t x;
+        memcpy(&x, fi->data + 4 * (size_t)i, 4);
+        if (x < 0 || (uint64_t)x >= (uint64_t)t * n)
+            return ro__errorf(err, errlen, RO_EPROTO,
+                              "segment %llu: final index %d outside its %u x %u steps", seq, x, t,
+                              n);
     }
     const ro_tensor_view_t *pv = ro__segment_view_find(v, "policy_version");
     for (uint32_t i = 0; i < t; i++) {

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RO_VIEW_MAX_TENSORS 32
+#define RO_VIEW_MAX_TENSORS 48
 #define RO_VIEW_MAX_DIMS 8
 
 typedef struct ro_tensor_view {
@@ -57,19 +57,40 @@ int ro__segment_view_resolve(ro_segment_view_t *v, const uint8_t *base, size_t s
 /* ro__segment_view_find returns the tensor named name, or NULL. */
 const ro_tensor_view_t *ro__segment_view_find(const ro_segment_view_t *v, const char *name);
 
-/* What a learner expects of a node's segments (from its welcome). */
+/* The most observation tensors, and dims of one, of an env ABI 2 layout
+ * (include/rollout/env.h's limits), and the bytes of a tensor's name. */
+#define RO_VIEW_MAX_OBS 8
+#define RO_VIEW_MAX_OBS_DIMS 4
+#define RO_VIEW_MAX_NAME 32
+
+/* One observation tensor of an env ABI 2 layout: one row's. */
+typedef struct ro_segment_obs_rule {
+    char name[RO_VIEW_MAX_NAME]; /* NUL-terminated */
+    uint32_t dtype;              /* proto DType */
+    uint32_t ndim, shape[RO_VIEW_MAX_OBS_DIMS];
+} ro_segment_obs_rule_t;
+
+/* What a learner expects of a node's segments (from its welcome). Zero it
+ * before filling it: reconnects compare it bytewise. */
 typedef struct ro_segment_rules {
     uint32_t unroll;   /* most steps */
     uint32_t num_envs; /* env indices below this */
-    uint32_t obs_dim;  /* floats per observation */
-    uint32_t act_dim;  /* floats per box action; 1 for discrete */
+    uint32_t obs_dim;  /* floats per observation (ABI 1) */
+    uint32_t act_dim;  /* floats per box action; 1 for discrete (ABI 1) */
     bool discrete;
+    /* Env ABI 2 (the welcome's layout): a segment's n counts rows, agents
+     * per env; its tensors are docs/protocol.md's ABI 2 list. */
+    bool abi2;
+    uint32_t agents, nobs;
+    ro_segment_obs_rule_t obs[RO_VIEW_MAX_OBS];
+    uint32_t ndisc, nbox, mask_width; /* per row; 0: no such tensor */
 } ro_segment_rules_t;
 
 /* ro__segment_view_check holds a parsed segment to the rules: 1 <= t <=
- * unroll, its envs within num_envs, every required tensor present with its
- * dtype, shape and byte count, final indices inside the segment, versions
- * ordered. Returns 0 or RO_EPROTO with one line in err. */
+ * unroll, its envs within num_envs (ABI 2: whole envs of agents rows),
+ * every required tensor present with its dtype, shape and byte count,
+ * final indices inside the segment, versions ordered. Returns 0 or
+ * RO_EPROTO with one line in err, naming the tensor. */
 int ro__segment_view_check(const ro_segment_view_t *v, const ro_segment_rules_t *r, char *err,
                            size_t errlen);
 

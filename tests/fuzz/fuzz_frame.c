@@ -145,14 +145,24 @@ static void validate(const ro_frame_t *f)
 static void check_segment(const uint8_t *data, size_t size)
 {
     static uint8_t memory[4096]; /* the node's segment memory, as mapped */
-    const ro_segment_rules_t rules[2] = {
+    /* ABI 1 (in memory, in frames), and an env ABI 2 layout: 2 agents, a
+     * uint8 [3, 3] tensor "view", one Discrete(5) entry with its mask. */
+    const ro_segment_rules_t rules[3] = {
         {.unroll = 64, .num_envs = 1024, .obs_dim = 4, .act_dim = 1, .discrete = true},
-        {.unroll = 8, .num_envs = 4, .obs_dim = 1, .act_dim = 2, .discrete = false}};
+        {.unroll = 8, .num_envs = 4, .obs_dim = 1, .act_dim = 2, .discrete = false},
+        {.unroll = 8,
+         .num_envs = 4,
+         .abi2 = true,
+         .agents = 2,
+         .nobs = 1,
+         .obs = {{.name = "view", .dtype = 3, .ndim = 2, .shape = {3, 3}}},
+         .ndisc = 1,
+         .mask_width = 5}};
     char err[256];
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         ro_segment_view_t v;
         if (ro__segment_view_parse(data, size, &v, err, sizeof err) != 1 ||
-            ro__segment_view_resolve(&v, k ? NULL : memory, sizeof memory, err, sizeof err) ||
+            ro__segment_view_resolve(&v, k == 1 ? NULL : memory, sizeof memory, err, sizeof err) ||
             ro__segment_view_check(&v, &rules[k], err, sizeof err))
             continue;
         for (uint32_t i = 0; i < v.ntensors; i++)

@@ -365,7 +365,7 @@ static void test_bounds(void **state)
     tensor(s, RO_VIEW_MAX_TENSORS, "extra", 3, s->u8, 1, 1, 1, 0, 0);
     s->seg.n_tensors = RO_VIEW_MAX_TENSORS + 1;
     seg_pack(s);
-    expect_bad(s->buf, s->len, "a segment with over 32 tensors");
+    expect_bad(s->buf, s->len, "a segment with over 48 tensors");
 
     /* 8 dims are read; 9 are refused (packed, and one by one). */
     seg_good(s);
