@@ -559,10 +559,8 @@ class Client:
         n = len(env)
         d = info.obs_dim
         flags = o.flags
-        if o.in_memory:
-            pass  # flags come from the memory, once env is checked
-        elif len(o.step) != n or len(o.obs) != n * d or len(o.reward) != n or \
-                len(flags[0]) != n or len(flags[1]) != n or len(flags[2]) != n:
+        if not o.in_memory and (len(o.step) != n or len(o.obs) != n * d or len(o.reward) != n or
+                                len(flags[0]) != n or len(flags[1]) != n or len(flags[2]) != n):
             for field, got, want in (("step", len(o.step), n), ("obs", len(o.obs), n * d),
                                      ("reward", len(o.reward), n),
                                      ("terminated", len(flags[0]), n),
@@ -612,9 +610,7 @@ class Client:
         f = mem.flags[rows]
         o.obs = mem.obs[rows].reshape(-1)
         o.reward = mem.reward[rows]
-        o.flags = np.array([(f & shared_memory.TERMINATED) != 0,
-                            (f & shared_memory.TRUNCATED) != 0,
-                            (f & shared_memory.EPISODE_START) != 0])
+        o.flags = shared_memory.flag_rows(f)
         fi = np.flatnonzero(f & shared_memory.HAS_FINAL)
         o.final_index = fi
         o.final_obs = mem.final_obs[o.env[fi]].reshape(-1)

@@ -20,7 +20,14 @@ from .errors import ProtocolError
 
 # The flags column of SEED memory (wire/seed_memory.h).
 TERMINATED, TRUNCATED, EPISODE_START, HAS_FINAL = 1, 2, 4, 8
+_FLAG_BITS = np.array([[TERMINATED], [TRUNCATED], [EPISODE_START]], np.uint8)
 _PAGE = 4096
+
+
+def flag_rows(flags):
+    """bool [3, n]: terminated, truncated, episode_start of flags column
+    bytes ``flags`` (uint8 [n])."""
+    return (flags & _FLAG_BITS) != 0
 
 
 def peer_pid(sock):

@@ -43,10 +43,6 @@ from .client import Client, check_actions
 from .errors import ConnectionClosed, ProtocolError
 from .vecenv_async import AsyncMixin
 
-# terminated, truncated, episode_start: the flags column's bits, as a column.
-_FLAG_BITS = np.array([[shared_memory.TERMINATED], [shared_memory.TRUNCATED],
-                       [shared_memory.EPISODE_START]], np.uint8)
-
 _Base = spaces.GYMNASIUM.vector.VectorEnv if spaces.GYMNASIUM is not None else object
 
 
@@ -198,7 +194,7 @@ class VecEnv(AsyncMixin, _Base):
         f = mem.flags[rows]
         self._obs[g] = mem.obs[rows]
         self._reward[g] = mem.reward[rows]
-        self._flags[:, g] = (f & _FLAG_BITS) != 0
+        self._flags[:, g] = shared_memory.flag_rows(f)
         self._step[g] = b.step
         if clear_final:
             self._final[g] = self._final_fill
