@@ -272,16 +272,34 @@ fail:
     return rc;
 }
 
-/* new_composite builds a composite policy (ro__policy_new_layout). */
+/* load_layout_file reads spec's weights file for a policy of layout lay
+ * into p (params and path) and checks it against lay. */
+static int load_layout_file(ro_policy_t *p, const ro_policy_spec_t *spec,
+                            const ro_space_layout_t *lay, char *err, size_t errlen)
+{
+    int rc = ro__policy_params_read(&p->params, spec->params_path, err, errlen);
+    if (rc < 0)
+        return rc;
+    size_t nlen = strlen(spec->params_path) + sizeof "policy file ";
+    char *name = malloc(nlen);
+    p->path = strdup(spec->params_path);
+    if (!name || !p->path) {
+        free(name);
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory");
+    }
+    snprintf(name, nlen, "policy file %s", spec->params_path);
+    rc = ro__policy_layout_check(ro__policy_params_view(&p->params), lay, name, err, errlen);
+    free(name);
+    return rc;
+}
+
+/* new_composite builds a composite policy (ro__policy_new_layout): seeded,
+ * or from a format-2 weights file of the same layout. */
 static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
                          const ro_space_layout_t *lay, char *err, size_t errlen)
 {
-    if (spec->kind == RO_POLICY_MLP && spec->params_path)
-        return ro__errorf(err, errlen, RO_EINVAL,
-                          "policy: a weights file (--policy FILE) holds one discrete or box "
-                          "head; this env's action is composite (MultiDiscrete, MultiBinary, a "
-                          "Tuple or masked): use a seeded MLP");
-    int rc = spec->kind == RO_POLICY_MLP ? check_spec(spec, err, errlen) : 0;
+    const bool loaded = spec->kind == RO_POLICY_MLP && spec->params_path;
+    int rc = spec->kind == RO_POLICY_MLP && !loaded ? check_spec(spec, err, errlen) : 0;
     if (rc < 0)
         return rc;
     if (spec->kind == RO_POLICY_MLP && lay->head_width > RO_POLICY_MAX_WIDTH)
@@ -300,10 +318,13 @@ static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
     p->act_dim = lay->nbox;
     p->nout = lay->head_width;
     const size_t nb = lay->nbox ? lay->nbox : 1;
+    if (loaded && (rc = load_layout_file(p, spec, lay, err, errlen)) < 0)
+        goto fail;
     p->low = malloc(4 * nb * sizeof(float));
-    if (!p->low || (spec->kind == RO_POLICY_MLP &&
-                    (init_params(&p->params, spec, p->obs_dim, RO_SPACE_DISCRETE, p->nout) < 0 ||
-                     build_kernels(p) < 0))) {
+    if (!p->low ||
+        (spec->kind == RO_POLICY_MLP &&
+         ((!loaded && init_params(&p->params, spec, p->obs_dim, RO_SPACE_DISCRETE, p->nout) < 0) ||
+          build_kernels(p) < 0))) {
         rc = ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory for the weights");
         goto fail;
     }
@@ -317,8 +338,9 @@ static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
             p->low[j] = lay->box_low[j];
             p->high[j] = lay->box_high[j];
         }
-        p->box_log_std[j] = 0.0f;
-        p->box_std[j] = 1.0f; /* exp(0) */
+        /* exp in double, rounded once, as finish_policy does */
+        p->box_log_std[j] = loaded ? p->params.log_std[j] : 0.0f;
+        p->box_std[j] = loaded ? (float)exp((double)p->box_log_std[j]) : 1.0f; /* exp(0) */
     }
     *out = p;
     return 0;
@@ -349,8 +371,23 @@ int ro__policy_new_layout(ro_policy_t **out, const ro_policy_spec_t *spec,
         }
     }
     int rc = ro__policy_new(out, spec, &obs, &act, err, errlen);
-    if (rc == 0)
-        (*out)->lay = lay;
+    if (rc < 0)
+        return rc;
+    (*out)->lay = lay;
+    if ((*out)->path) { /* a format-2 file records the typed inputs: they must match */
+        size_t nlen = strlen((*out)->path) + sizeof "policy file ";
+        char *name = malloc(nlen);
+        if (name)
+            snprintf(name, nlen, "policy file %s", (*out)->path);
+        rc = name ? ro__policy_layout_check(ro__policy_params_view(&(*out)->params), lay, name, err,
+                                            errlen)
+                  : ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory");
+        free(name);
+        if (rc < 0) {
+            ro__policy_free(*out);
+            *out = NULL;
+        }
+    }
     return rc;
 }
 
@@ -464,8 +501,18 @@ int ro__policy_save(const ro_policy_t *p, const char *path, char *err, size_t er
 {
     if (p->kind != RO_POLICY_MLP)
         return ro__errorf(err, errlen, RO_EINVAL, "policy: a random policy has no weights to save");
-    if (p->composite)
-        return ro__errorf(err, errlen, RO_EINVAL,
-                          "policy: a composite action's MLP (env ABI 2) has no weights file yet");
-    return ro__policy_params_save(&p->params, path, err, errlen);
+    if (!p->lay || p->lay->abi1)
+        return ro__policy_params_save(&p->params, path, err, errlen);
+    /* Env ABI 2: format 2, with the layout (and a composite's log_std). */
+    ro_policy_params_t q = p->params; /* borrows p's arrays */
+    if (ro__policy_layout_pack(p->lay, &q.layout, &q.layout_len) < 0)
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
+    if (p->composite) {
+        q.composite = true;
+        q.log_std = p->lay->nbox ? p->box_log_std : NULL;
+        q.nlog_std = p->lay->nbox;
+    }
+    int rc = ro__policy_params_save(&q, path, err, errlen);
+    free(q.layout);
+    return rc;
 }
