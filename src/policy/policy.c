@@ -294,11 +294,13 @@ static int load_layout_file(ro_policy_t *p, const ro_policy_spec_t *spec,
 }
 
 /* new_composite builds a composite policy (ro__policy_new_layout): seeded,
- * or from a format-2 weights file of the same layout. */
+ * from a format-2 weights file of the same layout, or from weights pp
+ * already checked against it (moved in; label names them). */
 static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
-                         const ro_space_layout_t *lay, char *err, size_t errlen)
+                         const ro_space_layout_t *lay, ro_policy_params_t *pp, const char *label,
+                         char *err, size_t errlen)
 {
-    const bool loaded = spec->kind == RO_POLICY_MLP && spec->params_path;
+    const bool loaded = spec->kind == RO_POLICY_MLP && (spec->params_path || pp);
     int rc = spec->kind == RO_POLICY_MLP && !loaded ? check_spec(spec, err, errlen) : 0;
     if (rc < 0)
         return rc;
@@ -318,8 +320,16 @@ static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
     p->act_dim = lay->nbox;
     p->nout = lay->head_width;
     const size_t nb = lay->nbox ? lay->nbox : 1;
-    if (loaded && (rc = load_layout_file(p, spec, lay, err, errlen)) < 0)
+    if (pp) {
+        p->params = *pp; /* the weights move in */
+        memset(pp, 0, sizeof *pp);
+        if (!(p->path = strdup(label))) {
+            rc = ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory");
+            goto fail;
+        }
+    } else if (loaded && (rc = load_layout_file(p, spec, lay, err, errlen)) < 0) {
         goto fail;
+    }
     p->low = malloc(4 * nb * sizeof(float));
     if (!p->low ||
         (spec->kind == RO_POLICY_MLP &&
@@ -349,27 +359,33 @@ fail:
     return rc;
 }
 
+/* plain_spaces gives the ABI 1 spaces of a simple_act layout's policy. */
+static void plain_spaces(const ro_space_layout_t *lay, ro_space_t *obs, ro_space_t *act)
+{
+    const ro_part_layout_t *p0 = &lay->part[0];
+    if (ro__layout_abi1_view(lay, obs, act))
+        return;
+    /* Typed tensors or agents, one plain action: the MLP of ABI 1 over the
+     * flattened rows (a box of obs_width floats; its bounds are never
+     * read). */
+    *obs = (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {lay->obs_width}};
+    if (p0->kind == RO_SPACE_DISCRETE) {
+        *act = (ro_space_t){.kind = RO_SPACE_DISCRETE, .n = lay->disc_n[0]};
+    } else {
+        *act = (ro_space_t){
+            .kind = RO_SPACE_BOX, .ndim = p0->ndim, .low = lay->box_low, .high = lay->box_high};
+        memcpy(act->shape, p0->shape, sizeof act->shape);
+    }
+}
+
 int ro__policy_new_layout(ro_policy_t **out, const ro_policy_spec_t *spec,
                           const ro_space_layout_t *lay, char *err, size_t errlen)
 {
     *out = NULL;
-    const ro_part_layout_t *p0 = &lay->part[0];
     if (!lay->simple_act)
-        return new_composite(out, spec, lay, err, errlen);
+        return new_composite(out, spec, lay, NULL, NULL, err, errlen);
     ro_space_t obs, act;
-    if (!ro__layout_abi1_view(lay, &obs, &act)) {
-        /* Typed tensors or agents, one plain action: the MLP of ABI 1 over
-         * the flattened rows (a box of obs_width floats; its bounds are
-         * never read). */
-        obs = (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {lay->obs_width}};
-        if (p0->kind == RO_SPACE_DISCRETE) {
-            act = (ro_space_t){.kind = RO_SPACE_DISCRETE, .n = lay->disc_n[0]};
-        } else {
-            act = (ro_space_t){
-                .kind = RO_SPACE_BOX, .ndim = p0->ndim, .low = lay->box_low, .high = lay->box_high};
-            memcpy(act.shape, p0->shape, sizeof act.shape);
-        }
-    }
+    plain_spaces(lay, &obs, &act);
     int rc = ro__policy_new(out, spec, &obs, &act, err, errlen);
     if (rc < 0)
         return rc;
@@ -388,6 +404,26 @@ int ro__policy_new_layout(ro_policy_t **out, const ro_policy_spec_t *spec,
             *out = NULL;
         }
     }
+    return rc;
+}
+
+int ro__policy_new_from_params_layout(ro_policy_t **out, ro_policy_params_t *pp, ro_gemm_t gemm,
+                                      const ro_space_layout_t *lay, const char *label, char *err,
+                                      size_t errlen)
+{
+    *out = NULL;
+    int rc = ro__policy_layout_check(ro__policy_params_view(pp), lay, label, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (!lay->simple_act) {
+        ro_policy_spec_t spec = {.kind = RO_POLICY_MLP, .gemm = gemm};
+        return new_composite(out, &spec, lay, pp, label, err, errlen);
+    }
+    ro_space_t obs, act;
+    plain_spaces(lay, &obs, &act);
+    rc = ro__policy_new_from_params(out, pp, gemm, &obs, &act, label, err, errlen);
+    if (rc == 0)
+        (*out)->lay = lay;
     return rc;
 }
 

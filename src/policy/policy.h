@@ -74,6 +74,14 @@ int ro__policy_new_from_params(ro_policy_t **out, struct ro_policy_params *pp, r
                                const ro_space_t *obs, const ro_space_t *act, const char *label,
                                char *err, size_t errlen);
 
+/* ro__policy_new_from_params_layout is ro__policy_new_from_params for an
+ * env's layout (env ABI 2): pp is checked against lay as a weights file is
+ * (params_layout.h; a composite head needs a format-2 message), then moves
+ * into the policy. lay must outlive the policy. */
+int ro__policy_new_from_params_layout(ro_policy_t **out, struct ro_policy_params *pp,
+                                      ro_gemm_t gemm, const struct ro_space_layout *lay,
+                                      const char *label, char *err, size_t errlen);
+
 /* ro__policy_kernels_name says which kernels the policy runs: "scalar",
  * "avx2" or "avx512". */
 const char *ro__policy_kernels_name(const ro_policy_t *p);
