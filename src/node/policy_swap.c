@@ -9,7 +9,6 @@
 
 #include "node/node.h"
 #include "node/node_internal.h"
-#include "envs/env_kind.h"
 #include "policy/params.h"
 #include "runtime/error.h"
 
@@ -32,13 +31,6 @@ static void start_swap(ro_node_t *n, ro_policy_t *next)
 int ro__node_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char *err, size_t errlen)
 {
     ro_node_t *n = ctx;
-    if (!n->layout.abi1) { /* a stream node of an env ABI 2 env */
-        snprintf(err, errlen,
-                 "env '%s' is an env ABI 2 env: pushed policies do not carry it yet (its "
-                 "segments do)",
-                 ro__env_kind_name(&n->kind));
-        return RO_ENOTSUP;
-    }
     if (n->nretired == 8) {
         snprintf(err, errlen, "lanes failed to switch policies 8 times (out of memory)");
         return RO_ENOMEM;
@@ -50,8 +42,12 @@ int ro__node_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char *
     if (rc)
         return rc;
     ro_policy_t *next;
-    rc = ro__policy_new_from_params(&next, &pp, n->cfg.policy.gemm, &n->obs_space, &n->act_space,
-                                    label, err, errlen);
+    if (!n->layout.abi1) /* env ABI 2: the push must be of the env's layout (format 2) */
+        rc = ro__policy_new_from_params_layout(&next, &pp, n->cfg.policy.gemm, &n->layout, label,
+                                               err, errlen);
+    else
+        rc = ro__policy_new_from_params(&next, &pp, n->cfg.policy.gemm, &n->obs_space,
+                                        &n->act_space, label, err, errlen);
     ro__policy_params_free(&pp);
     if (rc)
         return rc;

@@ -15,7 +15,9 @@ int ro__policy_params_alloc(ro_policy_params_t *p)
 {
     /* Dimensions come from a validated file or spec; the overflow checks
      * only keep a bug from turning into a short allocation. */
-    size_t total = p->action_kind == RO_SPACE_BOX ? p->action_dim : 0;
+    if (!p->composite)
+        p->nlog_std = p->action_kind == RO_SPACE_BOX ? p->action_dim : 0;
+    size_t total = p->nlog_std;
     for (uint32_t l = 0; l < p->nlayers; l++) {
         size_t in = p->layers[l].in, out = p->layers[l].out;
         if (out > (SIZE_MAX / sizeof(float) - total) / (in + 1))
@@ -33,7 +35,7 @@ int ro__policy_params_alloc(ro_policy_params_t *p)
         L->bias = mem;
         mem += L->out;
     }
-    p->log_std = p->action_kind == RO_SPACE_BOX ? mem : NULL;
+    p->log_std = p->nlog_std ? mem : NULL;
     return 0;
 }
 
@@ -43,6 +45,9 @@ void ro__policy_params_free(ro_policy_params_t *p)
         return;
     free(p->mem);
     p->mem = NULL;
+    free(p->layout);
+    p->layout = NULL;
+    p->layout_len = 0;
     for (uint32_t l = 0; l < p->nlayers; l++) {
         p->layers[l].weight = NULL;
         p->layers[l].bias = NULL;
@@ -87,10 +92,16 @@ static int check_header(ro_policy_params_t *p, const Rollout__V1__PolicyParams *
                         char *err, size_t errlen)
 {
     char tmp[40];
-    if (m->format_version != 1)
+    if (m->format_version < 1 || m->format_version > RO_POLICY_FORMAT_VERSION)
         return ro__errorf(err, errlen, RO_EBADMSG,
-                          "%s: format_version is %u; this reader knows format_version 1", name,
-                          m->format_version);
+                          "%s: format_version is %u; this reader knows format_version 1 to %d",
+                          name, m->format_version, RO_POLICY_FORMAT_VERSION);
+    if (m->format_version == 1 && m->layout)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layout is set but format_version is 1 (layout is format 2)", name);
+    if (m->format_version == 2 && !m->layout)
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: format_version is 2 but layout is missing",
+                          name);
     const char *act = m->activation ? m->activation : "";
     if (strcmp(act, "tanh") == 0)
         p->activation = RO_ACT_TANH;
@@ -105,10 +116,17 @@ static int check_header(ro_policy_params_t *p, const Rollout__V1__PolicyParams *
         p->action_kind = RO_SPACE_DISCRETE;
     else if (strcmp(kind, "box") == 0)
         p->action_kind = RO_SPACE_BOX;
+    else if (strcmp(kind, "composite") == 0 && m->format_version >= 2)
+        p->action_kind = RO_SPACE_DISCRETE; /* the MLP sees one plain head */
     else
         return ro__errorf(err, errlen, RO_EBADMSG,
-                          "%s: action_kind is \"%s\"; expected \"discrete\" or \"box\"", name,
-                          printable(kind, tmp));
+                          m->format_version >= 2
+                              ? "%s: action_kind is \"%s\"; expected \"discrete\", \"box\" or "
+                                "\"composite\""
+                              : "%s: action_kind is \"%s\"; expected \"discrete\" or \"box\" "
+                                "(\"composite\" is format_version 2)",
+                          name, printable(kind, tmp));
+    p->composite = strcmp(kind, "composite") == 0;
     if (m->obs_dim == 0)
         return ro__errorf(err, errlen, RO_EBADMSG, "%s: obs_dim is 0", name);
     if (m->action_dim == 0 || m->action_dim > RO_POLICY_MAX_WIDTH)
@@ -181,10 +199,24 @@ static int check_layer(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m
 }
 
 /* check_log_std validates the log_std field against the head kind. */
-static int check_log_std(const ro_policy_params_t *p, const Rollout__V1__PolicyParams *m,
+static int check_log_std(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m,
                          const char *name, char *err, size_t errlen)
 {
     const Rollout__V1__Tensor *t = m->log_std;
+    if (p->composite) { /* one per Gaussian head: params_layout.c counts them */
+        if (!t)
+            return 0;
+        if (t->n_shape != 1 || t->shape[0] == 0 || t->shape[0] > p->action_dim)
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              "%s: log_std must have shape [k], k in 1..%u (the Gaussian heads)",
+                              name, p->action_dim);
+        if (t->n_data != t->shape[0])
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              "%s: log_std has shape [%u] but %zu data values", name, t->shape[0],
+                              t->n_data);
+        p->nlog_std = t->shape[0];
+        return 0;
+    }
     if (p->action_kind == RO_SPACE_DISCRETE) {
         if (t)
             return ro__errorf(err, errlen, RO_EBADMSG,
@@ -255,7 +287,7 @@ int ro__policy_params_check_values(const ro_policy_params_t *p, const char *name
             rc = check_finite(L->bias, L->out, name, "bias", l, err, errlen);
     }
     if (rc == 0 && p->log_std)
-        rc = check_finite(p->log_std, p->action_dim, name, "log_std", UINT32_MAX, err, errlen);
+        rc = check_finite(p->log_std, p->nlog_std, name, "log_std", UINT32_MAX, err, errlen);
     return rc;
 }
 
@@ -275,8 +307,18 @@ int ro__policy_params_from_msg(ro_policy_params_t *out, const Rollout__V1__Polic
         memcpy(p.layers[l].bias, L->bias->data, L->bias->n_data * sizeof(float));
     }
     if (p.log_std)
-        memcpy(p.log_std, m->log_std->data, p.action_dim * sizeof(float));
+        memcpy(p.log_std, m->log_std->data, p.nlog_std * sizeof(float));
     rc = ro__policy_params_check_values(&p, name, err, errlen);
+    if (rc == 0 && m->layout) {
+        p.layout_len = rollout__v1__policy_layout__get_packed_size(m->layout);
+        p.layout = malloc(p.layout_len ? p.layout_len : 1);
+        if (!p.layout)
+            rc = ro__errorf(err, errlen, RO_ENOMEM, "%s: out of memory", name);
+        else
+            rollout__v1__policy_layout__pack(m->layout, p.layout);
+        if (rc == 0)
+            rc = ro__policy_layout_validate(ro__policy_params_view(&p), name, err, errlen);
+    }
     if (rc < 0) {
         ro__policy_params_free(&p);
         return rc;
@@ -316,6 +358,11 @@ int ro__policy_params_check_spaces(const ro_policy_params_t *p, const ro_space_t
     if (obs->kind != RO_SPACE_BOX)
         return ro__errorf(err, errlen, RO_EINVAL, "%s: the env's observation space is not a box",
                           name);
+    if (p->composite)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "%s: action_kind is \"composite\" (an env ABI 2 policy of %u head "
+                          "outputs) but the env's action is one %s",
+                          name, p->action_dim, act->kind == RO_SPACE_BOX ? "box" : "discrete");
     size_t od = ro_space_size(obs);
     if (od != p->obs_dim)
         return ro__errorf(err, errlen, RO_EINVAL,
@@ -353,13 +400,15 @@ int ro__policy_params_encode(const ro_policy_params_t *p, uint8_t **buf, size_t 
     Rollout__V1__Tensor wt[RO_POLICY_MAX_HIDDEN + 1], bt[RO_POLICY_MAX_HIDDEN + 1], ls;
     Rollout__V1__Layer layers[RO_POLICY_MAX_HIDDEN + 1], *lp[RO_POLICY_MAX_HIDDEN + 1];
     uint32_t wshape[RO_POLICY_MAX_HIDDEN + 1][2], bshape[RO_POLICY_MAX_HIDDEN + 1];
-    uint32_t lshape = p->action_dim;
+    uint32_t lshape = p->nlog_std;
     Rollout__V1__PolicyParams m;
     rollout__v1__policy_params__init(&m);
-    m.format_version = 1;
+    m.format_version = p->layout ? 2 : 1;
     m.activation = p->activation == RO_ACT_RELU ? (char *)"relu" : (char *)"tanh";
     m.obs_dim = p->obs_dim;
-    m.action_kind = p->action_kind == RO_SPACE_BOX ? (char *)"box" : (char *)"discrete";
+    m.action_kind = p->composite                     ? (char *)"composite"
+                    : p->action_kind == RO_SPACE_BOX ? (char *)"box"
+                                                     : (char *)"discrete";
     m.action_dim = p->action_dim;
     m.version = p->version;
     for (uint32_t l = 0; l < p->nlayers; l++) {
@@ -384,22 +433,31 @@ int ro__policy_params_encode(const ro_policy_params_t *p, uint8_t **buf, size_t 
     }
     m.n_layers = p->nlayers;
     m.layers = lp;
-    if (p->action_kind == RO_SPACE_BOX) {
+    if (p->nlog_std) {
         rollout__v1__tensor__init(&ls);
         ls.n_shape = 1;
         ls.shape = &lshape;
-        ls.n_data = p->action_dim;
+        ls.n_data = p->nlog_std;
         ls.data = p->log_std;
         m.log_std = &ls;
     }
 
-    size_t n = rollout__v1__policy_params__get_packed_size(&m);
-    size_t h = ro__varint_size(n);
+    /* The layout (field 9, already packed) goes after the other fields:
+     * the wire format lets fields come in any order. */
+    size_t n0 = rollout__v1__policy_params__get_packed_size(&m);
+    size_t tail = p->layout ? 1 + ro__varint_size(p->layout_len) + p->layout_len : 0;
+    size_t n = n0 + tail, h = ro__varint_size(n);
     uint8_t *b = malloc(h + n);
     if (!b)
         return RO_ENOMEM;
     ro__varint_put(b, n);
     rollout__v1__policy_params__pack(&m, b + h);
+    if (p->layout) {
+        uint8_t *t = b + h + n0;
+        *t++ = 9 << 3 | 2; /* field 9, length-delimited */
+        t += ro__varint_put(t, p->layout_len);
+        memcpy(t, p->layout, p->layout_len);
+    }
     *buf = b;
     *len = h + n;
     return 0;

@@ -10,10 +10,12 @@
 #ifndef RO_POLICY_PARAMS_H
 #define RO_POLICY_PARAMS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "policy/activation.h"
+#include "policy/params_layout.h"
 #include "rollout.pb-c.h"
 #include "wire/pb_alloc.h"
 #include "rollout/env.h"
@@ -47,15 +49,36 @@ typedef struct ro_policy_params {
     uint32_t action_dim;         /* number of logits, or of action floats */
     uint32_t nlayers;            /* 1 .. RO_POLICY_MAX_HIDDEN + 1 */
     ro_policy_layer_t layers[RO_POLICY_MAX_HIDDEN + 1];
-    float *log_std; /* [action_dim] for a box head, else NULL */
+    float *log_std; /* [nlog_std]: a box head's (action_dim), a composite's (its Gaussian heads) */
+    uint32_t nlog_std;
     uint64_t version;
     void *mem;
+    /* Format version 2 (env ABI 2, params_layout.h): composite is action_kind
+     * "composite" (the heads of the layout, side by side in the head
+     * layer); layout the packed PolicyLayout (owned), or NULL (format 1). */
+    bool composite;
+    uint8_t *layout;
+    size_t layout_len;
 } ro_policy_params_t;
+
+/* ro__policy_params_view is what params_layout.h checks of p. */
+static inline ro_params_view_t ro__policy_params_view(const ro_policy_params_t *p)
+{
+    return (ro_params_view_t){.obs_dim = p->obs_dim,
+                              .action_dim = p->action_dim,
+                              .nlog_std = p->nlog_std,
+                              .composite = p->composite,
+                              .layout = p->layout,
+                              .layout_len = p->layout_len};
+}
+
+/* The newest format_version this build reads and writes. */
+#define RO_POLICY_FORMAT_VERSION 2
 
 /*
  * ro__policy_params_alloc allocates the arrays of p, whose dimensions the
- * caller has set (nlayers, each layer's in and out, action_kind,
- * action_dim); contents are left uninitialised. Returns 0 or RO_ENOMEM.
+ * caller has set (nlayers, each layer's in and out, nlog_std); contents
+ * are left uninitialised. Returns 0 or RO_ENOMEM.
  */
 int ro__policy_params_alloc(ro_policy_params_t *p);
 
@@ -117,6 +140,11 @@ int ro__policy_params_unpack(Rollout__V1__PolicyParams **out, ro_pb_alloc_t *all
 int ro__policy_params_check_spaces(const ro_policy_params_t *p, const ro_space_t *obs,
                                    const ro_space_t *act, const char *name, char *err,
                                    size_t errlen);
+
+/* ro__policy_params_read reads path and decodes it (no spaces to check
+ * against: an env ABI 2 policy checks the layout, params_layout.h).
+ * Errors: RO_ENOENT/RO_EIO (reading), RO_ERANGE (too large), decode's. */
+int ro__policy_params_read(ro_policy_params_t *out, const char *path, char *err, size_t errlen);
 
 /* ro__policy_params_load reads path, decodes it and checks it against the
  * spaces. Errors: RO_ENOENT/RO_EIO (reading), RO_ERANGE (too large), and

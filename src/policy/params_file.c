@@ -93,6 +93,8 @@ typedef struct scan {
     char activation[STR_KEEP], action_kind[STR_KEEP];
     uint32_t nlayers;
     tensor_t weight[RO_POLICY_MAX_HIDDEN + 1], bias[RO_POLICY_MAX_HIDDEN + 1], log_std;
+    bool layout_seen; /* format 2: the PolicyLayout's bytes, copied after the checks */
+    size_t layout_off, layout_len;
 } scan_t;
 
 static int bad(scan_t *sc, const char *what, size_t off)
@@ -342,6 +344,23 @@ static int parse_params(src_t *s, scan_t *sc, size_t off, size_t end)
         case 7:
             rc = tensor_field(s, sc, &sc->log_std, "log_std", &off, end, wt);
             break;
+        case 9: {
+            size_t n;
+            if ((rc = get_len(s, sc, &off, end, wt, &n)))
+                return rc;
+            if (sc->layout_seen && !sc->copy)
+                return ro__errorf(sc->err, sc->errlen, RO_EBADMSG, "%s: layout appears twice",
+                                  sc->name);
+            if (n > RO_POLICY_LAYOUT_MAX)
+                return ro__errorf(sc->err, sc->errlen, RO_EBADMSG,
+                                  "%s: layout is %zu bytes; at most %zu", sc->name, n,
+                                  RO_POLICY_LAYOUT_MAX);
+            sc->layout_seen = true;
+            sc->layout_off = off;
+            sc->layout_len = n;
+            off += n;
+            break;
+        }
         default:
             rc = skip(s, sc, &off, end, wt);
         }
@@ -388,6 +407,28 @@ static void skeleton(const scan_t *sc, Rollout__V1__PolicyParams *m, Rollout__V1
     m->n_layers = sc->nlayers;
     m->layers = lp;
     m->log_std = sc->log_std.seen ? &t[2 * nl] : NULL;
+    /* The checks ask only whether a layout is there; its bytes are
+     * validated once copied (read_layout). */
+    static Rollout__V1__PolicyLayout present = ROLLOUT__V1__POLICY_LAYOUT__INIT;
+    m->layout = sc->layout_seen ? &present : NULL;
+}
+
+/* read_layout copies the layout's bytes into pp and validates them. */
+static int read_layout(ro_policy_params_t *pp, src_t *s, const scan_t *sc)
+{
+    if (!sc->layout_seen)
+        return 0;
+    pp->layout = malloc(sc->layout_len ? sc->layout_len : 1);
+    if (!pp->layout)
+        return ro__errorf(sc->err, sc->errlen, RO_ENOMEM, "%s: out of memory", sc->name);
+    pp->layout_len = sc->layout_len;
+    for (size_t done = 0, got; done < sc->layout_len; done += got) {
+        const uint8_t *p = src_at(s, sc->layout_off + done, sc->layout_len - done, &got);
+        if (!p)
+            return ro__errorf(sc->err, sc->errlen, RO_EIO, "%s: read failed", sc->name);
+        memcpy(pp->layout + done, p, got);
+    }
+    return ro__policy_layout_validate(ro__policy_params_view(pp), sc->name, sc->err, sc->errlen);
 }
 
 /* Both passes over s: the weights into *out. */
@@ -435,6 +476,8 @@ static int decode_src(ro_policy_params_t *out, src_t *s, const char *name, char 
                 rc = ro__errorf(err, errlen, RO_EIO, "%s: changed while it was read", name);
         if (rc == 0)
             rc = ro__policy_params_check_values(&pp, name, err, errlen);
+        if (rc == 0)
+            rc = read_layout(&pp, s, sc);
         if (rc)
             ro__policy_params_free(&pp);
     }
@@ -449,6 +492,11 @@ int ro__policy_params_decode(ro_policy_params_t *out, const uint8_t *buf, size_t
 {
     src_t s = {.mem = buf ? buf : (const uint8_t *)"", .fd = -1, .len = len};
     return decode_src(out, &s, name, err, errlen);
+}
+
+int ro__policy_params_read(ro_policy_params_t *out, const char *path, char *err, size_t errlen)
+{
+    return ro__policy_params_load(out, path, NULL, NULL, err, errlen);
 }
 
 int ro__policy_params_load(ro_policy_params_t *out, const char *path, const ro_space_t *obs,
@@ -475,7 +523,8 @@ int ro__policy_params_load(ro_policy_params_t *out, const char *path, const ro_s
     if (rc == 0) {
         snprintf(name, nlen, "policy file %s", path);
         rc = decode_src(out, &s, name, err, errlen);
-        if (rc == 0 && (rc = ro__policy_params_check_spaces(out, obs, act, name, err, errlen)))
+        if (rc == 0 && obs &&
+            (rc = ro__policy_params_check_spaces(out, obs, act, name, err, errlen)))
             ro__policy_params_free(out);
     }
     free(s.buf);

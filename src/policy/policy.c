@@ -272,16 +272,36 @@ fail:
     return rc;
 }
 
-/* new_composite builds a composite policy (ro__policy_new_layout). */
-static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
-                         const ro_space_layout_t *lay, char *err, size_t errlen)
+/* load_layout_file reads spec's weights file for a policy of layout lay
+ * into p (params and path) and checks it against lay. */
+static int load_layout_file(ro_policy_t *p, const ro_policy_spec_t *spec,
+                            const ro_space_layout_t *lay, char *err, size_t errlen)
 {
-    if (spec->kind == RO_POLICY_MLP && spec->params_path)
-        return ro__errorf(err, errlen, RO_EINVAL,
-                          "policy: a weights file (--policy FILE) holds one discrete or box "
-                          "head; this env's action is composite (MultiDiscrete, MultiBinary, a "
-                          "Tuple or masked): use a seeded MLP");
-    int rc = spec->kind == RO_POLICY_MLP ? check_spec(spec, err, errlen) : 0;
+    int rc = ro__policy_params_read(&p->params, spec->params_path, err, errlen);
+    if (rc < 0)
+        return rc;
+    size_t nlen = strlen(spec->params_path) + sizeof "policy file ";
+    char *name = malloc(nlen);
+    p->path = strdup(spec->params_path);
+    if (!name || !p->path) {
+        free(name);
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory");
+    }
+    snprintf(name, nlen, "policy file %s", spec->params_path);
+    rc = ro__policy_layout_check(ro__policy_params_view(&p->params), lay, name, err, errlen);
+    free(name);
+    return rc;
+}
+
+/* new_composite builds a composite policy (ro__policy_new_layout): seeded,
+ * from a format-2 weights file of the same layout, or from weights pp
+ * already checked against it (moved in; label names them). */
+static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
+                         const ro_space_layout_t *lay, ro_policy_params_t *pp, const char *label,
+                         char *err, size_t errlen)
+{
+    const bool loaded = spec->kind == RO_POLICY_MLP && (spec->params_path || pp);
+    int rc = spec->kind == RO_POLICY_MLP && !loaded ? check_spec(spec, err, errlen) : 0;
     if (rc < 0)
         return rc;
     if (spec->kind == RO_POLICY_MLP && lay->head_width > RO_POLICY_MAX_WIDTH)
@@ -300,10 +320,21 @@ static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
     p->act_dim = lay->nbox;
     p->nout = lay->head_width;
     const size_t nb = lay->nbox ? lay->nbox : 1;
+    if (pp) {
+        p->params = *pp; /* the weights move in */
+        memset(pp, 0, sizeof *pp);
+        if (!(p->path = strdup(label))) {
+            rc = ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory");
+            goto fail;
+        }
+    } else if (loaded && (rc = load_layout_file(p, spec, lay, err, errlen)) < 0) {
+        goto fail;
+    }
     p->low = malloc(4 * nb * sizeof(float));
-    if (!p->low || (spec->kind == RO_POLICY_MLP &&
-                    (init_params(&p->params, spec, p->obs_dim, RO_SPACE_DISCRETE, p->nout) < 0 ||
-                     build_kernels(p) < 0))) {
+    if (!p->low ||
+        (spec->kind == RO_POLICY_MLP &&
+         ((!loaded && init_params(&p->params, spec, p->obs_dim, RO_SPACE_DISCRETE, p->nout) < 0) ||
+          build_kernels(p) < 0))) {
         rc = ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory for the weights");
         goto fail;
     }
@@ -317,8 +348,9 @@ static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
             p->low[j] = lay->box_low[j];
             p->high[j] = lay->box_high[j];
         }
-        p->box_log_std[j] = 0.0f;
-        p->box_std[j] = 1.0f; /* exp(0) */
+        /* exp in double, rounded once, as finish_policy does */
+        p->box_log_std[j] = loaded ? p->params.log_std[j] : 0.0f;
+        p->box_std[j] = loaded ? (float)exp((double)p->box_log_std[j]) : 1.0f; /* exp(0) */
     }
     *out = p;
     return 0;
@@ -327,28 +359,69 @@ fail:
     return rc;
 }
 
+/* plain_spaces gives the ABI 1 spaces of a simple_act layout's policy. */
+static void plain_spaces(const ro_space_layout_t *lay, ro_space_t *obs, ro_space_t *act)
+{
+    const ro_part_layout_t *p0 = &lay->part[0];
+    if (ro__layout_abi1_view(lay, obs, act))
+        return;
+    /* Typed tensors or agents, one plain action: the MLP of ABI 1 over the
+     * flattened rows (a box of obs_width floats; its bounds are never
+     * read). */
+    *obs = (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {lay->obs_width}};
+    if (p0->kind == RO_SPACE_DISCRETE) {
+        *act = (ro_space_t){.kind = RO_SPACE_DISCRETE, .n = lay->disc_n[0]};
+    } else {
+        *act = (ro_space_t){
+            .kind = RO_SPACE_BOX, .ndim = p0->ndim, .low = lay->box_low, .high = lay->box_high};
+        memcpy(act->shape, p0->shape, sizeof act->shape);
+    }
+}
+
 int ro__policy_new_layout(ro_policy_t **out, const ro_policy_spec_t *spec,
                           const ro_space_layout_t *lay, char *err, size_t errlen)
 {
     *out = NULL;
-    const ro_part_layout_t *p0 = &lay->part[0];
     if (!lay->simple_act)
-        return new_composite(out, spec, lay, err, errlen);
+        return new_composite(out, spec, lay, NULL, NULL, err, errlen);
     ro_space_t obs, act;
-    if (!ro__layout_abi1_view(lay, &obs, &act)) {
-        /* Typed tensors or agents, one plain action: the MLP of ABI 1 over
-         * the flattened rows (a box of obs_width floats; its bounds are
-         * never read). */
-        obs = (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {lay->obs_width}};
-        if (p0->kind == RO_SPACE_DISCRETE) {
-            act = (ro_space_t){.kind = RO_SPACE_DISCRETE, .n = lay->disc_n[0]};
-        } else {
-            act = (ro_space_t){
-                .kind = RO_SPACE_BOX, .ndim = p0->ndim, .low = lay->box_low, .high = lay->box_high};
-            memcpy(act.shape, p0->shape, sizeof act.shape);
+    plain_spaces(lay, &obs, &act);
+    int rc = ro__policy_new(out, spec, &obs, &act, err, errlen);
+    if (rc < 0)
+        return rc;
+    (*out)->lay = lay;
+    if ((*out)->path) { /* a format-2 file records the typed inputs: they must match */
+        size_t nlen = strlen((*out)->path) + sizeof "policy file ";
+        char *name = malloc(nlen);
+        if (name)
+            snprintf(name, nlen, "policy file %s", (*out)->path);
+        rc = name ? ro__policy_layout_check(ro__policy_params_view(&(*out)->params), lay, name, err,
+                                            errlen)
+                  : ro__errorf(err, errlen, RO_ENOMEM, "policy: out of memory");
+        free(name);
+        if (rc < 0) {
+            ro__policy_free(*out);
+            *out = NULL;
         }
     }
-    int rc = ro__policy_new(out, spec, &obs, &act, err, errlen);
+    return rc;
+}
+
+int ro__policy_new_from_params_layout(ro_policy_t **out, ro_policy_params_t *pp, ro_gemm_t gemm,
+                                      const ro_space_layout_t *lay, const char *label, char *err,
+                                      size_t errlen)
+{
+    *out = NULL;
+    int rc = ro__policy_layout_check(ro__policy_params_view(pp), lay, label, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (!lay->simple_act) {
+        ro_policy_spec_t spec = {.kind = RO_POLICY_MLP, .gemm = gemm};
+        return new_composite(out, &spec, lay, pp, label, err, errlen);
+    }
+    ro_space_t obs, act;
+    plain_spaces(lay, &obs, &act);
+    rc = ro__policy_new_from_params(out, pp, gemm, &obs, &act, label, err, errlen);
     if (rc == 0)
         (*out)->lay = lay;
     return rc;
@@ -464,8 +537,18 @@ int ro__policy_save(const ro_policy_t *p, const char *path, char *err, size_t er
 {
     if (p->kind != RO_POLICY_MLP)
         return ro__errorf(err, errlen, RO_EINVAL, "policy: a random policy has no weights to save");
-    if (p->composite)
-        return ro__errorf(err, errlen, RO_EINVAL,
-                          "policy: a composite action's MLP (env ABI 2) has no weights file yet");
-    return ro__policy_params_save(&p->params, path, err, errlen);
+    if (!p->lay || p->lay->abi1)
+        return ro__policy_params_save(&p->params, path, err, errlen);
+    /* Env ABI 2: format 2, with the layout (and a composite's log_std). */
+    ro_policy_params_t q = p->params; /* borrows p's arrays */
+    if (ro__policy_layout_pack(p->lay, &q.layout, &q.layout_len) < 0)
+        return ro__errorf(err, errlen, RO_ENOMEM, "policy file %s: out of memory", path);
+    if (p->composite) {
+        q.composite = true;
+        q.log_std = p->lay->nbox ? p->box_log_std : NULL;
+        q.nlog_std = p->lay->nbox;
+    }
+    int rc = ro__policy_params_save(&q, path, err, errlen);
+    free(q.layout);
+    return rc;
 }

@@ -56,7 +56,9 @@ struct ro_space_layout;
  * policy of ro__policy_new over that input (weights files work). Any other
  * action (MultiDiscrete, MultiBinary, a Tuple, a mask) is composite: one
  * categorical head per discrete entry, a Gaussian head per box float
- * (log_std 0), seeded only (no weights file). lay must outlive the policy.
+ * (log_std 0 when seeded). With params_path the weights come from a
+ * format-2 file of the same layout (params_layout.h), or a format-1 file
+ * where one plain head of that width fits. lay must outlive the policy.
  */
 int ro__policy_new_layout(ro_policy_t **out, const ro_policy_spec_t *spec,
                           const struct ro_space_layout *lay, char *err, size_t errlen);
@@ -71,6 +73,14 @@ struct ro_policy_params;
 int ro__policy_new_from_params(ro_policy_t **out, struct ro_policy_params *pp, ro_gemm_t gemm,
                                const ro_space_t *obs, const ro_space_t *act, const char *label,
                                char *err, size_t errlen);
+
+/* ro__policy_new_from_params_layout is ro__policy_new_from_params for an
+ * env's layout (env ABI 2): pp is checked against lay as a weights file is
+ * (params_layout.h; a composite head needs a format-2 message), then moves
+ * into the policy. lay must outlive the policy. */
+int ro__policy_new_from_params_layout(ro_policy_t **out, struct ro_policy_params *pp,
+                                      ro_gemm_t gemm, const struct ro_space_layout *lay,
+                                      const char *label, char *err, size_t errlen);
 
 /* ro__policy_kernels_name says which kernels the policy runs: "scalar",
  * "avx2" or "avx512". */
@@ -144,7 +154,9 @@ const float *ro__policy_log_std(const ro_policy_t *p);
  * first n input rows to out [n x act_dim]. MLP only; used by tests. */
 void ro__policy_forward(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, float *out);
 
-/* ro__policy_save writes an MLP's weights as a PolicyParams file. */
+/* ro__policy_save writes an MLP's weights as a PolicyParams file: format
+ * 1, or format 2 with its layout for a policy of an env ABI 2 layout that
+ * is not ABI 1 shaped (a composite's log_std included). */
 int ro__policy_save(const ro_policy_t *p, const char *path, char *err, size_t errlen);
 
 #endif

@@ -55,8 +55,8 @@ struct ro_policy {
      * as long as the policy), or NULL. composite: the action is not one
      * unmasked Discrete nor one Box, so acting goes through
      * policy_composite.c: one categorical head per discrete entry (masked),
-     * Gaussian heads for the box floats with log_std below (the weights
-     * file has no place for them: composite MLPs are not saved). */
+     * Gaussian heads for the box floats with log_std below (saved in a
+     * format-2 file's log_std, params_layout.h). */
     const ro_space_layout_t *lay;
     bool composite;
     float *box_log_std; /* [nbox] 0 at init; box_std = exp of it */

@@ -3,7 +3,9 @@ observation of uint8 and int32 tensors, action masks, two agents, per-episode
 metrics) and catch (84x84 uint8 pixels; Discrete or MultiDiscrete actions)
 run locally with the MLP and the random policy; the summary and --json carry
 agents and the metrics' means; modes that do not carry ABI 2 yet (remote
-learners, trainers' pushes) refuse such envs at start-up, naming the env, what it uses and the mode; ABI 1 plugins
+learners, trainers' pushes) refuse such envs at start-up, naming the env, what it uses and the mode; weights
+files (--save-policy, --policy FILE) of composite and typed-input policies
+give identical runs and are refused on another layout; ABI 1 plugins
 keep running; --record and rollout-replay carry ABI 2 envs (more in
 test_record_abi2.py). Every run ends by its own --steps: nothing here waits
 on the clock."""
@@ -68,7 +70,7 @@ class Abi2(nu.TempDirCase):
 
     def test_catch_mlp_weights_file(self):
         # One Discrete action over uint8 pixels: a plain MLP head over 7056
-        # inputs, saved and loaded as ABI 1 weights files are.
+        # inputs (format 2: the file records the uint8 tensor it reads).
         w = self.path("catch.pb")
         a, _ = nu.run("--env", CATCH, "--num-envs", 4, "--steps", 4 * 40, "--seed", 2,
                       "--save-policy", w)
@@ -96,9 +98,38 @@ class Abi2(nu.TempDirCase):
             self.assertIn(what + mode + " does not carry env ABI 2 envs yet", err)
         err = self.refused(CATCH, "--learner", "remote", "--listen", "127.0.0.1:0")
         self.assertIn("env 'catch' has uint8 observations: --learner remote", err)
-        # A composite (masked) action has no weights file yet.
-        err = self.refused(GRID, "--save-policy", self.path("g.pb"))
-        self.assertIn("composite action's MLP (env ABI 2) has no weights file yet", err)
+
+    def same_runs(self, a, b):
+        for k in ("steps", "episodes", "mean_return", "metrics", "env_failures"):
+            self.assertEqual(a[k], b[k], k)
+
+    def test_composite_weights_files(self):
+        # --save-policy then --policy FILE on the same env and seed: the same
+        # run, episode for episode. The saved MLP is 32 wide, not the
+        # default: the second run's weights can only come from the file.
+        # gridworld: typed tensors, a mask, 2 agents; catch: MultiDiscrete
+        # and Discrete heads over 84x84 uint8 pixels.
+        cases = (("grid", GRID, [], 16 * 2 * 200), ("catch_md", CATCH,
+                 ["--env-arg", "action=multidiscrete"], 8 * 100),
+                 ("catch_d", CATCH, [], 8 * 100))
+        for name, env, extra, steps in cases:
+            w = self.path(name + ".pb")
+            base = ["--env", env, *extra, "--num-envs", 8, "--steps", steps, "--seed", 4]
+            a, _ = nu.run(*base, "--policy", "mlp", "--hidden", "32", "--save-policy", w)
+            b, _ = nu.run(*base, "--policy", w)
+            self.same_runs(a, b)
+            self.assertGreater(a["episodes"], 0)
+        # A file of another layout is refused, naming what differs.
+        err = self.refused(CATCH, "--env-arg", "action=multidiscrete", "--policy",
+                           self.path("grid.pb"))
+        self.assertIn("grid.pb: obs_dim is", err)
+        err = self.refused(CATCH, "--policy", self.path("catch_md.pb"))
+        self.assertIn("action_kind is \"composite\" (an env ABI 2 policy of 5 head outputs) "
+                      "but the env's action is one discrete", err)
+        err = self.refused(CATCH, "--env-arg", "action=multidiscrete", "--policy",
+                           self.path("catch_d.pb"))
+        self.assertIn("action_kind is one plain head (format 2) but the env's action is "
+                      "composite", err)
 
     def test_record_and_replay_carry_abi2(self):
         # --record takes ABI 2 envs (format version 2; more in

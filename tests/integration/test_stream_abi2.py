@@ -4,7 +4,9 @@ an action mask, two agents) and catch (84x84 uint8 pixels; Discrete, or
 MultiDiscrete with --env-arg action=multidiscrete) stream segments of their
 own tensors to rollout-learner over TCP and over a Unix socket (segments in
 shared memory), and to rollout_client.Stream, which sees every tensor by
-name with its dtype and shape, every transition once, and no masked action.
+name with its dtype and shape, every transition once, and no masked action;
+a learner's push of the env's format-2 weights is taken, a format-1 push to
+a composite action refused by name.
 
 Each run ends by its own --steps and the node's goodbye; every wait has the
 hang guard of nodeutil; nothing here decides by the clock.
@@ -102,26 +104,48 @@ class CLearner(nu.TempDirCase):
                     self.assertEqual(node["segments_in_memory"],
                                      node["segments"] if via == "unix" else 0)
 
-    def test_a_pushed_policy_is_refused_by_name(self):
-        # Pushed weights do not carry ABI 2 yet: the node says so and goes on.
-        p, addr, log = start_node(GRID, "--num-envs", 4, "--seconds", 0)
+    def test_pushed_policies_of_the_envs_layout(self):
+        # A learner pushes a format-2 file of gridworld's policy (saved by a
+        # local run): the node takes it and its version stamps the rows it
+        # chose. A format-1 push (one plain head) is refused by name and the
+        # node goes on. Every wait is for a segment or a log line.
+        w = self.path("g.pb")
+        nu.run("--env", GRID, "--num-envs", 4, "--steps", 4 * 2 * 20, "--seed", 3,
+               "--save-policy", w)
+        with open(w, "rb") as f:
+            data = f.read()
+        n, k = rc.decode_varint(data, 0)
+        params = rc.pb2().PolicyParams()
+        params.ParseFromString(data[k:k + n])
+        self.assertEqual(params.format_version, 2)
+        self.assertEqual(params.action_kind, "composite")
+        params.version = 9
+        p, addr, log = start_node(GRID, "--num-envs", 4, "--unroll", 4, "--seconds", 0)
         with rc.Stream([addr]) as st:
             self.assertIsNotNone(st.recv(timeout=nu.HANG_GUARD_S))
-            params = rc.policy_params([(np.zeros((8, 4)), np.zeros(8)),
-                                       (np.zeros((5, 8)), np.zeros(5))])
             st.push_policy(params)
+            while True:
+                b = st.recv(timeout=nu.HANG_GUARD_S)
+                self.assertIsNotNone(b, "no segment of the pushed version within the hang guard")
+                if b.policy_version_min == 9:
+                    break
+            self.assertEqual(st.accepted_version(0), 9)
+            plain = rc.policy_params([(np.zeros((8, 4)), np.zeros(8)),
+                                      (np.zeros((5, 8)), np.zeros(5))])
+            st.push_policy(plain)
             with self.assertRaises(rc.RemoteError) as e:
                 while True:
                     self.assertIsNotNone(st.recv(timeout=nu.HANG_GUARD_S),
                                          "no answer to the push within the hang guard")
-            self.assertIn("env 'gridworld' is an env ABI 2 env: pushed policies do not carry",
-                          str(e.exception))
-        nu.wait_for(lambda: "pushed policies do not carry it yet" in log.text(),
+            self.assertIn("action_kind is one plain head (format 1) but the env's action is "
+                          "composite", str(e.exception))
+        nu.wait_for(lambda: "one plain head (format 1)" in log.text(),
                     "the node's log of the refused push", proc=p)
         p.send_signal(signal.SIGINT)
         s = summary(p, log)
-        self.assertEqual(s["policy_pushes"], 0)
-        self.assertEqual(s["learners_rejected"], 1)
+        self.assertEqual(s["policy_pushes"], 1)
+        self.assertEqual(s["policy_version"], 9)
+        self.assertEqual(s["env_failures"], 0)
 
 
 class PythonStream(nu.TempDirCase):

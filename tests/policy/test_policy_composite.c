@@ -314,30 +314,6 @@ static void test_uint8_observation_policy(void **state)
     ro__layout_free(&lay);
 }
 
-/* A composite MLP has no weights file yet: loading and saving say so. */
-static void test_composite_weights_files_refused(void **state)
-{
-    (void)state;
-    ro_space_layout_t lay;
-    make_layout(&lay, false);
-    ro_policy_spec_t spec = {.kind = RO_POLICY_MLP,
-                             .hidden = {8},
-                             .nhidden = 1,
-                             .activation = RO_ACT_RELU,
-                             .params_path = "/nonexistent/w.pb"};
-    ro_policy_t *p = NULL;
-    char err[ERRLEN] = "";
-    assert_int_equal(ro__policy_new_layout(&p, &spec, &lay, err, sizeof err), RO_EINVAL);
-    assert_non_null(strstr(err, "this env's action is composite"));
-    assert_null(p);
-    p = make_policy(&lay, RO_POLICY_MLP);
-    assert_int_equal(ro__policy_save(p, tmp_path("w.pb"), err, sizeof err), RO_EINVAL);
-    assert_non_null(strstr(err, "composite action's MLP"));
-    assert_null(ro__policy_log_std(p));
-    ro__policy_free(p);
-    ro__layout_free(&lay);
-}
-
 static int setup(void **state)
 {
     (void)state;
@@ -359,7 +335,6 @@ int main(void)
         cmocka_unit_test(test_heads_and_summed_logp),
         cmocka_unit_test(test_draws_independent_of_batch),
         cmocka_unit_test(test_uint8_observation_policy),
-        cmocka_unit_test(test_composite_weights_files_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
