@@ -41,6 +41,11 @@ void ro__obs_encoder_free(ro_obs_encoder_t *e)
     free(e->episode_start);
     free(e->final_index);
     free(e->ranges);
+    for (uint32_t k = 0; k < RO_ENV_MAX_TENSORS; k++) {
+        free(e->tensor[k]);
+        free(e->final_tensor[k]);
+    }
+    free(e->mask);
     memset(e, 0, sizeof *e);
 }
 

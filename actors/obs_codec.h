@@ -24,6 +24,13 @@ typedef struct ro_obs_encoder {
     protobuf_c_boolean *terminated, *truncated, *episode_start;
     uint32_t *final_index;
     uint32_t *ranges; /* [2 x max_rows]: an in-memory frame's (first, count) pairs */
+    /* Env ABI 2 (ro__obs_encoder_init_abi2): the layout, each tensor's
+     * rows, the final rows, the mask rows, and the messages' tensors. */
+    const struct ro_space_layout *lay;
+    uint8_t *tensor[RO_ENV_MAX_TENSORS], *final_tensor[RO_ENV_MAX_TENSORS], *mask;
+    Rollout__V1__NamedTensor nt[2][RO_ENV_MAX_TENSORS];
+    Rollout__V1__NamedTensor *ntp[2][RO_ENV_MAX_TENSORS];
+    uint32_t shape[2][RO_ENV_MAX_TENSORS][RO_SPACE_MAX_DIMS + 1];
 } ro_obs_encoder_t;
 
 /* ro__obs_encoder_init allocates scratch for max_rows envs of obs_dim
@@ -60,5 +67,28 @@ int ro__actions_apply_memory(const Rollout__V1__Actions *a, ro_batch_item_t *ite
  * line in err (nothing written then). */
 int ro__actions_apply(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
                       const ro_space_t *act, char *err, size_t errlen);
+
+/* obs_codec_abi2.c: the same for an env of env ABI 2 (layout lay, not
+ * ABI 1 shaped; docs/protocol.md "SEED mode and env ABI 2"). */
+
+/* ro__obs_encoder_init_abi2 is ro__obs_encoder_init for rows of lay (lay
+ * outlives the encoder): max_rows rows of every tensor, final tensor and
+ * mask. 0 or RO_ENOMEM (then free it). */
+int ro__obs_encoder_init_abi2(ro_obs_encoder_t *e, uint32_t max_rows,
+                              const struct ro_space_layout *lay);
+
+/* ro__obs_encode_abi2 is ro__obs_encode for an ABI 2 encoder: env holds
+ * row indices (first x agents + j), and the tensors, final tensors and
+ * mask carry the rows. o points into the encoder until the next call. */
+void ro__obs_encode_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                         Rollout__V1__Observations *o);
+
+/* ro__actions_apply_abi2 checks an Actions frame answering the step
+ * batches items (`rows` rows in all) of layout lay (every entry in range
+ * and allowed by its row's mask, every box float finite and in bounds)
+ * and writes each row's ndisc entries and nbox floats into its batch.
+ * Returns 0, or a negative code with one line in err (nothing written). */
+int ro__actions_apply_abi2(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
+                           const struct ro_space_layout *lay, char *err, size_t errlen);
 
 #endif

@@ -1,0 +1,61 @@
+/*
+ * SEED mode's frames for an env of env ABI 2 (docs/protocol.md "SEED mode
+ * and env ABI 2"): the layout a welcome carries, read back into a
+ * spaces/layout.h layout; the checks of an Observations frame's typed
+ * tensors, final tensors and mask; the checks of an Actions frame's
+ * composite actions (every discrete entry in range and allowed by its
+ * row's mask, every box float finite and inside its bounds). Pure
+ * functions of untrusted messages: any thread; every count is checked
+ * before it is used, and each failure names the field.
+ */
+#ifndef RO_WIRE_SEED_ABI2_H
+#define RO_WIRE_SEED_ABI2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rollout.pb-c.h"
+#include "spaces/layout.h"
+
+/* ro__wire_dtype maps an env ABI dtype to the wire's (0 for none). */
+Rollout__V1__DType ro__wire_dtype(ro_dtype_t d);
+
+/*
+ * ro__layout_from_wire builds *lay from a welcome's layout l (a box part
+ * must carry its bounds). 0, or RO_EPROTO with a message naming the field
+ * (lay then holds nothing to free); on success free it with
+ * ro__layout_free.
+ */
+int ro__layout_from_wire(ro_space_layout_t *lay, const Rollout__V1__TrajectoryLayout *l, char *err,
+                         size_t errlen);
+
+/*
+ * ro__check_observations_abi2: a frame of n rows (of num_rows: env x
+ * agents) of an env with layout lay: the per-row columns n long, row
+ * indices below num_rows, obs and final_obs empty, one tensor per layout
+ * tensor (name, dtype, shape [n, ...], n x row bytes of data), one final
+ * tensor each for the final_index rows, the mask n x mask_width bytes.
+ * Not in memory (RO_EPROTO). 0 or RO_EPROTO naming the field.
+ */
+int ro__check_observations_abi2(const Rollout__V1__Observations *o, const ro_space_layout_t *lay,
+                                uint32_t num_rows, char *err, size_t errlen);
+
+/*
+ * ro__check_action_rows_abi2: rows actions of layout lay (disc rows x
+ * ndisc entries, box rows x nbox floats; NULL when the layout has none),
+ * against the rows' mask (rows x mask_width bytes, or NULL), answering
+ * seq; first_row names the first row in messages. RO_ERANGE naming the
+ * first value out of range, masked, or not finite.
+ */
+int ro__check_action_rows_abi2(const int32_t *disc, const float *box, const uint8_t *mask,
+                               size_t rows, const ro_space_layout_t *lay, uint64_t seq,
+                               size_t first_row, char *err, size_t errlen);
+
+/* ro__check_actions_abi2: an Actions frame for `rows` rows of layout lay
+ * carries rows x ndisc discrete entries and rows x nbox box floats and is
+ * not in memory (RO_EPROTO); the values are checked by the caller, row by
+ * row, with ro__check_action_rows_abi2 and the rows' masks. */
+int ro__check_actions_abi2(const Rollout__V1__Actions *a, size_t rows, const ro_space_layout_t *lay,
+                           char *err, size_t errlen);
+
+#endif
