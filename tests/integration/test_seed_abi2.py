@@ -120,6 +120,141 @@ class CLearner(nu.TempDirCase):
                     self.assertEqual(s[k], local[k], k)
 
 
+def masked_random(rng, mask):
+    """One allowed value per row of a Discrete action's mask."""
+    return np.array([rng.choice(np.flatnonzero(m)) for m in mask])
+
+
+class PythonVecEnv(nu.TempDirCase):
+    def spaces_of(self, name):
+        """(observation tensors (name, dtype, shape), action space check) of a run."""
+        if name == "gridworld":
+            return ([("view", np.uint8, (7, 7)), ("pos", np.int32, (2,)),
+                     ("goal", np.int32, (2,))], lambda a: self.assertEqual(a.n, 5))
+        if name == "catch":
+            return ([("pixels", np.uint8, (1, 84, 84))], lambda a: self.assertEqual(a.n, 3))
+        return ([("pixels", np.uint8, (1, 84, 84))],
+                lambda a: self.assertEqual(a.nvec.tolist(), [3, 2]))
+
+    def test_gymnasium_shaped_run(self):
+        # Spaces, dtypes and shapes as the env declares them; rows as envs
+        # (env_id, agent_id); a masked random policy (gridworld's masks in
+        # infos) never makes the plugin fail a step; every step arrives.
+        for name, env, env_args, agents in envs():
+            for via, listen in (("tcp", "127.0.0.1:0"),
+                                ("unix", "unix:" + self.path(name.replace(" ", "_") + ".sock"))):
+                with self.subTest(env=name, via=via):
+                    num_envs, per_row = 4, 120
+                    n = num_envs * agents * per_row
+                    p, addr, log = start_node(env, *env_args, "--num-envs", num_envs,
+                                              "--steps", n, "--seed", 9, listen=listen)
+                    tensors, check_action = self.spaces_of(name)
+                    rng = np.random.default_rng(3)
+                    rows = num_envs * agents
+                    with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S) as v:
+                        self.assertEqual(v.num_envs, rows)
+                        ospace = v.single_observation_space
+                        boxes = ospace.spaces if len(tensors) > 1 else {tensors[0][0]: ospace}
+                        self.assertEqual(list(boxes), [t[0] for t in tensors])
+                        for tname, dt, shape in tensors:
+                            self.assertEqual(boxes[tname].dtype, dt)
+                            self.assertEqual(boxes[tname].shape, shape)
+                        check_action(v.single_action_space)
+                        obs, infos = v.reset()
+                        self.assertEqual(infos["env_id"].tolist(),
+                                         [r // agents for r in range(rows)])
+                        self.assertEqual(infos["agent_id"].tolist(),
+                                         [r % agents for r in range(rows)])
+                        steps = 0
+                        while True:
+                            got = obs if len(tensors) > 1 else {tensors[0][0]: obs}
+                            for tname, dt, shape in tensors:
+                                self.assertEqual(got[tname].dtype, dt)
+                                self.assertEqual(got[tname].shape, (rows,) + shape)
+                            if name == "gridworld":
+                                m = infos["action_mask"]
+                                self.assertEqual((m.dtype, m.shape), (np.uint8, (rows, 5)))
+                                a = masked_random(rng, m)
+                            else:
+                                self.assertNotIn("action_mask", infos)
+                                a = v.action_space.sample()
+                            try:
+                                obs, r, te, tr, infos = v.step(a)
+                            except rc.ConnectionClosed as e:
+                                self.assertTrue(e.clean, e)
+                                break
+                            steps += rows
+                            self.assertEqual(r.shape, (rows,))
+                        # The node's last step is not served: it stops there.
+                        self.assertEqual(steps + rows, n)
+                        self.assertEqual(v.total_steps, steps)
+                        self.assertGreater(len(v.episode_returns), 0)
+                        if name != "gridworld":  # catch: every episode is 20 steps
+                            self.assertEqual(set(v.episode_lengths), {20})
+                    s = summary(p, log)
+                    self.assertEqual(s["env_failures"], 0, log.text())
+                    self.assertEqual(s["steps"], n)
+                    self.assertEqual((s["learners_attached"], s["learners_rejected"]), (1, 0))
+
+    def test_masked_action_refused_by_name(self):
+        p, addr, log = start_node(GRID, "--num-envs", 4, "--steps", 4 * 2 * 30, "--seed", 2)
+        rng = np.random.default_rng(0)
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S) as v:
+            obs, infos = v.reset()
+            m = infos["action_mask"]
+            a = masked_random(rng, m)
+            rows, values = np.nonzero(m == 0)  # a wall next to some agent, at the start
+            self.assertGreater(len(rows), 0, "no masked move at the start")
+            k, bad = int(rows[0]), int(values[0])
+            a2 = a.copy()
+            a2[k] = bad
+            with self.assertRaises(ValueError) as e:
+                v.step(a2)
+            self.assertIn(f"env {k // 2} agent {k % 2} (row {k}", str(e.exception))
+            self.assertIn(f"is {bad}, which its action mask forbids", str(e.exception))
+            with self.assertRaises(ValueError):
+                v.step(np.full(8, 5))  # out of range
+            obs, r, te, tr, infos = v.step(a)  # still usable: nothing was sent
+            self.assertEqual(obs["view"].shape, (8, 7, 7))
+            while True:
+                try:
+                    obs, r, te, tr, infos = v.step(masked_random(rng, infos["action_mask"]))
+                except rc.ConnectionClosed:
+                    break
+        s = summary(p, log)
+        self.assertEqual(s["env_failures"], 0)
+
+    def test_tuple_multibinary_box_actions_checked(self):
+        # Parts the example plugins lack, through the same checks: a Tuple
+        # of a MultiBinary(2) and a Box(2) in [-1, 1] with a mask.
+        pb = rc.pb2()
+        lay = pb.TrajectoryLayout(agents=1, mask_width=4)
+        lay.tensors.add(name="obs", dtype=pb.DTYPE_FLOAT32, shape=[3])
+        lay.parts.add(kind="multi_binary", n=2)
+        lay.parts.add(kind="box", n=2, shape=[2], low=[-1, -1], high=[1, 1])
+        sl = rc.abi2.SeedLayout(lay)
+        ospace, aspace = rc.abi2.spaces_of(sl)
+        self.assertEqual(ospace.shape, (3,))
+        self.assertEqual(len(aspace.spaces), 2)
+        mask = np.array([[1, 1, 1, 0], [0, 1, 1, 1]], np.uint8)
+        d, b = rc.abi2.check_actions(sl, (np.array([[0, 0], [1, 1]]),
+                                          np.array([[0.5, 2.0], [-3.0, 0.0]])), 2, mask)
+        self.assertEqual(d.tolist(), [[0, 0], [1, 1]])
+        self.assertEqual(b.tolist(), [[0.5, 1.0], [-1.0, 0.0]])  # clipped
+        with self.assertRaises(ValueError) as e:
+            rc.abi2.check_actions(sl, (np.array([[0, 1], [1, 1]]), np.zeros((2, 2))), 2, mask)
+        self.assertIn("row 0 entry 1 is 1, which its action mask forbids", str(e.exception))
+        with self.assertRaises(ValueError):
+            rc.abi2.check_actions(sl, (np.array([[0, 2], [1, 1]]), np.zeros((2, 2))), 2, None)
+        with self.assertRaises(ValueError):
+            rc.abi2.check_actions(sl, (np.zeros((2, 2), int), np.full((2, 2), np.nan)), 2, None)
+        with self.assertRaises(ValueError):
+            rc.abi2.check_actions(sl, np.zeros((2, 2), int), 2, None)  # not a tuple
+        with self.assertRaises(ValueError):
+            rc.abi2.check_actions(sl, (np.zeros((2, 2), int), np.full((2, 2), 2.0)), 2, None,
+                                  clip_box=False)
+
+
 if __name__ == "__main__":
     nu.setup_from_argv()
     GRID, CATCH = sys.argv[1:3]
