@@ -16,6 +16,7 @@
 #include "spaces/layout.h"
 #include "trajectory/abi2_format.h"
 #include "wire/frame.h"
+#include "wire/seed_abi2.h"
 
 /* The hub's state, before any handle: ownership, the batch pool, the
  * encoder. On failure *out is still set (or NULL): ro__hub_free it. */
@@ -101,8 +102,11 @@ bool ro__hub_seed_memory(ro_session_t *s)
     if (!h->seed_obs.base) {
         const ro_space_t *act = h->act_space;
         uint32_t width = act->kind == RO_SPACE_DISCRETE ? 1 : (uint32_t)ro_space_size(act);
-        ro__seed_mem_layout(&h->seed_lay, h->num_envs, (uint32_t)ro_space_size(h->obs_space),
-                            width);
+        if (h->o.layout) /* rows: envs x agents */
+            ro__seed_mem_layout_abi2(&h->seed_lay, h->num_envs * h->o.layout->agents, h->o.layout);
+        else
+            ro__seed_mem_layout(&h->seed_lay, h->num_envs, (uint32_t)ro_space_size(h->obs_space),
+                                width);
         if (ro__shared_mem_create(&h->seed_obs, "rollout-seed-obs", h->seed_lay.obs_bytes, err,
                                   sizeof err) != 0) {
             h->seed_mem_failed = true;
@@ -165,6 +169,7 @@ int ro__hub_send_welcome(ro_session_t *s)
     spec.max_episode_steps = h->o.max_episode_steps;
     Rollout__V1__Welcome w = ROLLOUT__V1__WELCOME__INIT;
     Rollout__V1__SeedMemory sm = ROLLOUT__V1__SEED_MEMORY__INIT;
+    ro_seed_mem_msg_t smm;
     w.protocol_version = RO_PROTOCOL_VERSION;
     w.node_id = h->node_id;
     w.spec = &spec;
@@ -184,7 +189,10 @@ int ro__hub_send_welcome(ro_session_t *s)
     } else {
         w.mode = "seed";
         w.layout = abi2 ? &lm.msg : NULL;
-        if (s->flow.obs_mem) {
+        if (s->flow.obs_mem && abi2) {
+            ro__seed_mem_to_wire_abi2(&h->seed_lay, abi2, h->seed_obs.fd, s->act_mem.fd, &smm, &sm);
+            w.seed_memory = &sm;
+        } else if (s->flow.obs_mem) {
             ro__seed_mem_to_wire(&h->seed_lay, h->seed_obs.fd, s->act_mem.fd, &sm);
             w.seed_memory = &sm;
         }

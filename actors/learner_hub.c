@@ -316,7 +316,7 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
         if (hello->shared_memory && s->conn.local && h->segs->shm.base)
             s->sflow.shm = &h->segs->shm;
     } else if (hello->shared_memory && hello->seed_memory && s->conn.local && !trainer &&
-               !h->o.layout) {  /* ABI 2 frames carry their columns */
+               (!h->o.layout || hello->seed_memory_abi2)) { /* else frames carry ABI 2 columns */
         ro__hub_seed_memory(s); /* the welcome says where, or frames carry it all */
     }
     if (ro__hub_send_welcome(s) != 0) {

@@ -68,6 +68,12 @@ int ro__actions_apply_memory(const Rollout__V1__Actions *a, ro_batch_item_t *ite
 int ro__actions_apply(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
                       const ro_space_t *act, char *err, size_t errlen);
 
+/* ro__merge_ranges sorts (first, count) pairs by first and joins those
+ * that touch: shards become ready in any order, and a frame of consecutive
+ * shards is then one range (a VecEnv reads it as one slice). A few dozen
+ * pairs at most: an insertion sort. Returns the values left. */
+size_t ro__merge_ranges(uint32_t *r, size_t nvalues);
+
 /* obs_codec_abi2.c: the same for an env of env ABI 2 (layout lay, not
  * ABI 1 shaped; docs/protocol.md "SEED mode and env ABI 2"). */
 
@@ -82,6 +88,21 @@ int ro__obs_encoder_init_abi2(ro_obs_encoder_t *e, uint32_t max_rows,
  * mask carry the rows. o points into the encoder until the next call. */
 void ro__obs_encode_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
                          Rollout__V1__Observations *o);
+
+/* ro__obs_encode_memory_abi2 is ro__obs_encode_memory for an ABI 2
+ * encoder: every column to its rows (first x agents + j) of mem (laid out
+ * as l, ro__seed_mem_layout_abi2); o gets seq and the rows as ranges. */
+void ro__obs_encode_memory_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                                const ro_seed_mem_layout_t *l, uint8_t *mem,
+                                Rollout__V1__Observations *o);
+
+/* ro__actions_apply_memory_abi2 applies an in_memory Actions frame: each
+ * batch's rows copied out of act_mem (laid out as l), then checked as
+ * ro__actions_apply_abi2 checks them. 0, or a negative code with one line
+ * in err (the batches' actions are then not to be used). */
+int ro__actions_apply_memory_abi2(const Rollout__V1__Actions *a, ro_batch_item_t *items,
+                                  const struct ro_space_layout *lay, const ro_seed_mem_layout_t *l,
+                                  const uint8_t *act_mem, char *err, size_t errlen);
 
 /* ro__actions_apply_abi2 checks an Actions frame answering the step
  * batches items (`rows` rows in all) of layout lay (every entry in range

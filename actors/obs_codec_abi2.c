@@ -122,3 +122,67 @@ int ro__actions_apply_abi2(const Rollout__V1__Actions *a, ro_batch_item_t *items
     }
     return 0;
 }
+
+void ro__obs_encode_memory_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                                const ro_seed_mem_layout_t *l, uint8_t *mem,
+                                Rollout__V1__Observations *o)
+{
+    const ro_space_layout_t *lay = e->lay;
+    float *reward = (float *)(void *)(mem + l->reward_off);
+    uint64_t *step = (uint64_t *)(void *)(mem + l->step_off);
+    uint8_t *flags = mem + l->flags_off;
+    size_t nr = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        const ro_step_batch_t *b = ro__step_batch_of_item(it);
+        const size_t f = (size_t)b->first * b->agents; /* its first row */
+        for (uint32_t k = 0; k < lay->ntensors; k++)
+            memcpy(mem + l->tensor_off[k] + f * l->row_bytes[k], b->tensor[k],
+                   b->n * l->row_bytes[k]);
+        if (lay->mask_width)
+            memcpy(mem + l->mask_off + f * lay->mask_width, b->mask,
+                   (size_t)b->n * lay->mask_width);
+        memcpy(reward + f, b->reward, b->n * sizeof(float));
+        for (uint32_t j = 0; j < b->n; j++) {
+            step[f + j] = b->steps;
+            flags[f + j] = ro__seed_mem_flags(b->terminated[j], b->truncated[j],
+                                              b->episode_start[j], b->has_final[j]);
+            for (uint32_t k = 0; b->has_final[j] && k < lay->ntensors; k++)
+                memcpy(mem + l->final_tensor_off[k] + (f + j) * l->row_bytes[k],
+                       b->final_tensor[k] + j * l->row_bytes[k], l->row_bytes[k]);
+        }
+        e->ranges[nr++] = (uint32_t)f;
+        e->ranges[nr++] = b->n;
+    }
+    o->seq = seq;
+    o->in_memory = true;
+    o->n_ranges = ro__merge_ranges(e->ranges, nr);
+    o->ranges = e->ranges;
+}
+
+int ro__actions_apply_memory_abi2(const Rollout__V1__Actions *a, ro_batch_item_t *items,
+                                  const struct ro_space_layout *lay, const ro_seed_mem_layout_t *l,
+                                  const uint8_t *act_mem, char *err, size_t errlen)
+{
+    if (a->n_discrete || a->n_box)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "actions for seq %llu: in memory, yet %zu values in the frame",
+                          (unsigned long long)a->seq, a->n_discrete + a->n_box);
+    size_t r = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        ro_step_batch_t *b = ro__step_batch_of_item(it);
+        const size_t f = (size_t)b->first * b->agents;
+        /* Copied first: the learner may write its memory at any time. */
+        if (lay->ndisc)
+            memcpy(b->act_i, act_mem + l->act_off + f * lay->ndisc * 4,
+                   (size_t)b->n * lay->ndisc * 4);
+        if (lay->nbox)
+            memcpy(b->act_f, act_mem + l->act_box_off + f * lay->nbox * 4,
+                   (size_t)b->n * lay->nbox * 4);
+        int rc = ro__check_action_rows_abi2(b->act_i, b->act_f, lay->mask_width ? b->mask : NULL,
+                                            b->n, lay, a->seq, r, err, errlen);
+        if (rc)
+            return rc;
+        r += b->n;
+    }
+    return 0;
+}

@@ -118,5 +118,16 @@ int ro__learner_adopt_layout(learner_t *L, const Rollout__V1__Welcome *w, uint32
  * p->obs_copy (obs_width floats a row), the mask rows after them (p->mask;
  * NULL without a mask); p->obs points to the rows. */
 void ro__learner_rows_abi2(const learner_t *L, const Rollout__V1__Observations *o, ro_pending_t *p);
+/* ro__learner_rows_memory_abi2 is ro__learner_rows_abi2 for a frame in
+ * node n's memory (ranges checked): the rows flattened into p->obs_copy,
+ * their mask rows copied to mask (p->mask). */
+void ro__learner_rows_memory_abi2(const learner_t *L, const node_t *n,
+                                  const Rollout__V1__Observations *o, ro_pending_t *p,
+                                  uint8_t *mask);
+/* ro__learner_write_actions_abi2 writes a frame's rows' entries (act_i,
+ * ndisc a row) and floats (act_f, nbox a row) into node n's action memory
+ * at their row indices (p->env). */
+void ro__learner_write_actions_abi2(const learner_t *L, node_t *n, const ro_pending_t *p,
+                                    const int32_t *act_i, const float *act_f);
 
 #endif

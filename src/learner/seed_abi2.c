@@ -95,3 +95,41 @@ void ro__learner_rows_abi2(const learner_t *L, const Rollout__V1__Observations *
         p->mask = m;
     }
 }
+
+void ro__learner_rows_memory_abi2(const learner_t *L, const node_t *n,
+                                  const Rollout__V1__Observations *o, ro_pending_t *p,
+                                  uint8_t *mask)
+{
+    const ro_space_layout_t *lay = &L->lay;
+    const ro_seed_mem_layout_t *ml = &n->seed_lay;
+    const uint8_t *mem = n->seed_obs.base;
+    size_t r = 0;
+    for (size_t k = 0; k < o->n_ranges; k += 2) {
+        const uint32_t first = o->ranges[k], count = o->ranges[k + 1];
+        const uint8_t *t[RO_ENV_MAX_TENSORS];
+        for (uint32_t i = 0; i < lay->ntensors; i++)
+            t[i] = mem + ml->tensor_off[i] + (size_t)first * ml->row_bytes[i];
+        ro__layout_flatten(lay, t, count, p->obs_copy + r * lay->obs_width);
+        if (lay->mask_width)
+            memcpy(mask + r * lay->mask_width, mem + ml->mask_off + (size_t)first * lay->mask_width,
+                   (size_t)count * lay->mask_width);
+        r += count;
+    }
+    p->mask = lay->mask_width ? mask : NULL;
+}
+
+void ro__learner_write_actions_abi2(const learner_t *L, node_t *n, const ro_pending_t *p,
+                                    const int32_t *act_i, const float *act_f)
+{
+    const size_t nd = L->act_ndisc, nb = L->act_dim;
+    uint8_t *base = n->seed_act.base;
+    int32_t *disc = (int32_t *)(void *)(base + n->seed_lay.act_off);
+    float *box = (float *)(void *)(base + n->seed_lay.act_box_off);
+    for (size_t i = 0; i < p->item.rows; i++) {
+        const size_t row = p->env[i];
+        if (nd)
+            memcpy(disc + row * nd, act_i + i * nd, nd * sizeof(int32_t));
+        if (nb)
+            memcpy(box + row * nb, act_f + i * nb, nb * sizeof(float));
+    }
+}

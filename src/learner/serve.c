@@ -223,8 +223,8 @@ static int welcome_stream(node_t *n, const Rollout__V1__Welcome *w, char *err, s
 
 /* This connection's SEED memory, if the node offered it (we asked only
  * where we can map it): checked against the spaces, then mapped. */
-static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, char *err,
-                           size_t errlen)
+static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, uint32_t rows,
+                           char *err, size_t errlen)
 {
     ro__shared_mem_release(&n->seed_obs);
     ro__shared_mem_release(&n->seed_act);
@@ -233,8 +233,9 @@ static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *
         return 0;
     if (!n->link.peer_pid)
         return ro__errorf(err, errlen, RO_EPROTO, "offered shared memory we did not ask for");
-    int rc = ro__seed_mem_check(m, w->spec->num_envs, L->obs_dim, L->discrete ? 1 : L->act_dim,
-                                &n->seed_lay, err, errlen);
+    int rc = L->abi2 ? ro__seed_mem_check_abi2(m, rows, &L->lay, &n->seed_lay, err, errlen)
+                     : ro__seed_mem_check(m, rows, L->obs_dim, L->discrete ? 1 : L->act_dim,
+                                          &n->seed_lay, err, errlen);
     if (rc)
         return rc;
     char why[300];
@@ -278,7 +279,7 @@ static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, si
         return rc;
     if (!w->layout)
         envs = w->spec->num_envs; /* ABI 2: rows, envs x agents */
-    if ((rc = map_seed_memory(L, n, w, err, errlen)) != 0)
+    if ((rc = map_seed_memory(L, n, w, envs, err, errlen)) != 0)
         return rc;
     if (l->attached) {
         /* A reconnect: the sampling streams go on (a lane may still hold a
@@ -350,7 +351,9 @@ static void take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *
     size_t r = 0;
     for (size_t k = 0; k < o->n_ranges; k += 2) {
         const uint32_t first = o->ranges[k], count = o->ranges[k + 1];
-        memcpy(p->obs_copy + r * od, obs + (size_t)first * od, (size_t)count * od * sizeof(float));
+        if (!L->abi2) /* ABI 2: flattened below */
+            memcpy(p->obs_copy + r * od, obs + (size_t)first * od,
+                   (size_t)count * od * sizeof(float));
         for (uint32_t e = first; e < first + count; e++, r++) {
             env[r] = e;
             count_step(L, n, e, step[e], reward[e],
@@ -359,6 +362,8 @@ static void take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *
     }
     p->env = env;
     p->obs = p->obs_copy;
+    if (L->abi2) /* the rows' tensors flattened, their mask after env */
+        ro__learner_rows_memory_abi2(L, n, o, p, (uint8_t *)(env + p->item.rows));
 }
 
 static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
@@ -396,10 +401,10 @@ static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
     if (o->in_memory) /* checked: the ranges add up to at most num_envs */
         (void)ro__seed_mem_rows(o->ranges, o->n_ranges, n->num_envs, &rows, err, sizeof err);
     const size_t row_bytes = L->obs_dim * sizeof(float) + sizeof(uint32_t);
-    const size_t abi2_bytes = L->obs_dim * sizeof(float) + L->lay.mask_width;
-    ro_pending_t *p = malloc(sizeof *p + (o->in_memory ? rows * row_bytes
-                                          : L->abi2    ? rows * abi2_bytes
-                                                       : 0));
+    const size_t abi2_bytes =
+        L->obs_dim * sizeof(float) + L->lay.mask_width + (o->in_memory ? sizeof(uint32_t) : 0);
+    const size_t extra = L->abi2 ? rows * abi2_bytes : o->in_memory ? rows * row_bytes : 0;
+    ro_pending_t *p = malloc(sizeof *p + extra);
     if (!p) {
         ro__link_fail(l, "out of memory");
         return;
@@ -510,7 +515,11 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
         a.seq = o->seq;
         node_t *n = node_of(p->link);
         const bool current = !j->failed && p->gen == p->link->gen;
-        if (o->in_memory && current) { /* this connection's memory: mapped */
+        if (o->in_memory && current && L->abi2) { /* every row's entries and floats */
+            ro__learner_write_actions_abi2(L, n, p, j->act_i + (size_t)r * L->act_ndisc,
+                                           j->act_f + (size_t)r * L->act_dim);
+            a.in_memory = true;
+        } else if (o->in_memory && current) { /* this connection's memory: mapped */
             write_actions(L, n, p, j->act_i + r, j->act_f + (size_t)r * L->act_dim);
             a.in_memory = true;
         } else if (L->abi2) { /* every row's entries and floats, in order */

@@ -191,9 +191,21 @@ int ro__check_observations_abi2(const Rollout__V1__Observations *o, const ro_spa
 {
     const unsigned long long seq = (unsigned long long)o->seq;
     const size_t n = o->n_env;
-    if (o->in_memory || o->n_ranges)
-        return ro__errorf(err, errlen, RO_EPROTO,
-                          "observations %llu in memory: not offered for env ABI 2 envs", seq);
+    if (o->n_ranges && !o->in_memory)
+        return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: ranges, but not in memory",
+                          seq);
+    if (o->in_memory) { /* the columns are in the node's memory: only ranges here */
+        uint32_t rows;
+        char why[200];
+        if (n || o->n_step || o->n_reward || o->n_terminated || o->n_truncated ||
+            o->n_episode_start || o->n_obs || o->n_final_index || o->n_final_obs || o->n_tensors ||
+            o->n_final_tensors || o->mask.len)
+            return ro__errorf(err, errlen, RO_EPROTO,
+                              "observations %llu in memory, yet with columns in the frame", seq);
+        if (ro__seed_mem_rows(o->ranges, o->n_ranges, num_rows, &rows, why, sizeof why) != 0)
+            return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: %s", seq, why);
+        return 0;
+    }
     if (n == 0 || n > num_rows || o->n_step != n || o->n_reward != n || o->n_terminated != n ||
         o->n_truncated != n || o->n_episode_start != n || o->n_obs || o->n_final_obs ||
         o->n_final_index > n || o->mask.len != n * lay->mask_width)
@@ -251,11 +263,155 @@ int ro__check_actions_abi2(const Rollout__V1__Actions *a, size_t rows, const ro_
     const unsigned long long seq = (unsigned long long)a->seq;
     if (a->in_memory)
         return ro__errorf(err, errlen, RO_EPROTO,
-                          "actions for seq %llu in memory: not offered for env ABI 2 envs", seq);
+                          "actions for seq %llu in memory, but its observations were not", seq);
     if (a->n_discrete != rows * lay->ndisc || a->n_box != rows * lay->nbox)
         return ro__errorf(err, errlen, RO_EPROTO,
                           "actions for seq %llu: %zu discrete and %zu box values, expected %zu "
                           "and %zu",
                           seq, a->n_discrete, a->n_box, rows * lay->ndisc, rows * lay->nbox);
+    return 0;
+}
+
+#define PAGE 4096u
+#define LINE 64u
+
+static uint64_t round_up(uint64_t x, uint64_t to)
+{
+    return (x + to - 1) / to * to;
+}
+
+void ro__seed_mem_layout_abi2(ro_seed_mem_layout_t *l, uint32_t num_rows,
+                              const ro_space_layout_t *lay)
+{
+    memset(l, 0, sizeof *l);
+    const uint64_t n = num_rows;
+    l->num_envs = num_rows;
+    l->ntensors = lay->ntensors;
+    l->mask_width = lay->mask_width;
+    l->ndisc = lay->ndisc;
+    l->nbox = lay->nbox;
+    uint64_t at = 0;
+    for (uint32_t k = 0; k < lay->ntensors; k++) {
+        l->row_bytes[k] = lay->t[k].row_bytes;
+        l->tensor_off[k] = at;
+        at = round_up(at + n * l->row_bytes[k], LINE);
+        l->final_tensor_off[k] = at;
+        at = round_up(at + n * l->row_bytes[k], LINE);
+    }
+    l->mask_off = at;
+    at = round_up(at + n * lay->mask_width, LINE);
+    l->step_off = at;
+    at = round_up(at + n * sizeof(uint64_t), LINE);
+    l->reward_off = at;
+    at = round_up(at + n * sizeof(float), LINE);
+    l->flags_off = at;
+    at = round_up(at + n, LINE);
+    l->obs_bytes = round_up(at, PAGE);
+    l->act_off = 0;
+    l->act_box_off = round_up(n * lay->ndisc * 4, LINE);
+    l->act_bytes = round_up(l->act_box_off + n * lay->nbox * 4 + 1, PAGE);
+}
+
+void ro__seed_mem_to_wire_abi2(const ro_seed_mem_layout_t *l, const ro_space_layout_t *lay,
+                               int obs_fd, int act_fd, ro_seed_mem_msg_t *s,
+                               Rollout__V1__SeedMemory *m)
+{
+    ro__seed_mem_to_wire(l, obs_fd, act_fd, m);
+    m->obs_offset = m->final_obs_offset = 0;
+    for (uint32_t k = 0; k < lay->ntensors; k++)
+        for (int f = 0; f < 2; f++) {
+            Rollout__V1__NamedTensor *t = &s->t[f][k];
+            rollout__v1__named_tensor__init(t);
+            t->name = (char *)lay->t[k].name;
+            t->dtype = ro__wire_dtype(lay->t[k].dtype);
+            s->shape[f][k][0] = l->num_envs;
+            memcpy(&s->shape[f][k][1], lay->t[k].shape, lay->t[k].ndim * sizeof(uint32_t));
+            t->shape = s->shape[f][k];
+            t->n_shape = lay->t[k].ndim + 1;
+            t->offset = f ? l->final_tensor_off[k] : l->tensor_off[k];
+            s->tp[f][k] = t;
+        }
+    m->tensors = s->tp[0];
+    m->final_tensors = s->tp[1];
+    m->n_tensors = m->n_final_tensors = lay->ntensors;
+    m->mask_offset = l->mask_off;
+    m->act_box_offset = l->act_box_off;
+}
+
+/* mem_column: a column of `bytes` at off, aligned to align, inside size. */
+static int mem_column(uint64_t off, uint64_t bytes, uint64_t align, uint64_t size, const char *name,
+                      uint32_t k, char *err, size_t errlen)
+{
+    if (off % align != 0 || off > size || bytes > size - off)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "shared memory: the %s[%u] column (%llu bytes at %llu) is not inside "
+                          "its %llu bytes or not aligned",
+                          name, k, (unsigned long long)bytes, (unsigned long long)off,
+                          (unsigned long long)size);
+    return 0;
+}
+
+/* mem_tensors: a SeedMemory's tensor list against the layout's. */
+static int mem_tensors(Rollout__V1__NamedTensor *const *ts, size_t count, uint32_t num_rows,
+                       const ro_space_layout_t *lay, uint64_t size, const char *what, uint64_t *off,
+                       char *err, size_t errlen)
+{
+    if (count != lay->ntensors)
+        return ro__errorf(err, errlen, RO_EPROTO, "shared memory: %zu %s, expected %u", count, what,
+                          lay->ntensors);
+    for (uint32_t k = 0; k < lay->ntensors; k++) {
+        const Rollout__V1__NamedTensor *t = ts[k];
+        const ro_tensor_layout_t *tl = &lay->t[k];
+        bool ok = t->name && strcmp(t->name, tl->name) == 0 &&
+                  t->dtype == ro__wire_dtype(tl->dtype) && t->n_shape == tl->ndim + 1 &&
+                  t->shape[0] == num_rows && !t->data.len;
+        for (uint32_t d = 0; ok && d < tl->ndim; d++)
+            ok = t->shape[d + 1] == tl->shape[d];
+        if (!ok)
+            return ro__errorf(err, errlen, RO_EPROTO, "shared memory: %s[%u] is not '%s' (%s)",
+                              what, k, tl->name, ro__dtype_name(tl->dtype));
+        int rc = mem_column(t->offset, (uint64_t)num_rows * tl->row_bytes, tl->elem, size, what, k,
+                            err, errlen);
+        if (rc)
+            return rc;
+        off[k] = t->offset;
+    }
+    return 0;
+}
+
+int ro__seed_mem_check_abi2(const Rollout__V1__SeedMemory *m, uint32_t num_rows,
+                            const ro_space_layout_t *lay, ro_seed_mem_layout_t *out, char *err,
+                            size_t errlen)
+{
+    ro_seed_mem_layout_t want;
+    ro__seed_mem_layout_abi2(&want, num_rows, lay);
+    if (m->obs_bytes == 0 || m->obs_bytes > want.obs_bytes + PAGE || m->act_bytes == 0 ||
+        m->act_bytes > want.act_bytes + PAGE)
+        return ro__errorf(
+            err, errlen, RO_EPROTO, "shared memory of %llu and %llu bytes offered for %u rows",
+            (unsigned long long)m->obs_bytes, (unsigned long long)m->act_bytes, num_rows);
+    const uint64_t n = num_rows, ob = m->obs_bytes, ab = m->act_bytes;
+    int rc;
+    if ((rc = mem_tensors(m->tensors, m->n_tensors, num_rows, lay, ob, "tensors", want.tensor_off,
+                          err, errlen)) ||
+        (rc = mem_tensors(m->final_tensors, m->n_final_tensors, num_rows, lay, ob, "final_tensors",
+                          want.final_tensor_off, err, errlen)) ||
+        (rc = mem_column(m->mask_offset, n * lay->mask_width, 1, ob, "mask", 0, err, errlen)) ||
+        (rc = mem_column(m->step_offset, n * 8, 8, ob, "step", 0, err, errlen)) ||
+        (rc = mem_column(m->reward_offset, n * 4, 4, ob, "reward", 0, err, errlen)) ||
+        (rc = mem_column(m->flags_offset, n, 1, ob, "flags", 0, err, errlen)) ||
+        (rc = mem_column(m->act_offset, n * lay->ndisc * 4, 4, ab, "action", 0, err, errlen)) ||
+        (rc =
+             mem_column(m->act_box_offset, n * lay->nbox * 4, 4, ab, "action box", 0, err, errlen)))
+        return rc;
+    *out = want;
+    out->mask_off = m->mask_offset;
+    out->step_off = m->step_offset;
+    out->reward_off = m->reward_offset;
+    out->flags_off = m->flags_offset;
+    out->obs_bytes = ob;
+    out->act_off = m->act_offset;
+    out->act_box_off = m->act_box_offset;
+    out->act_bytes = ab;
     return 0;
 }

@@ -98,19 +98,26 @@ class CLearner(nu.TempDirCase):
                         self.assertEqual(s["steps"], n)
                         self.assertEqual(node["steps"], n)
                         self.assertGreater(s["episodes"], 0)
-                        self.assertEqual(node["frames_in_memory"], 0)
+                        # Over the Unix socket the columns lie in the node's memory.
+                        self.assertGreater(node["frames"], 0)
+                        self.assertEqual(node["frames_in_memory"],
+                                         node["frames"] if via == "unix" else 0)
 
     def test_remote_run_repeats_the_local_one(self):
         # With the node's seed the learner samples each row from the stream
         # the node's own lanes would (env e's agent a: row e x agents + a),
-        # through the same layout policy and masks: the run is the local one.
-        for name, env, env_args, agents in envs():
-            with self.subTest(env=name):
+        # through the same layout policy and masks: the run is the local one,
+        # over TCP (frames) and over a Unix socket (shared memory) alike.
+        for (name, env, env_args, agents), listen in (
+                (e, l) for e in envs() for l in ("127.0.0.1:0", "unix")):
+            if listen == "unix":
+                listen = "unix:" + self.path(name.replace(" ", "_") + ".local.sock")
+            with self.subTest(env=name, listen=listen):
                 steps = 8 * agents * 200
                 local, _ = nu.run("--env", env, *env_args, "--num-envs", 8, "--steps", steps,
                                   "--seed", 5)
                 p, addr, log = start_node(env, *env_args, "--num-envs", 8, "--steps", steps,
-                                          "--seed", 5, "--workers", 0)
+                                          "--seed", 5, "--workers", 0, listen=listen)
                 q = nu.run_cmd([LEARNER, "--connect", addr, "--json", "--quiet", "--workers",
                                 0, "--seed", 5], capture_output=True, text=True)
                 s = summary(p, log)

@@ -4,9 +4,10 @@
  * and a float32 [3] tensor, a Discrete(3) masked action) passes; each way
  * of getting it wrong (a tensor's name, dtype, shape or bytes, a final
  * tensor, the mask's length, a row index, obs values beside the tensors,
- * in memory) is refused naming the field. A welcome's layout with a bad
- * part kind, nvec, or too many tensors is refused; actions are checked
- * entry by entry against the mask.
+ * columns beside an in-memory frame's ranges) is refused naming the field;
+ * the shared memory's typed columns are laid out and checked. A welcome's
+ * layout with a bad part kind, nvec, or too many tensors is refused;
+ * actions are checked entry by entry against the mask.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -158,7 +159,59 @@ static void test_observations(void **state)
     refused(&f, &lay, "inconsistent field lengths");
     make_frame(&f);
     f.o.in_memory = true;
-    refused(&f, &lay, "in memory: not offered for env ABI 2 envs");
+    refused(&f, &lay, "in memory, yet with columns in the frame");
+    /* In memory: row ranges only. */
+    Rollout__V1__Observations m = ROLLOUT__V1__OBSERVATIONS__INIT;
+    uint32_t ranges[4] = {0, 2, 3, 1};
+    m.in_memory = true;
+    m.ranges = ranges;
+    m.n_ranges = 4;
+    assert_int_equal(ro__check_observations_abi2(&m, &lay, 4, err, sizeof err), 0);
+    ranges[3] = 2; /* rows 3 and 4 of 4 */
+    assert_int_equal(ro__check_observations_abi2(&m, &lay, 4, err, sizeof err), RO_EPROTO);
+    m.in_memory = false;
+    assert_int_equal(ro__check_observations_abi2(&m, &lay, 4, err, sizeof err), RO_EPROTO);
+    assert_non_null(strstr(err, "ranges, but not in memory"));
+    ro__layout_free(&lay);
+}
+
+static void test_shared_memory(void **state)
+{
+    (void)state;
+    ro_space_layout_t lay;
+    make_layout(&lay);
+    ro_seed_mem_layout_t l, got;
+    ro__seed_mem_layout_abi2(&l, 6, &lay);
+    assert_int_equal(l.num_envs, 6);
+    assert_int_equal(l.ntensors, 2);
+    assert_true(l.final_tensor_off[0] >= l.tensor_off[0] + 6 * 4);
+    assert_true(l.mask_off >= l.final_tensor_off[1] + 6 * 12);
+    assert_true(l.flags_off + 6 <= l.obs_bytes);
+    assert_true(l.act_box_off >= 6 * 4);
+    Rollout__V1__SeedMemory m = ROLLOUT__V1__SEED_MEMORY__INIT;
+    ro_seed_mem_msg_t s;
+    ro__seed_mem_to_wire_abi2(&l, &lay, 3, 4, &s, &m);
+    char err[256];
+    assert_int_equal(ro__seed_mem_check_abi2(&m, 6, &lay, &got, err, sizeof err), 0);
+    assert_int_equal(got.tensor_off[1], l.tensor_off[1]);
+    assert_int_equal(got.final_tensor_off[0], l.final_tensor_off[0]);
+    assert_int_equal(got.mask_off, l.mask_off);
+    /* More rows than the memory holds, a column past its end, a renamed
+     * tensor, an oversized memory: refused, naming what. */
+    assert_int_equal(ro__seed_mem_check_abi2(&m, 7, &lay, &got, err, sizeof err), RO_EPROTO);
+    s.t[1][1].offset = m.obs_bytes - 4;
+    assert_int_equal(ro__seed_mem_check_abi2(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
+    assert_non_null(strstr(err, "final_tensors[1] column"));
+    s.t[1][1].offset = l.final_tensor_off[1];
+    s.t[0][0].name = "other";
+    assert_int_equal(ro__seed_mem_check_abi2(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
+    assert_non_null(strstr(err, "tensors[0] is not 'view'"));
+    s.t[0][0].name = "view";
+    m.act_offset = m.act_bytes - 8; /* 6 entries need 24 bytes */
+    assert_int_equal(ro__seed_mem_check_abi2(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
+    m.act_offset = l.act_off;
+    m.obs_bytes += 2 * 4096;
+    assert_int_equal(ro__seed_mem_check_abi2(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
     ro__layout_free(&lay);
 }
 
@@ -243,6 +296,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_observations),
         cmocka_unit_test(test_actions),
+        cmocka_unit_test(test_shared_memory),
         cmocka_unit_test(test_welcome_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
