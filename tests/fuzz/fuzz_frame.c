@@ -114,6 +114,12 @@ static const ro_space_layout_t *abi2_layout(void)
 static void read_abi2(const Rollout__V1__Observations *o, const ro_space_layout_t *lay,
                       uint32_t rows)
 {
+    if (o->in_memory) { /* ranges of rows only */
+        for (size_t i = 0; i + 1 < o->n_ranges; i += 2)
+            if (o->ranges[i] >= rows || o->ranges[i + 1] > rows - o->ranges[i])
+                __builtin_trap();
+        return;
+    }
     for (size_t i = 0; i < o->n_env; i++) {
         if (o->env[i] >= rows)
             __builtin_trap();
@@ -173,6 +179,19 @@ static void check_welcome_layout(const Rollout__V1__Welcome *w)
         sink += (float)lay.disc_n[e] + (float)lay.disc_mask[e];
     for (uint32_t j = 0; j < lay.nbox; j++)
         sink += lay.box_high[j] - lay.box_low[j];
+    ro_seed_mem_layout_t ml;
+    const uint32_t rows = w->spec && w->spec->num_envs <= 4096 ? w->spec->num_envs * lay.agents : 0;
+    if (w->seed_memory && rows &&
+        ro__seed_mem_check_abi2(w->seed_memory, rows, &lay, &ml, err, sizeof err) == 0) {
+        for (uint32_t k = 0; k < lay.ntensors; k++)
+            if (ml.tensor_off[k] + rows * ml.row_bytes[k] > ml.obs_bytes ||
+                ml.final_tensor_off[k] + rows * ml.row_bytes[k] > ml.obs_bytes)
+                __builtin_trap(); /* accepted a column outside its memory */
+        if (ml.mask_off + (uint64_t)rows * lay.mask_width > ml.obs_bytes ||
+            ml.act_off + (uint64_t)rows * lay.ndisc * 4 > ml.act_bytes ||
+            ml.act_box_off + (uint64_t)rows * lay.nbox * 4 > ml.act_bytes)
+            __builtin_trap();
+    }
     ro__layout_free(&lay);
 }
 
