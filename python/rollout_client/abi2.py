@@ -9,7 +9,7 @@ entries and ``nbox`` floats, the layout's parts in order.
 """
 import numpy as np
 
-from . import spaces, wire
+from . import shared_memory, spaces, wire
 from .errors import ProtocolError
 
 _WIRE_DTYPES = {np.dtype("u1"): 3, np.dtype("<i4"): 2, np.dtype("<f4"): 1}
@@ -121,6 +121,76 @@ def spaces_of(lay):
     return obs, parts[0] if len(parts) == 1 else spaces.tuple_of(parts)
 
 
+class SeedMemory2:
+    """A SEED connection's shared memory for an env ABI 2 node
+    (Welcome.seed_memory with typed columns): per row (num_rows of them)
+    ``tensors`` / ``final_tensors`` (name -> [rows, ...] of its dtype),
+    ``mask`` uint8 [rows, mask_width] (or None), ``step``, ``reward``,
+    ``flags`` (read-only views of the node's memory), and this connection's
+    ``act`` int32 [rows, ndisc] and ``act_box`` float32 [rows, nbox],
+    which the learner writes before it answers a frame."""
+
+    rows = shared_memory.SeedMemory.rows  # (first row, count) pairs, checked
+
+    def __init__(self, pid, m, lay, num_rows, address):
+        n = self.num_envs = num_rows
+        row = sum(lay.row_bytes)
+        # What a node of this build lays out, plus a page, bounds what we map.
+        want_obs = n * (2 * row + lay.mask_width + 13) + (2 * len(lay.tensors) + 4) * 64 + \
+            2 * shared_memory._PAGE
+        want_act = n * 4 * (lay.ndisc + lay.nbox) + 64 + 2 * shared_memory._PAGE
+        if not 0 < m.obs_bytes <= want_obs or not 0 < m.act_bytes <= want_act:
+            raise ProtocolError(f"node {address}: shared memory of {m.obs_bytes} and "
+                                f"{m.act_bytes} bytes offered for {n} rows")
+        col = shared_memory._column
+        for field, ts in (("tensors", m.tensors), ("final_tensors", m.final_tensors)):
+            if len(ts) != len(lay.tensors):
+                raise ProtocolError(f"node {address}: shared memory with {len(ts)} {field}, "
+                                    f"expected {len(lay.tensors)}")
+            for k, ((name, dt, shape), t) in enumerate(zip(lay.tensors, ts)):
+                if t.name != name or t.dtype != _WIRE_DTYPES[dt] or \
+                        tuple(t.shape) != (n,) + shape:
+                    raise ProtocolError(f"node {address}: shared memory {field}[{k}] is not "
+                                        f"{name!r} ({dt.name}, [{n}, ...])")
+        om = shared_memory.map_peer(pid, m.obs_fd, m.obs_bytes, address)
+        am = shared_memory.map_peer(pid, m.act_fd, m.act_bytes, address, writable=True)
+
+        def tensors(ts, what):
+            return {name: col(om, t.offset, n * int(np.prod(shape)), dt, f"{what} {name}",
+                              address).reshape((n,) + shape)
+                    for (name, dt, shape), t in zip(lay.tensors, ts)}
+        self.tensors = tensors(m.tensors, "tensor")
+        self.final_tensors = tensors(m.final_tensors, "final tensor")
+        self.mask = col(om, m.mask_offset, n * lay.mask_width, np.uint8, "mask",
+                        address).reshape(n, lay.mask_width) if lay.mask_width else None
+        self.step = col(om, m.step_offset, n, np.uint64, "step", address)
+        self.reward = col(om, m.reward_offset, n, np.float32, "reward", address)
+        self.flags = col(om, m.flags_offset, n, np.uint8, "flags", address)
+        self.act = col(am, m.act_offset, n * lay.ndisc, np.int32, "action",
+                       address).reshape(n, lay.ndisc)
+        self.act_box = col(am, m.act_box_offset, n * lay.nbox, np.float32, "action box",
+                           address).reshape(n, lay.nbox)
+
+    def batch(self, m, node, address):
+        """An Abi2Batch of an in-memory frame m (its ranges checked here):
+        copies of its rows, valid for good."""
+        seq = int(m.seq)
+        if len(m.env) or len(m.step) or len(m.reward) or len(m.obs) or len(m.final_index) or \
+                len(m.tensors) or len(m.final_tensors) or len(m.mask):
+            raise ProtocolError(f"observations seq {seq} in memory, yet with columns in the "
+                                "frame")
+        env, _ = self.rows(np.array(m.ranges, np.uint32), address)
+        f = self.flags[env]
+        fi = np.flatnonzero(f & shared_memory.HAS_FINAL)
+        return Abi2Batch(node, seq, env, self.step[env], self.reward[env],
+                         ((f & shared_memory.TERMINATED) != 0,
+                          (f & shared_memory.TRUNCATED) != 0,
+                          (f & shared_memory.EPISODE_START) != 0),
+                         {k: v[env] for k, v in self.tensors.items()}, fi,
+                         {k: v[env[fi]] for k, v in self.final_tensors.items()},
+                         self.mask[env] if self.mask is not None else None, in_memory=True)
+
+
 class Abi2Batch:
     """One Observations frame of an env ABI 2 node: ``env`` holds row
     indices (uint32 [n]); ``tensors`` / ``final_tensors`` map each tensor's
@@ -129,11 +199,11 @@ class Abi2Batch:
     one); ``step``, ``reward``, ``terminated``, ``truncated``,
     ``episode_start`` as a Batch's. Every array is the batch's own."""
 
-    in_memory = False
     env_range = None
 
     def __init__(self, node, seq, env, step, reward, flags, tensors, final_index,
-                 final_tensors, mask):
+                 final_tensors, mask, in_memory=False):
+        self.in_memory = in_memory  # answered in the connection's action memory
         self.node, self.seq, self.env, self.step, self.reward = node, seq, env, step, reward
         self.terminated, self.truncated, self.episode_start = flags
         self.tensors, self.final_index, self.final_tensors = tensors, final_index, final_tensors
@@ -167,7 +237,8 @@ def batch_of(lay, m, num_rows, node):
     against the layout and the node's rows; ProtocolError naming the field."""
     seq, n = int(m.seq), len(m.env)
     if m.in_memory or len(m.ranges):
-        raise ProtocolError(f"observations seq {seq} in memory: not offered for env ABI 2 envs")
+        raise ProtocolError(f"observations seq {seq} in memory, or with ranges, but no shared "
+                            "memory was agreed")
     if n == 0 or not len(m.step) == len(m.reward) == len(m.terminated) == len(m.truncated) \
             == len(m.episode_start) == n or len(m.obs) or len(m.final_obs) \
             or len(m.mask) != n * lay.mask_width:
@@ -272,5 +343,5 @@ def actions_message(seq, disc, box):
     return b"\x22" + wire.encode_varint(len(inner)) + inner
 
 
-__all__ = ["Abi2Batch", "SeedLayout", "actions_message", "batch_of", "check_actions",
+__all__ = ["Abi2Batch", "SeedLayout", "SeedMemory2", "actions_message", "batch_of", "check_actions",
            "spaces_of"]

@@ -354,6 +354,7 @@ class Client:
         hello.hello.token = self._token
         hello.hello.name = self._name
         hello.hello.shared_memory = hello.hello.seed_memory = c.peer_pid != 0
+        hello.hello.seed_memory_abi2 = c.peer_pid != 0  # env ABI 2 columns too (abi2.py)
         c.sock.sendall(encode_frame(hello.SerializeToString()))
         span = None
         while span is None:
@@ -386,7 +387,9 @@ class Client:
                 self._fail(c, "offered shared memory we did not ask for")
             i = c.info
             discrete = i.action_kind == "discrete"
-            c.mem = shared_memory.SeedMemory(c.peer_pid, first.welcome.seed_memory, i.num_envs,
+            c.mem = abi2.SeedMemory2(c.peer_pid, first.welcome.seed_memory, i.layout,
+                                     i.num_envs, c.address) if i.layout is not None else \
+                shared_memory.SeedMemory(c.peer_pid, first.welcome.seed_memory, i.num_envs,
                                              i.obs_dim, 1 if discrete else i.action_size,
                                              discrete, c.address)
         c.sock.setblocking(False)
@@ -470,8 +473,6 @@ class Client:
         s = w.spec
         if not 1 <= s.num_envs <= (1 << 20) // lay.agents:
             self._fail(c, f"welcome announces {s.num_envs} envs of {lay.agents} agents")
-        if w.HasField("seed_memory"):
-            self._fail(c, "shared memory offered for an env ABI 2 env")
         none = np.zeros(0, np.float32)
         return NodeInfo(index=c.index, address=c.address, node_id=int(w.node_id),
                         seed=int(w.seed), env=s.env, num_envs=int(s.num_envs) * lay.agents,
@@ -568,7 +569,8 @@ class Client:
         if seq <= c.last_seq:
             self._fail(c, f"observations seq {seq} after seq {c.last_seq}")
         try:
-            b = abi2.batch_of(c.info.layout, m, c.info.num_envs, c.index)
+            b = c.mem.batch(m, c.index, c.address) if m.in_memory and c.mem is not None else \
+                abi2.batch_of(c.info.layout, m, c.info.num_envs, c.index)
         except ProtocolError as e:
             self._fail(c, str(e))
         c.last_seq = seq
@@ -828,10 +830,14 @@ class Client:
         without sending it yet: a caller with several batches to answer
         sends them together (_flush). Returns the connection."""
         c = self._answerable(batch)
-        if batch.in_memory:  # into the node's memory, at the batch's env rows
+        if batch.in_memory and c.info.layout is None:  # into the node's memory, at the batch's env rows
             rows = slice(*batch.env_range) if batch.env_range is not None else batch.env
             act = c.mem.act
             act[rows] = actions if act.ndim == 1 else np.reshape(actions, (-1, act.shape[1]))
+            body = wire.actions_in_memory(batch.seq)
+        elif c.info.layout is not None and batch.in_memory:  # at the batch's rows
+            c.mem.act[batch.env] = actions[0]
+            c.mem.act_box[batch.env] = actions[1]
             body = wire.actions_in_memory(batch.seq)
         elif c.info.layout is not None:
             body = abi2.actions_message(batch.seq, *actions)

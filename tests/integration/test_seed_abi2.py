@@ -203,6 +203,52 @@ class PythonVecEnv(nu.TempDirCase):
                     self.assertEqual(s["steps"], n)
                     self.assertEqual((s["learners_attached"], s["learners_rejected"]), (1, 0))
 
+    def run_record(self, env, env_args, listen):
+        """Every step of a masked random run (seeded), as bytes; whether the
+        VecEnv had the node's memory; the node's summary."""
+        p, addr, log = start_node(env, *env_args, "--num-envs", 4, "--steps", 4 * 2 * 60,
+                                  "--seed", 6, "--shard", 2, listen=listen)
+        rng = np.random.default_rng(5)
+        seen = []
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S) as v:
+            in_memory = v.client._conns[0].mem is not None
+            obs, infos = v.reset()
+            while True:
+                if "action_mask" in infos:
+                    a = masked_random(rng, infos["action_mask"])
+                else:
+                    a = np.stack([rng.integers(0, n, v.num_envs)
+                                  for n in v.single_action_space.nvec], axis=1)
+                got = obs if isinstance(obs, dict) else {"obs": obs}
+                seen.append(b"".join(x.tobytes() for x in got.values()) + a.tobytes())
+                try:
+                    obs, r, te, tr, infos = v.step(a)
+                except rc.ConnectionClosed:
+                    break
+                fin = infos["final_obs"] if isinstance(obs, dict) else {"f": infos["final_obs"]}
+                seen.append(r.tobytes() + te.tobytes() + tr.tobytes() +
+                            b"".join(x.tobytes() for x in fin.values()))
+        return seen, in_memory, summary(p, log)
+
+    def test_shared_memory_equals_socket(self):
+        # Over a Unix socket the VecEnv reads the node's memory (typed
+        # columns by row) and writes its actions there; the run is the one
+        # the TCP frames give, step for step, byte for byte.
+        for name, env, env_args in (("gridworld", GRID, []),
+                                    ("catch", CATCH, ["--env-arg", "action=multidiscrete"])):
+            with self.subTest(env=name):
+                tcp, mem_tcp, s1 = self.run_record(env, env_args, "127.0.0.1:0")
+                unix, mem_unix, s2 = self.run_record(env, env_args,
+                                                     "unix:" + self.path(name + ".sock"))
+                self.assertEqual((mem_tcp, mem_unix), (False, True))
+                self.assertGreater(len(tcp), 50)
+                self.assertEqual(len(tcp), len(unix))
+                self.assertTrue(tcp == unix, "the shared-memory run differs from the TCP one")
+                for s in (s1, s2):
+                    self.assertEqual(s["env_failures"], 0)
+                self.assertEqual((s1["episodes"], s1["mean_return"]),
+                                 (s2["episodes"], s2["mean_return"]))
+
     def test_masked_action_refused_by_name(self):
         p, addr, log = start_node(GRID, "--num-envs", 4, "--steps", 4 * 2 * 30, "--seed", 2)
         rng = np.random.default_rng(0)
