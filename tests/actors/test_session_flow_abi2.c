@@ -7,7 +7,9 @@
  * row, final row and mask byte where it belongs; the welcome's layout reads
  * back into the same layout; an Actions frame with a masked entry, an
  * entry out of range, a NaN or out-of-bounds float, or the wrong count
- * changes nothing; a good one writes every row's entries and floats.
+ * changes nothing; a good one writes every row's entries and floats. In
+ * shared memory, every column lands at its rows and the actions come back
+ * from the action memory, checked against the masks as well.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +29,7 @@
 #include "spaces/layout.h"
 #include "trajectory/abi2_format.h"
 #include "wire/seed_abi2.h"
+#include "wire/seed_memory.h"
 
 #define SHARDS 2
 #define ENVS 2 /* per shard */
@@ -331,12 +334,75 @@ static void test_actions_checked_then_written(void **state)
         }
 }
 
+/* In shared memory: each shard's rows at first x agents + j of the
+ * observation memory, the frame only ranges of rows; the actions read back
+ * from the action memory at the same rows and checked against the masks. */
+static void test_memory_rows(void **state)
+{
+    fixture_t *t = *state;
+    ro_seed_mem_layout_t l;
+    const uint32_t nrows = SHARDS * ROWS;
+    ro__seed_mem_layout_abi2(&l, nrows, &t->lay);
+    uint8_t *obs = calloc(1, l.obs_bytes), *act = calloc(1, l.act_bytes);
+    assert_true(obs && act);
+    t->flow.mem_layout = &l;
+    t->flow.obs_mem = obs;
+    t->flow.act_mem = act;
+    /* Shard 1 first: the ranges come out sorted and joined. */
+    t->b[0].item.next = NULL;
+    t->b[1].item.next = &t->b[0].item;
+    Rollout__V1__Observations o = ROLLOUT__V1__OBSERVATIONS__INIT;
+    ro__obs_encode_memory_abi2(&t->enc, &t->b[1].item, 3, &l, obs, &o);
+    assert_true(o.in_memory);
+    assert_int_equal(o.n_ranges, 2);
+    assert_int_equal(o.ranges[0], 0);
+    assert_int_equal(o.ranges[1], nrows);
+    assert_int_equal(o.n_env, 0);
+    char err[256];
+    assert_int_equal(ro__check_observations_abi2(&o, &t->lay, nrows, err, sizeof err), 0);
+    for (uint32_t r = 0; r < nrows; r++) {
+        assert_int_equal(obs[l.tensor_off[0] + r * 9 + 4], r * 10 + 4);
+        int32_t pos[2];
+        memcpy(pos, obs + l.tensor_off[1] + r * 8, 8);
+        assert_int_equal(pos[1], -(int32_t)r);
+        assert_int_equal(obs[l.mask_off + r * MASKW + 2], r % AGENTS == 1 ? 0 : 1);
+        const uint8_t fl = obs[l.flags_off + r];
+        const bool fin = (r / AGENTS) % ENVS == 1;
+        assert_int_equal((fl & RO_SEEDMEM_HAS_FINAL) != 0, fin);
+        if (fin)
+            assert_int_equal(obs[l.final_tensor_off[0] + r * 9], 200 + r);
+    }
+    send_all(t); /* seq 1, in memory */
+    int32_t *disc = (int32_t *)(void *)(act + l.act_off);
+    float *box = (float *)(void *)(act + l.act_box_off);
+    for (uint32_t r = 0; r < nrows; r++) {
+        disc[r * 2] = 2; /* masked for every second agent */
+        disc[r * 2 + 1] = 1;
+        box[r * 2] = box[r * 2 + 1] = 0.25f;
+    }
+    Rollout__V1__Actions a = ROLLOUT__V1__ACTIONS__INIT;
+    a.seq = 1;
+    a.in_memory = true;
+    assert_null(ro__flow_answer(&t->flow, &t->pool, &a, NULL, err, sizeof err));
+    assert_non_null(strstr(err, "row 1 entry 0 is 2, which its mask forbids"));
+    for (uint32_t r = 1; r < nrows; r += 2)
+        disc[r * 2] = 0;
+    assert_non_null(ro__flow_answer(&t->flow, &t->pool, &a, NULL, err, sizeof err));
+    assert_int_equal(t->b[1].act_i[0], 2);
+    assert_int_equal(t->b[1].act_i[2], 0);
+    assert_int_equal(t->b[1].act_i[3], 1);
+    assert_true(t->b[1].act_f[3] == 0.25f);
+    free(obs);
+    free(act);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_observations_carry_every_row, setup, teardown),
         cmocka_unit_test_setup_teardown(test_welcome_layout_reads_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_actions_checked_then_written, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memory_rows, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
