@@ -796,6 +796,10 @@ class Client:
         a non-finite box action or a batch already answered (nothing is sent
         then: the batch can still be answered), and ConnectionClosed when
         the batch's node is gone.
+
+        An env ABI 2 node's batch (abi2.Abi2Batch): the action space's
+        batched form, checked by abi2.check_actions (a value its row's mask
+        forbids is refused too).
         """
         c = self._answerable(batch)
         if c.info.layout is not None:  # (int32 [n, ndisc], float32 [n, nbox])

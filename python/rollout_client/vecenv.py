@@ -23,6 +23,10 @@ node runs with (env i of a node is seeded from (its --seed, its
 --node-index, i)) and its envs have not stepped yet, and refused with
 ValueError otherwise.
 
+Env ABI 2 nodes (typed tensors, composite actions, masks, agents as rows)
+get Gymnasium-shaped Dict / Tuple / MultiDiscrete / MultiBinary spaces:
+vecenv_abi2.py.
+
 VecEnv needs to receive every env of its nodes; when other learners share a
 node's envs it waits until ``timeout`` and raises TimeoutError naming the
 envs that never came. Use :class:`Client` directly in that case.
