@@ -16,6 +16,7 @@
 #include "spaces/layout.h"
 #include "trajectory/abi2_format.h"
 #include "wire/frame.h"
+#include "wire/seed_abi2.h"
 
 /* The hub's state, before any handle: ownership, the batch pool, the
  * encoder. On failure *out is still set (or NULL): ro__hub_free it. */
@@ -57,9 +58,12 @@ int ro__hub_state_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *b
     h->owner = calloc(nshards + 1, sizeof *h->owner);
     h->active = calloc(nshards + 1, sizeof *h->active);
     h->pool = calloc(nshards + 1, sizeof *h->pool);
-    if (!h->owner || !h->active || !h->pool ||
-        ro__obs_encoder_init(&h->enc, o->batch + max_shard, (uint32_t)ro_space_size(obs)) != 0)
+    if (!h->owner || !h->active || !h->pool)
         return RO_ENOMEM; /* the caller frees h */
+    if (o->layout
+            ? ro__obs_encoder_init_abi2(&h->enc, o->batch + max_shard, o->layout)
+            : ro__obs_encoder_init(&h->enc, o->batch + max_shard, (uint32_t)ro_space_size(obs)))
+        return RO_ENOMEM;
     for (uint32_t i = 0; i < nshards; i++) {
         h->active[i] = true;
         h->pool[i].next = h->free_batches;
@@ -98,8 +102,11 @@ bool ro__hub_seed_memory(ro_session_t *s)
     if (!h->seed_obs.base) {
         const ro_space_t *act = h->act_space;
         uint32_t width = act->kind == RO_SPACE_DISCRETE ? 1 : (uint32_t)ro_space_size(act);
-        ro__seed_mem_layout(&h->seed_lay, h->num_envs, (uint32_t)ro_space_size(h->obs_space),
-                            width);
+        if (h->o.layout) /* rows: envs x agents */
+            ro__seed_mem_layout_abi2(&h->seed_lay, h->num_envs * h->o.layout->agents, h->o.layout);
+        else
+            ro__seed_mem_layout(&h->seed_lay, h->num_envs, (uint32_t)ro_space_size(h->obs_space),
+                                width);
         if (ro__shared_mem_create(&h->seed_obs, "rollout-seed-obs", h->seed_lay.obs_bytes, err,
                                   sizeof err) != 0) {
             h->seed_mem_failed = true;
@@ -121,13 +128,27 @@ bool ro__hub_seed_memory(ro_session_t *s)
     return true;
 }
 
+/* welcome_bounds gives a welcome layout's box parts their bounds (the
+ * learner's actions must stay inside them). */
+static void welcome_bounds(ro_traj_layout_msg_t *m, const ro_space_layout_t *lay)
+{
+    for (uint32_t i = 0; i < lay->nparts; i++) {
+        if (lay->part[i].kind != RO_SPACE_BOX)
+            continue;
+        m->p[i].n_low = m->p[i].n_high = lay->part[i].n;
+        m->p[i].low = lay->box_low + lay->part[i].first;
+        m->p[i].high = lay->box_high + lay->part[i].first;
+    }
+}
+
 /* ro__hub_send_welcome welcomes a session's learner: the env spec, and the
- * mode's settings. A stream node of an env ABI 2 env (its segments' layout
- * is the env's) sends the env's layout instead of ABI 1 spaces. */
+ * mode's settings. A stream or SEED node of an env ABI 2 env that is not
+ * ABI 1 shaped sends the env's layout (box parts with their bounds)
+ * instead of ABI 1 spaces. */
 int ro__hub_send_welcome(ro_session_t *s)
 {
     ro_hub_t *h = s->hub;
-    const ro_space_layout_t *abi2 = h->segs ? h->segs->lay.space : NULL;
+    const ro_space_layout_t *abi2 = h->segs ? h->segs->lay.space : h->o.layout;
     Rollout__V1__Space os = ROLLOUT__V1__SPACE__INIT, as = ROLLOUT__V1__SPACE__INIT;
     uint32_t oshape[RO_SPACE_MAX_DIMS], ashape[RO_SPACE_MAX_DIMS];
     Rollout__V1__EnvSpec spec = ROLLOUT__V1__ENV_SPEC__INIT;
@@ -135,6 +156,8 @@ int ro__hub_send_welcome(ro_session_t *s)
     memset(&lm, 0, sizeof lm);
     if (abi2 && ro__traj_layout_msg_init(&lm, abi2) != 0)
         return RO_ENOMEM;
+    if (abi2)
+        welcome_bounds(&lm, abi2);
     if (!abi2) {
         ro__wire_space(&os, h->obs_space, oshape);
         ro__wire_space(&as, h->act_space, ashape);
@@ -146,6 +169,7 @@ int ro__hub_send_welcome(ro_session_t *s)
     spec.max_episode_steps = h->o.max_episode_steps;
     Rollout__V1__Welcome w = ROLLOUT__V1__WELCOME__INIT;
     Rollout__V1__SeedMemory sm = ROLLOUT__V1__SEED_MEMORY__INIT;
+    ro_seed_mem_msg_t smm;
     w.protocol_version = RO_PROTOCOL_VERSION;
     w.node_id = h->node_id;
     w.spec = &spec;
@@ -164,7 +188,11 @@ int ro__hub_send_welcome(ro_session_t *s)
         }
     } else {
         w.mode = "seed";
-        if (s->flow.obs_mem) {
+        w.layout = abi2 ? &lm.msg : NULL;
+        if (s->flow.obs_mem && abi2) {
+            ro__seed_mem_to_wire_abi2(&h->seed_lay, abi2, h->seed_obs.fd, s->act_mem.fd, &smm, &sm);
+            w.seed_memory = &sm;
+        } else if (s->flow.obs_mem) {
             ro__seed_mem_to_wire(&h->seed_lay, h->seed_obs.fd, s->act_mem.fd, &sm);
             w.seed_memory = &sm;
         }

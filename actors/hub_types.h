@@ -28,6 +28,10 @@ typedef struct ro_hub_opts {
     uint32_t max_episode_steps;
     uint32_t spin_us; /* spin this long for actions due (runtime/loop_spin.h); 0: never */
     bool learners;    /* accept role "learner" (the node runs --learner remote) */
+    /* SEED mode with an env of env ABI 2 that is not ABI 1 shaped: its
+     * layout (outlives the hub), which the welcome carries and every
+     * frame follows; NULL for ABI 1 spaces. */
+    const struct ro_space_layout *layout;
     /* Accept role "trainer" and pass each PolicyParams it pushes to on_policy
      * (loop thread), which returns 0 or a negative code with a message. */
     int (*on_policy)(void *ctx, const Rollout__V1__PolicyParams *pp, char *err, size_t errlen);

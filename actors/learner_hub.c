@@ -315,7 +315,8 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
          * may (protocol.md "Segments in shared memory"). */
         if (hello->shared_memory && s->conn.local && h->segs->shm.base)
             s->sflow.shm = &h->segs->shm;
-    } else if (hello->shared_memory && hello->seed_memory && s->conn.local && !trainer) {
+    } else if (hello->shared_memory && hello->seed_memory && s->conn.local && !trainer &&
+               (!h->o.layout || hello->seed_memory_abi2)) { /* else frames carry ABI 2 columns */
         ro__hub_seed_memory(s); /* the welcome says where, or frames carry it all */
     }
     if (ro__hub_send_welcome(s) != 0) {
@@ -465,6 +466,7 @@ static void on_connection(ro_listener_t *l, int fd)
     s->hub = h;
     s->accepted_ns = ro__now_ns();
     ro__flow_init(&s->flow, h->o.batch, h->o.max_wait_us * 1000ull);
+    s->flow.layout = h->o.layout;
     /* Empty from the start (closing reclaims it, hello or not); the hello
      * may set its window and lag again. */
     ro__sflow_init(&s->sflow, h->window, h->max_lag);

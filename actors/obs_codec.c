@@ -41,6 +41,11 @@ void ro__obs_encoder_free(ro_obs_encoder_t *e)
     free(e->episode_start);
     free(e->final_index);
     free(e->ranges);
+    for (uint32_t k = 0; k < RO_ENV_MAX_TENSORS; k++) {
+        free(e->tensor[k]);
+        free(e->final_tensor[k]);
+    }
+    free(e->mask);
     memset(e, 0, sizeof *e);
 }
 
@@ -101,11 +106,7 @@ int ro__actions_apply(const Rollout__V1__Actions *a, ro_batch_item_t *items, uin
     return 0;
 }
 
-/* Sort (first, count) pairs by first and join those that touch: shards
- * become ready in any order, and a frame of consecutive shards is then one
- * range (a VecEnv reads it as one slice). A few dozen pairs at most: an
- * insertion sort. Returns the values left. */
-static size_t merge_ranges(uint32_t *r, size_t nvalues)
+size_t ro__merge_ranges(uint32_t *r, size_t nvalues)
 {
     for (size_t i = 2; i < nvalues; i += 2) {
         uint32_t first = r[i], count = r[i + 1];
@@ -156,7 +157,7 @@ void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t
     }
     o->seq = seq;
     o->in_memory = true;
-    o->n_ranges = merge_ranges(e->ranges, nr);
+    o->n_ranges = ro__merge_ranges(e->ranges, nr);
     o->ranges = e->ranges;
 }
 

@@ -43,6 +43,9 @@ typedef struct ro_flow {
     const ro_seed_mem_layout_t *mem_layout;
     uint8_t *obs_mem;
     const uint8_t *act_mem;
+    /* An env of env ABI 2 that is not ABI 1 shaped (spaces/layout.h): its
+     * frames carry typed tensors and composite actions; NULL for ABI 1. */
+    const struct ro_space_layout *layout;
 } ro_flow_t;
 
 void ro__flow_init(ro_flow_t *f, uint32_t batch, uint64_t max_wait_ns);
@@ -64,7 +67,8 @@ int ro__flow_send(ro_flow_t *f, ro_sent_batch_t **pool, ro_obs_encoder_t *enc, r
 /*
  * ro__flow_answer applies an Actions frame: finds the in-flight batch with
  * its seq, checks the actions against it (act) and writes them into its
- * step batches, which it returns (the caller sends them back to stepping).
+ * step batches, which it returns (the caller sends them back to stepping);
+ * with a layout, against it and the rows' masks (act unused).
  * The sent batch goes back to *pool. On a bad frame returns NULL with one
  * line in err (the batch stays in flight).
  */

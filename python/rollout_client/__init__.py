@@ -6,11 +6,13 @@
   real ``gymnasium.vector.VectorEnv`` when gymnasium is importable).
 - :class:`Stream`: trajectory segments from stream nodes (--learner stream).
 - :func:`launch_node`: a local rollout-node, as a context manager.
-- :mod:`rollout_client.spaces`: Box / Discrete / MultiDiscrete spaces.
+- :mod:`rollout_client.spaces`: Box / Discrete / MultiDiscrete / MultiBinary /
+  Tuple / Dict spaces.
+- :mod:`rollout_client.abi2`: env ABI 2 nodes' layouts, batches and actions.
 - :mod:`rollout_client.framing`: length-delimited frames.
 - :func:`pb2`: the generated ``rollout_pb2`` module (shipped in the package).
 """
-from . import _proto, spaces
+from . import _proto, abi2, spaces
 from .client import (OBS_DTYPES, PROTOCOL_VERSION, Batch, Client, NodeInfo, check_actions,
                      parse_address, read_token)
 from .errors import (AuthenticationError, ConnectionClosed, FrameTooLarge, ProtocolError,
@@ -30,7 +32,7 @@ def pb2():
 
 
 __all__ = [
-    "AuthenticationError", "AutoresetMode", "Batch", "Client", "ConnectionClosed",
+    "AuthenticationError", "AutoresetMode", "abi2", "Batch", "Client", "ConnectionClosed",
     "DEFAULT_MAX_FRAME", "FrameDecoder", "FrameTooLarge", "NodeInfo", "NodeProcess",
     "OBS_DTYPES", "PROTOCOL_VERSION", "ProtocolError", "RemoteError", "RolloutError",
     "SegmentBatch", "Stream", "VecEnv", "VersionMismatch", "check_actions", "decode_varint",

@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from . import _proto, shared_memory, spaces, wire
+from . import _proto, abi2, shared_memory, spaces, wire
 from .errors import (AuthenticationError, ConnectionClosed, ProtocolError, RemoteError,
                      VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, FrameReader, encode_frame
@@ -47,6 +47,12 @@ class NodeInfo:
     action_high: Optional[np.ndarray]
     max_frame: int           # largest frame the node accepts (0: not said)
     node_index: int = 0      # its --node-index: env i seeds from (seed, node_index, i)
+    # An env ABI 2 node (docs/protocol.md "SEED mode and env ABI 2"): its
+    # welcome's layout (abi2.SeedLayout), and its agents per env. num_envs
+    # then counts rows (envs x agents); the obs_* and action_* fields are
+    # placeholders (action_kind "abi2"): the layout says it all.
+    layout: object = None
+    agents: int = 1
 
     @property
     def action_size(self):
@@ -348,6 +354,7 @@ class Client:
         hello.hello.token = self._token
         hello.hello.name = self._name
         hello.hello.shared_memory = hello.hello.seed_memory = c.peer_pid != 0
+        hello.hello.seed_memory_abi2 = c.peer_pid != 0  # env ABI 2 columns too (abi2.py)
         c.sock.sendall(encode_frame(hello.SerializeToString()))
         span = None
         while span is None:
@@ -380,7 +387,9 @@ class Client:
                 self._fail(c, "offered shared memory we did not ask for")
             i = c.info
             discrete = i.action_kind == "discrete"
-            c.mem = shared_memory.SeedMemory(c.peer_pid, first.welcome.seed_memory, i.num_envs,
+            c.mem = abi2.SeedMemory2(c.peer_pid, first.welcome.seed_memory, i.layout,
+                                     i.num_envs, c.address) if i.layout is not None else \
+                shared_memory.SeedMemory(c.peer_pid, first.welcome.seed_memory, i.num_envs,
                                              i.obs_dim, 1 if discrete else i.action_size,
                                              discrete, c.address)
         c.sock.setblocking(False)
@@ -398,6 +407,8 @@ class Client:
         if not w.HasField("spec"):
             self._fail(c, "welcome has no spec")
         s = w.spec
+        if w.HasField("layout"):
+            return self._node_info_abi2(c, w)
         o = s.observation
         if o.kind != "box" or not o.shape:
             self._fail(c, f"observation space must be a box with a shape, got kind "
@@ -452,6 +463,24 @@ class Client:
                         obs_high=obs_high, action_kind=a.kind, action_n=action_n,
                         action_shape=action_shape, action_low=low, action_high=high,
                         max_frame=int(w.max_frame), node_index=int(w.node_index))
+
+    def _node_info_abi2(self, c, w):
+        """NodeInfo of an env ABI 2 node: its layout, rows as num_envs."""
+        try:
+            lay = abi2.SeedLayout(w.layout)
+        except ProtocolError as e:
+            self._fail(c, str(e))
+        s = w.spec
+        if not 1 <= s.num_envs <= (1 << 20) // lay.agents:
+            self._fail(c, f"welcome announces {s.num_envs} envs of {lay.agents} agents")
+        none = np.zeros(0, np.float32)
+        return NodeInfo(index=c.index, address=c.address, node_id=int(w.node_id),
+                        seed=int(w.seed), env=s.env, num_envs=int(s.num_envs) * lay.agents,
+                        max_episode_steps=int(s.max_episode_steps), obs_shape=(), obs_dim=0,
+                        obs_dtype=np.dtype(np.float32), obs_low=none, obs_high=none,
+                        action_kind="abi2", action_n=0, action_shape=(), action_low=None,
+                        action_high=None, max_frame=int(w.max_frame),
+                        node_index=int(w.node_index), layout=lay, agents=lay.agents)
 
     # -- errors -------------------------------------------------------------
     def _parse(self, c, data):
@@ -510,7 +539,8 @@ class Client:
             if span is None:
                 return
             try:
-                o = wire.parse_observations(rd.mv, rd.buf, span[0], span[1], c.env_cache)
+                o = None if getattr(c.info, "layout", None) is not None else \
+                    wire.parse_observations(rd.mv, rd.buf, span[0], span[1], c.env_cache)
             except ProtocolError as e:
                 self._fail(c, f"malformed observations frame: {e}")
             if o is not None:
@@ -520,7 +550,9 @@ class Client:
 
     def _dispatch(self, c, frame):
         kind = frame.WhichOneof("body")
-        if kind == "observations":
+        if kind == "observations" and getattr(c.info, "layout", None) is not None:
+            self._ready.append(self._checked_abi2(c, frame.observations))
+        elif kind == "observations":
             o = wire.observations_from_pb(frame.observations)
             self._ready.append(self._checked(c, o))
         elif kind == "error":
@@ -530,6 +562,20 @@ class Client:
             self._close_conn(c)
         else:
             self._fail(c, f"unexpected {kind or 'empty frame'} after the handshake")
+
+    def _checked_abi2(self, c, m):
+        """An abi2.Abi2Batch of an env ABI 2 node's frame, checked."""
+        seq = int(m.seq)
+        if seq <= c.last_seq:
+            self._fail(c, f"observations seq {seq} after seq {c.last_seq}")
+        try:
+            b = c.mem.batch(m, c.index, c.address) if m.in_memory and c.mem is not None else \
+                abi2.batch_of(c.info.layout, m, c.info.num_envs, c.index)
+        except ProtocolError as e:
+            self._fail(c, str(e))
+        c.last_seq = seq
+        c.unanswered.add(seq)
+        return b
 
     def _checked(self, c, o):
         """o (a wire.ObsFrame) with every field checked against the node's
@@ -616,7 +662,10 @@ class Client:
         o.final_obs = mem.final_obs[o.env[fi]].reshape(-1)
 
     def _batch(self, o):
-        """A Batch, with arrays of its own, from a checked wire.ObsFrame."""
+        """A Batch, with arrays of its own, from a checked wire.ObsFrame
+        (an env ABI 2 node's abi2.Abi2Batch is one already)."""
+        if isinstance(o, abi2.Abi2Batch):
+            return o
         if o.in_memory:
             self._from_memory(self._conns[o.node].mem, o)
         info = self._conns[o.node].info
@@ -743,10 +792,21 @@ class Client:
         a non-finite box action or a batch already answered (nothing is sent
         then: the batch can still be answered), and ConnectionClosed when
         the batch's node is gone.
+
+        An env ABI 2 node's batch (abi2.Abi2Batch): the action space's
+        batched form, checked by abi2.check_actions (a value its row's mask
+        forbids is refused too).
         """
         c = self._answerable(batch)
-        wire = check_actions(c.info, actions, batch.n, clip_box,
-                             where=lambda k: f"env {int(batch.env[k])} (row {k})")
+        if c.info.layout is not None:  # (int32 [n, ndisc], float32 [n, nbox])
+            lay = c.info.layout
+            wire = abi2.check_actions(
+                lay, actions, batch.n, batch.mask, clip_box,
+                where=lambda k: f"env {int(batch.env[k]) // lay.agents} agent "
+                f"{int(batch.env[k]) % lay.agents} (row {k})")
+        else:
+            wire = check_actions(c.info, actions, batch.n, clip_box,
+                                 where=lambda k: f"env {int(batch.env[k])} (row {k})")
         self._send_checked(batch, wire)
 
     def _answerable(self, batch):
@@ -770,11 +830,17 @@ class Client:
         without sending it yet: a caller with several batches to answer
         sends them together (_flush). Returns the connection."""
         c = self._answerable(batch)
-        if batch.in_memory:  # into the node's memory, at the batch's env rows
+        if batch.in_memory and c.info.layout is None:  # into the node's memory, at the batch's env rows
             rows = slice(*batch.env_range) if batch.env_range is not None else batch.env
             act = c.mem.act
             act[rows] = actions if act.ndim == 1 else np.reshape(actions, (-1, act.shape[1]))
             body = wire.actions_in_memory(batch.seq)
+        elif c.info.layout is not None and batch.in_memory:  # at the batch's rows
+            c.mem.act[batch.env] = actions[0]
+            c.mem.act_box[batch.env] = actions[1]
+            body = wire.actions_in_memory(batch.seq)
+        elif c.info.layout is not None:
+            body = abi2.actions_message(batch.seq, *actions)
         elif c.info.action_kind == "discrete":
             body = wire.actions_message(batch.seq, discrete=actions)
         else:

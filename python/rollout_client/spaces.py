@@ -4,7 +4,8 @@ When gymnasium (>= 1.0) is importable, :func:`box`, :func:`discrete` and
 :func:`batch` return real ``gymnasium.spaces`` objects, and ``GYMNASIUM`` is
 the module. Otherwise they return the small classes below, which have the
 same attributes and methods that RL code uses: ``shape``, ``dtype``,
-``low``/``high`` (Box), ``n`` (Discrete), ``nvec`` (MultiDiscrete),
+``low``/``high`` (Box), ``n`` (Discrete, MultiBinary), ``nvec`` (MultiDiscrete),
+``spaces`` (Tuple, Dict: env ABI 2 nodes' composite actions and observations),
 ``sample()``, ``contains(x)`` (also ``x in space``) and ``seed(s)``.
 gymnasium is never required.
 """
@@ -157,6 +158,84 @@ class MultiDiscrete(Space):
         return f"MultiDiscrete({self.nvec.tolist()})"
 
 
+class MultiBinary(Space):
+    """``shape`` values, each 0 or 1."""
+
+    def __init__(self, n, seed=None):
+        self.n = n if isinstance(n, tuple) else int(n)
+        super().__init__(self.n if isinstance(self.n, tuple) else (self.n,), np.int8, seed)
+
+    def sample(self):
+        return self._np_random.integers(0, 2, self.shape).astype(np.int8)
+
+    def contains(self, x):
+        x = np.asarray(x)
+        return (x.shape == self.shape and x.dtype.kind in "iub"
+                and bool(np.all((x == 0) | (x == 1))))
+
+    def __eq__(self, other):
+        return isinstance(other, MultiBinary) and self.shape == other.shape
+
+    def __repr__(self):
+        return f"MultiBinary({self.n})"
+
+
+class Tuple(Space):
+    """A tuple of spaces, one value of each."""
+
+    def __init__(self, spaces, seed=None):
+        self.spaces = tuple(spaces)
+        super().__init__((), object, seed)
+        self.shape = None
+
+    def sample(self):
+        return tuple(s.sample() for s in self.spaces)
+
+    def contains(self, x):
+        return (isinstance(x, (tuple, list)) and len(x) == len(self.spaces)
+                and all(s.contains(v) for s, v in zip(self.spaces, x)))
+
+    def __getitem__(self, i):
+        return self.spaces[i]
+
+    def __len__(self):
+        return len(self.spaces)
+
+    def __eq__(self, other):
+        return isinstance(other, Tuple) and self.spaces == other.spaces
+
+    def __repr__(self):
+        return f"Tuple({', '.join(map(repr, self.spaces))})"
+
+
+class Dict(Space):
+    """Named spaces, in order: a value is a dict of one value of each."""
+
+    def __init__(self, spaces, seed=None):
+        self.spaces = dict(spaces)
+        super().__init__((), object, seed)
+        self.shape = None
+
+    def sample(self):
+        return {k: s.sample() for k, s in self.spaces.items()}
+
+    def contains(self, x):
+        return (isinstance(x, dict) and x.keys() == self.spaces.keys()
+                and all(s.contains(x[k]) for k, s in self.spaces.items()))
+
+    def __getitem__(self, k):
+        return self.spaces[k]
+
+    def keys(self):
+        return self.spaces.keys()
+
+    def __eq__(self, other):
+        return isinstance(other, Dict) and self.spaces == other.spaces
+
+    def __repr__(self):
+        return "Dict(" + ", ".join(f"{k!r}: {s!r}" for k, s in self.spaces.items()) + ")"
+
+
 def box(low, high, shape, dtype):
     """A Box space (gymnasium's when importable)."""
     cls = GYMNASIUM.spaces.Box if GYMNASIUM is not None else Box
@@ -166,6 +245,31 @@ def box(low, high, shape, dtype):
 def discrete(n):
     """A Discrete space (gymnasium's when importable)."""
     return GYMNASIUM.spaces.Discrete(int(n)) if GYMNASIUM is not None else Discrete(n)
+
+
+def multi_discrete(nvec):
+    """A MultiDiscrete space (gymnasium's when importable)."""
+    cls = GYMNASIUM.spaces.MultiDiscrete if GYMNASIUM is not None else MultiDiscrete
+    return cls(np.asarray(nvec, np.int64))
+
+
+def multi_binary(n):
+    """A MultiBinary space of n entries (gymnasium's when importable)."""
+    cls = GYMNASIUM.spaces.MultiBinary if GYMNASIUM is not None else MultiBinary
+    return cls(int(n))
+
+
+def tuple_of(parts):
+    """A Tuple space of parts (gymnasium's when importable)."""
+    cls = GYMNASIUM.spaces.Tuple if GYMNASIUM is not None else Tuple
+    return cls(tuple(parts))
+
+
+def dict_of(named):
+    """A Dict space of (name, space) pairs, in order (gymnasium's when
+    importable)."""
+    cls = GYMNASIUM.spaces.Dict if GYMNASIUM is not None else Dict
+    return cls(dict(named))
 
 
 def batch(space, n):
@@ -180,6 +284,14 @@ def batch(space, n):
         reps = (n,) + (1,) * len(space.shape)
         return Box(np.tile(space.low, reps), np.tile(space.high, reps),
                    (n,) + space.shape, space.dtype)
+    if isinstance(space, MultiDiscrete):
+        return MultiDiscrete(np.tile(space.nvec, (n,) + (1,) * space.nvec.ndim))
+    if isinstance(space, MultiBinary):
+        return MultiBinary((n,) + space.shape)
+    if isinstance(space, Tuple):
+        return Tuple(batch(s, n) for s in space.spaces)
+    if isinstance(space, Dict):
+        return Dict((k, batch(s, n)) for k, s in space.spaces.items())
     raise TypeError(f"cannot batch {space!r}")
 
 
@@ -193,5 +305,6 @@ def dtype_bounds(dtype):
     return -np.inf, np.inf
 
 
-__all__ = ["AutoresetMode", "Box", "Discrete", "GYMNASIUM", "MultiDiscrete", "batch", "box",
-           "discrete", "dtype_bounds", "same_step_mode"]
+__all__ = ["AutoresetMode", "Box", "Dict", "Discrete", "GYMNASIUM", "MultiBinary",
+           "MultiDiscrete", "Tuple", "batch", "box", "dict_of", "discrete", "dtype_bounds",
+           "multi_binary", "multi_discrete", "same_step_mode", "tuple_of"]

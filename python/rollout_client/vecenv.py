@@ -23,6 +23,10 @@ node runs with (env i of a node is seeded from (its --seed, its
 --node-index, i)) and its envs have not stepped yet, and refused with
 ValueError otherwise.
 
+Env ABI 2 nodes (typed tensors, composite actions, masks, agents as rows)
+get Gymnasium-shaped Dict / Tuple / MultiDiscrete / MultiBinary spaces:
+vecenv_abi2.py.
+
 VecEnv needs to receive every env of its nodes; when other learners share a
 node's envs it waits until ``timeout`` and raises TimeoutError naming the
 envs that never came. Use :class:`Client` directly in that case.
@@ -41,12 +45,13 @@ import numpy as np
 from . import shared_memory, spaces
 from .client import Client, check_actions
 from .errors import ConnectionClosed, ProtocolError
+from .vecenv_abi2 import Abi2Mixin
 from .vecenv_async import AsyncMixin
 
 _Base = spaces.GYMNASIUM.vector.VectorEnv if spaces.GYMNASIUM is not None else object
 
 
-class VecEnv(AsyncMixin, _Base):
+class VecEnv(AsyncMixin, Abi2Mixin, _Base):
     """``VecEnv(["127.0.0.1:7000"])``, ``VecEnv("host:7000")`` or
     ``VecEnv(client)``. ``timeout`` bounds each wait for observations, in
     seconds; ``clip_box`` clips box actions to the action space's bounds;
@@ -65,6 +70,14 @@ class VecEnv(AsyncMixin, _Base):
         self.clip_box = clip_box
         infos = self.client.nodes
         first = infos[0]
+        self.layout = None
+        if any(i.layout is not None for i in infos):  # env ABI 2 (vecenv_abi2.py)
+            try:
+                self._abi2_init(infos, batch_size)
+            except ValueError:
+                self.client.close("spaces differ or bad arguments")
+                raise
+            return
         for info in infos[1:]:
             if not _same_spaces(first, info):
                 self.client.close("spaces differ")
@@ -114,7 +127,8 @@ class VecEnv(AsyncMixin, _Base):
             raise
 
     def env_ids(self):
-        """[(node index, env index)] in global order."""
+        """[(node index, env index)] in global order (env ABI 2: one per row, the
+        node's row index)."""
         return [(i.index, e) for i in self.nodes for e in range(i.num_envs)]
 
     def _env_label(self, k):
@@ -254,6 +268,8 @@ class VecEnv(AsyncMixin, _Base):
                 "make a new VecEnv")
         if seed is not None:
             seed = self._check_seed(seed)
+        if self.layout is not None:
+            return self._abi2_reset(seed)
         self._collect()
         if seed is not None and (self._step != 0).any():
             k = int(np.flatnonzero(self._step != 0)[0])
@@ -292,6 +308,8 @@ class VecEnv(AsyncMixin, _Base):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         self._enter("sync", "step()")
+        if self.layout is not None:
+            return self._abi2_step(actions)
         info0 = self.nodes[0]
         # Checked as a whole before anything is sent: a refused action
         # leaves every batch outstanding and the VecEnv as it was.

@@ -32,7 +32,11 @@ static void run_job(ro_lane_t *ln, ro_job_t *j)
                    (size_t)it->rows * fw->obs_dim * sizeof(float));
             r += it->rows;
         }
-        ro__policy_act(fw->policy, ln->ws, j->rows, j->rowrng, j->act_i, j->act_f, NULL);
+        if (fw->layout)
+            ro__policy_act_masked(fw->policy, ln->ws, j->rows, j->rowrng, j->mask, j->act_i,
+                                  j->act_f, NULL);
+        else
+            ro__policy_act(fw->policy, ln->ws, j->rows, j->rowrng, j->act_i, j->act_f, NULL);
     } else {
         j->failed = true; /* out of memory: the loop answers nothing, the node resends */
     }

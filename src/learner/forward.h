@@ -35,6 +35,7 @@ typedef struct ro_pending {
     uint32_t gen;        /* the link's connection it came on */
     const uint32_t *env; /* [rows] env indices: the frame's, or after obs_copy */
     const float *obs;    /* [rows x obs_dim]: the frame's, or obs_copy */
+    const uint8_t *mask; /* env ABI 2: [rows x mask_width] in obs_copy, or NULL */
     /* A frame in the node's memory: its rows copied out on arrival (then
      * their env indices), so that a lane never reads a mapping the loop may
      * release (a reconnect). */
@@ -48,8 +49,9 @@ typedef struct ro_job {
     uint32_t rows;
     bool failed;       /* the lane had no memory: nothing was computed */
     ro_rng_t **rowrng; /* [rows] the sampling stream of each row */
-    int32_t *act_i;    /* [rows] */
-    float *act_f;      /* [rows x act_dim] */
+    int32_t *act_i;    /* [rows] (env ABI 2: [rows x ndisc]) */
+    float *act_f;      /* [rows x act_dim] (env ABI 2: [rows x nbox]) */
+    uint8_t *mask;     /* env ABI 2: [rows x mask_width], or NULL */
 } ro_job_t;
 
 typedef void (*ro_job_done_fn)(void *ctx, ro_job_t *job);
@@ -71,6 +73,9 @@ typedef struct ro_forward {
     bool inline_lane;          /* W = 0: submit runs the job and calls on_done */
     const ro_policy_t *policy; /* set before the first job; read-only then */
     uint32_t obs_dim;
+    /* Env ABI 2 (set with policy): the layout; the lanes then act with
+     * ro__policy_act_masked and the jobs' masks. NULL: ABI 1. */
+    const struct ro_space_layout *layout;
     ro_loop_home_t done_home;
     ro_actor_t done; /* loop actor: jobs come back here */
     ro_job_done_fn on_done;

@@ -20,6 +20,7 @@
 #include "policy/policy.h"
 #include "runtime/loop_spin.h"
 #include "runtime/shared_mem.h"
+#include "spaces/layout.h"
 #include "wire/pb_alloc.h"
 #include "wire/seed_memory.h"
 
@@ -66,6 +67,12 @@ typedef struct learner {
     float *bounds[4]; /* copies of the box bounds: obs low/high, act low/high */
     ro_space_t obs_space, act_space;
     ro_policy_t *policy; /* read-only once built: shared by the lanes */
+    /* SEED nodes of an env ABI 2 env (seed_abi2.c): the welcome's layout;
+     * rows are envs x agents, actions act_ndisc entries and act_dim (its
+     * nbox) floats a row. act_ndisc is 1 for ABI 1 spaces. */
+    bool abi2;
+    ro_space_layout_t lay;
+    uint32_t act_ndisc;
 
     ro_forward_t fw;
     ro_batcher_t pending; /* received frames waiting for a forward pass */
@@ -98,5 +105,29 @@ void ro__learner_job_done(void *ctx, ro_job_t *j);
 void ro__learner_on_check(uv_check_t *h);
 /* ro__learner_free_pending frees received frames (a list of ro_pending_t). */
 void ro__learner_free_pending(ro_batch_item_t *it);
+
+/* seed_abi2.c */
+/* ro__learner_adopt_layout: a SEED welcome with an env ABI 2 layout. The
+ * first builds the policy for it (ro__policy_new_layout; on failure
+ * L->err and exit code 2 are set: stop); every later one must match it.
+ * *rows gets the node's rows (num_envs x agents). 0, or a negative code
+ * with one line in err. */
+int ro__learner_adopt_layout(learner_t *L, const Rollout__V1__Welcome *w, uint32_t *rows, char *err,
+                             size_t errlen);
+/* ro__learner_rows_abi2 flattens a checked frame's p->item.rows rows into
+ * p->obs_copy (obs_width floats a row), the mask rows after them (p->mask;
+ * NULL without a mask); p->obs points to the rows. */
+void ro__learner_rows_abi2(const learner_t *L, const Rollout__V1__Observations *o, ro_pending_t *p);
+/* ro__learner_rows_memory_abi2 is ro__learner_rows_abi2 for a frame in
+ * node n's memory (ranges checked): the rows flattened into p->obs_copy,
+ * their mask rows copied to mask (p->mask). */
+void ro__learner_rows_memory_abi2(const learner_t *L, const node_t *n,
+                                  const Rollout__V1__Observations *o, ro_pending_t *p,
+                                  uint8_t *mask);
+/* ro__learner_write_actions_abi2 writes a frame's rows' entries (act_i,
+ * ndisc a row) and floats (act_f, nbox a row) into node n's action memory
+ * at their row indices (p->env). */
+void ro__learner_write_actions_abi2(const learner_t *L, node_t *n, const ro_pending_t *p,
+                                    const int32_t *act_i, const float *act_f);
 
 #endif

@@ -185,6 +185,7 @@ static void free_learner(learner_t *L)
         rollout__v1__policy_params__free_unpacked(L->push, &L->push_alloc.base);
     for (int i = 0; i < 4; i++)
         free(L->bounds[i]);
+    ro__layout_free(&L->lay);
 }
 
 int main(int argc, char **argv)

@@ -279,7 +279,8 @@ static void on_connect(ro_conn_t *c, int status)
         l->peer_pid = access(dir, R_OK | X_OK) == 0 ? l->peer_pid : 0;
     }
     h.shared_memory = l->peer_pid != 0;
-    h.seed_memory = h.shared_memory; /* SEED frames in memory too (serve.c maps it) */
+    h.seed_memory = h.shared_memory;      /* SEED frames in memory too (serve.c maps it) */
+    h.seed_memory_abi2 = h.shared_memory; /* env ABI 2 columns too (seed_abi2.c reads them) */
     h.protocol_version = RO_PROTOCOL_VERSION;
     h.role = (char *)l->o.role;
     h.token = (char *)l->o.token;

@@ -20,6 +20,7 @@
 #include "runtime/thread_guard.h"
 #include "trajectory/abi2_format.h"
 #include "wire/checks.h"
+#include "wire/seed_abi2.h"
 #include "wire/token.h"
 
 static node_t *node_of(ro_link_t *l)
@@ -107,7 +108,7 @@ static int adopt_spec(learner_t *L, const Rollout__V1__Welcome *w, char *err, si
         return rc;
     uint32_t od = (uint32_t)ro_space_size(&os), ad = (uint32_t)ro_space_size(&as);
     if (L->have_spec) {
-        if (od != L->obs_dim || (as.kind == RO_SPACE_DISCRETE) != L->discrete ||
+        if (L->abi2 || od != L->obs_dim || (as.kind == RO_SPACE_DISCRETE) != L->discrete ||
             (L->discrete ? as.n != L->act_n : ad != L->act_dim))
             return ro__errorf(err, errlen, RO_EPROTO,
                               "its env spaces differ from the first node's");
@@ -120,6 +121,7 @@ static int adopt_spec(learner_t *L, const Rollout__V1__Welcome *w, char *err, si
     L->obs_dim = od;
     L->act_dim = ad;
     L->act_n = as.n;
+    L->act_ndisc = 1;
     L->discrete = as.kind == RO_SPACE_DISCRETE;
     L->obs_space = os;
     L->act_space = as;
@@ -221,8 +223,8 @@ static int welcome_stream(node_t *n, const Rollout__V1__Welcome *w, char *err, s
 
 /* This connection's SEED memory, if the node offered it (we asked only
  * where we can map it): checked against the spaces, then mapped. */
-static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, char *err,
-                           size_t errlen)
+static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, uint32_t rows,
+                           char *err, size_t errlen)
 {
     ro__shared_mem_release(&n->seed_obs);
     ro__shared_mem_release(&n->seed_act);
@@ -231,8 +233,9 @@ static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *
         return 0;
     if (!n->link.peer_pid)
         return ro__errorf(err, errlen, RO_EPROTO, "offered shared memory we did not ask for");
-    int rc = ro__seed_mem_check(m, w->spec->num_envs, L->obs_dim, L->discrete ? 1 : L->act_dim,
-                                &n->seed_lay, err, errlen);
+    int rc = L->abi2 ? ro__seed_mem_check_abi2(m, rows, &L->lay, &n->seed_lay, err, errlen)
+                     : ro__seed_mem_check(m, rows, L->obs_dim, L->discrete ? 1 : L->act_dim,
+                                          &n->seed_lay, err, errlen);
     if (rc)
         return rc;
     char why[300];
@@ -267,11 +270,16 @@ static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, si
             return ro__errorf(err, errlen, RO_EIO, "could not send the policy");
         return 0;
     }
-    int rc = adopt_spec(L, w, err, errlen);
+    uint32_t envs = 0;
+    int rc = w->layout ? ro__learner_adopt_layout(L, w, &envs, err, errlen)
+                       : adopt_spec(L, w, err, errlen);
+    if (rc == RO_EINVAL && w->layout)
+        ro__learner_stop_all(L, "policy does not fit the env");
     if (rc)
         return rc;
-    uint32_t envs = w->spec->num_envs;
-    if ((rc = map_seed_memory(L, n, w, err, errlen)) != 0)
+    if (!w->layout)
+        envs = w->spec->num_envs; /* ABI 2: rows, envs x agents */
+    if ((rc = map_seed_memory(L, n, w, envs, err, errlen)) != 0)
         return rc;
     if (l->attached) {
         /* A reconnect: the sampling streams go on (a lane may still hold a
@@ -326,8 +334,12 @@ static void take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *
                        o->terminated[i] || o->truncated[i]);
         p->env = o->env;
         p->obs = o->obs;
+        p->mask = NULL;
+        if (L->abi2) /* typed tensors, flattened here; the mask beside them */
+            ro__learner_rows_abi2(L, o, p);
         return;
     }
+    p->mask = NULL;
     const uint8_t *mem = n->seed_obs.base;
     const ro_seed_mem_layout_t *lay = &n->seed_lay;
     const size_t od = L->obs_dim;
@@ -339,7 +351,9 @@ static void take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *
     size_t r = 0;
     for (size_t k = 0; k < o->n_ranges; k += 2) {
         const uint32_t first = o->ranges[k], count = o->ranges[k + 1];
-        memcpy(p->obs_copy + r * od, obs + (size_t)first * od, (size_t)count * od * sizeof(float));
+        if (!L->abi2) /* ABI 2: flattened below */
+            memcpy(p->obs_copy + r * od, obs + (size_t)first * od,
+                   (size_t)count * od * sizeof(float));
         for (uint32_t e = first; e < first + count; e++, r++) {
             env[r] = e;
             count_step(L, n, e, step[e], reward[e],
@@ -348,6 +362,8 @@ static void take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *
     }
     p->env = env;
     p->obs = p->obs_copy;
+    if (L->abi2) /* the rows' tensors flattened, their mask after env */
+        ro__learner_rows_memory_abi2(L, n, o, p, (uint8_t *)(env + p->item.rows));
 }
 
 static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
@@ -371,7 +387,8 @@ static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
         return;
     ro__loop_spin_answered(&L->spin);
     const Rollout__V1__Observations *o = f->observations;
-    if (ro__check_observations(o, L->obs_dim, n->num_envs, err, sizeof err) != 0) {
+    if ((L->abi2 ? ro__check_observations_abi2(o, &L->lay, n->num_envs, err, sizeof err)
+                 : ro__check_observations(o, L->obs_dim, n->num_envs, err, sizeof err)) != 0) {
         ro__link_fail(l, "%s", err);
         return;
     }
@@ -384,7 +401,10 @@ static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
     if (o->in_memory) /* checked: the ranges add up to at most num_envs */
         (void)ro__seed_mem_rows(o->ranges, o->n_ranges, n->num_envs, &rows, err, sizeof err);
     const size_t row_bytes = L->obs_dim * sizeof(float) + sizeof(uint32_t);
-    ro_pending_t *p = malloc(sizeof *p + (o->in_memory ? rows * row_bytes : 0));
+    const size_t abi2_bytes =
+        L->obs_dim * sizeof(float) + L->lay.mask_width + (o->in_memory ? sizeof(uint32_t) : 0);
+    const size_t extra = L->abi2 ? rows * abi2_bytes : o->in_memory ? rows * row_bytes : 0;
+    ro_pending_t *p = malloc(sizeof *p + extra);
     if (!p) {
         ro__link_fail(l, "out of memory");
         return;
@@ -495,9 +515,18 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
         a.seq = o->seq;
         node_t *n = node_of(p->link);
         const bool current = !j->failed && p->gen == p->link->gen;
-        if (o->in_memory && current) { /* this connection's memory: mapped */
+        if (o->in_memory && current && L->abi2) { /* every row's entries and floats */
+            ro__learner_write_actions_abi2(L, n, p, j->act_i + (size_t)r * L->act_ndisc,
+                                           j->act_f + (size_t)r * L->act_dim);
+            a.in_memory = true;
+        } else if (o->in_memory && current) { /* this connection's memory: mapped */
             write_actions(L, n, p, j->act_i + r, j->act_f + (size_t)r * L->act_dim);
             a.in_memory = true;
+        } else if (L->abi2) { /* every row's entries and floats, in order */
+            a.n_discrete = (size_t)it->rows * L->act_ndisc;
+            a.discrete = j->act_i + (size_t)r * L->act_ndisc;
+            a.n_box = (size_t)it->rows * L->act_dim;
+            a.box = j->act_f + (size_t)r * L->act_dim;
         } else if (L->discrete) {
             a.n_discrete = it->rows;
             a.discrete = j->act_i + r;
@@ -521,6 +550,7 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
     free(j->rowrng);
     free(j->act_i);
     free(j->act_f);
+    free(j->mask);
     free(j);
     if (L->cfg.steps && L->steps >= L->cfg.steps)
         ro__learner_stop_all(L, "step budget reached");
@@ -539,14 +569,19 @@ static void submit_batch(learner_t *L)
     }
     j->frames = ro__batcher_take(&L->pending, &j->rows);
     j->rowrng = calloc(j->rows, sizeof *j->rowrng);
-    j->act_i = calloc(j->rows, sizeof *j->act_i);
-    j->act_f = calloc((size_t)j->rows * L->act_dim, sizeof *j->act_f);
-    j->failed = !j->rowrng || !j->act_i || !j->act_f; /* answered with nothing: resent */
+    /* + 1: an ABI 2 action may have no discrete entries, or no floats. */
+    j->act_i = calloc((size_t)j->rows * L->act_ndisc + 1, sizeof *j->act_i);
+    j->act_f = calloc((size_t)j->rows * L->act_dim + 1, sizeof *j->act_f);
+    const size_t mw = L->abi2 ? L->lay.mask_width : 0;
+    j->mask = mw ? malloc((size_t)j->rows * mw) : NULL;
+    j->failed = !j->rowrng || !j->act_i || !j->act_f || (mw && !j->mask); /* resent */
     uint32_t r = 0;
     for (ro_batch_item_t *it = j->frames; it && !j->failed; it = it->next) {
         ro_pending_t *p = ro__container_of(it, ro_pending_t, item);
         for (size_t i = 0; i < it->rows; i++)
             j->rowrng[r + i] = &node_of(p->link)->rngs[p->env[i]];
+        if (mw)
+            memcpy(j->mask + (size_t)r * mw, p->mask, (size_t)it->rows * mw);
         r += it->rows;
     }
     L->batches++;

@@ -102,17 +102,16 @@ int ro_node_print_topology(const ro_config_t *cfg, FILE *f, char *err, size_t er
 
 /*
  * refuse_abi2 says no, at start-up, to a mode that cannot carry what an
- * env of ABI 2 uses: remote learners and trainers' pushed policies
- * (--listen) carry one float32 observation, one Discrete or Box action, one
- * agent and no mask. Local mode, stream mode (segments of the env's own
+ * env of ABI 2 uses: trainers' pushed policies (--listen with local lanes)
+ * are one MLP over one float32 observation, one Discrete or Box action.
+ * Local mode, SEED mode (--learner remote: typed tensors, composite
+ * actions, masks, agents as rows), stream mode (segments of the env's own
  * tensors) and --record (trajectory format version 2) carry everything.
  */
 static int refuse_abi2(const ro_node_t *n, char *err, size_t errlen)
 {
     const char *mode = NULL;
-    if (n->cfg.learner == RO_LEARNER_REMOTE)
-        mode = "--learner remote";
-    else if (n->cfg.listen && n->cfg.learner != RO_LEARNER_STREAM)
+    if (n->cfg.listen && n->cfg.learner != RO_LEARNER_STREAM && n->cfg.learner != RO_LEARNER_REMOTE)
         mode = "--listen (trainers' pushed policies)";
     char what[160];
     ro__layout_abi2_features(&n->layout, what, sizeof what);
@@ -319,6 +318,8 @@ static int make_hub(ro_node_t *n, char *err, size_t errlen)
         .max_episode_steps = n->max_steps,
         .spin_us = n->cfg.spin_us,
         .learners = true,
+        /* SEED learners of an env ABI 2 env get its layout and typed frames. */
+        .layout = !stream && !n->layout.abi1 ? &n->layout : NULL,
         /* Stream learners (and trainers) push the weights the lanes act with. */
         .on_policy = stream ? ro__node_policy_push : NULL,
         .ctx = n,

@@ -5,7 +5,9 @@
  * an error must stop the stream cleanly. Every frame decoded then goes
  * through the validation its receiver applies (src/wire_check.c: hello and
  * actions on the node, welcome and observations on the learner), against
- * a discrete and a box env; whatever passes is read in full, so a check
+ * a discrete and a box env, and against an env ABI 2 layout (SEED frames
+ * of typed tensors, masks and composite actions, wire/seed_abi2.h; a
+ * welcome's layout read back); whatever passes is read in full, so a check
  * that lets an out-of-bounds index or length through shows up as an ASan
  * report. The whole input is also read as one frame's body by a stream
  * learner (wire/segment_view.h): parsed in place, its tensors resolved
@@ -21,6 +23,8 @@
 
 #include "wire/frame.h"
 #include "wire/checks.h"
+#include "spaces/layout.h"
+#include "wire/seed_abi2.h"
 #include "wire/seed_memory.h"
 #include "wire/segment_view.h"
 
@@ -80,10 +84,122 @@ static void check_observations(const Rollout__V1__Observations *o)
     }
 }
 
+/* An env ABI 2 layout as SEED frames follow it: 2 agents, a uint8 [3, 3]
+ * tensor "view" and an int32 [2] "pos", one Discrete(5) entry with its
+ * mask, a Box of 2 in [-1, 1]. Built once. */
+static const ro_space_layout_t *abi2_layout(void)
+{
+    static ro_space_layout_t lay;
+    static bool built;
+    if (built)
+        return &lay;
+    static const float lo[2] = {-1, -1}, hi[2] = {1, 1};
+    ro_env_spaces_t sp = {.size = sizeof sp, .num_agents = 2, .num_obs = 2, .num_parts = 2};
+    sp.obs[0] =
+        (ro_tensor_space_t){.name = "view", .dtype = RO_DTYPE_UINT8, .ndim = 2, .shape = {3, 3}};
+    sp.obs[1] =
+        (ro_tensor_space_t){.name = "pos", .dtype = RO_DTYPE_INT32, .ndim = 1, .shape = {2}};
+    sp.act[0] = (ro_action_part_t){.kind = RO_SPACE_DISCRETE, .n = 5};
+    sp.act[1] =
+        (ro_action_part_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {2}, .low = lo, .high = hi};
+    sp.action_mask = 1;
+    char err[256];
+    if (ro__layout_from_spaces(&lay, &sp, "fuzz", err, sizeof err) != 0)
+        abort();
+    built = true;
+    return &lay;
+}
+
+/* An ABI 2 frame that passed: every row, tensor byte and mask byte read. */
+static void read_abi2(const Rollout__V1__Observations *o, const ro_space_layout_t *lay,
+                      uint32_t rows)
+{
+    if (o->in_memory) { /* ranges of rows only */
+        for (size_t i = 0; i + 1 < o->n_ranges; i += 2)
+            if (o->ranges[i] >= rows || o->ranges[i + 1] > rows - o->ranges[i])
+                __builtin_trap();
+        return;
+    }
+    for (size_t i = 0; i < o->n_env; i++) {
+        if (o->env[i] >= rows)
+            __builtin_trap();
+        sink += o->reward[i] + (float)o->step[i] + (float)o->terminated[i];
+    }
+    for (uint32_t k = 0; k < lay->ntensors; k++) {
+        if (o->tensors[k]->data.len != o->n_env * lay->t[k].row_bytes ||
+            o->final_tensors[k]->data.len != o->n_final_index * lay->t[k].row_bytes)
+            __builtin_trap();
+        for (size_t b = 0; b < o->tensors[k]->data.len; b++)
+            sink += o->tensors[k]->data.data[b];
+        for (size_t b = 0; b < o->final_tensors[k]->data.len; b++)
+            sink += o->final_tensors[k]->data.data[b];
+    }
+    for (size_t b = 0; b < o->n_env * lay->mask_width; b++)
+        sink += o->mask.data[b];
+    char err[256];
+    /* Actions drawn from the first discrete value each row's mask allows. */
+    int32_t disc[64];
+    float box[128] = {0};
+    for (size_t i = 0; i < o->n_env && i < 64; i++) {
+        disc[i] = 0;
+        while (disc[i] < 4 && !o->mask.data[i * lay->mask_width + (size_t)disc[i]])
+            disc[i]++;
+    }
+    size_t n = o->n_env < 64 ? o->n_env : 64;
+    (void)ro__check_action_rows_abi2(disc, box, o->mask.data, n, lay, o->seq, 0, err, sizeof err);
+}
+
+static void check_observations_abi2(const Rollout__V1__Observations *o)
+{
+    char err[256];
+    const ro_space_layout_t *lay = abi2_layout();
+    const uint32_t rows[2] = {8, 1u << 20};
+    for (int k = 0; k < 2; k++)
+        if (ro__check_observations_abi2(o, lay, rows[k], err, sizeof err) == 0)
+            read_abi2(o, lay, rows[k]);
+}
+
+static void check_actions_abi2(const Rollout__V1__Actions *a)
+{
+    char err[256];
+    const ro_space_layout_t *lay = abi2_layout();
+    size_t rows = a->n_discrete;
+    if (ro__check_actions_abi2(a, rows, lay, err, sizeof err) == 0)
+        (void)ro__check_action_rows_abi2(a->discrete, a->box, NULL, rows, lay, a->seq, 0, err,
+                                         sizeof err);
+}
+
+static void check_welcome_layout(const Rollout__V1__Welcome *w)
+{
+    ro_space_layout_t lay;
+    char err[256];
+    if (!w->layout || ro__layout_from_wire(&lay, w->layout, err, sizeof err) != 0)
+        return;
+    for (uint32_t e = 0; e < lay.ndisc; e++)
+        sink += (float)lay.disc_n[e] + (float)lay.disc_mask[e];
+    for (uint32_t j = 0; j < lay.nbox; j++)
+        sink += lay.box_high[j] - lay.box_low[j];
+    ro_seed_mem_layout_t ml;
+    const uint32_t rows = w->spec && w->spec->num_envs <= 4096 ? w->spec->num_envs * lay.agents : 0;
+    if (w->seed_memory && rows &&
+        ro__seed_mem_check_abi2(w->seed_memory, rows, &lay, &ml, err, sizeof err) == 0) {
+        for (uint32_t k = 0; k < lay.ntensors; k++)
+            if (ml.tensor_off[k] + rows * ml.row_bytes[k] > ml.obs_bytes ||
+                ml.final_tensor_off[k] + rows * ml.row_bytes[k] > ml.obs_bytes)
+                __builtin_trap(); /* accepted a column outside its memory */
+        if (ml.mask_off + (uint64_t)rows * lay.mask_width > ml.obs_bytes ||
+            ml.act_off + (uint64_t)rows * lay.ndisc * 4 > ml.act_bytes ||
+            ml.act_box_off + (uint64_t)rows * lay.nbox * 4 > ml.act_bytes)
+            __builtin_trap();
+    }
+    ro__layout_free(&lay);
+}
+
 static void check_welcome(const Rollout__V1__Welcome *w)
 {
     char err[256];
     ro_space_t obs, act;
+    check_welcome_layout(w);
     if (ro__check_welcome(w, 1u << 20, &obs, &act, err, sizeof err) != 0)
         return;
     ro_seed_mem_layout_t lay;
@@ -125,12 +241,16 @@ static void validate(const ro_frame_t *f)
             check_hello(f->hello);
         break;
     case ROLLOUT__V1__FRAME__BODY_ACTIONS:
-        if (f->actions)
+        if (f->actions) {
             check_actions(f->actions);
+            check_actions_abi2(f->actions);
+        }
         break;
     case ROLLOUT__V1__FRAME__BODY_OBSERVATIONS:
-        if (f->observations)
+        if (f->observations) {
             check_observations(f->observations);
+            check_observations_abi2(f->observations);
+        }
         break;
     case ROLLOUT__V1__FRAME__BODY_WELCOME:
         if (f->welcome)

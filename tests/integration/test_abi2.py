@@ -2,8 +2,8 @@
 observation of uint8 and int32 tensors, action masks, two agents, per-episode
 metrics) and catch (84x84 uint8 pixels; Discrete or MultiDiscrete actions)
 run locally with the MLP and the random policy; the summary and --json carry
-agents and the metrics' means; modes that do not carry ABI 2 yet (remote
-learners, trainers' pushes) refuse such envs at start-up, naming the env, what it uses and the mode; weights
+agents and the metrics' means; trainers' pushes, which do not carry ABI 2
+yet, refuse such envs at start-up, naming the env, what it uses and the mode; weights
 files (--save-policy, --policy FILE) of composite and typed-input policies
 give identical runs and are refused on another layout; ABI 1 plugins
 keep running; --record and rollout-replay carry ABI 2 envs (more in
@@ -86,18 +86,15 @@ class Abi2(nu.TempDirCase):
         return p.stderr
 
     def test_modes_without_abi2_refuse_at_start(self):
-        # Stream mode carries ABI 2 (test_stream_abi2.py); remote learners
-        # and trainers' pushed policies do not.
+        # Stream mode (test_stream_abi2.py) and SEED mode (--learner remote,
+        # test_seed_abi2.py) carry ABI 2; trainers' pushed policies do not.
         what = ("env 'gridworld' has 2 agents, 3 observation tensors, uint8 observations, "
                 "int32 observations and an action mask: ")
-        for mode, args in (("--learner remote", ["--learner", "remote", "--listen",
-                                                 "127.0.0.1:0"]),
-                           ("--listen (trainers' pushed policies)", ["--listen",
-                                                                     "127.0.0.1:0"])):
-            err = self.refused(GRID, *args)
-            self.assertIn(what + mode + " does not carry env ABI 2 envs yet", err)
-        err = self.refused(CATCH, "--learner", "remote", "--listen", "127.0.0.1:0")
-        self.assertIn("env 'catch' has uint8 observations: --learner remote", err)
+        err = self.refused(GRID, "--listen", "127.0.0.1:0")
+        self.assertIn(what + "--listen (trainers' pushed policies) does not carry env ABI 2 "
+                      "envs yet", err)
+        err = self.refused(CATCH, "--listen", "127.0.0.1:0")
+        self.assertIn("env 'catch' has uint8 observations: --listen", err)
 
     def same_runs(self, a, b):
         for k in ("steps", "episodes", "mean_return", "metrics", "env_failures"):

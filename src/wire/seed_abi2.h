@@ -1,0 +1,93 @@
+/*
+ * SEED mode's frames for an env of env ABI 2 (docs/protocol.md "SEED mode
+ * and env ABI 2"): the layout a welcome carries, read back into a
+ * spaces/layout.h layout; the checks of an Observations frame's typed
+ * tensors, final tensors and mask; the checks of an Actions frame's
+ * composite actions (every discrete entry in range and allowed by its
+ * row's mask, every box float finite and inside its bounds). Pure
+ * functions of untrusted messages: any thread; every count is checked
+ * before it is used, and each failure names the field.
+ */
+#ifndef RO_WIRE_SEED_ABI2_H
+#define RO_WIRE_SEED_ABI2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rollout.pb-c.h"
+#include "spaces/layout.h"
+#include "wire/seed_memory.h"
+
+/* ro__wire_dtype maps an env ABI dtype to the wire's (0 for none). */
+Rollout__V1__DType ro__wire_dtype(ro_dtype_t d);
+
+/*
+ * ro__layout_from_wire builds *lay from a welcome's layout l (a box part
+ * must carry its bounds). 0, or RO_EPROTO with a message naming the field
+ * (lay then holds nothing to free); on success free it with
+ * ro__layout_free.
+ */
+int ro__layout_from_wire(ro_space_layout_t *lay, const Rollout__V1__TrajectoryLayout *l, char *err,
+                         size_t errlen);
+
+/*
+ * ro__check_observations_abi2: a frame of n rows (of num_rows: env x
+ * agents) of an env with layout lay: the per-row columns n long, row
+ * indices below num_rows, obs and final_obs empty, one tensor per layout
+ * tensor (name, dtype, shape [n, ...], n x row bytes of data), one final
+ * tensor each for the final_index rows, the mask n x mask_width bytes. A
+ * frame in memory: its ranges (of rows) only, no column in the frame. 0 or
+ * RO_EPROTO naming the field.
+ */
+int ro__check_observations_abi2(const Rollout__V1__Observations *o, const ro_space_layout_t *lay,
+                                uint32_t num_rows, char *err, size_t errlen);
+
+/*
+ * ro__check_action_rows_abi2: rows actions of layout lay (disc rows x
+ * ndisc entries, box rows x nbox floats; NULL when the layout has none),
+ * against the rows' mask (rows x mask_width bytes, or NULL), answering
+ * seq; first_row names the first row in messages. RO_ERANGE naming the
+ * first value out of range, masked, or not finite.
+ */
+int ro__check_action_rows_abi2(const int32_t *disc, const float *box, const uint8_t *mask,
+                               size_t rows, const ro_space_layout_t *lay, uint64_t seq,
+                               size_t first_row, char *err, size_t errlen);
+
+/* ro__check_actions_abi2: an Actions frame for `rows` rows of layout lay
+ * carries rows x ndisc discrete entries and rows x nbox box floats and is
+ * not in memory (RO_EPROTO); the values are checked by the caller, row by
+ * row, with ro__check_action_rows_abi2 and the rows' masks. */
+int ro__check_actions_abi2(const Rollout__V1__Actions *a, size_t rows, const ro_space_layout_t *lay,
+                           char *err, size_t errlen);
+
+/* Shared memory (wire/seed_memory.h) for num_rows rows of layout lay. */
+
+/* ro__seed_mem_layout_abi2 lays out every column of num_rows rows (each on
+ * a cache line; each memory a whole number of pages). */
+void ro__seed_mem_layout_abi2(ro_seed_mem_layout_t *l, uint32_t num_rows,
+                              const ro_space_layout_t *lay);
+
+/* The SeedMemory message's typed columns, with the storage they point to. */
+typedef struct ro_seed_mem_msg {
+    Rollout__V1__NamedTensor t[2][RO_ENV_MAX_TENSORS];
+    Rollout__V1__NamedTensor *tp[2][RO_ENV_MAX_TENSORS];
+    uint32_t shape[2][RO_ENV_MAX_TENSORS][RO_SPACE_MAX_DIMS + 1];
+} ro_seed_mem_msg_t;
+
+/* ro__seed_mem_to_wire_abi2 is ro__seed_mem_to_wire for an ABI 2 layout
+ * l of lay: m (initialised) points into s and lay until they go. */
+void ro__seed_mem_to_wire_abi2(const ro_seed_mem_layout_t *l, const ro_space_layout_t *lay,
+                               int obs_fd, int act_fd, ro_seed_mem_msg_t *s,
+                               Rollout__V1__SeedMemory *m);
+
+/* ro__seed_mem_check_abi2 is ro__seed_mem_check for num_rows rows of
+ * layout lay: sizes no larger than this build lays out plus a page each,
+ * every column (one per tensor and final tensor, named and typed as the
+ * layout's, shape [num_rows, ...]; step, reward, flags, mask, the two
+ * action columns) inside its memory and aligned. Fills out. RO_EPROTO
+ * naming the column otherwise. */
+int ro__seed_mem_check_abi2(const Rollout__V1__SeedMemory *m, uint32_t num_rows,
+                            const ro_space_layout_t *lay, ro_seed_mem_layout_t *out, char *err,
+                            size_t errlen);
+
+#endif
