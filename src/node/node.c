@@ -100,30 +100,6 @@ int ro_node_print_topology(const ro_config_t *cfg, FILE *f, char *err, size_t er
     return rc;
 }
 
-/*
- * refuse_abi2 says no, at start-up, to a mode that cannot carry what an
- * env of ABI 2 uses: trainers' pushed policies (--listen with local lanes)
- * are one MLP over one float32 observation, one Discrete or Box action.
- * Local mode, SEED mode (--learner remote: typed tensors, composite
- * actions, masks, agents as rows), stream mode (segments of the env's own
- * tensors) and --record (trajectory format version 2) carry everything.
- */
-static int refuse_abi2(const ro_node_t *n, char *err, size_t errlen)
-{
-    const char *mode = NULL;
-    if (n->cfg.listen && n->cfg.learner != RO_LEARNER_STREAM && n->cfg.learner != RO_LEARNER_REMOTE)
-        mode = "--listen (trainers' pushed policies)";
-    char what[160];
-    ro__layout_abi2_features(&n->layout, what, sizeof what);
-    const char *name = ro__env_kind_name(&n->kind);
-    if (mode && !n->layout.abi1)
-        return ro__errorf(err, errlen, RO_ENOTSUP,
-                          "env '%s' has %s: %s does not carry env ABI 2 envs yet (local mode "
-                          "does; docs/env-api.md)",
-                          name, what, mode);
-    return 0;
-}
-
 static int open_env(ro_node_t *n, char *err, size_t errlen)
 {
     int rc = ro__env_open(&n->kind, n->cfg.env, err, errlen);
@@ -136,8 +112,7 @@ static int open_env(ro_node_t *n, char *err, size_t errlen)
     /* ABI 2: the shards are sized from the layout, so it comes first, from
      * an instance seeded as env 0 is. */
     uint64_t seed = ro__seed_mix(ro__node_seed(n->cfg.seed, n->cfg.node_index), 0, RO_STREAM_ENV);
-    rc = ro__env_kind_layout(&n->kind, n->env_args, n->nenv_args, seed, &n->layout, err, errlen);
-    return rc ? rc : refuse_abi2(n, err, errlen);
+    return ro__env_kind_layout(&n->kind, n->env_args, n->nenv_args, seed, &n->layout, err, errlen);
 }
 
 /* make_layout: an ABI 1 env's layout, through the shim, from the spaces of
@@ -284,6 +259,9 @@ static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
         .seed = n->cfg.seed,
         .node_index = n->cfg.node_index,
         .max_episode_steps = n->max_steps,
+        /* An env ABI 2 env: trainers are welcomed with its layout, and their
+         * pushes must be format-2 weights of it (policy_swap.c). */
+        .layout = n->layout.abi1 ? NULL : &n->layout,
         .on_policy = ro__node_policy_push,
         .ctx = n,
     };

@@ -2,17 +2,22 @@
 observation of uint8 and int32 tensors, action masks, two agents, per-episode
 metrics) and catch (84x84 uint8 pixels; Discrete or MultiDiscrete actions)
 run locally with the MLP and the random policy; the summary and --json carry
-agents and the metrics' means; trainers' pushes, which do not carry ABI 2
-yet, refuse such envs at start-up, naming the env, what it uses and the mode; weights
+agents and the metrics' means; trainers push format-2 weights of the env's
+layout over --listen (another layout is refused by name); weights
 files (--save-policy, --policy FILE) of composite and typed-input policies
 give identical runs and are refused on another layout; ABI 1 plugins
 keep running; --record and rollout-replay carry ABI 2 envs (more in
 test_record_abi2.py). Every run ends by its own --steps: nothing here waits
 on the clock."""
+import json
+import os
+import signal
+import subprocess
 import sys
 import unittest
 
 import nodeutil as nu
+import wireutil as w
 
 GRID = CATCH = REPLAY = None
 
@@ -85,16 +90,36 @@ class Abi2(nu.TempDirCase):
         self.assertIsNone(s)
         return p.stderr
 
-    def test_modes_without_abi2_refuse_at_start(self):
-        # Stream mode (test_stream_abi2.py) and SEED mode (--learner remote,
-        # test_seed_abi2.py) carry ABI 2; trainers' pushed policies do not.
-        what = ("env 'gridworld' has 2 agents, 3 observation tensors, uint8 observations, "
-                "int32 observations and an action mask: ")
-        err = self.refused(GRID, "--listen", "127.0.0.1:0")
-        self.assertIn(what + "--listen (trainers' pushed policies) does not carry env ABI 2 "
-                      "envs yet", err)
-        err = self.refused(CATCH, "--listen", "127.0.0.1:0")
-        self.assertIn("env 'catch' has uint8 observations: --listen", err)
+    def test_trainers_push_weights_of_the_envs_layout(self):
+        # Every mode carries ABI 2 now: stream (test_stream_abi2.py), SEED
+        # (test_seed_abi2.py), and trainers' pushes to a local node with
+        # --listen: a format-2 file of gridworld's policy (saved by a local
+        # run) is taken; a file of catch's layout is refused by name and the
+        # node goes on. Each wait is for the trainer's exit or the node's.
+        learner = os.path.join(os.path.dirname(nu.NODE), "rollout-learner")
+        good, other = self.path("g.pb"), self.path("c.pb")
+        nu.run("--env", GRID, "--num-envs", 4, "--steps", 80, "--seed", 3, "--save-policy", good)
+        nu.run("--env", CATCH, "--num-envs", 4, "--steps", 80, "--seed", 3, "--save-policy",
+               other)
+        p = nu.spawn([nu.NODE, "--env", GRID, "--num-envs", 4, "--listen", "127.0.0.1:0",
+                      "--seconds", "0", "--quiet", "--json"], stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
+        addr = w.listen_address(p)
+        q = nu.run_cmd([learner, "--connect", addr, "--push-policy", good], capture_output=True,
+                       text=True, timeout=nu.HANG_GUARD_S)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        self.assertIn("pushed the policy to 1 of 1 nodes", q.stderr)
+        q = nu.run_cmd([learner, "--connect", addr, "--push-policy", other],
+                       capture_output=True, text=True, timeout=nu.HANG_GUARD_S)
+        self.assertEqual(q.returncode, 1, q.stderr)
+        self.assertIn("action_kind is one plain head (format 2) but the env's action is "
+                      "composite", q.stderr)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=nu.HANG_GUARD_S)
+        self.assertEqual(p.returncode, 0, err)
+        s = json.loads(out.strip().splitlines()[-1])
+        self.assertEqual(s["policy_pushes"], 1)
+        self.assertEqual(s["env_failures"], 0)
 
     def same_runs(self, a, b):
         for k in ("steps", "episodes", "mean_return", "metrics", "env_failures"):
