@@ -42,7 +42,7 @@ import numbers
 
 import numpy as np
 
-from . import shared_memory, spaces
+from . import autoreset, shared_memory, spaces
 from .client import Client, check_actions
 from .errors import ConnectionClosed, ProtocolError
 from .vecenv_abi2 import Abi2Mixin
@@ -62,8 +62,13 @@ class VecEnv(AsyncMixin, Abi2Mixin, _Base):
     render_mode = None
     spec = None
 
-    def __init__(self, nodes, timeout=60.0, clip_box=True, batch_size=None, **client_kwargs):
+    def __init__(self, nodes, timeout=60.0, clip_box=True, batch_size=None,
+                 autoreset_mode=None, **client_kwargs):
         self.closed = True  # until the connections exist (gymnasium's __del__ reads it)
+        disabled = autoreset.parse_mode(autoreset_mode)
+        if disabled and batch_size is not None:
+            raise ValueError("autoreset_mode 'disabled' works with step(): not with batch_size "
+                             "(send()/recv())")
         self.client = nodes if isinstance(nodes, Client) else Client(nodes, **client_kwargs)
         self.closed = False
         self.timeout = timeout
@@ -77,6 +82,7 @@ class VecEnv(AsyncMixin, Abi2Mixin, _Base):
             except ValueError:
                 self.client.close("spaces differ or bad arguments")
                 raise
+            self._autoreset_init(disabled)
             return
         for info in infos[1:]:
             if not _same_spaces(first, info):
@@ -125,6 +131,17 @@ class VecEnv(AsyncMixin, Abi2Mixin, _Base):
         except ValueError:
             self.close("bad batch_size")
             raise
+        self._autoreset_init(disabled)
+
+    def _autoreset_init(self, disabled):
+        """The autoreset mode: same-step (the node's own), or Gymnasium's
+        DISABLED shown over it (autoreset.py)."""
+        self._disabled = autoreset.DisabledAutoreset(self.num_envs) if disabled else None
+        if disabled:
+            self.metadata["autoreset_mode"] = autoreset.disabled_mode()
+
+    def _label(self, k):
+        return self._label2(k) if self.layout is not None else self._env_label(k)
 
     def env_ids(self):
         """[(node index, env index)] in global order (env ABI 2: one per row, the
@@ -258,8 +275,14 @@ class VecEnv(AsyncMixin, Abi2Mixin, _Base):
         those of ``rollout-node --seed S``), refused with ValueError
         otherwise. No options are taken (ValueError)."""
         self._check_open("reset()")
+        if self._disabled is not None and self._started and options and \
+                set(options) == {"reset_mask"} and seed is None:
+            obs = self._disabled.reset(options["reset_mask"], self.num_envs, self._label)
+            infos = self._infos2() if self.layout is not None else {}
+            return obs, infos
         if options:
-            raise ValueError(f"reset(options={options!r}): a node takes no reset options")
+            raise ValueError(f"reset(options={options!r}): a node takes no reset options "
+                             "(autoreset_mode 'disabled' takes reset_mask once envs ran)")
         if self._started:
             raise RuntimeError(
                 "reset() was already called: a node resets each env itself when its episode "
@@ -269,7 +292,10 @@ class VecEnv(AsyncMixin, Abi2Mixin, _Base):
         if seed is not None:
             seed = self._check_seed(seed)
         if self.layout is not None:
-            return self._abi2_reset(seed)
+            out = self._abi2_reset(seed)
+            if self._disabled is not None:
+                self._disabled.started(out[0])
+            return out
         self._collect()
         if seed is not None and (self._step != 0).any():
             k = int(np.flatnonzero(self._step != 0)[0])
@@ -282,7 +308,10 @@ class VecEnv(AsyncMixin, Abi2Mixin, _Base):
         if seed is not None and spaces.GYMNASIUM is not None:
             super().reset(seed=seed)  # gymnasium's np_random, as its envs do
         infos = {"step": self._step.copy(), "episode_start": self._flags[2].copy()}
-        return self._obs.reshape((self.num_envs,) + self.obs_shape).copy(), infos
+        obs = self._obs.reshape((self.num_envs,) + self.obs_shape).copy()
+        if self._disabled is not None:
+            self._disabled.started(obs)
+        return obs, infos
 
     def step(self, actions):
         """Send one action per env (shape [num_envs] for discrete spaces,
@@ -297,7 +326,10 @@ class VecEnv(AsyncMixin, Abi2Mixin, _Base):
         ``episode`` = {"r": return, "l": length} with mask ``_episode`` for
         episodes that ended (also ``episode_return`` / ``episode_length``,
         NaN / 0 elsewhere), ``episode_start`` and ``step``. Every array is
-        new and the caller's: the VecEnv never writes it again.
+        new and the caller's: the VecEnv never writes it again. With
+        ``autoreset_mode="disabled"`` an ended episode's row is its last
+        observation instead, with no ``final_obs``, and the env waits for
+        ``reset(options={"reset_mask": ...})`` (autoreset.py).
 
         Actions the node would refuse (wrong shape or dtype, a discrete
         action out of range, a NaN or infinite box action) raise ValueError
@@ -308,6 +340,13 @@ class VecEnv(AsyncMixin, Abi2Mixin, _Base):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         self._enter("sync", "step()")
+        if self._disabled is not None:
+            self._disabled.check_step(self._label)
+            return self._disabled.stepped(self._step_same_step(actions))
+        return self._step_same_step(actions)
+
+    def _step_same_step(self, actions):
+        """step() in the node's own autoreset mode."""
         if self.layout is not None:
             return self._abi2_step(actions)
         info0 = self.nodes[0]

@@ -452,6 +452,52 @@ class WithRealNode(Checklist, unittest.TestCase):
         self.assertEqual(node.stop(), 0)
         self.assertEqual(node.summary()["learners_rejected"], 1)
 
+    def test_autoreset_disabled(self):
+        """autoreset_mode="disabled" shows the node's same-step autoreset the
+        Gymnasium DISABLED way: two nodes of one seed, the same actions;
+        where an episode ends, the disabled VecEnv's row is the same-step
+        run's final_obs, and reset(options={"reset_mask": done}) hands out
+        the same-step run's next observation for exactly those envs.
+        Stepping before that reset, a mask naming a running env, and
+        batch_size with it are refused, and the VecEnv stays usable."""
+        a_node = self.launch(num_envs=8, seed=21)
+        b_node = self.launch(num_envs=8, seed=21)
+        for bad in ({"autoreset_mode": "next_step"},
+                    {"autoreset_mode": "disabled", "batch_size": 4}):
+            with self.assertRaises(ValueError):
+                rc.VecEnv(b_node.address, timeout=GUARD, **bad)
+        with rc.VecEnv(a_node.address, timeout=GUARD) as same, \
+                rc.VecEnv(b_node.address, timeout=GUARD, autoreset_mode="disabled") as dis:
+            self.assertEqual(getattr(dis.metadata["autoreset_mode"], "value", None), "Disabled")
+            oa, _ = same.reset(seed=21)
+            ob, _ = dis.reset(seed=21)
+            np.testing.assert_array_equal(oa, ob)
+            rng = np.random.default_rng(3)
+            ended = 0
+            for _ in range(120):
+                act = rng.integers(0, 2, 8)
+                oa, ra, ta, tra, ia = same.step(act)
+                ob, rb, tb, trb, ib = dis.step(act)
+                for x, y in ((ra, rb), (ta, tb), (tra, trb)):
+                    np.testing.assert_array_equal(x, y)
+                self.assertNotIn("final_obs", ib)
+                done = ta | tra
+                np.testing.assert_array_equal(ob[~done], oa[~done])
+                np.testing.assert_array_equal(ob[done], ia["final_obs"][done])
+                if not done.any():
+                    continue
+                ended += int(done.sum())
+                with self.assertRaises(ValueError) as e:
+                    dis.step(act)  # refused: nothing sent
+                self.assertIn("reset_mask", str(e.exception))
+                with self.assertRaises(ValueError):
+                    dis.reset(options={"reset_mask": ~done})
+                ob2, _ = dis.reset(options={"reset_mask": done})
+                np.testing.assert_array_equal(ob2, oa)
+            self.assertGreater(ended, 8)
+        self.assertEqual(a_node.stop(), 0)
+        self.assertEqual(b_node.stop(), 0)
+
     def test_launch_node_by_host_name(self):
         node = self.launch(num_envs=2, listen="localhost:0")
         port = node.address.rsplit(":", 1)[1]

@@ -15,6 +15,7 @@ Run as: test_seed_abi2.py ROLLOUT_NODE PLUGIN_SO GRIDWORLD_SO CATCH_SO
 $ROLLOUT_PROTO_OUT).
 """
 import json
+import signal
 import os
 import subprocess
 import sys
@@ -248,6 +249,40 @@ class PythonVecEnv(nu.TempDirCase):
                     self.assertEqual(s["env_failures"], 0)
                 self.assertEqual((s1["episodes"], s1["mean_return"]),
                                  (s2["episodes"], s2["mean_return"]))
+
+    def test_autoreset_disabled_dict_observations(self):
+        # Gridworld's Dict observation in autoreset_mode "disabled": against
+        # a same-step VecEnv on a node of the same seed with the same
+        # (masked random) actions, an ended row is the same-step final_obs
+        # of every tensor, and reset(options={"reset_mask": done}) gives the
+        # same-step observation of the next episode, tensor by tensor.
+        pa, a_addr, la = start_node(GRID, "--num-envs", 4, "--seconds", 0, "--seed", 8)
+        pb, b_addr, lb = start_node(GRID, "--num-envs", 4, "--seconds", 0, "--seed", 8,
+                                    listen="127.0.0.1:0")
+        rng = np.random.default_rng(1)
+        ended = 0
+        with rc.VecEnv([a_addr], timeout=nu.HANG_GUARD_S) as same, \
+                rc.VecEnv([b_addr], timeout=nu.HANG_GUARD_S, autoreset_mode="disabled") as dis:
+            oa, ia = same.reset()
+            dis.reset()
+            while ended < 6:
+                act = masked_random(rng, ia["action_mask"])
+                oa, _, ta, tra, ia = same.step(act)
+                ob, _, tb, trb, ib = dis.step(act)
+                np.testing.assert_array_equal(ta | tra, tb | trb)
+                done = ta | tra
+                for k in oa:
+                    np.testing.assert_array_equal(ob[k][~done], oa[k][~done])
+                    np.testing.assert_array_equal(ob[k][done], ia["final_obs"][k][done])
+                if done.any():
+                    ended += int(done.sum())
+                    ob2, ib2 = dis.reset(options={"reset_mask": done})
+                    for k in oa:
+                        np.testing.assert_array_equal(ob2[k], oa[k])
+                    np.testing.assert_array_equal(ib2["action_mask"], ia["action_mask"])
+        for p, log in ((pa, la), (pb, lb)):
+            p.send_signal(signal.SIGINT)
+            self.assertEqual(summary(p, log)["env_failures"], 0)
 
     def test_masked_action_refused_by_name(self):
         p, addr, log = start_node(GRID, "--num-envs", 4, "--steps", 4 * 2 * 30, "--seed", 2)

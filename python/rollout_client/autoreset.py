@@ -1,0 +1,120 @@
+"""Gymnasium's DISABLED autoreset mode for a VecEnv (``VecEnv(...,
+autoreset_mode="disabled")``).
+
+A node resets each env itself the moment its episode ends (docs/env-api.md):
+there is no remote reset, and none is needed here. In DISABLED mode the
+VecEnv shows the user Gymnasium's view of the same events: the step that
+ends an episode returns that episode's **last** observation as the env's
+observation (no ``final_obs`` in infos), the env then waits, and
+``reset(options={"reset_mask": mask})`` hands out the next episode's first
+observation for the envs in ``mask``: the very observation the node's
+reset produced at the episode's end, kept until then. Stepping an env that
+waits for its reset raises ValueError naming it (nothing is sent); so does
+a mask that names an env whose episode has not ended (a node cannot cut an
+episode short). The trajectories are those of the same-step mode, seen
+another way.
+"""
+import numpy as np
+
+from . import spaces
+
+
+def parse_mode(mode):
+    """``"same_step"`` / ``"disabled"`` (or Gymnasium's AutoresetMode
+    members, or None for same-step) as a bool: disabled or not."""
+    if mode is None:
+        return False
+    name = getattr(mode, "value", mode)
+    if isinstance(name, str):
+        key = name.lower().replace("_", "")
+        if key == "samestep":
+            return False
+        if key == "disabled":
+            return True
+    raise ValueError(f"autoreset_mode={mode!r}: a node resets envs at the step that ends "
+                     "them; 'same_step' (default) and 'disabled' are offered")
+
+
+def disabled_mode():
+    """Gymnasium's DISABLED member, or ours when gymnasium is absent."""
+    g = spaces.GYMNASIUM
+    if g is not None and hasattr(g.vector, "AutoresetMode"):
+        return g.vector.AutoresetMode.DISABLED
+    return spaces.AutoresetMode.DISABLED
+
+
+def _copy(x):
+    return {k: v.copy() for k, v in x.items()} if isinstance(x, dict) else x.copy()
+
+
+def _put(dst, src, mask):
+    """dst[mask] = src[mask], for arrays or dicts of arrays."""
+    if isinstance(dst, dict):
+        for k in dst:
+            dst[k][mask] = src[k][mask]
+    else:
+        dst[mask] = src[mask]
+
+
+class DisabledAutoreset:
+    """The VecEnv's DISABLED-mode state: which envs wait for their reset,
+    the first observation each will get, and the last observation handed
+    out (what reset() starts from)."""
+
+    def __init__(self, num_envs):
+        self.waiting = np.zeros(num_envs, bool)
+        self.first = None  # the next episode's first observation, rows of waiting envs
+        self.last = None   # the observations last handed out
+
+    def started(self, obs):
+        """reset(): the first observations of every env."""
+        self.last = _copy(obs)
+
+    def check_step(self, label):
+        """Before step(): no env may be waiting for its reset."""
+        if self.waiting.any():
+            k = int(np.flatnonzero(self.waiting)[0])
+            raise ValueError(
+                f"{int(self.waiting.sum())} envs' episodes ended and were not reset "
+                f"({label(k)} first): call reset(options={{'reset_mask': mask}}) for them "
+                "before stepping (autoreset_mode 'disabled')")
+
+    def stepped(self, out):
+        """step()'s same-step result (obs, reward, terminated, truncated,
+        infos), shown the DISABLED way; returns it."""
+        obs, reward, terminated, truncated, infos = out
+        done = terminated | truncated
+        has_final = infos.pop("_final_obs")
+        infos.pop("has_final_obs", None)
+        final = infos.pop("final_obs")
+        if done.any():
+            if self.first is None:
+                self.first = _copy(obs)
+            else:
+                _put(self.first, obs, done)
+            # The ended episode's last observation (an env failure that cut
+            # it without one keeps the next episode's first: docs/env-api.md).
+            _put(obs, final, done & has_final)
+            self.waiting |= done
+        self.last = _copy(obs)
+        return obs, reward, terminated, truncated, infos
+
+    def reset(self, mask, n, label):
+        """reset(options={"reset_mask": mask}): (obs) with the next
+        episode's first observation for the envs of mask."""
+        m = np.asarray(mask)
+        if m.dtype != bool or m.shape != (n,):
+            raise ValueError(f"reset_mask must be a bool array of shape ({n},), got "
+                             f"{m.dtype} {m.shape}")
+        early = m & ~self.waiting
+        if early.any():
+            k = int(np.flatnonzero(early)[0])
+            raise ValueError(f"reset_mask names {int(early.sum())} envs whose episode has not "
+                             f"ended ({label(k)} first): a node resets an env only at the end "
+                             "of its episode")
+        obs = _copy(self.last)
+        if m.any():
+            _put(obs, self.first, m)
+        self.waiting &= ~m
+        self.last = _copy(obs)
+        return obs
