@@ -9,8 +9,11 @@ one run:
                to local
   stream-unix  the same over unix:PATH with the segments in the node's
                shared memory (every segment checked to be)
-  seed         rollout-node --learner remote: measured only if the node
-               accepts an env ABI 2 env; else its refusal is reported
+  seed-tcp, seed-unix  rollout-node --learner remote (MLP) + rollout-learner,
+               a thread each, the learner's batch the node's frame, over TCP
+               and over unix:PATH with the typed columns in shared memory:
+               measured when the node accepts the env (else its refusal is
+               reported), ratio to local MLP
   bytes/step   a stream run of a fixed number of steps through a byte-counting
                relay (TCP): the bytes the node sent per step, against what
                float32 observations alone would take (84*84*4 bytes)
@@ -75,11 +78,16 @@ def run_stream(build, policy, envs, workers, secs, unix):
     return ls["sps"]
 
 
-def try_seed(build, envs, secs):
-    """SEED mode (the learner's MLP chooses), if the node takes an ABI 2
-    env: (steps/s, None), else (None, the node's refusal)."""
-    pr = bl.node(build, "--env", catch(build), "--learner", "remote",
-                 "--num-envs", envs, "--workers", 0, "--seconds", secs, listen=True)
+def try_seed(build, envs, secs, unix=False):
+    """SEED mode (the learner's MLP chooses: a thread each, the learner's
+    batch the node's frame), over TCP or over unix:PATH with the typed
+    columns in shared memory, if the node takes an ABI 2 env: (steps/s,
+    None), else (None, the node's refusal)."""
+    batch = max(1, (envs + 1) // 2)
+    sock = f"/tmp/bench_pixels.{os.getpid()}.sock"
+    pr = bl.node(build, "--env", catch(build), "--learner", "remote", "--batch", batch,
+                 "--num-envs", envs, "--workers", 0, "--seconds", secs,
+                 listen=f"unix:{sock}" if unix else True)
     said = []
     for line in pr.p.stderr:
         if "listening for learners on" in line:
@@ -91,7 +99,8 @@ def try_seed(build, envs, secs):
         return None, said[-1] if said else "the node exited before listening"
     addr = line.strip().rsplit(" ", 1)[1]
     lr = bl.Proc([f"{build}/rollout-learner", "--connect", addr, "--json", "--quiet",
-                  "--workers", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                  "--workers", "0", "--batch", str(batch)], stdout=subprocess.PIPE,
+                 stderr=subprocess.DEVNULL, text=True)
     s = bl.finish(pr)
     bl.finish(lr)
     return s["sps"], None
@@ -177,27 +186,32 @@ def main():
     b, e, w, s = a.build, a.envs, a.workers, a.seconds
     load0 = os.getloadavg()
     res = {}
+    seed_sps, seed_why = try_seed(b, e, min(s, 1.0))  # does the node take it at all?
     for r in range(a.rounds):
         for pol in ("random", "mlp"):
-            for case, fn in (("local", lambda: run_local(b, pol, e, w, s)),
-                             ("stream-tcp", lambda: run_stream(b, pol, e, w, s, False)),
-                             ("stream-unix", lambda: run_stream(b, pol, e, w, s, True))):
+            cases = [("local", lambda: run_local(b, pol, e, w, s)),
+                     ("stream-tcp", lambda: run_stream(b, pol, e, w, s, False)),
+                     ("stream-unix", lambda: run_stream(b, pol, e, w, s, True))]
+            if pol == "mlp" and seed_sps is not None:
+                cases += [("seed-tcp", lambda: try_seed(b, e, s)[0]),
+                          ("seed-unix", lambda: try_seed(b, e, s, unix=True)[0])]
+            for case, fn in cases:
                 res.setdefault((pol, case), []).append(fn())
                 print(f"round {r + 1}: {pol:6s} {case:11s} {fmt_k(res[(pol, case)][-1])}",
                       flush=True)
-    seed_sps, seed_why = try_seed(b, e, s)
     down, up = bytes_per_step(b, e, e * 200)
     load1 = os.getloadavg()
     rows = []
     for pol in ("random", "mlp"):
         loc = res[(pol, "local")]
-        for case in ("local", "stream-tcp", "stream-unix"):
+        for case in ("local", "stream-tcp", "stream-unix", "seed-tcp", "seed-unix"):
+            if (pol, case) not in res:
+                continue
             runs = res[(pol, case)]
             ratio = None if case == "local" else statistics.median(
                 x / y for x, y in zip(runs, loc))
             rows.append((f"{pol} {case}", statistics.median(runs), ratio))
-    if seed_sps is not None:
-        rows.append(("mlp seed (learner's MLP)", seed_sps, None))
+
     with open(os.path.join(a.out, "pixels.csv"), "w") as f:
         f.write("case,sps,ratio_to_local\n")
         for name, sps, ratio in rows:
