@@ -154,6 +154,31 @@ class AsyncAbi2(nu.TempDirCase):
             self.assertTrue((infos["step"] == 0).all())
         self.stop(p, log)
 
+    def test_arrays_are_the_callers(self):
+        # reset()'s arrays and every recv()'s stay as they were while later
+        # frames come in (the VecEnv keeps its own per-row arrays).
+        p, addr, log = self.node(GRID, [], 4, "unix:" + self.path("own.sock"))
+        rng = np.random.default_rng(2)
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, batch_size=4) as v:
+            obs, infos = v.reset()
+            kept = [(obs, infos, {k: x.copy() for k, x in obs.items()},
+                     {k: x.copy() for k, x in infos.items()})]
+            v.send(np.array([rng.choice(np.flatnonzero(m)) for m in infos["action_mask"]]),
+                   np.arange(8))
+            for _ in range(30):
+                obs, rew, term, trunc, infos = v.recv()
+                kept.append((obs, infos, {k: x.copy() for k, x in obs.items()},
+                             {k: x.copy() for k, x in infos.items()
+                              if isinstance(x, np.ndarray)}))
+                v.send(np.array([rng.choice(np.flatnonzero(m)) for m in infos["action_mask"]]),
+                       infos["env_id"])
+            for t, (o, i, o0, i0) in enumerate(kept):
+                for k in o0:
+                    np.testing.assert_array_equal(o[k], o0[k], err_msg=f"recv {t} obs {k}")
+                for k in i0:
+                    np.testing.assert_array_equal(i[k], i0[k], err_msg=f"recv {t} infos {k}")
+        self.stop(p, log)
+
     def test_misuse_fails_at_once_and_leaves_it_usable(self):
         for via in ("tcp", "unix"):
             with self.subTest(via=via):
