@@ -35,7 +35,8 @@ Asynchronous stepping, EnvPool's way (vecenv_async.py): ``VecEnv(...,
 batch_size=B)``, ``async_reset()`` (or ``reset()``), then ``recv()`` returns
 the next B envs whose observation came in, with ``infos["env_id"]``, and
 ``send(actions, env_ids)`` answers them; the node steps those while the
-policy works on the next batch. A VecEnv is synchronous (``step()``) or
+policy works on the next batch (env ABI 2 nodes: over rows,
+vecenv_async_abi2.py). A VecEnv is synchronous (``step()``) or
 asynchronous (``send()``/``recv()``), whichever is called first.
 """
 import numbers
@@ -47,11 +48,12 @@ from .client import Client, check_actions
 from .errors import ConnectionClosed, ProtocolError
 from .vecenv_abi2 import Abi2Mixin
 from .vecenv_async import AsyncMixin
+from .vecenv_async_abi2 import Abi2AsyncMixin
 
 _Base = spaces.GYMNASIUM.vector.VectorEnv if spaces.GYMNASIUM is not None else object
 
 
-class VecEnv(AsyncMixin, Abi2Mixin, _Base):
+class VecEnv(AsyncMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
     """``VecEnv(["127.0.0.1:7000"])``, ``VecEnv("host:7000")`` or
     ``VecEnv(client)``. ``timeout`` bounds each wait for observations, in
     seconds; ``clip_box`` clips box actions to the action space's bounds;

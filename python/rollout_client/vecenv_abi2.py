@@ -30,9 +30,6 @@ class Abi2Mixin:
             if info.layout is None or not lay.same(info.layout):
                 raise ValueError(f"node {info.address} has other spaces than {first.address}: "
                                  "a VecEnv needs the same observation and action spaces")
-        if batch_size is not None:
-            raise ValueError("asynchronous stepping (batch_size, send()/recv()) does not carry "
-                             "env ABI 2 nodes yet: use reset() and step()")
         self.layout = lay
         self.nodes = infos
         self.agents = lay.agents
@@ -51,12 +48,11 @@ class Abi2Mixin:
         self._ep_return = np.zeros(n, np.float64)
         self._ep_length = np.zeros(n, np.int64)
         self._started = False
-        self._mode = "sync"  # vecenv_async's methods refuse
-        self.batch_size = n
         self.episode_returns = []
         self.episode_lengths = []
         self.total_steps = 0
         self._fresh2()
+        self._async_init(batch_size)  # vecenv_async.py, over rows
 
     def _label2(self, k):
         node = int(np.searchsorted(self.offsets, k, side="right")) - 1

@@ -23,7 +23,9 @@ those HANDED or HELD come back only after send(). Every array recv()
 returns is new and the caller's.
 
 This is a mixin of VecEnv (vecenv.py), which owns the connections, the
-per-env receive arrays (``_ingest``) and the episode counters.
+per-env receive arrays (``_ingest``) and the episode counters. For env ABI
+2 nodes the envs here are rows (envs x agents) and the receiving, action
+checks and returned arrays are vecenv_async_abi2.py's.
 """
 import collections
 
@@ -85,9 +87,10 @@ class AsyncMixin:
         already given to the user (HANDED, by reset() or step())."""
         key = self._next_key
         self._next_key += 1
-        wire_dtype = np.int64 if self.action_kind == "discrete" else np.float32
-        shape = (len(ids),) if self.action_kind == "discrete" else (len(ids), self.action_size)
-        self._frames[key] = _Frame(batch, ids, np.zeros(shape, wire_dtype))
+        if self.layout is not None:  # env ABI 2: rows (vecenv_async_abi2.py)
+            self._frames[key] = _Frame(batch, ids, self._async2_acts(len(ids)))
+        else:
+            self._frames[key] = _Frame(batch, ids, self._new_acts(len(ids)))
         self._frame_of[ids] = key
         self._pos_of[ids] = np.arange(len(ids))
         self._state[ids] = state
@@ -95,10 +98,19 @@ class AsyncMixin:
             self._ready.append(ids)
             self._nready += len(ids)
 
+    def _new_acts(self, n):
+        """An env ABI 1 frame's answer of n envs, before its actions come."""
+        wire_dtype = np.int64 if self.action_kind == "discrete" else np.float32
+        shape = (n,) if self.action_kind == "discrete" else (n, self.action_size)
+        return np.zeros(shape, wire_dtype)
+
     def _go_async(self, what):
         """Enter async mode; the frames reset() or step() handed out become
         answerable by send()."""
+        first = self._mode is None
         self._enter("async", what)
+        if first and self.layout is not None:
+            self._async2_own()
         for b, g in self._outstanding:
             self._adopt(b, _ids(g), HANDED)
         self._outstanding.clear()
@@ -137,7 +149,10 @@ class AsyncMixin:
         ids = ids.astype(np.int64, copy=False)
         k = len(ids)
         if k == 0:
-            check_actions(self.nodes[0], actions, 0, self.clip_box)
+            if self.layout is not None:
+                self._async2_check(actions, ids)
+            else:
+                check_actions(self.nodes[0], actions, 0, self.clip_box)
             return
         if ids.min() < 0 or ids.max() >= self.num_envs:
             bad = ids[(ids < 0) | (ids >= self.num_envs)][0]
@@ -153,10 +168,13 @@ class AsyncMixin:
             why = {IN_FLIGHT: "is stepping at its node (answered already)",
                    READY: "has an observation recv() has not returned yet",
                    HELD: "was answered already"}[int(self._state[e])]
-            raise ValueError(f"send(): {self._env_label(e)} {why}; send() takes envs that "
+            raise ValueError(f"send(): {self._label(e)} {why}; send() takes envs that "
                              "recv() returned and that have no action yet")
-        wire = check_actions(self.nodes[0], actions, k, self.clip_box,
-                             lambda r: self._env_label(int(ids[r])))
+        if self.layout is not None:
+            wire = self._async2_check(actions, ids)
+        else:
+            wire = check_actions(self.nodes[0], actions, k, self.clip_box,
+                                 lambda r: self._env_label(int(ids[r])))
         keys = self._frame_of[ids]
         pos = self._pos_of[ids]
         self._state[ids] = HELD
@@ -165,14 +183,18 @@ class AsyncMixin:
             for key in np.unique(keys).tolist():
                 mine = keys == key
                 fr = self._frames[key]
-                fr.acts[pos[mine]] = wire[mine]
+                if self.layout is not None:
+                    self._async2_hold(fr, pos, wire, mine)
+                else:
+                    fr.acts[pos[mine]] = wire[mine]
                 fr.left -= int(np.count_nonzero(mine))
                 if fr.left == 0:
                     del self._frames[key]
                     self._state[fr.ids] = IN_FLIGHT
                     self._frame_of[fr.ids] = -1
                     acts = fr.acts
-                    if self.action_kind == "discrete" and self.action_n <= 128:
+                    if self.layout is None and self.action_kind == "discrete" and \
+                            self.action_n <= 128:
                         acts = acts.astype(np.uint8)  # one varint byte each
                     c = self.client._queue_checked(fr.batch, acts)
                     conns[id(c)] = c
@@ -206,6 +228,8 @@ class AsyncMixin:
                     "actions first")
             self._recv_one(self.timeout if timeout is None else timeout, coming)
         ids = self._take(want)
+        if self.layout is not None:
+            return self._async2_transitions(ids)
         return self._transitions(ids)
 
     # -- internals ----------------------------------------------------------------
@@ -215,6 +239,13 @@ class AsyncMixin:
             raise ConnectionClosed(f"node(s) {', '.join(gone)} closed: this VecEnv "
                                    "cannot step their envs any more",
                                    clean=True, reason="node closed")
+        if self.layout is not None:  # env ABI 2: rows (vecenv_async_abi2.py)
+            got = self._async2_ingest(timeout)
+            if got is None:
+                raise TimeoutError(f"recv(): no observation after {timeout:g}s ({coming} rows "
+                                   "are stepping at their nodes)")
+            self._adopt(got[1], got[0], READY)
+            return
         b = self.client._recv_frame(timeout)
         if b is None:
             raise TimeoutError(f"recv(): no observation after {timeout:g}s ({coming} envs "
