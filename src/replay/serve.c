@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "replay/recorded_env.h"
+#include "replay/serve_abi2.h"
 #include "runtime/error.h"
 #include "runtime/clock.h"
 #include "runtime/rng.h"
@@ -48,6 +49,8 @@ typedef struct serve {
     ro_space_t os, as;
     uint32_t num_envs, obs_dim, act_dim;
     bool discrete;
+    bool abi2;      /* a format version 2 recording: v2 builds the frames */
+    ro_serve2_t v2; /* its rows, frames and answers */
     bool welcomed, done;
     int status;
     /* The frame in flight: its envs, for its answer. */
@@ -204,6 +207,26 @@ static Rollout__V1__TransitionBatch *next_batch(serve_t *s)
     }
 }
 
+/* ob_abi1 points ob at the ABI 1 frame of rows rows fill_rows built. */
+static void ob_abi1(serve_t *s, Rollout__V1__Observations *ob, size_t rows, uint32_t nfin)
+{
+    size_t od = s->obs_dim;
+    ob->n_env = ob->n_step = ob->n_reward = ob->n_terminated = ob->n_truncated =
+        ob->n_episode_start = rows;
+    ob->env = s->env;
+    ob->step = s->step;
+    ob->reward = s->rew;
+    ob->terminated = s->term;
+    ob->truncated = s->trunc;
+    ob->episode_start = s->start;
+    ob->n_obs = rows * od;
+    ob->obs = s->obs;
+    ob->n_final_index = nfin;
+    ob->final_index = s->fidx;
+    ob->n_final_obs = nfin * od;
+    ob->final_obs = s->fin;
+}
+
 /* Send the next Observations frame, or the goodbye at the end. */
 static void send_next(serve_t *s)
 {
@@ -214,32 +237,27 @@ static void send_next(serve_t *s)
             finish(s, 0, "end of the recording");
             return;
         }
-        uint32_t nfin;
-        int rows = fill_rows(s, b, &nfin);
+        uint32_t nfin = 0;
+        char err[256];
+        int rows = s->abi2 ? ro__serve2_fill(&s->v2, b, err, sizeof err) : fill_rows(s, b, &nfin);
         ro__traj_batch_free(&s->rd, b);
+        if (rows < 0 && s->abi2) {
+            fprintf(s->log, "rollout-replay: %s: %s\n", s->files[s->file].name, err);
+            finish(s, 1, err);
+            return;
+        }
         if (rows < 0) {
             finish(s, 1, "out of memory");
             return;
         }
         if (rows == 0)
             continue;
-        size_t od = s->obs_dim;
         Rollout__V1__Observations ob = ROLLOUT__V1__OBSERVATIONS__INIT;
         ob.seq = ++s->seq;
-        ob.n_env = ob.n_step = ob.n_reward = ob.n_terminated = ob.n_truncated = ob.n_episode_start =
-            (size_t)rows;
-        ob.env = s->env;
-        ob.step = s->step;
-        ob.reward = s->rew;
-        ob.terminated = s->term;
-        ob.truncated = s->trunc;
-        ob.episode_start = s->start;
-        ob.n_obs = (size_t)rows * od;
-        ob.obs = s->obs;
-        ob.n_final_index = nfin;
-        ob.final_index = s->fidx;
-        ob.n_final_obs = nfin * od;
-        ob.final_obs = s->fin;
+        if (s->abi2)
+            ro__serve2_frame(&s->v2, ob.seq, &ob);
+        else
+            ob_abi1(s, &ob, (size_t)rows, nfin);
         ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
         f.body_case = ROLLOUT__V1__FRAME__BODY_OBSERVATIONS;
         f.observations = &ob;
@@ -255,13 +273,18 @@ static void send_next(serve_t *s)
 static void on_actions(serve_t *s, const Rollout__V1__Actions *a)
 {
     char err[256];
-    int rc = a->seq == s->seq ? ro__check_actions(a, s->rows, &s->as, err, sizeof err)
-                              : ro__errorf(err, sizeof err, RO_EPROTO,
+    int rc = a->seq != s->seq ? ro__errorf(err, sizeof err, RO_EPROTO,
                                            "actions for seq %llu; expected those for %llu",
-                                           (unsigned long long)a->seq, (unsigned long long)s->seq);
+                                           (unsigned long long)a->seq, (unsigned long long)s->seq)
+             : s->abi2        ? ro__serve2_answer(&s->v2, a, err, sizeof err)
+                              : ro__check_actions(a, s->rows, &s->as, err, sizeof err);
     if (rc) {
         ro__conn_fail(s->learner, rc, "%s", err);
         finish(s, 1, err);
+        return;
+    }
+    if (s->abi2) {
+        send_next(s);
         return;
     }
     for (uint32_t r = 0; r < s->rows; r++) {
@@ -284,8 +307,10 @@ static void send_welcome(serve_t *s, const Rollout__V1__TrajectoryHeader *h)
     ro__wire_space(&a, &s->as, ashape);
     Rollout__V1__EnvSpec spec = ROLLOUT__V1__ENV_SPEC__INIT;
     spec.env = h->env;
-    spec.observation = &o;
-    spec.action = &a;
+    if (!s->abi2) { /* an env ABI 2 env's welcome has its layout instead */
+        spec.observation = &o;
+        spec.action = &a;
+    }
     spec.num_envs = h->num_envs;
     spec.max_episode_steps = h->max_episode_steps;
     Rollout__V1__Welcome w = ROLLOUT__V1__WELCOME__INIT;
@@ -295,6 +320,10 @@ static void send_welcome(serve_t *s, const Rollout__V1__TrajectoryHeader *h)
     w.seed = h->seed;
     w.node_index = h->node_index;
     w.max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
+    if (s->abi2) {
+        w.mode = "seed";
+        w.layout = &s->v2.lm.msg;
+    }
     ro_frame_t out = ROLLOUT__V1__FRAME__INIT;
     out.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;
     out.welcome = &w;
@@ -428,15 +457,15 @@ static int env_spaces(serve_t *s, const Rollout__V1__TrajectoryHeader *h, const 
                       ro_recorded_env_t *renv, void **env)
 {
     char err[512];
-    if (h->layout) { /* format version 2 */
-        char env[120];
-        ro__text_log(env, sizeof env, h->env, 80); /* the file's words */
-        fprintf(s->log,
-                "rollout-replay: --serve does not carry env ABI 2 recordings yet (env '%s' is "
-                "recorded as format version 2; the learner protocol carries ABI 1 shapes): use "
-                "--verify, --dump or --stats\n",
-                env);
-        return RO_ENOTSUP;
+    if (h->layout) { /* format version 2: the env's layout (bounds too), no spaces */
+        int rc = ro__recorded_env_open(renv, h, plugin, err, sizeof err);
+        if (rc == 0) {
+            s->abi2 = true;
+            rc = ro__serve2_init(&s->v2, h, &renv->layout, err, sizeof err);
+        }
+        if (rc)
+            fprintf(s->log, "rollout-replay: %s\n", err);
+        return rc;
     }
     if (ro__recorded_env_open(renv, h, plugin, err, sizeof err) != 0 ||
         ro__recorded_env_create(renv, h, 0, env, err, sizeof err) != 0) {
@@ -494,8 +523,10 @@ int ro__replay_serve(const ro_serve_opts_t *o, const ro_serve_file_t *files, siz
                     "rollout-replay: served %llu observations in %llu frames; compared %llu "
                     "actions with the recording: %llu mismatch(es)%s%s\n",
                     (unsigned long long)s->served_rows, (unsigned long long)s->frames,
-                    (unsigned long long)s->compared, (unsigned long long)s->mismatches,
-                    s->mismatches ? "; first: " : "", s->first_mismatch);
+                    (unsigned long long)(s->abi2 ? s->v2.compared : s->compared),
+                    (unsigned long long)(s->abi2 ? s->v2.mismatches : s->mismatches),
+                    (s->abi2 ? s->v2.mismatches : s->mismatches) ? "; first: " : "",
+                    s->abi2 ? s->v2.first_mismatch : s->first_mismatch);
         }
     }
     uv_run(&s->loop, UV_RUN_DEFAULT); /* closes */
@@ -505,6 +536,7 @@ int ro__replay_serve(const ro_serve_opts_t *o, const ro_serve_file_t *files, siz
         ro__traj_reader_close(&s->rd);
     if (env)
         renv.kind.vt->destroy(env);
+    ro__serve2_free(&s->v2); /* before the layout it points to */
     ro__recorded_env_close(&renv);
     ro__traj_reader_close(&first);
     free(s->answered), free(s->ans_i), free(s->ans_f), free(s->steps);

@@ -6,7 +6,9 @@ and --stats read them, rotated parts too; a tampered tensor is reported at its e
 episode, step and element; a flipped byte is a damaged record; a header
 claiming a newer format version is refused by number; a version 1 file (an
 ABI 1 env's, and one written before version 2 existed) still reads; --serve
-refuses version 2 files clearly; the --metrics file's throughput lines carry
+serves version 2 files to rollout-learner (the recording's seed repeats every
+recorded action, another seed is told where it first differs) and refuses a
+file whose header bounds are not the env's; the --metrics file's throughput lines carry
 the per-episode metric means. Every run ends by its own --steps, or is
 stopped once the metrics file reports what the test waits for: nothing here
 waits on the clock."""
@@ -277,11 +279,117 @@ class RecordAbi2(nu.TempDirCase):
                 (("--verify", "--plugin", GRID, m), "is an env ABI 2 plugin (env 'gridworld'); "
                                                     "the recording (format version 1)"),
                 (("--verify", g), "the recording's env 'gridworld' is not built in"),
-                (("--serve", "127.0.0.1:0", "--plugin", GRID, g),
-                 "--serve does not carry env ABI 2 recordings yet")):
+                (("--serve", "127.0.0.1:0", "--plugin", CATCH, g),
+                 "is env 'catch', the recording is of env 'gridworld'"),
+                (("--serve", "127.0.0.1:0", g), "the recording's env 'gridworld' is not built in")):
             p = replay(*args)
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertIn(msg, p.stderr)
+
+    def serve(self, plugin, traj, *learner_args):
+        """rollout-replay --serve traj to rollout-learner: (replay's exit
+        status, its stderr, the learner's CompletedProcess)."""
+        p = nu.spawn([REPLAY, "--serve", "127.0.0.1:0", "--plugin", plugin, traj],
+                     stderr=subprocess.PIPE, text=True)
+        addr = None
+        for line in p.stderr:
+            if "serving on" in line:
+                addr = line.split()[-1]
+                break
+        self.assertIsNotNone(addr, "rollout-replay never said where it serves")
+        learner = os.path.join(os.path.dirname(nu.NODE), "rollout-learner")
+        q = nu.run_cmd([learner, "--json", "--quiet", "--connect", addr, *map(str, learner_args)],
+                       capture_output=True, text=True)
+        err = p.stderr.read()
+        p.wait(timeout=nu.HANG_GUARD_S)
+        return p.returncode, err, q
+
+    def check_served(self, plugin, traj, seed, steps, agents):
+        # The node's seed: the learner's seeded MLP chooses every recorded
+        # action, row by row (agents as rows).
+        rc, err, q = self.serve(plugin, traj, "--seed", seed)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        self.assertIn(f"compared {steps} actions", err)
+        self.assertIn(": 0 mismatch(es)", err)
+        node = json.loads(q.stdout.strip().splitlines()[-1])["nodes"][0]
+        self.assertEqual(node["mode"], "seed")
+        self.assertFalse(node["failed"])
+        # Every recorded row was served: its steps and each row's first
+        # observation.
+        m = re.search(r"served (\d+) observations", err)
+        self.assertEqual(int(m.group(1)), steps + agents * 8, err)
+        # Another seed: the mismatches are counted and the first named.
+        rc, err, q = self.serve(plugin, traj, "--seed", seed + 1)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        self.assertRegex(err, r": [1-9][0-9]* mismatch\(es\); first: env \d+, agent \d+, "
+                              r"episode \d+, step \d+, entry \d+: recorded \d+, learner \d+")
+
+    def test_serve_gridworld_and_catch(self):
+        g = self.path("g.traj")
+        s = record(g, GRID, "--num-envs", 8, "--steps", 8 * 2 * 100, "--seed", 3)
+        self.assertEqual(s["agents"], 2)
+        self.check_served(GRID, g, 3, s["steps"], 2)
+        c = self.path("c.traj")
+        s = record(c, CATCH, "--env-arg", "action=multidiscrete", "--num-envs", 8,
+                   "--steps", 8 * 100, "--seed", 5)
+        self.assertEqual(self.header(c).layout.parts[0].kind, "multi_discrete")
+        self.check_served(CATCH, c, 5, s["steps"], 1)
+
+    def test_serve_checks_actions_as_a_node(self):
+        g = self.path("g.traj")
+        record(g, GRID, "--num-envs", 2, "--steps", 2 * 2 * 20)
+        p = nu.spawn([REPLAY, "--serve", "127.0.0.1:0", "--plugin", GRID, g],
+                     stderr=subprocess.PIPE, text=True)
+        addr = None
+        for line in p.stderr:
+            if "serving on" in line:
+                addr = line.split()[-1]
+                break
+        c = wu.Conn(addr)
+        f = c.hello()
+        self.assertEqual(f.WhichOneof("body"), "welcome")
+        # The welcome carries the layout, no ABI 1 spaces.
+        w = f.welcome
+        self.assertEqual(w.mode, "seed")
+        self.assertEqual(w.layout.agents, 2)
+        self.assertEqual([t.name for t in w.layout.tensors], ["view", "pos", "goal"])
+        self.assertFalse(w.spec.HasField("observation"))
+        self.assertEqual(w.spec.num_envs, 2)
+        f = c.recv()
+        o = f.observations
+        # Rows: env x agents + agent, an env's agents together.
+        self.assertIn(sorted(o.env), ([0, 1], [2, 3], [0, 1, 2, 3]))
+        rows = len(o.env)
+        self.assertEqual([t.name for t in o.tensors], ["view", "pos", "goal"])
+        self.assertEqual(list(o.tensors[0].shape), [rows, 7, 7])
+        self.assertEqual(len(o.tensors[0].data), rows * 49)
+        self.assertEqual(len(o.mask), rows * w.layout.mask_width)
+        n = w.layout.parts[0].n
+        c.send(actions=wu.pb2().Actions(seq=o.seq, discrete=[n] * len(o.env)))
+        f = c.recv()
+        self.assertEqual(f.WhichOneof("body"), "error")
+        self.assertIn(f"row 0 entry 0 is {n}, outside [0, {n})", f.error.message)
+        p.wait(timeout=nu.HANG_GUARD_S)
+        self.assertEqual(p.returncode, 1)
+
+    def test_serve_refuses_bounds_that_are_not_the_envs(self):
+        # Trajectory files carry no bounds; a header that claims some must
+        # claim the env's (the welcome's come from the env).
+        c = self.path("c.traj")
+        record(c, CATCH, "--num-envs", 2, "--steps", 20)
+        with open(c, "rb") as f:
+            recs = split_records(f.read())
+        h = self.header(c)
+        h.layout.parts[0].low.append(0.0)
+        bad = self.path("bad.traj")
+        with open(bad, "wb") as f:
+            f.write(rewrite(recs, {0: h.SerializeToString()}))
+        p = replay("--serve", "127.0.0.1:0", "--plugin", CATCH, bad)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("layout parts[0] carries 1 low and 0 high bounds that are not the env's",
+                      p.stderr)
 
     def test_drop_with_a_slow_disk(self):
         # --record-full drop on the stalling disk: steps that find no buffer

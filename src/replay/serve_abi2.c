@@ -1,0 +1,314 @@
+/*
+ * rollout-replay --serve's env ABI 2 frames (serve_abi2.h): recorded rows
+ * in, typed rows out; composite actions in, checked and compared.
+ */
+#include "replay/serve_abi2.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "trajectory/format.h"
+#include "wire/seed_abi2.h"
+
+/* --serve holds a few arrays per row: this many rows at most. */
+#define MAX_ROWS (1u << 24)
+
+/* check_bounds: a header's box bounds, where it carries any, are the
+ * env's (trajectory files leave them empty; the welcome's are the env's). */
+static int check_bounds(const Rollout__V1__TrajectoryLayout *l, const ro_space_layout_t *lay,
+                        char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < lay->nparts && i < l->n_parts; i++) {
+        const Rollout__V1__TrajectoryActionPart *p = l->parts[i];
+        const ro_part_layout_t *pl = &lay->part[i];
+        if (!p->n_low && !p->n_high)
+            continue;
+        bool same = pl->kind == RO_SPACE_BOX && p->n_low == pl->n && p->n_high == pl->n &&
+                    memcmp(p->low, lay->box_low + pl->first, pl->n * sizeof(float)) == 0 &&
+                    memcmp(p->high, lay->box_high + pl->first, pl->n * sizeof(float)) == 0;
+        if (!same)
+            return ro__errorf(err, errlen, RO_EINVAL,
+                              "the recording's layout parts[%u] carries %zu low and %zu high "
+                              "bounds that are not the env's (%s part of %u values)",
+                              i, p->n_low, p->n_high,
+                              pl->kind == RO_SPACE_BOX ? "a box" : "a discrete", pl->n);
+    }
+    return 0;
+}
+
+int ro__serve2_init(ro_serve2_t *v, const Rollout__V1__TrajectoryHeader *h,
+                    const ro_space_layout_t *lay, char *err, size_t errlen)
+{
+    memset(v, 0, sizeof *v);
+    v->lay = lay;
+    v->agents = lay->agents;
+    if (lay->abi1)
+        return ro__errorf(err, errlen, RO_ENOTSUP,
+                          "--serve does not carry format version 2 recordings of an ABI 1 shaped "
+                          "env yet (a node serves such an env with ABI 1 frames): use --verify, "
+                          "--dump or --stats");
+    if ((uint64_t)h->num_envs * lay->agents > MAX_ROWS)
+        return ro__errorf(err, errlen, RO_ENOTSUP,
+                          "%u envs of %u agents are more than the %u rows --serve carries",
+                          h->num_envs, lay->agents, MAX_ROWS);
+    v->num_rows = h->num_envs * lay->agents;
+    int rc = check_bounds(h->layout, lay, err, errlen);
+    if (rc)
+        return rc;
+    if (ro__traj_layout_msg_init(&v->lm, lay) != 0)
+        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for the welcome's layout");
+    for (uint32_t i = 0; i < lay->nparts; i++) { /* the bounds, as a node's welcome has them */
+        const ro_part_layout_t *pl = &lay->part[i];
+        if (pl->kind != RO_SPACE_BOX)
+            continue;
+        v->lm.p[i].n_low = v->lm.p[i].n_high = pl->n;
+        v->lm.p[i].low = lay->box_low + pl->first;
+        v->lm.p[i].high = lay->box_high + pl->first;
+    }
+    const size_t n = v->num_rows;
+    v->at = calloc(n, sizeof *v->at);
+    v->at_gen = calloc(n, sizeof *v->at_gen);
+    v->steps = calloc(n, sizeof *v->steps);
+    v->answered = calloc(n, sizeof *v->answered);
+    v->ans_i = calloc(n * lay->ndisc + 1, sizeof *v->ans_i);
+    v->ans_f = calloc(n * lay->nbox + 1, sizeof *v->ans_f);
+    if (!v->at || !v->at_gen || !v->steps || !v->answered || !v->ans_i || !v->ans_f)
+        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %zu rows", n);
+    for (uint32_t k = 0; k < lay->ntensors; k++)
+        for (int f = 0; f < 2; f++) {
+            Rollout__V1__NamedTensor *t = &v->nt[f][k];
+            rollout__v1__named_tensor__init(t);
+            t->name = (char *)lay->t[k].name;
+            t->dtype = ro__wire_dtype(lay->t[k].dtype);
+            memcpy(&v->shape[f][k][1], lay->t[k].shape, lay->t[k].ndim * sizeof(uint32_t));
+            t->shape = v->shape[f][k];
+            t->n_shape = lay->t[k].ndim + 1;
+            v->ntp[f][k] = t;
+        }
+    return 0;
+}
+
+/* free_scratch frees the frame's scratch. */
+static void free_scratch(ro_serve2_t *v)
+{
+    free(v->row), free(v->src), free(v->fidx), free(v->step), free(v->rew);
+    free(v->term), free(v->trunc), free(v->start), free(v->mask);
+    for (uint32_t k = 0; k < RO_ENV_MAX_TENSORS; k++)
+        free(v->tensor[k]), free(v->fin[k]), v->tensor[k] = v->fin[k] = NULL;
+    v->row = v->src = v->fidx = NULL;
+    v->step = NULL;
+    v->rew = NULL;
+    v->term = v->trunc = v->start = NULL;
+    v->mask = NULL;
+    v->cap = 0;
+}
+
+void ro__serve2_free(ro_serve2_t *v)
+{
+    free_scratch(v);
+    free(v->at), free(v->at_gen), free(v->steps), free(v->answered);
+    free(v->ans_i), free(v->ans_f);
+    ro__traj_layout_msg_free(&v->lm);
+    memset(v, 0, sizeof *v);
+}
+
+/* ensure_rows: scratch for n rows of the frame. */
+static bool ensure_rows(ro_serve2_t *v, size_t n)
+{
+    if (n <= v->cap)
+        return true;
+    free_scratch(v);
+    const ro_space_layout_t *lay = v->lay;
+    v->row = calloc(n, sizeof *v->row);
+    v->src = calloc(n, sizeof *v->src);
+    v->fidx = calloc(n, sizeof *v->fidx);
+    v->step = calloc(n, sizeof *v->step);
+    v->rew = calloc(n, sizeof *v->rew);
+    v->term = calloc(n, sizeof *v->term);
+    v->trunc = calloc(n, sizeof *v->trunc);
+    v->start = calloc(n, sizeof *v->start);
+    v->mask = calloc(n * lay->mask_width + 1, 1);
+    bool ok = v->row && v->src && v->fidx && v->step && v->rew && v->term && v->trunc && v->start &&
+              v->mask;
+    for (uint32_t k = 0; ok && k < lay->ntensors; k++)
+        ok = (v->tensor[k] = malloc(n * lay->t[k].row_bytes)) &&
+             (v->fin[k] = malloc(n * lay->t[k].row_bytes));
+    if (!ok) {
+        free_scratch(v);
+        return false;
+    }
+    v->cap = n;
+    return true;
+}
+
+/* compare: the learner's last answer for row r against the action the
+ * recording shows for r's next step (row k of b). */
+static void compare(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, size_t k, uint32_t r)
+{
+    if (!v->answered[r])
+        return;
+    v->answered[r] = false;
+    v->compared++;
+    const ro_space_layout_t *lay = v->lay;
+    const size_t di = k * lay->ndisc, dg = (size_t)r * lay->ndisc;
+    const size_t fi = k * lay->nbox, fg = (size_t)r * lay->nbox;
+    char what[120] = "";
+    for (uint32_t j = 0; !what[0] && j < lay->ndisc; j++)
+        if (b->action[di + j] != v->ans_i[dg + j])
+            snprintf(what, sizeof what, "entry %u: recorded %d, learner %d", j, b->action[di + j],
+                     v->ans_i[dg + j]);
+    for (uint32_t j = 0; !what[0] && j < lay->nbox; j++)
+        if (memcmp(&b->action_box[fi + j], &v->ans_f[fg + j], sizeof(float)) != 0)
+            snprintf(what, sizeof what, "box value %u: recorded %.9g, learner %.9g", j,
+                     (double)b->action_box[fi + j], (double)v->ans_f[fg + j]);
+    if (what[0] && v->mismatches++ == 0)
+        snprintf(v->first_mismatch, sizeof v->first_mismatch,
+                 "env %u, agent %u, episode %llu, step %u, %s", b->env[k], b->agent[k],
+                 (unsigned long long)b->episode[k], b->step[k], what);
+}
+
+/* put_obs: row k of b's tensors and mask into position p of the frame. */
+static void put_obs(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, size_t k, uint32_t p)
+{
+    const ro_space_layout_t *lay = v->lay;
+    for (uint32_t t = 0; t < lay->ntensors; t++) {
+        const size_t rb = lay->t[t].row_bytes;
+        memcpy(v->tensor[t] + p * rb, b->tensors[t]->data.data + k * rb, rb);
+    }
+    const size_t mw = lay->mask_width;
+    if (mw)
+        memcpy(v->mask + p * mw, b->mask.data + k * mw, mw);
+}
+
+/* add_row: a new position of the frame for row r from row k of b. */
+static uint32_t add_row(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, size_t k, uint32_t r)
+{
+    uint32_t p = v->n++;
+    v->at[r] = p;
+    v->at_gen[r] = v->gen;
+    v->row[p] = r;
+    put_obs(v, b, k, p);
+    return p;
+}
+
+/* final_obs: position p's observation (its step's) becomes final. */
+static void final_obs(ro_serve2_t *v, uint32_t p)
+{
+    const ro_space_layout_t *lay = v->lay;
+    for (uint32_t t = 0; t < lay->ntensors; t++) {
+        const size_t rb = lay->t[t].row_bytes;
+        memcpy(v->fin[t] + (size_t)v->nfin * rb, v->tensor[t] + (size_t)p * rb, rb);
+    }
+    v->fidx[v->nfin++] = p;
+}
+
+int ro__serve2_fill(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, char *err, size_t errlen)
+{
+    const ro_space_layout_t *lay = v->lay;
+    const unsigned long long rec = (unsigned long long)b->record;
+    if (!ensure_rows(v, b->n_env + 1))
+        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for a frame of %zu rows",
+                          b->n_env);
+    v->gen++;
+    v->n = v->nfin = 0;
+    for (size_t k = 0; k < b->n_env; k++) {
+        const uint32_t e = b->env[k], a = b->agent[k], fl = b->flags[k]; /* checked by the reader */
+        const uint32_t r = e * v->agents + a;
+        const bool seen = v->at_gen[r] == v->gen;
+        if (!(fl & RO_TRAJ_RESET)) { /* a step: its action answers r's last observation */
+            if (seen)
+                return ro__errorf(err, errlen, RO_EBADMSG,
+                                  "record %llu: env %u agent %u steps twice in one record", rec, e,
+                                  a);
+            compare(v, b, k, r);
+            uint32_t p = add_row(v, b, k, r);
+            v->rew[p] = b->reward[k];
+            v->term[p] = (fl & RO_TRAJ_TERMINATED) != 0;
+            v->trunc[p] = (fl & (RO_TRAJ_TRUNCATED | RO_TRAJ_FAILED)) != 0;
+            v->start[p] = 0;
+            v->step[p] = ++v->steps[r];
+            v->src[p] = (uint32_t)k;
+        } else if (seen && !v->start[v->at[r]]) { /* the reset after r's step */
+            const uint32_t p = v->at[r];
+            if (!(b->flags[v->src[p]] & RO_TRAJ_FAILED)) /* a failed step has no final obs */
+                final_obs(v, p);
+            put_obs(v, b, k, p);
+            v->start[p] = 1;
+        } else if (seen) {
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              "record %llu: env %u agent %u resets twice in one record", rec, e, a);
+        } else { /* a first observation (the start of the run) */
+            uint32_t p = add_row(v, b, k, r);
+            v->rew[p] = 0;
+            v->term[p] = v->trunc[p] = 0;
+            v->start[p] = 1;
+            v->step[p] = v->steps[r];
+        }
+    }
+    /* The learner answers each row under its mask: one that allows no
+     * value of an entry could not be answered (a node never sends one). */
+    for (uint32_t p = 0; lay->mask_width && p < v->n; p++) {
+        uint32_t entry = 0;
+        if (!ro__layout_mask_ok(lay, v->mask + (size_t)p * lay->mask_width, &entry))
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              "record %llu: env %u agent %u: its mask allows no value of action "
+                              "entry %u, so no learner could answer it",
+                              rec, v->row[p] / v->agents, v->row[p] % v->agents, entry);
+    }
+    return (int)v->n;
+}
+
+void ro__serve2_frame(ro_serve2_t *v, uint64_t seq, Rollout__V1__Observations *o)
+{
+    const ro_space_layout_t *lay = v->lay;
+    const size_t n = v->n;
+    o->seq = seq;
+    o->n_env = o->n_step = o->n_reward = o->n_terminated = o->n_truncated = o->n_episode_start = n;
+    o->env = v->row;
+    o->step = v->step;
+    o->reward = v->rew;
+    o->terminated = v->term;
+    o->truncated = v->trunc;
+    o->episode_start = v->start;
+    o->n_final_index = v->nfin;
+    o->final_index = v->fidx;
+    for (uint32_t k = 0; k < lay->ntensors; k++) {
+        const size_t rb = lay->t[k].row_bytes;
+        v->shape[0][k][0] = (uint32_t)n;
+        v->nt[0][k].data.len = n * rb;
+        v->nt[0][k].data.data = v->tensor[k];
+        v->shape[1][k][0] = v->nfin;
+        v->nt[1][k].data.len = v->nfin * rb;
+        v->nt[1][k].data.data = v->fin[k];
+    }
+    o->n_tensors = o->n_final_tensors = lay->ntensors;
+    o->tensors = v->ntp[0];
+    o->final_tensors = v->ntp[1];
+    o->mask.len = n * lay->mask_width;
+    o->mask.data = v->mask;
+}
+
+int ro__serve2_answer(ro_serve2_t *v, const Rollout__V1__Actions *a, char *err, size_t errlen)
+{
+    const ro_space_layout_t *lay = v->lay;
+    int rc = ro__check_actions_abi2(a, v->n, lay, err, errlen);
+    if (rc == 0)
+        rc = ro__check_action_rows_abi2(lay->ndisc ? a->discrete : NULL, lay->nbox ? a->box : NULL,
+                                        lay->mask_width ? v->mask : NULL, v->n, lay, a->seq, 0, err,
+                                        errlen);
+    if (rc)
+        return rc;
+    for (uint32_t p = 0; p < v->n; p++) {
+        const uint32_t r = v->row[p];
+        v->answered[r] = true;
+        if (lay->ndisc)
+            memcpy(v->ans_i + (size_t)r * lay->ndisc, a->discrete + (size_t)p * lay->ndisc,
+                   lay->ndisc * sizeof(int32_t));
+        if (lay->nbox)
+            memcpy(v->ans_f + (size_t)r * lay->nbox, a->box + (size_t)p * lay->nbox,
+                   lay->nbox * sizeof(float));
+    }
+    return 0;
+}
