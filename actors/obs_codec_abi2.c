@@ -11,6 +11,7 @@
 #include "runtime/error.h"
 #include "spaces/layout.h"
 #include "wire/seed_abi2.h"
+#include "wire/dtype.h"
 
 int ro__obs_encoder_init_abi2(ro_obs_encoder_t *e, uint32_t max_rows,
                               const struct ro_space_layout *lay)

@@ -10,6 +10,7 @@
 #include "spaces/layout.h"
 #include "trajectory/abi2_format.h"
 #include "trajectory/format.h"
+#include "wire/dtype.h"
 
 void ro__rec_rows_init(ro_rec_rows_t *rr, const ro_space_layout_t *lay, uint32_t obs_dim,
                        uint32_t act_dim, bool discrete, uint32_t cap)
@@ -29,7 +30,7 @@ void ro__rec_rows_init(ro_rec_rows_t *rr, const ro_space_layout_t *lay, uint32_t
     rr->ntensors = lay->ntensors;
     for (uint32_t k = 0; k < lay->ntensors; k++) {
         rr->row_bytes[k] = lay->t[k].row_bytes;
-        rr->dtype[k] = ro__traj_dtype_to_pb(lay->t[k].dtype);
+        rr->dtype[k] = ro__wire_dtype(lay->t[k].dtype);
         rr->ndim[k] = lay->t[k].ndim;
         memcpy(rr->shape[k], lay->t[k].shape, sizeof rr->shape[k]);
         memcpy(rr->name[k], lay->t[k].name, sizeof rr->name[k]);

@@ -12,6 +12,7 @@
 #include "runtime/error.h"
 #include "runtime/text.h"
 #include "trajectory/format.h"
+#include "wire/dtype.h"
 
 int ro__replay_rows_init(ro_replay_rows_t *rr, const Rollout__V1__TrajectoryHeader *h,
                          const ro_space_layout_t *lay)
@@ -309,7 +310,7 @@ void ro__replay_rows_dump(const ro_replay_rows_t *rr, const Rollout__V1__Traject
     for (uint32_t t = 0; t < rw->ntensors; t++) {
         /* Names were checked: [A-Za-z0-9_], nothing to escape. */
         fprintf(f, "%s\"%s\":", t ? "," : "", l->tensors[t]->name);
-        put_tensor(f, ro__traj_dtype_from_pb(l->tensors[t]->dtype),
+        put_tensor(f, ro__wire_dtype_to_env(l->tensors[t]->dtype),
                    b->tensors[t]->data.data + k * rw->row_bytes[t], rw->row_bytes[t] / rw->elem[t]);
     }
     fputc('}', f);

@@ -11,6 +11,7 @@
 #include "runtime/error.h"
 #include "trajectory/format.h"
 #include "wire/seed_abi2.h"
+#include "wire/dtype.h"
 
 /* --serve holds a few arrays per row: this many rows at most. */
 #define MAX_ROWS (1u << 24)

@@ -11,37 +11,11 @@
 
 #include "runtime/error.h"
 #include "wire/varint.h"
+#include "wire/dtype.h"
 
 /* The same limits as the node's checks (spaces/layout.c). */
 #define MAX_VALUES RO_LAYOUT_MAX_VALUES
 #define MAX_ENTRIES RO_LAYOUT_MAX_ENTRIES
-
-Rollout__V1__DType ro__traj_dtype_to_pb(ro_dtype_t d)
-{
-    switch (d) {
-    case RO_DTYPE_UINT8:
-        return ROLLOUT__V1__DTYPE__DTYPE_UINT8;
-    case RO_DTYPE_INT32:
-        return ROLLOUT__V1__DTYPE__DTYPE_INT32;
-    case RO_DTYPE_FLOAT32:
-        return ROLLOUT__V1__DTYPE__DTYPE_FLOAT32;
-    }
-    return ROLLOUT__V1__DTYPE__DTYPE_UNSPECIFIED;
-}
-
-ro_dtype_t ro__traj_dtype_from_pb(Rollout__V1__DType d)
-{
-    switch (d) {
-    case ROLLOUT__V1__DTYPE__DTYPE_UINT8:
-        return RO_DTYPE_UINT8;
-    case ROLLOUT__V1__DTYPE__DTYPE_INT32:
-        return RO_DTYPE_INT32;
-    case ROLLOUT__V1__DTYPE__DTYPE_FLOAT32:
-        return RO_DTYPE_FLOAT32;
-    default:
-        return (ro_dtype_t)0;
-    }
-}
 
 const char *ro__traj_action_kind_name(ro_space_kind_t k)
 {
@@ -88,7 +62,7 @@ int ro__traj_layout_msg_init(ro_traj_layout_msg_t *m, const ro_space_layout_t *l
         rollout__v1__named_tensor__init(t);
         snprintf(m->name[k], sizeof m->name[k], "%s", lay->t[k].name);
         t->name = m->name[k];
-        t->dtype = ro__traj_dtype_to_pb(lay->t[k].dtype);
+        t->dtype = ro__wire_dtype(lay->t[k].dtype);
         memcpy(m->shape[k], lay->t[k].shape, sizeof m->shape[k]);
         t->shape = m->shape[k];
         t->n_shape = lay->t[k].ndim;
@@ -189,7 +163,7 @@ static int check_tensors(const Rollout__V1__TrajectoryLayout *l, ro_traj_rows_t 
             if (strcmp(l->tensors[j]->name, t->name) == 0)
                 return ro__errorf(why, whylen, RO_EBADMSG,
                                   "layout tensors[%zu] ('%s') repeats a name", k, t->name);
-        ro_dtype_t d = ro__traj_dtype_from_pb(t->dtype);
+        ro_dtype_t d = ro__wire_dtype_to_env(t->dtype);
         if (!d)
             return ro__errorf(why, whylen, RO_EBADMSG,
                               "layout tensors[%zu] ('%s') has dtype %d; expected uint8, int32 or "
@@ -401,7 +375,7 @@ int ro__traj_layout_matches(const Rollout__V1__TrajectoryLayout *l, const ro_spa
     for (uint32_t k = 0; k < lay->ntensors; k++) {
         const Rollout__V1__NamedTensor *t = l->tensors[k];
         const ro_tensor_layout_t *lt = &lay->t[k];
-        bool same = strcmp(t->name, lt->name) == 0 && t->dtype == ro__traj_dtype_to_pb(lt->dtype) &&
+        bool same = strcmp(t->name, lt->name) == 0 && t->dtype == ro__wire_dtype(lt->dtype) &&
                     t->n_shape == lt->ndim;
         for (uint32_t d = 0; same && d < lt->ndim; d++)
             same = t->shape[d] == lt->shape[d];

@@ -49,11 +49,6 @@ int ro__traj_layout_msg_init(ro_traj_layout_msg_t *m, const ro_space_layout_t *l
 /* ro__traj_layout_msg_free frees what m owns; a zeroed m is fine. */
 void ro__traj_layout_msg_free(ro_traj_layout_msg_t *m);
 
-/* ro__traj_dtype_to_pb and ro__traj_dtype_from_pb map the env ABI's dtypes
- * to the proto's and back (0 for a dtype the other side lacks). */
-Rollout__V1__DType ro__traj_dtype_to_pb(ro_dtype_t d);
-ro_dtype_t ro__traj_dtype_from_pb(Rollout__V1__DType d);
-
 /* ro__traj_action_kind_name is a part kind's name in the header
  * ("discrete", "multi_discrete", "multi_binary", "box"), or NULL. */
 const char *ro__traj_action_kind_name(ro_space_kind_t k);

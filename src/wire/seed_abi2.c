@@ -9,34 +9,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
-
-Rollout__V1__DType ro__wire_dtype(ro_dtype_t d)
-{
-    switch (d) {
-    case RO_DTYPE_UINT8:
-        return ROLLOUT__V1__DTYPE__DTYPE_UINT8;
-    case RO_DTYPE_INT32:
-        return ROLLOUT__V1__DTYPE__DTYPE_INT32;
-    case RO_DTYPE_FLOAT32:
-        return ROLLOUT__V1__DTYPE__DTYPE_FLOAT32;
-    }
-    return ROLLOUT__V1__DTYPE__DTYPE_UNSPECIFIED;
-}
-
-/* dtype_of is ro__wire_dtype's inverse; 0 for a dtype tensors cannot have. */
-static ro_dtype_t dtype_of(Rollout__V1__DType d)
-{
-    switch (d) {
-    case ROLLOUT__V1__DTYPE__DTYPE_UINT8:
-        return RO_DTYPE_UINT8;
-    case ROLLOUT__V1__DTYPE__DTYPE_INT32:
-        return RO_DTYPE_INT32;
-    case ROLLOUT__V1__DTYPE__DTYPE_FLOAT32:
-        return RO_DTYPE_FLOAT32;
-    default:
-        return (ro_dtype_t)0;
-    }
-}
+#include "wire/dtype.h"
 
 /* part_of reads action part i of a welcome's layout into *a (pointing
  * into the message); *values gets its mask bytes (or box floats). */
@@ -112,12 +85,13 @@ int ro__layout_from_wire(ro_space_layout_t *lay, const Rollout__V1__TrajectoryLa
     for (size_t k = 0; k < l->n_tensors; k++) {
         const Rollout__V1__NamedTensor *t = l->tensors[k];
         ro_tensor_space_t *ts = &sp.obs[k];
-        if (t->n_shape < 1 || t->n_shape > RO_SPACE_MAX_DIMS || t->data.len || !dtype_of(t->dtype))
+        if (t->n_shape < 1 || t->n_shape > RO_SPACE_MAX_DIMS || t->data.len ||
+            !ro__wire_dtype_to_env(t->dtype))
             return ro__errorf(err, errlen, RO_EPROTO,
                               "welcome layout tensors[%zu]: %zu dims, dtype %d, %zu data bytes", k,
                               t->n_shape, (int)t->dtype, t->data.len);
         ts->name = t->name;
-        ts->dtype = dtype_of(t->dtype);
+        ts->dtype = ro__wire_dtype_to_env(t->dtype);
         ts->ndim = (uint32_t)t->n_shape;
         memcpy(ts->shape, t->shape, t->n_shape * sizeof *t->shape);
     }

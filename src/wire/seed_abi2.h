@@ -18,9 +18,6 @@
 #include "spaces/layout.h"
 #include "wire/seed_memory.h"
 
-/* ro__wire_dtype maps an env ABI dtype to the wire's (0 for none). */
-Rollout__V1__DType ro__wire_dtype(ro_dtype_t d);
-
 /*
  * ro__layout_from_wire builds *lay from a welcome's layout l (a box part
  * must carry its bounds). 0, or RO_EPROTO with a message naming the field

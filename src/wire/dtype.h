@@ -1,0 +1,44 @@
+/*
+ * The env ABI's element types (include/rollout/env.h) and the wire's
+ * (proto DType), one mapping for every message that carries typed tensors:
+ * SEED frames and memory, stream segments, trajectory files. Inline, so
+ * that a program built from a few sources (the fuzz targets) needs no other
+ * file for it.
+ */
+#ifndef RO_WIRE_DTYPE_H
+#define RO_WIRE_DTYPE_H
+
+#include "rollout.pb-c.h"
+#include "rollout/env.h"
+
+/* ro__wire_dtype maps an env ABI dtype to the wire's (UNSPECIFIED for none). */
+static inline Rollout__V1__DType ro__wire_dtype(ro_dtype_t d)
+{
+    switch (d) {
+    case RO_DTYPE_UINT8:
+        return ROLLOUT__V1__DTYPE__DTYPE_UINT8;
+    case RO_DTYPE_INT32:
+        return ROLLOUT__V1__DTYPE__DTYPE_INT32;
+    case RO_DTYPE_FLOAT32:
+        return ROLLOUT__V1__DTYPE__DTYPE_FLOAT32;
+    }
+    return ROLLOUT__V1__DTYPE__DTYPE_UNSPECIFIED;
+}
+
+/* ro__wire_dtype_to_env is ro__wire_dtype's inverse: 0 for a wire dtype an
+ * env tensor cannot have (a peer's or a file's word: check for 0). */
+static inline ro_dtype_t ro__wire_dtype_to_env(Rollout__V1__DType d)
+{
+    switch (d) {
+    case ROLLOUT__V1__DTYPE__DTYPE_UINT8:
+        return RO_DTYPE_UINT8;
+    case ROLLOUT__V1__DTYPE__DTYPE_INT32:
+        return RO_DTYPE_INT32;
+    case ROLLOUT__V1__DTYPE__DTYPE_FLOAT32:
+        return RO_DTYPE_FLOAT32;
+    default:
+        return (ro_dtype_t)0;
+    }
+}
+
+#endif
