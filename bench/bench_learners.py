@@ -44,7 +44,6 @@ usage: bench_learners.py BUILD_DIR [--seconds S] [--rounds N] [--out DIR]
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -329,25 +328,25 @@ def main():
     print(open(os.path.join(a.out, "learners.md")).read())
 
 
-def plot(out, rows):
-    """Steps/s of every case (gnuplot), the targets as a second bar."""
+def bar_plot(out, stem, title, ylabel, bars, prog="bench_learners"):
+    """One bar per (name, value) of bars (gnuplot) into OUT/STEM.png; also
+    bench_pixels.py's."""
     gp = shutil.which("gnuplot")
     if not gp:
-        print("bench_learners: gnuplot not found: no plot", file=sys.stderr)
+        print(f"{prog}: gnuplot not found: no plot", file=sys.stderr)
         return
-    data = os.path.join(out, "learners.dat")
+    data = os.path.join(out, stem + ".dat")
     with open(data, "w") as f:
-        for name, sps, _cpu, _ratio, _ref in rows:
-            t = TARGETS.get(name)
-            f.write(f"\"{name}\" {sps / 1e6:.3f}\n")
+        for name, value in bars:
+            f.write(f"\"{name}\" {value:.3f}\n")
     script = f"""
 set terminal pngcairo size 900,420 noenhanced
-set output '{os.path.join(out, 'learners.png')}'
-set title 'CartPole + MLP(64,64): steps/s per case (medians)'
+set output '{os.path.join(out, stem + '.png')}'
+set title '{title}'
 set style data histograms
 set style fill solid 0.8 border -1
 set boxwidth 0.7
-set ylabel 'M steps/s'
+set ylabel '{ylabel}'
 set yrange [0:*]
 set grid ytics
 set xtics rotate by 35 right
@@ -355,8 +354,14 @@ plot '{data}' using 2:xtic(1) title 'steps/s' lc rgb '#4477aa'
 """
     p = subprocess.run([gp], input=script, text=True, capture_output=True)
     if p.returncode != 0:
-        print(f"bench_learners: gnuplot failed: {p.stderr.strip()}", file=sys.stderr)
+        print(f"{prog}: gnuplot failed: {p.stderr.strip()}", file=sys.stderr)
     os.unlink(data)
+
+
+def plot(out, rows):
+    """Steps/s of every case (gnuplot)."""
+    bar_plot(out, "learners", "CartPole + MLP(64,64): steps/s per case (medians)", "M steps/s",
+             [(name, sps / 1e6) for name, sps, _cpu, _ratio, _ref in rows])
 
 
 if __name__ == "__main__":

@@ -243,31 +243,8 @@ def main():
 
 def plot(out, rows):
     """Steps/s of every case (gnuplot), as bench_learners.py plots."""
-    gp = bl.shutil.which("gnuplot")
-    if not gp:
-        print("bench_pixels: gnuplot not found: no plot", file=sys.stderr)
-        return
-    data = os.path.join(out, "pixels.dat")
-    with open(data, "w") as f:
-        for name, sps, _ratio in rows:
-            f.write(f"\"{name}\" {sps / 1e3:.3f}\n")
-    script = f"""
-set terminal pngcairo size 900,420 noenhanced
-set output '{os.path.join(out, 'pixels.png')}'
-set title 'catch (84x84 uint8): steps/s per case (medians)'
-set style data histograms
-set style fill solid 0.8 border -1
-set boxwidth 0.7
-set ylabel 'k steps/s'
-set yrange [0:*]
-set grid ytics
-set xtics rotate by 35 right
-plot '{data}' using 2:xtic(1) title 'steps/s' lc rgb '#4477aa'
-"""
-    p = subprocess.run([gp], input=script, text=True, capture_output=True)
-    if p.returncode != 0:
-        print(f"bench_pixels: gnuplot failed: {p.stderr.strip()}", file=sys.stderr)
-    os.unlink(data)
+    bl.bar_plot(out, "pixels", "catch (84x84 uint8): steps/s per case (medians)", "k steps/s",
+                [(name, sps / 1e3) for name, sps, _ratio in rows], prog="bench_pixels")
 
 
 if __name__ == "__main__":
