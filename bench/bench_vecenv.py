@@ -12,9 +12,14 @@ One rollout-node (--learner remote --listen 127.0.0.1:0, cartpole,
           N observations (no env): the speed the mlp case would have if the
           transport cost nothing.
   mlp-async  the same policy through send()/recv() (EnvPool style) on a
-          second node: batches of N/2 envs, so that the node steps one half
-          while the policy works on the other; run interleaved with its own
-          forward case, which is its reference.
+          second node of 2N envs: batches of N envs, so that the node steps
+          one batch while the policy works on the other (the transport hidden
+          behind the policy); run interleaved with its own forward case (the
+          same batch of N), which is its reference.
+
+BLAS and OpenMP run at one thread (OPENBLAS_NUM_THREADS etc. =1, set here
+before torch loads, as python/examples do): torch's default, a thread per
+CPU, makes its forward pass busy-wait on both CPUs for the speed of one.
 
 The mlp and forward cases run interleaved, 8 calls of one then 8 of the
 other, for 2 S seconds per repeat, so that the machine's drift falls on
@@ -53,6 +58,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # before numpy and torch load
 
 
 def node_cpu_s(pid):
@@ -193,29 +200,25 @@ def main():
 
             cases["mlp"] = mlp_step
             cases["forward"] = forward
-            half = n // 2
             args2 = [str(x) for x in args]
-            if a.unix:  # two halves in flight: frames of half the envs
-                args2[args2.index("--batch") + 1] = str(half)
+            args2[args2.index("--num-envs") + 1] = str(2 * n)
+            if a.unix:  # two batches in flight: frames of n envs each
+                args2[args2.index("--batch") + 1] = str(n)
             node2 = rc.NodeProcess(os.path.join(a.build, "rollout-node"), *args2,
                                    **(listen2 if a.unix else {}))
-            env2 = rc.VecEnv(node2.address, timeout=120, batch_size=half)
+            env2 = rc.VecEnv(node2.address, timeout=120, batch_size=n)
             env2.async_reset()
             state2 = {"policy_s": 0.0, "step_s": 0.0}
 
-            def mlp_async_half():
+            def mlp_async_step():  # n env-steps, as a call of the other cases
                 t0 = clock()
                 o, _, _, _, inf = env2.recv()
                 t1 = clock()
-                act = policy(torch.from_numpy(o.reshape(half, d)))
+                act = policy(torch.from_numpy(o.reshape(n, d)))
                 t2 = clock()
                 env2.send(act, inf["env_id"])
                 state2["policy_s"] += t2 - t1
                 state2["step_s"] += clock() - t2 + t1 - t0
-
-            def mlp_async_step():  # n env-steps, as a call of the other cases
-                mlp_async_half()
-                mlp_async_half()
 
             async_cases = {"mlp": mlp_async_step, "forward": forward}
             for _ in range(64):
@@ -364,10 +367,10 @@ def report(a, n, res, load0, load1):
         pol = statistics.median(x["policy_us"] for x in v)
         stp = statistics.median(x["step_us"] for x in v)
         fwd = statistics.median(x["fwd_sps"] for x in v)
-        lines += ["", f"mlp-async, per {n} env-steps (two batches of {n // 2}): {pol:.0f} us in "
-                  f"the policy, {stp:.0f} us in recv() and send() (waiting included); its "
-                  f"interleaved forward case ran at {fwd / 1e6:.3f} M samples/s. The node "
-                  "steps one half while the policy works on the other."]
+        lines += ["", f"mlp-async, per batch of {n} envs ({2 * n} envs, two batches in flight): "
+                  f"{pol:.0f} us in the policy, {stp:.0f} us in recv() and send() (waiting "
+                  f"included); its interleaved forward case ran at {fwd / 1e6:.3f} M samples/s. "
+                  "The node steps one batch while the policy works on the other."]
     md = os.path.join(out, "vecenv.md")
     with open(md, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -5,12 +5,17 @@ directory with protoc, from the repository's proto/rollout.proto (or
 ``$ROLLOUT_PROTO``), so the package ships the module and never needs protoc
 at run time. The generated file is never written into the source tree.
 ``$PROTOC`` names the compiler (default: protoc on PATH).
+
+It also compiles ``rollout_client._hotpath`` (rollout_client/_hotpath.c, the
+VecEnv's per-step array work) against Python's and numpy's headers (Debian:
+python3-dev, python3-numpy).
 """
 import os
 import shutil
 import subprocess
 
-from setuptools import setup
+import numpy
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,4 +47,7 @@ class BuildPyWithProto(build_py):
             raise SystemExit(f"rollout-client: protoc wrote no {generated}")
 
 
-setup(cmdclass={"build_py": BuildPyWithProto})
+hotpath = Extension("rollout_client._hotpath", ["rollout_client/_hotpath.c"],
+                    include_dirs=[numpy.get_include()])
+
+setup(cmdclass={"build_py": BuildPyWithProto}, ext_modules=[hotpath])

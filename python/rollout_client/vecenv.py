@@ -43,8 +43,9 @@ import numbers
 
 import numpy as np
 
-from . import autoreset, shared_memory, spaces
+from . import autoreset, spaces
 from .client import Client, check_actions
+from .hotpath import hot
 from .errors import ConnectionClosed, ProtocolError
 from .vecenv_abi2 import Abi2Mixin
 from .vecenv_async import AsyncMixin
@@ -156,14 +157,15 @@ class VecEnv(AsyncMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
 
     def _fresh(self):
         """New arrays for the next transitions: step() hands them out as
-        they are (no copies), so they are never written again."""
+        they are (no copies), so they are never written again. _ingest
+        writes every row of each (step() waits for every env)."""
         n, d = self.num_envs, self.obs_dim
         self._obs = np.empty((n, d), self._obs_dtype)
         self._reward = np.empty(n, np.float32)
         self._flags = np.empty((3, n), bool)  # terminated, truncated, episode_start
         self._step = np.empty(n, np.uint64)
-        self._final = np.full((n, d), self._final_fill, self._obs_dtype)
-        self._has_final = np.zeros(n, bool)
+        self._final = np.empty((n, d), self._obs_dtype)
+        self._has_final = np.empty(n, bool)
 
     def _collect(self):
         """Receive until every env has one observation waiting."""
@@ -192,24 +194,23 @@ class VecEnv(AsyncMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
             raise ProtocolError(f"node(s) {', '.join(i.address for i in self.nodes)}: an env "
                                 "came twice before its action was answered")
 
-    def _ingest(self, b, clear_final=False):
-        """Write frame b's transitions into the per-env arrays; returns its
-        envs (a slice or global indices). clear_final: first mark its envs
-        as having no final observation (the arrays are reused)."""
+    def _ingest(self, b):
+        """Write frame b's transitions into the per-env arrays, every row of
+        its envs (a final observation or the fill, has_final); returns its
+        envs (a slice or global indices)."""
         off, d = int(self.offsets[b.node]), self.obs_dim
         if b.env_range is not None:  # one range of envs, in order
             g = slice(off + b.env_range[0], off + b.env_range[1])
         else:
             g = off + b.env if off else b.env
         if b.in_memory:
-            return self._ingest_memory(b, g, clear_final)
+            return self._ingest_memory(b, g, off)
         self._obs[g] = b.obs.reshape(-1, d)
         self._reward[g] = b.reward
         self._flags[:, g] = b.flags
         self._step[g] = b.step
-        if clear_final:
-            self._final[g] = self._final_fill
-            self._has_final[g] = False
+        self._final[g] = self._final_fill
+        self._has_final[g] = False
         if len(b.final_index):
             rows = b.final_index + (off + b.env_range[0]) if b.env_range is not None \
                 else g[b.final_index]
@@ -218,25 +219,28 @@ class VecEnv(AsyncMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
         b.obs = b.reward = b.final_obs = None  # views of the receive buffer: not kept
         return g
 
-    def _ingest_memory(self, b, g, clear_final):
+    def _ingest_memory(self, b, g, off):
         """_ingest for a frame whose columns are in the node's shared memory
-        (docs/protocol.md): read once, straight into the per-env arrays."""
+        (docs/protocol.md): read once, straight into the per-env arrays, by
+        _hotpath.take_frame (float32 observations, the node's memory's own
+        dtype; other dtypes are converted here)."""
         mem = self.client._conns[b.node].mem
-        first = b.env_range[0] if b.env_range is not None else None
-        rows = slice(*b.env_range) if first is not None else b.env
-        f = mem.flags[rows]
-        self._obs[g] = mem.obs[rows]
-        self._reward[g] = mem.reward[rows]
-        self._flags[:, g] = shared_memory.flag_rows(f)
-        self._step[g] = b.step
-        if clear_final:
+        same = self._obs.dtype == np.float32
+        try:
+            hot.take_frame(b.ranges, off, mem.obs, mem.final_obs, mem.reward, mem.flags,
+                           mem.step, self._obs if same else None, self._final if same else None,
+                           self._reward, self._flags, self._step, self._has_final)
+        except ValueError as e:  # the client checked the ranges: a bug if seen
+            raise ProtocolError(f"node {self.nodes[b.node].address}: {e}") from None
+        if not same:
+            rows = slice(*b.env_range) if b.env_range is not None else b.env
+            self._obs[g] = mem.obs[rows]
             self._final[g] = self._final_fill
-            self._has_final[g] = False
-        k = np.flatnonzero(f & shared_memory.HAS_FINAL)
-        if len(k):
-            dst, src = (k + g.start, k + first) if first is not None else (g[k], b.env[k])
-            self._final[dst] = mem.final_obs[src]
-            self._has_final[dst] = True
+            k = np.flatnonzero(self._has_final[g])
+            if len(k):
+                src = k + b.env_range[0] if b.env_range is not None else b.env[k]
+                dst = k + g.start if isinstance(g, slice) else g[k]
+                self._final[dst] = mem.final_obs[src]
         return g
 
     def _check_open(self, what):
@@ -379,22 +383,12 @@ class VecEnv(AsyncMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
         self.total_steps += n
         final, has_final = self._final, self._has_final
         terminated, truncated = self._flags[0], self._flags[1]
-        self._ep_return += self._reward
-        self._ep_length += 1
-        done = terminated | truncated
-        ep_ret = np.full(n, np.nan)
-        ep_len = np.zeros(n, np.int64)
-        counted = done  # no episode ended: all False
-        if done.any():
-            # A truncation without final_obs is an env failure (docs/env-api.md):
-            # the cut episode is not counted as a finished one.
-            counted = done & (terminated | has_final)
-            ep_ret[counted] = self._ep_return[counted]
-            ep_len[counted] = self._ep_length[counted]
+        ep_ret, ep_len, counted, _, ended = hot.episodes(
+            self._reward, terminated, truncated, has_final, None, 0, self._ep_return,
+            self._ep_length)
+        if ended:
             self.episode_returns.extend(ep_ret[counted].tolist())
             self.episode_lengths.extend(ep_len[counted].tolist())
-            self._ep_return[done] = 0.0
-            self._ep_length[done] = 0
         shape = (n,) + self.obs_shape
         infos = {"final_obs": final.reshape(shape), "_final_obs": has_final,
                  "has_final_obs": has_final, "episode": {"r": ep_ret, "l": ep_len},

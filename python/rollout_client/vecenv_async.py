@@ -33,6 +33,7 @@ import numpy as np
 
 from .client import check_actions
 from .errors import ConnectionClosed, ProtocolError
+from .hotpath import hot
 
 IN_FLIGHT, READY, HANDED, HELD = 0, 1, 2, 3
 
@@ -82,18 +83,22 @@ class AsyncMixin:
             f" now ({'send()/recv()' if self._mode == 'async' else 'step()'} was called): use "
             f"{'send() and recv()' if self._mode == 'async' else 'step()'}, or a new VecEnv")
 
-    def _adopt(self, batch, ids, state):
-        """Track a received frame's envs: queued for recv() (READY) or
-        already given to the user (HANDED, by reset() or step())."""
+    def _adopt(self, batch, ids, state, rows=None):
+        """Track a received frame's envs (ids; rows: the same as _hotpath
+        takes them, an int for one range): queued for recv() (READY) or
+        already given to the user (HANDED, by reset() or step()). Raises
+        ProtocolError when one of them is not in flight (came again before
+        its action was sent)."""
         key = self._next_key
+        bad = hot.adopt(ids.astype(np.int64, copy=False) if rows is None else rows, len(ids),
+                        self._state, self._frame_of, self._pos_of, key, IN_FLIGHT, state)
+        if bad >= 0:
+            raise ProtocolError(f"{self._label(bad)} came again before its action was sent")
         self._next_key += 1
         if self.layout is not None:  # env ABI 2: rows (vecenv_async_abi2.py)
             self._frames[key] = _Frame(batch, ids, self._async2_acts(len(ids)))
         else:
             self._frames[key] = _Frame(batch, ids, self._new_acts(len(ids)))
-        self._frame_of[ids] = key
-        self._pos_of[ids] = np.arange(len(ids))
-        self._state[ids] = state
         if state == READY:
             self._ready.append(ids)
             self._nready += len(ids)
@@ -154,44 +159,49 @@ class AsyncMixin:
             else:
                 check_actions(self.nodes[0], actions, 0, self.clip_box)
             return
-        if ids.min() < 0 or ids.max() >= self.num_envs:
-            bad = ids[(ids < 0) | (ids >= self.num_envs)][0]
-            raise ValueError(f"env_ids: {int(bad)} is not an env id (0..{self.num_envs - 1})")
-        # Increasing ids (as recv() returns them, mostly) are distinct; a
-        # sort finds twice-given ones otherwise.
-        if not (ids[1:] > ids[:-1]).all() and len(np.unique(ids)) != k:
-            uniq, counts = np.unique(ids, return_counts=True)
-            raise ValueError(f"env_ids: env {int(uniq[counts > 1][0])} is given twice")
-        not_handed = self._state[ids] != HANDED
-        if not_handed.any():
-            e = int(ids[not_handed][0])
+        # hold() checks the envs and takes them all, or none; actions the
+        # checks refuse then give them back: on ValueError nothing was taken.
+        bad, frames, pos = hot.hold(ids, self._state, self._frame_of, self._pos_of, HANDED, HELD)
+        if bad >= 0:
+            e = int(ids[bad])
+            if frames == "range":
+                raise ValueError(f"env_ids: {e} is not an env id (0..{self.num_envs - 1})")
+            if frames == "twice":
+                raise ValueError(f"env_ids: env {e} is given twice")
             why = {IN_FLIGHT: "is stepping at its node (answered already)",
                    READY: "has an observation recv() has not returned yet",
                    HELD: "was answered already"}[int(self._state[e])]
             raise ValueError(f"send(): {self._label(e)} {why}; send() takes envs that "
                              "recv() returned and that have no action yet")
-        if self.layout is not None:
-            wire = self._async2_check(actions, ids)
-        else:
-            wire = check_actions(self.nodes[0], actions, k, self.clip_box,
-                                 lambda r: self._env_label(int(ids[r])))
-        keys = self._frame_of[ids]
-        pos = self._pos_of[ids]
-        self._state[ids] = HELD
+        try:
+            if self.layout is not None:
+                wire = self._async2_check(actions, ids)
+            else:
+                wire = check_actions(self.nodes[0], actions, k, self.clip_box,
+                                     lambda r: self._env_label(int(ids[r])))
+        except BaseException:
+            self._state[ids] = HANDED
+            raise
         conns = {}
         try:
-            for key in np.unique(keys).tolist():
-                mine = keys == key
+            if len(frames) == 1:  # the usual: the answer of one whole frame
+                parts = [(frames[0][0], slice(None), frames[0][1])]
+            else:
+                keys = self._frame_of[ids]
+                parts = []
+                for key in dict.fromkeys(key for key, _ in frames):
+                    mine = keys == key
+                    parts.append((key, mine, int(np.count_nonzero(mine))))
+            for key, mine, count in parts:
                 fr = self._frames[key]
                 if self.layout is not None:
                     self._async2_hold(fr, pos, wire, mine)
                 else:
                     fr.acts[pos[mine]] = wire[mine]
-                fr.left -= int(np.count_nonzero(mine))
+                fr.left -= count
                 if fr.left == 0:
                     del self._frames[key]
                     self._state[fr.ids] = IN_FLIGHT
-                    self._frame_of[fr.ids] = -1
                     acts = fr.acts
                     if self.layout is None and self.action_kind == "discrete" and \
                             self.action_n <= 128:
@@ -250,12 +260,8 @@ class AsyncMixin:
         if b is None:
             raise TimeoutError(f"recv(): no observation after {timeout:g}s ({coming} envs "
                                "are stepping at their nodes)")
-        g = self._ingest(b, clear_final=True)
-        ids = _ids(g)
-        if (self._state[ids] != IN_FLIGHT).any():
-            e = int(ids[self._state[ids] != IN_FLIGHT][0])
-            raise ProtocolError(f"{self._env_label(e)} came again before its action was sent")
-        self._adopt(b, ids, READY)
+        g = self._ingest(b)
+        self._adopt(b, _ids(g), READY, g.start if isinstance(g, slice) else None)
 
     def _take(self, want):
         parts, got = [], 0
@@ -284,38 +290,22 @@ class AsyncMixin:
         return ids
 
     def _transitions(self, ids):
-        """What recv() returns for ids: gathered copies (the caller's)."""
+        """What recv() returns for ids: gathered copies (the caller's), by
+        _hotpath in one pass, and the episodes they end."""
         g = self._rows(ids)
-        copy = isinstance(g, slice)  # a slice's rows are views: copied
-        obs = self._obs[g].copy() if copy else self._obs[g]
-        reward = self._reward[g].copy() if copy else self._reward[g]
-        flags = self._flags[:, g].copy()
+        rows = g.start if isinstance(g, slice) else ids.astype(np.int64, copy=False)
+        obs, reward, step, has_final, final, flags = hot.gather(
+            rows, len(ids), (self._obs, self._reward, self._step, self._has_final, self._final),
+            self._flags)
         terminated, truncated, start = flags[0], flags[1], flags[2]
-        step = self._step[g].copy() if copy else self._step[g]
-        has_final = self._has_final[g].copy() if copy else self._has_final[g]
-        final = self._final[g].copy() if copy else self._final[g]
-        stepped = step != 0  # a first observation is no transition
-        nstepped = int(np.count_nonzero(stepped))
+        # A first observation (step 0) is no transition.
+        ep_ret, ep_len, counted, nstepped, ended = hot.episodes(
+            reward, terminated, truncated, has_final, step, rows, self._ep_return,
+            self._ep_length)
         self.total_steps += nstepped
-        if nstepped == len(ids):
-            self._ep_return[g] += reward
-            self._ep_length[g] += 1
-        else:
-            self._ep_return[g] += np.where(stepped, reward, 0.0)
-            self._ep_length[g] += stepped
-        done = terminated | truncated
-        ep_ret = np.full(len(ids), np.nan)
-        ep_len = np.zeros(len(ids), np.int64)
-        counted = done
-        if done.any():
-            counted = done & (terminated | has_final)
-            ended = ids[counted]
-            ep_ret[counted] = self._ep_return[ended]
-            ep_len[counted] = self._ep_length[ended]
+        if ended:
             self.episode_returns.extend(ep_ret[counted].tolist())
             self.episode_lengths.extend(ep_len[counted].tolist())
-            self._ep_return[ids[done]] = 0.0
-            self._ep_length[ids[done]] = 0
         shape = (len(ids),) + self.obs_shape
         infos = {"env_id": ids.copy(), "final_obs": final.reshape(shape),
                  "_final_obs": has_final, "has_final_obs": has_final,

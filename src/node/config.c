@@ -161,9 +161,9 @@ static const ro_flag_t node_flags[] = {
          "(default 30; 0: never)"},
     {RO_FLAG_U32, "spin-us", "US", AT(spin_us), 0, 100000,
      .help = "--learner remote: while a learner's actions are due,\nkeep the loop polling up to US "
-             "(adaptive: less\nwhen answers are slow) instead of sleeping; pays\nwhen the learner "
-             "has a CPU of its own (default 50\nwith --workers 0, the loop stepping the envs; "
-             "else 0)"},
+             "instead of sleeping\n(adaptive: after 8 spins in a row ran out, the next\n256 waits "
+             "sleep); pays when the learner has a CPU of\nits own (default 300 with --workers 0, "
+             "the loop\nstepping the envs; else 0)"},
     {RO_FLAG_SECONDS, "hello-timeout", "S", AT(hello_timeout),
      .help = "close a connection that has not said a valid hello\nwithin S seconds (default 10; 0: "
              "never)"},
@@ -320,9 +320,13 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
     c->metrics_throughput_only = given[flag_index("metrics-every")];
     c->envs_on_loop = given[flag_index("workers")] && c->workers == 0;
     /* Spinning pays only where the loop thread is the data path: beside
-     * busy workers it would take their CPU. */
+     * busy workers it would take their CPU. 300 us covers a Python
+     * learner's turn between a frame and its answer (VecEnv.step() with
+     * random actions: 100-200 us); a turn longer than that (a policy's
+     * forward pass) runs the spin out 8 times, then the loop sleeps for the
+     * next 256 waits (runtime/loop_spin.h). */
     if (!given[flag_index("spin-us")])
-        c->spin_us = c->envs_on_loop ? 50 : 0;
+        c->spin_us = c->envs_on_loop ? 300 : 0;
     /* --steps alone means "run until the steps are done". */
     if (given[flag_index("steps")] && !given[flag_index("seconds")])
         c->seconds = 0;

@@ -233,7 +233,7 @@ class Strangers(nu.TempDirCase):
     def good_learner(self, addr):
         q = nu.spawn([sys.executable, os.path.join(os.path.dirname(__file__), "fixed_learner.py"),
                       addr], stdout=subprocess.PIPE, text=True)
-        return q, nu.Lines(q.stdout)
+        return q, nu.Lines(q.stdout, tally=("answered",))
 
     def served(self, out, node, more=5):
         before = out.count("answered")

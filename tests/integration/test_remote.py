@@ -530,7 +530,7 @@ class Churn(nu.TempDirCase):
         node, addr = w.start_node(nu.NODE, "--num-envs", 16, "--seconds", 0)
         node_err = Lines(node.stderr)  # a line or two per connection: never let the pipe fill
         good = fixed_learner(addr)
-        answered = Lines(good.stdout)  # drained: a full pipe would stall the learner
+        answered = Lines(good.stdout, tally=("answered",))  # drained: a full pipe stalls it
         # Attached and served: its socket is one of the node's fds from now on.
         wait_for(lambda: answered.count("answered"), "the good learner being served", proc=node)
         fds = fd_count(node.pid)
@@ -728,7 +728,7 @@ class BadPeers(nu.TempDirCase):
             "--max-frame-bytes", 4096, "--learner-timeout", 5)
         self.node_err = Lines(self.node.stderr)
         self.good = fixed_learner(self.addr, "--token", "s3cret")
-        self.good_out = Lines(self.good.stdout)
+        self.good_out = Lines(self.good.stdout, tally=("answered",))
 
     def tearDown(self):
         self.node.send_signal(signal.SIGINT)
