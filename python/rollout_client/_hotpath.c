@@ -12,6 +12,9 @@
  *               of a step and says which episodes ended;
  *   gather      copies the rows of given envs out of per-env arrays into new
  *               arrays (what recv() hands out);
+ *   scan_observations  walks the fields of one Frame{observations} in place
+ *               (wire.py's parser: the spans of its fields, its ranges);
+ *   first_outside  the range check of discrete actions;
  *   adopt, hold the per-env states of asynchronous stepping
  *               (vecenv_async.py): a received frame's envs, and envs the
  *               user answers.
@@ -398,6 +401,204 @@ static PyObject *gather(PyObject *self, PyObject *args)
     return out;
 }
 
+/* varint reads the varint at b[*pos..end) into *v (bits past 64 dropped,
+ * as protobuf does). -1 when it is truncated or longer than ten bytes. */
+static int varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *v)
+{
+    uint64_t value = 0;
+    for (unsigned shift = 0; shift <= 63; shift += 7) {
+        if (*pos >= end)
+            return -1;
+        uint8_t c = b[(*pos)++];
+        value |= (uint64_t)(c & 0x7F) << shift;
+        if (!(c & 0x80)) {
+            *v = value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+enum { TAG_OBSERVATIONS = 0x1A, OBS_SPANS = 13, FIELD_RANGES = 12, FIELD_IN_MEMORY = 11 };
+
+PyDoc_STRVAR(scan_doc,
+             "scan_observations(buf, start, end) -> None | (seq, in_memory, spans, ranges)\n\n"
+             "Walk the Frame in buf[start:end] (any bytes-like object) when it is a "
+             "Frame{observations} laid out as protobuf encoders write it: seq (uint64), in_memory "
+             "(bool), spans (a tuple of 13: for the length-delimited fields 2 to 12 their "
+             "(start, end) in buf, else None) and ranges (in_memory frames: field 12's packed "
+             "varints as uint32, else None). None for another frame kind or layout (a field "
+             "repeated or not packed, a group, more after the observations): protobuf then "
+             "decides. Raises ValueError on bytes no protobuf parser takes.");
+
+static PyObject *scan_observations(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &end))
+        return NULL;
+    PyObject *result = NULL;
+    const uint8_t *b = view.buf;
+    const char *what = "an observations frame";
+    Py_ssize_t spans[OBS_SPANS][2];
+    int have[OBS_SPANS] = {0};
+    uint64_t seq = 0, size = 0;
+    int in_memory = 0;
+    Py_ssize_t pos;
+    if (start < 0 || end > view.len || start > end) {
+        PyErr_SetString(PyExc_ValueError, "scan_observations: start and end outside buf");
+        goto done;
+    }
+    if (end - start < 2 || b[start] != TAG_OBSERVATIONS) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    pos = start + 1;
+    if (varint(b, &pos, end, &size) < 0)
+        goto truncated;
+    if (size != (uint64_t)(end - pos)) { /* more fields after it, or a length past the frame */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    while (pos < end) {
+        uint64_t tag, v;
+        if (varint(b, &pos, end, &tag) < 0)
+            goto truncated;
+        uint64_t field = tag >> 3;
+        unsigned wt = (unsigned)(tag & 7);
+        if (wt == 2) {
+            if (varint(b, &pos, end, &v) < 0)
+                goto truncated;
+            if (v > (uint64_t)(end - pos)) {
+                PyErr_Format(PyExc_ValueError, "%s: a field of %llu bytes with %zd left", what,
+                             (unsigned long long)v, end - pos);
+                goto done;
+            }
+            if (field >= 2 && field <= FIELD_RANGES) {
+                if (have[field]) { /* split in parts: legal, rare; protobuf merges them */
+                    result = Py_NewRef(Py_None);
+                    goto done;
+                }
+                have[field] = 1;
+                spans[field][0] = pos;
+                spans[field][1] = pos + (Py_ssize_t)v;
+            }
+            pos += (Py_ssize_t)v;
+        } else if (wt == 0) {
+            if (varint(b, &pos, end, &v) < 0)
+                goto truncated;
+            if (field == 1) {
+                seq = v;
+            } else if (field == FIELD_IN_MEMORY) {
+                in_memory = v != 0;
+            } else if (field >= 2 && field <= 10) { /* unpacked: legal, rare */
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+        } else if (wt == 1 || wt == 5) {
+            if (field >= 2 && field <= 10) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            Py_ssize_t skip = wt == 1 ? 8 : 4;
+            if (skip > end - pos) {
+                PyErr_Format(PyExc_ValueError, "%s: a field runs past its frame", what);
+                goto done;
+            }
+            pos += skip;
+        } else { /* a group or a bad wire type: protobuf decides */
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    PyObject *ranges = Py_NewRef(Py_None);
+    if (in_memory) {
+        for (int f = 2; f <= 10; f++) {
+            if (have[f]) {
+                Py_DECREF(ranges);
+                PyErr_Format(PyExc_ValueError, "%s: in memory, yet with columns in the frame",
+                             what);
+                goto done;
+            }
+        }
+        /* Two passes: count (and check) the varints, then decode them into
+         * an array of that many: the frame's size bounds it. */
+        Py_ssize_t lo = have[FIELD_RANGES] ? spans[FIELD_RANGES][0] : 0;
+        Py_ssize_t hi = have[FIELD_RANGES] ? spans[FIELD_RANGES][1] : 0;
+        npy_intp n = 0;
+        uint64_t v;
+        for (Py_ssize_t p = lo; p < hi; n++) {
+            if (varint(b, &p, hi, &v) < 0) {
+                Py_DECREF(ranges);
+                PyErr_SetString(PyExc_ValueError,
+                                "a truncated or overlong varint in observations field ranges");
+                goto done;
+            }
+        }
+        PyArrayObject *r = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_UINT32);
+        if (!r) {
+            Py_DECREF(ranges);
+            goto done;
+        }
+        uint32_t *out = PyArray_DATA(r);
+        for (Py_ssize_t p = lo, i = 0; p < hi; i++) {
+            varint(b, &p, hi, &v);
+            out[i] = (uint32_t)v; /* uint32: the low bits, as protobuf reads it */
+        }
+        Py_DECREF(ranges);
+        ranges = (PyObject *)r;
+    }
+    PyObject *sp = PyTuple_New(OBS_SPANS);
+    if (!sp) {
+        Py_DECREF(ranges);
+        goto done;
+    }
+    for (int f = 0; f < OBS_SPANS; f++) {
+        PyObject *item =
+            have[f] ? Py_BuildValue("(nn)", spans[f][0], spans[f][1]) : Py_NewRef(Py_None);
+        if (!item) {
+            Py_DECREF(sp);
+            Py_DECREF(ranges);
+            goto done;
+        }
+        PyTuple_SET_ITEM(sp, f, item);
+    }
+    result =
+        Py_BuildValue("KONO", (unsigned long long)seq, in_memory ? Py_True : Py_False, sp, ranges);
+    Py_DECREF(ranges);
+    goto done;
+truncated:
+    PyErr_Format(PyExc_ValueError, "a truncated or overlong varint in %s", what);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+PyDoc_STRVAR(first_outside_doc,
+             "first_outside(values, n) -> index\n\n"
+             "The index of the first of values (int64 [k]) outside [0, n), or -1: the range "
+             "check of discrete actions in one pass.");
+
+static PyObject *first_outside(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *o_values;
+    long long n;
+    if (!PyArg_ParseTuple(args, "OL", &o_values, &n))
+        return NULL;
+    PyArrayObject *a = array(o_values, NPY_INT64, 1, 0, "values");
+    if (!a)
+        return NULL;
+    const int64_t *v = PyArray_DATA(a);
+    npy_intp k = PyArray_DIM(a, 0);
+    for (npy_intp i = 0; i < k; i++) {
+        if (v[i] < 0 || v[i] >= n)
+            return PyLong_FromSsize_t((Py_ssize_t)i);
+    }
+    return PyLong_FromLong(-1);
+}
+
 PyDoc_STRVAR(adopt_doc,
              "adopt(rows, k, state, frame_of, pos_of, key, want, to) -> bad\n\n"
              "A received frame's k envs (rows: an int, the first of k envs in order; or int64 "
@@ -554,6 +755,8 @@ static PyMethodDef methods[] = {
     {"take_frame", take_frame, METH_VARARGS, take_frame_doc},
     {"episodes", episodes, METH_VARARGS, episodes_doc},
     {"gather", gather, METH_VARARGS, gather_doc},
+    {"scan_observations", scan_observations, METH_VARARGS, scan_doc},
+    {"first_outside", first_outside, METH_VARARGS, first_outside_doc},
     {"adopt", adopt, METH_VARARGS, adopt_doc},
     {"hold", hold, METH_VARARGS, hold_doc},
     {NULL, NULL, 0, NULL},

@@ -17,6 +17,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from . import _proto, abi2, shared_memory, spaces, spin, wire
+from .hotpath import hot
 from .errors import (AuthenticationError, ConnectionClosed, ProtocolError, RemoteError,
                      VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, FrameReader, encode_frame
@@ -212,12 +213,12 @@ def check_actions(info, actions, n, clip_box=True, where=None):
                              f"got {a.shape}")
         if a.dtype.kind not in "iub":
             raise ValueError(f"discrete actions must be integers, got dtype {a.dtype}")
-        a = a.reshape(n).astype(np.int64, copy=False)
-        bad = (a < 0) | (a >= info.action_n)
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
+        a = np.ascontiguousarray(a.reshape(n), np.int64)
+        k = hot.first_outside(a, info.action_n)
+        if k >= 0:
+            bad = int(np.count_nonzero((a < 0) | (a >= info.action_n)))
             raise ValueError(f"discrete actions must lie in [0, {info.action_n}): action "
-                             f"{int(a[k])} for {where(k)} ({int(bad.sum())} out of range)")
+                             f"{int(a[k])} for {where(k)} ({bad} out of range)")
         return a
     size = info.action_size
     if a.size != n * size or (a.ndim > 1 and a.shape[0] != n):

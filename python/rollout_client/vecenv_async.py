@@ -40,8 +40,8 @@ IN_FLIGHT, READY, HANDED, HELD = 0, 1, 2, 3
 
 def _ids(g):
     """A frame's envs (a slice or global indices, as _ingest returns them)
-    as an array of global ids."""
-    return np.arange(g.start, g.stop) if isinstance(g, slice) else np.asarray(g)
+    as an int64 array of global ids."""
+    return np.arange(g.start, g.stop) if isinstance(g, slice) else np.asarray(g, np.int64)
 
 
 class _Frame:
@@ -70,8 +70,11 @@ class AsyncMixin:
         self._pos_of = np.zeros(n, np.int64)       # the env's row in its frame
         self._frames = {}
         self._next_key = 0
-        self._ready = collections.deque()  # arrays of global env ids, in arrival order
+        # (global env ids, the first id when they are one range in order or
+        # None), in arrival order
+        self._ready = collections.deque()
         self._nready = 0
+        self._nflight = n  # envs IN_FLIGHT: what recv() may still wait for
 
     # -- state ------------------------------------------------------------------
     def _enter(self, mode, what):
@@ -94,13 +97,14 @@ class AsyncMixin:
                         self._state, self._frame_of, self._pos_of, key, IN_FLIGHT, state)
         if bad >= 0:
             raise ProtocolError(f"{self._label(bad)} came again before its action was sent")
+        self._nflight -= len(ids)
         self._next_key += 1
         if self.layout is not None:  # env ABI 2: rows (vecenv_async_abi2.py)
             self._frames[key] = _Frame(batch, ids, self._async2_acts(len(ids)))
         else:
             self._frames[key] = _Frame(batch, ids, self._new_acts(len(ids)))
         if state == READY:
-            self._ready.append(ids)
+            self._ready.append((ids, rows if isinstance(rows, int) else None))
             self._nready += len(ids)
 
     def _new_acts(self, n):
@@ -202,9 +206,10 @@ class AsyncMixin:
                 if fr.left == 0:
                     del self._frames[key]
                     self._state[fr.ids] = IN_FLIGHT
+                    self._nflight += len(fr.ids)
                     acts = fr.acts
                     if self.layout is None and self.action_kind == "discrete" and \
-                            self.action_n <= 128:
+                            self.action_n <= 128 and not fr.batch.in_memory:
                         acts = acts.astype(np.uint8)  # one varint byte each
                     c = self.client._queue_checked(fr.batch, acts)
                     conns[id(c)] = c
@@ -227,7 +232,7 @@ class AsyncMixin:
         self._go_async("recv()")
         want = self.batch_size
         while self._nready < want:
-            coming = int(np.count_nonzero(self._state == IN_FLIGHT))
+            coming = self._nflight
             if self._nready + coming < want:
                 waiting = int(np.count_nonzero(self._state == HANDED))
                 held = int(np.count_nonzero(self._state == HELD))
@@ -237,10 +242,10 @@ class AsyncMixin:
                     "answered env(s) wait for the other envs of their frames; send() their "
                     "actions first")
             self._recv_one(self.timeout if timeout is None else timeout, coming)
-        ids = self._take(want)
+        ids, first = self._take(want)
         if self.layout is not None:
             return self._async2_transitions(ids)
-        return self._transitions(ids)
+        return self._transitions(ids, first)
 
     # -- internals ----------------------------------------------------------------
     def _recv_one(self, timeout, coming):
@@ -264,21 +269,28 @@ class AsyncMixin:
         self._adopt(b, _ids(g), READY, g.start if isinstance(g, slice) else None)
 
     def _take(self, want):
+        """The next want envs queued: (their ids, the first id when they are
+        one range in order, else None)."""
         parts, got = [], 0
         while got < want:
-            head = self._ready[0]
+            ids, first = self._ready[0]
             need = want - got
-            if len(head) <= need:
+            if len(ids) <= need:
                 parts.append(self._ready.popleft())
-                got += len(head)
+                got += len(ids)
             else:
-                parts.append(head[:need])
-                self._ready[0] = head[need:]
+                parts.append((ids[:need], first))
+                self._ready[0] = (ids[need:], None if first is None else first + need)
                 got += need
         self._nready -= want
-        ids = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if len(parts) == 1:
+            ids, first = parts[0]
+        else:
+            ids = np.concatenate([p[0] for p in parts])
+            g = self._rows(ids)  # frames that arrived in order are one range again
+            first = g.start if isinstance(g, slice) else None
         self._state[ids] = HANDED
-        return ids
+        return ids, first
 
     @staticmethod
     def _rows(ids):
@@ -289,11 +301,11 @@ class AsyncMixin:
             return slice(lo, hi)
         return ids
 
-    def _transitions(self, ids):
-        """What recv() returns for ids: gathered copies (the caller's), by
-        _hotpath in one pass, and the episodes they end."""
-        g = self._rows(ids)
-        rows = g.start if isinstance(g, slice) else ids.astype(np.int64, copy=False)
+    def _transitions(self, ids, first):
+        """What recv() returns for ids (first: the first of them when they
+        are one range in order, else None): gathered copies (the caller's),
+        by _hotpath in one pass, and the episodes they end."""
+        rows = first if first is not None else ids
         obs, reward, step, has_final, final, flags = hot.gather(
             rows, len(ids), (self._obs, self._reward, self._step, self._has_final, self._final),
             self._flags)

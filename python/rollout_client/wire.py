@@ -19,6 +19,7 @@ multiple of the frame, whose size the caller bounded (``max_frame``).
 import numpy as np
 
 from .errors import ProtocolError
+from .hotpath import hot
 
 _F32 = np.dtype("<f4")
 _MAX_VARINT = 10  # bytes of a 64-bit varint
@@ -26,7 +27,6 @@ _MAX_VARINT = 10  # bytes of a 64-bit varint
 _OBS_FIELDS = {2: "env", 3: "step", 4: "obs", 5: "reward", 6: "terminated", 7: "truncated",
                8: "episode_start", 9: "final_index", 10: "final_obs"}
 _FLOAT_FIELDS = (4, 5, 10)
-_TAG_OBSERVATIONS = 0x1A  # Frame field 3, wire type 2
 _ENV_CACHE_MAX = 64       # distinct env lists remembered per connection
 _SHIFTS = np.arange(0, 7 * _MAX_VARINT, 7, dtype=np.uint64)  # of each byte of a varint
 _WEIGHTS = 2.0 ** np.arange(0, 49, 7)  # the same as factors, for up to 7 bytes
@@ -244,72 +244,22 @@ def parse_observations(mv, arr, start, end, env_cache=None):
     seen and checked to (env indices, env_range) (:func:`remember_env`); a
     hit is not decoded again (``env_known``; the array is the cache's: copy
     it to keep it). Raises ProtocolError on bytes no protobuf parser takes."""
-    if end - start < 2 or mv[start] != _TAG_OBSERVATIONS:
-        return None
-    what = "an observations frame"
-    size, pos = read_varint(mv, start + 1, end, what)
-    if pos + size != end:
-        return None  # more fields after it, or a length past the frame: protobuf judges
-    spans = [None] * 13
-    seq = 0
-    in_memory = False
-    rv = read_varint
-    while pos < end:
-        tag = mv[pos]
-        if tag >= 0x80:
-            tag, pos = rv(mv, pos, end, what)
-        else:
-            pos += 1
-        field = tag >> 3
-        wt = tag & 7
-        if wt == 2:
-            n = mv[pos] if pos < end else 0x80
-            if n < 0x80:
-                pos += 1
-            elif pos + 1 < end and mv[pos + 1] < 0x80:  # two bytes: a field below 16 KiB
-                n = (n & 0x7F) | (mv[pos + 1] << 7)
-                pos += 2
-            else:
-                n, pos = rv(mv, pos, end, what)
-            if n > end - pos:
-                raise ProtocolError(f"{what}: a field of {n} bytes with {end - pos} left")
-            if 2 <= field <= 12:
-                if spans[field] is not None:
-                    return None  # split in parts: legal, rare; protobuf merges them
-                spans[field] = (pos, pos + n)
-            pos += n
-        elif wt == 0:
-            v, pos = rv(mv, pos, end, what)
-            if field == 1:
-                seq = v
-            elif field == 11:
-                in_memory = v != 0
-            elif 2 <= field <= 10:
-                return None  # unpacked: legal, rare
-        elif wt == 1 or wt == 5:
-            if 2 <= field <= 10:
-                return None
-            pos += 8 if wt == 1 else 4
-            if pos > end:
-                raise ProtocolError(f"{what}: a field runs past its frame")
-        else:
-            return None  # a group or a bad wire type: protobuf decides
+    try:  # the walk over the fields, in C (_hotpath.scan_observations)
+        scanned = hot.scan_observations(mv, start, end)
+    except ValueError as e:
+        raise ProtocolError(str(e)) from None
+    if scanned is None:
+        return None  # another frame kind, or a layout protobuf judges
+    seq, in_memory, spans, ranges = scanned
 
     def raw(field):
         span = spans[field]
         return bytes(mv[span[0]:span[1]]) if span is not None else b""
 
     if in_memory:  # only ranges: the client reads the rows from the node's memory
-        if any(spans[f] is not None for f in range(2, 11)):
-            raise ProtocolError(f"{what}: in memory, yet with columns in the frame")
-        o = ObsFrame(int(seq) & _MASK64, _NO_ENV, _NO_STEP, _EMPTY_F32, _EMPTY_F32,
-                     _NO_FLAGS, _NO_FINAL, _EMPTY_F32, in_memory=True)
-        span = spans[12]
-        if span is not None and span[1] - span[0] < _FEW_BYTES:  # the usual: one or a few
-            o.ranges = np.array(_few_varints(mv, span[0], span[1], "observations field ranges",
-                                             _MASK32), np.uint32)
-        else:
-            o.ranges = decode_varints(raw(12), "observations field ranges")
+        o = ObsFrame(seq, _NO_ENV, _NO_STEP, _EMPTY_F32, _EMPTY_F32, _NO_FLAGS, _NO_FINAL,
+                     _EMPTY_F32, in_memory=True)
+        o.ranges = ranges
         return o
 
     floats = []
@@ -357,7 +307,7 @@ def parse_observations(mv, arr, start, end, env_cache=None):
     else:
         final_index = decode_varints(raw(9), "observations field final_index") \
             .astype(np.uint32).astype(np.int64)
-    return ObsFrame(int(seq) & _MASK64, env, step, floats[0], floats[1], flags, final_index,
+    return ObsFrame(seq, env, step, floats[0], floats[1], flags, final_index,
                     floats[2], env_bytes if env_cache is not None else None,
                     known is not None, env_range, in_memory)
 

@@ -261,6 +261,48 @@ class States(unittest.TestCase):
         self.assertTrue((state == HELD).all())
 
 
+class Scan(unittest.TestCase):
+    """scan_observations on bytes no one vouches for: mutated and truncated
+    in-memory frames and random bytes give None, a walk whose spans lie in
+    the frame, or ValueError; never a crash or a read outside."""
+
+    def test_mutated_frames(self):
+        rng = np.random.default_rng(6)
+        good = bytes([0x1A, 0x08, 0x08, 0x05, 0x58, 0x01, 0x62, 0x02, 0x00, 0x10])
+        seq, in_memory, spans, ranges = hot.scan_observations(good, 0, len(good))
+        self.assertEqual((seq, in_memory, ranges.tolist()), (5, True, [0, 16]))
+        self.assertEqual(spans[12], (8, 10))
+        outcomes = set()
+        for it in range(20000):
+            frame = bytearray(good if it % 2 else rng.bytes(int(rng.integers(0, 24))))
+            for _ in range(int(rng.integers(0, 4))):
+                if frame:
+                    frame[int(rng.integers(0, len(frame)))] = int(rng.integers(0, 256))
+            frame = bytes(frame[:int(rng.integers(0, len(frame) + 1))])
+            pad = b"\xff" * 8  # bytes past end that a walk must not read
+            try:
+                got = hot.scan_observations(frame + pad, 0, len(frame))
+            except ValueError:
+                outcomes.add("refused")
+                continue
+            if got is None:
+                outcomes.add("none")
+                continue
+            outcomes.add("walked")
+            for span in got[2]:
+                if span is not None:
+                    self.assertTrue(0 <= span[0] <= span[1] <= len(frame), (frame, span))
+            if got[3] is not None:
+                self.assertLessEqual(len(got[3]), len(frame))
+        self.assertEqual(outcomes, {"refused", "none", "walked"})
+
+    def test_first_outside(self):
+        self.assertEqual(hot.first_outside(np.array([0, 1, 2], np.int64), 3), -1)
+        self.assertEqual(hot.first_outside(np.array([0, 3, -1], np.int64), 3), 1)
+        self.assertEqual(hot.first_outside(np.array([0, -1], np.int64), 3), 1)
+        self.assertEqual(hot.first_outside(np.array([], np.int64), 3), -1)
+
+
 class SpinPolicy(unittest.TestCase):
     def test_misses_rest_then_retry(self):
         s = spin.Spin(100)
