@@ -6,7 +6,7 @@ directory with protoc, from the repository's proto/rollout.proto (or
 at run time. The generated file is never written into the source tree.
 ``$PROTOC`` names the compiler (default: protoc on PATH).
 
-It also compiles ``rollout_client._hotpath`` (rollout_client/_hotpath.c, the
+It also compiles ``rollout_client._hotpath`` (hotpath/*.c, the
 VecEnv's per-step array work) against Python's and numpy's headers (Debian:
 python3-dev, python3-numpy).
 """
@@ -47,7 +47,8 @@ class BuildPyWithProto(build_py):
             raise SystemExit(f"rollout-client: protoc wrote no {generated}")
 
 
-hotpath = Extension("rollout_client._hotpath", ["rollout_client/_hotpath.c"],
-                    include_dirs=[numpy.get_include()])
+hotpath = Extension("rollout_client._hotpath",
+                    ["hotpath/module.c", "hotpath/frames.c", "hotpath/envs.c"],
+                    depends=["hotpath/hotpath.h"], include_dirs=[numpy.get_include()])
 
 setup(cmdclass={"build_py": BuildPyWithProto}, ext_modules=[hotpath])

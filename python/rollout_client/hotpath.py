@@ -1,4 +1,4 @@
-"""The client's C part, ``rollout_client._hotpath`` (_hotpath.c): the
+"""The client's C part, ``rollout_client._hotpath`` (python/hotpath/): the
 per-step array work of VecEnv in one pass per frame.
 
 It is found, in order: inside the package (an installed package has it,

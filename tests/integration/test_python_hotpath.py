@@ -1,4 +1,4 @@
-"""The Python client's C part (python/rollout_client/_hotpath.c) and its
+"""The Python client's C part (python/hotpath/) and its
 spin policy (spin.py), without a node: each function against a plain numpy
 rendering of what it does, over random inputs; every bad argument (a range
 outside the memory, an env out of range, in the wrong state or given twice,

@@ -1,0 +1,314 @@
+/* frames.c: one Observations frame, from the wire (scan_observations: the
+ * walk over its fields) or from the node's SEED memory (take_frame: its rows
+ * into the VecEnv's per-env arrays). See module.c. */
+#include "hotpath.h"
+
+#include <math.h>
+#include <string.h>
+
+PyDoc_STRVAR_EXTERN(
+    take_frame_doc,
+    "take_frame(ranges, offset, m_obs, m_final, m_reward, m_flags, m_step, obs, final, "
+    "reward, flags, step, has_final) -> count\n\n"
+    "Copy the rows of one in-memory Observations frame out of a node's SEED memory "
+    "(m_*: obs and final float32 [R, D], reward float32 [R], flags uint8 [R], step "
+    "uint64 [R]) into per-env arrays (obs and final float32 [N, D] or both None, reward "
+    "float32 [N], flags bool [3, N] (terminated, truncated, episode_start), step uint64 "
+    "[N], has_final bool [N]); env e of the frame is row offset + e. ranges: uint32 "
+    "(first, count) pairs. A row without a final observation gets NaN in final. Returns "
+    "the number of envs. Raises ValueError when a range lies outside the memory or the "
+    "arrays, before anything is written.");
+
+PyObject *ro__hp_take_frame(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *o_ranges, *o_mobs, *o_mfinal, *o_mreward, *o_mflags, *o_mstep;
+    PyObject *o_obs, *o_final, *o_reward, *o_flags, *o_step, *o_has_final;
+    Py_ssize_t offset;
+    if (!PyArg_ParseTuple(args, "OnOOOOOOOOOOO", &o_ranges, &offset, &o_mobs, &o_mfinal, &o_mreward,
+                          &o_mflags, &o_mstep, &o_obs, &o_final, &o_reward, &o_flags, &o_step,
+                          &o_has_final))
+        return NULL;
+    PyArrayObject *ranges = ro__hp_array(o_ranges, NPY_UINT32, 1, 0, "ranges");
+    PyArrayObject *mreward = ro__hp_array(o_mreward, NPY_FLOAT32, 1, 0, "m_reward");
+    PyArrayObject *mflags = ro__hp_array(o_mflags, NPY_UINT8, 1, 0, "m_flags");
+    PyArrayObject *mstep = ro__hp_array(o_mstep, NPY_UINT64, 1, 0, "m_step");
+    PyArrayObject *reward = ro__hp_array(o_reward, NPY_FLOAT32, 1, 1, "reward");
+    PyArrayObject *flags = ro__hp_array(o_flags, NPY_BOOL, 2, 1, "flags");
+    PyArrayObject *step = ro__hp_array(o_step, NPY_UINT64, 1, 1, "step");
+    PyArrayObject *has_final = ro__hp_array(o_has_final, NPY_BOOL, 1, 1, "has_final");
+    if (!ranges || !mreward || !mflags || !mstep || !reward || !flags || !step || !has_final)
+        return NULL;
+    PyArrayObject *mobs = NULL, *mfinal = NULL, *obs = NULL, *final = NULL;
+    if ((o_obs == Py_None) != (o_final == Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "obs and final: both arrays or both None");
+        return NULL;
+    }
+    if (o_obs != Py_None) {
+        if (!(mobs = ro__hp_array(o_mobs, NPY_FLOAT32, 2, 0, "m_obs")) ||
+            !(mfinal = ro__hp_array(o_mfinal, NPY_FLOAT32, 2, 0, "m_final")) ||
+            !(obs = ro__hp_array(o_obs, NPY_FLOAT32, 2, 1, "obs")) ||
+            !(final = ro__hp_array(o_final, NPY_FLOAT32, 2, 1, "final")))
+            return NULL;
+    }
+    npy_intp R = ro__hp_rows(mreward), N = ro__hp_rows(reward);
+    if (ro__hp_rows(mflags) != R || ro__hp_rows(mstep) != R ||
+        (mobs && (ro__hp_rows(mobs) != R || ro__hp_rows(mfinal) != R))) {
+        PyErr_SetString(PyExc_ValueError, "the memory's columns have different row counts");
+        return NULL;
+    }
+    if (PyArray_DIM(flags, 0) != 3 || PyArray_DIM(flags, 1) != N || ro__hp_rows(step) != N ||
+        ro__hp_rows(has_final) != N ||
+        (obs && (ro__hp_rows(obs) != N || ro__hp_rows(final) != N))) {
+        PyErr_SetString(PyExc_ValueError, "the per-env arrays have different row counts");
+        return NULL;
+    }
+    npy_intp d = 0;
+    if (obs) {
+        d = PyArray_DIM(obs, 1);
+        if (PyArray_DIM(final, 1) != d || PyArray_DIM(mobs, 1) != d ||
+            PyArray_DIM(mfinal, 1) != d) {
+            PyErr_SetString(PyExc_ValueError, "obs rows differ in width");
+            return NULL;
+        }
+    }
+    npy_intp nr = PyArray_DIM(ranges, 0);
+    const uint32_t *rg = PyArray_DATA(ranges);
+    if (nr == 0 || nr % 2) {
+        PyErr_Format(PyExc_ValueError, "ranges: %zd values, not (first, count) pairs",
+                     (Py_ssize_t)nr);
+        return NULL;
+    }
+    if (offset < 0 || offset > N) {
+        PyErr_Format(PyExc_ValueError, "offset %zd outside [0, %zd]", offset, (Py_ssize_t)N);
+        return NULL;
+    }
+    /* Every range is checked before the first copy: a bad frame writes
+     * nothing. */
+    for (npy_intp i = 0; i < nr; i += 2) {
+        npy_intp first = rg[i], count = rg[i + 1];
+        if (count < 1 || first >= R || count > R - first || first + count > N - offset) {
+            PyErr_Format(PyExc_ValueError,
+                         "range of %zd envs from %zd is empty or outside the memory's %zd rows "
+                         "or the %zd envs from %zd",
+                         (Py_ssize_t)count, (Py_ssize_t)first, (Py_ssize_t)R,
+                         (Py_ssize_t)(N - offset), offset);
+            return NULL;
+        }
+    }
+    const float *m_obs = mobs ? PyArray_DATA(mobs) : NULL;
+    const float *m_final = mfinal ? PyArray_DATA(mfinal) : NULL;
+    const float *m_reward = PyArray_DATA(mreward);
+    const uint8_t *m_flags = PyArray_DATA(mflags);
+    const uint64_t *m_step = PyArray_DATA(mstep);
+    float *d_obs = obs ? PyArray_DATA(obs) : NULL;
+    float *d_final = final ? PyArray_DATA(final) : NULL;
+    float *d_reward = PyArray_DATA(reward);
+    npy_bool *d_flags = PyArray_DATA(flags);
+    uint64_t *d_step = PyArray_DATA(step);
+    npy_bool *d_has_final = PyArray_DATA(has_final);
+    npy_intp count = 0;
+    size_t row = (size_t)d * sizeof(float);
+    for (npy_intp i = 0; i < nr; i += 2) {
+        npy_intp first = rg[i], n = rg[i + 1], to = offset + first;
+        if (d_obs)
+            memcpy(d_obs + to * d, m_obs + first * d, row * (size_t)n);
+        memcpy(d_reward + to, m_reward + first, (size_t)n * sizeof(float));
+        memcpy(d_step + to, m_step + first, (size_t)n * sizeof(uint64_t));
+        for (npy_intp k = 0; k < n; k++) {
+            npy_intp src = first + k, dst = to + k;
+            /* One read of the byte: the node may rewrite it meanwhile. */
+            uint8_t f = m_flags[src];
+            d_flags[dst] = (f & RO_HP_TERMINATED) != 0;
+            d_flags[N + dst] = (f & RO_HP_TRUNCATED) != 0;
+            d_flags[2 * N + dst] = (f & RO_HP_EPISODE_START) != 0;
+            d_has_final[dst] = (f & RO_HP_HAS_FINAL) != 0;
+            if (d_final) {
+                float *out = d_final + dst * d;
+                if (f & RO_HP_HAS_FINAL) {
+                    memcpy(out, m_final + src * d, row);
+                } else {
+                    for (npy_intp j = 0; j < d; j++)
+                        out[j] = NAN;
+                }
+            }
+        }
+        count += n;
+    }
+    return PyLong_FromSsize_t((Py_ssize_t)count);
+}
+
+/* varint reads the varint at b[*pos..end) into *v (bits past 64 dropped,
+ * as protobuf does). -1 when it is truncated or longer than ten bytes. */
+static int varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *v)
+{
+    uint64_t value = 0;
+    for (unsigned shift = 0; shift <= 63; shift += 7) {
+        if (*pos >= end)
+            return -1;
+        uint8_t c = b[(*pos)++];
+        value |= (uint64_t)(c & 0x7F) << shift;
+        if (!(c & 0x80)) {
+            *v = value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+enum { TAG_OBSERVATIONS = 0x1A, OBS_SPANS = 13, FIELD_RANGES = 12, FIELD_IN_MEMORY = 11 };
+
+PyDoc_STRVAR_EXTERN(
+    scan_observations_doc,
+    "scan_observations(buf, start, end) -> None | (seq, in_memory, spans, ranges)\n\n"
+    "Walk the Frame in buf[start:end] (any bytes-like object) when it is a "
+    "Frame{observations} laid out as protobuf encoders write it: seq (uint64), in_memory "
+    "(bool), spans (a tuple of 13: for the length-delimited fields 2 to 12 their "
+    "(start, end) in buf, else None) and ranges (in_memory frames: field 12's packed "
+    "varints as uint32, else None). None for another frame kind or layout (a field "
+    "repeated or not packed, a group, more after the observations): protobuf then "
+    "decides. Raises ValueError on bytes no protobuf parser takes.");
+
+PyObject *ro__hp_scan_observations(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &end))
+        return NULL;
+    PyObject *result = NULL;
+    const uint8_t *b = view.buf;
+    const char *what = "an observations frame";
+    Py_ssize_t spans[OBS_SPANS][2];
+    int have[OBS_SPANS] = {0};
+    uint64_t seq = 0, size = 0;
+    int in_memory = 0;
+    Py_ssize_t pos;
+    if (start < 0 || end > view.len || start > end) {
+        PyErr_SetString(PyExc_ValueError, "scan_observations: start and end outside buf");
+        goto done;
+    }
+    if (end - start < 2 || b[start] != TAG_OBSERVATIONS) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    pos = start + 1;
+    if (varint(b, &pos, end, &size) < 0)
+        goto truncated;
+    if (size != (uint64_t)(end - pos)) { /* more fields after it, or a length past the frame */
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    while (pos < end) {
+        uint64_t tag, v;
+        if (varint(b, &pos, end, &tag) < 0)
+            goto truncated;
+        uint64_t field = tag >> 3;
+        unsigned wt = (unsigned)(tag & 7);
+        if (wt == 2) {
+            if (varint(b, &pos, end, &v) < 0)
+                goto truncated;
+            if (v > (uint64_t)(end - pos)) {
+                PyErr_Format(PyExc_ValueError, "%s: a field of %llu bytes with %zd left", what,
+                             (unsigned long long)v, end - pos);
+                goto done;
+            }
+            if (field >= 2 && field <= FIELD_RANGES) {
+                if (have[field]) { /* split in parts: legal, rare; protobuf merges them */
+                    result = Py_NewRef(Py_None);
+                    goto done;
+                }
+                have[field] = 1;
+                spans[field][0] = pos;
+                spans[field][1] = pos + (Py_ssize_t)v;
+            }
+            pos += (Py_ssize_t)v;
+        } else if (wt == 0) {
+            if (varint(b, &pos, end, &v) < 0)
+                goto truncated;
+            if (field == 1) {
+                seq = v;
+            } else if (field == FIELD_IN_MEMORY) {
+                in_memory = v != 0;
+            } else if (field >= 2 && field <= 10) { /* unpacked: legal, rare */
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+        } else if (wt == 1 || wt == 5) {
+            if (field >= 2 && field <= 10) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            Py_ssize_t skip = wt == 1 ? 8 : 4;
+            if (skip > end - pos) {
+                PyErr_Format(PyExc_ValueError, "%s: a field runs past its frame", what);
+                goto done;
+            }
+            pos += skip;
+        } else { /* a group or a bad wire type: protobuf decides */
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    PyObject *ranges = Py_NewRef(Py_None);
+    if (in_memory) {
+        for (int f = 2; f <= 10; f++) {
+            if (have[f]) {
+                Py_DECREF(ranges);
+                PyErr_Format(PyExc_ValueError, "%s: in memory, yet with columns in the frame",
+                             what);
+                goto done;
+            }
+        }
+        /* Two passes: count (and check) the varints, then decode them into
+         * an array of that many: the frame's size bounds it. */
+        Py_ssize_t lo = have[FIELD_RANGES] ? spans[FIELD_RANGES][0] : 0;
+        Py_ssize_t hi = have[FIELD_RANGES] ? spans[FIELD_RANGES][1] : 0;
+        npy_intp n = 0;
+        uint64_t v;
+        for (Py_ssize_t p = lo; p < hi; n++) {
+            if (varint(b, &p, hi, &v) < 0) {
+                Py_DECREF(ranges);
+                PyErr_SetString(PyExc_ValueError,
+                                "a truncated or overlong varint in observations field ranges");
+                goto done;
+            }
+        }
+        PyArrayObject *r = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_UINT32);
+        if (!r) {
+            Py_DECREF(ranges);
+            goto done;
+        }
+        uint32_t *out = PyArray_DATA(r);
+        for (Py_ssize_t p = lo, i = 0; p < hi; i++) {
+            varint(b, &p, hi, &v);
+            out[i] = (uint32_t)v; /* uint32: the low bits, as protobuf reads it */
+        }
+        Py_DECREF(ranges);
+        ranges = (PyObject *)r;
+    }
+    PyObject *sp = PyTuple_New(OBS_SPANS);
+    if (!sp) {
+        Py_DECREF(ranges);
+        goto done;
+    }
+    for (int f = 0; f < OBS_SPANS; f++) {
+        PyObject *item =
+            have[f] ? Py_BuildValue("(nn)", spans[f][0], spans[f][1]) : Py_NewRef(Py_None);
+        if (!item) {
+            Py_DECREF(sp);
+            Py_DECREF(ranges);
+            goto done;
+        }
+        PyTuple_SET_ITEM(sp, f, item);
+    }
+    result =
+        Py_BuildValue("KONO", (unsigned long long)seq, in_memory ? Py_True : Py_False, sp, ranges);
+    Py_DECREF(ranges);
+    goto done;
+truncated:
+    PyErr_Format(PyExc_ValueError, "a truncated or overlong varint in %s", what);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}

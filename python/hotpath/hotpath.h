@@ -1,0 +1,54 @@
+/* hotpath.h: what the files of rollout_client._hotpath share (the module is
+ * described in module.c). Internal to the extension: ro__hp_ names. */
+#ifndef RO_HOTPATH_H
+#define RO_HOTPATH_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+/* One numpy C-API table for the extension's files: module.c imports it. */
+#define PY_ARRAY_UNIQUE_SYMBOL ro_hotpath_ARRAY_API
+#ifndef RO_HOTPATH_MODULE
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include <stdint.h>
+
+/* A docstring the method table in module.c refers to. */
+#define PyDoc_STRVAR_EXTERN(name, str) const char name[] = PyDoc_STR(str)
+
+/* The flags column of SEED memory (src/wire/seed_memory.h). */
+enum { RO_HP_TERMINATED = 1, RO_HP_TRUNCATED = 2, RO_HP_EPISODE_START = 4, RO_HP_HAS_FINAL = 8 };
+
+/* ro__hp_array returns obj as a C-contiguous ndarray of typenum with ndim
+ * dimensions (ndim 0: any), writable if asked, or NULL with TypeError
+ * naming `name` and what it got. The reference is borrowed. */
+PyArrayObject *ro__hp_array(PyObject *obj, int typenum, int ndim, int writable, const char *name);
+
+/* ro__hp_rows is the length of a's first axis (1 for a 0-d array). */
+npy_intp ro__hp_rows(PyArrayObject *a);
+
+/* ro__hp_row_bytes is the size of one row along a's first axis. */
+npy_intp ro__hp_row_bytes(PyArrayObject *a);
+
+/* ro__hp_env_rows reads the `rows` argument of episodes(), gather() and
+ * adopt(): an int (the first of k envs in order) or an int64 array of k
+ * envs, each checked to lie in [0, n). Sets *first or *ids; -1 with an
+ * exception set otherwise. */
+int ro__hp_env_rows(PyObject *o, npy_intp k, npy_intp n, npy_intp *first, const int64_t **ids);
+
+/* frames.c: one frame from the wire or the node's memory. */
+extern const char take_frame_doc[], scan_observations_doc[];
+PyObject *ro__hp_take_frame(PyObject *self, PyObject *args);
+PyObject *ro__hp_scan_observations(PyObject *self, PyObject *args);
+
+/* envs.c: per-env work of a step, and the asynchronous states. */
+extern const char episodes_doc[], gather_doc[], first_outside_doc[], adopt_doc[], hold_doc[];
+PyObject *ro__hp_episodes(PyObject *self, PyObject *args);
+PyObject *ro__hp_gather(PyObject *self, PyObject *args);
+PyObject *ro__hp_first_outside(PyObject *self, PyObject *args);
+PyObject *ro__hp_adopt(PyObject *self, PyObject *args);
+PyObject *ro__hp_hold(PyObject *self, PyObject *args);
+
+#endif
