@@ -308,7 +308,11 @@ static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, si
 
 /* Steps and episode returns. A batch sent again after a reconnect repeats
  * (env, step) pairs already counted: those are skipped, so every env step
- * is counted once however often it was served. */
+ * is counted once however often it was served. Steps are rows (env ABI 2:
+ * agent steps, as the node's summary counts them); an episode is an env's,
+ * which ends for all its agents at once (env-api.md): it counts once, on
+ * agent 0's row, and its return is the agents' mean, as the node counts
+ * it. */
 static void count_step(learner_t *L, node_t *n, uint32_t e, uint64_t step, float reward, bool done)
 {
     if (step < n->next_step[e])
@@ -318,8 +322,9 @@ static void count_step(learner_t *L, node_t *n, uint32_t e, uint64_t step, float
     L->steps++;
     n->ep_ret[e] += reward;
     if (done) {
-        n->episodes++;
-        n->return_sum += n->ep_ret[e];
+        const uint32_t agents = L->abi2 && L->lay.agents ? L->lay.agents : 1;
+        n->episodes += e % agents == 0;
+        n->return_sum += n->ep_ret[e] / agents;
         n->ep_ret[e] = 0.0;
     }
 }

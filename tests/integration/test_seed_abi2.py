@@ -99,6 +99,9 @@ class CLearner(nu.TempDirCase):
                         self.assertEqual(s["steps"], n)
                         self.assertEqual(node["steps"], n)
                         self.assertGreater(s["episodes"], 0)
+                        # Episodes are envs', once however many agents.
+                        self.assertEqual(node["episodes"], s["episodes"])
+                        self.assertAlmostEqual(node["mean_return"], s["mean_return"], places=4)
                         # Over the Unix socket the columns lie in the node's memory.
                         self.assertGreater(node["frames"], 0)
                         self.assertEqual(node["frames_in_memory"],
