@@ -38,8 +38,8 @@ static const ro_flag_t learner_flags[] = {
              "0: the loop thread runs them\n(no hand-off; best with one core)"},
     {RO_FLAG_U32, "spin-us", "US", AT(spin_us), 0, 100000,
      .help = "after answering, keep the loop polling up to US for\nthe next observations "
-             "(adaptive: less when they\ncome slowly) instead of sleeping (default 50 with\n"
-             "--workers 0, else 0)"},
+             "instead of sleeping\n(adaptive: after 8 spins in a row ran out, the\nnext 256 "
+             "waits sleep; default 50 with --workers 0,\nelse 0)"},
     {RO_FLAG_BOOL, "overcommit", NULL, AT(overcommit),
      .help = "allow more workers than allowed CPUs"},
     {RO_FLAG_U32, "batch", "B", AT(batch), 1, 1u << 20,
