@@ -9,6 +9,7 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "spaces/layout.h"
+#include "wire/dtype.h"
 
 static const char *const col_names[RO_SEG_NCOLS] = {
     [RO_SEG_OBS] = "obs",
@@ -156,12 +157,6 @@ void ro__seg_layout(ro_seg_layout_t *lay, uint32_t T, const ro_space_t *obs, con
     size_layout(lay);
 }
 
-/* The wire's DType of an env ABI dtype. */
-static uint8_t wire_dtype(ro_dtype_t d)
-{
-    return d == RO_DTYPE_UINT8 ? RO_DT_UINT8 : d == RO_DTYPE_INT32 ? RO_DT_INT32 : RO_DT_FLOAT32;
-}
-
 void ro__seg_layout2(ro_seg_layout_t *lay, uint32_t T, const ro_space_layout_t *sp,
                      uint32_t max_rows)
 {
@@ -173,7 +168,7 @@ void ro__seg_layout2(ro_seg_layout_t *lay, uint32_t T, const ro_space_layout_t *
     const uint8_t TN = RO_SEG_LEAD_TN, F = RO_DT_FLOAT32, U8 = RO_DT_UINT8;
     for (uint32_t k = 0; k < sp->ntensors; k++) {
         const ro_tensor_layout_t *t = &sp->t[k];
-        const uint8_t dt = wire_dtype(t->dtype);
+        const uint8_t dt = (uint8_t)ro__wire_dtype(t->dtype); /* RO_DT_* are DType's numbers */
         describe(lay, RO_SEG2_OBS + (int)k, "obs/", t->name, dt, TN, t->ndim, t->shape, t->elem);
         describe(lay, RO_SEG2_NEXT_OBS + (int)k, "next_obs/", t->name, dt, RO_SEG_LEAD_N, t->ndim,
                  t->shape, t->elem);

@@ -210,6 +210,40 @@ class Lines:
         return "".join(self.lines)
 
 
+def start_listening(mode, *args, listen="127.0.0.1:0"):
+    """A node with --learner `mode` (remote, stream) on a free loopback port
+    (or `listen`), --json: (Popen, the address it listens on, stderr
+    Lines). Raises AssertionError when it exits before listening."""
+    p = spawn([NODE, "--learner", mode, "--listen", listen, "--json", *map(str, args)],
+              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p, listen_address(p, f"the {mode} node"), Lines(p.stderr)
+
+
+def listen_address(p, what="the node"):
+    """The address a node started with --listen printed on stderr (it says
+    so even for port 0), reading its stderr up to that line. Raises
+    AssertionError when it exits first."""
+    for line in p.stderr:
+        if "listening for learners on" in line:
+            return line.strip().rsplit(" ", 1)[1]
+    p.wait()
+    raise AssertionError(f"{what} did not start (exit {p.returncode})")
+
+
+def json_summary(p, log, guard=HANG_GUARD_S):
+    """The --json summary of a node started by start_listening, once it
+    exits 0. stderr is log's thread's; stdout holds only the summary
+    (--json --quiet), so waiting for the exit first cannot fill its pipe."""
+    try:
+        p.wait(timeout=guard)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the node did not exit within {guard} s: {log.text()}") from None
+    out = p.stdout.read()
+    log.thread.join(timeout=10)
+    assert p.returncode == 0, f"node exited {p.returncode}: {log.text()}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
 # ---- a disk that stalls on demand ----
 
 def slow_disk_node():

@@ -17,7 +17,6 @@ $ROLLOUT_PROTO_OUT).
 import json
 import signal
 import os
-import subprocess
 import sys
 import unittest
 
@@ -33,28 +32,11 @@ LEARNER = GRID = CATCH = None
 
 
 def start_node(env, *args, listen="127.0.0.1:0"):
-    """A SEED node of env on a free loopback port (or `listen`):
-    (Popen, address, stderr Lines)."""
-    p = nu.spawn([nu.NODE, "--env", env, "--learner", "remote", "--listen", listen, "--json",
-                  "--quiet", *map(str, args)],
-                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in p.stderr:
-        if "listening for learners on" in line:
-            return p, line.strip().rsplit(" ", 1)[1], nu.Lines(p.stderr)
-    p.wait()
-    raise AssertionError(f"the SEED node did not start (exit {p.returncode})")
+    """A SEED node of env: (Popen, address, stderr Lines)."""
+    return nu.start_listening("remote", "--env", env, "--quiet", *args, listen=listen)
 
 
-def summary(p, log, guard=nu.HANG_GUARD_S):
-    """The node's --json summary once it exits 0."""
-    try:
-        p.wait(timeout=guard)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"the node did not exit within {guard} s: {log.text()}") from None
-    out = p.stdout.read()
-    log.thread.join(timeout=10)
-    assert p.returncode == 0, f"node exited {p.returncode}: {log.text()}"
-    return json.loads(out.strip().splitlines()[-1])
+summary = nu.json_summary
 
 
 def envs():

@@ -12,7 +12,6 @@ node; rollout_pb2 comes from $ROLLOUT_PROTO_OUT).
 import json
 import os
 import signal
-import subprocess
 import sys
 import unittest
 
@@ -32,28 +31,10 @@ def start_node(*args, metrics=None, quiet=True, listen="127.0.0.1:0"):
     stderr Lines)."""
     extra = ["--metrics", metrics, "--metrics-interval", "0.05"] if metrics else []
     extra += ["--quiet"] if quiet else []
-    p = nu.spawn([nu.NODE, "--learner", "stream", "--listen", listen, "--json",
-                  *extra, *map(str, args)],
-                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in p.stderr:
-        if "listening for learners on" in line:
-            return p, line.strip().rsplit(" ", 1)[1], nu.Lines(p.stderr)
-    p.wait()
-    raise AssertionError(f"the stream node did not start (exit {p.returncode})")
+    return nu.start_listening("stream", *extra, *args, listen=listen)
 
 
-def summary(p, log, guard=nu.HANG_GUARD_S):
-    """The node's --json summary once it exits 0."""
-    # stderr is the Lines thread's; stdout holds only the summary (--json
-    # --quiet), so waiting for the exit first cannot fill its pipe.
-    try:
-        p.wait(timeout=guard)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"the node did not exit within {guard} s: {log.text()}") from None
-    out = p.stdout.read()
-    log.thread.join(timeout=10)
-    assert p.returncode == 0, f"node exited {p.returncode}: {log.text()}"
-    return json.loads(out.strip().splitlines()[-1])
+summary = nu.json_summary
 
 
 def fixed_policy(obs_dim, logits, version):

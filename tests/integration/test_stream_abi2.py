@@ -18,7 +18,6 @@ $ROLLOUT_PROTO_OUT).
 import json
 import os
 import signal
-import subprocess
 import sys
 import unittest
 
@@ -34,28 +33,11 @@ LEARNER = GRID = CATCH = None
 
 
 def start_node(env, *args, listen="127.0.0.1:0"):
-    """A stream node of env on a free loopback port (or `listen`):
-    (Popen, address, stderr Lines)."""
-    p = nu.spawn([nu.NODE, "--env", env, "--learner", "stream", "--listen", listen, "--json",
-                  "--quiet", *map(str, args)],
-                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in p.stderr:
-        if "listening for learners on" in line:
-            return p, line.strip().rsplit(" ", 1)[1], nu.Lines(p.stderr)
-    p.wait()
-    raise AssertionError(f"the stream node did not start (exit {p.returncode})")
+    """A stream node of env: (Popen, address, stderr Lines)."""
+    return nu.start_listening("stream", "--env", env, "--quiet", *args, listen=listen)
 
 
-def summary(p, log, guard=nu.HANG_GUARD_S):
-    """The node's --json summary once it exits 0."""
-    try:
-        p.wait(timeout=guard)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"the node did not exit within {guard} s: {log.text()}") from None
-    out = p.stdout.read()
-    log.thread.join(timeout=10)
-    assert p.returncode == 0, f"node exited {p.returncode}: {log.text()}"
-    return json.loads(out.strip().splitlines()[-1])
+summary = nu.json_summary
 
 
 def envs():

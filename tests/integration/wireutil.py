@@ -103,14 +103,7 @@ def start_node(node, *args, env=None):
     return p, listen_address(p)
 
 
-def listen_address(p):
-    """The address a node started with --listen printed on stderr (it says so
-    even for port 0). Reads stderr up to that line."""
-    for line in p.stderr:
-        if "listening for learners on" in line:
-            return line.strip().rsplit(" ", 1)[1]
-    p.wait()
-    raise RuntimeError(f"node did not start: exit {p.returncode}")
+listen_address = nu.listen_address
 
 
 # ---- trajectory files, read and rewritten by hand ----
