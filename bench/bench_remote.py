@@ -14,7 +14,6 @@ import json
 import os
 import statistics
 import subprocess
-import time
 
 CASES = [
     ("cartpole+mlp64x64, 256 envs", ["--env", "cartpole", "--num-envs", "256"]),

@@ -40,7 +40,7 @@ from . import _proto, shared_memory
 from .client import PROTOCOL_VERSION, open_node_socket, parse_address, read_token
 from .errors import (AuthenticationError, ConnectionClosed, FrameTooLarge, ProtocolError,
                      RemoteError, VersionMismatch)
-from .framing import DEFAULT_MAX_FRAME, decode_varint, encode_frame, encode_varint
+from .framing import DEFAULT_MAX_FRAME, decode_varint, encode_frame
 
 # proto DType -> numpy dtype (little-endian).
 _DTYPES = {1: np.dtype("<f4"), 2: np.dtype("<i4"), 3: np.dtype("u1"), 4: np.dtype("<u4"),
