@@ -48,7 +48,8 @@ class BuildPyWithProto(build_py):
 
 
 hotpath = Extension("rollout_client._hotpath",
-                    ["hotpath/module.c", "hotpath/frames.c", "hotpath/envs.c"],
+                    ["hotpath/module.c", "hotpath/frames.c", "hotpath/envs.c",
+                     "hotpath/lane.c"],
                     depends=["hotpath/hotpath.h"], include_dirs=[numpy.get_include()])
 
 setup(cmdclass={"build_py": BuildPyWithProto}, ext_modules=[hotpath])

@@ -138,9 +138,7 @@ PyObject *ro__hp_take_frame(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t((Py_ssize_t)count);
 }
 
-/* varint reads the varint at b[*pos..end) into *v (bits past 64 dropped,
- * as protobuf does). -1 when it is truncated or longer than ten bytes. */
-static int varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *v)
+int ro__hp_varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *v)
 {
     uint64_t value = 0;
     for (unsigned shift = 0; shift <= 63; shift += 7) {
@@ -156,7 +154,100 @@ static int varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *v
     return -1;
 }
 
-enum { TAG_OBSERVATIONS = 0x1A, OBS_SPANS = 13, FIELD_RANGES = 12, FIELD_IN_MEMORY = 11 };
+enum { TAG_OBSERVATIONS = 0x1A, FIELD_RANGES = 12, FIELD_IN_MEMORY = 11 };
+
+int ro__hp_scan(const uint8_t *b, Py_ssize_t start, Py_ssize_t end, ro_hp_scan_t *s)
+{
+    const char *what = "an observations frame";
+    uint64_t size = 0;
+    memset(s, 0, sizeof *s);
+    if (end - start < 2 || b[start] != TAG_OBSERVATIONS)
+        return 0;
+    Py_ssize_t pos = start + 1;
+    if (ro__hp_varint(b, &pos, end, &size) < 0)
+        goto truncated;
+    if (size != (uint64_t)(end - pos)) /* more fields after it, or a length past the frame */
+        return 0;
+    while (pos < end) {
+        uint64_t tag, v;
+        if (ro__hp_varint(b, &pos, end, &tag) < 0)
+            goto truncated;
+        uint64_t field = tag >> 3;
+        unsigned wt = (unsigned)(tag & 7);
+        if (wt == 2) {
+            if (ro__hp_varint(b, &pos, end, &v) < 0)
+                goto truncated;
+            if (v > (uint64_t)(end - pos)) {
+                snprintf(s->err, sizeof s->err, "%s: a field of %llu bytes with %zd left", what,
+                         (unsigned long long)v, end - pos);
+                return -1;
+            }
+            if (field >= 2 && field <= FIELD_RANGES) {
+                if (s->have[field]) /* split in parts: legal, rare; protobuf merges them */
+                    return 0;
+                s->have[field] = 1;
+                s->spans[field][0] = pos;
+                s->spans[field][1] = pos + (Py_ssize_t)v;
+            }
+            pos += (Py_ssize_t)v;
+        } else if (wt == 0) {
+            if (ro__hp_varint(b, &pos, end, &v) < 0)
+                goto truncated;
+            if (field == 1)
+                s->seq = v;
+            else if (field == FIELD_IN_MEMORY)
+                s->in_memory = v != 0;
+            else if (field >= 2 && field <= 10) /* unpacked: legal, rare */
+                return 0;
+        } else if (wt == 1 || wt == 5) {
+            if (field >= 2 && field <= 10)
+                return 0;
+            Py_ssize_t skip = wt == 1 ? 8 : 4;
+            if (skip > end - pos) {
+                snprintf(s->err, sizeof s->err, "%s: a field runs past its frame", what);
+                return -1;
+            }
+            pos += skip;
+        } else { /* a group or a bad wire type: protobuf decides */
+            return 0;
+        }
+    }
+    if (!s->in_memory)
+        return 1;
+    for (int f = 2; f <= 10; f++) {
+        if (s->have[f]) {
+            snprintf(s->err, sizeof s->err, "%s: in memory, yet with columns in the frame", what);
+            return -1;
+        }
+    }
+    /* The ranges' varints are counted (and checked) here; a caller decodes
+     * them into an array of that many: the frame's size bounds it. */
+    Py_ssize_t lo = s->have[FIELD_RANGES] ? s->spans[FIELD_RANGES][0] : 0;
+    Py_ssize_t hi = s->have[FIELD_RANGES] ? s->spans[FIELD_RANGES][1] : 0;
+    uint64_t v;
+    for (Py_ssize_t p = lo; p < hi; s->nranges++) {
+        if (ro__hp_varint(b, &p, hi, &v) < 0) {
+            snprintf(s->err, sizeof s->err,
+                     "a truncated or overlong varint in observations field ranges");
+            return -1;
+        }
+    }
+    return 1;
+truncated:
+    snprintf(s->err, sizeof s->err, "a truncated or overlong varint in %s", what);
+    return -1;
+}
+
+void ro__hp_scan_ranges(const uint8_t *b, const ro_hp_scan_t *s, uint32_t *out)
+{
+    Py_ssize_t hi = s->have[FIELD_RANGES] ? s->spans[FIELD_RANGES][1] : 0;
+    Py_ssize_t p = s->have[FIELD_RANGES] ? s->spans[FIELD_RANGES][0] : 0;
+    uint64_t v = 0;
+    for (Py_ssize_t i = 0; p < hi; i++) {
+        ro__hp_varint(b, &p, hi, &v);
+        out[i] = (uint32_t)v; /* uint32: the low bits, as protobuf reads it */
+    }
+}
 
 PyDoc_STRVAR_EXTERN(
     scan_observations_doc,
@@ -176,139 +267,43 @@ PyObject *ro__hp_scan_observations(PyObject *self, PyObject *args)
     Py_ssize_t start, end;
     if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &end))
         return NULL;
-    PyObject *result = NULL;
-    const uint8_t *b = view.buf;
-    const char *what = "an observations frame";
-    Py_ssize_t spans[OBS_SPANS][2];
-    int have[OBS_SPANS] = {0};
-    uint64_t seq = 0, size = 0;
-    int in_memory = 0;
-    Py_ssize_t pos;
+    PyObject *result = NULL, *ranges = NULL, *sp = NULL;
+    ro_hp_scan_t s;
     if (start < 0 || end > view.len || start > end) {
         PyErr_SetString(PyExc_ValueError, "scan_observations: start and end outside buf");
         goto done;
     }
-    if (end - start < 2 || b[start] != TAG_OBSERVATIONS) {
+    int r = ro__hp_scan(view.buf, start, end, &s);
+    if (r < 0) {
+        PyErr_SetString(PyExc_ValueError, s.err);
+        goto done;
+    }
+    if (r == 0) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    pos = start + 1;
-    if (varint(b, &pos, end, &size) < 0)
-        goto truncated;
-    if (size != (uint64_t)(end - pos)) { /* more fields after it, or a length past the frame */
-        result = Py_NewRef(Py_None);
+    if (s.in_memory) {
+        npy_intp n = s.nranges;
+        if (!(ranges = PyArray_SimpleNew(1, &n, NPY_UINT32)))
+            goto done;
+        ro__hp_scan_ranges(view.buf, &s, PyArray_DATA((PyArrayObject *)ranges));
+    } else {
+        ranges = Py_NewRef(Py_None);
+    }
+    if (!(sp = PyTuple_New(RO_HP_OBS_SPANS)))
         goto done;
-    }
-    while (pos < end) {
-        uint64_t tag, v;
-        if (varint(b, &pos, end, &tag) < 0)
-            goto truncated;
-        uint64_t field = tag >> 3;
-        unsigned wt = (unsigned)(tag & 7);
-        if (wt == 2) {
-            if (varint(b, &pos, end, &v) < 0)
-                goto truncated;
-            if (v > (uint64_t)(end - pos)) {
-                PyErr_Format(PyExc_ValueError, "%s: a field of %llu bytes with %zd left", what,
-                             (unsigned long long)v, end - pos);
-                goto done;
-            }
-            if (field >= 2 && field <= FIELD_RANGES) {
-                if (have[field]) { /* split in parts: legal, rare; protobuf merges them */
-                    result = Py_NewRef(Py_None);
-                    goto done;
-                }
-                have[field] = 1;
-                spans[field][0] = pos;
-                spans[field][1] = pos + (Py_ssize_t)v;
-            }
-            pos += (Py_ssize_t)v;
-        } else if (wt == 0) {
-            if (varint(b, &pos, end, &v) < 0)
-                goto truncated;
-            if (field == 1) {
-                seq = v;
-            } else if (field == FIELD_IN_MEMORY) {
-                in_memory = v != 0;
-            } else if (field >= 2 && field <= 10) { /* unpacked: legal, rare */
-                result = Py_NewRef(Py_None);
-                goto done;
-            }
-        } else if (wt == 1 || wt == 5) {
-            if (field >= 2 && field <= 10) {
-                result = Py_NewRef(Py_None);
-                goto done;
-            }
-            Py_ssize_t skip = wt == 1 ? 8 : 4;
-            if (skip > end - pos) {
-                PyErr_Format(PyExc_ValueError, "%s: a field runs past its frame", what);
-                goto done;
-            }
-            pos += skip;
-        } else { /* a group or a bad wire type: protobuf decides */
-            result = Py_NewRef(Py_None);
+    for (int f = 0; f < RO_HP_OBS_SPANS; f++) {
+        PyObject *item = s.have[f] ? Py_BuildValue("(nn)", s.spans[f][0], s.spans[f][1])
+                                   : Py_NewRef(Py_None);
+        if (!item)
             goto done;
-        }
-    }
-    PyObject *ranges = Py_NewRef(Py_None);
-    if (in_memory) {
-        for (int f = 2; f <= 10; f++) {
-            if (have[f]) {
-                Py_DECREF(ranges);
-                PyErr_Format(PyExc_ValueError, "%s: in memory, yet with columns in the frame",
-                             what);
-                goto done;
-            }
-        }
-        /* Two passes: count (and check) the varints, then decode them into
-         * an array of that many: the frame's size bounds it. */
-        Py_ssize_t lo = have[FIELD_RANGES] ? spans[FIELD_RANGES][0] : 0;
-        Py_ssize_t hi = have[FIELD_RANGES] ? spans[FIELD_RANGES][1] : 0;
-        npy_intp n = 0;
-        uint64_t v;
-        for (Py_ssize_t p = lo; p < hi; n++) {
-            if (varint(b, &p, hi, &v) < 0) {
-                Py_DECREF(ranges);
-                PyErr_SetString(PyExc_ValueError,
-                                "a truncated or overlong varint in observations field ranges");
-                goto done;
-            }
-        }
-        PyArrayObject *r = (PyArrayObject *)PyArray_SimpleNew(1, &n, NPY_UINT32);
-        if (!r) {
-            Py_DECREF(ranges);
-            goto done;
-        }
-        uint32_t *out = PyArray_DATA(r);
-        for (Py_ssize_t p = lo, i = 0; p < hi; i++) {
-            varint(b, &p, hi, &v);
-            out[i] = (uint32_t)v; /* uint32: the low bits, as protobuf reads it */
-        }
-        Py_DECREF(ranges);
-        ranges = (PyObject *)r;
-    }
-    PyObject *sp = PyTuple_New(OBS_SPANS);
-    if (!sp) {
-        Py_DECREF(ranges);
-        goto done;
-    }
-    for (int f = 0; f < OBS_SPANS; f++) {
-        PyObject *item =
-            have[f] ? Py_BuildValue("(nn)", spans[f][0], spans[f][1]) : Py_NewRef(Py_None);
-        if (!item) {
-            Py_DECREF(sp);
-            Py_DECREF(ranges);
-            goto done;
-        }
         PyTuple_SET_ITEM(sp, f, item);
     }
-    result =
-        Py_BuildValue("KONO", (unsigned long long)seq, in_memory ? Py_True : Py_False, sp, ranges);
-    Py_DECREF(ranges);
-    goto done;
-truncated:
-    PyErr_Format(PyExc_ValueError, "a truncated or overlong varint in %s", what);
+    result = Py_BuildValue("KOOO", (unsigned long long)s.seq, s.in_memory ? Py_True : Py_False,
+                           sp, ranges);
 done:
+    Py_XDECREF(ranges);
+    Py_XDECREF(sp);
     PyBuffer_Release(&view);
     return result;
 }

@@ -10,6 +10,9 @@
 #define PY_ARRAY_UNIQUE_SYMBOL ro_hotpath_ARRAY_API
 #ifndef RO_HOTPATH_MODULE
 #define NO_IMPORT_ARRAY
+/* lane.c: one node's asynchronous recv() and send(), each one call. */
+extern PyTypeObject ro__hp_lane_type;
+
 #endif
 #include <numpy/arrayobject.h>
 
@@ -39,6 +42,37 @@ npy_intp ro__hp_row_bytes(PyArrayObject *a);
 int ro__hp_env_rows(PyObject *o, npy_intp k, npy_intp n, npy_intp *first, const int64_t **ids);
 
 /* frames.c: one frame from the wire or the node's memory. */
+
+/* ro__hp_varint reads the varint at b[*pos..end) into *v (bits past 64
+ * dropped, as protobuf does). -1 when it is truncated or longer than ten
+ * bytes. */
+int ro__hp_varint(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, uint64_t *v);
+
+/* The fields of an Observations frame (proto/rollout.proto): 2 to 12 are
+ * length-delimited when packed. */
+enum { RO_HP_OBS_SPANS = 13 };
+
+/* What ro__hp_scan found in a Frame{observations}. */
+typedef struct ro_hp_scan {
+    uint64_t seq;
+    int in_memory;
+    int have[RO_HP_OBS_SPANS];              /* field f was there, at spans[f] */
+    Py_ssize_t spans[RO_HP_OBS_SPANS][2];   /* (start, end) of field f's bytes */
+    Py_ssize_t nranges;                     /* in_memory: varints in field 12 */
+    char err[128];                          /* why, when ro__hp_scan says -1 */
+} ro_hp_scan_t;
+
+/* ro__hp_scan walks the Frame in b[start..end): 1 when it is a
+ * Frame{observations} laid out as protobuf encoders write it (an in-memory
+ * one without columns, its ranges' varints counted), 0 for another frame
+ * kind or layout (protobuf then decides), -1 on bytes no protobuf parser
+ * takes (s->err says why). Reads only b[start..end). */
+int ro__hp_scan(const uint8_t *b, Py_ssize_t start, Py_ssize_t end, ro_hp_scan_t *s);
+
+/* ro__hp_scan_ranges decodes the s->nranges varints of field 12 that
+ * ro__hp_scan counted into out, as uint32. */
+void ro__hp_scan_ranges(const uint8_t *b, const ro_hp_scan_t *s, uint32_t *out);
+
 extern const char take_frame_doc[], scan_observations_doc[];
 PyObject *ro__hp_take_frame(PyObject *self, PyObject *args);
 PyObject *ro__hp_scan_observations(PyObject *self, PyObject *args);
@@ -50,5 +84,8 @@ PyObject *ro__hp_gather(PyObject *self, PyObject *args);
 PyObject *ro__hp_first_outside(PyObject *self, PyObject *args);
 PyObject *ro__hp_adopt(PyObject *self, PyObject *args);
 PyObject *ro__hp_hold(PyObject *self, PyObject *args);
+
+/* lane.c: one node's asynchronous recv() and send(), each one call. */
+extern PyTypeObject ro__hp_lane_type;
 
 #endif

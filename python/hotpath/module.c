@@ -133,5 +133,10 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__hotpath(void)
 {
     import_array();
-    return PyModule_Create(&module);
+    if (PyType_Ready(&ro__hp_lane_type) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddObjectRef(m, "Lane", (PyObject *)&ro__hp_lane_type) < 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -50,11 +50,12 @@ from .errors import ConnectionClosed, ProtocolError
 from .vecenv_abi2 import Abi2Mixin
 from .vecenv_async import AsyncMixin
 from .vecenv_async_abi2 import Abi2AsyncMixin
+from .vecenv_lane import LaneMixin
 
 _Base = spaces.GYMNASIUM.vector.VectorEnv if spaces.GYMNASIUM is not None else object
 
 
-class VecEnv(AsyncMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
+class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
     """``VecEnv(["127.0.0.1:7000"])``, ``VecEnv("host:7000")`` or
     ``VecEnv(client)``. ``timeout`` bounds each wait for observations, in
     seconds; ``clip_box`` clips box actions to the action space's bounds;
@@ -399,6 +400,7 @@ class VecEnv(AsyncMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
     def close_extras(self, reason="learner done", **kwargs):
         """Say goodbye to every node (unanswered batches go to the next
         learner)."""
+        self._lane_detach()
         self.client.close(reason)
 
     def close(self, reason="learner done", **kwargs):

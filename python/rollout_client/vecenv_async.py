@@ -120,6 +120,8 @@ class AsyncMixin:
         self._enter("async", what)
         if first and self.layout is not None:
             self._async2_own()
+        if first and self._lane_start():  # vecenv_lane.py: took the frames outstanding
+            return
         for b, g in self._outstanding:
             self._adopt(b, _ids(g), HANDED)
         self._outstanding.clear()
@@ -156,6 +158,8 @@ class AsyncMixin:
             raise ValueError(f"env_ids must be a 1-D array of ints, got shape {ids.shape} "
                              f"dtype {ids.dtype}")
         ids = ids.astype(np.int64, copy=False)
+        if self._lane is not None:
+            return self._lane_send(actions, np.ascontiguousarray(ids))
         k = len(ids)
         if k == 0:
             if self.layout is not None:
@@ -167,16 +171,7 @@ class AsyncMixin:
         # checks refuse then give them back: on ValueError nothing was taken.
         bad, frames, pos = hot.hold(ids, self._state, self._frame_of, self._pos_of, HANDED, HELD)
         if bad >= 0:
-            e = int(ids[bad])
-            if frames == "range":
-                raise ValueError(f"env_ids: {e} is not an env id (0..{self.num_envs - 1})")
-            if frames == "twice":
-                raise ValueError(f"env_ids: env {e} is given twice")
-            why = {IN_FLIGHT: "is stepping at its node (answered already)",
-                   READY: "has an observation recv() has not returned yet",
-                   HELD: "was answered already"}[int(self._state[e])]
-            raise ValueError(f"send(): {self._label(e)} {why}; send() takes envs that "
-                             "recv() returned and that have no action yet")
+            self._refuse(ids, bad, frames)
         try:
             if self.layout is not None:
                 wire = self._async2_check(actions, ids)
@@ -231,16 +226,12 @@ class AsyncMixin:
             raise RuntimeError("call reset() or async_reset() before recv()")
         self._go_async("recv()")
         want = self.batch_size
+        if self._lane is not None:
+            return self._lane_recv(want, self.timeout if timeout is None else timeout)
         while self._nready < want:
             coming = self._nflight
             if self._nready + coming < want:
-                waiting = int(np.count_nonzero(self._state == HANDED))
-                held = int(np.count_nonzero(self._state == HELD))
-                raise RuntimeError(
-                    f"recv() waits for {want} envs but at most {self._nready + coming} can come: "
-                    f"{waiting} env(s) returned by recv() have no action yet and {held} "
-                    "answered env(s) wait for the other envs of their frames; send() their "
-                    "actions first")
+                self._recv_short(want, self._nready + coming)
             self._recv_one(self.timeout if timeout is None else timeout, coming)
         ids, first = self._take(want)
         if self.layout is not None:
@@ -248,6 +239,30 @@ class AsyncMixin:
         return self._transitions(ids, first)
 
     # -- internals ----------------------------------------------------------------
+    def _refuse(self, ids, bad, why):
+        """send()'s ValueError for env_ids[bad]: why is "range", "twice" or
+        else its state says."""
+        e = int(ids[bad])
+        if why == "range":
+            raise ValueError(f"env_ids: {e} is not an env id (0..{self.num_envs - 1})")
+        if why == "twice":
+            raise ValueError(f"env_ids: env {e} is given twice")
+        why = {IN_FLIGHT: "is stepping at its node (answered already)",
+               READY: "has an observation recv() has not returned yet",
+               HELD: "was answered already"}[int(self._state[e])]
+        raise ValueError(f"send(): {self._label(e)} {why}; send() takes envs that "
+                         "recv() returned and that have no action yet")
+
+    def _recv_short(self, want, can_come):
+        """recv()'s RuntimeError: at most can_come of the want envs can come."""
+        waiting = int(np.count_nonzero(self._state == HANDED))
+        held = int(np.count_nonzero(self._state == HELD))
+        raise RuntimeError(
+            f"recv() waits for {want} envs but at most {can_come} can come: "
+            f"{waiting} env(s) returned by recv() have no action yet and {held} "
+            "answered env(s) wait for the other envs of their frames; send() their "
+            "actions first")
+
     def _recv_one(self, timeout, coming):
         if len(self.client.open_nodes) != len(self.nodes):
             gone = [i.address for i in self.nodes if i.index not in self.client.open_nodes]

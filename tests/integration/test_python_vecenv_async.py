@@ -9,7 +9,9 @@ Run as: test_python_vecenv_async.py ROLLOUT_NODE BUILD_DIR. Every wait is
 for an observation or an exit, with GUARD as the only clock.
 """
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,11 +36,24 @@ def balance(obs):
 
 
 class Async(unittest.TestCase):
+    """Over TCP: vecenv_async.py's Python does the work."""
+
+    lane = False  # whether a one-node VecEnv here takes the lane (vecenv_lane.py)
+
     def launch(self, num_envs=16, seed=11, env="cartpole", extra=()):
         node = rc.launch_node(env=env, num_envs=num_envs, seed=seed, node=NODE,
-                              extra_args=list(extra))
+                              extra_args=list(extra), **self.listen())
         self.addCleanup(node.stop)
         return node
+
+    def listen(self):
+        return {}
+
+    def check_lane(self, env):
+        """A one-node VecEnv that went asynchronous took the lane exactly
+        when this class says it should."""
+        if len(env.nodes) == 1 and env._mode == "async":
+            self.assertEqual(env._lane is not None, self.lane)
 
     def sync_trajectories(self, addresses, steps):
         """Each env's first `steps` transitions under step() and balance."""
@@ -65,6 +80,7 @@ class Async(unittest.TestCase):
                 env.async_reset()
             while min(len(g) for g in got) < steps:
                 obs, rew, term, trunc, infos = env.recv()
+                self.check_lane(env)
                 ids = infos["env_id"]
                 self.assertEqual(len(ids), batch_size)
                 for j, k in enumerate(ids.tolist()):
@@ -76,17 +92,27 @@ class Async(unittest.TestCase):
 
     def test_every_env_follows_its_synchronous_trajectory(self):
         """Two nodes (frames of 8 envs, the node's default batch) with batch
-        sizes that split frames (3, 5), equal one (8) and span nodes (32):
-        every env's transitions equal what step() gives with the same seed."""
+        sizes that split frames (3, 5), equal one (8) and span nodes (32);
+        and one node (the lane's case, over shared memory): every env's
+        transitions equal what step() gives with the same seed."""
         steps = 60
         want = self.sync_trajectories([self.launch().address, self.launch(seed=12).address],
                                       steps)
-        for batch_size, start in ((3, "async_reset"), (5, "reset"), (8, "async_reset"),
-                                  (32, "reset")):
-            with self.subTest(batch_size=batch_size, start=start):
-                a, b = self.launch(), self.launch(seed=12)
-                got = self.async_trajectories([a.address, b.address], steps, batch_size, start)
-                for k, (w, g) in enumerate(zip(want, got)):
+        for batch_size, start, nodes in ((3, "async_reset", 2), (5, "reset", 2),
+                                         (8, "async_reset", 2), (32, "reset", 2),
+                                         (3, "async_reset", 1), (5, "reset", 1),
+                                         (16, "async_reset", 1)):
+            with self.subTest(batch_size=batch_size, start=start, nodes=nodes):
+                addresses = [self.launch().address]
+                if nodes == 2:
+                    addresses.append(self.launch(seed=12).address)
+                got = self.async_trajectories(addresses, steps, batch_size, start)
+                if nodes == 1:
+                    want1, got = want[:16], got[:16]
+                else:
+                    want1 = want
+                self.assertEqual(len(got), len(want1))
+                for k, (w, g) in enumerate(zip(want1, got)):
                     for t, (x, y) in enumerate(zip(w, g)):
                         np.testing.assert_array_equal(x[0], y[0], err_msg=f"env {k} step {t} obs")
                         self.assertEqual((x[1], x[2], x[3]), (y[1], y[2], y[3]),
@@ -101,6 +127,7 @@ class Async(unittest.TestCase):
             finals = 0
             while len(env.episode_lengths) < 4:
                 obs, rew, term, trunc, infos = env.recv()
+                self.check_lane(env)
                 self.assertEqual(obs.shape, (3, 3))
                 finals += int(infos["_final_obs"].sum())
                 self.assertTrue(np.isfinite(infos["final_obs"][infos["_final_obs"]]).all())
@@ -122,6 +149,7 @@ class Async(unittest.TestCase):
             env.reset()
         env.send(np.zeros(0, np.int64), np.zeros(0, np.int64))  # an empty batch: nothing to do
         obs, _, _, _, infos = env.recv()
+        self.check_lane(env)
         ids = infos["env_id"]
         self.assertEqual(sorted(ids.tolist()), list(range(8)))
         with self.assertRaisesRegex(RuntimeError, "8 env\\(s\\) returned by recv\\(\\) have no action"):
@@ -169,6 +197,26 @@ class Async(unittest.TestCase):
                 env.send(np.zeros(4, np.int64), np.arange(4))
         with self.assertRaisesRegex(ValueError, "batch_size"):
             rc.VecEnv(self.launch(num_envs=4).address, timeout=GUARD, batch_size=5)
+
+
+class AsyncLane(Async):
+    """The same over a Unix-domain socket with the node's shared memory: a
+    one-node VecEnv takes the lane (lane.c), two nodes stay in Python."""
+
+    lane = True
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sockdir = tempfile.mkdtemp(prefix="vecenv_async.")
+        cls.count = 0
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.sockdir, ignore_errors=True)
+
+    def listen(self):
+        type(self).count += 1
+        return {"listen": f"unix:{self.sockdir}/node{self.count}.sock"}
 
 
 if __name__ == "__main__":
