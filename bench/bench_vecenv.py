@@ -115,6 +115,8 @@ def main():
     ap.add_argument("--unix", action="store_true",
                     help="the nodes listen on a Unix-domain socket: observations and actions "
                          "in shared memory (docs/protocol.md), one frame per step")
+    ap.add_argument("--async-spin-us", type=int, default=None, metavar="US",
+                    help="the mlp-async node's --spin-us (default: the node's own)")
     ap.add_argument("--pkg", default=os.path.join(HERE, "..", "python"))
     ap.add_argument("--profile", type=int, default=0, metavar="STEPS")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "docs", "benchmarks"))
@@ -204,6 +206,8 @@ def main():
             args2[args2.index("--num-envs") + 1] = str(2 * n)
             if a.unix:  # two batches in flight: frames of n envs each
                 args2[args2.index("--batch") + 1] = str(n)
+            if a.async_spin_us is not None:
+                args2 += ["--spin-us", str(a.async_spin_us)]
             node2 = rc.NodeProcess(os.path.join(a.build, "rollout-node"), *args2,
                                    **(listen2 if a.unix else {}))
             env2 = rc.VecEnv(node2.address, timeout=120, batch_size=n)

@@ -98,6 +98,7 @@ static void lane_release(Lane *L)
     L->free_slots = NULL;
     L->ready = NULL;
     L->in = L->out = NULL;
+    L->in_cap = L->in_start = L->in_end = L->out_len = L->out_cap = 0;
     L->fd = -1;
 }
 
@@ -526,8 +527,52 @@ static int lane_wait(Lane *L, double deadline)
 
 /* -- recv ------------------------------------------------------------------- */
 
-/* The arrays of `want` READY envs, taken from the ready queue, and the
- * episodes they end: the tuple recv() returns (vecenv_lane.py names it). */
+/* The infos dict of recv() (vecenv_async.py's _transitions): o holds the
+ * arrays lane_gather made. NULL on error. */
+static PyObject *lane_infos(PyObject **o)
+{
+    PyObject *ep = Py_BuildValue("{sOsO}", "r", o[9], "l", o[10]);
+    if (!ep)
+        return NULL;
+    return Py_BuildValue("{sOsOsOsOsNsOsOsOsOsO}", "env_id", o[4], "final_obs", o[5],
+                         "_final_obs", o[6], "has_final_obs", o[6], "episode", ep, "_episode",
+                         o[11], "episode_return", o[9], "episode_length", o[10],
+                         "episode_start", o[7], "step", o[8]);
+}
+
+/* The returns (float) and lengths (int) of the k rows' episodes counted
+ * (ended of them) as two lists, in row order: what VecEnv appends to
+ * episode_returns and episode_lengths. */
+static PyObject *lane_ended(npy_intp k, npy_intp ended, const npy_bool *counted,
+                            const double *ret, const int64_t *len)
+{
+    PyObject *r = PyList_New(ended), *l = PyList_New(ended);
+    if (!r || !l)
+        goto fail;
+    for (npy_intp i = 0, j = 0; i < k; i++) {
+        if (!counted[i])
+            continue;
+        PyObject *x = PyFloat_FromDouble(ret[i]), *y = PyLong_FromLongLong(len[i]);
+        if (!x || !y) {
+            Py_XDECREF(x);
+            Py_XDECREF(y);
+            goto fail;
+        }
+        PyList_SET_ITEM(r, j, x);
+        PyList_SET_ITEM(l, j, y);
+        j++;
+    }
+    return Py_BuildValue("(NN)", r, l);
+fail:
+    Py_XDECREF(r);
+    Py_XDECREF(l);
+    return NULL;
+}
+
+/* The `want` READY envs next in the ready queue, taken: (obs, reward,
+ * terminated, truncated, infos, stepped, ended) as recv() returns the
+ * first five (vecenv_lane.py); stepped counts the transitions, ended is
+ * None or the (returns, lengths) lists of the episodes counted. */
 static PyObject *lane_gather(Lane *L, npy_intp want)
 {
     npy_intp k = want, d = L->d;
@@ -570,38 +615,39 @@ static PyObject *lane_gather(Lane *L, npy_intp want)
         memcpy(obs + got * d, L->m_obs + first * d, row * (size_t)take);
         memcpy(reward + got, L->m_reward + first, (size_t)take * sizeof(float));
         memcpy(step + got, L->m_step + first, (size_t)take * sizeof(uint64_t));
+        memset(L->state + first, HANDED, (size_t)take);
+        /* Branch-free passes (a batch is a thousand rows, and this runs
+         * cold after the user's policy): the few final observations are
+         * copied over the NaN fill afterwards. */
+        for (npy_intp c = 0; c < take * d; c++)
+            fin[got * d + c] = NAN;
         for (npy_intp j = 0; j < take; j++) {
             npy_intp e = first + j, i = got + j;
             uint8_t f = L->m_flags[e]; /* one read: the node may rewrite it meanwhile */
+            int te = (f & RO_HP_TERMINATED) != 0, tr = (f & RO_HP_TRUNCATED) != 0;
+            int hf = (f & RO_HP_HAS_FINAL) != 0, st = step[i] != 0;
             ids[i] = e;
-            term[i] = (f & RO_HP_TERMINATED) != 0;
-            trunc[i] = (f & RO_HP_TRUNCATED) != 0;
+            term[i] = (npy_bool)te;
+            trunc[i] = (npy_bool)tr;
             start[i] = (f & RO_HP_EPISODE_START) != 0;
-            hasf[i] = (f & RO_HP_HAS_FINAL) != 0;
-            if (hasf[i]) {
-                memcpy(fin + i * d, L->m_final + e * d, row);
-            } else {
-                for (npy_intp c = 0; c < d; c++)
-                    fin[i * d + c] = NAN;
-            }
+            hasf[i] = (npy_bool)hf;
             /* Episodes, as episodes() in envs.c counts them: step 0 is an
-             * env's first observation, no transition. */
-            if (step[i] != 0) {
-                L->ep_ret[e] += (double)reward[i];
-                L->ep_len[e] += 1;
-                stepped++;
-            }
-            int done = term[i] || trunc[i];
-            int count = done && (term[i] || hasf[i]);
+             * env's first observation, no transition; a truncation without
+             * its final observation is not counted. */
+            double r = L->ep_ret[e] + (st ? (double)reward[i] : 0.0);
+            int64_t len = L->ep_len[e] + st;
+            int done = te | tr, count = te | (tr & hf);
             counted[i] = (npy_bool)count;
-            out_ret[i] = count ? L->ep_ret[e] : NAN;
-            out_len[i] = count ? L->ep_len[e] : 0;
+            out_ret[i] = count ? r : NAN;
+            out_len[i] = count ? len : 0;
+            L->ep_ret[e] = done ? 0.0 : r;
+            L->ep_len[e] = done ? 0 : len;
+            stepped += st;
             ended += count;
-            if (done) {
-                L->ep_ret[e] = 0.0;
-                L->ep_len[e] = 0;
-            }
-            L->state[e] = HANDED;
+        }
+        for (npy_intp j = 0; j < take; j++) {
+            if (hasf[got + j])
+                memcpy(fin + (got + j) * d, L->m_final + (first + j) * d, row);
         }
         got += take;
         if ((uint32_t)take == run[1]) {
@@ -613,20 +659,16 @@ static PyObject *lane_gather(Lane *L, npy_intp want)
         }
     }
     L->nready -= k;
-    PyObject *t = PyTuple_New(14);
-    if (!t) {
-        for (int j = 0; j < 12; j++)
-            Py_DECREF(o[j]);
-        return NULL;
-    }
+    PyObject *infos = lane_infos(o);
+    PyObject *eps = !infos ? NULL : ended ? lane_ended(k, ended, counted, out_ret, out_len)
+                                          : Py_NewRef(Py_None);
+    PyObject *t = eps ? Py_BuildValue("(OOOONnN)", o[0], o[1], o[2], o[3], infos,
+                                      (Py_ssize_t)stepped, eps)
+                      : NULL;
+    if (!eps)
+        Py_XDECREF(infos);
     for (int j = 0; j < 12; j++)
-        PyTuple_SET_ITEM(t, j, o[j]);
-    PyTuple_SET_ITEM(t, 12, PyLong_FromSsize_t((Py_ssize_t)stepped));
-    PyTuple_SET_ITEM(t, 13, PyLong_FromSsize_t((Py_ssize_t)ended));
-    if (!PyTuple_GET_ITEM(t, 12) || !PyTuple_GET_ITEM(t, 13)) {
-        Py_DECREF(t);
-        return NULL;
-    }
+        Py_DECREF(o[j]);
     return t;
 }
 
@@ -643,10 +685,8 @@ static PyObject *lane_recv(Lane *L, PyObject *args)
     double timeout;
     if (!PyArg_ParseTuple(args, "nd", &want, &timeout))
         return NULL;
-    if (L->fd < 0) {
-        PyErr_SetString(PyExc_ValueError, "recv(): the lane is detached");
-        return NULL;
-    }
+    if (L->fd < 0) /* detached: the connection closed */
+        return event("closed", PyUnicode_FromString("the connection is closed"));
     if (want < 1 || want > L->n) {
         PyErr_Format(PyExc_ValueError, "recv(): want %zd outside [1, %zd]", want,
                      (Py_ssize_t)L->n);
@@ -730,26 +770,63 @@ static void lane_answer(Lane *L, npy_intp slot)
     L->free_slots[L->nfree++] = slot;
 }
 
-/* send(env_ids, actions) -> None | (index, why) | ("actions",) | ("closed", message)
- * ('bad', message): the node broke the protocol.
- * Takes env_ids (int64 [k]) and their actions: discrete int64 or int32
- * [k] in [0, n); box float32 [k, width], checked and clipped by the caller
- * (check_actions). (index, why): env_ids[index] is refused ("range",
- * "twice" or its state), ("actions",): a discrete action is not in range or
- * the array not of a form taken here (the caller's check_actions then says
- * which, or converts it); nothing was taken in either case. */
+/* Sends what the output holds: None, or ("closed", why). */
+static PyObject *lane_sent(Lane *L)
+{
+    int err = lane_flush(L);
+    if (err)
+        return event("closed", PyUnicode_FromFormat("send failed: %s", strerror(err)));
+    Py_RETURN_NONE;
+}
+
+/* send() of envs lo..lo+k, every one HANDED (checked), with their
+ * actions (checked): the same as the general case, in runs. */
+static PyObject *lane_send_range(Lane *L, npy_intp lo, npy_intp k, const void *act, int act_type)
+{
+    memset(L->state + lo, HELD, (size_t)k);
+    if (!L->discrete)
+        memcpy((float *)L->m_act + lo * L->act_width, act,
+               (size_t)(k * L->act_width) * sizeof(float));
+    else if (act_type == NPY_INT64)
+        for (npy_intp i = 0; i < k; i++)
+            ((int32_t *)L->m_act)[lo + i] = (int32_t)((const int64_t *)act)[i];
+    else
+        memcpy((int32_t *)L->m_act + lo, act, (size_t)k * sizeof(int32_t));
+    /* Envs of one frame are usually neighbours: one decrement per run. */
+    for (npy_intp i = 0; i < k;) {
+        int64_t slot = L->frame_of[lo + i];
+        npy_intp j = i + 1;
+        while (j < k && L->frame_of[lo + j] == slot)
+            j++;
+        if ((L->frames[slot].left -= j - i) == 0)
+            lane_answer(L, slot);
+        i = j;
+    }
+    return lane_sent(L);
+}
+
+/* send(env_ids, actions, checked=False) -> None | (index, why) | ("ids",)
+ *     | ("actions",) | ("closed", message) | ("bad", message)
+ * Takes env_ids (int64 [k], C-contiguous) and their actions: discrete
+ * int64 or int32 [k] in [0, n); box float32 [k, width] once the caller's
+ * check_actions checked and clipped them (checked). (index, why):
+ * env_ids[index] is refused ("range", "twice" or its state); ("ids",) or
+ * ("actions",): an array not of a form taken here, or a discrete action out
+ * of range (the caller's checks then say which, or convert it); nothing
+ * was taken in any of these. ("closed", ...): the send failed; ("bad",
+ * ...): the node broke the protocol. */
 static PyObject *lane_send(Lane *L, PyObject *args)
 {
     PyObject *o_ids, *o_act;
-    if (!PyArg_ParseTuple(args, "OO", &o_ids, &o_act))
+    int checked = 0;
+    if (!PyArg_ParseTuple(args, "OO|p", &o_ids, &o_act, &checked))
         return NULL;
-    if (L->fd < 0) {
-        PyErr_SetString(PyExc_ValueError, "send(): the lane is detached");
-        return NULL;
-    }
-    PyArrayObject *ids_a = ro__hp_array(o_ids, NPY_INT64, 1, 0, "env_ids");
-    if (!ids_a)
-        return NULL;
+    if (L->fd < 0) /* detached: the connection closed */
+        return event("closed", PyUnicode_FromString("the connection is closed"));
+    PyArrayObject *ids_a = (PyArrayObject *)o_ids;
+    if (!PyArray_Check(o_ids) || PyArray_TYPE(ids_a) != NPY_INT64 || PyArray_NDIM(ids_a) != 1 ||
+        !PyArray_IS_C_CONTIGUOUS(ids_a))
+        return Py_BuildValue("(s)", "ids");
     npy_intp k = PyArray_DIM(ids_a, 0), i;
     const int64_t *ids = PyArray_DATA(ids_a);
     /* The actions' form first: a refusal here leaves every state as it was. */
@@ -760,8 +837,8 @@ static PyObject *lane_send(Lane *L, PyObject *args)
         act_type = PyArray_TYPE(a);
         int ok = L->discrete ? (act_type == NPY_INT64 || act_type == NPY_INT32) &&
                                    PyArray_NDIM(a) == 1 && PyArray_DIM(a, 0) == k
-                             : act_type == NPY_FLOAT32 && PyArray_SIZE(a) == k * L->act_width &&
-                                   ro__hp_rows(a) == k;
+                             : checked && act_type == NPY_FLOAT32 &&
+                                   PyArray_SIZE(a) == k * L->act_width && ro__hp_rows(a) == k;
         if (ok)
             act = PyArray_DATA(a);
     }
@@ -781,6 +858,13 @@ static PyObject *lane_send(Lane *L, PyObject *args)
                 return Py_BuildValue("(s)", "actions");
         }
     }
+    /* The usual: recv() handed out one range of envs, in order. */
+    npy_intp lo = k ? ids[0] : 0;
+    int range = k > 0 && lo >= 0 && lo <= L->n - k;
+    for (i = 0; range && i < k; i++)
+        range = ids[i] == lo + i && L->state[lo + i] == HANDED;
+    if (range)
+        return lane_send_range(L, lo, k, act, act_type);
     /* Every env: in range, HANDED, not twice; marked HELD as it is seen,
      * all put back at the first refusal. */
     for (i = 0; i < k; i++) {
@@ -813,9 +897,7 @@ static PyObject *lane_send(Lane *L, PyObject *args)
         if (--L->frames[slot].left == 0)
             lane_answer(L, slot);
     }
-    if ((err = lane_flush(L)) != 0)
-        return event("closed", PyUnicode_FromFormat("send failed: %s", strerror(err)));
-    Py_RETURN_NONE;
+    return lane_sent(L);
 }
 
 /* -- setup and teardown --------------------------------------------------------- */
@@ -903,13 +985,13 @@ static PyMethodDef lane_methods[] = {
     {"recv", (PyCFunction)lane_recv, METH_VARARGS,
      "recv(want, timeout) -> arrays | None | (event, detail)\n\n"
      "The next `want` envs whose observation came in (timeout seconds, < 0: no limit): "
-     "(obs, reward, terminated, truncated, env_id, final_obs, has_final, episode_start, "
-     "step, episode_return, episode_length, counted, stepped, ended); None when the "
+     "(obs, reward, terminated, truncated, infos, stepped, ended); None when the "
      "time ran out; or what Python must handle: ('frame', bytes) a frame not taken here, "
      "('bad', message) a protocol violation, ('short', count) fewer envs can come, "
      "('closed', message) the connection ended."},
     {"send", (PyCFunction)lane_send, METH_VARARGS,
-     "send(env_ids, actions) -> None | (index, why) | ('actions',) | ('closed', message)"},
+     "send(env_ids, actions, checked=False) -> None | (index, why) | ('ids',) | ('actions',) "
+     "| ('closed', message) | ('bad', message)"},
     {"adopt", (PyCFunction)lane_adopt, METH_VARARGS,
      "adopt(seq, ranges, to): a frame received before the lane (uint32 (first, count) "
      "pairs) whose envs become READY (1) or HANDED (2)."},

@@ -149,17 +149,22 @@ class AsyncMixin:
         (or reset()/step()) and not answered since. Checked as a whole first:
         on ValueError nothing was taken. A frame's answer goes to its node
         as soon as its last env has an action."""
-        self._check_open("send()")
-        if not self._started:
-            raise RuntimeError("call reset() or async_reset() before send()")
-        self._go_async("send()")
+        if self._lane is None:
+            self._check_open("send()")
+            if not self._started:
+                raise RuntimeError("call reset() or async_reset() before send()")
+            self._go_async("send()")  # may take the lane
+        lane = self._lane
+        if lane is not None:  # vecenv_lane.py: one C call, when it takes them as they are
+            r = lane.send(env_ids, actions)
+            if r is not None:
+                self._lane_send(actions, env_ids, r)
+            return
         ids = np.asarray(env_ids)
         if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
             raise ValueError(f"env_ids must be a 1-D array of ints, got shape {ids.shape} "
                              f"dtype {ids.dtype}")
         ids = ids.astype(np.int64, copy=False)
-        if self._lane is not None:
-            return self._lane_send(actions, np.ascontiguousarray(ids))
         k = len(ids)
         if k == 0:
             if self.layout is not None:
@@ -221,10 +226,22 @@ class AsyncMixin:
         no flags and ``infos["step"]`` 0. Waits at most ``timeout`` seconds
         (default: the VecEnv's) for frames; raises RuntimeError at once when
         fewer than batch_size envs can come before the user sends actions."""
-        self._check_open("recv()")
-        if not self._started:
-            raise RuntimeError("call reset() or async_reset() before recv()")
-        self._go_async("recv()")
+        lane = self._lane
+        if lane is not None and self._lane_conn.open:  # vecenv_lane.py: the usual, inline
+            got = lane.recv(self.batch_size, self._lane_timeout(timeout))
+            if got is not None and len(got) == 7:
+                self.total_steps += got[5]
+                if got[6] is not None:
+                    self.episode_returns.extend(got[6][0])
+                    self.episode_lengths.extend(got[6][1])
+                return got[:5]
+            return self._lane_recv(self.batch_size, self.timeout if timeout is None else timeout,
+                                   got)
+        if lane is None:  # there only while open and asynchronous
+            self._check_open("recv()")
+            if not self._started:
+                raise RuntimeError("call reset() or async_reset() before recv()")
+            self._go_async("recv()")  # may take the lane
         want = self.batch_size
         if self._lane is not None:
             return self._lane_recv(want, self.timeout if timeout is None else timeout)

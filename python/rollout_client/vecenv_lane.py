@@ -84,26 +84,46 @@ class LaneMixin:
         ready, flight, _ = self._lane.counts
         return ready, flight
 
-    def _lane_recv(self, want, timeout):
-        """recv()'s transitions through the lane."""
+    def _lane_timeout(self, timeout):
+        """recv()'s timeout as the lane takes it: seconds, < 0 for none."""
+        if timeout is None:
+            timeout = self.timeout
+        return -1.0 if timeout is None else float(timeout)
+
+    def _lane_recv(self, want, timeout, got=False):
+        """recv()'s transitions through the lane, after its call returned
+        got (False: not called yet): a timeout, or an event to handle
+        before calling again."""
         lane, c = self._lane, self._lane_conn
         while True:
-            if not c.open:
-                raise ConnectionClosed(f"node(s) {c.address} closed: this VecEnv cannot step "
-                                       "their envs any more", clean=True, reason="node closed")
-            got = lane.recv(want, -1.0 if timeout is None else float(timeout))
+            if got is False:
+                if not c.open:
+                    raise ConnectionClosed(f"node(s) {c.address} closed: this VecEnv cannot "
+                                           "step their envs any more", clean=True,
+                                           reason="node closed")
+                got = lane.recv(want, self._lane_timeout(timeout))
             if got is None:
                 raise TimeoutError(f"recv(): no observation after {timeout:g}s "
                                    f"({self._lane_counts()[1]} envs are stepping at their "
                                    "nodes)")
-            if len(got) == 14:
-                return self._lane_transitions(got)
+            if len(got) == 7:
+                obs, reward, terminated, truncated, infos, stepped, ended = got
+                self.total_steps += stepped
+                if ended is not None:
+                    self.episode_returns.extend(ended[0])
+                    self.episode_lengths.extend(ended[1])
+                return obs, reward, terminated, truncated, infos
             self._lane_event(got, want)
+            got = False
 
     def _lane_event(self, got, want):
         """What the lane handed back: handled as the client always did."""
         what, detail = got
         cl, c = self.client, self._lane_conn
+        if what != "short":
+            # Each of these closes the connection (a frame here is an error,
+            # a goodbye or a violation): the lane lets go of its socket first.
+            self._lane.detach()
         if what == "frame":
             frame = cl._parse(c, detail)
             if frame.WhichOneof("body") == "observations":
@@ -120,33 +140,24 @@ class LaneMixin:
         else:  # pragma: no cover - lane.c says only these
             raise ProtocolError(f"lane: {what!r}")
 
-    def _lane_transitions(self, got):
-        (obs, reward, terminated, truncated, ids, final, has_final, start, step, ep_ret,
-         ep_len, counted, stepped, ended) = got
-        self.total_steps += stepped
-        if ended:
-            self.episode_returns.extend(ep_ret[counted].tolist())
-            self.episode_lengths.extend(ep_len[counted].tolist())
-        infos = {"env_id": ids, "final_obs": final, "_final_obs": has_final,
-                 "has_final_obs": has_final, "episode": {"r": ep_ret, "l": ep_len},
-                 "_episode": counted, "episode_return": ep_ret, "episode_length": ep_len,
-                 "episode_start": start, "step": step}
-        return obs, reward, terminated, truncated, infos
-
-    def _lane_send(self, actions, ids):
-        """send() through the lane: ids (int64) checked there, discrete
-        actions too; anything it does not take goes through check_actions
-        first (the messages, the conversions, box clipping)."""
+    def _lane_send(self, actions, ids, r):
+        """The rest of send() when the lane did not take (actions, ids) at
+        once (r says why): ids as int64, actions through check_actions (the
+        messages, the conversions, box clipping), then the lane again."""
         lane = self._lane
-        wire = actions
-        if self.action_kind != "discrete":
-            wire = self._lane_checked(actions, ids)
-        r = lane.send(ids, wire)
+        if r[0] in ("ids", "actions"):
+            ids = np.asarray(ids)
+            if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+                raise ValueError(f"env_ids must be a 1-D array of ints, got shape {ids.shape} "
+                                 f"dtype {ids.dtype}")
+            ids = np.ascontiguousarray(ids, np.int64)
+            r = lane.send(ids, actions)
         if r is not None and r[0] == "actions":
-            wire = self._lane_checked(actions, ids)
-            r = lane.send(ids, wire)
+            r = lane.send(ids, self._lane_checked(actions, ids), True)
         if r is None:
             return
+        if r[0] in ("closed", "bad"):
+            self._lane.detach()
         if r[0] == "closed":
             self.client._close_conn(self._lane_conn)
             raise ConnectionClosed(f"node {self._lane_conn.address}: {r[1]}")
