@@ -293,14 +293,14 @@ PyObject *ro__hp_scan_observations(PyObject *self, PyObject *args)
     if (!(sp = PyTuple_New(RO_HP_OBS_SPANS)))
         goto done;
     for (int f = 0; f < RO_HP_OBS_SPANS; f++) {
-        PyObject *item = s.have[f] ? Py_BuildValue("(nn)", s.spans[f][0], s.spans[f][1])
-                                   : Py_NewRef(Py_None);
+        PyObject *item =
+            s.have[f] ? Py_BuildValue("(nn)", s.spans[f][0], s.spans[f][1]) : Py_NewRef(Py_None);
         if (!item)
             goto done;
         PyTuple_SET_ITEM(sp, f, item);
     }
-    result = Py_BuildValue("KOOO", (unsigned long long)s.seq, s.in_memory ? Py_True : Py_False,
-                           sp, ranges);
+    result = Py_BuildValue("KOOO", (unsigned long long)s.seq, s.in_memory ? Py_True : Py_False, sp,
+                           ranges);
 done:
     Py_XDECREF(ranges);
     Py_XDECREF(sp);

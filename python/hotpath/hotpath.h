@@ -56,10 +56,10 @@ enum { RO_HP_OBS_SPANS = 13 };
 typedef struct ro_hp_scan {
     uint64_t seq;
     int in_memory;
-    int have[RO_HP_OBS_SPANS];              /* field f was there, at spans[f] */
-    Py_ssize_t spans[RO_HP_OBS_SPANS][2];   /* (start, end) of field f's bytes */
-    Py_ssize_t nranges;                     /* in_memory: varints in field 12 */
-    char err[128];                          /* why, when ro__hp_scan says -1 */
+    int have[RO_HP_OBS_SPANS];            /* field f was there, at spans[f] */
+    Py_ssize_t spans[RO_HP_OBS_SPANS][2]; /* (start, end) of field f's bytes */
+    Py_ssize_t nranges;                   /* in_memory: varints in field 12 */
+    char err[128];                        /* why, when ro__hp_scan says -1 */
 } ro_hp_scan_t;
 
 /* ro__hp_scan walks the Frame in b[start..end): 1 when it is a

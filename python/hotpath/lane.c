@@ -48,8 +48,8 @@ typedef struct lane_frame {
 } lane_frame_t;
 
 typedef struct {
-    PyObject_HEAD
-    PyObject *refs; /* the socket, memory columns, per-env arrays and spin: kept alive */
+    PyObject_HEAD PyObject
+        *refs;      /* the socket, memory columns, per-env arrays and spin: kept alive */
     PyObject *spin; /* the client's spin.Spin: its policy decides each wait */
     int fd;         /* -1 once detached */
     npy_intp n, d;
@@ -128,10 +128,10 @@ static void *column(PyObject *o, int typenum, npy_intp rows, npy_intp width, int
 
 static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"fd",      "obs_shape", "m_obs",    "m_final", "m_reward",
-                            "m_flags", "m_step",    "m_act",    "discrete", "action_n",
-                            "state",   "frame_of",  "ep_return", "ep_length", "nflight",
-                            "last_seq", "max_frame", "spin",    "keep",    NULL};
+    static char *names[] = {"fd",       "obs_shape", "m_obs",     "m_final",   "m_reward",
+                            "m_flags",  "m_step",    "m_act",     "discrete",  "action_n",
+                            "state",    "frame_of",  "ep_return", "ep_length", "nflight",
+                            "last_seq", "max_frame", "spin",      "keep",      NULL};
     int fd, discrete;
     PyObject *shape, *mo, *mf, *mr, *mfl, *ms, *ma, *st, *fo, *er, *el, *spin, *keep;
     long long action_n;
@@ -223,8 +223,8 @@ fail:
 
 /* Registers a frame of k envs in ranges (npairs pairs, checked) whose envs
  * become `to` (READY: queued for recv(); HANDED: given out already). */
-static int lane_register(Lane *L, uint64_t seq, const uint32_t *ranges, npy_intp npairs,
-                         npy_intp k, int to)
+static int lane_register(Lane *L, uint64_t seq, const uint32_t *ranges, npy_intp npairs, npy_intp k,
+                         int to)
 {
     uint32_t *own = PyMem_RawMalloc((size_t)npairs * 2 * sizeof *own);
     if (!own || L->nfree == 0) { /* nfree: a frame holds an env, there are n */
@@ -237,10 +237,9 @@ static int lane_register(Lane *L, uint64_t seq, const uint32_t *ranges, npy_intp
     L->frames[slot] = (lane_frame_t){.seq = seq, .left = k, .npairs = npairs, .ranges = own};
     for (npy_intp i = 0; i < npairs; i++) {
         uint32_t first = ranges[2 * i], count = ranges[2 * i + 1];
-        for (uint32_t j = 0; j < count; j++) {
-            L->state[first + j] = (int8_t)to;
+        memset(L->state + first, to, count);
+        for (uint32_t j = 0; j < count; j++)
             L->frame_of[first + j] = slot;
-        }
         if (to != READY)
             continue;
         npy_intp tail = (L->rhead + L->rlen - 1) % L->n;
@@ -281,6 +280,19 @@ static int lane_check_ranges(Lane *L, uint64_t seq, const uint32_t *rg, npy_intp
             return -1;
         }
         total += count;
+    }
+    if (npairs == 1) { /* the usual: one run, which cannot hold an env twice */
+        const int8_t *st = L->state + rg[0];
+        int8_t any = 0;
+        for (npy_intp j = 0; j < total; j++)
+            any |= st[j]; /* IN_FLIGHT is 0 */
+        for (npy_intp j = 0; any && j < total; j++) {
+            if (st[j] != IN_FLIGHT) {
+                bad = (npy_intp)rg[0] + j;
+                break;
+            }
+        }
+        npairs = 0; /* nothing marked */
     }
     /* Marked as they are seen (so that an env twice shows), then restored. */
     for (i = 0; i < npairs && bad < 0; i++) {
@@ -327,8 +339,10 @@ static int lane_take_frame(Lane *L, const uint8_t *b, size_t len, char *msg, siz
         return BAD;
     }
     if (s.nranges % 2 || s.nranges > 2 * L->n) {
-        snprintf(msg, mlen, "observations seq %llu: %zd range values, not (first, count) pairs "
-                 "of at most %zd envs", (unsigned long long)s.seq, s.nranges, (Py_ssize_t)L->n);
+        snprintf(msg, mlen,
+                 "observations seq %llu: %zd range values, not (first, count) pairs "
+                 "of at most %zd envs",
+                 (unsigned long long)s.seq, s.nranges, (Py_ssize_t)L->n);
         return BAD;
     }
     uint32_t stack[64];
@@ -506,10 +520,9 @@ static int lane_wait(Lane *L, double deadline)
             ms = (int)(left * 1000.0) + 1;
         }
         int r;
-        Py_BEGIN_ALLOW_THREADS
-        r = poll(&p, 1, ms);
-        Py_END_ALLOW_THREADS
-        if (r < 0 && errno == EINTR) {
+        Py_BEGIN_ALLOW_THREADS r = poll(&p, 1, ms);
+        Py_END_ALLOW_THREADS if (r < 0 && errno == EINTR)
+        {
             if (PyErr_CheckSignals() < 0)
                 return -1;
             continue;
@@ -534,17 +547,17 @@ static PyObject *lane_infos(PyObject **o)
     PyObject *ep = Py_BuildValue("{sOsO}", "r", o[9], "l", o[10]);
     if (!ep)
         return NULL;
-    return Py_BuildValue("{sOsOsOsOsNsOsOsOsOsO}", "env_id", o[4], "final_obs", o[5],
-                         "_final_obs", o[6], "has_final_obs", o[6], "episode", ep, "_episode",
-                         o[11], "episode_return", o[9], "episode_length", o[10],
-                         "episode_start", o[7], "step", o[8]);
+    return Py_BuildValue("{sOsOsOsOsNsOsOsOsOsO}", "env_id", o[4], "final_obs", o[5], "_final_obs",
+                         o[6], "has_final_obs", o[6], "episode", ep, "_episode", o[11],
+                         "episode_return", o[9], "episode_length", o[10], "episode_start", o[7],
+                         "step", o[8]);
 }
 
 /* The returns (float) and lengths (int) of the k rows' episodes counted
  * (ended of them) as two lists, in row order: what VecEnv appends to
  * episode_returns and episode_lengths. */
-static PyObject *lane_ended(npy_intp k, npy_intp ended, const npy_bool *counted,
-                            const double *ret, const int64_t *len)
+static PyObject *lane_ended(npy_intp k, npy_intp ended, const npy_bool *counted, const double *ret,
+                            const int64_t *len)
 {
     PyObject *r = PyList_New(ended), *l = PyList_New(ended);
     if (!r || !l)
@@ -621,27 +634,34 @@ static PyObject *lane_gather(Lane *L, npy_intp want)
          * copied over the NaN fill afterwards. */
         for (npy_intp c = 0; c < take * d; c++)
             fin[got * d + c] = NAN;
+        /* The flags, each byte read once (the node may rewrite it
+         * meanwhile): into hasf first, then decoded from there. */
+        memcpy(hasf + got, L->m_flags + first, (size_t)take);
         for (npy_intp j = 0; j < take; j++) {
-            npy_intp e = first + j, i = got + j;
-            uint8_t f = L->m_flags[e]; /* one read: the node may rewrite it meanwhile */
-            int te = (f & RO_HP_TERMINATED) != 0, tr = (f & RO_HP_TRUNCATED) != 0;
-            int hf = (f & RO_HP_HAS_FINAL) != 0, st = step[i] != 0;
-            ids[i] = e;
-            term[i] = (npy_bool)te;
-            trunc[i] = (npy_bool)tr;
+            npy_intp i = got + j;
+            uint8_t f = hasf[i];
+            ids[i] = first + j;
+            term[i] = (f & RO_HP_TERMINATED) != 0;
+            trunc[i] = (f & RO_HP_TRUNCATED) != 0;
             start[i] = (f & RO_HP_EPISODE_START) != 0;
-            hasf[i] = (npy_bool)hf;
-            /* Episodes, as episodes() in envs.c counts them: step 0 is an
-             * env's first observation, no transition; a truncation without
-             * its final observation is not counted. */
-            double r = L->ep_ret[e] + (st ? (double)reward[i] : 0.0);
-            int64_t len = L->ep_len[e] + st;
-            int done = te | tr, count = te | (tr & hf);
+            hasf[i] = (f & RO_HP_HAS_FINAL) != 0;
+        }
+        /* Episodes, as episodes() in envs.c counts them: step 0 is an env's
+         * first observation, no transition; a truncation without its final
+         * observation is not counted. */
+        double *ep_ret = L->ep_ret + first;
+        int64_t *ep_len = L->ep_len + first;
+        for (npy_intp j = 0; j < take; j++) {
+            npy_intp i = got + j;
+            int te = term[i], tr = trunc[i], st = step[i] != 0;
+            double r = ep_ret[j] + (st ? (double)reward[i] : 0.0);
+            int64_t len = ep_len[j] + st;
+            int done = te | tr, count = te | (tr & hasf[i]);
             counted[i] = (npy_bool)count;
             out_ret[i] = count ? r : NAN;
             out_len[i] = count ? len : 0;
-            L->ep_ret[e] = done ? 0.0 : r;
-            L->ep_len[e] = done ? 0 : len;
+            ep_ret[j] = done ? 0.0 : r;
+            ep_len[j] = done ? 0 : len;
             stepped += st;
             ended += count;
         }
@@ -660,11 +680,12 @@ static PyObject *lane_gather(Lane *L, npy_intp want)
     }
     L->nready -= k;
     PyObject *infos = lane_infos(o);
-    PyObject *eps = !infos ? NULL : ended ? lane_ended(k, ended, counted, out_ret, out_len)
-                                          : Py_NewRef(Py_None);
-    PyObject *t = eps ? Py_BuildValue("(OOOONnN)", o[0], o[1], o[2], o[3], infos,
-                                      (Py_ssize_t)stepped, eps)
-                      : NULL;
+    PyObject *eps = !infos  ? NULL
+                    : ended ? lane_ended(k, ended, counted, out_ret, out_len)
+                            : Py_NewRef(Py_None);
+    PyObject *t =
+        eps ? Py_BuildValue("(OOOONnN)", o[0], o[1], o[2], o[3], infos, (Py_ssize_t)stepped, eps)
+            : NULL;
     if (!eps)
         Py_XDECREF(infos);
     for (int j = 0; j < 12; j++)
@@ -688,8 +709,7 @@ static PyObject *lane_recv(Lane *L, PyObject *args)
     if (L->fd < 0) /* detached: the connection closed */
         return event("closed", PyUnicode_FromString("the connection is closed"));
     if (want < 1 || want > L->n) {
-        PyErr_Format(PyExc_ValueError, "recv(): want %zd outside [1, %zd]", want,
-                     (Py_ssize_t)L->n);
+        PyErr_Format(PyExc_ValueError, "recv(): want %zd outside [1, %zd]", want, (Py_ssize_t)L->n);
         return NULL;
     }
     double deadline = timeout < 0 ? -1.0 : now_s() + timeout;
@@ -707,8 +727,8 @@ static PyObject *lane_recv(Lane *L, PyObject *args)
             if (t == NOMEM)
                 return PyErr_NoMemory();
             if (t == NOT_MINE)
-                return event("frame", PyBytes_FromStringAndSize((const char *)body,
-                                                                (Py_ssize_t)len));
+                return event("frame",
+                             PyBytes_FromStringAndSize((const char *)body, (Py_ssize_t)len));
             continue;
         }
         if (L->nready + L->nflight < want)
@@ -742,7 +762,7 @@ static void lane_answer(Lane *L, npy_intp slot)
     uint8_t inner[16], *p = inner;
     if (f->seq) {
         *p++ = 0x08;
-        for (uint64_t v = f->seq; ; v >>= 7) {
+        for (uint64_t v = f->seq;; v >>= 7) {
             *p++ = (uint8_t)(v < 0x80 ? v : (v & 0x7F) | 0x80);
             if (v < 0x80)
                 break;
@@ -852,8 +872,8 @@ static PyObject *lane_send(Lane *L, PyObject *args)
                                 "the node sends frames for envs whose answers it has not read"));
     if (L->discrete) {
         for (i = 0; i < k; i++) {
-            int64_t v = act_type == NPY_INT64 ? ((const int64_t *)act)[i]
-                                              : ((const int32_t *)act)[i];
+            int64_t v =
+                act_type == NPY_INT64 ? ((const int64_t *)act)[i] : ((const int32_t *)act)[i];
             if (v < 0 || v >= L->action_n)
                 return Py_BuildValue("(s)", "actions");
         }
