@@ -30,8 +30,10 @@ minutes apart at most on a machine whose speed drifts.
   vecenv-*     rollout_client.VecEnv on a remote node (1024 envs) at unix:PATH,
                in shared memory (bench_vecenv.py --unix --workers 0): random
                actions, and a torch MLP(64,64) policy against that torch
-               forward pass alone (bench/bench_vecenv.py measures them; this
-               script runs it when it is there)
+               forward pass alone, through step() and through send()/recv()
+               with two batches in flight (the node at --spin-us 2000)
+               (bench/bench_vecenv.py measures them; this script runs it when
+               it is there)
 
 Each case also reports the CPU seconds its processes used per million
 steps (from their rusage), which the machine's load disturbs less than
@@ -61,6 +63,7 @@ TARGETS = {
     "seed-2048-unix": ("ratio", 0.85),
     "vecenv-random": ("rate", 3e6),
     "vecenv-mlp": ("ratio", 0.9),
+    "vecenv-mlp-async": ("ratio", 0.9),
 }
 
 
@@ -222,7 +225,10 @@ def vecenv_cases(build, secs, rounds, out):
     # Over unix:PATH, in shared memory, the node's loop stepping the envs:
     # the same-host path (bench_vecenv.py alone runs TCP too).
     p = subprocess.run(["/usr/bin/python3", script, build, "--seconds", str(secs),
-                        "--repeats", str(rounds), "--csv", csv, "--unix", "--workers", "0"],
+                        "--repeats", str(rounds), "--csv", csv, "--unix", "--workers", "0",
+                        # The async node spins across the policy's ~1 ms turn
+                        # (docs/python.md): its answers then wake no one.
+                        "--async-spin-us", "2000"],
                        capture_output=True, text=True)
     if p.returncode != 0:
         print(f"bench_vecenv.py failed: {p.stderr[-800:]}", file=sys.stderr)
@@ -323,7 +329,7 @@ def main():
                 met = "yes" if sps >= t[1] else "no"
             tgt = "" if not t else (f">= {t[1]:g}" if t[0] == "ratio" else f">= {fmt_rate(t[1])}")
             f.write(f"| {name} | {fmt_rate(sps)} | {cpu:.0f} | "
-                    f"{'' if ratio is None else f'{ratio:.2f}'} | {ref} | {tgt} | {met} |\n")
+                    f"{'' if ratio is None else f'{ratio:.3f}'} | {ref} | {tgt} | {met} |\n")
     plot(a.out, rows)
     print(open(os.path.join(a.out, "learners.md")).read())
 

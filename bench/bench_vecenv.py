@@ -250,9 +250,11 @@ def main():
                 pair(a.seconds * 2, node2.proc.pid, n, state2, async_cases, m, f)
                 m["fwd_sps"] = f["sps"]
                 res["mlp-async"].append(m)
+            ratio = (f", mlp-async / its forward {m['sps'] / m['fwd_sps']:.3f}"
+                     if "mlp" in cases else "")
             print(f"  repeat {r + 1}: " + ", ".join(
                 f"{k} {v[-1]['sps'] / 1e6:.2f} M/s ({v[-1]['cpu_us']:.0f} us CPU)"
-                for k, v in res.items()), flush=True)
+                for k, v in res.items()) + ratio, flush=True)
         env.close()
         if "mlp" in cases:
             env2.close()
@@ -331,7 +333,8 @@ def report(a, n, res, load0, load1):
     how = (f"over a Unix-domain socket, observations and actions in shared memory, "
            f"--batch {n}" if a.unix else "over TCP on 127.0.0.1")
     lines = [f"Measured by `bench/bench_vecenv.py {a.build} --num-envs {n} --workers {a.workers} "
-             f"--seconds {a.seconds:g} --repeats {a.repeats}{' --unix' if a.unix else ''}` "
+             f"--seconds {a.seconds:g} --repeats {a.repeats}{' --unix' if a.unix else ''}"
+             f"{f' --async-spin-us {a.async_spin_us}' if a.async_spin_us is not None else ''}` "
              f"(CartPole, rollout-node --learner remote with {a.workers} worker(s), {how}; "
              f"{os.cpu_count()} CPUs shared with "
              f"other work: load average {load0} at the start, {load1} at the end). Each repeat: "

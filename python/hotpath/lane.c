@@ -48,8 +48,9 @@ typedef struct lane_frame {
 } lane_frame_t;
 
 typedef struct {
-    PyObject_HEAD PyObject
-        *refs;      /* the socket, memory columns, per-env arrays and spin: kept alive */
+    PyObject ob_base; /* PyObject_HEAD */
+    /* The socket, memory columns, per-env arrays and spin: kept alive. */
+    PyObject *refs;
     PyObject *spin; /* the client's spin.Spin: its policy decides each wait */
     int fd;         /* -1 once detached */
     npy_intp n, d;
@@ -519,15 +520,19 @@ static int lane_wait(Lane *L, double deadline)
                 return 0;
             ms = (int)(left * 1000.0) + 1;
         }
-        int r;
-        Py_BEGIN_ALLOW_THREADS r = poll(&p, 1, ms);
-        Py_END_ALLOW_THREADS if (r < 0 && errno == EINTR)
-        {
+        PyThreadState *ts = PyEval_SaveThread(); /* the GIL is free while we sleep */
+        int r = poll(&p, 1, ms);
+        int err = errno;
+        PyEval_RestoreThread(ts);
+        if (L->fd < 0) /* detached meanwhile: the caller says so */
+            return 1;
+        if (r < 0 && err == EINTR) {
             if (PyErr_CheckSignals() < 0)
                 return -1;
             continue;
         }
         if (r < 0) {
+            errno = err;
             PyErr_SetFromErrno(PyExc_OSError);
             return -1;
         }
@@ -745,6 +750,8 @@ static PyObject *lane_recv(Lane *L, PyObject *args)
         int w = lane_wait(L, deadline);
         if (w < 0)
             return NULL;
+        if (L->fd < 0) /* detached by another thread while the GIL was free */
+            return event("closed", PyUnicode_FromString("the connection is closed"));
         if (w == 0)
             Py_RETURN_NONE;
     }

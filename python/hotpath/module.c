@@ -1,6 +1,6 @@
 /* rollout_client._hotpath: the per-step array work of rollout_client's
- * VecEnv, in one pass (this file: the module; frames.c and envs.c: the
- * functions).
+ * VecEnv, in one pass (this file: the module; frames.c, envs.c and lane.c:
+ * the functions and the Lane type).
  *
  * Why C: each numpy call costs a few microseconds on the machines we run on
  * (call, dtype dispatch, a temporary), whatever the size, and a step of 1024
@@ -20,6 +20,10 @@
  *   adopt, hold the per-env states of asynchronous stepping
  *               (vecenv_async.py): a received frame's envs, and envs the
  *               user answers.
+ *   Lane        (lane.c) a VecEnv's asynchronous recv() and send() over
+ *               one node's shared memory, each one call: frames read and
+ *               checked, rows copied out, episodes counted, actions
+ *               written, answers sent (vecenv_lane.py).
  *
  * Everything a caller passes is checked here (array type, dtype, shape,
  * contiguity, every index against its array): a wrong argument raises
@@ -29,8 +33,9 @@
  * node may write its memory during a copy (a misbehaving node): the values
  * are then garbage, but every access stays inside the mapping.
  *
- * Called with the GIL held; nothing here blocks or allocates without bound
- * (outputs are as large as the rows asked for). */
+ * Called with the GIL held; nothing here allocates without bound (outputs
+ * are as large as the rows asked for), and only Lane.recv() blocks: in
+ * poll(), with the GIL released, for at most its timeout. */
 #define RO_HOTPATH_MODULE
 #include "hotpath.h"
 
