@@ -78,6 +78,7 @@ typedef struct {
     /* Bytes read and not yet taken as frames: in[in_start..in_end). */
     uint8_t *in;
     size_t in_cap, in_start, in_end, max_frame;
+    int peer_gone; /* the node closed its end: answers are dropped */
     /* Answers not yet written to the socket. */
     uint8_t *out;
     size_t out_len, out_cap;
@@ -439,14 +440,25 @@ static double now_s(void)
 }
 
 /* Writes what the output holds. 0 (all or some written, or the socket is
- * full), or the errno of a failed send. */
+ * full), or the errno of a failed send. A peer that closed its end
+ * (EPIPE, ECONNRESET) is no error here: what it sent before, a goodbye
+ * perhaps, is still to be read, and recv() reports the end with it, as a
+ * TCP peer's end shows; answers to it are dropped from then on. */
 static int lane_flush(Lane *L)
 {
     while (L->out_len) {
+        if (L->peer_gone) {
+            L->out_len = 0;
+            break;
+        }
         ssize_t w = send(L->fd, L->out, L->out_len, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
+            if (errno == EPIPE || errno == ECONNRESET) {
+                L->peer_gone = 1;
+                continue;
+            }
             return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : errno;
         }
         memmove(L->out, L->out + w, L->out_len - (size_t)w);

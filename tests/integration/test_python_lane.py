@@ -82,8 +82,9 @@ class Node:
 
     def close(self):
         self.lane.detach()
-        self.mine.close()
-        self.sock.close()
+        for sock in (self.mine, self.sock):
+            if sock.fileno() >= 0:
+                sock.close()
 
     def write(self, data):
         self.mine.sendall(data)
@@ -330,6 +331,22 @@ class Handback(unittest.TestCase):
         got = nd.recv(3)
         self.assertEqual(got[0], "closed")
         self.assertRegex(got[1], "without goodbye")
+
+    def test_a_peer_that_closed_is_reported_by_recv(self):
+        """The node wrote a last frame and closed: send() drops its answer
+        (the peer is gone, EPIPE), and recv() still hands back what the
+        node said before the end, then the end."""
+        nd = self.node(n=4)
+        nd.write(obs_frame(1, [0, 4]))
+        ids = nd.recv(4)[4]["env_id"]
+        goodbye = encode_frame(b"\x32\x04\x0a\x02ok")  # another frame kind
+        nd.write(goodbye)
+        nd.mine.close()
+        self.assertIsNone(nd.lane.send(ids, np.zeros(4, np.int64)))
+        self.assertIsNone(nd.lane.send(np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        self.assertEqual(nd.recv(4), ("frame", goodbye[1:]))
+        got = nd.recv(4)
+        self.assertEqual(got[0], "closed")
 
     def test_timeout_and_detach(self):
         nd = self.node(n=4)

@@ -186,6 +186,25 @@ class Async(unittest.TestCase):
             env.recv()
         self.assertEqual(node.stop(), 0)
 
+    def test_a_node_that_stops_ends_it_cleanly(self):
+        """The node stops (SIGINT: it says goodbye) while this VecEnv's
+        envs are in flight and handed out: recv() raises ConnectionClosed
+        with clean set, and so does every call after it."""
+        node = self.launch(num_envs=8, extra=["--batch", 8])
+        env = rc.VecEnv(node.address, timeout=GUARD, batch_size=4)
+        self.addCleanup(env.close)
+        env.async_reset()
+        obs, _, _, _, infos = env.recv()
+        self.check_lane(env)
+        env.send(balance(obs), infos["env_id"])
+        self.assertEqual(node.stop(), 0)
+        for _ in range(2):
+            with self.assertRaises(rc.ConnectionClosed) as got:
+                while True:  # the envs that were in flight may still come first
+                    obs, _, _, _, infos = env.recv()
+                    env.send(balance(obs), infos["env_id"])
+            self.assertTrue(got.exception.clean, str(got.exception))
+
     def test_sync_after_async_refused_and_the_reverse(self):
         node = self.launch(num_envs=4)
         with rc.VecEnv(node.address, timeout=GUARD) as env:
