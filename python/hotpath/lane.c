@@ -561,13 +561,35 @@ static int lane_wait(Lane *L, double deadline)
  * arrays lane_gather made. NULL on error. */
 static PyObject *lane_infos(PyObject **o)
 {
-    PyObject *ep = Py_BuildValue("{sOsO}", "r", o[9], "l", o[10]);
-    if (!ep)
+    /* The keys, made once (interned, never freed: the module lives as long
+     * as the interpreter), and which of o each maps to. */
+    static const char *const names[] = {"env_id",         "final_obs",     "_final_obs",
+                                        "has_final_obs",  "_episode",      "episode_return",
+                                        "episode_length", "episode_start", "step"};
+    static const int which[] = {4, 5, 6, 6, 11, 9, 10, 7, 8};
+    static PyObject *keys[9], *k_episode, *k_r, *k_l;
+    enum { NKEYS = sizeof names / sizeof *names };
+    if (!k_l) {
+        for (int i = 0; i < NKEYS; i++) {
+            if (!keys[i] && !(keys[i] = PyUnicode_InternFromString(names[i])))
+                return NULL;
+        }
+        if ((!k_episode && !(k_episode = PyUnicode_InternFromString("episode"))) ||
+            (!k_r && !(k_r = PyUnicode_InternFromString("r"))) ||
+            !(k_l = PyUnicode_InternFromString("l")))
+            return NULL;
+    }
+    PyObject *ep = PyDict_New(), *infos = PyDict_New();
+    int bad = !ep || !infos || PyDict_SetItem(ep, k_r, o[9]) < 0 ||
+              PyDict_SetItem(ep, k_l, o[10]) < 0 || PyDict_SetItem(infos, k_episode, ep) < 0;
+    for (int i = 0; !bad && i < NKEYS; i++)
+        bad = PyDict_SetItem(infos, keys[i], o[which[i]]) < 0;
+    Py_XDECREF(ep);
+    if (bad) {
+        Py_XDECREF(infos);
         return NULL;
-    return Py_BuildValue("{sOsOsOsOsNsOsOsOsOsO}", "env_id", o[4], "final_obs", o[5], "_final_obs",
-                         o[6], "has_final_obs", o[6], "episode", ep, "_episode", o[11],
-                         "episode_return", o[9], "episode_length", o[10], "episode_start", o[7],
-                         "step", o[8]);
+    }
+    return infos;
 }
 
 /* The returns (float) and lengths (int) of the k rows' episodes counted
@@ -630,12 +652,15 @@ static PyObject *lane_gather(Lane *L, npy_intp want)
         }
     }
 #define COL(i, T) ((T *)PyArray_DATA((PyArrayObject *)o[i]))
-    float *obs = COL(0, float), *reward = COL(1, float), *fin = COL(5, float);
-    npy_bool *term = COL(2, npy_bool), *trunc = COL(3, npy_bool), *hasf = COL(6, npy_bool);
-    npy_bool *start = COL(7, npy_bool), *counted = COL(11, npy_bool);
-    int64_t *ids = COL(4, int64_t), *out_len = COL(10, int64_t);
-    uint64_t *step = COL(8, uint64_t);
-    double *out_ret = COL(9, double);
+    /* Each a fresh array of its own: restrict lets the passes vectorise. */
+    float *restrict obs = COL(0, float), *restrict reward = COL(1, float);
+    float *restrict fin = COL(5, float);
+    npy_bool *restrict term = COL(2, npy_bool), *restrict trunc = COL(3, npy_bool);
+    npy_bool *restrict hasf = COL(6, npy_bool), *restrict start = COL(7, npy_bool);
+    npy_bool *restrict counted = COL(11, npy_bool);
+    int64_t *restrict ids = COL(4, int64_t), *restrict out_len = COL(10, int64_t);
+    uint64_t *restrict step = COL(8, uint64_t);
+    double *restrict out_ret = COL(9, double);
 #undef COL
     npy_intp got = 0, stepped = 0, ended = 0;
     size_t row = (size_t)d * sizeof(float);
@@ -666,8 +691,8 @@ static PyObject *lane_gather(Lane *L, npy_intp want)
         /* Episodes, as episodes() in envs.c counts them: step 0 is an env's
          * first observation, no transition; a truncation without its final
          * observation is not counted. */
-        double *ep_ret = L->ep_ret + first;
-        int64_t *ep_len = L->ep_len + first;
+        double *restrict ep_ret = L->ep_ret + first;
+        int64_t *restrict ep_len = L->ep_len + first;
         for (npy_intp j = 0; j < take; j++) {
             npy_intp i = got + j;
             int te = term[i], tr = trunc[i], st = step[i] != 0;
@@ -798,10 +823,8 @@ static void lane_answer(Lane *L, npy_intp slot)
     L->out_len += il + 3;
     for (npy_intp i = 0; i < f->npairs; i++) {
         uint32_t first = f->ranges[2 * i], count = f->ranges[2 * i + 1];
-        for (uint32_t j = 0; j < count; j++) {
-            L->state[first + j] = IN_FLIGHT;
-            L->frame_of[first + j] = -1;
-        }
+        memset(L->state + first, IN_FLIGHT, count);
+        memset(L->frame_of + first, 0xFF, count * sizeof *L->frame_of); /* -1 */
         L->nflight += count;
     }
     PyMem_RawFree(f->ranges);
@@ -900,8 +923,11 @@ static PyObject *lane_send(Lane *L, PyObject *args)
     /* The usual: recv() handed out one range of envs, in order. */
     npy_intp lo = k ? ids[0] : 0;
     int range = k > 0 && lo >= 0 && lo <= L->n - k;
-    for (i = 0; range && i < k; i++)
-        range = ids[i] == lo + i && L->state[lo + i] == HANDED;
+    if (range) {
+        const int8_t *st = L->state + lo;
+        for (i = 0; i < k; i++) /* no early exit: one vectorised pass */
+            range &= (ids[i] == lo + i) & (st[i] == HANDED);
+    }
     if (range)
         return lane_send_range(L, lo, k, act, act_type);
     /* Every env: in range, HANDED, not twice; marked HELD as it is seen,
