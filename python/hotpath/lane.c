@@ -559,7 +559,7 @@ static int lane_wait(Lane *L, double deadline)
 
 /* The infos dict of recv() (vecenv_async.py's _transitions): o holds the
  * arrays lane_gather made. NULL on error. */
-static PyObject *lane_infos(PyObject **o)
+static PyObject *lane_infos(PyObject **o, int with_ids)
 {
     /* The keys, made once (interned, never freed: the module lives as long
      * as the interpreter), and which of o each maps to. */
@@ -582,7 +582,7 @@ static PyObject *lane_infos(PyObject **o)
     PyObject *ep = PyDict_New(), *infos = PyDict_New();
     int bad = !ep || !infos || PyDict_SetItem(ep, k_r, o[9]) < 0 ||
               PyDict_SetItem(ep, k_l, o[10]) < 0 || PyDict_SetItem(infos, k_episode, ep) < 0;
-    for (int i = 0; !bad && i < NKEYS; i++)
+    for (int i = with_ids ? 0 : 1; !bad && i < NKEYS; i++) /* keys[0]: env_id */
         bad = PyDict_SetItem(infos, keys[i], o[which[i]]) < 0;
     Py_XDECREF(ep);
     if (bad) {
@@ -624,8 +624,10 @@ fail:
 /* The `want` READY envs next in the ready queue, taken: (obs, reward,
  * terminated, truncated, infos, stepped, ended) as recv() returns the
  * first five (vecenv_lane.py); stepped counts the transitions, ended is
- * None or the (returns, lengths) lists of the episodes counted. */
-static PyObject *lane_gather(Lane *L, npy_intp want)
+ * None or the (returns, lengths) lists of the episodes counted. Rows are
+ * in arrival order, with infos["env_id"]; `ordered` (want is every env,
+ * each READY once: step()) puts env e's in row e, without env_id. */
+static PyObject *lane_gather(Lane *L, npy_intp want, int ordered)
 {
     npy_intp k = want, d = L->d;
     npy_intp dims[NPY_MAXDIMS];
@@ -667,20 +669,21 @@ static PyObject *lane_gather(Lane *L, npy_intp want)
     while (got < k) {
         uint32_t *run = L->ready[L->rhead];
         npy_intp first = run[0], take = run[1] < (uint32_t)(k - got) ? run[1] : k - got;
-        memcpy(obs + got * d, L->m_obs + first * d, row * (size_t)take);
-        memcpy(reward + got, L->m_reward + first, (size_t)take * sizeof(float));
-        memcpy(step + got, L->m_step + first, (size_t)take * sizeof(uint64_t));
+        npy_intp at = ordered ? first : got; /* where its rows go */
+        memcpy(obs + at * d, L->m_obs + first * d, row * (size_t)take);
+        memcpy(reward + at, L->m_reward + first, (size_t)take * sizeof(float));
+        memcpy(step + at, L->m_step + first, (size_t)take * sizeof(uint64_t));
         memset(L->state + first, HANDED, (size_t)take);
         /* Branch-free passes (a batch is a thousand rows, and this runs
          * cold after the user's policy): the few final observations are
          * copied over the NaN fill afterwards. */
         for (npy_intp c = 0; c < take * d; c++)
-            fin[got * d + c] = NAN;
+            fin[at * d + c] = NAN;
         /* The flags, each byte read once (the node may rewrite it
          * meanwhile): into hasf first, then decoded from there. */
-        memcpy(hasf + got, L->m_flags + first, (size_t)take);
+        memcpy(hasf + at, L->m_flags + first, (size_t)take);
         for (npy_intp j = 0; j < take; j++) {
-            npy_intp i = got + j;
+            npy_intp i = at + j;
             uint8_t f = hasf[i];
             ids[i] = first + j;
             term[i] = (f & RO_HP_TERMINATED) != 0;
@@ -694,7 +697,7 @@ static PyObject *lane_gather(Lane *L, npy_intp want)
         double *restrict ep_ret = L->ep_ret + first;
         int64_t *restrict ep_len = L->ep_len + first;
         for (npy_intp j = 0; j < take; j++) {
-            npy_intp i = got + j;
+            npy_intp i = at + j;
             int te = term[i], tr = trunc[i], st = step[i] != 0;
             double r = ep_ret[j] + (st ? (double)reward[i] : 0.0);
             int64_t len = ep_len[j] + st;
@@ -708,8 +711,8 @@ static PyObject *lane_gather(Lane *L, npy_intp want)
             ended += count;
         }
         for (npy_intp j = 0; j < take; j++) {
-            if (hasf[got + j])
-                memcpy(fin + (got + j) * d, L->m_final + (first + j) * d, row);
+            if (hasf[at + j])
+                memcpy(fin + (at + j) * d, L->m_final + (first + j) * d, row);
         }
         got += take;
         if ((uint32_t)take == run[1]) {
@@ -721,7 +724,7 @@ static PyObject *lane_gather(Lane *L, npy_intp want)
         }
     }
     L->nready -= k;
-    PyObject *infos = lane_infos(o);
+    PyObject *infos = lane_infos(o, !ordered);
     PyObject *eps = !infos  ? NULL
                     : ended ? lane_ended(k, ended, counted, out_ret, out_len)
                             : Py_NewRef(Py_None);
@@ -746,12 +749,14 @@ static PyObject *lane_recv(Lane *L, PyObject *args)
 {
     Py_ssize_t want;
     double timeout;
-    if (!PyArg_ParseTuple(args, "nd", &want, &timeout))
+    int ordered = 0;
+    if (!PyArg_ParseTuple(args, "nd|p", &want, &timeout, &ordered))
         return NULL;
     if (L->fd < 0) /* detached: the connection closed */
         return event("closed", PyUnicode_FromString("the connection is closed"));
-    if (want < 1 || want > L->n) {
-        PyErr_Format(PyExc_ValueError, "recv(): want %zd outside [1, %zd]", want, (Py_ssize_t)L->n);
+    if (want < 1 || want > L->n || (ordered && want != L->n)) {
+        PyErr_Format(PyExc_ValueError, "recv(): want %zd outside [1, %zd] (ordered: all of them)",
+                     want, (Py_ssize_t)L->n);
         return NULL;
     }
     double deadline = timeout < 0 ? -1.0 : now_s() + timeout;
@@ -792,7 +797,7 @@ static PyObject *lane_recv(Lane *L, PyObject *args)
         if (w == 0)
             Py_RETURN_NONE;
     }
-    return lane_gather(L, want);
+    return lane_gather(L, want, ordered);
 }
 
 /* -- send ------------------------------------------------------------------- */
@@ -1048,9 +1053,10 @@ static PyObject *lane_counts(Lane *L, void *unused)
 
 static PyMethodDef lane_methods[] = {
     {"recv", (PyCFunction)lane_recv, METH_VARARGS,
-     "recv(want, timeout) -> arrays | None | (event, detail)\n\n"
+     "recv(want, timeout, ordered=False) -> arrays | None | (event, detail)\n\n"
      "The next `want` envs whose observation came in (timeout seconds, < 0: no limit): "
-     "(obs, reward, terminated, truncated, infos, stepped, ended); None when the "
+     "(obs, reward, terminated, truncated, infos, stepped, ended), in arrival order (ordered: "
+     "every env, env e in row e, as step() returns them); None when the "
      "time ran out; or what Python must handle: ('frame', bytes) a frame not taken here, "
      "('bad', message) a protocol violation, ('short', count) fewer envs can come, "
      "('closed', message) the connection ended."},

@@ -356,6 +356,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
         """step() in the node's own autoreset mode."""
         if self.layout is not None:
             return self._abi2_step(actions)
+        if self._lane is not None or (not self._lane_tried and self._lane_sync_start()):
+            return self._lane_step(actions)  # vecenv_lane.py: one C call each way
         info0 = self.nodes[0]
         # Checked as a whole before anything is sent: a refused action
         # leaves every batch outstanding and the VecEnv as it was.

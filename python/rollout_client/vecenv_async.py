@@ -149,12 +149,13 @@ class AsyncMixin:
         (or reset()/step()) and not answered since. Checked as a whole first:
         on ValueError nothing was taken. A frame's answer goes to its node
         as soon as its last env has an action."""
-        if self._lane is None:
+        lane = self._lane
+        if lane is None or self._mode != "async":  # (a lane of step()'s: refused below)
             self._check_open("send()")
             if not self._started:
                 raise RuntimeError("call reset() or async_reset() before send()")
             self._go_async("send()")  # may take the lane
-        lane = self._lane
+            lane = self._lane
         if lane is not None:  # vecenv_lane.py: one C call, when it takes them as they are
             r = lane.send(env_ids, actions)
             if r is not None:
@@ -227,7 +228,8 @@ class AsyncMixin:
         (default: the VecEnv's) for frames; raises RuntimeError at once when
         fewer than batch_size envs can come before the user sends actions."""
         lane = self._lane
-        if lane is not None and self._lane_conn.open:  # vecenv_lane.py: the usual, inline
+        if lane is not None and self._mode == "async" and self._lane_conn.open:
+            # vecenv_lane.py: the usual, inline
             got = lane.recv(self.batch_size, self._lane_timeout(timeout))
             if got is not None and len(got) == 7:
                 self.total_steps += got[5]
@@ -237,11 +239,10 @@ class AsyncMixin:
                 return got[:5]
             return self._lane_recv(self.batch_size, self.timeout if timeout is None else timeout,
                                    got)
-        if lane is None:  # there only while open and asynchronous
-            self._check_open("recv()")
-            if not self._started:
-                raise RuntimeError("call reset() or async_reset() before recv()")
-            self._go_async("recv()")  # may take the lane
+        self._check_open("recv()")
+        if not self._started:
+            raise RuntimeError("call reset() or async_reset() before recv()")
+        self._go_async("recv()")  # may take the lane
         want = self.batch_size
         if self._lane is not None:
             return self._lane_recv(want, self.timeout if timeout is None else timeout)

@@ -46,6 +46,7 @@ class LaneMixin:
     the hot.Lane serving send()/recv()."""
 
     _lane = None
+    _lane_tried = False  # step() asks once whether it may take the lane
 
     def _lane_start(self):
         """Take the lane when this VecEnv may (see the module): the frames
@@ -79,6 +80,25 @@ class LaneMixin:
         self._lane_conn = c
         return True
 
+    def _lane_sync_start(self):
+        """step()'s first call: take the lane when this VecEnv may; every
+        env is then handed out (reset() gave it) and step() answers them
+        all and waits for them all."""
+        self._lane_tried = True
+        if not self._lane_start():
+            return False
+        self._all_ids = np.arange(self.num_envs, dtype=np.int64)
+        return True
+
+    def _lane_step(self, actions):
+        """step() through the lane: every env's action, then every env's
+        next transition, env e in row e."""
+        n = self.num_envs
+        r = self._lane.send(self._all_ids, actions)
+        if r is not None:
+            self._lane_send(actions, self._all_ids, r)
+        return self._lane_recv(n, self.timeout, ordered=True)
+
     def _lane_counts(self):
         """(READY envs, envs in flight) as the lane counts them."""
         ready, flight, _ = self._lane.counts
@@ -90,10 +110,10 @@ class LaneMixin:
             timeout = self.timeout
         return -1.0 if timeout is None else float(timeout)
 
-    def _lane_recv(self, want, timeout, got=False):
+    def _lane_recv(self, want, timeout, got=False, ordered=False):
         """recv()'s transitions through the lane, after its call returned
         got (False: not called yet): a timeout, or an event to handle
-        before calling again."""
+        before calling again. ordered: step()'s, every env in env order."""
         lane, c = self._lane, self._lane_conn
         while True:
             if got is False:
@@ -101,7 +121,7 @@ class LaneMixin:
                     raise ConnectionClosed(f"node(s) {c.address} closed: this VecEnv cannot "
                                            "step their envs any more", clean=True,
                                            reason="node closed")
-                got = lane.recv(want, self._lane_timeout(timeout))
+                got = lane.recv(want, self._lane_timeout(timeout), ordered)
             if got is None:
                 raise TimeoutError(f"recv(): no observation after {timeout:g}s "
                                    f"({self._lane_counts()[1]} envs are stepping at their "

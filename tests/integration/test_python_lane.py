@@ -155,6 +155,21 @@ class Rows(unittest.TestCase):
         got = nd.recv(4)
         np.testing.assert_array_equal(got[4]["env_id"], np.arange(12, 16))
 
+    def test_ordered_puts_env_e_in_row_e(self):
+        """step()'s form: every env, whatever order its frames came in."""
+        nd = self.node(n=16)
+        nd.flags[2] = TRUNCATED | HAS_FINAL
+        nd.write(obs_frame(1, [8, 8]) + obs_frame(2, [4, 4, 0, 2]) + obs_frame(3, [2, 2]))
+        with self.assertRaisesRegex(ValueError, "ordered"):
+            nd.lane.recv(8, GUARD, True)
+        obs, reward, term, trunc, infos, stepped, ended = nd.lane.recv(16, GUARD, True)
+        np.testing.assert_array_equal(obs, nd.obs)
+        np.testing.assert_array_equal(reward, nd.reward)
+        np.testing.assert_array_equal(infos["final_obs"][2], nd.final[2])
+        self.assertNotIn("env_id", infos)
+        self.assertEqual(np.flatnonzero(trunc).tolist(), [2])
+        self.assertEqual(stepped, 16)
+
     def test_episodes_match_hot_episodes(self):
         """Many steps of random flags: the lane's counts equal
         hot.episodes' over the same rows."""

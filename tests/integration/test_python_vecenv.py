@@ -393,7 +393,9 @@ class WithRealNode(Checklist, unittest.TestCase):
         (docs/protocol.md "Observations in shared memory"). With the same
         seed and actions, every array step() returns is the same as with the
         columns in the frames (shared_memory=False), frames of several
-        shards (4 of 16 envs per frame) and episode ends included."""
+        shards (4 of 16 envs per frame) and episode ends included, and so
+        are the episode figures. In memory, step() runs on the lane
+        (vecenv_lane.py), one C call each way; otherwise on Python."""
         import tempfile
         d = tempfile.mkdtemp()
         self.addCleanup(os.rmdir, d)
@@ -409,8 +411,15 @@ class WithRealNode(Checklist, unittest.TestCase):
                 for _ in range(120):
                     obs, rew, term, trunc, info = env.step(rng.integers(0, 2, 64))
                     trace += [obs, rew, term, trunc, info["final_obs"], info["_final_obs"],
-                              info["step"], info["episode_start"]]
+                              info["step"], info["episode_start"], info["_episode"],
+                              info["episode_return"], info["episode_length"]]
+                    self.assertEqual(sorted(info), sorted(
+                        ["final_obs", "_final_obs", "has_final_obs", "episode", "_episode",
+                         "episode_return", "episode_length", "episode_start", "step"]))
+                self.assertEqual(env._lane is not None, shm)
                 self.assertGreater(len(env.episode_returns), 64)
+                trace += [np.array(env.episode_returns), np.array(env.episode_lengths),
+                          np.array(env.total_steps)]
             traces.append(trace)
             self.assertEqual(node.stop(), 0)
         for k, (a, b) in enumerate(zip(*traces)):
