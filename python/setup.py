@@ -49,8 +49,9 @@ class BuildPyWithProto(build_py):
 
 hotpath = Extension("rollout_client._hotpath",
                     ["hotpath/module.c", "hotpath/frames.c", "hotpath/envs.c",
-                     "hotpath/lane.c"],
-                    depends=["hotpath/hotpath.h"], include_dirs=[numpy.get_include()],
-                    extra_compile_args=["-O3"])  # lane.c's per-env passes vectorise
+                     "hotpath/lane.c", "hotpath/lane_state.c", "hotpath/lane_io.c",
+                     "hotpath/lane_gather.c"],
+                    depends=["hotpath/hotpath.h", "hotpath/lane.h"], include_dirs=[numpy.get_include()],
+                    extra_compile_args=["-O3"])  # the lane's per-env passes vectorise
 
 setup(cmdclass={"build_py": BuildPyWithProto}, ext_modules=[hotpath])

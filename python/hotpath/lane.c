@@ -24,66 +24,13 @@
  *
  * The GIL is held throughout except while it waits in poll(). One thread
  * at a time (VecEnv is not thread-safe, as Gymnasium's are not).
+ *
+ * This file: the type and its methods; lane.h lists the others.
  */
-#include "hotpath.h"
+#include "lane.h"
 
 #include <errno.h>
-#include <math.h>
-#include <poll.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-
-/* The per-env states of vecenv_async.py. */
-enum { IN_FLIGHT = 0, READY = 1, HANDED = 2, HELD = 3 };
-
-enum { IN_BASE = 1 << 16, ANSWER_MAX = 24 };
-
-/* One Observations frame whose answer is not sent yet. */
-typedef struct lane_frame {
-    uint64_t seq;
-    npy_intp left;    /* envs without an action yet */
-    npy_intp npairs;  /* (first, count) pairs in ranges */
-    uint32_t *ranges; /* owned */
-} lane_frame_t;
-
-typedef struct {
-    PyObject ob_base; /* PyObject_HEAD */
-    /* The socket, memory columns, per-env arrays and spin: kept alive. */
-    PyObject *refs;
-    PyObject *spin; /* the client's spin.Spin: its policy decides each wait */
-    int fd;         /* -1 once detached */
-    npy_intp n, d;
-    int obs_nd;
-    npy_intp obs_dims[NPY_MAXDIMS];
-    /* The node's memory: its columns, and this connection's actions. */
-    const float *m_obs, *m_final, *m_reward;
-    const uint8_t *m_flags;
-    const uint64_t *m_step;
-    void *m_act;
-    int discrete;
-    npy_intp act_width;
-    int64_t action_n;
-    /* VecEnv's per-env arrays (vecenv_async.py reads them for messages). */
-    int8_t *state;
-    int64_t *frame_of; /* slot in frames while READY, HANDED or HELD; else -1 */
-    double *ep_ret;
-    int64_t *ep_len;
-    /* Frames not answered yet: at most n (each holds an env not IN_FLIGHT). */
-    lane_frame_t *frames;
-    npy_intp *free_slots, nfree;
-    /* READY envs in arrival order: runs of (first, count), a ring of n. */
-    uint32_t (*ready)[2];
-    npy_intp rhead, rlen, nready, nflight;
-    /* Bytes read and not yet taken as frames: in[in_start..in_end). */
-    uint8_t *in;
-    size_t in_cap, in_start, in_end, max_frame;
-    int peer_gone; /* the node closed its end: answers are dropped */
-    /* Answers not yet written to the socket. */
-    uint8_t *out;
-    size_t out_len, out_cap;
-    uint64_t last_seq;
-} Lane;
 
 static void lane_release(Lane *L)
 {
@@ -221,523 +168,6 @@ fail:
     return NULL;
 }
 
-/* -- frames in ---------------------------------------------------------------- */
-
-/* Registers a frame of k envs in ranges (npairs pairs, checked) whose envs
- * become `to` (READY: queued for recv(); HANDED: given out already). */
-static int lane_register(Lane *L, uint64_t seq, const uint32_t *ranges, npy_intp npairs, npy_intp k,
-                         int to)
-{
-    uint32_t *own = PyMem_RawMalloc((size_t)npairs * 2 * sizeof *own);
-    if (!own || L->nfree == 0) { /* nfree: a frame holds an env, there are n */
-        PyMem_RawFree(own);
-        PyErr_NoMemory();
-        return -1;
-    }
-    memcpy(own, ranges, (size_t)npairs * 2 * sizeof *own);
-    npy_intp slot = L->free_slots[--L->nfree];
-    L->frames[slot] = (lane_frame_t){.seq = seq, .left = k, .npairs = npairs, .ranges = own};
-    for (npy_intp i = 0; i < npairs; i++) {
-        uint32_t first = ranges[2 * i], count = ranges[2 * i + 1];
-        memset(L->state + first, to, count);
-        for (uint32_t j = 0; j < count; j++)
-            L->frame_of[first + j] = slot;
-        if (to != READY)
-            continue;
-        npy_intp tail = (L->rhead + L->rlen - 1) % L->n;
-        if (L->rlen && L->ready[tail][0] + L->ready[tail][1] == first) {
-            L->ready[tail][1] += count; /* the usual: one run, frame after frame */
-        } else {
-            L->ready[(L->rhead + L->rlen) % L->n][0] = first;
-            L->ready[(L->rhead + L->rlen) % L->n][1] = count;
-            L->rlen++;
-        }
-    }
-    if (to == READY)
-        L->nready += k;
-    L->nflight -= k;
-    return 0;
-}
-
-/* Checks a frame's ranges (npairs pairs): each non-empty, inside the
- * node's envs, every env IN_FLIGHT and none twice. Sets *k to the envs.
- * -1 with msg set otherwise; nothing changes either way. */
-static int lane_check_ranges(Lane *L, uint64_t seq, const uint32_t *rg, npy_intp npairs,
-                             npy_intp *k, char *msg, size_t len)
-{
-    npy_intp total = 0, i, bad = -1;
-    if (npairs == 0) {
-        snprintf(msg, len, "observations seq %llu: in memory, without ranges",
-                 (unsigned long long)seq);
-        return -1;
-    }
-    for (i = 0; i < npairs; i++) {
-        npy_intp first = rg[2 * i], count = rg[2 * i + 1];
-        if (count < 1 || first >= L->n || count > L->n - first || count > L->n - total) {
-            snprintf(msg, len,
-                     "observations seq %llu: a range of %zd envs from %zd is empty, not inside "
-                     "[0, %zd) or more than %zd envs in all",
-                     (unsigned long long)seq, (Py_ssize_t)count, (Py_ssize_t)first,
-                     (Py_ssize_t)L->n, (Py_ssize_t)L->n);
-            return -1;
-        }
-        total += count;
-    }
-    if (npairs == 1) { /* the usual: one run, which cannot hold an env twice */
-        const int8_t *st = L->state + rg[0];
-        int8_t any = 0;
-        for (npy_intp j = 0; j < total; j++)
-            any |= st[j]; /* IN_FLIGHT is 0 */
-        for (npy_intp j = 0; any && j < total; j++) {
-            if (st[j] != IN_FLIGHT) {
-                bad = (npy_intp)rg[0] + j;
-                break;
-            }
-        }
-        npairs = 0; /* nothing marked */
-    }
-    /* Marked as they are seen (so that an env twice shows), then restored. */
-    for (i = 0; i < npairs && bad < 0; i++) {
-        for (uint32_t j = 0; j < rg[2 * i + 1]; j++) {
-            npy_intp e = (npy_intp)rg[2 * i] + j;
-            if (L->state[e] != IN_FLIGHT) {
-                bad = e;
-                break;
-            }
-            L->state[e] = -1;
-        }
-    }
-    for (npy_intp p = 0; p < npairs; p++) {
-        for (uint32_t j = 0; j < rg[2 * p + 1]; j++) {
-            npy_intp e = (npy_intp)rg[2 * p] + j;
-            if (L->state[e] == -1)
-                L->state[e] = IN_FLIGHT;
-        }
-    }
-    if (bad >= 0) {
-        snprintf(msg, len, "env %zd came again before its action was sent", (Py_ssize_t)bad);
-        return -1;
-    }
-    *k = total;
-    return 0;
-}
-
-/* What lane_take_frame made of a frame. */
-enum { TOOK = 1, NOT_MINE = 0, BAD = -1, NOMEM = -2 };
-
-static int lane_take_frame(Lane *L, const uint8_t *b, size_t len, char *msg, size_t mlen)
-{
-    ro_hp_scan_t s;
-    int r = ro__hp_scan(b, 0, (Py_ssize_t)len, &s);
-    if (r < 0) {
-        snprintf(msg, mlen, "malformed observations frame: %s", s.err);
-        return BAD;
-    }
-    if (r == 0 || !s.in_memory)
-        return NOT_MINE;
-    if (s.seq <= L->last_seq) {
-        snprintf(msg, mlen, "observations seq %llu after seq %llu", (unsigned long long)s.seq,
-                 (unsigned long long)L->last_seq);
-        return BAD;
-    }
-    if (s.nranges % 2 || s.nranges > 2 * L->n) {
-        snprintf(msg, mlen,
-                 "observations seq %llu: %zd range values, not (first, count) pairs "
-                 "of at most %zd envs",
-                 (unsigned long long)s.seq, s.nranges, (Py_ssize_t)L->n);
-        return BAD;
-    }
-    uint32_t stack[64];
-    uint32_t *rg = s.nranges <= 64 ? stack : PyMem_RawMalloc((size_t)s.nranges * sizeof *rg);
-    if (!rg)
-        return NOMEM;
-    ro__hp_scan_ranges(b, &s, rg);
-    npy_intp k;
-    int out = TOOK;
-    if (lane_check_ranges(L, s.seq, rg, s.nranges / 2, &k, msg, mlen) < 0)
-        out = BAD;
-    else if (lane_register(L, s.seq, rg, s.nranges / 2, k, READY) < 0)
-        out = NOMEM;
-    else
-        L->last_seq = s.seq;
-    if (rg != stack)
-        PyMem_RawFree(rg);
-    return out;
-}
-
-/* The next complete frame in the input: 1 (its body at *body, *len bytes;
- * taken), 0 (none complete yet), -1 (a bad length prefix; msg set). */
-static int lane_next(Lane *L, const uint8_t **body, size_t *len, char *msg, size_t mlen)
-{
-    Py_ssize_t pos = (Py_ssize_t)L->in_start, end = (Py_ssize_t)L->in_end;
-    uint64_t size;
-    if (pos >= end)
-        return 0;
-    if (ro__hp_varint(L->in, &pos, end, &size) < 0) {
-        if (end - (Py_ssize_t)L->in_start >= 10) {
-            snprintf(msg, mlen, "frame length prefix is longer than 10 bytes");
-            return -1;
-        }
-        return 0;
-    }
-    if (size > L->max_frame) {
-        snprintf(msg, mlen, "a frame of %llu bytes, above the node's max_frame %zu",
-                 (unsigned long long)size, L->max_frame);
-        return -1;
-    }
-    if ((uint64_t)(end - pos) < size)
-        return 0;
-    *body = L->in + pos;
-    *len = (size_t)size;
-    L->in_start = (size_t)pos + (size_t)size;
-    return 1;
-}
-
-/* Room to read into: unread bytes moved to the front, the buffer grown
- * for a frame larger than it (to at most max_frame plus its prefix) and
- * shrunk back once it is read. 0, or -1 (no memory). */
-static int lane_room(Lane *L)
-{
-    size_t left = L->in_end - L->in_start;
-    if (left == 0 && L->in_cap > 4 * IN_BASE) {
-        uint8_t *small = PyMem_RawMalloc(IN_BASE);
-        if (small) {
-            PyMem_RawFree(L->in);
-            L->in = small;
-            L->in_cap = IN_BASE;
-        }
-    }
-    if (L->in_start) {
-        memmove(L->in, L->in + L->in_start, left);
-        L->in_start = 0;
-        L->in_end = left;
-    }
-    if (L->in_cap - L->in_end >= IN_BASE / 4)
-        return 0;
-    /* Full of one incomplete frame: make room for all of it. */
-    Py_ssize_t pos = 0;
-    uint64_t size = 0;
-    size_t need = L->in_cap + IN_BASE;
-    if (ro__hp_varint(L->in, &pos, (Py_ssize_t)L->in_end, &size) == 0 && size <= L->max_frame)
-        need = (size_t)pos + (size_t)size + IN_BASE / 4;
-    if (need <= L->in_cap)
-        return 0;
-    uint8_t *big = PyMem_RawRealloc(L->in, need);
-    if (!big)
-        return -1;
-    L->in = big;
-    L->in_cap = need;
-    return 0;
-}
-
-/* -- waiting ------------------------------------------------------------------ */
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Writes what the output holds. 0 (all or some written, or the socket is
- * full), or the errno of a failed send. A peer that closed its end
- * (EPIPE, ECONNRESET) is no error here: what it sent before, a goodbye
- * perhaps, is still to be read, and recv() reports the end with it, as a
- * TCP peer's end shows; answers to it are dropped from then on. */
-static int lane_flush(Lane *L)
-{
-    while (L->out_len) {
-        if (L->peer_gone) {
-            L->out_len = 0;
-            break;
-        }
-        ssize_t w = send(L->fd, L->out, L->out_len, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EPIPE || errno == ECONNRESET) {
-                L->peer_gone = 1;
-                continue;
-            }
-            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : errno;
-        }
-        memmove(L->out, L->out + w, L->out_len - (size_t)w);
-        L->out_len -= (size_t)w;
-    }
-    return 0;
-}
-
-/* One read: >0 bytes, 0 at EOF, -1 nothing now (EAGAIN), -2 an error
- * (errno). */
-static ssize_t lane_read(Lane *L)
-{
-    for (;;) {
-        ssize_t r = recv(L->fd, L->in + L->in_end, L->in_cap - L->in_end, MSG_DONTWAIT);
-        if (r > 0)
-            L->in_end += (size_t)r;
-        if (r >= 0)
-            return r;
-        if (errno == EINTR)
-            continue;
-        return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
-    }
-}
-
-/* Calls spin.<name>() (the client's policy, spin.py); NULL on error. */
-static PyObject *spin_call(Lane *L, const char *name)
-{
-    return PyObject_CallMethod(L->spin, name, NULL);
-}
-
-/* Waits until the socket has bytes (or takes the pending answers), at
- * most until `deadline` (now_s(); < 0: no limit): first spinning as the
- * client's policy allows, then in poll() without the GIL. 1 readable, 0
- * timed out, -1 a Python error (a signal's exception). */
-static int lane_wait(Lane *L, double deadline)
-{
-    PyObject *until = spin_call(L, "begin");
-    if (!until)
-        return -1;
-    if (until != Py_None) {
-        Py_DECREF(until);
-        PyObject *o_cap = PyObject_GetAttrString(L->spin, "cap");
-        double cap = o_cap ? PyFloat_AsDouble(o_cap) : -1.0;
-        Py_XDECREF(o_cap);
-        if (PyErr_Occurred())
-            return -1;
-        double end = now_s() + cap;
-        for (;;) {
-            struct pollfd p = {.fd = L->fd, .events = POLLIN};
-            if (poll(&p, 1, 0) > 0) {
-                PyObject *r = spin_call(L, "hit");
-                Py_XDECREF(r);
-                return r ? 1 : -1;
-            }
-            if (now_s() >= end)
-                break;
-        }
-        PyObject *r = spin_call(L, "miss");
-        if (!r)
-            return -1;
-        Py_DECREF(r);
-    } else {
-        Py_DECREF(until);
-    }
-    for (;;) {
-        struct pollfd p = {.fd = L->fd, .events = POLLIN | (L->out_len ? POLLOUT : 0)};
-        int ms = -1;
-        if (deadline >= 0) {
-            double left = deadline - now_s();
-            if (left <= 0)
-                return 0;
-            ms = (int)(left * 1000.0) + 1;
-        }
-        PyThreadState *ts = PyEval_SaveThread(); /* the GIL is free while we sleep */
-        int r = poll(&p, 1, ms);
-        int err = errno;
-        PyEval_RestoreThread(ts);
-        if (L->fd < 0) /* detached meanwhile: the caller says so */
-            return 1;
-        if (r < 0 && err == EINTR) {
-            if (PyErr_CheckSignals() < 0)
-                return -1;
-            continue;
-        }
-        if (r < 0) {
-            errno = err;
-            PyErr_SetFromErrno(PyExc_OSError);
-            return -1;
-        }
-        if (r > 0 && (p.revents & POLLOUT))
-            lane_flush(L); /* an error shows at the next send() */
-        if (r > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
-            return 1;
-    }
-}
-
-/* -- recv ------------------------------------------------------------------- */
-
-/* The infos dict of recv() (vecenv_async.py's _transitions): o holds the
- * arrays lane_gather made. NULL on error. */
-static PyObject *lane_infos(PyObject **o, int with_ids)
-{
-    /* The keys, made once (interned, never freed: the module lives as long
-     * as the interpreter), and which of o each maps to. */
-    static const char *const names[] = {"env_id",         "final_obs",     "_final_obs",
-                                        "has_final_obs",  "_episode",      "episode_return",
-                                        "episode_length", "episode_start", "step"};
-    static const int which[] = {4, 5, 6, 6, 11, 9, 10, 7, 8};
-    static PyObject *keys[9], *k_episode, *k_r, *k_l;
-    enum { NKEYS = sizeof names / sizeof *names };
-    if (!k_l) {
-        for (int i = 0; i < NKEYS; i++) {
-            if (!keys[i] && !(keys[i] = PyUnicode_InternFromString(names[i])))
-                return NULL;
-        }
-        if ((!k_episode && !(k_episode = PyUnicode_InternFromString("episode"))) ||
-            (!k_r && !(k_r = PyUnicode_InternFromString("r"))) ||
-            !(k_l = PyUnicode_InternFromString("l")))
-            return NULL;
-    }
-    PyObject *ep = PyDict_New(), *infos = PyDict_New();
-    int bad = !ep || !infos || PyDict_SetItem(ep, k_r, o[9]) < 0 ||
-              PyDict_SetItem(ep, k_l, o[10]) < 0 || PyDict_SetItem(infos, k_episode, ep) < 0;
-    for (int i = with_ids ? 0 : 1; !bad && i < NKEYS; i++) /* keys[0]: env_id */
-        bad = PyDict_SetItem(infos, keys[i], o[which[i]]) < 0;
-    Py_XDECREF(ep);
-    if (bad) {
-        Py_XDECREF(infos);
-        return NULL;
-    }
-    return infos;
-}
-
-/* The returns (float) and lengths (int) of the k rows' episodes counted
- * (ended of them) as two lists, in row order: what VecEnv appends to
- * episode_returns and episode_lengths. */
-static PyObject *lane_ended(npy_intp k, npy_intp ended, const npy_bool *counted, const double *ret,
-                            const int64_t *len)
-{
-    PyObject *r = PyList_New(ended), *l = PyList_New(ended);
-    if (!r || !l)
-        goto fail;
-    for (npy_intp i = 0, j = 0; i < k; i++) {
-        if (!counted[i])
-            continue;
-        PyObject *x = PyFloat_FromDouble(ret[i]), *y = PyLong_FromLongLong(len[i]);
-        if (!x || !y) {
-            Py_XDECREF(x);
-            Py_XDECREF(y);
-            goto fail;
-        }
-        PyList_SET_ITEM(r, j, x);
-        PyList_SET_ITEM(l, j, y);
-        j++;
-    }
-    return Py_BuildValue("(NN)", r, l);
-fail:
-    Py_XDECREF(r);
-    Py_XDECREF(l);
-    return NULL;
-}
-
-/* The `want` READY envs next in the ready queue, taken: (obs, reward,
- * terminated, truncated, infos, stepped, ended) as recv() returns the
- * first five (vecenv_lane.py); stepped counts the transitions, ended is
- * None or the (returns, lengths) lists of the episodes counted. Rows are
- * in arrival order, with infos["env_id"]; `ordered` (want is every env,
- * each READY once: step()) puts env e's in row e, without env_id. */
-static PyObject *lane_gather(Lane *L, npy_intp want, int ordered)
-{
-    npy_intp k = want, d = L->d;
-    npy_intp dims[NPY_MAXDIMS];
-    memcpy(dims, L->obs_dims, sizeof dims);
-    dims[0] = k;
-    PyObject *o[12] = {0};
-    o[0] = PyArray_SimpleNew(L->obs_nd, dims, NPY_FLOAT32); /* obs */
-    o[1] = PyArray_SimpleNew(1, &k, NPY_FLOAT32);           /* reward */
-    o[2] = PyArray_SimpleNew(1, &k, NPY_BOOL);              /* terminated */
-    o[3] = PyArray_SimpleNew(1, &k, NPY_BOOL);              /* truncated */
-    o[4] = PyArray_SimpleNew(1, &k, NPY_INT64);             /* env_id */
-    o[5] = PyArray_SimpleNew(L->obs_nd, dims, NPY_FLOAT32); /* final obs */
-    o[6] = PyArray_SimpleNew(1, &k, NPY_BOOL);              /* has_final */
-    o[7] = PyArray_SimpleNew(1, &k, NPY_BOOL);              /* episode_start */
-    o[8] = PyArray_SimpleNew(1, &k, NPY_UINT64);            /* step */
-    o[9] = PyArray_SimpleNew(1, &k, NPY_FLOAT64);           /* episode return */
-    o[10] = PyArray_SimpleNew(1, &k, NPY_INT64);            /* episode length */
-    o[11] = PyArray_SimpleNew(1, &k, NPY_BOOL);             /* counted */
-    for (int i = 0; i < 12; i++) {
-        if (!o[i]) {
-            for (int j = 0; j < 12; j++)
-                Py_XDECREF(o[j]);
-            return NULL;
-        }
-    }
-#define COL(i, T) ((T *)PyArray_DATA((PyArrayObject *)o[i]))
-    /* Each a fresh array of its own: restrict lets the passes vectorise. */
-    float *restrict obs = COL(0, float), *restrict reward = COL(1, float);
-    float *restrict fin = COL(5, float);
-    npy_bool *restrict term = COL(2, npy_bool), *restrict trunc = COL(3, npy_bool);
-    npy_bool *restrict hasf = COL(6, npy_bool), *restrict start = COL(7, npy_bool);
-    npy_bool *restrict counted = COL(11, npy_bool);
-    int64_t *restrict ids = COL(4, int64_t), *restrict out_len = COL(10, int64_t);
-    uint64_t *restrict step = COL(8, uint64_t);
-    double *restrict out_ret = COL(9, double);
-#undef COL
-    npy_intp got = 0, stepped = 0, ended = 0;
-    size_t row = (size_t)d * sizeof(float);
-    while (got < k) {
-        uint32_t *run = L->ready[L->rhead];
-        npy_intp first = run[0], take = run[1] < (uint32_t)(k - got) ? run[1] : k - got;
-        npy_intp at = ordered ? first : got; /* where its rows go */
-        memcpy(obs + at * d, L->m_obs + first * d, row * (size_t)take);
-        memcpy(reward + at, L->m_reward + first, (size_t)take * sizeof(float));
-        memcpy(step + at, L->m_step + first, (size_t)take * sizeof(uint64_t));
-        memset(L->state + first, HANDED, (size_t)take);
-        /* Branch-free passes (a batch is a thousand rows, and this runs
-         * cold after the user's policy): the few final observations are
-         * copied over the NaN fill afterwards. */
-        for (npy_intp c = 0; c < take * d; c++)
-            fin[at * d + c] = NAN;
-        /* The flags, each byte read once (the node may rewrite it
-         * meanwhile): into hasf first, then decoded from there. */
-        memcpy(hasf + at, L->m_flags + first, (size_t)take);
-        for (npy_intp j = 0; j < take; j++) {
-            npy_intp i = at + j;
-            uint8_t f = hasf[i];
-            ids[i] = first + j;
-            term[i] = (f & RO_HP_TERMINATED) != 0;
-            trunc[i] = (f & RO_HP_TRUNCATED) != 0;
-            start[i] = (f & RO_HP_EPISODE_START) != 0;
-            hasf[i] = (f & RO_HP_HAS_FINAL) != 0;
-        }
-        /* Episodes, as episodes() in envs.c counts them: step 0 is an env's
-         * first observation, no transition; a truncation without its final
-         * observation is not counted. */
-        double *restrict ep_ret = L->ep_ret + first;
-        int64_t *restrict ep_len = L->ep_len + first;
-        for (npy_intp j = 0; j < take; j++) {
-            npy_intp i = at + j;
-            int te = term[i], tr = trunc[i], st = step[i] != 0;
-            double r = ep_ret[j] + (st ? (double)reward[i] : 0.0);
-            int64_t len = ep_len[j] + st;
-            int done = te | tr, count = te | (tr & hasf[i]);
-            counted[i] = (npy_bool)count;
-            out_ret[i] = count ? r : NAN;
-            out_len[i] = count ? len : 0;
-            ep_ret[j] = done ? 0.0 : r;
-            ep_len[j] = done ? 0 : len;
-            stepped += st;
-            ended += count;
-        }
-        for (npy_intp j = 0; j < take; j++) {
-            if (hasf[at + j])
-                memcpy(fin + (at + j) * d, L->m_final + (first + j) * d, row);
-        }
-        got += take;
-        if ((uint32_t)take == run[1]) {
-            L->rhead = (L->rhead + 1) % L->n;
-            L->rlen--;
-        } else {
-            run[0] += (uint32_t)take;
-            run[1] -= (uint32_t)take;
-        }
-    }
-    L->nready -= k;
-    PyObject *infos = lane_infos(o, !ordered);
-    PyObject *eps = !infos  ? NULL
-                    : ended ? lane_ended(k, ended, counted, out_ret, out_len)
-                            : Py_NewRef(Py_None);
-    PyObject *t =
-        eps ? Py_BuildValue("(OOOONnN)", o[0], o[1], o[2], o[3], infos, (Py_ssize_t)stepped, eps)
-            : NULL;
-    if (!eps)
-        Py_XDECREF(infos);
-    for (int j = 0; j < 12; j++)
-        Py_DECREF(o[j]);
-    return t;
-}
-
 static PyObject *event(const char *what, PyObject *detail)
 {
     if (!detail)
@@ -759,16 +189,16 @@ static PyObject *lane_recv(Lane *L, PyObject *args)
                      want, (Py_ssize_t)L->n);
         return NULL;
     }
-    double deadline = timeout < 0 ? -1.0 : now_s() + timeout;
+    double deadline = timeout < 0 ? -1.0 : ro__hp_lane_now() + timeout;
     char msg[256];
     while (L->nready < want) {
         const uint8_t *body;
         size_t len;
-        int r = lane_next(L, &body, &len, msg, sizeof msg);
+        int r = ro__hp_lane_next(L, &body, &len, msg, sizeof msg);
         if (r < 0)
             return event("bad", PyUnicode_FromString(msg));
         if (r > 0) {
-            int t = lane_take_frame(L, body, len, msg, sizeof msg);
+            int t = ro__hp_lane_take_frame(L, body, len, msg, sizeof msg);
             if (t == BAD)
                 return event("bad", PyUnicode_FromString(msg));
             if (t == NOMEM)
@@ -780,16 +210,16 @@ static PyObject *lane_recv(Lane *L, PyObject *args)
         }
         if (L->nready + L->nflight < want)
             return event("short", PyLong_FromSsize_t((Py_ssize_t)(L->nready + L->nflight)));
-        if (lane_room(L) < 0)
+        if (ro__hp_lane_room(L) < 0)
             return PyErr_NoMemory();
-        ssize_t got = lane_read(L);
+        ssize_t got = ro__hp_lane_read(L);
         if (got == 0)
             return event("closed", PyUnicode_FromString("closed the connection without goodbye"));
         if (got == -2)
             return event("closed", PyUnicode_FromFormat("connection lost: %s", strerror(errno)));
         if (got > 0)
             continue;
-        int w = lane_wait(L, deadline);
+        int w = ro__hp_lane_wait(L, deadline);
         if (w < 0)
             return NULL;
         if (L->fd < 0) /* detached by another thread while the GIL was free */
@@ -797,50 +227,15 @@ static PyObject *lane_recv(Lane *L, PyObject *args)
         if (w == 0)
             Py_RETURN_NONE;
     }
-    return lane_gather(L, want, ordered);
+    return ro__hp_lane_gather(L, want, ordered);
 }
 
 /* -- send ------------------------------------------------------------------- */
 
-/* Appends the answer of frame `slot` (Frame{actions{seq, in_memory}},
- * length-prefixed; wire.actions_in_memory) and frees the slot: its envs
- * are in flight again. */
-static void lane_answer(Lane *L, npy_intp slot)
-{
-    lane_frame_t *f = &L->frames[slot];
-    uint8_t inner[16], *p = inner;
-    if (f->seq) {
-        *p++ = 0x08;
-        for (uint64_t v = f->seq;; v >>= 7) {
-            *p++ = (uint8_t)(v < 0x80 ? v : (v & 0x7F) | 0x80);
-            if (v < 0x80)
-                break;
-        }
-    }
-    *p++ = 0x20;
-    *p++ = 0x01;
-    size_t il = (size_t)(p - inner);
-    uint8_t *o = L->out + L->out_len; /* out_cap: ANSWER_MAX per frame, n frames */
-    *o++ = (uint8_t)(il + 2);         /* the body: tag, length, inner (< 128 bytes) */
-    *o++ = 0x22;
-    *o++ = (uint8_t)il;
-    memcpy(o, inner, il);
-    L->out_len += il + 3;
-    for (npy_intp i = 0; i < f->npairs; i++) {
-        uint32_t first = f->ranges[2 * i], count = f->ranges[2 * i + 1];
-        memset(L->state + first, IN_FLIGHT, count);
-        memset(L->frame_of + first, 0xFF, count * sizeof *L->frame_of); /* -1 */
-        L->nflight += count;
-    }
-    PyMem_RawFree(f->ranges);
-    f->ranges = NULL;
-    L->free_slots[L->nfree++] = slot;
-}
-
 /* Sends what the output holds: None, or ("closed", why). */
 static PyObject *lane_sent(Lane *L)
 {
-    int err = lane_flush(L);
+    int err = ro__hp_lane_flush(L);
     if (err)
         return event("closed", PyUnicode_FromFormat("send failed: %s", strerror(err)));
     Py_RETURN_NONE;
@@ -866,7 +261,7 @@ static PyObject *lane_send_range(Lane *L, npy_intp lo, npy_intp k, const void *a
         while (j < k && L->frame_of[lo + j] == slot)
             j++;
         if ((L->frames[slot].left -= j - i) == 0)
-            lane_answer(L, slot);
+            ro__hp_lane_answer(L, slot);
         i = j;
     }
     return lane_sent(L);
@@ -911,7 +306,7 @@ static PyObject *lane_send(Lane *L, PyObject *args)
     }
     if (!act)
         return Py_BuildValue("(s)", "actions");
-    int err = lane_flush(L);
+    int err = ro__hp_lane_flush(L);
     if (err)
         return event("closed", PyUnicode_FromFormat("send failed: %s", strerror(err)));
     if (L->out_len + (size_t)(L->n - L->nfree) * ANSWER_MAX > L->out_cap)
@@ -965,11 +360,10 @@ static PyObject *lane_send(Lane *L, PyObject *args)
         }
         npy_intp slot = L->frame_of[e];
         if (--L->frames[slot].left == 0)
-            lane_answer(L, slot);
+            ro__hp_lane_answer(L, slot);
     }
     return lane_sent(L);
 }
-
 /* -- setup and teardown --------------------------------------------------------- */
 
 static PyObject *lane_adopt(Lane *L, PyObject *args)
@@ -992,11 +386,11 @@ static PyObject *lane_adopt(Lane *L, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "adopt(): ranges are (first, count) pairs");
         return NULL;
     }
-    if (lane_check_ranges(L, seq, PyArray_DATA(r), len / 2, &k, msg, sizeof msg) < 0) {
+    if (ro__hp_lane_check_ranges(L, seq, PyArray_DATA(r), len / 2, &k, msg, sizeof msg) < 0) {
         PyErr_SetString(PyExc_ValueError, msg);
         return NULL;
     }
-    if (lane_register(L, seq, PyArray_DATA(r), len / 2, k, to) < 0)
+    if (ro__hp_lane_register(L, seq, PyArray_DATA(r), len / 2, k, to) < 0)
         return NULL;
     if (seq > L->last_seq)
         L->last_seq = seq;
@@ -1038,7 +432,7 @@ static PyObject *lane_detach(Lane *L, PyObject *unused)
 {
     (void)unused;
     if (L->fd >= 0)
-        lane_flush(L);
+        ro__hp_lane_flush(L);
     PyObject *rest = PyBytes_FromStringAndSize((const char *)L->out, (Py_ssize_t)L->out_len);
     lane_release(L);
     return rest;

@@ -1,5 +1,5 @@
 /* rollout_client._hotpath: the per-step array work of rollout_client's
- * VecEnv, in one pass (this file: the module; frames.c, envs.c and lane.c:
+ * VecEnv, in one pass (this file: the module; frames.c, envs.c and lane*.c:
  * the functions and the Lane type).
  *
  * Why C: each numpy call costs a few microseconds on the machines we run on

@@ -1,17 +1,19 @@
-"""send()/recv() in one C call each: the lane (python/hotpath/lane.c).
+"""send()/recv() and step() in one C call each way: the lane
+(python/hotpath/lane.c and the lane_*.c beside it).
 
 With a torch policy of about 1 ms per batch of 1024 envs, the Python of
 vecenv_async.py's recv() and send() cost 160-240 us per batch on a 2-CPU
 VM, most of it cold after the policy; the lane does the same work (frames
 read and checked, per-env states, rows copied out of the node's memory,
 episodes counted, actions written into it, answers sent) in one call each
-way (docs/python.md "The fast path").
+way (docs/python.md, "The lane").
 
 It serves the common case: one node, env ABI 1, float32 observations in
 the node's shared memory (a Unix-domain socket, Hello.shared_memory). A
-VecEnv takes it when it first goes asynchronous and keeps it until it
-closes; in every other case, vecenv_async.py's Python does the work, with
-the same results (the tests compare the two).
+VecEnv takes it at its first step() after reset(), or when it first goes
+asynchronous, and keeps it until it closes; in every other case the
+Python of vecenv.py and vecenv_async.py does the work, with the same
+results (the tests compare the two).
 
 The lane reads the connection's socket from then on. A frame it does not
 take (an error, a goodbye, anything unexpected) comes back here whole and

@@ -118,11 +118,14 @@ class Node:
         return self.lane.recv(want, GUARD)
 
 
-class Rows(unittest.TestCase):
+class LaneCase(unittest.TestCase):
     def node(self, **kw):
         nd = Node(**kw)
         self.addCleanup(nd.close)
         return nd
+
+
+class Rows(LaneCase):
 
     def test_rows_come_out_as_the_memory_holds_them(self):
         nd = self.node(n=16)
@@ -216,11 +219,7 @@ class Rows(unittest.TestCase):
         np.testing.assert_array_equal(got[0], nd.obs[got[4]["env_id"]])
 
 
-class Answers(unittest.TestCase):
-    def node(self, **kw):
-        nd = Node(**kw)
-        self.addCleanup(nd.close)
-        return nd
+class Answers(LaneCase):
 
     def test_a_frame_is_answered_when_its_last_env_is(self):
         nd = self.node(n=8)
@@ -275,12 +274,11 @@ class Answers(unittest.TestCase):
         self.assertEqual(nd.lane.send(ids[:1], np.ones(1, np.int64)), (0, "state"))  # HELD
 
 
-class BadFrames(unittest.TestCase):
+class BadFrames(LaneCase):
     """Each bad frame is reported as ("bad", why) with nothing taken."""
 
     def bad(self, data, why, n=8, taken=0, **kw):
-        nd = Node(n=n, **kw)
-        self.addCleanup(nd.close)
+        nd = self.node(n=n, **kw)
         nd.write(data)
         got = nd.recv(n)
         self.assertEqual(got[0], "bad", got)
@@ -314,11 +312,7 @@ class BadFrames(unittest.TestCase):
         self.bad(obs_frame(1, [0, 2], extra=b"\x2a\x00"), "columns in the frame")
 
 
-class Handback(unittest.TestCase):
-    def node(self, **kw):
-        nd = Node(**kw)
-        self.addCleanup(nd.close)
-        return nd
+class Handback(LaneCase):
 
     def test_other_frames_come_back_whole(self):
         nd = self.node(n=4)
