@@ -66,12 +66,12 @@ class LaneMixin:
                         self._ep_length, self._nflight, c.last_seq, c.reader.max_frame,
                         self.client._spin, keep)
         for b, _ in self._outstanding:
-            lane.adopt(b.seq, b.ranges, _HANDED)
+            lane.adopt(b.seq, np.ascontiguousarray(b.ranges, np.uint32), _HANDED)
         self._outstanding.clear()
         cl = self.client
         while cl._ready:
             b = cl._ready.popleft()
-            lane.adopt(b.seq, b.ranges, _READY)
+            lane.adopt(b.seq, np.ascontiguousarray(b.ranges, np.uint32), _READY)
         rd = c.reader
         if rd.end > rd.start:
             lane.feed(bytes(rd.mv[rd.start:rd.end]))
@@ -125,9 +125,9 @@ class LaneMixin:
                                            reason="node closed")
                 got = lane.recv(want, self._lane_timeout(timeout), ordered)
             if got is None:
-                raise TimeoutError(f"recv(): no observation after {timeout:g}s "
-                                   f"({self._lane_counts()[1]} envs are stepping at their "
-                                   "nodes)")
+                raise TimeoutError(f"{'step()' if ordered else 'recv()'}: no observation after "
+                                   f"{timeout:g}s ({self._lane_counts()[1]} envs are stepping "
+                                   "at their nodes)")
             if len(got) == 7:
                 obs, reward, terminated, truncated, infos, stepped, ended = got
                 self.total_steps += stepped
