@@ -69,23 +69,12 @@ PyObject *ro__hp_episodes(PyObject *self, PyObject *args)
     npy_intp stepped = 0, ended = 0;
     for (npy_intp i = 0; i < k; i++) {
         npy_intp e = ids ? (npy_intp)ids[i] : first + i;
-        if (!st || st[i] != 0) { /* a transition, not an env's first observation */
-            er[e] += (double)r[i];
-            el[e] += 1;
-            stepped++;
-        }
-        /* A truncation without its final observation is an env failure
-         * (docs/env-api.md): the cut episode is not counted. */
-        int done = te[i] || tr[i];
-        int count = done && (te[i] || f[i]);
+        int transition = !st || st[i] != 0; /* not an env's first observation */
+        int count = ro__hp_episode_row(&er[e], &el[e], r[i], transition, te[i] != 0, tr[i] != 0,
+                                       f[i] != 0, &out_ret[i], &out_len[i]);
         counted[i] = (npy_bool)count;
-        out_ret[i] = count ? er[e] : NAN;
-        out_len[i] = count ? el[e] : 0;
+        stepped += transition;
         ended += count;
-        if (done) {
-            er[e] = 0.0;
-            el[e] = 0;
-        }
     }
     return Py_BuildValue("NNNnn", o_out_ret, o_out_len, o_counted, (Py_ssize_t)stepped,
                          (Py_ssize_t)ended);

@@ -16,6 +16,7 @@ extern PyTypeObject ro__hp_lane_type;
 #endif
 #include <numpy/arrayobject.h>
 
+#include <math.h>
 #include <stdint.h>
 
 /* A docstring the method table in module.c refers to. */
@@ -40,6 +41,29 @@ npy_intp ro__hp_row_bytes(PyArrayObject *a);
  * envs, each checked to lie in [0, n). Sets *first or *ids; -1 with an
  * exception set otherwise. */
 int ro__hp_env_rows(PyObject *o, npy_intp k, npy_intp n, npy_intp *first, const int64_t **ids);
+
+/* ro__hp_episode_row is one env's step in the running episode figures,
+ * the rule episodes() (envs.c) and the lane (lane_gather.c) share: a
+ * transition (not an env's first observation) adds its reward and a step
+ * to *ret and *len; an episode that ended (terminated, or truncated with
+ * its final observation: a truncation without it is an env failure,
+ * docs/env-api.md) is counted, its figures in *out_ret and *out_len (NaN
+ * and 0 otherwise); an env that ended (terminated or truncated) starts
+ * again at 0. Returns whether it was counted. Branch-free, so that loops
+ * over rows vectorise. */
+static inline int ro__hp_episode_row(double *ret, int64_t *len, float reward, int transition,
+                                     int terminated, int truncated, int has_final, double *out_ret,
+                                     int64_t *out_len)
+{
+    double r = *ret + (transition ? (double)reward : 0.0);
+    int64_t l = *len + (transition != 0);
+    int done = terminated | truncated, count = terminated | (truncated & has_final);
+    *out_ret = count ? r : NAN;
+    *out_len = count ? l : 0;
+    *ret = done ? 0.0 : r;
+    *len = done ? 0 : l;
+    return count;
+}
 
 /* frames.c: one frame from the wire or the node's memory. */
 

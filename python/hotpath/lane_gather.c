@@ -140,22 +140,16 @@ PyObject *ro__hp_lane_gather(Lane *L, npy_intp want, int ordered)
             start[i] = (f & RO_HP_EPISODE_START) != 0;
             hasf[i] = (f & RO_HP_HAS_FINAL) != 0;
         }
-        /* Episodes, as episodes() in envs.c counts them: step 0 is an env's
-         * first observation, no transition; a truncation without its final
-         * observation is not counted. */
+        /* Episodes, by episodes()'s rule (hotpath.h): step 0 is an env's
+         * first observation, no transition. */
         double *restrict ep_ret = L->ep_ret + first;
         int64_t *restrict ep_len = L->ep_len + first;
         for (npy_intp j = 0; j < take; j++) {
             npy_intp i = at + j;
-            int te = term[i], tr = trunc[i], st = step[i] != 0;
-            double r = ep_ret[j] + (st ? (double)reward[i] : 0.0);
-            int64_t len = ep_len[j] + st;
-            int done = te | tr, count = te | (tr & hasf[i]);
+            int st = step[i] != 0;
+            int count = ro__hp_episode_row(&ep_ret[j], &ep_len[j], reward[i], st, term[i], trunc[i],
+                                           hasf[i], &out_ret[i], &out_len[i]);
             counted[i] = (npy_bool)count;
-            out_ret[i] = count ? r : NAN;
-            out_len[i] = count ? len : 0;
-            ep_ret[j] = done ? 0.0 : r;
-            ep_len[j] = done ? 0 : len;
             stepped += st;
             ended += count;
         }
