@@ -373,6 +373,10 @@ static PyObject *lane_adopt(Lane *L, PyObject *args)
     int to;
     if (!PyArg_ParseTuple(args, "KOi", &seq, &o_ranges, &to))
         return NULL;
+    if (L->fd < 0) {
+        PyErr_SetString(PyExc_ValueError, "adopt(): the lane is detached");
+        return NULL;
+    }
     PyArrayObject *r = ro__hp_array(o_ranges, NPY_UINT32, 1, 0, "ranges");
     if (!r)
         return NULL;
@@ -402,10 +406,16 @@ static PyObject *lane_feed(Lane *L, PyObject *args)
     Py_buffer b;
     if (!PyArg_ParseTuple(args, "y*", &b))
         return NULL;
+    if (L->fd < 0) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "feed(): the lane is detached");
+        return NULL;
+    }
+    /* The bytes come from the client's own reader, bounded there. */
     size_t left = L->in_end - L->in_start;
-    if ((size_t)b.len > L->max_frame + 16 || left + (size_t)b.len > L->in_cap) {
+    if (left + (size_t)b.len > L->in_cap) {
         size_t cap = left + (size_t)b.len + IN_BASE;
-        uint8_t *m = (size_t)b.len > L->max_frame + 16 ? NULL : PyMem_RawMalloc(cap);
+        uint8_t *m = PyMem_RawMalloc(cap);
         if (!m) {
             PyBuffer_Release(&b);
             return PyErr_NoMemory();

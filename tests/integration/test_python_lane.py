@@ -367,6 +367,10 @@ class Handback(LaneCase):
         self.assertEqual(nd.lane.recv(2, 0.0)[0], "closed")
         self.assertEqual(nd.lane.send(np.arange(2), np.zeros(2, np.int64))[0], "closed")
         self.assertEqual(nd.lane.detach(), b"")
+        with self.assertRaisesRegex(ValueError, "detached"):
+            nd.lane.feed(b"\x00")
+        with self.assertRaisesRegex(ValueError, "detached"):
+            nd.lane.adopt(9, np.array([0, 1], np.uint32), READY)
 
     def test_bytes_read_before_the_lane(self):
         nd = self.node(n=4)
