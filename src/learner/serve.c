@@ -618,6 +618,11 @@ static void on_wait_timer(uv_timer_t *t)
     flush(L);
 }
 
+/* Rounds of reading at once per turn of the loop (below): enough for a
+ * pipeline of SEED frames to go on without the loop, few enough that its
+ * timers and signals still come round every few hundred microseconds. */
+#define READ_NOW_ROUNDS 16
+
 void ro__learner_on_check(uv_check_t *h)
 {
     learner_t *L = h->data;
@@ -625,4 +630,17 @@ void ro__learner_on_check(uv_check_t *h)
         if (L->nodes[i].ack_owed)
             send_ack(&L->nodes[i]);
     flush(L);
+    /* The answers just sent; a SEED node's next frame has usually come
+     * while we computed: read it now rather than after another turn of the
+     * loop and its epoll_wait (perf: 1.5 epoll_wait and 10-15 % of the
+     * learner's time in the loop's system calls per frame at 256 envs). */
+    for (int round = 0; round < READ_NOW_ROUNDS && !L->stopping; round++) {
+        size_t got = 0;
+        for (uint32_t i = 0; i < L->cfg.nconnect; i++)
+            if (L->nodes[i].link.welcomed && !L->nodes[i].stream)
+                got += ro__conn_read_now(&L->nodes[i].link.conn);
+        if (got == 0)
+            break;
+        flush(L);
+    }
 }

@@ -101,6 +101,15 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
  * reading (over max_queued bytes waiting): the caller should close it. */
 int ro__conn_send(ro_conn_t *c, const ro_frame_t *f);
 
+/* ro__conn_read_now reads what the socket holds now, without waiting for
+ * the loop to poll it, and hands it on exactly as the loop's read would
+ * (frames to on_frame/on_raw; the end of the stream or an error closes c).
+ * Why: a peer that answers within one of our turns (a SEED learner whose
+ * next frame came while it computed the last) saves a turn of the loop and
+ * its epoll_wait per frame. Loop thread, outside c's callbacks. Returns the
+ * bytes read (0: nothing was there, or c is not reading). */
+size_t ro__conn_read_now(ro_conn_t *c);
+
 /* A vectored send's completion: called once its bytes were handed to the
  * kernel, or the connection closed first (status < 0). */
 typedef void (*ro_conn_written_fn)(void *ctx, int status);

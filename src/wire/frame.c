@@ -196,6 +196,16 @@ int ro__frame_encode(const ro_frame_t *f, uint8_t **out, size_t *len)
     return 0;
 }
 
+size_t ro__frame_encode_into(const ro_frame_t *f, uint8_t *buf, size_t cap)
+{
+    size_t body = rollout__v1__frame__get_packed_size(f);
+    if (body + RO_VARINT_MAX > cap)
+        return 0;
+    size_t k = ro__varint_put(buf, body);
+    rollout__v1__frame__pack(f, buf + k);
+    return k + body;
+}
+
 const char *ro__frame_kind(const ro_frame_t *f)
 {
     switch (f->body_case) {

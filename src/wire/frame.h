@@ -106,6 +106,11 @@ void ro__frame_free(ro_pb_alloc_t *alloc, ro_frame_t *f);
  * (*out, free with free()). Returns 0 or RO_ENOMEM. */
 int ro__frame_encode(const ro_frame_t *f, uint8_t **out, size_t *len);
 
+/* ro__frame_encode_into serializes f with its length prefix into buf (cap
+ * bytes; a frame needs its packed size + RO_VARINT_MAX). Returns the
+ * length, or 0 if f does not fit. */
+size_t ro__frame_encode_into(const ro_frame_t *f, uint8_t *buf, size_t cap);
+
 /* ro__wire_space describes an env space in a Space message. sp points into
  * in's bounds and into shape (RO_SPACE_MAX_DIMS entries, the caller's), so
  * both must outlive the packing of the message. */
