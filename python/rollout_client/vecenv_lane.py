@@ -25,8 +25,7 @@ import numpy as np
 from .client import check_actions
 from .errors import ConnectionClosed, ProtocolError
 from .hotpath import hot
-
-_READY, _HANDED = 1, 2  # vecenv_async.py's states
+from .vecenv_async import HANDED as _HANDED, READY as _READY
 
 
 def _conn(env):
