@@ -38,8 +38,9 @@ typedef struct ro_session {
     bool trainer;     /* role "trainer": pushes policies, holds no envs */
     bool listed;      /* in the hub's list (until it starts closing) */
     uint64_t accepted_ns;
-    uint64_t pushed_version; /* the version of its last accepted policy push */
-    ro_shared_mem_t act_mem; /* SEED on this host: the actions its learner writes (flow.act_mem) */
+    uint64_t pushed_version;  /* the version of its last accepted policy push */
+    ro_shared_mem_t act_mem;  /* SEED on this host: the actions its learner writes (flow.act_mem) */
+    ro_shared_mem_t ring_mem; /* SEED on this host, Hello.seed_ring: the frame ring (flow.ring) */
     struct ro_session *next;
 } ro_session_t;
 
@@ -115,9 +116,11 @@ int ro__hub_state_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *b
 
 /* ro__hub_seed_memory gives session s (SEED mode, a learner on this host
  * that asked for it) the node's observation memory, made now if it is the
- * first, and action memory of its own. Returns false, logging why once,
- * when the host has none (the session's frames then carry the columns). */
-bool ro__hub_seed_memory(ro_session_t *s);
+ * first, and action memory of its own; with ring (Hello.seed_ring) a frame
+ * ring too (wire/seed_ring.h; without one, logged, frames go on the
+ * socket). Returns false, logging why once, when the host has none (the
+ * session's frames then carry the columns). */
+bool ro__hub_seed_memory(ro_session_t *s, bool ring);
 
 /* ro__hub_send_welcome answers a good hello. 0 or the conn's error. */
 int ro__hub_send_welcome(ro_session_t *s);

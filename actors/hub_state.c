@@ -14,6 +14,7 @@
 #include "runtime/error.h"
 #include "runtime/rng.h"
 #include "spaces/layout.h"
+#include "wire/seed_ring.h"
 #include "trajectory/abi2_format.h"
 #include "wire/frame.h"
 #include "wire/seed_abi2.h"
@@ -93,7 +94,7 @@ void ro__hub_set_owner(ro_hub_t *h, uint32_t i, uint32_t rows, ro_session_t *to)
     h->owner[i] = to;
 }
 
-bool ro__hub_seed_memory(ro_session_t *s)
+bool ro__hub_seed_memory(ro_session_t *s, bool ring)
 {
     ro_hub_t *h = s->hub;
     char err[300];
@@ -125,6 +126,11 @@ bool ro__hub_seed_memory(ro_session_t *s)
     s->flow.mem_layout = &h->seed_lay;
     s->flow.obs_mem = h->seed_obs.base;
     s->flow.act_mem = s->act_mem.base;
+    if (ring && ro__shared_mem_create(&s->ring_mem, "rollout-seed-ring", RO_SEED_RING_BYTES, err,
+                                      sizeof err) != 0)
+        ro__conn_log(&s->conn, "no frame ring (%s): every frame on the socket", err);
+    else if (ring)
+        s->flow.ring = s->ring_mem.base;
     return true;
 }
 
@@ -195,6 +201,10 @@ int ro__hub_send_welcome(ro_session_t *s)
         } else if (s->flow.obs_mem) {
             ro__seed_mem_to_wire(&h->seed_lay, h->seed_obs.fd, s->act_mem.fd, &sm);
             w.seed_memory = &sm;
+        }
+        if (w.seed_memory && s->flow.ring) {
+            sm.ring_fd = (uint32_t)s->ring_mem.fd;
+            sm.ring_bytes = s->ring_mem.bytes;
         }
     }
     ro_frame_t f = ROLLOUT__V1__FRAME__INIT;

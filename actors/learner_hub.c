@@ -317,7 +317,8 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
             s->sflow.shm = &h->segs->shm;
     } else if (hello->shared_memory && hello->seed_memory && s->conn.local && !trainer &&
                (!h->o.layout || hello->seed_memory_abi2)) { /* else frames carry ABI 2 columns */
-        ro__hub_seed_memory(s); /* the welcome says where, or frames carry it all */
+        /* the welcome says where, or frames carry it all */
+        ro__hub_seed_memory(s, hello->seed_ring);
     }
     if (ro__hub_send_welcome(s) != 0) {
         session_close(s, "could not send the welcome");
@@ -447,6 +448,8 @@ static void on_closed(ro_conn_t *c)
         session_close(s, c->why);
     }
     ro__shared_mem_release(&s->act_mem);
+    s->flow.ring = NULL;
+    ro__shared_mem_release(&s->ring_mem);
     free(s);
 }
 

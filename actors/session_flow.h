@@ -43,6 +43,10 @@ typedef struct ro_flow {
     const ro_seed_mem_layout_t *mem_layout;
     uint8_t *obs_mem;
     const uint8_t *act_mem;
+    /* The learner takes frames from a ring in shared memory while it is
+     * awake (wire/seed_ring.h); NULL: every frame on the socket. */
+    struct ro_seed_ring *ring;
+    uint64_t ring_posts; /* frames posted in the ring */
     /* An env of env ABI 2 that is not ABI 1 shaped (spaces/layout.h): its
      * frames carry typed tensors and composite actions; NULL for ABI 1. */
     const struct ro_space_layout *layout;
@@ -57,9 +61,9 @@ bool ro__flow_due(const ro_flow_t *f);
 /*
  * ro__flow_send takes one batch of pending step batches, encodes it with
  * enc (its columns into the observation memory, if the flow has one) under the next sequence number
- * (sent batch from *pool) and sends it on c. The batch is in flight even when the send fails
- * (returns the conn's error): the caller closes the session, whose close returns it. *rows gets its
- * envs.
+ * (sent batch from *pool) and sends it on c, or posts it in the flow's ring. The batch is in flight
+ * even when the send fails (returns the conn's error): the caller closes the session, whose close
+ * returns it. *rows gets its envs.
  */
 int ro__flow_send(ro_flow_t *f, ro_sent_batch_t **pool, ro_obs_encoder_t *enc, ro_conn_t *c,
                   uint32_t *rows);

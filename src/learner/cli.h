@@ -31,6 +31,7 @@ typedef struct ro_learner_cfg {
     const char *push_policy; /* push this PolicyParams file to the nodes, then exit */
     bool json, quiet, help, version;
     bool no_shared_memory; /* nodes on this host send everything over the socket */
+    bool no_ring;          /* SEED nodes on this host send every frame on the socket */
     uint32_t spin_us;      /* spin this long for the next observations (runtime/loop_spin.h) */
 } ro_learner_cfg_t;
 

@@ -30,7 +30,9 @@ struct ro_link;
  * then the lane holding its job, then the loop again. */
 typedef struct ro_pending {
     ro_batch_item_t item; /* rows: its envs */
-    ro_frame_t *frame;
+    ro_frame_t *frame;    /* NULL for a frame taken from the ring */
+    uint64_t seq;         /* the frame's */
+    bool in_memory;       /* its rows are in the node's memory */
     struct ro_link *link;
     uint32_t gen;        /* the link's connection it came on */
     const uint32_t *env; /* [rows] env indices: the frame's, or after obs_copy */

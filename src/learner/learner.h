@@ -42,6 +42,14 @@ typedef struct node {
      * connection's frames carry the columns. */
     ro_shared_mem_t seed_obs, seed_act;
     ro_seed_mem_layout_t seed_lay;
+    /* SEED, on this host, Hello.seed_ring: the connection's frame ring
+     * (wire/seed_ring.h; NULL: none), the frames we took from it, and how
+     * many of the connection's frames came that way. */
+    ro_shared_mem_t ring_mem;
+    struct ro_seed_ring *ring;
+    uint64_t ring_tail;
+    uint64_t frames_in_ring;
+    bool ring_asleep;    /* marked asleep by us (frame_ring.c), not yet woken */
     bool stream;         /* a stream node: segments, not observations */
     ro_stream_rx_t rx;   /* stream: what came in */
     uint64_t ack_owed;   /* stream: the highest seq taken and not yet acknowledged (0: none) */
@@ -52,7 +60,9 @@ typedef struct node {
 typedef struct learner {
     uv_loop_t loop;
     uv_check_t check;
-    ro_loop_spin_t spin; /* polls for the next observations after answering */
+    uv_prepare_t prepare; /* frame rings marked asleep before the loop may block */
+    uv_idle_t kick;       /* one more turn without blocking (frames kept coming) */
+    ro_loop_spin_t spin;  /* polls for the next observations after answering */
     uv_timer_t wait_timer, deadline, progress;
     uv_signal_t sigint, sigterm;
     ro_learner_cfg_t cfg;
@@ -103,6 +113,9 @@ void ro__learner_maybe_finish(learner_t *L);
 void ro__learner_job_done(void *ctx, ro_job_t *j);
 /* ro__learner_on_check runs the batches due after each turn of the loop. */
 void ro__learner_on_check(uv_check_t *h);
+/* ro__learner_on_prepare: before the loop may block, the nodes' frame
+ * rings are marked asleep (frames posted meanwhile taken first). */
+void ro__learner_on_prepare(uv_prepare_t *h);
 /* ro__learner_free_pending frees received frames (a list of ro_pending_t). */
 void ro__learner_free_pending(ro_batch_item_t *it);
 

@@ -87,8 +87,10 @@ static void print_summary(const learner_t *L, double secs)
         printf(",\"reconnects\":%llu,\"failed\":%s", (unsigned long long)n->link.reconnects,
                n->link.failed ? "true" : "false");
         if (!n->stream)
-            printf(",\"mode\":\"seed\",\"frames\":%llu,\"frames_in_memory\":%llu",
-                   (unsigned long long)n->frames, (unsigned long long)n->frames_in_memory);
+            printf(",\"mode\":\"seed\",\"frames\":%llu,\"frames_in_memory\":%llu,"
+                   "\"frames_in_ring\":%llu",
+                   (unsigned long long)n->frames, (unsigned long long)n->frames_in_memory,
+                   (unsigned long long)n->frames_in_ring);
         if (n->stream)
             printf(",\"mode\":\"stream\",\"segments\":%llu,\"segments_in_memory\":%llu,"
                    "\"duplicates\":%llu,\"gaps\":%llu,"
@@ -142,6 +144,11 @@ static int init_loop(learner_t *L, char *err, size_t errlen)
     ro__loop_spin_init(&L->spin, &L->loop, L->cfg.spin_us);
     L->check.data = L;
     uv_check_start(&L->check, ro__learner_on_check);
+    uv_prepare_init(&L->loop, &L->prepare);
+    L->prepare.data = L;
+    uv_prepare_start(&L->prepare, ro__learner_on_prepare);
+    uv_idle_init(&L->loop, &L->kick);
+    L->kick.data = L;
     uv_timer_init(&L->loop, &L->wait_timer);
     L->wait_timer.data = L;
     uv_timer_init(&L->loop, &L->deadline);
@@ -173,6 +180,7 @@ static void free_learner(learner_t *L)
         ro__stream_rx_free(&L->nodes[i].rx);
         ro__shared_mem_release(&L->nodes[i].seed_obs);
         ro__shared_mem_release(&L->nodes[i].seed_act);
+        ro__shared_mem_release(&L->nodes[i].ring_mem);
         free(L->nodes[i].rngs);
         free(L->nodes[i].ep_ret);
         free(L->nodes[i].next_step);
@@ -240,6 +248,7 @@ int main(int argc, char **argv)
             .reconnect_s = L.push ? 0 : L.cfg.reconnect_s,
             .quiet = L.cfg.quiet,
             .shared_memory = !L.cfg.no_shared_memory,
+            .seed_ring = !L.cfg.no_ring,
         };
         L.open_links++;
         ro__link_start(&L.nodes[i].link, &L.loop, &o, err, sizeof err); /* checked above */

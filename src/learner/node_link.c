@@ -281,6 +281,7 @@ static void on_connect(ro_conn_t *c, int status)
     h.shared_memory = l->peer_pid != 0;
     h.seed_memory = h.shared_memory;      /* SEED frames in memory too (serve.c maps it) */
     h.seed_memory_abi2 = h.shared_memory; /* env ABI 2 columns too (seed_abi2.c reads them) */
+    h.seed_ring = h.shared_memory && l->o.seed_ring; /* frames in a ring (serve.c takes them) */
     h.protocol_version = RO_PROTOCOL_VERSION;
     h.role = (char *)l->o.role;
     h.token = (char *)l->o.token;

@@ -60,6 +60,9 @@ typedef struct ro_link_opts {
      * process may map it: stream segments, SEED observations and actions
      * (protocol.md). */
     bool shared_memory;
+    /* With shared_memory, SEED: take frames from the node's frame ring
+     * while awake (protocol.md "Frames in a ring"). */
+    bool seed_ring;
 } ro_link_opts_t;
 
 struct ro_link {

@@ -19,6 +19,7 @@
 #include "runtime/error.h"
 #include "runtime/thread_guard.h"
 #include "trajectory/abi2_format.h"
+#include "learner/frame_ring.h"
 #include "wire/checks.h"
 #include "wire/seed_abi2.h"
 #include "wire/token.h"
@@ -37,6 +38,8 @@ void ro__learner_maybe_finish(learner_t *L)
     for (uint32_t i = 0; i < L->cfg.nconnect; i++)
         ro__link_release(&L->nodes[i].link);
     uv_close((uv_handle_t *)&L->check, NULL);
+    uv_close((uv_handle_t *)&L->prepare, NULL);
+    uv_close((uv_handle_t *)&L->kick, NULL);
     ro__loop_spin_close(&L->spin);
     uv_close((uv_handle_t *)&L->wait_timer, NULL);
     uv_close((uv_handle_t *)&L->deadline, NULL);
@@ -228,6 +231,7 @@ static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *
 {
     ro__shared_mem_release(&n->seed_obs);
     ro__shared_mem_release(&n->seed_act);
+    (void)ro__learner_ring_map(n, NULL, false, err, errlen); /* releases it */
     const Rollout__V1__SeedMemory *m = w->seed_memory;
     if (!m)
         return 0;
@@ -246,7 +250,7 @@ static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *
         ro__shared_mem_release(&n->seed_obs);
         return ro__errorf(err, errlen, RO_EPROTO, "cannot map the node's memory: %s", why);
     }
-    return 0;
+    return ro__learner_ring_map(n, m, n->link.o.seed_ring, err, errlen);
 }
 
 static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, size_t errlen)
@@ -371,10 +375,53 @@ static void take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *
         ro__learner_rows_memory_abi2(L, n, o, p, (uint8_t *)(env + p->item.rows));
 }
 
+/* An Observations frame, from the socket (f) or the ring (f NULL: o is
+ * the caller's), checked and pending for a forward pass; true if taken
+ * (then f is the pending frame's to free). */
+static bool take_observations(learner_t *L, ro_link_t *l, const Rollout__V1__Observations *o,
+                              ro_frame_t *f)
+{
+    node_t *n = node_of(l);
+    char err[256];
+    ro__loop_spin_answered(&L->spin);
+    if ((L->abi2 ? ro__check_observations_abi2(o, &L->lay, n->num_envs, err, sizeof err)
+                 : ro__check_observations(o, L->obs_dim, n->num_envs, err, sizeof err)) != 0) {
+        ro__link_fail(l, "%s", err);
+        return false;
+    }
+    if (o->in_memory && !n->seed_obs.base) {
+        ro__link_fail(l, "observations %llu in memory, but no shared memory was agreed",
+                      (unsigned long long)o->seq);
+        return false;
+    }
+    uint32_t rows = (uint32_t)o->n_env;
+    if (o->in_memory) /* checked: the ranges add up to at most num_envs */
+        (void)ro__seed_mem_rows(o->ranges, o->n_ranges, n->num_envs, &rows, err, sizeof err);
+    const size_t row_bytes = L->obs_dim * sizeof(float) + sizeof(uint32_t);
+    const size_t abi2_bytes =
+        L->obs_dim * sizeof(float) + L->lay.mask_width + (o->in_memory ? sizeof(uint32_t) : 0);
+    const size_t extra = L->abi2 ? rows * abi2_bytes : o->in_memory ? rows * row_bytes : 0;
+    ro_pending_t *p = malloc(sizeof *p + extra);
+    if (!p) {
+        ro__link_fail(l, "out of memory");
+        return false;
+    }
+    p->frame = f;
+    p->seq = o->seq;
+    p->in_memory = o->in_memory;
+    p->link = l;
+    p->gen = l->gen;
+    p->item.rows = rows;
+    take_rows(L, n, o, p);
+    n->frames++;
+    n->frames_in_memory += o->in_memory;
+    ro__batcher_push(&L->pending, &p->item);
+    return true;
+}
+
 static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
 {
     learner_t *L = l->o.owner;
-    node_t *n = node_of(l);
     char err[256];
     if (L->push && f->body_case == ROLLOUT__V1__FRAME__BODY_POLICY_ACCEPTED) {
         L->pushed++;
@@ -390,39 +437,23 @@ static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
     }
     if (L->stopping)
         return;
-    ro__loop_spin_answered(&L->spin);
-    const Rollout__V1__Observations *o = f->observations;
-    if ((L->abi2 ? ro__check_observations_abi2(o, &L->lay, n->num_envs, err, sizeof err)
-                 : ro__check_observations(o, L->obs_dim, n->num_envs, err, sizeof err)) != 0) {
-        ro__link_fail(l, "%s", err);
-        return;
+    *keep = take_observations(L, l, f->observations, f);
+}
+
+/* The frames n's node posted in its ring, taken as if they had come on
+ * the socket; a ring not to be believed fails the link. */
+static void drain_ring(learner_t *L, node_t *n)
+{
+    Rollout__V1__Observations o;
+    ro_seed_ring_slot_t slot;
+    char err[256];
+    while (!L->stopping && ro__learner_ring_live(n)) {
+        int rc = ro__learner_ring_next(n, &o, &slot, err, sizeof err);
+        if (rc < 0)
+            ro__link_fail(&n->link, "%s", err);
+        if (rc <= 0 || !take_observations(L, &n->link, &o, NULL))
+            return;
     }
-    if (o->in_memory && !n->seed_obs.base) {
-        ro__link_fail(l, "observations %llu in memory, but no shared memory was agreed",
-                      (unsigned long long)o->seq);
-        return;
-    }
-    uint32_t rows = (uint32_t)o->n_env;
-    if (o->in_memory) /* checked: the ranges add up to at most num_envs */
-        (void)ro__seed_mem_rows(o->ranges, o->n_ranges, n->num_envs, &rows, err, sizeof err);
-    const size_t row_bytes = L->obs_dim * sizeof(float) + sizeof(uint32_t);
-    const size_t abi2_bytes =
-        L->obs_dim * sizeof(float) + L->lay.mask_width + (o->in_memory ? sizeof(uint32_t) : 0);
-    const size_t extra = L->abi2 ? rows * abi2_bytes : o->in_memory ? rows * row_bytes : 0;
-    ro_pending_t *p = malloc(sizeof *p + extra);
-    if (!p) {
-        ro__link_fail(l, "out of memory");
-        return;
-    }
-    p->frame = f;
-    p->link = l;
-    p->gen = l->gen;
-    p->item.rows = rows;
-    take_rows(L, n, o, p);
-    n->frames++;
-    n->frames_in_memory += o->in_memory;
-    ro__batcher_push(&L->pending, &p->item);
-    *keep = true;
 }
 
 /* A connection went down: its frames not yet in a job are void (the node
@@ -515,16 +546,15 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
     uint32_t r = 0;
     for (ro_batch_item_t *it = j->frames; it; it = it->next) {
         ro_pending_t *p = ro__container_of(it, ro_pending_t, item);
-        const Rollout__V1__Observations *o = p->frame->observations;
         Rollout__V1__Actions a = ROLLOUT__V1__ACTIONS__INIT;
-        a.seq = o->seq;
+        a.seq = p->seq;
         node_t *n = node_of(p->link);
         const bool current = !j->failed && p->gen == p->link->gen;
-        if (o->in_memory && current && L->abi2) { /* every row's entries and floats */
+        if (p->in_memory && current && L->abi2) { /* every row's entries and floats */
             ro__learner_write_actions_abi2(L, n, p, j->act_i + (size_t)r * L->act_ndisc,
                                            j->act_f + (size_t)r * L->act_dim);
             a.in_memory = true;
-        } else if (o->in_memory && current) { /* this connection's memory: mapped */
+        } else if (p->in_memory && current) { /* this connection's memory: mapped */
             write_actions(L, n, p, j->act_i + r, j->act_f + (size_t)r * L->act_dim);
             a.in_memory = true;
         } else if (L->abi2) { /* every row's entries and floats, in order */
@@ -626,21 +656,50 @@ static void on_wait_timer(uv_timer_t *t)
 void ro__learner_on_check(uv_check_t *h)
 {
     learner_t *L = h->data;
-    for (uint32_t i = 0; i < L->cfg.nconnect; i++)
+    ro__learner_rings_wake(L);
+    for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
         if (L->nodes[i].ack_owed)
             send_ack(&L->nodes[i]);
+        drain_ring(L, &L->nodes[i]);
+    }
     flush(L);
     /* The answers just sent; a SEED node's next frame has usually come
-     * while we computed: read it now rather than after another turn of the
-     * loop and its epoll_wait (perf: 1.5 epoll_wait and 10-15 % of the
-     * learner's time in the loop's system calls per frame at 256 envs). */
+     * while we computed: take it now, from the ring or the socket, rather
+     * than after another turn of the loop and its epoll_wait (perf: 1.5
+     * epoll_wait and 10-15 % of the learner's time in the loop's system
+     * calls per frame at 256 envs). */
     for (int round = 0; round < READ_NOW_ROUNDS && !L->stopping; round++) {
+        uint32_t before = L->pending.rows;
         size_t got = 0;
-        for (uint32_t i = 0; i < L->cfg.nconnect; i++)
-            if (L->nodes[i].link.welcomed && !L->nodes[i].stream)
-                got += ro__conn_read_now(&L->nodes[i].link.conn);
-        if (got == 0)
+        for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
+            node_t *n = &L->nodes[i];
+            drain_ring(L, n);
+            if (n->link.welcomed && !n->stream)
+                got += ro__conn_read_now(&n->link.conn);
+        }
+        if (got == 0 && L->pending.rows == before)
             break;
         flush(L);
     }
+}
+
+static void on_kick(uv_idle_t *h)
+{
+    uv_idle_stop(h);
+}
+
+void ro__learner_on_prepare(uv_prepare_t *h)
+{
+    learner_t *L = h->data;
+    /* Only if the loop may block (no idle handle, no spin): a ring marked
+     * asleep makes its node send on the socket, which costs it a wake-up. */
+    for (int round = 0; round < READ_NOW_ROUNDS; round++) {
+        if (L->stopping || uv_backend_timeout(&L->loop) == 0 || ro__learner_rings_sleep(L))
+            return;
+        for (uint32_t i = 0; i < L->cfg.nconnect; i++) /* frames came: take them first */
+            drain_ring(L, &L->nodes[i]);
+        flush(L);
+    }
+    /* They keep coming: one more turn without blocking, then try again. */
+    uv_idle_start(&L->kick, on_kick);
 }

@@ -176,10 +176,17 @@ class UnixSocket(nu.TempDirCase):
         # writes its actions into memory of its connection (protocol.md
         # "Observations in shared memory"): every frame goes that way, and
         # with the node's seed the run repeats the local one exactly, as it
-        # does with the columns in the frames (--no-shared-memory).
+        # does with the columns in the frames (--no-shared-memory). While
+        # the learner is awake the node posts its frames in the frame ring
+        # instead of the socket ("Frames in a ring"); --no-ring: never.
         steps = 64 * 300
         local, _ = nu.run("--num-envs", 64, "--steps", steps, "--seed", 5)
-        for extra, in_memory in (((), True), (("--no-shared-memory",), False)):
+        # The learner spins up to 100 ms for each next frame, so it is awake
+        # when the node posts: the ring takes frames unless every one of
+        # about 600 waits runs past 100 ms.
+        awake = ("--spin-us", 100000)
+        for extra, in_memory, ring in ((awake, True, True), (("--no-ring",), True, False),
+                                       (("--no-shared-memory",), False, False)):
             path = self.path("mem.sock")
             node = self.start(path, "--num-envs", 64, "--steps", steps, "--seed", 5,
                               "--workers", 0, "--batch", 32)
@@ -191,9 +198,78 @@ class UnixSocket(nu.TempDirCase):
             self.assertEqual(ls["mode"], "seed")
             self.assertGreater(ls["frames"], 0)
             self.assertEqual(ls["frames_in_memory"], ls["frames"] if in_memory else 0, extra)
+            if ring:
+                self.assertGreater(ls["frames_in_ring"], 0)
+                self.assertLessEqual(ls["frames_in_ring"], ls["frames"])
+            else:
+                self.assertEqual(ls["frames_in_ring"], 0, extra)
             self.assertEqual((s["steps"], ls["steps"]), (steps, steps))
             self.assertEqual((s["episodes"], s["mean_return"]),
                              (local["episodes"], local["mean_return"]), extra)
+
+    def ring_of(self, pid):
+        """The node's frame ring (its memfd, found in /proc), mapped
+        read-write, as its learner maps it."""
+        import mmap
+        fds = f"/proc/{pid}/fd"
+        for name in os.listdir(fds):
+            try:
+                target = os.readlink(os.path.join(fds, name))
+            except OSError:
+                continue
+            if "rollout-seed-ring" in target:
+                with open(os.path.join(fds, name), "r+b") as f:
+                    return mmap.mmap(f.fileno(), 0)
+        self.fail("the node has no frame ring")
+
+    def attached(self, path, *learner_args, steps=None):
+        """A SEED node at unix:PATH and a rollout-learner attached to it."""
+        run = ("--steps", steps) if steps else ("--seconds", 120)
+        node = self.start(path, "--num-envs", 64, "--seed", 5, "--workers", 0, "--batch", 32,
+                          *run)
+        node_err = Lines(node.stderr)
+        lr = nu.spawn([LEARNER, "--connect", "unix:" + path, "--json", "--quiet", "--workers", 0,
+                       "--seed", 5, "--batch", 32, *map(str, learner_args)],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: node_err.count("attached") >= 1, "the learner attached", proc=node)
+        return node, node_err, lr
+
+    def test_a_ring_not_to_be_believed_ends_the_connection(self):
+        # The ring is the node's bytes to the learner: a head that runs
+        # past what the ring holds is refused by name, like a bad frame.
+        import struct
+        node, node_err, lr = self.attached(self.path("bad.sock"), "--reconnect-s", 0)
+        ring = self.ring_of(node.pid)
+        ring[0:8] = struct.pack("<Q", 1000000 << 1)  # head_state: a million frames posted
+        out, err = lr.communicate(timeout=nu.HANG_GUARD_S)
+        self.assertNotEqual(lr.returncode, 0, err)
+        self.assertIn("the frame ring says 1000000 frames were posted", err)
+        wait_for(lambda: node_err.count("sent error 71: the frame ring says") >= 1,
+                 "the node logging the learner's error", proc=node)
+        node.send_signal(signal.SIGTERM)
+        s, _ = finish(node, err_lines=node_err)
+        self.assertEqual(node.returncode, 0, node_err.text())
+        ring.close()
+
+    def test_a_tail_not_to_be_believed_costs_nothing(self):
+        # The learner's count of frames taken is the node's only read of
+        # the ring: one past anything posted reads as a full ring, and the
+        # frames go on the socket. Every step of the run still comes.
+        import struct
+        steps = 64 * 300
+        local, _ = nu.run("--num-envs", 64, "--steps", steps, "--seed", 5)
+        node, node_err, lr = self.attached(self.path("tail.sock"), "--spin-us", 100000,
+                                           steps=steps)
+        ring = self.ring_of(node.pid)
+        ring[64:72] = struct.pack("<Q", 1 << 60)  # tail
+        out, err = lr.communicate(timeout=nu.HANG_GUARD_S)
+        s, nerr = finish(node, err_lines=node_err)
+        self.assertEqual((node.returncode, lr.returncode), (0, 0), nerr + err)
+        ls = json.loads(out.strip().splitlines()[-1])["nodes"][0]
+        self.assertEqual((s["steps"], ls["steps"]), (steps, steps))
+        self.assertEqual((s["episodes"], s["mean_return"]),
+                         (local["episodes"], local["mean_return"]))
+        ring.close()
 
     def test_a_stale_socket_is_replaced_a_live_one_or_a_file_is_not(self):
         import socket
