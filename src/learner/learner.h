@@ -1,8 +1,9 @@
 /*
  * rollout-learner's state, shared by main.c (start-up, signals, the
- * summary) and serve.c (links' callbacks, the spec, jobs): main.c calls
- * serve.c, never the other way. Loop thread, except where a field says a
- * lane touches it.
+ * summary), serve.c (links' callbacks, jobs, the loop's turns), welcome.c
+ * (the spec, a node's memory) and frame_ring.c (a SEED node's frame ring):
+ * main.c calls serve.c, serve.c the other two, never the other way. Loop
+ * thread, except where a field says a lane touches it.
  */
 #ifndef RO_LEARNER_H
 #define RO_LEARNER_H
@@ -118,6 +119,15 @@ void ro__learner_on_check(uv_check_t *h);
 void ro__learner_on_prepare(uv_prepare_t *h);
 /* ro__learner_free_pending frees received frames (a list of ro_pending_t). */
 void ro__learner_free_pending(ro_batch_item_t *it);
+
+/* welcome.c */
+/* ro__learner_welcome takes node n's welcome: the spec or layout (the
+ * policy built on the first), a stream node's rules, the SEED memory and
+ * ring, the per-env state. 0, or a code with one line in err; *misfit is
+ * set when the policy does not fit the env's layout (every node will say
+ * so: the caller stops). */
+int ro__learner_welcome(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, bool *misfit,
+                        char *err, size_t errlen);
 
 /* seed_abi2.c */
 /* ro__learner_adopt_layout: a SEED welcome with an env ABI 2 layout. The

@@ -1,0 +1,244 @@
+/*
+ * rollout-learner's welcomes: a node's spec or layout adopted (the policy
+ * built on the first), a stream node's rules, a SEED node's shared memory
+ * and frame ring mapped, and the per-env state of a first welcome or a
+ * reconnect. Called by serve.c; calls nothing of it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "learner/frame_ring.h"
+#include "learner/learner.h"
+#include "runtime/clock.h"
+#include "runtime/error.h"
+#include "runtime/thread_guard.h"
+#include "trajectory/abi2_format.h"
+#include "wire/checks.h"
+#include "wire/seed_abi2.h"
+
+/* A copy of a checked box space's bounds, owned by the learner. */
+static int copy_bounds(ro_space_t *sp, float **low, float **high)
+{
+    if (sp->kind != RO_SPACE_BOX)
+        return 0;
+    size_t size = ro_space_size(sp);
+    *low = malloc(size * sizeof(float));
+    *high = malloc(size * sizeof(float));
+    if (!*low || !*high)
+        return RO_ENOMEM;
+    memcpy(*low, sp->low, size * sizeof(float));
+    memcpy(*high, sp->high, size * sizeof(float));
+    sp->low = *low;
+    sp->high = *high;
+    return 0;
+}
+
+/* The first welcome fixes the spaces and builds the policy (*misfit: it
+ * does not fit them); every later one must have the same spaces. */
+static int adopt_spec(learner_t *L, const Rollout__V1__Welcome *w, bool *misfit, char *err,
+                      size_t errlen)
+{
+    ro_space_t os, as;
+    int rc = ro__check_welcome(w, MAX_NUM_ENVS, &os, &as, err, errlen);
+    if (rc)
+        return rc;
+    uint32_t od = (uint32_t)ro_space_size(&os), ad = (uint32_t)ro_space_size(&as);
+    if (L->have_spec) {
+        if (L->abi2 || od != L->obs_dim || (as.kind == RO_SPACE_DISCRETE) != L->discrete ||
+            (L->discrete ? as.n != L->act_n : ad != L->act_dim))
+            return ro__errorf(err, errlen, RO_EPROTO,
+                              "its env spaces differ from the first node's");
+        return 0;
+    }
+    if (copy_bounds(&os, &L->bounds[0], &L->bounds[1]) ||
+        copy_bounds(&as, &L->bounds[2], &L->bounds[3]))
+        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for the env spaces");
+    L->have_spec = true;
+    L->obs_dim = od;
+    L->act_dim = ad;
+    L->act_n = as.n;
+    L->act_ndisc = 1;
+    L->discrete = as.kind == RO_SPACE_DISCRETE;
+    L->obs_space = os;
+    L->act_space = as;
+    char perr[256] = "";
+    if (ro__policy_new(&L->policy, &L->cfg.policy, &L->obs_space, &L->act_space, perr,
+                       sizeof perr) != 0) {
+        snprintf(L->err, sizeof L->err, "%s", perr);
+        L->exit_code = 2;
+        *misfit = true;
+        return RO_EINVAL;
+    }
+    L->fw.policy = L->policy;
+    L->fw.obs_dim = L->obs_dim;
+    return 0;
+}
+
+/* A stream node: nothing to act on; its segments are checked against
+ * its spaces and counted. */
+/* stream_rules_abi2 makes the segment rules of a stream welcome that
+ * carries an env ABI 2 layout (checked: every field of it is the node's
+ * word, untrusted). */
+static int stream_rules_abi2(const Rollout__V1__Welcome *w, ro_segment_rules_t *r, char *err,
+                             size_t errlen)
+{
+    const Rollout__V1__EnvSpec *spec = w->spec;
+    if (w->protocol_version != RO_PROTOCOL_VERSION)
+        return ro__errorf(err, errlen, RO_EPROTO, "protocol version %u (this learner speaks %u)",
+                          w->protocol_version, RO_PROTOCOL_VERSION);
+    if (!spec || spec->num_envs < 1 || spec->num_envs > MAX_NUM_ENVS)
+        return ro__errorf(err, errlen, RO_EPROTO, "welcome spec num_envs %u outside [1, %u]",
+                          spec ? spec->num_envs : 0, MAX_NUM_ENVS);
+    ro_traj_rows_t rows;
+    char why[200];
+    if (ro__traj_layout_rows(w->layout, &rows, why, sizeof why) != 0)
+        return ro__errorf(err, errlen, RO_EPROTO, "welcome %s", why);
+    r->abi2 = true;
+    r->num_envs = spec->num_envs;
+    r->agents = rows.agents;
+    r->nobs = rows.ntensors;
+    r->ndisc = rows.ndisc;
+    r->nbox = rows.nbox;
+    r->mask_width = rows.mask_width;
+    for (uint32_t k = 0; k < rows.ntensors; k++) {
+        const Rollout__V1__NamedTensor *t = w->layout->tensors[k];
+        snprintf(r->obs[k].name, sizeof r->obs[k].name, "%s", t->name);
+        r->obs[k].dtype = t->dtype;
+        r->obs[k].ndim = (uint32_t)t->n_shape;
+        for (size_t d = 0; d < t->n_shape; d++)
+            r->obs[k].shape[d] = t->shape[d];
+    }
+    return 0;
+}
+
+static int welcome_stream(node_t *n, const Rollout__V1__Welcome *w, char *err, size_t errlen)
+{
+    ro_segment_rules_t rules;
+    memset(&rules, 0, sizeof rules); /* compared bytewise on a reconnect */
+    int rc;
+    if (w->layout) {
+        if ((rc = stream_rules_abi2(w, &rules, err, errlen)) != 0)
+            return rc;
+    } else {
+        ro_space_t os, as;
+        if ((rc = ro__check_welcome(w, MAX_NUM_ENVS, &os, &as, err, errlen)) != 0)
+            return rc;
+        rules.num_envs = w->spec->num_envs;
+        rules.obs_dim = (uint32_t)ro_space_size(&os);
+        rules.act_dim = (uint32_t)ro_space_size(&as);
+        rules.discrete = as.kind == RO_SPACE_DISCRETE;
+    }
+    if (w->unroll < 1 || w->unroll > 1u << 16)
+        return ro__errorf(err, errlen, RO_EPROTO, "a stream node with unroll %u", w->unroll);
+    rules.unroll = w->unroll;
+    n->ack_owed = 0;
+    n->ack_every = w->window / 2 ? w->window / 2 : 1;
+    if (n->stream) { /* a reconnect: the same node goes on, a restarted one over */
+        if (memcmp(&rules, &n->rx.rules, sizeof rules) != 0)
+            return ro__errorf(err, errlen, RO_EPROTO, "came back with other spaces or envs");
+        if (w->node_id != n->link.node_id)
+            ro__stream_rx_restart(&n->rx);
+    } else {
+        n->stream = true;
+        n->num_envs = rules.num_envs;
+        if (ro__stream_rx_init(&n->rx, &rules) != 0)
+            return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %u envs", rules.num_envs);
+    }
+    /* This connection's segments: in the node's memory, if it offered it. */
+    ro__shared_mem_release(&n->rx.shm);
+    if (!w->segment_memory_fd)
+        return 0;
+    if (!n->link.peer_pid)
+        return ro__errorf(err, errlen, RO_EPROTO, "offered shared memory we did not ask for");
+    char why[300];
+    if (ro__shared_mem_map_peer(&n->rx.shm, n->link.peer_pid, w->segment_memory_fd,
+                                w->segment_memory_bytes, why, sizeof why) != 0)
+        return ro__errorf(err, errlen, RO_EPROTO, "cannot map the node's segment memory: %s", why);
+    return 0;
+}
+
+/* This connection's SEED memory, if the node offered it (we asked only
+ * where we can map it): checked against the spaces, then mapped. */
+static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, uint32_t rows,
+                           char *err, size_t errlen)
+{
+    ro__shared_mem_release(&n->seed_obs);
+    ro__shared_mem_release(&n->seed_act);
+    (void)ro__learner_ring_map(n, NULL, false, err, errlen); /* releases it */
+    const Rollout__V1__SeedMemory *m = w->seed_memory;
+    if (!m)
+        return 0;
+    if (!n->link.peer_pid)
+        return ro__errorf(err, errlen, RO_EPROTO, "offered shared memory we did not ask for");
+    int rc = L->abi2 ? ro__seed_mem_check_abi2(m, rows, &L->lay, &n->seed_lay, err, errlen)
+                     : ro__seed_mem_check(m, rows, L->obs_dim, L->discrete ? 1 : L->act_dim,
+                                          &n->seed_lay, err, errlen);
+    if (rc)
+        return rc;
+    char why[300];
+    if (ro__shared_mem_map_peer(&n->seed_obs, n->link.peer_pid, m->obs_fd, m->obs_bytes, why,
+                                sizeof why) != 0 ||
+        ro__shared_mem_map_peer_rw(&n->seed_act, n->link.peer_pid, m->act_fd, m->act_bytes, why,
+                                   sizeof why) != 0) {
+        ro__shared_mem_release(&n->seed_obs);
+        return ro__errorf(err, errlen, RO_EPROTO, "cannot map the node's memory: %s", why);
+    }
+    return ro__learner_ring_map(n, m, n->link.o.seed_ring, err, errlen);
+}
+
+int ro__learner_welcome(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, bool *misfit,
+                        char *err, size_t errlen)
+{
+    ro_link_t *l = &n->link;
+    if (!L->welcomed_any) { /* steps/s count from here, not from a wait for a node to start */
+        L->welcomed_any = true;
+        L->t0 = ro__now_ns();
+    }
+    if (!L->push && w->mode && strcmp(w->mode, "stream") == 0) {
+        int rc = welcome_stream(n, w, err, errlen);
+        L->threads = ro__thread_count();
+        return rc;
+    }
+    if (L->push) { /* --push-policy: the weights, then wait for the answer */
+        ro_frame_t out = ROLLOUT__V1__FRAME__INIT;
+        out.body_case = ROLLOUT__V1__FRAME__BODY_POLICY_PARAMS;
+        out.policy_params = L->push;
+        if (ro__conn_send(&l->conn, &out) != 0)
+            return ro__errorf(err, errlen, RO_EIO, "could not send the policy");
+        return 0;
+    }
+    uint32_t envs = 0;
+    int rc = w->layout ? ro__learner_adopt_layout(L, w, &envs, err, errlen)
+                       : adopt_spec(L, w, misfit, err, errlen);
+    if (rc == RO_EINVAL && w->layout)
+        *misfit = true;
+    if (rc)
+        return rc;
+    if (!w->layout)
+        envs = w->spec->num_envs; /* ABI 2: rows, envs x agents */
+    if ((rc = map_seed_memory(L, n, w, envs, err, errlen)) != 0)
+        return rc;
+    if (l->attached) {
+        /* A reconnect: the sampling streams go on (a lane may still hold a
+         * job with some of them); a restarted node starts its envs over. */
+        if (envs != n->num_envs)
+            return ro__errorf(err, errlen, RO_EPROTO, "came back with %u envs, had %u", envs,
+                              n->num_envs);
+        if (w->node_id != l->node_id) {
+            memset(n->ep_ret, 0, n->num_envs * sizeof *n->ep_ret);
+            memset(n->next_step, 0, n->num_envs * sizeof *n->next_step);
+        }
+    } else {
+        n->num_envs = envs;
+        n->rngs = calloc(envs, sizeof *n->rngs);
+        n->ep_ret = calloc(envs, sizeof *n->ep_ret);
+        n->next_step = calloc(envs, sizeof *n->next_step);
+        if (!n->rngs || !n->ep_ret || !n->next_step)
+            return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %u envs", envs);
+        uint64_t seed = L->cfg.policy.seed ^ ((uint64_t)l->o.index << 32);
+        for (uint32_t e = 0; e < envs; e++)
+            ro__rng_init(&n->rngs[e], ro__seed_mix(seed, e, RO_STREAM_ACTION));
+    }
+    L->threads = ro__thread_count();
+    return 0;
+}
