@@ -19,7 +19,10 @@ minutes apart at most on a machine whose speed drifts.
                local 256 envs on 2 workers; over TCP on 127.0.0.1
   seed-256-unix  the same over a Unix-domain socket (--listen unix:PATH),
                observations and actions in shared memory (every frame
-               checked to be)
+               checked to be), the node's frames in the frame ring while
+               the learner is awake
+  seed-256-unix-noring  the same with every frame on the socket
+               (rollout-learner --no-ring)
   seed-256-unix-bytes  the same with the columns in the frames
                (rollout-learner --no-shared-memory)
   seed-256-unix-nospin  seed-256-unix with --spin-us 0 on both sides
@@ -213,6 +216,9 @@ def run_seed(build, envs, batch, secs, unix=False, learner_args=(), spin=None):
     if ls["frames_in_memory"] != want:
         raise RuntimeError(f"seed: {ls['frames_in_memory']} of {ls['frames']} frames came in "
                            f"shared memory, expected {want}")
+    if want and "--no-ring" not in learner_args:
+        print(f"  {ls['frames_in_ring'] / max(ls['frames'], 1):.0%} of the frames came in the ring",
+              flush=True)
     return s["sps"], (pr.cpu + lr.cpu) / s["steps"] * 1e9
 
 
@@ -267,6 +273,7 @@ def main():
         "local-256": lambda: run_local(b, 256, 2, s),
         "seed-256": lambda: run_seed(b, 256, 128, s),
         "seed-256-unix": lambda: run_seed(b, 256, 128, s, unix=True),
+        "seed-256-unix-noring": lambda: run_seed(b, 256, 128, s, True, ("--no-ring",)),
         "seed-256-unix-bytes": lambda: run_seed(b, 256, 128, s, True, ("--no-shared-memory",)),
         "seed-256-unix-nospin": lambda: run_seed(b, 256, 128, s, unix=True, spin=0),
         "bound-256-tcp": lambda: run_roundtrip(b, 256, 128, "tcp", s),
@@ -278,7 +285,7 @@ def main():
         "bound-2048-tcp": lambda: run_roundtrip(b, 2048, 256, "tcp", s),
     }
     refs = {"stream->C": "local", "stream->C-sock": "local", "stream->C-tcp": "local",
-            "seed-256": "local-256", "seed-256-unix": "local-256",
+            "seed-256": "local-256", "seed-256-unix": "local-256", "seed-256-unix-noring": "local-256",
             "seed-256-unix-bytes": "local-256", "seed-256-unix-nospin": "local-256",
             "bound-256-tcp": "local-256", "bound-256-unix": "local-256",
             "seed-2048": "local-2048", "seed-2048-unix": "local-2048",
