@@ -11,8 +11,8 @@
 
 #include "learner/learner.h"
 #include "actors/batcher.h"
-#include "runtime/error.h"
 #include "learner/frame_ring.h"
+#include "runtime/error.h"
 #include "wire/checks.h"
 #include "wire/seed_abi2.h"
 
