@@ -46,7 +46,6 @@ typedef struct ro_flow {
     /* The learner takes frames from a ring in shared memory while it is
      * awake (wire/seed_ring.h); NULL: every frame on the socket. */
     struct ro_seed_ring *ring;
-    uint64_t ring_posts; /* frames posted in the ring */
     /* An env of env ABI 2 that is not ABI 1 shaped (spaces/layout.h): its
      * frames carry typed tensors and composite actions; NULL for ABI 1. */
     const struct ro_space_layout *layout;
