@@ -29,6 +29,12 @@
  * slow consumer and close it: it has stopped reading. */
 #define MAX_QUEUED_BYTES (64u << 20)
 
+struct ro_session;
+/* An answer taken from a session's ring (bad NULL), or why its ring is not
+ * to be believed (a NULL). */
+typedef void (*ro_hub_answer_fn)(struct ro_session *s, const Rollout__V1__Actions *a,
+                                 const char *bad);
+
 typedef struct ro_session {
     ro_conn_t conn;
     ro_hub_t *hub;
@@ -40,7 +46,9 @@ typedef struct ro_session {
     uint64_t accepted_ns;
     uint64_t pushed_version;  /* the version of its last accepted policy push */
     ro_shared_mem_t act_mem;  /* SEED on this host: the actions its learner writes (flow.act_mem) */
-    ro_shared_mem_t ring_mem; /* SEED on this host, Hello.seed_ring: the frame ring (flow.ring) */
+    ro_shared_mem_t ring_mem; /* SEED on this host, Hello.seed_ring: the rings (flow.rings) */
+    uint64_t answers_tail;    /* answers taken from its ring */
+    bool answers_asleep;      /* its answer ring marked asleep by us, not yet woken */
     struct ro_session *next;
 } ro_session_t;
 
@@ -96,6 +104,12 @@ struct ro_hub {
     ro_sflow_stats_t sst;
 
     ro_loop_spin_t spin; /* SEED: the loop polls while actions are due */
+    /* SEED learners' answer rings (hub_ring.c): taken after each turn,
+     * marked asleep before the loop may block; answers go to on_answer. */
+    uv_prepare_t ring_prepare;
+    uv_check_t ring_check;
+    uv_idle_t ring_kick; /* one more turn without blocking */
+    ro_hub_answer_fn on_answer;
 
     uint64_t node_id;
     bool stopping;

@@ -130,7 +130,7 @@ bool ro__hub_seed_memory(ro_session_t *s, bool ring)
                                       sizeof err) != 0)
         ro__conn_log(&s->conn, "no frame ring (%s): every frame on the socket", err);
     else if (ring)
-        s->flow.ring = s->ring_mem.base;
+        s->flow.rings = s->ring_mem.base;
     return true;
 }
 
@@ -202,7 +202,7 @@ int ro__hub_send_welcome(ro_session_t *s)
             ro__seed_mem_to_wire(&h->seed_lay, h->seed_obs.fd, s->act_mem.fd, &sm);
             w.seed_memory = &sm;
         }
-        if (w.seed_memory && s->flow.ring) {
+        if (w.seed_memory && s->flow.rings) {
             sm.ring_fd = (uint32_t)s->ring_mem.fd;
             sm.ring_bytes = s->ring_mem.bytes;
         }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "actors/hub_internal.h"
+#include "actors/hub_ring.h"
 #include "actors/messages.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
@@ -365,16 +366,18 @@ static void on_policy_params(ro_session_t *s, const Rollout__V1__PolicyParams *p
         session_close(s, "could not answer");
 }
 
-/* Actions answer a batch: its shards step again (or finish, if we stop). */
-static void on_actions(ro_session_t *s, const Rollout__V1__Actions *a)
+/* Actions answer a batch: its shards step again (or finish, if we stop).
+ * From a frame or the session's answer ring (hub_ring.c: bad says why the
+ * ring is not to be believed). */
+static void on_actions(ro_session_t *s, const Rollout__V1__Actions *a, const char *bad)
 {
     ro_hub_t *h = s->hub;
     char err[256];
     ro__loop_spin_answered(&h->spin);
     ro_batch_item_t *it =
-        ro__flow_answer(&s->flow, &h->free_batches, a, h->act_space, err, sizeof err);
+        bad ? NULL : ro__flow_answer(&s->flow, &h->free_batches, a, h->act_space, err, sizeof err);
     if (!it) {
-        session_fail(s, RO_EPROTO, "%s", err);
+        session_fail(s, RO_EPROTO, "%s", bad ? bad : err);
         return;
     }
     while (it) {
@@ -406,7 +409,7 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
         if (s->trainer)
             session_fail(s, RO_EPROTO, "a trainer cannot send actions");
         else
-            on_actions(s, f->actions);
+            on_actions(s, f->actions, NULL);
         break;
     case ROLLOUT__V1__FRAME__BODY_POLICY_PARAMS:
         if (!s->trainer && !(h->segs && h->o.on_policy))
@@ -448,7 +451,7 @@ static void on_closed(ro_conn_t *c)
         session_close(s, c->why);
     }
     ro__shared_mem_release(&s->act_mem);
-    s->flow.ring = NULL;
+    s->flow.rings = NULL;
     ro__shared_mem_release(&s->ring_mem);
     free(s);
 }
@@ -594,6 +597,7 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
         goto fail;
     }
     ro__loop_spin_init(&h->spin, loop, o->spin_us);
+    ro__hub_ring_start(h, on_actions);
     uv_timer_init(loop, &h->timer); /* timers cannot fail to initialise */
     h->timer.data = h;
     uv_timer_init(loop, &h->watchdog);
@@ -637,5 +641,6 @@ void ro__hub_close(ro_hub_t *h)
     uv_close((uv_handle_t *)&h->timer, NULL);
     uv_close((uv_handle_t *)&h->watchdog, NULL);
     ro__loop_spin_close(&h->spin);
+    ro__hub_ring_close(h);
     ro__actor_close_loop(&h->home);
 }

@@ -17,7 +17,7 @@ void ro__flow_init(ro_flow_t *f, uint32_t batch, uint64_t max_wait_ns)
     f->mem_layout = NULL;
     f->obs_mem = NULL;
     f->act_mem = NULL;
-    f->ring = NULL;
+    f->rings = NULL;
     f->layout = NULL;
 }
 
@@ -52,8 +52,8 @@ int ro__flow_send(ro_flow_t *f, ro_sent_batch_t **pool, ro_obs_encoder_t *enc, r
         ro__obs_encode(enc, b->items, b->seq, &o);
     /* The ring while the learner is awake; the socket when it may sleep
      * (the frame wakes it), the ring is full or the frame too big for it. */
-    if (f->ring && o.in_memory &&
-        ro__seed_ring_post(f->ring, o.seq, o.ranges, o.n_ranges) == RO_SEED_RING_POSTED)
+    if (f->rings && o.in_memory &&
+        ro__seed_ring_post(&f->rings->frames, o.seq, o.ranges, o.n_ranges) == RO_SEED_RING_POSTED)
         return 0;
     ro_frame_t fr = ROLLOUT__V1__FRAME__INIT;
     fr.body_case = ROLLOUT__V1__FRAME__BODY_OBSERVATIONS;

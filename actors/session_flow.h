@@ -44,8 +44,9 @@ typedef struct ro_flow {
     uint8_t *obs_mem;
     const uint8_t *act_mem;
     /* The learner takes frames from a ring in shared memory while it is
-     * awake (wire/seed_ring.h); NULL: every frame on the socket. */
-    struct ro_seed_ring *ring;
+     * awake, and posts its answers in another (wire/seed_ring.h); NULL:
+     * every frame on the socket. */
+    struct ro_seed_rings *rings;
     /* An env of env ABI 2 that is not ABI 1 shaped (spaces/layout.h): its
      * frames carry typed tensors and composite actions; NULL for ABI 1. */
     const struct ro_space_layout *layout;

@@ -6,34 +6,34 @@ int ro__learner_ring_map(node_t *n, const Rollout__V1__SeedMemory *m, bool asked
                          size_t errlen)
 {
     ro__shared_mem_release(&n->ring_mem);
-    n->ring = NULL;
+    n->rings = NULL;
     n->ring_tail = 0;
     n->ring_asleep = false;
     if (!m || m->ring_bytes == 0)
         return 0;
     if (!asked)
-        return ro__errorf(err, errlen, RO_EPROTO, "offered a frame ring we did not ask for");
+        return ro__errorf(err, errlen, RO_EPROTO, "offered frame rings we did not ask for");
     if (m->ring_bytes != RO_SEED_RING_BYTES)
         return ro__errorf(err, errlen, RO_EPROTO,
-                          "offered a frame ring of %llu bytes; this learner's is %zu",
+                          "offered frame rings of %llu bytes; this learner's are %zu",
                           (unsigned long long)m->ring_bytes, RO_SEED_RING_BYTES);
     char why[300];
     if (ro__shared_mem_map_peer_rw(&n->ring_mem, n->link.peer_pid, m->ring_fd, m->ring_bytes, why,
                                    sizeof why) != 0)
-        return ro__errorf(err, errlen, RO_EPROTO, "cannot map the node's frame ring: %s", why);
-    n->ring = n->ring_mem.base;
+        return ro__errorf(err, errlen, RO_EPROTO, "cannot map the node's frame rings: %s", why);
+    n->rings = n->ring_mem.base;
     return 0;
 }
 
 bool ro__learner_ring_live(const node_t *n)
 {
-    return n->ring && n->link.welcomed && n->link.conn.open && !n->link.conn.closing;
+    return n->rings && n->link.welcomed && n->link.conn.open && !n->link.conn.closing;
 }
 
 int ro__learner_ring_next(node_t *n, Rollout__V1__Observations *o, ro_seed_ring_slot_t *slot,
                           char *err, size_t errlen)
 {
-    int rc = ro__seed_ring_take(n->ring, &n->ring_tail, slot, err, errlen);
+    int rc = ro__seed_ring_take(&n->rings->frames, "frame", &n->ring_tail, slot, err, errlen);
     if (rc <= 0)
         return rc;
     *o = (Rollout__V1__Observations)ROLLOUT__V1__OBSERVATIONS__INIT;
@@ -52,7 +52,7 @@ bool ro__learner_rings_sleep(learner_t *L)
         node_t *n = &L->nodes[i];
         if (!ro__learner_ring_live(n) || n->ring_asleep)
             continue;
-        n->ring_asleep = ro__seed_ring_sleep(n->ring, n->ring_tail);
+        n->ring_asleep = ro__seed_ring_sleep(&n->rings->frames, n->ring_tail);
         all = all && n->ring_asleep;
     }
     return all;
@@ -63,7 +63,16 @@ void ro__learner_rings_wake(learner_t *L)
     for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
         node_t *n = &L->nodes[i];
         if (n->ring_asleep && ro__learner_ring_live(n))
-            ro__seed_ring_wake(n->ring);
+            ro__seed_ring_wake(&n->rings->frames);
         n->ring_asleep = false;
     }
+}
+
+bool ro__learner_ring_answer(node_t *n, uint64_t seq)
+{
+    if (!ro__learner_ring_live(n) ||
+        ro__seed_ring_post(&n->rings->answers, seq, NULL, 0) != RO_SEED_RING_POSTED)
+        return false;
+    n->answers_in_ring++;
+    return true;
 }

@@ -1,8 +1,9 @@
 /*
- * rollout-learner's side of a SEED node's frame ring (wire/seed_ring.h,
- * docs/protocol.md "Frames in a ring"): mapping it, taking its frames as
- * Observations, and marking it asleep before the loop may block. serve.c
- * drives it; this file calls nothing of serve.c. Loop thread.
+ * rollout-learner's side of a SEED node's frame rings (wire/seed_ring.h,
+ * docs/protocol.md "Frames in a ring"): mapping them, taking the node's
+ * frames as Observations, marking that ring asleep before the loop may
+ * block, and posting our answers in the other. serve.c drives it; this
+ * file calls nothing of serve.c. Loop thread.
  */
 #ifndef RO_LEARNER_FRAME_RING_H
 #define RO_LEARNER_FRAME_RING_H
@@ -36,5 +37,10 @@ bool ro__learner_rings_sleep(learner_t *L);
 
 /* ro__learner_rings_wake: the loop is past blocking; the nodes may post. */
 void ro__learner_rings_wake(learner_t *L);
+
+/* ro__learner_ring_answer posts the in-memory answer to frame seq in n's
+ * answer ring (its actions written before): true; false if the node may
+ * be asleep, or has no ring, the ring is full: send it on the socket. */
+bool ro__learner_ring_answer(node_t *n, uint64_t seq);
 
 #endif

@@ -43,13 +43,14 @@ typedef struct node {
      * connection's frames carry the columns. */
     ro_shared_mem_t seed_obs, seed_act;
     ro_seed_mem_layout_t seed_lay;
-    /* SEED, on this host, Hello.seed_ring: the connection's frame ring
-     * (wire/seed_ring.h; NULL: none), the frames we took from it, and how
-     * many of the connection's frames came that way. */
+    /* SEED, on this host, Hello.seed_ring: the connection's frame rings
+     * (wire/seed_ring.h; NULL: none), the frames we took from the node's,
+     * how many of the connection's frames came that way, and how many of
+     * our answers went through ours. */
     ro_shared_mem_t ring_mem;
-    struct ro_seed_ring *ring;
+    struct ro_seed_rings *rings;
     uint64_t ring_tail;
-    uint64_t frames_in_ring;
+    uint64_t frames_in_ring, answers_in_ring;
     bool ring_asleep;    /* marked asleep by us (frame_ring.c), not yet woken */
     bool stream;         /* a stream node: segments, not observations */
     ro_stream_rx_t rx;   /* stream: what came in */

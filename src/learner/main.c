@@ -88,9 +88,9 @@ static void print_summary(const learner_t *L, double secs)
                n->link.failed ? "true" : "false");
         if (!n->stream)
             printf(",\"mode\":\"seed\",\"frames\":%llu,\"frames_in_memory\":%llu,"
-                   "\"frames_in_ring\":%llu",
+                   "\"frames_in_ring\":%llu,\"answers_in_ring\":%llu",
                    (unsigned long long)n->frames, (unsigned long long)n->frames_in_memory,
-                   (unsigned long long)n->frames_in_ring);
+                   (unsigned long long)n->frames_in_ring, (unsigned long long)n->answers_in_ring);
         if (n->stream)
             printf(",\"mode\":\"stream\",\"segments\":%llu,\"segments_in_memory\":%llu,"
                    "\"duplicates\":%llu,\"gaps\":%llu,"

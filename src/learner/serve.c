@@ -351,8 +351,9 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
         /* A node that went away keeps these observations for its next
          * learner; a connection made since (a reconnect) is not the one they
          * came on. Steps were counted on arrival (take_rows). */
-        if (current) {
-            ro__link_send(p->link, &f);
+        if (current) { /* in memory: through the ring while the node is awake */
+            if (!a.in_memory || !ro__learner_ring_answer(n, a.seq))
+                ro__link_send(p->link, &f);
             ro__loop_spin_arm(&L->spin); /* the envs' next observations come soon */
         }
         r += it->rows;

@@ -31,7 +31,8 @@ ro_seed_ring_post_t ro__seed_ring_post(ro_seed_ring_t *r, uint64_t seq, const ui
     s->seq = seq;
     s->nvalues = (uint32_t)nvalues;
     s->reserved = 0;
-    memcpy(s->values, values, nvalues * sizeof *values);
+    if (nvalues) /* an answer has none (and may pass NULL) */
+        memcpy(s->values, values, nvalues * sizeof *values);
     /* Release: the slot's contents before the count that publishes it. A
      * failure means the consumer set its bit (or scribbled on the word):
      * the frame is not posted, and goes on the socket. */
@@ -42,8 +43,8 @@ ro_seed_ring_post_t ro__seed_ring_post(ro_seed_ring_t *r, uint64_t seq, const ui
     return (expected & ASLEEP) ? RO_SEED_RING_ASLEEP : RO_SEED_RING_FULL;
 }
 
-int ro__seed_ring_take(ro_seed_ring_t *r, uint64_t *tail, ro_seed_ring_slot_t *out, char *err,
-                       size_t errlen)
+int ro__seed_ring_take(ro_seed_ring_t *r, const char *name, uint64_t *tail,
+                       ro_seed_ring_slot_t *out, char *err, size_t errlen)
 {
     /* Acquire: pairs with the post's release, so the slot is written. */
     const uint64_t head = atomic_load_explicit(&r->head_state, memory_order_acquire) >> 1;
@@ -52,18 +53,17 @@ int ro__seed_ring_take(ro_seed_ring_t *r, uint64_t *tail, ro_seed_ring_slot_t *o
         return 0;
     if (head < t || head - t > RO_SEED_RING_SLOTS)
         return ro__errorf(err, errlen, RO_EPROTO,
-                          "the frame ring says %llu frames were posted; %llu were taken and it "
-                          "holds %u",
-                          (unsigned long long)head, (unsigned long long)t, RO_SEED_RING_SLOTS);
+                          "the %s ring says %llu were posted; %llu were taken and it holds %u",
+                          name, (unsigned long long)head, (unsigned long long)t,
+                          RO_SEED_RING_SLOTS);
     memcpy(out, &r->slots[t % RO_SEED_RING_SLOTS], sizeof *out);
     *tail = t + 1;
     /* Release: our copy is done before the producer may reuse the slot. */
     atomic_store_explicit(&r->tail, t + 1, memory_order_release);
-    if (out->nvalues == 0 || out->nvalues % 2 != 0 || out->nvalues > RO_SEED_RING_VALUES)
+    if (out->nvalues > RO_SEED_RING_VALUES)
         return ro__errorf(err, errlen, RO_EPROTO,
-                          "frame %llu in the ring has %u range values, not 1 to %u (first, "
-                          "count) pairs",
-                          (unsigned long long)out->seq, out->nvalues, RO_SEED_RING_VALUES / 2);
+                          "seq %llu in the %s ring has %u values; a slot holds %u",
+                          (unsigned long long)out->seq, name, out->nvalues, RO_SEED_RING_VALUES);
     return 1;
 }
 

@@ -1,23 +1,25 @@
 /*
- * SEED mode's frame ring (docs/protocol.md "Frames in a ring"): a node on
+ * SEED mode's frame rings (docs/protocol.md "Frames in a ring"): a node on
  * the learner's host posts its in-memory Observations frames (a seq and
  * the ranges of envs it names) into memory both map, instead of writing
- * them to the socket, while the learner is awake to look.
+ * them to the socket, while the learner is awake to look; the learner
+ * posts its in-memory Actions (a seq) the other way, while the node is.
  *
- * Why: at 256 envs a SEED learner spent 10 % of its time in the recv of
- * those 14-byte frames (perf, after every other system call of its turn
- * was gone): socket buffers allocated, charged to the memory cgroup and
- * freed per message. A slot in shared memory costs a few cache lines.
+ * Why: at 256 envs a SEED learner spent 17 % of its time in the recv and
+ * write of those 8- to 14-byte frames (perf, after every other system
+ * call of its turn was gone): socket buffers allocated, charged to the
+ * memory cgroup and freed per message. A slot in shared memory costs a few
+ * cache lines.
  *
- * One producer (the node's loop thread), one consumer (the learner's loop
- * thread), in two processes. head_state counts posted frames in its upper
- * 63 bits; bit 0 is the consumer's "asleep": set (by compare-and-swap, only
- * while every posted frame was taken) before its loop may block in
- * epoll_wait, cleared when it wakes. The producer posts by compare-and-swap
- * too, so a post either lands while the consumer is awake (who will see it
- * before it can sleep: its own compare-and-swap would fail) or finds it
- * asleep and is not made: the producer then sends the frame on the socket,
- * which wakes it. No wake-up is lost, and no frame goes both ways.
+ * Each ring has one producer and one consumer, loop threads of two
+ * processes. head_state counts posted entries in its upper 63 bits; bit 0
+ * is the consumer's "asleep": set (by compare-and-swap, only while every
+ * posted entry was taken) before its loop may block in epoll_wait, cleared
+ * when it wakes. The producer posts by compare-and-swap too, so a post
+ * either lands while the consumer is awake (who will see it before it can
+ * sleep: its own compare-and-swap would fail) or finds it asleep and is
+ * not made: the producer then sends the frame on the socket, which wakes
+ * it. No wake-up is lost, and no frame goes both ways.
  *
  * Both sides treat the memory as the peer's bytes: the consumer copies a
  * slot before it checks it and refuses a head that runs ahead of what the
@@ -35,7 +37,9 @@
 #define RO_SEED_RING_SLOTS 64u  /* frames the ring holds; more in flight go on the socket */
 #define RO_SEED_RING_VALUES 28u /* range values a slot holds: 14 (first, count) pairs */
 
-/* One posted frame: Observations { seq, in_memory: true, ranges }. */
+/* One posted frame: Observations { seq, in_memory: true, ranges } (the
+ * frame ring), or Actions { seq, in_memory: true } with no values (the
+ * answer ring). */
 typedef struct ro_seed_ring_slot {
     uint64_t seq;
     uint32_t nvalues;
@@ -52,8 +56,13 @@ typedef struct ro_seed_ring {
     ro_seed_ring_slot_t slots[RO_SEED_RING_SLOTS];
 } ro_seed_ring_t;
 
-/* The size of the memory a node offers (SeedMemory.ring_bytes). */
-#define RO_SEED_RING_BYTES sizeof(ro_seed_ring_t)
+/* The memory a node offers (SeedMemory.ring_bytes): a ring each way. */
+typedef struct ro_seed_rings {
+    ro_seed_ring_t frames;  /* node -> learner: Observations */
+    ro_seed_ring_t answers; /* learner -> node: Actions */
+} ro_seed_rings_t;
+
+#define RO_SEED_RING_BYTES sizeof(ro_seed_rings_t)
 
 /* What a post did. */
 typedef enum {
@@ -68,14 +77,14 @@ typedef enum {
 ro_seed_ring_post_t ro__seed_ring_post(ro_seed_ring_t *r, uint64_t seq, const uint32_t *values,
                                        size_t nvalues);
 
-/* ro__seed_ring_take: the consumer takes the next posted frame into *out
- * (a copy, values checked to be whole pairs within a slot; the ranges
- * themselves are for the caller to check), advancing *tail, its own count,
- * which it also publishes. 1: a frame; 0: none posted; RO_EPROTO with one
- * line in err: the ring's head or the slot is not to be believed.
+/* ro__seed_ring_take: the consumer takes the next posted entry into *out
+ * (a copy, its values checked to fit a slot; what they say is for the
+ * caller to check, as a frame's), advancing *tail, its own count, which it
+ * also publishes. 1: an entry; 0: none posted; RO_EPROTO with one line in
+ * err naming the ring (name): its head or the slot is not to be believed.
  * Consumer's thread. */
-int ro__seed_ring_take(ro_seed_ring_t *r, uint64_t *tail, ro_seed_ring_slot_t *out, char *err,
-                       size_t errlen);
+int ro__seed_ring_take(ro_seed_ring_t *r, const char *name, uint64_t *tail,
+                       ro_seed_ring_slot_t *out, char *err, size_t errlen);
 
 /* ro__seed_ring_sleep: the consumer is about to block. True if it may:
  * every posted frame was taken (tail) and it is now marked asleep, so a
