@@ -14,10 +14,10 @@
 #include "runtime/error.h"
 #include "runtime/rng.h"
 #include "spaces/layout.h"
-#include "wire/seed_ring.h"
 #include "trajectory/abi2_format.h"
 #include "wire/frame.h"
 #include "wire/seed_abi2.h"
+#include "wire/seed_ring.h"
 
 /* The hub's state, before any handle: ownership, the batch pool, the
  * encoder. On failure *out is still set (or NULL): ro__hub_free it. */
@@ -128,7 +128,7 @@ bool ro__hub_seed_memory(ro_session_t *s, bool ring)
     s->flow.act_mem = s->act_mem.base;
     if (ring && ro__shared_mem_create(&s->ring_mem, "rollout-seed-ring", RO_SEED_RING_BYTES, err,
                                       sizeof err) != 0)
-        ro__conn_log(&s->conn, "no frame ring (%s): every frame on the socket", err);
+        ro__conn_log(&s->conn, "no frame rings (%s): every frame on the socket", err);
     else if (ring)
         s->flow.rings = s->ring_mem.base;
     return true;
