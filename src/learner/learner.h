@@ -131,6 +131,10 @@ int ro__learner_welcome(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, 
                         char *err, size_t errlen);
 
 /* seed_abi2.c */
+/* ro__learner_check_welcome_abi2: what every welcome with an env ABI 2
+ * layout must say, SEED or stream: our protocol version, a spec of 1 to
+ * MAX_NUM_ENVS envs. 0, or RO_EPROTO with one line in err. */
+int ro__learner_check_welcome_abi2(const Rollout__V1__Welcome *w, char *err, size_t errlen);
 /* ro__learner_adopt_layout: a SEED welcome with an env ABI 2 layout. The
  * first builds the policy for it (ro__policy_new_layout; on failure
  * L->err and exit code 2 are set: stop); every later one must match it.

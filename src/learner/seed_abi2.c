@@ -32,8 +32,7 @@ static bool same_layout(const ro_space_layout_t *a, const ro_space_layout_t *b)
     return true;
 }
 
-int ro__learner_adopt_layout(learner_t *L, const Rollout__V1__Welcome *w, uint32_t *rows, char *err,
-                             size_t errlen)
+int ro__learner_check_welcome_abi2(const Rollout__V1__Welcome *w, char *err, size_t errlen)
 {
     const Rollout__V1__EnvSpec *spec = w->spec;
     if (w->protocol_version != RO_PROTOCOL_VERSION)
@@ -42,8 +41,18 @@ int ro__learner_adopt_layout(learner_t *L, const Rollout__V1__Welcome *w, uint32
     if (!spec || spec->num_envs < 1 || spec->num_envs > MAX_NUM_ENVS)
         return ro__errorf(err, errlen, RO_EPROTO, "welcome spec num_envs %u outside [1, %u]",
                           spec ? spec->num_envs : 0, MAX_NUM_ENVS);
+    return 0;
+}
+
+int ro__learner_adopt_layout(learner_t *L, const Rollout__V1__Welcome *w, uint32_t *rows, char *err,
+                             size_t errlen)
+{
+    const Rollout__V1__EnvSpec *spec = w->spec;
+    int rc = ro__learner_check_welcome_abi2(w, err, errlen);
+    if (rc)
+        return rc;
     ro_space_layout_t lay;
-    int rc = ro__layout_from_wire(&lay, w->layout, err, errlen);
+    rc = ro__layout_from_wire(&lay, w->layout, err, errlen);
     if (rc)
         return rc;
     if ((uint64_t)spec->num_envs * lay.agents > MAX_NUM_ENVS) {

@@ -75,20 +75,16 @@ static int adopt_spec(learner_t *L, const Rollout__V1__Welcome *w, bool *misfit,
 }
 
 /* A stream node: nothing to act on; its segments are checked against
- * its spaces and counted. */
-/* stream_rules_abi2 makes the segment rules of a stream welcome that
- * carries an env ABI 2 layout (checked: every field of it is the node's
- * word, untrusted). */
+ * its spaces and counted. stream_rules_abi2 makes the segment rules of a
+ * stream welcome that carries an env ABI 2 layout (checked: every field of
+ * it is the node's word, untrusted). */
 static int stream_rules_abi2(const Rollout__V1__Welcome *w, ro_segment_rules_t *r, char *err,
                              size_t errlen)
 {
     const Rollout__V1__EnvSpec *spec = w->spec;
-    if (w->protocol_version != RO_PROTOCOL_VERSION)
-        return ro__errorf(err, errlen, RO_EPROTO, "protocol version %u (this learner speaks %u)",
-                          w->protocol_version, RO_PROTOCOL_VERSION);
-    if (!spec || spec->num_envs < 1 || spec->num_envs > MAX_NUM_ENVS)
-        return ro__errorf(err, errlen, RO_EPROTO, "welcome spec num_envs %u outside [1, %u]",
-                          spec ? spec->num_envs : 0, MAX_NUM_ENVS);
+    int rc = ro__learner_check_welcome_abi2(w, err, errlen);
+    if (rc)
+        return rc;
     ro_traj_rows_t rows;
     char why[200];
     if (ro__traj_layout_rows(w->layout, &rows, why, sizeof why) != 0)
