@@ -181,15 +181,15 @@ class UnixSocket(nu.TempDirCase):
         # instead of the socket ("Frames in a ring"); --no-ring: never.
         steps = 64 * 300
         local, _ = nu.run("--num-envs", 64, "--steps", steps, "--seed", 5)
-        # The learner spins up to 100 ms for each next frame, so it is awake
-        # when the node posts: the ring takes frames unless every one of
-        # about 600 waits runs past 100 ms.
+        # Each side spins up to 100 ms for the other's next frame, so it is
+        # awake when the other posts: the rings carry frames and answers
+        # unless every one of about 600 waits runs past 100 ms.
         awake = ("--spin-us", 100000)
         for extra, in_memory, ring in ((awake, True, True), (("--no-ring",), True, False),
                                        (("--no-shared-memory",), False, False)):
             path = self.path("mem.sock")
             node = self.start(path, "--num-envs", 64, "--steps", steps, "--seed", 5,
-                              "--workers", 0, "--batch", 32)
+                              "--workers", 0, "--batch", 32, *awake)
             p = learner("--connect", "unix:" + path, "--workers", 0, "--seed", 5,
                         "--batch", 32, *extra)
             s, err = finish(node)
@@ -201,9 +201,6 @@ class UnixSocket(nu.TempDirCase):
             if ring:
                 self.assertGreater(ls["frames_in_ring"], 0)
                 self.assertLessEqual(ls["frames_in_ring"], ls["frames"])
-                # The node spins while answers are due (--spin-us 300 with
-                # --workers 0): awake for most of them, so they go through
-                # its ring unless every one of ~600 came after 300 us.
                 self.assertGreater(ls["answers_in_ring"], 0)
             else:
                 self.assertEqual((ls["frames_in_ring"], ls["answers_in_ring"]), (0, 0), extra)
