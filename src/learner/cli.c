@@ -64,8 +64,8 @@ static const ro_flag_t learner_flags[] = {
      .help = "a node at unix:PATH sends everything over the socket:\nstream segments and SEED "
              "observations and actions,\nnot in its memory"},
     {RO_FLAG_BOOL, "no-ring", NULL, AT(no_ring),
-     .help = "a SEED node at unix:PATH sends every frame on the\nsocket, none through the frame "
-             "ring in its memory"},
+     .help = "with a SEED node at unix:PATH, every frame and\nanswer goes on the socket, none "
+             "through the frame\nrings in shared memory"},
     {RO_FLAG_STRING, "name", "NAME", AT(name), .help = "shown in the nodes' logs"},
     {RO_FLAG_STRING, "push-policy", "FILE", AT(push_policy),
      .help = "instead of serving envs, push these weights (a\nPolicyParams file) to nodes running "
