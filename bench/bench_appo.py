@@ -46,7 +46,7 @@ def run_example(method, args, seed, rnd, order, tmp):
     script = {"ppo": "ppo_cartpole.py", "appo": "appo_cartpole.py"}[method]
     envs = args.ppo_envs if method == "ppo" else args.appo_envs
     policy = os.path.join(tmp, f"{method}-{seed}-{rnd}.pb")
-    cmd = ["/usr/bin/python3", os.path.join(EXAMPLES, script), "--launch", str(envs), "--seed",
+    cmd = [sys.executable, os.path.join(EXAMPLES, script), "--launch", str(envs), "--seed",
            str(seed), "--target", str(args.target), "--log-interval", str(args.log_interval),
            "--save-policy", policy]
     env = {**os.environ, "ROLLOUT_NODE": os.path.join(args.build, "rollout-node"),

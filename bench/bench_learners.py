@@ -167,7 +167,7 @@ def run_stream_py(build, envs, workers, secs):
               "--seconds", secs, listen=True)
     addr = listening(pr.p)
     env = dict(os.environ, ROLLOUT_PROTO_OUT=f"{build}/proto")
-    py = Proc(["/usr/bin/python3", "-c", PY_STREAM, addr, os.path.join(ROOT, "python")],
+    py = Proc([sys.executable, "-c", PY_STREAM, addr, os.path.join(ROOT, "python")],
               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     s = finish(pr)
     out = py.p.stdout.read()
@@ -230,7 +230,7 @@ def vecenv_cases(build, secs, rounds, out):
     csv = os.path.join(out, "vecenv.csv")
     # Over unix:PATH, in shared memory, the node's loop stepping the envs:
     # the same-host path (bench_vecenv.py alone runs TCP too).
-    p = subprocess.run(["/usr/bin/python3", script, build, "--seconds", str(secs),
+    p = subprocess.run([sys.executable, script, build, "--seconds", str(secs),
                         "--repeats", str(rounds), "--csv", csv, "--unix", "--workers", "0",
                         # The async node spins across the policy's ~1 ms turn
                         # (docs/python.md): its answers then wake no one.

@@ -699,7 +699,7 @@ class Client:
             ok = (values == np.floor(values)) & (values >= lo) & (values <= hi)
             if not ok.all():
                 k = np.argwhere(~ok)[0]
-                self._fail(c, f"observations seq {seq}: {field} value {values[tuple(k)]!r} "
+                self._fail(c, f"observations seq {seq}: {field} value {values[tuple(k)].item()!r} "
                               f"is not a {dtype.name}")
         return values.astype(dtype)
 

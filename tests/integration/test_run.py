@@ -1,6 +1,7 @@
 """Whole runs: thread discipline, known random-policy baselines, plugin envs,
 saved weights, metrics files."""
 import os
+import sys
 import unittest
 
 import nodeutil as nu
@@ -109,7 +110,7 @@ class Run(nu.TempDirCase):
             if r["interval_episodes"] == 0:
                 self.assertIsNone(r["interval_mean_return"])
         png, table = self.path("m.png"), self.path("m.csv")
-        p = nu.run_cmd(["/usr/bin/python3", PLOT_METRICS, m, "-o", png, "--csv", table],
+        p = nu.run_cmd([sys.executable, PLOT_METRICS, m, "-o", png, "--csv", table],
                        capture_output=True, text=True)
         if p.returncode == 1 and "gnuplot not found" in p.stderr:
             self.skipTest("gnuplot is not installed (gnuplot-nox)")
@@ -120,7 +121,7 @@ class Run(nu.TempDirCase):
             self.assertEqual(len(f.read().strip().splitlines()), len(recs) + 1)
         with open(self.path("bad.jsonl"), "w") as f:
             f.write('{"type":"throughput","t":1,"sps":2}\nnot json\n')
-        p = nu.run_cmd(["/usr/bin/python3", PLOT_METRICS, self.path("bad.jsonl"), "-o", png],
+        p = nu.run_cmd([sys.executable, PLOT_METRICS, self.path("bad.jsonl"), "-o", png],
                        capture_output=True, text=True)
         self.assertEqual(p.returncode, 2)
         self.assertIn("bad.jsonl:2: not a JSON line", p.stderr)
