@@ -119,6 +119,7 @@ static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
     h->action_kind = (char *)(o->discrete ? "discrete" : "box");
     h->action_dim = o->discrete ? 1 : o->act_dim;
     h->check_finite = o->check_finite;
+    h->mujoco_version = (char *)(o->mujoco_version ? o->mujoco_version : "");
     h->max_record_bytes = (uint32_t)ro__rec_max_record(&r->rows);
     if (!o->layout)
         return 0;

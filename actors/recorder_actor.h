@@ -50,6 +50,7 @@ typedef struct ro_recorder_opts {
     uint32_t num_envs;
     const char *policy;
     bool check_finite;
+    const char *mujoco_version; /* a MuJoCo env's MuJoCo ("4.0.0"), or NULL */
     uint32_t obs_dim, act_dim;
     bool discrete;
     uint32_t nshards;

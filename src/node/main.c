@@ -114,6 +114,14 @@ static void print_summary(const ro_summary_t *s, bool json)
            s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,
            (unsigned long long)s->env_failures, (unsigned long long)s->mujoco_warnings,
            (unsigned long long)s->dropped_metrics);
+    /* The MuJoCo the build's MuJoCo envs run on, whatever env ran: null
+     * when the build has none (docs/env-api.md). */
+    printf("\"mujoco_version\":");
+    if (s->mujoco_version)
+        ro__json_string(stdout, s->mujoco_version, RO_TEXT_SHOW_MAX);
+    else
+        printf("null");
+    printf(",");
     printf("\"learners_attached\":%llu,\"learners_rejected\":%llu,\"batches_resent\":%llu,"
            "\"policy_pushes\":%llu,\"policy_version\":%llu,\"env\":",
            (unsigned long long)s->learners_attached, (unsigned long long)s->learners_rejected,

@@ -17,6 +17,7 @@
 #include "actors/env_actor.h"
 #include "envs/env_kind.h"
 #include "envs/registry.h"
+#include "envs/mujoco/mj_registry.h"
 #include "runtime/error.h"
 #include "wire/token.h"
 #include "actors/learner_actor.h"
@@ -483,6 +484,8 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
         .num_envs = n->cfg.num_envs,
         .policy = desc,
         .check_finite = n->cfg.check_finite,
+        /* A built-in MuJoCo env's physics depends on MuJoCo's version. */
+        .mujoco_version = ro__mj_version_of(n->kind.vt),
         .obs_dim = s0->xchg.obs_dim,
         .act_dim = s0->xchg.act_dim,
         .discrete = s0->xchg.discrete,

@@ -28,7 +28,8 @@ typedef struct ro_summary {
     uint64_t episodes;
     double mean_return; /* over every finished episode; 0 if none */
     uint64_t env_failures;
-    uint64_t mujoco_warnings; /* MuJoCo warnings in this process's envs (not printed) */
+    uint64_t mujoco_warnings;   /* MuJoCo warnings in this process's envs (not printed) */
+    const char *mujoco_version; /* the MuJoCo the envs run on ("4.0.0"); NULL: none built */
     uint64_t dropped_metrics;
     uint64_t batches;
     double mean_batch;

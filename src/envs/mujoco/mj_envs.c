@@ -7,7 +7,7 @@
  * mjData per instance, made at the instance's first reset, which the env
  * actor runs on the worker that steps the instance: the worker is pinned to
  * a CPU, so the pages MuJoCo allocates are placed on that CPU's NUMA node
- * when first touched (the small arena at once, the stack as it is used).
+ * when first touched (the state at once, the arena as it is used).
  * The probe instance a shard creates on the main thread to learn the spaces
  * is reset, like every other, on its worker.
  *

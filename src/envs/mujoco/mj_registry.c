@@ -33,14 +33,35 @@ int ro__mj_lookup(const char *name, const ro_env_vtable_t **vt, char *err, size_
 #else
         return ro__errorf(err, errlen, RO_ENOTSUP,
                           "env '%s' needs MuJoCo, and this rollout was built without it: "
-                          "install MuJoCo 2.x (Debian 12: apt-get install libmujoco-dev), "
-                          "then rebuild (meson setup --wipe build -Dmujoco=enabled)",
+                          "install the mujoco Python package of python/requirements.txt "
+                          "(.ci/install-deps puts it in .venv), then rebuild (meson setup "
+                          "--wipe build -Dmujoco=enabled)",
                           name);
 #endif
     }
     (void)err;
     (void)errlen;
     return 0;
+}
+
+const char *ro__mj_version_of(const ro_env_vtable_t *vt)
+{
+#if RO_HAVE_MUJOCO
+    for (size_t i = 0; vt != NULL && i < sizeof vtables / sizeof vtables[0]; i++)
+        if (vt == vtables[i])
+            return ro__mj_version_string();
+#endif
+    (void)vt;
+    return NULL;
+}
+
+const char *ro__mj_version(void)
+{
+#if RO_HAVE_MUJOCO
+    return ro__mj_version_string();
+#else
+    return NULL;
+#endif
 }
 
 uint64_t ro__mj_warning_count(void)

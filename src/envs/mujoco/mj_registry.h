@@ -1,7 +1,7 @@
 /*
  * The MuJoCo envs as the env registry sees them (issue 17). This header does
  * not need MuJoCo: in a build without it (meson -Dmujoco=disabled, or
- * libmujoco-dev missing) the envs are absent and ro__mj_lookup() says how to
+ * no mujoco Python package) the envs are absent and ro__mj_lookup() says how to
  * get them.
  */
 #ifndef RO_ENVS_MUJOCO_MJ_REGISTRY_H
@@ -35,6 +35,15 @@ extern const ro_env_vtable_t ro__env_ant;
  * this build has none. Any thread.
  */
 int ro__mj_lookup(const char *name, const ro_env_vtable_t **vt, char *err, size_t errlen);
+
+/* ro__mj_version_of returns ro__mj_version() when vt is one of the built-in
+ * MuJoCo envs (a plugin of the same name is not), else NULL: what a
+ * recording's header names as its MuJoCo. Any thread. */
+const char *ro__mj_version_of(const ro_env_vtable_t *vt);
+
+/* ro__mj_version returns the version of the MuJoCo library the envs run on
+ * (e.g. "4.0.0"), or NULL in a build without MuJoCo. Any thread. */
+const char *ro__mj_version(void);
 
 /* ro__mj_warning_count returns how many MuJoCo warnings this process's envs
  * have seen (counted, never printed; 0 in a build without MuJoCo), for the

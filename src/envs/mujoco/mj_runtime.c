@@ -108,35 +108,40 @@ uint64_t ro__mj_warnings(void)
  * a virtual file system of its own, so mj_loadXML never opens a file. */
 static mjModel *load_embedded(const ro_mj_embedded_t *e, char *err, size_t errlen)
 {
-    /* mjVFS holds 2000 file names of 1000 bytes: far too big for a stack. */
-    mjVFS *vfs = malloc(sizeof *vfs);
-    if (vfs == NULL) {
-        ro__errorf(err, errlen, RO_ENOMEM, "out of memory loading MuJoCo model %s", e->name);
-        return NULL;
-    }
-    mj_defaultVFS(vfs);
+    mjVFS vfs; /* MuJoCo 4: a handle; the files live in MuJoCo's memory */
+    mj_defaultVFS(&vfs);
     mjModel *m = NULL;
-    if (e->len > (size_t)INT32_MAX || mj_makeEmptyFileVFS(vfs, e->name, (int)e->len) != 0) {
+    if (e->len > (size_t)INT32_MAX || mj_addBufferVFS(&vfs, e->name, e->xml, (int)e->len) != 0) {
         ro__errorf(err, errlen, RO_ENOMEM, "cannot put MuJoCo model %s into a virtual file",
                    e->name);
         goto done;
     }
-    int slot = mj_findFileVFS(vfs, e->name);
-    if (slot < 0) {
-        ro__errorf(err, errlen, RO_EIO, "MuJoCo model %s is missing from its virtual file",
-                   e->name);
-        goto done;
-    }
-    memcpy(vfs->filedata[slot], e->xml, e->len);
     char why[512] = "";
-    m = mj_loadXML(e->name, vfs, why, sizeof why);
+    m = mj_loadXML(e->name, &vfs, why, sizeof why);
     if (m == NULL)
         ro__errorf(err, errlen, RO_EINVAL, "cannot compile the built-in MuJoCo model %s: %s",
                    e->name, why[0] ? why : "no reason given");
 done:
-    mj_deleteVFS(vfs);
-    free(vfs);
+    mj_deleteVFS(&vfs);
     return m;
+}
+
+/* version_matches: the library the process loaded is the one the envs were
+ * compiled against (the rpath names its folder; a library swapped there, or
+ * one found first through LD_LIBRARY_PATH, could differ in its structs). */
+static int version_matches(char *err, size_t errlen)
+{
+    if (mj_version() == mjVERSION_HEADER)
+        return 0;
+    return ro__errorf(err, errlen, RO_ENOTSUP,
+                      "the MuJoCo library loaded is version %s (%d), but rollout was built "
+                      "against MuJoCo header %d: rebuild, or unset LD_LIBRARY_PATH",
+                      mj_versionString(), mj_version(), mjVERSION_HEADER);
+}
+
+const char *ro__mj_version_string(void)
+{
+    return mj_versionString();
 }
 
 int ro__mj_model_acquire(const char *file, const mjModel **out, char *err, size_t errlen)
@@ -148,6 +153,8 @@ int ro__mj_model_acquire(const char *file, const mjModel **out, char *err, size_
             idx = i;
     if (idx == ro__mj_nmodels || idx >= MAX_MODELS)
         return ro__errorf(err, errlen, RO_ENOENT, "no built-in MuJoCo model named %s", file);
+    if (version_matches(err, errlen) < 0)
+        return RO_ENOTSUP;
 
     int rc = 0;
     pthread_mutex_lock(&models_lock);

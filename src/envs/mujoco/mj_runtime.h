@@ -57,4 +57,8 @@ const char *ro__mj_last_error(void);
  * (all threads; relaxed: a statistic). */
 uint64_t ro__mj_warnings(void);
 
+/* ro__mj_version_string returns the loaded MuJoCo library's version, e.g.
+ * "4.0.0". Any thread. */
+const char *ro__mj_version_string(void);
+
 #endif

@@ -89,8 +89,8 @@ static int fault_step(void *env, ro_action_t action, float *obs, ro_step_t *out)
         atomic_compare_exchange_strong_explicit(&fired, &expected, 1, memory_order_relaxed,
                                                 memory_order_relaxed)) {
         mjData *d = ro__mj_env_data(f->inner);
-        if (f->stack)
-            d->pstack = d->nstack;
+        if (f->stack) /* MuJoCo >= 3: the stack grows down from the arena's end */
+            d->pstack = (size_t)d->narena - d->parena;
         else
             d->qvel[3] = 1e300;
     }

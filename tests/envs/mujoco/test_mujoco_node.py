@@ -19,6 +19,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "integration"))
 import nodeutil as nu  # noqa: E402
+import wireutil  # noqa: E402
 
 REPLAY = None
 ENVS = ["inverted_pendulum", "hopper", "half_cheetah", "walker2d", "ant"]
@@ -143,7 +144,10 @@ class MujocoNode(nu.TempDirCase):
         """What the node records has each env's observation and action sizes."""
         for env in ENVS:
             f = self.path(f"d_{env}.traj")
-            nu.run("--env", env, "--num-envs", 2, "--steps", 20, "--record", f)
+            s, _ = nu.run("--env", env, "--num-envs", 2, "--steps", 20, "--record", f)
+            # The MuJoCo the physics ran on, in --json and in the header.
+            self.assertRegex(s["mujoco_version"], r"^[1-9]\d*\.\d+\.\d+$")
+            self.assertEqual(wireutil.read_header(f).mujoco_version, s["mujoco_version"])
             p = subprocess.run([REPLAY, "--dump", f], capture_output=True, text=True,
                                timeout=60)
             self.assertEqual(p.returncode, 0, p.stderr)
@@ -153,6 +157,10 @@ class MujocoNode(nu.TempDirCase):
             for r in rows:
                 self.assertEqual(len(r["obs"]), od)
                 self.assertEqual(len(r["action"]) if r["action"] else ad, ad)
+        # A built-in env that is not MuJoCo's records no MuJoCo version.
+        f = self.path("cartpole.traj")
+        s, _ = nu.run("--env", "cartpole", "--num-envs", 2, "--steps", 20, "--record", f)
+        self.assertEqual(wireutil.read_header(f).mujoco_version, "")
 
 if __name__ == "__main__":
     nu.setup_from_argv()
