@@ -2,7 +2,8 @@
  * Broken env ABI 2 plugins for the registry's tests, one per macro:
  * RO_BAD_ABI2 exports ro_env2_plugin() with a future version;
  * RO_BAD_SPACES2 a valid vtable whose spaces give obs[1] a dtype that does
- * not exist; RO_BAD_METRICS2 metric names without episode_metrics().
+ * not exist; RO_BAD_METRICS2 metric names without episode_metrics();
+ * RO_BAD_STATE2 state_size() without save_state() and load_state().
  */
 #include <rollout/env.h>
 
@@ -41,6 +42,14 @@ static int bad_step(void *env, const ro_actions_t *a, const ro_obs_out_t *o, ro_
     return 0;
 }
 
+#ifdef RO_BAD_STATE2
+static size_t bad_state_size(void *env)
+{
+    (void)env;
+    return 1;
+}
+#endif
+
 static const ro_env2_vtable_t vtable = {
 #ifdef RO_BAD_ABI2
     .abi_version = RO_ENV_ABI2_VERSION + 1,
@@ -57,6 +66,9 @@ static const ro_env2_vtable_t vtable = {
     .destroy = free,
 #ifdef RO_BAD_METRICS2
     .metric_names = metrics,
+#endif
+#ifdef RO_BAD_STATE2
+    .state_size = bad_state_size,
 #endif
 };
 

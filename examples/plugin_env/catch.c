@@ -144,6 +144,52 @@ static void ct_destroy(void *env)
     free(env);
 }
 
+/* Env state (rollout/env.h "Env state"): the RNG, the ball, the paddle
+ * and the outcome, host order (the action kind comes from the args). The
+ * positions index the picture, so a loaded state must keep them on it. */
+typedef struct ct_state {
+    uint64_t rng;
+    int32_t ball_r, ball_c, paddle_c, caught;
+} ct_state_t;
+
+static size_t ct_state_size(void *env)
+{
+    (void)env;
+    return sizeof(ct_state_t);
+}
+
+static int ct_save_state(void *env, void *buf, size_t len)
+{
+    const catch_t *g = env;
+    if (len != sizeof(ct_state_t))
+        return -EINVAL;
+    ct_state_t s = {.rng = g->rng,
+                    .ball_r = g->ball_r,
+                    .ball_c = g->ball_c,
+                    .paddle_c = g->paddle_c,
+                    .caught = g->caught};
+    memcpy(buf, &s, sizeof s);
+    return 0;
+}
+
+static int ct_load_state(void *env, const void *buf, size_t len)
+{
+    catch_t *g = env;
+    ct_state_t s;
+    if (len != sizeof s)
+        return -EINVAL;
+    memcpy(&s, buf, sizeof s);
+    if (s.ball_r < 0 || s.ball_r > PADDLE_ROW - BALL || s.ball_c < 0 || s.ball_c > SIDE - BALL ||
+        s.paddle_c < 0 || s.paddle_c > SIDE - PADDLE_W || (s.caught != 0 && s.caught != 1))
+        return -EINVAL;
+    g->rng = s.rng;
+    g->ball_r = s.ball_r;
+    g->ball_c = s.ball_c;
+    g->paddle_c = s.paddle_c;
+    g->caught = s.caught;
+    return 0;
+}
+
 static const ro_env2_vtable_t vtable = {
     .abi_version = RO_ENV_ABI2_VERSION,
     .size = sizeof(ro_env2_vtable_t),
@@ -157,6 +203,9 @@ static const ro_env2_vtable_t vtable = {
     .destroy = ct_destroy,
     .metric_names = metric_names,
     .episode_metrics = ct_metrics,
+    .state_size = ct_state_size,
+    .save_state = ct_save_state,
+    .load_state = ct_load_state,
 };
 
 const ro_env2_vtable_t *ro_env2_plugin(void);

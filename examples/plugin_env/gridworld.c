@@ -87,6 +87,11 @@ static int gw_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_
         return -ENOMEM;
     }
     g->rng = seed;
+    /* Every piece on a floor cell from the start, so that even the state
+     * of an instance not yet reset is one load_state() accepts. */
+    for (int a = 0; a < AGENTS; a++)
+        g->pos[a][0] = g->pos[a][1] = 1;
+    g->goal[0] = g->goal[1] = 1;
     *out = g;
     return 0;
 }
@@ -179,6 +184,41 @@ static void gw_destroy(void *env)
     free(env);
 }
 
+/* Env state (rollout/env.h "Env state"): the whole grid_t, host order.
+ * The positions index the room, so a loaded state must keep them on floor
+ * cells. */
+static size_t gw_state_size(void *env)
+{
+    (void)env;
+    return sizeof(grid_t);
+}
+
+static int gw_save_state(void *env, void *buf, size_t len)
+{
+    if (len != sizeof(grid_t))
+        return -EINVAL;
+    memcpy(buf, env, sizeof(grid_t));
+    return 0;
+}
+
+/* on_floor tells whether (r, c) is a floor cell of the room. */
+static int on_floor(const int p[2])
+{
+    return p[0] >= 0 && p[0] < SIDE && p[1] >= 0 && p[1] < SIDE && room[p[0]][p[1]] == '.';
+}
+
+static int gw_load_state(void *env, const void *buf, size_t len)
+{
+    grid_t s;
+    if (len != sizeof s)
+        return -EINVAL;
+    memcpy(&s, buf, sizeof s);
+    if (!on_floor(s.goal) || !on_floor(s.pos[0]) || !on_floor(s.pos[1]))
+        return -EINVAL;
+    memcpy(env, &s, sizeof s);
+    return 0;
+}
+
 static const ro_env2_vtable_t vtable = {
     .abi_version = RO_ENV_ABI2_VERSION,
     .size = sizeof(ro_env2_vtable_t),
@@ -192,6 +232,9 @@ static const ro_env2_vtable_t vtable = {
     .destroy = gw_destroy,
     .metric_names = metric_names,
     .episode_metrics = gw_metrics,
+    .state_size = gw_state_size,
+    .save_state = gw_save_state,
+    .load_state = gw_load_state,
 };
 
 const ro_env2_vtable_t *ro_env2_plugin(void);

@@ -138,6 +138,54 @@ static void mc_destroy(void *env)
     free(env);
 }
 
+/*
+ * Env state (rollout/env.h "Env state"): the RNG, position and velocity,
+ * in host order. goal_velocity comes from the args (the runtime loads a
+ * state only into an instance made with the same args). ABI 1 vtables
+ * cannot grow, so the state functions come from a second exported symbol.
+ */
+typedef struct mc_state {
+    uint64_t rng;
+    double position, velocity;
+} mc_state_t;
+
+static size_t mc_state_size(void *env)
+{
+    (void)env;
+    return sizeof(mc_state_t);
+}
+
+static int mc_save_state(void *env, void *buf, size_t len)
+{
+    const mountaincar_t *m = env;
+    if (len != sizeof(mc_state_t))
+        return -EINVAL;
+    mc_state_t s = {.rng = m->rng, .position = m->position, .velocity = m->velocity};
+    memcpy(buf, &s, sizeof s);
+    return 0;
+}
+
+static int mc_load_state(void *env, const void *buf, size_t len)
+{
+    mountaincar_t *m = env;
+    if (len != sizeof(mc_state_t))
+        return -EINVAL;
+    mc_state_t s;
+    memcpy(&s, buf, sizeof s);
+    m->rng = s.rng;
+    m->position = s.position;
+    m->velocity = s.velocity;
+    return 0;
+}
+
+static const ro_env_state_ops_t state_ops = {
+    .version = RO_ENV_STATE_VERSION,
+    .size = sizeof(ro_env_state_ops_t),
+    .state_size = mc_state_size,
+    .save_state = mc_save_state,
+    .load_state = mc_load_state,
+};
+
 static const ro_env_vtable_t vtable = {
     .abi_version = RO_ENV_ABI_VERSION,
     .name = "mountaincar",
@@ -154,4 +202,12 @@ static const ro_env_vtable_t vtable = {
 const ro_env_vtable_t *ro_env_plugin(void)
 {
     return &vtable;
+}
+
+/* ro_env_state_plugin (optional) gives the runtime the state functions. */
+const ro_env_state_ops_t *ro_env_state_plugin(void);
+
+const ro_env_state_ops_t *ro_env_state_plugin(void)
+{
+    return &state_ops;
 }

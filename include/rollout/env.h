@@ -145,6 +145,57 @@ typedef const ro_env_vtable_t *(*ro_env_plugin_fn)(void);
 #define RO_ENV_PLUGIN_SYMBOL "ro_env_plugin"
 
 /* ---------------------------------------------------------------------- */
+/* Env state (optional, both ABIs; docs/env-api.md "Env state")           */
+/* ---------------------------------------------------------------------- */
+
+/*
+ * An env that can save and restore its state lets rollout-replay seek and
+ * fork recordings, recordings carry snapshots (--snapshot-every) and Python
+ * restart episodes from saved states. The state is everything that decides
+ * what the instance does next: its simulation state, its counters and its
+ * RNG state, so that loading a saved state and applying the same actions
+ * gives the same observations, rewards and flags bit for bit (resets
+ * included). It need not hold what create() derives from the env args (the
+ * runtime only loads a state into an instance made with the same args).
+ *
+ * The three functions, on the thread that owns the instance:
+ *
+ * state_size returns the bytes of the instance's state, at most
+ *   RO_ENV_STATE_MAX; the same value for the instance's whole life.
+ * save_state writes the state into buf (len = state_size(env) bytes);
+ *   0, or a negative code if it cannot (the runtime reports it).
+ * load_state replaces the instance's state by buf (len = state_size(env)
+ *   bytes), as saved by an instance of the same env made with the same
+ *   args. The runtime has checked the blob's header (env name, args, size)
+ *   before; the bytes themselves may still come from a hostile file, so an
+ *   env checks whatever in them could make it read or write out of bounds
+ *   (an index, a length) and returns a negative code for such a state. After
+ *   a failed load the runtime resets the instance before stepping it.
+ *
+ * The runtime may call save_state between any two calls of reset/step
+ * (also before the first reset: the state of a fresh instance). An ABI 2
+ * env sets the three fields at the end of ro_env2_vtable_t; an ABI 1
+ * plugin, whose vtable cannot grow, exports one more function,
+ * ro_env_state_plugin(), returning a ro_env_state_ops_t. Plugins without
+ * them keep working: they cannot be snapshotted, sought or forked, and
+ * those features say so by name.
+ */
+#define RO_ENV_STATE_VERSION 1u      /* of ro_env_state_ops_t */
+#define RO_ENV_STATE_MAX (64u << 20) /* the largest state_size() */
+
+typedef struct ro_env_state_ops {
+    uint32_t version; /* RO_ENV_STATE_VERSION */
+    uint32_t size;    /* sizeof(ro_env_state_ops_t) as the plugin was built */
+    size_t (*state_size)(void *env);
+    int (*save_state)(void *env, void *buf, size_t len);
+    int (*load_state)(void *env, const void *buf, size_t len);
+} ro_env_state_ops_t;
+
+/* The optional symbol of an ABI 1 plugin with state support. */
+typedef const ro_env_state_ops_t *(*ro_env_state_plugin_fn)(void);
+#define RO_ENV_STATE_PLUGIN_SYMBOL "ro_env_state_plugin"
+
+/* ---------------------------------------------------------------------- */
 /* ABI 2                                                                  */
 /* ---------------------------------------------------------------------- */
 
@@ -291,6 +342,12 @@ typedef struct ro_env2_vtable {
      * node reports each metric's mean over the episodes that reported it. */
     const char *const *metric_names;
     void (*episode_metrics)(void *env, float *values);
+
+    /* Optional env state (all three or none; NULL or past `size`: none).
+     * As ro_env_state_ops_t above. */
+    size_t (*state_size)(void *env);
+    int (*save_state)(void *env, void *buf, size_t len);
+    int (*load_state)(void *env, const void *buf, size_t len);
 } ro_env2_vtable_t;
 
 /* The symbol an ABI 2 plugin exports. */

@@ -252,6 +252,53 @@ static int burn_step(void *env, ro_action_t action, float *obs, ro_step_t *out)
     return 0;
 }
 
+/* The state (rollout/env.h "Env state"): the RNG, z (float64), then the
+ * obs_dim phases (uint32), host order; obs_dim and the work per step come
+ * from the args. */
+static size_t burn_state_size(void *env)
+{
+    burn_t *b = env;
+    return sizeof b->rng + sizeof b->z + b->obs_dim * sizeof *b->phase;
+}
+
+static int burn_save_state(void *env, void *buf, size_t len)
+{
+    burn_t *b = env;
+    if (len != burn_state_size(b))
+        return RO_EINVAL;
+    char *p = buf;
+    memcpy(p, &b->rng, sizeof b->rng);
+    memcpy(p + sizeof b->rng, &b->z, sizeof b->z);
+    memcpy(p + sizeof b->rng + sizeof b->z, b->phase, b->obs_dim * sizeof *b->phase);
+    return 0;
+}
+
+static int burn_load_state(void *env, const void *buf, size_t len)
+{
+    burn_t *b = env;
+    if (len != burn_state_size(b))
+        return RO_EINVAL;
+    const char *p = buf;
+    double z;
+    memcpy(&z, p + sizeof b->rng, sizeof z);
+    /* The step turns z into an integer phase increment: a z outside [0, 1)
+     * (NaN, inf) would make that conversion undefined. */
+    if (!(z >= 0.0 && z < 1.0))
+        return RO_EINVAL;
+    memcpy(&b->rng, p, sizeof b->rng);
+    b->z = z;
+    memcpy(b->phase, p + sizeof b->rng + sizeof z, b->obs_dim * sizeof *b->phase);
+    return 0;
+}
+
+const ro_env_state_ops_t ro__burn_state = {
+    .version = RO_ENV_STATE_VERSION,
+    .size = sizeof(ro_env_state_ops_t),
+    .state_size = burn_state_size,
+    .save_state = burn_save_state,
+    .load_state = burn_load_state,
+};
+
 const ro_env_vtable_t ro__env_burn = {
     .abi_version = RO_ENV_ABI_VERSION,
     .name = "burn",

@@ -22,10 +22,14 @@
 /* The arg every env accepts; the runtime consumes it before create(). */
 #define MAX_STEPS_KEY "max_episode_steps"
 
-static const ro_env_vtable_t *const builtins[] = {
-    &ro__env_cartpole,
-    &ro__env_pendulum,
-    &ro__env_burn,
+/* The built-ins and their env state functions. */
+static const struct {
+    const ro_env_vtable_t *vt;
+    const ro_env_state_ops_t *state;
+} builtins[] = {
+    {&ro__env_cartpole, &ro__cartpole_state},
+    {&ro__env_pendulum, &ro__pendulum_state},
+    {&ro__env_burn, &ro__burn_state},
 };
 
 /* set_err writes a formatted message into err, if the caller gave one. */
@@ -114,6 +118,55 @@ static int check_vtable(const ro_env_vtable_t *vt, const char *origin, char *err
 }
 
 /*
+ * check_state validates an env's state functions (rollout/env.h "Env
+ * state"): all three or none. On success *out holds them (zero: none).
+ */
+static int check_state(const char *origin, const char *name, size_t (*size)(void *),
+                       int (*save)(void *, void *, size_t),
+                       int (*load)(void *, const void *, size_t), ro_env_state_ops_t *out,
+                       char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!size && !save && !load)
+        return 0;
+    if (!size || !save || !load) {
+        set_err(err, errlen,
+                "env plugin '%s' (env '%s') leaves %s() NULL: give state_size(), save_state() "
+                "and load_state(), or none",
+                origin, name,
+                !size   ? "state_size"
+                : !save ? "save_state"
+                        : "load_state");
+        return RO_EINVAL;
+    }
+    *out = (ro_env_state_ops_t){.version = RO_ENV_STATE_VERSION,
+                                .size = sizeof *out,
+                                .state_size = size,
+                                .save_state = save,
+                                .load_state = load};
+    return 0;
+}
+
+/* check_state_ops validates the ro_env_state_ops_t of an ABI 1 env (a
+ * built-in's, or what a plugin's ro_env_state_plugin() returned). */
+static int check_state_ops(const ro_env_state_ops_t *ops, const char *origin, const char *name,
+                           ro_env_state_ops_t *out, char *err, size_t errlen)
+{
+    const size_t required = offsetof(ro_env_state_ops_t, load_state) + sizeof ops->load_state;
+    if (ops->version != RO_ENV_STATE_VERSION || ops->size < required) {
+        set_err(err, errlen,
+                "env plugin '%s' (env '%s'): %s() returned state functions of version %u, size "
+                "%u; this runtime needs version %u, size >= %zu: rebuild it against this "
+                "rollout/env.h",
+                origin, name, RO_ENV_STATE_PLUGIN_SYMBOL, ops->version, ops->size,
+                RO_ENV_STATE_VERSION, required);
+        return RO_ENOTSUP;
+    }
+    return check_state(origin, name, ops->state_size, ops->save_state, ops->load_state, out, err,
+                       errlen);
+}
+
+/*
  * check_vtable2 validates an ABI 2 vtable as check_vtable does an ABI 1 one
  * and copies it into *copy (fields past the plugin's size zeroed: the
  * plugin predates them).
@@ -174,6 +227,9 @@ static int open_plugin2(ro_env_kind_t *out, void *sym, const char *path, char *e
         return RO_ENOMEM;
     }
     int rc = check_vtable2(vt, path, copy, err, errlen);
+    if (rc == 0)
+        rc = check_state(path, copy->name, copy->state_size, copy->save_state, copy->load_state,
+                         &out->state, err, errlen);
     if (rc < 0) {
         free(copy);
         return rc;
@@ -239,6 +295,23 @@ static int open_plugin(ro_env_kind_t *out, const char *path, char *err, size_t e
     rc = check_vtable(vt, path, err, errlen);
     if (rc < 0)
         goto fail;
+    /* The optional state functions of an ABI 1 plugin: a second symbol,
+     * since the ABI 1 vtable has no size to grow by. */
+    dlerror();
+    void *ssym = dlsym(h, RO_ENV_STATE_PLUGIN_SYMBOL);
+    if (ssym != NULL) {
+        ro_env_state_plugin_fn sfn;
+        memcpy(&sfn, &ssym, sizeof sfn);
+        const ro_env_state_ops_t *ops = sfn();
+        if (ops == NULL) {
+            set_err(err, errlen, "env plugin '%s': %s() returned NULL", path,
+                    RO_ENV_STATE_PLUGIN_SYMBOL);
+            rc = RO_EINVAL;
+            goto fail;
+        }
+        if ((rc = check_state_ops(ops, path, vt->name, &out->state, err, errlen)) < 0)
+            goto fail;
+    }
 
     out->vt = vt;
     out->dl_handle = h;
@@ -251,9 +324,7 @@ fail:
 
 int ro__env_open(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
 {
-    out->vt = NULL;
-    out->vt2 = NULL;
-    out->dl_handle = NULL;
+    memset(out, 0, sizeof *out);
     if (name == NULL)
         name = "";
 
@@ -264,15 +335,16 @@ int ro__env_open(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
 
 int ro__env_open_builtin(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
 {
-    out->vt = NULL;
-    out->vt2 = NULL;
-    out->dl_handle = NULL;
+    memset(out, 0, sizeof *out);
     if (name == NULL)
         name = "";
     const ro_env_vtable_t *vt = NULL;
+    const ro_env_state_ops_t *state = NULL;
     for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
-        if (strcmp(builtins[i]->name, name) == 0)
-            vt = builtins[i];
+        if (strcmp(builtins[i].vt->name, name) == 0) {
+            vt = builtins[i].vt;
+            state = builtins[i].state;
+        }
     /* issue 17: the MuJoCo envs (or why this build has none). */
     if (vt == NULL) {
         int rc = ro__mj_lookup(name, &vt, err, errlen);
@@ -281,6 +353,8 @@ int ro__env_open_builtin(ro_env_kind_t *out, const char *name, char *err, size_t
     }
     if (vt != NULL) {
         int rc = check_vtable(vt, name, err, errlen);
+        if (rc == 0 && state != NULL)
+            rc = check_state_ops(state, name, vt->name, &out->state, err, errlen);
         if (rc < 0)
             return rc;
         out->vt = vt;
@@ -365,10 +439,8 @@ void ro__env_close(ro_env_kind_t *kind)
         return;
     if (kind->dl_handle != NULL)
         dlclose(kind->dl_handle);
-    kind->dl_handle = NULL;
-    kind->vt = NULL;
     free((void *)kind->vt2); /* the kind's own copy */
-    kind->vt2 = NULL;
+    memset(kind, 0, sizeof *kind);
 }
 
 /* env_accepts tells whether key is one of vt's own arg keys. */

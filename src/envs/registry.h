@@ -20,14 +20,21 @@
 extern const ro_env_vtable_t ro__env_cartpole;
 extern const ro_env_vtable_t ro__env_pendulum;
 extern const ro_env_vtable_t ro__env_burn;
+/* Their env state (rollout/env.h "Env state"). */
+extern const ro_env_state_ops_t ro__cartpole_state;
+extern const ro_env_state_ops_t ro__pendulum_state;
+extern const ro_env_state_ops_t ro__burn_state;
 
 /* Exactly one of vt and vt2 is set: an ABI 1 env (the built-ins, ABI 1
  * plugins) or an ABI 2 plugin. vt2 points to the kind's own copy of the
- * plugin's vtable, zero past the plugin's size (fields it predates). */
+ * plugin's vtable, zero past the plugin's size (fields it predates).
+ * state holds the kind's env state functions, checked (all three set), or
+ * is all zero for an env without state support (envs/env_state.h). */
 typedef struct ro_env_kind {
     const ro_env_vtable_t *vt;
     const ro_env2_vtable_t *vt2; /* owned (freed by ro__env_close) */
     void *dl_handle;             /* NULL for a built-in */
+    ro_env_state_ops_t state;
 } ro_env_kind_t;
 
 /* The names accepted by ro__env_open besides a plugin path, for messages. */
@@ -37,7 +44,9 @@ typedef struct ro_env_kind {
  * ro__env_open resolves `name`: a built-in name, or a path to a plugin
  * shared object (any name containing '/' or ending in ".so"). A plugin must
  * export ro_env2_plugin() (ABI 2) or ro_env_plugin() (ABI 1) returning a
- * vtable with a matching abi_version and every required function set. On
+ * vtable with a matching abi_version and every required function set; its
+ * optional env state functions (ro_env_state_plugin() for ABI 1, the
+ * vtable's fields for ABI 2) are checked and kept in out->state. On
  * failure returns a negative code and writes a message naming the problem
  * into err. Main thread only.
  */

@@ -435,8 +435,17 @@ static void test_abi2_refusals(void **state)
     assert_int_equal(ro__env_open(&k, RO_BAD_METRICS2_PLUGIN_PATH, err, sizeof err), RO_EINVAL);
     assert_contains(err, "sets metric_names but not episode_metrics()");
 
-    /* Loads (its vtable is fine); its spaces are not. */
+    /* Env state: all three functions or none. */
+    assert_int_equal(ro__env_open(&k, RO_BAD_STATE2_PLUGIN_PATH, err, sizeof err), RO_EINVAL);
+    assert_contains(err, "(env 'bad2') leaves save_state() NULL: give state_size(), save_state() "
+                         "and load_state(), or none");
+    assert_null(k.vt2);
+
+    /* Loads (its vtable is fine); its spaces are not. It has no state
+     * functions, and its kind says so. */
     assert_int_equal(ro__env_open(&k, RO_BAD_SPACES2_PLUGIN_PATH, err, sizeof err), 0);
+    assert_null(k.state.state_size);
+    assert_null(k.state.load_state);
     ro_space_layout_t lay;
     assert_int_equal(ro__env_kind_layout(&k, NULL, 0, 1, &lay, err, sizeof err), RO_EINVAL);
     assert_string_equal(err, "env 'bad2': obs[1] ('b') has dtype 9; expected uint8 (1), int32 (2) "
