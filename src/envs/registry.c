@@ -347,7 +347,7 @@ int ro__env_open_builtin(ro_env_kind_t *out, const char *name, char *err, size_t
         }
     /* issue 17: the MuJoCo envs (or why this build has none). */
     if (vt == NULL) {
-        int rc = ro__mj_lookup(name, &vt, err, errlen);
+        int rc = ro__mj_lookup(name, &vt, &state, err, errlen);
         if (rc < 0)
             return rc;
     }

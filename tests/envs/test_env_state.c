@@ -19,6 +19,7 @@
 #include "envs/env_kind.h"
 #include "envs/env_state.h"
 #include "envs/registry.h"
+#include "ro_build_config.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
 #include "spaces/layout.h"
@@ -321,6 +322,19 @@ static void test_catch(void **state)
     check_env(RO_CATCH_PATH, args, 1);
 }
 
+#if RO_HAVE_MUJOCO
+/* The MuJoCo envs: MuJoCo's full integration state (warm start included),
+ * the env's RNG and counters. */
+static void test_mujoco(void **state)
+{
+    (void)state;
+    const char *names[] = {"inverted_pendulum", "hopper", "half_cheetah", "walker2d", "ant"};
+    const ro_env_arg_t limit[] = {{"max_episode_steps", "150"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        check_env(names[i], limit, 1);
+}
+#endif
+
 /* The params hash: the same for args in another order, different for
  * other values, another limit or another env. */
 static void test_params_hash(void **state)
@@ -431,11 +445,18 @@ static void test_no_state(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cartpole),    cmocka_unit_test(test_pendulum),
-        cmocka_unit_test(test_burn),        cmocka_unit_test(test_mountaincar),
-        cmocka_unit_test(test_gridworld),   cmocka_unit_test(test_catch),
-        cmocka_unit_test(test_params_hash), cmocka_unit_test(test_header_checks),
+        cmocka_unit_test(test_cartpole),
+        cmocka_unit_test(test_pendulum),
+        cmocka_unit_test(test_burn),
+        cmocka_unit_test(test_mountaincar),
+        cmocka_unit_test(test_gridworld),
+        cmocka_unit_test(test_catch),
+        cmocka_unit_test(test_params_hash),
+        cmocka_unit_test(test_header_checks),
         cmocka_unit_test(test_no_state),
+#if RO_HAVE_MUJOCO
+        cmocka_unit_test(test_mujoco),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

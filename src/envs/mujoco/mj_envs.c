@@ -450,6 +450,127 @@ uint64_t ro__mj_env_errors(const void *env)
     return ((const mj_env_t *)env)->errors;
 }
 
+/* ---- env state (rollout/env.h "Env state") ----
+ *
+ * A state: a fixed part, then MuJoCo's own state of spec STATE_SPEC
+ * (mj_getState: time, qpos, qvel, act, history, plugin state, the user
+ * inputs and the warm start, so that the next mj_step is the one the saved
+ * instance would have taken, bit for bit), as float64, host order. Ant
+ * measures its forward velocity from body 1's xpos, which lags qpos by a
+ * step and is not in MuJoCo's state: it is saved too. An instance not yet
+ * reset (no mjData) saves has_data 0 and zeros. */
+#define STATE_SPEC mjSTATE_INTEGRATION
+
+typedef struct mj_state_head {
+    uint64_t has_data, must_reset;
+    ro_rng_t rng;
+    uint64_t warnings, errors;
+    double xpos1; /* body 1's x (xpos[3]) */
+} mj_state_head_t;
+
+static size_t mj_state_size(void *env)
+{
+    mj_env_t *e = env;
+    return sizeof(mj_state_head_t) + (size_t)mj_stateSize(e->m, STATE_SPEC) * sizeof(mjtNum);
+}
+
+static int mj_save_state(void *env, void *buf, size_t len)
+{
+    mj_env_t *e = env;
+    if (len != mj_state_size(e))
+        return RO_EINVAL;
+    mj_state_head_t h = {.has_data = e->d != NULL,
+                         .must_reset = e->must_reset,
+                         .rng = e->rng,
+                         .warnings = e->warnings,
+                         .errors = e->errors,
+                         .xpos1 = e->d != NULL && e->m->nbody > 1 ? e->d->xpos[3] : 0.0};
+    memcpy(buf, &h, sizeof h);
+    char *st = (char *)buf + sizeof h;
+    if (e->d == NULL) {
+        memset(st, 0, len - sizeof h);
+        return 0;
+    }
+    /* Through an aligned copy: buf need not be aligned for mjtNums. */
+    const int n = mj_stateSize(e->m, STATE_SPEC);
+    mjtNum *all = malloc((size_t)n * sizeof(mjtNum) + 1);
+    if (all == NULL)
+        return RO_ENOMEM;
+    mj_getState(e->m, e->d, all, STATE_SPEC);
+    memcpy(st, all, (size_t)n * sizeof(mjtNum));
+    free(all);
+    return 0;
+}
+
+/* set_state_call is mj_setState under the guard: MuJoCo may raise an
+ * error on a state it cannot take. */
+typedef struct set_state_arg {
+    mj_env_t *e;
+    const mjtNum *st;
+} set_state_arg_t;
+
+static void set_state_call(void *arg)
+{
+    set_state_arg_t *a = arg;
+    mj_setState(a->e->m, a->e->d, a->st, STATE_SPEC);
+}
+
+static int mj_load_state(void *env, const void *buf, size_t len)
+{
+    mj_env_t *e = env;
+    if (len != mj_state_size(e))
+        return RO_EINVAL;
+    mj_state_head_t h;
+    memcpy(&h, buf, sizeof h);
+    if (h.has_data > 1 || h.must_reset > 1)
+        return RO_EINVAL;
+    const int n = mj_stateSize(e->m, STATE_SPEC);
+    mjtNum *st = malloc((size_t)n * sizeof(mjtNum) + 1);
+    if (st == NULL)
+        return RO_ENOMEM;
+    memcpy(st, (const char *)buf + sizeof h, (size_t)n * sizeof(mjtNum));
+    /* The constraints' on/off flags become bytes: only 0 and 1 are states
+     * (MuJoCo converts whatever double it is given). */
+    const int eq_off = mj_stateSize(e->m, STATE_SPEC & (mjSTATE_EQ_ACTIVE - 1));
+    int rc = 0;
+    for (int i = 0; i < e->m->neq; i++)
+        if (st[eq_off + i] != 0.0 && st[eq_off + i] != 1.0)
+            rc = RO_EINVAL;
+    if (rc == 0 && h.has_data && e->d == NULL)
+        rc = make_data(e);
+    if (rc == 0 && h.has_data) {
+        set_state_arg_t a = {e, st};
+        if (ro__mj_guard(set_state_call, &a) != 0) {
+            e->errors++;
+            rc = RO_EIO;
+        } else if (e->m->nbody > 1) {
+            e->d->xpos[3] = h.xpos1;
+        }
+    }
+    free(st);
+    if (rc)
+        return rc;
+    e->rng = h.rng;
+    e->warnings = h.warnings;
+    e->errors = h.errors;
+    /* A state saved before the first reset: no data, as then (the next
+     * step fails as it would have, and the runtime resets). */
+    if (!h.has_data && e->d != NULL) {
+        mj_deleteData(e->d);
+        e->d = NULL;
+    }
+    e->must_reset = h.must_reset;
+    return 0;
+}
+
+const ro_env_state_ops_t ro__mj_state = {
+    .version = RO_ENV_STATE_VERSION,
+    .size = sizeof(ro_env_state_ops_t),
+    .state_size = mj_state_size,
+    .save_state = mj_save_state,
+    .load_state = mj_load_state,
+};
+
 #define MJ_VTABLE(id, kname, steps)                                                                \
     static int kname##_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_t seed,   \
                               char *err, size_t errlen)                                            \

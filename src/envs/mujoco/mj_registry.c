@@ -21,14 +21,17 @@ static const ro_env_vtable_t *const vtables[] = {&ro__env_inverted_pendulum, &ro
                                                  &ro__env_ant};
 #endif
 
-int ro__mj_lookup(const char *name, const ro_env_vtable_t **vt, char *err, size_t errlen)
+int ro__mj_lookup(const char *name, const ro_env_vtable_t **vt, const ro_env_state_ops_t **state,
+                  char *err, size_t errlen)
 {
     *vt = NULL;
+    *state = NULL;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (strcmp(name, names[i]) != 0)
             continue;
 #if RO_HAVE_MUJOCO
         *vt = vtables[i];
+        *state = &ro__mj_state;
         return 0;
 #else
         return ro__errorf(err, errlen, RO_ENOTSUP,

@@ -22,6 +22,8 @@ extern const ro_env_vtable_t ro__env_hopper;
 extern const ro_env_vtable_t ro__env_half_cheetah;
 extern const ro_env_vtable_t ro__env_walker2d;
 extern const ro_env_vtable_t ro__env_ant;
+/* Their env state functions (one set: they dispatch on the instance). */
+extern const ro_env_state_ops_t ro__mj_state;
 /* Appended to the list of built-in names in messages. */
 #define RO_MJ_BUILTIN_NAMES ", " RO_MJ_ENV_NAMES
 #else
@@ -30,11 +32,13 @@ extern const ro_env_vtable_t ro__env_ant;
 
 /*
  * ro__mj_lookup finds a MuJoCo env by name. Returns 0 with *vt set to its
- * vtable, or 0 with *vt NULL when `name` is no MuJoCo env; RO_ENOTSUP and a
+ * vtable and *state to its env state functions, or 0 with both NULL when
+ * `name` is no MuJoCo env; RO_ENOTSUP and a
  * message saying how to get the MuJoCo envs when `name` is one of them and
  * this build has none. Any thread.
  */
-int ro__mj_lookup(const char *name, const ro_env_vtable_t **vt, char *err, size_t errlen);
+int ro__mj_lookup(const char *name, const ro_env_vtable_t **vt, const ro_env_state_ops_t **state,
+                  char *err, size_t errlen);
 
 /* ro__mj_version_of returns ro__mj_version() when vt is one of the built-in
  * MuJoCo envs (a plugin of the same name is not), else NULL: what a
