@@ -241,6 +241,15 @@ int ro__env_shard_init_kind(ro_env_shard_t *s, const ro_env_vtable_t *vt,
     return 0;
 }
 
+int ro__env_shard_want_state(ro_env_shard_t *s, uint32_t floats)
+{
+    ro_step_batch_t *b = &s->xchg;
+    free(b->rstate);
+    b->rstate = floats ? ro__calloc_lines((size_t)b->n * floats, sizeof(float)) : NULL;
+    b->state_floats = b->rstate ? floats : 0;
+    return floats && !b->rstate ? RO_ENOMEM : 0;
+}
+
 void ro__env_shard_destroy(ro_env_shard_t *s)
 {
     const uint32_t ne = s->xchg.agents ? s->xchg.n / s->xchg.agents : 0;
@@ -256,5 +265,6 @@ void ro__env_shard_destroy(ro_env_shard_t *s)
         ro__numa_free(s->mem, s->mem_bytes);
     else
         free(s->mem);
+    free(s->xchg.rstate);
     memset(s, 0, sizeof *s);
 }

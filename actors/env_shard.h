@@ -107,6 +107,11 @@ int ro__env_shard_init_kind(ro_env_shard_t *s, const ro_env_vtable_t *vt,
                             const ro_env_arg_t *args, size_t nargs, uint32_t first, uint32_t n,
                             uint64_t seed, int mem_node, char *err, size_t errlen);
 
+/* ro__env_shard_want_state gives the shard's rows a recurrent state of
+ * `floats` floats each (xchg.rstate, zeroed) for a local recurrent policy.
+ * Main thread, before the scheduler starts. 0 or RO_ENOMEM. */
+int ro__env_shard_want_state(ro_env_shard_t *s, uint32_t floats);
+
 /* ro__env_shard_destroy destroys the envs and frees the buffers. Main
  * thread, after the scheduler stopped. */
 void ro__env_shard_destroy(ro_env_shard_t *s);

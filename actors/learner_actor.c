@@ -38,16 +38,22 @@ static void flush_one(ro_learner_t *l)
         gather(l, b, in, r);
         for (uint32_t j = 0; j < b->n; j++)
             l->rngs[r + j] = &b->act_rng[j];
+        for (uint32_t j = 0; l->state && j < b->n; j++)
+            l->state[r + j] = b->rstate + (size_t)j * b->state_floats;
+        if (l->state)
+            memcpy(l->first + r, b->episode_start, b->n);
         r += b->n;
     }
 
     ro_act_stats_t stats = {.logp = l->logp, .mean = l->mean};
+    const ro_policy_carry_t carry = {.state = l->state, .first = l->first};
+    const ro_policy_carry_t *c = l->state ? &carry : NULL;
     if (l->composite)
         ro__policy_act_masked(l->policy, l->ws, rows, l->rngs, l->mask, l->act_i, l->act_f,
-                              l->logp ? &stats : NULL);
+                              l->logp ? &stats : NULL, c);
     else
-        ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f,
-                       l->logp ? &stats : NULL);
+        ro__policy_act(l->policy, l->ws, rows, l->rngs, l->act_i, l->act_f, l->logp ? &stats : NULL,
+                       c);
     const uint64_t version = ro__policy_version(l->policy);
     const float *log_std = l->logp ? ro__policy_log_std(l->policy) : NULL;
 
@@ -182,7 +188,13 @@ int ro__learner_init_on(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, 
     }
     if (l->composite && l->lay->mask_width)
         l->mask = malloc((size_t)l->max_rows * l->lay->mask_width);
-    if (!l->rngs || !l->act_i || !l->act_f || (l->composite && l->lay->mask_width && !l->mask)) {
+    const bool cell = ro__policy_state_floats(p) > 0;
+    if (cell) {
+        l->state = calloc(l->max_rows, sizeof *l->state);
+        l->first = calloc(l->max_rows, 1);
+    }
+    if (!l->rngs || !l->act_i || !l->act_f || (l->composite && l->lay->mask_width && !l->mask) ||
+        (cell && (!l->state || !l->first))) {
         ro__learner_destroy(l);
         return RO_ENOMEM;
     }
@@ -216,8 +228,12 @@ void ro__learner_destroy(ro_learner_t *l)
     free(l->logp);
     free(l->mean);
     free(l->mask);
+    free(l->state);
+    free(l->first);
     l->logp = l->mean = NULL;
     l->mask = NULL;
+    l->state = NULL;
+    l->first = NULL;
     ro__policy_ws_free(l->ws);
     if (l->mem) {
         ro__numa_free(l->mem, l->mem_bytes);

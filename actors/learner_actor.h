@@ -54,6 +54,10 @@ typedef struct ro_learner {
     float *logp;      /* [max_rows] stream mode: each action's log-probability, or NULL */
     float *mean;      /* [max_rows x act_dim] stream mode: a box policy's means */
     uint8_t *mask;    /* [max_rows x mask_width] composite with a mask: the batch's mask rows */
+    /* A recurrent policy: each batch row's state (in its step batch's
+     * rstate) and episode-start flag; NULL without a cell. */
+    float **state;
+    uint8_t *first;
     ro_timer_t timer;
     ro_msg_t done_msg;
     /* Policy swap: the node sets swap_to and sends swap_msg; the lane

@@ -75,6 +75,14 @@ typedef struct ro_step_batch {
     float *logp;    /* [n] */
     float *mean;    /* [n x act_dim], a box MLP's */
     float *log_std; /* [act_dim], a box MLP's */
+
+    /* A recurrent policy's state (policy.h's ro_policy_carry_t): [n x
+     * state_floats], zeroed at first, NULL without a cell. The local
+     * learner reads and updates it while it holds the batch (zeroing a row
+     * whose episode_start is set); the env actor reads it when it offers a
+     * stream segment's first step. */
+    float *rstate;
+    uint32_t state_floats;
 } ro_step_batch_t;
 
 /* ro__step_batch_of finds the batch a to_learner message belongs to. */

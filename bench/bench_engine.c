@@ -190,7 +190,7 @@ static double raw_loop(const bench_case_t *bc, uint32_t B, loop_t kind, double s
     while (now < deadline) {
         for (int rep = 0; rep < 16; rep++) {
             if (kind == LOOP_SAME)
-                ro__policy_act(p, ws, B, rows, r.ai, r.af, NULL);
+                ro__policy_act(p, ws, B, rows, r.ai, r.af, NULL, NULL);
             else if (kind == LOOP_MACHINE || kind == LOOP_BLAS)
                 blas_forward(&net, r.obs, B, r.ai);
             else

@@ -108,9 +108,9 @@ static double ns_per_row(int op, ro_kernel_path_t path, uint32_t B, double secon
             if (op == OP_BLAS)
                 blas_forward(&net, x, B, t.ai ? t.ai : (int32_t *)out);
             else if (op == OP_FWD_RELU || op == OP_FWD_TANH)
-                ro__policy_forward(t.p, t.ws, B, out);
+                ro__policy_forward(t.p, t.ws, B, out, NULL);
             else
-                ro__policy_act(t.p, t.ws, B, t.rows, t.ai, t.af, NULL);
+                ro__policy_act(t.p, t.ws, B, t.rows, t.ai, t.af, NULL, NULL);
             rows += B;
         }
         now = cpu_ns();

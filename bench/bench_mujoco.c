@@ -180,7 +180,7 @@ static double policy_rows(const char *env, uint32_t B, double seconds)
     const uint64_t deadline = t0 + (uint64_t)(seconds * 1e9);
     while (now < deadline) {
         for (int k = 0; k < 64; k++)
-            ro__policy_act(p, ws, B, rows, NULL, af, NULL);
+            ro__policy_act(p, ws, B, rows, NULL, af, NULL, NULL);
         n += 64ull * B;
         now = ro__now_ns();
     }

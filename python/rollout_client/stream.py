@@ -619,26 +619,38 @@ class Stream:
         self.close()
 
 
-def policy_params(layers, activation="tanh", action_kind="discrete", log_std=None, version=0):
+def policy_params(layers, activation="tanh", action_kind="discrete", log_std=None, version=0,
+                  cell=None):
     """A PolicyParams message from numpy weights: layers is a list of
     (weight [out, in], bias [out]) pairs (PyTorch's nn.Linear layout): the
     hidden layers, then the head (logits, or the Gaussian's mean); log_std
-    [action_dim] for a box head."""
+    [action_dim] for a box head. cell, a recurrent cell between the hidden
+    layers and the head (format 3, docs/policy.md): ("gru" or "lstm",
+    weight_ih, weight_hh, bias_ih, bias_hh), PyTorch's GRUCell/LSTMCell
+    parameters as they are."""
     pb = _proto.load()
-    p = pb.PolicyParams(format_version=1, activation=activation, action_kind=action_kind,
-                        version=version)
+    p = pb.PolicyParams(format_version=3 if cell else 1, activation=activation,
+                        action_kind=action_kind, version=version)
     p.obs_dim = int(np.asarray(layers[0][0]).shape[1])
     p.action_dim = int(np.asarray(layers[-1][0]).shape[0])
-    for w, b in layers:
-        w = np.asarray(w, np.float32)
-        b = np.asarray(b, np.float32)
+
+    def put(t, v):
+        v = np.asarray(v, np.float32)
+        t.shape[:] = list(v.shape)
+        t.data[:] = v.ravel().tolist()
+
+    for i, (w, b) in enumerate(layers):
+        if cell and i == len(layers) - 1:  # the cell goes before the head
+            kind, w_ih, w_hh, b_ih, b_hh = cell
+            c = p.layers.add()
+            c.kind = kind
+            put(c.weight, w_ih)
+            put(c.bias, b_ih)
+            put(c.weight_hh, w_hh)
+            put(c.bias_hh, b_hh)
         layer = p.layers.add()
-        layer.weight.shape[:] = list(w.shape)
-        layer.weight.data[:] = w.ravel().tolist()
-        layer.bias.shape[:] = list(b.shape)
-        layer.bias.data[:] = b.ravel().tolist()
+        put(layer.weight, w)
+        put(layer.bias, b)
     if log_std is not None:
-        ls = np.asarray(log_std, np.float32)
-        p.log_std.shape[:] = [ls.size]
-        p.log_std.data[:] = ls.ravel().tolist()
+        put(p.log_std, np.asarray(log_std, np.float32).ravel())
     return p

@@ -34,9 +34,9 @@ static void run_job(ro_lane_t *ln, ro_job_t *j)
         }
         if (fw->layout)
             ro__policy_act_masked(fw->policy, ln->ws, j->rows, j->rowrng, j->mask, j->act_i,
-                                  j->act_f, NULL);
+                                  j->act_f, NULL, NULL);
         else
-            ro__policy_act(fw->policy, ln->ws, j->rows, j->rowrng, j->act_i, j->act_f, NULL);
+            ro__policy_act(fw->policy, ln->ws, j->rows, j->rowrng, j->act_i, j->act_f, NULL, NULL);
     } else {
         j->failed = true; /* out of memory: the loop answers nothing, the node resends */
     }

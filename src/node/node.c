@@ -226,6 +226,10 @@ static int make_policy(ro_node_t *n, char *err, size_t errlen)
     }
     if (rc)
         return rc;
+    /* A recurrent policy: a state per env row, kept with the rows. */
+    for (uint32_t i = 0; i < n->nshards; i++)
+        if (ro__env_shard_want_state(&n->shards[i], ro__policy_state_floats(n->policy)) < 0)
+            return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for the recurrent states");
     if (n->cfg.save_policy)
         rc = ro__policy_save(n->policy, n->cfg.save_policy, err, errlen);
     return rc;

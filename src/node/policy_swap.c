@@ -51,6 +51,19 @@ int ro__node_policy_push(void *ctx, const Rollout__V1__PolicyParams *msg, char *
     ro__policy_params_free(&pp);
     if (rc)
         return rc;
+    /* The rows' recurrent states are sized for the node's cell: a push
+     * keeps its kind and size (or, like the node's, has none). */
+    uint32_t h_next, h_now;
+    const ro_cell_t c_next = ro__policy_cell(next, &h_next),
+                    c_now = ro__policy_cell(n->policy, &h_now);
+    if (c_next != c_now || h_next != h_now) {
+        static const char *const kinds[] = {"none", "gru", "lstm"};
+        ro__policy_free(next);
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "%s: its recurrent cell is %s:%u but the node's is %s:%u; a push keeps "
+                          "the node's cell",
+                          label, kinds[c_next], h_next, kinds[c_now], h_now);
+    }
     if (n->swap_next) {
         ro__policy_free(n->swap_queued); /* superseded before it was used */
         n->swap_queued = next;

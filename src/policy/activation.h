@@ -16,6 +16,24 @@ typedef enum ro_activation {
     RO_ACT_RELU = 2,
 } ro_activation_t;
 
+/* A recurrent cell after the MLP's hidden layers (0: none). Gates in
+ * torch.nn.GRUCell's order (r, z, n) and torch.nn.LSTMCell's (i, f, g, o). */
+typedef enum ro_cell {
+    RO_CELL_NONE = 0,
+    RO_CELL_GRU = 1,
+    RO_CELL_LSTM = 2,
+} ro_cell_t;
+
+/* The widest recurrent cell (state floats per row: H for a GRU, 2H for an
+ * LSTM). */
+#define RO_CELL_MAX 512u
+
+/* ro_cell_gates is G, the gate count of a cell (3 GRU, 4 LSTM). */
+static inline uint32_t ro_cell_gates(ro_cell_t c)
+{
+    return c == RO_CELL_LSTM ? 4u : c == RO_CELL_GRU ? 3u : 1u;
+}
+
 /* Row strides of dense-layer weights are multiples of this many floats. */
 #define RO_DENSE_PAD 8
 

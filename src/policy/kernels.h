@@ -1,8 +1,8 @@
 /*
  * The policy's kernels, one table per instruction set: the dense layer
- * with its activation, the activations alone, and the batched sampling
- * arithmetic. Written once (kernel_math.h, kernel_dense.h,
- * kernel_sample.h over simd.h) and built three times: portable C
+ * with its activation, the activations alone, the recurrent cells' gates,
+ * and the batched sampling arithmetic. Written once (kernel_math.h,
+ * kernel_dense.h, kernel_cell.h, kernel_sample.h over simd.h) and built three times: portable C
  * (kernels_scalar.c), AVX2+FMA (kernels_avx2.c) and AVX-512
  * (kernels_avx512.c). Every table gives the same bits for the same inputs;
  * only the speed differs. ro__kernels picks one at run time from the CPU.
@@ -60,6 +60,18 @@ typedef struct ro_kernels {
     /* exp_weight: x[i] = exp(x[i]) for the softmax weights (x <= 0; 0
      * below -87 or for a NaN), any n; for the tests. */
     void (*exp_weight)(float *x, size_t n);
+
+    /* gru: hout [hid][RO_BLOCK] = the GRU cell's new state from gi = W_ih
+     * x + b_ih and gh = W_hh h + b_hh ([3 hid][RO_BLOCK], gates r, z, n)
+     * and the old state h, for the lanes of samples 0 .. n - 1 rounded up
+     * to whole vectors (kernel_cell.h). */
+    void (*gru)(const float *gi, const float *gh, const float *h, float *hout, uint32_t hid,
+                uint32_t n);
+
+    /* lstm: hout and cout [hid][RO_BLOCK] = the LSTM cell's new state from
+     * gi and gh ([4 hid][RO_BLOCK], gates i, f, g, o) and the old cell c. */
+    void (*lstm)(const float *gi, const float *gh, const float *c, float *hout, float *cout,
+                 uint32_t hid, uint32_t n);
 } ro_kernels_t;
 
 /* ro__kernels returns the table for path, or NULL if this build or this CPU

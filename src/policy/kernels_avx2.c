@@ -14,6 +14,7 @@
 #include "policy/kernel_math.h"
 #include "policy/kernel_dense.h"
 #include "policy/kernel_sample.h"
+#include "policy/kernel_cell.h"
 
 const ro_kernels_t ro__kernels_avx2 = {
     .path = RO_KERNELS_AVX2,
@@ -24,6 +25,8 @@ const ro_kernels_t ro__kernels_avx2 = {
     .categorical = kernel_categorical,
     .gaussian = kernel_gaussian,
     .exp_weight = kernel_exp_weight,
+    .gru = kernel_gru,
+    .lstm = kernel_lstm,
 };
 #if defined(__clang__)
 #pragma clang attribute pop

@@ -15,6 +15,7 @@
 #include "policy/kernel_math.h"
 #include "policy/kernel_dense.h"
 #include "policy/kernel_sample.h"
+#include "policy/kernel_cell.h"
 
 const ro_kernels_t ro__kernels_avx512 = {
     .path = RO_KERNELS_AVX512,
@@ -25,6 +26,8 @@ const ro_kernels_t ro__kernels_avx512 = {
     .categorical = kernel_categorical,
     .gaussian = kernel_gaussian,
     .exp_weight = kernel_exp_weight,
+    .gru = kernel_gru,
+    .lstm = kernel_lstm,
 };
 #if defined(__clang__)
 #pragma clang attribute pop

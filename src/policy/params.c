@@ -19,7 +19,9 @@ int ro__policy_params_alloc(ro_policy_params_t *p)
         p->nlog_std = p->action_kind == RO_SPACE_BOX ? p->action_dim : 0;
     size_t total = p->nlog_std;
     for (uint32_t l = 0; l < p->nlayers; l++) {
-        size_t in = p->layers[l].in, out = p->layers[l].out;
+        const ro_policy_layer_t *L = &p->layers[l];
+        /* a cell: [G*H x in] and [G*H x H] weights, two [G*H] biases */
+        size_t in = L->in + (L->cell ? L->out + 1 : 0), out = ro__policy_layer_rows(L);
         if (out > (SIZE_MAX / sizeof(float) - total) / (in + 1))
             return RO_ENOMEM;
         total += out * in + out;
@@ -30,10 +32,17 @@ int ro__policy_params_alloc(ro_policy_params_t *p)
     p->mem = mem;
     for (uint32_t l = 0; l < p->nlayers; l++) {
         ro_policy_layer_t *L = &p->layers[l];
+        const size_t rows = ro__policy_layer_rows(L);
         L->weight = mem;
-        mem += (size_t)L->out * L->in;
+        mem += rows * L->in;
         L->bias = mem;
-        mem += L->out;
+        mem += rows;
+        if (L->cell) {
+            L->weight_hh = mem;
+            mem += rows * L->out;
+            L->bias_hh = mem;
+            mem += rows;
+        }
     }
     p->log_std = p->nlog_std ? mem : NULL;
     return 0;
@@ -51,6 +60,8 @@ void ro__policy_params_free(ro_policy_params_t *p)
     for (uint32_t l = 0; l < p->nlayers; l++) {
         p->layers[l].weight = NULL;
         p->layers[l].bias = NULL;
+        p->layers[l].weight_hh = NULL;
+        p->layers[l].bias_hh = NULL;
     }
     p->log_std = NULL;
 }
@@ -99,7 +110,7 @@ static int check_header(ro_policy_params_t *p, const Rollout__V1__PolicyParams *
     if (m->format_version == 1 && m->layout)
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "%s: layout is set but format_version is 1 (layout is format 2)", name);
-    if (m->format_version == 2 && !m->layout)
+    if (m->format_version == 2 && !m->layout) /* 3 (recurrent) carries one when it has a layout */
         return ro__errorf(err, errlen, RO_EBADMSG, "%s: format_version is 2 but layout is missing",
                           name);
     const char *act = m->activation ? m->activation : "";
@@ -137,10 +148,78 @@ static int check_header(ro_policy_params_t *p, const Rollout__V1__PolicyParams *
             err, errlen, RO_EBADMSG,
             "%s: has %zu layers; expected 1..%d (up to %d hidden layers, then the head)", name,
             m->n_layers, RO_POLICY_MAX_HIDDEN + 1, RO_POLICY_MAX_HIDDEN);
+    if (m->format_version == 3 && m->n_layers < 2)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: format_version is 3 (a recurrent cell before the head) but it has "
+                          "%zu layer",
+                          name, m->n_layers);
     p->obs_dim = m->obs_dim;
     p->action_dim = m->action_dim;
     p->nlayers = (uint32_t)m->n_layers;
     p->version = m->version;
+    return 0;
+}
+
+/* check_vector validates a bias-like tensor of layer l: shape [n], n values. */
+static int check_vector(const Rollout__V1__Tensor *b, uint32_t n, const char *name, uint32_t l,
+                        const char *field, char *err, size_t errlen)
+{
+    if (!b)
+        return ro__errorf(err, errlen, RO_EBADMSG, "%s: layers[%u].%s is missing", name, l, field);
+    if (b->n_shape != 1 || b->shape[0] != n)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].%s must have shape [%u] (the layer's outputs)", name, l,
+                          field, n);
+    if (b->n_data != n)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].%s has shape [%u] but %zu data values", name, l, field, n,
+                          b->n_data);
+    return 0;
+}
+
+/* check_cell reads layer l's kind into p (format 3: a recurrent cell of
+ * 1..RO_CELL_MAX units, the layer before the head, its weight's rows a
+ * multiple of the gates). */
+static int check_cell(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m, uint32_t l,
+                      const char *name, char *err, size_t errlen)
+{
+    const Rollout__V1__Layer *L = m->layers[l];
+    const char *kind = L->kind ? L->kind : "";
+    char tmp[40];
+    p->layers[l].cell = RO_CELL_NONE;
+    if (*kind == '\0') {
+        if (L->weight_hh || L->bias_hh)
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              "%s: layers[%u] has weight_hh or bias_hh but no kind (\"gru\" or "
+                              "\"lstm\")",
+                              name, l);
+        if (m->format_version == 3 && l + 2 == p->nlayers)
+            return ro__errorf(err, errlen, RO_EBADMSG,
+                              "%s: format_version is 3 but layers[%u] (before the head) is not a "
+                              "recurrent cell",
+                              name, l);
+        return 0;
+    }
+    if (strcmp(kind, "gru") && strcmp(kind, "lstm"))
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].kind is \"%s\"; expected \"gru\", \"lstm\" or none", name,
+                          l, printable(kind, tmp));
+    if (m->format_version < 3)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u] is a %s cell but format_version is %u (recurrent layers "
+                          "are format 3)",
+                          name, l, kind, m->format_version);
+    if (l + 2 != p->nlayers)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u] is a %s cell; the cell must be the layer before the head",
+                          name, l, kind);
+    const ro_cell_t cell = kind[0] == 'g' ? RO_CELL_GRU : RO_CELL_LSTM;
+    const uint32_t g = ro_cell_gates(cell), rows = L->weight->shape[0];
+    if (rows % g || rows / g > RO_CELL_MAX)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].weight has %u rows; a %s cell has %u x H, H in 1..%u",
+                          name, l, rows, kind, g, RO_CELL_MAX);
+    p->layers[l].cell = cell;
     return 0;
 }
 
@@ -162,6 +241,9 @@ static int check_layer(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m
     if (out == 0 || in == 0)
         return ro__errorf(err, errlen, RO_EBADMSG, "%s: layers[%u].weight has shape [%u,%u]", name,
                           l, out, in);
+    int rc = check_cell(p, m, l, name, err, errlen);
+    if (rc < 0)
+        return rc;
     if ((uint64_t)out * in != w->n_data)
         return ro__errorf(
             err, errlen, RO_EBADMSG,
@@ -175,6 +257,7 @@ static int check_layer(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "%s: layers[%u].weight has shape [%u,%u] but layers[%u] outputs %u", name,
                           l, out, in, l - 1, p->layers[l - 1].out);
+    out = p->layers[l].cell ? out / ro_cell_gates(p->layers[l].cell) : out; /* a cell: H */
     if (head && out != p->action_dim)
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "%s: layers[%u] (the head) outputs %u but action_dim is %u", name, l, out,
@@ -183,19 +266,21 @@ static int check_layer(ro_policy_params_t *p, const Rollout__V1__PolicyParams *m
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "%s: layers[%u] outputs %u; hidden layers are at most %u wide", name, l,
                           out, RO_POLICY_MAX_WIDTH);
-    if (!b)
-        return ro__errorf(err, errlen, RO_EBADMSG, "%s: layers[%u].bias is missing", name, l);
-    if (b->n_shape != 1 || b->shape[0] != out)
-        return ro__errorf(err, errlen, RO_EBADMSG,
-                          "%s: layers[%u].bias must have shape [%u] (the layer's outputs)", name, l,
-                          out);
-    if (b->n_data != out)
-        return ro__errorf(err, errlen, RO_EBADMSG,
-                          "%s: layers[%u].bias has shape [%u] but %zu data values", name, l, out,
-                          b->n_data);
     p->layers[l].in = in;
     p->layers[l].out = out;
-    return 0;
+    const uint32_t rows = (uint32_t)ro__policy_layer_rows(&p->layers[l]);
+    if ((rc = check_vector(b, rows, name, l, "bias", err, errlen)) < 0)
+        return rc;
+    if (!p->layers[l].cell)
+        return 0;
+    const Rollout__V1__Tensor *wh = L->weight_hh;
+    if (!wh || wh->n_shape != 2 || wh->shape[0] != rows || wh->shape[1] != out ||
+        wh->n_data != (size_t)rows * out)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layers[%u].weight_hh must have shape [%u,%u] with as many values "
+                          "(the cell's recurrent weights)",
+                          name, l, rows, out);
+    return check_vector(L->bias_hh, rows, name, l, "bias_hh", err, errlen);
 }
 
 /* check_log_std validates the log_std field against the head kind. */
@@ -282,9 +367,14 @@ int ro__policy_params_check_values(const ro_policy_params_t *p, const char *name
     int rc = 0;
     for (uint32_t l = 0; rc == 0 && l < p->nlayers; l++) {
         const ro_policy_layer_t *L = &p->layers[l];
-        rc = check_finite(L->weight, (size_t)L->out * L->in, name, "weight", l, err, errlen);
+        const size_t rows = ro__policy_layer_rows(L);
+        rc = check_finite(L->weight, rows * L->in, name, "weight", l, err, errlen);
         if (rc == 0)
-            rc = check_finite(L->bias, L->out, name, "bias", l, err, errlen);
+            rc = check_finite(L->bias, rows, name, "bias", l, err, errlen);
+        if (rc == 0 && L->cell)
+            rc = check_finite(L->weight_hh, rows * L->out, name, "weight_hh", l, err, errlen);
+        if (rc == 0 && L->cell)
+            rc = check_finite(L->bias_hh, rows, name, "bias_hh", l, err, errlen);
     }
     if (rc == 0 && p->log_std)
         rc = check_finite(p->log_std, p->nlog_std, name, "log_std", UINT32_MAX, err, errlen);
@@ -305,6 +395,10 @@ int ro__policy_params_from_msg(ro_policy_params_t *out, const Rollout__V1__Polic
         const Rollout__V1__Layer *L = m->layers[l];
         memcpy(p.layers[l].weight, L->weight->data, L->weight->n_data * sizeof(float));
         memcpy(p.layers[l].bias, L->bias->data, L->bias->n_data * sizeof(float));
+        if (p.layers[l].cell) {
+            memcpy(p.layers[l].weight_hh, L->weight_hh->data, L->weight_hh->n_data * sizeof(float));
+            memcpy(p.layers[l].bias_hh, L->bias_hh->data, L->bias_hh->n_data * sizeof(float));
+        }
     }
     if (p.log_std)
         memcpy(p.log_std, m->log_std->data, p.nlog_std * sizeof(float));
@@ -397,13 +491,17 @@ int ro__policy_params_encode(const ro_policy_params_t *p, uint8_t **buf, size_t 
 {
     /* The message points into p's arrays (protobuf-c's structs want
      * non-const pointers; pack only reads them). */
-    Rollout__V1__Tensor wt[RO_POLICY_MAX_HIDDEN + 1], bt[RO_POLICY_MAX_HIDDEN + 1], ls;
+    Rollout__V1__Tensor wt[RO_POLICY_MAX_HIDDEN + 1], bt[RO_POLICY_MAX_HIDDEN + 1], ls, wh, bh;
+    uint32_t whshape[2], bhshape;
     Rollout__V1__Layer layers[RO_POLICY_MAX_HIDDEN + 1], *lp[RO_POLICY_MAX_HIDDEN + 1];
     uint32_t wshape[RO_POLICY_MAX_HIDDEN + 1][2], bshape[RO_POLICY_MAX_HIDDEN + 1];
     uint32_t lshape = p->nlog_std;
     Rollout__V1__PolicyParams m;
     rollout__v1__policy_params__init(&m);
     m.format_version = p->layout ? 2 : 1;
+    for (uint32_t l = 0; l < p->nlayers; l++)
+        if (p->layers[l].cell)
+            m.format_version = 3;
     m.activation = p->activation == RO_ACT_RELU ? (char *)"relu" : (char *)"tanh";
     m.obs_dim = p->obs_dim;
     m.action_kind = p->composite                     ? (char *)"composite"
@@ -413,23 +511,42 @@ int ro__policy_params_encode(const ro_policy_params_t *p, uint8_t **buf, size_t 
     m.version = p->version;
     for (uint32_t l = 0; l < p->nlayers; l++) {
         const ro_policy_layer_t *L = &p->layers[l];
+        const uint32_t rows = (uint32_t)ro__policy_layer_rows(L);
         rollout__v1__tensor__init(&wt[l]);
-        wshape[l][0] = L->out;
+        wshape[l][0] = rows;
         wshape[l][1] = L->in;
         wt[l].n_shape = 2;
         wt[l].shape = wshape[l];
-        wt[l].n_data = (size_t)L->out * L->in;
+        wt[l].n_data = (size_t)rows * L->in;
         wt[l].data = L->weight;
         rollout__v1__tensor__init(&bt[l]);
-        bshape[l] = L->out;
+        bshape[l] = rows;
         bt[l].n_shape = 1;
         bt[l].shape = &bshape[l];
-        bt[l].n_data = L->out;
+        bt[l].n_data = rows;
         bt[l].data = L->bias;
         rollout__v1__layer__init(&layers[l]);
         layers[l].weight = &wt[l];
         layers[l].bias = &bt[l];
         lp[l] = &layers[l];
+        if (L->cell) { /* at most one: the layer before the head */
+            layers[l].kind = L->cell == RO_CELL_GRU ? (char *)"gru" : (char *)"lstm";
+            rollout__v1__tensor__init(&wh);
+            whshape[0] = rows;
+            whshape[1] = L->out;
+            wh.n_shape = 2;
+            wh.shape = whshape;
+            wh.n_data = (size_t)rows * L->out;
+            wh.data = L->weight_hh;
+            rollout__v1__tensor__init(&bh);
+            bhshape = rows;
+            bh.n_shape = 1;
+            bh.shape = &bhshape;
+            bh.n_data = rows;
+            bh.data = L->bias_hh;
+            layers[l].weight_hh = &wh;
+            layers[l].bias_hh = &bh;
+        }
     }
     m.n_layers = p->nlayers;
     m.layers = lp;

@@ -29,18 +29,33 @@
 /* The widest hidden layer accepted (files and specs alike). */
 #define RO_POLICY_MAX_WIDTH 65536u
 
-/* One affine layer y = x W^T + b, PyTorch's nn.Linear layout. */
+/* One affine layer y = x W^T + b, PyTorch's nn.Linear layout; or (cell
+ * set) a recurrent cell of out = H units: weight [G*H x in] and bias [G*H]
+ * its input side, weight_hh [G*H x H] and bias_hh [G*H] its recurrent side,
+ * PyTorch's GRUCell / LSTMCell layout (G = ro_cell_gates(cell)). */
 typedef struct ro_policy_layer {
     uint32_t in;
     uint32_t out;
-    float *weight; /* [out x in], row-major */
-    float *bias;   /* [out] */
+    float *weight; /* [out x in] (a cell: [G*out x in]), row-major */
+    float *bias;   /* [out] (a cell: [G*out]) */
+    ro_cell_t cell;
+    float *weight_hh; /* a cell: [G*out x out] */
+    float *bias_hh;   /* a cell: [G*out] */
 } ro_policy_layer_t;
+
+/* ro__policy_layer_rows is the rows of a layer's weight: out, or G*out for a
+ * cell. */
+static inline size_t ro__policy_layer_rows(const ro_policy_layer_t *L)
+{
+    return (size_t)ro_cell_gates(L->cell) * L->out;
+}
 
 /*
  * ro_policy_params_t is the content of a PolicyParams message: the hidden
- * layers then the head, each hidden layer followed by the activation. The
- * arrays live in one block owned by the struct (mem).
+ * layers then the head, each hidden layer followed by the activation; in
+ * format 3 the layer before the head may be a recurrent cell (no
+ * activation after it: its output is already squashed). The arrays live in
+ * one block owned by the struct (mem).
  */
 typedef struct ro_policy_params {
     ro_activation_t activation;
@@ -72,8 +87,9 @@ static inline ro_params_view_t ro__policy_params_view(const ro_policy_params_t *
                               .layout_len = p->layout_len};
 }
 
-/* The newest format_version this build reads and writes. */
-#define RO_POLICY_FORMAT_VERSION 2
+/* The newest format_version this build reads and writes: 3 when a layer is
+ * a recurrent cell. */
+#define RO_POLICY_FORMAT_VERSION 3
 
 /*
  * ro__policy_params_alloc allocates the arrays of p, whose dimensions the

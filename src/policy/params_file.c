@@ -93,6 +93,10 @@ typedef struct scan {
     char activation[STR_KEEP], action_kind[STR_KEEP];
     uint32_t nlayers;
     tensor_t weight[RO_POLICY_MAX_HIDDEN + 1], bias[RO_POLICY_MAX_HIDDEN + 1], log_std;
+    /* format 3: each layer's kind and recurrent side (checked: a cell is
+     * the layer before the head) */
+    char kind[RO_POLICY_MAX_HIDDEN + 1][STR_KEEP];
+    tensor_t weight_hh[RO_POLICY_MAX_HIDDEN + 1], bias_hh[RO_POLICY_MAX_HIDDEN + 1];
     bool layout_seen; /* format 2: the PolicyLayout's bytes, copied after the checks */
     size_t layout_off, layout_len;
 } scan_t;
@@ -250,6 +254,8 @@ static int tensor_field(src_t *s, scan_t *sc, tensor_t *t, const char *what, siz
     return rc;
 }
 
+static int string_field(src_t *s, scan_t *sc, char *out, size_t *off, size_t end, unsigned wt);
+
 static int parse_layer(src_t *s, scan_t *sc, uint32_t l, size_t off, size_t end)
 {
     char what[40];
@@ -259,10 +265,14 @@ static int parse_layer(src_t *s, scan_t *sc, uint32_t l, size_t off, size_t end)
         if (rc)
             return rc;
         unsigned field = (unsigned)(key >> 3), wt = key & 7;
-        if (field == 1 || field == 2) {
-            snprintf(what, sizeof what, "layers[%u].%s", l, field == 1 ? "weight" : "bias");
-            rc = tensor_field(s, sc, field == 1 ? &sc->weight[l] : &sc->bias[l], what, &off, end,
-                              wt);
+        static const char *const names[] = {"", "weight", "bias", "kind", "weight_hh", "bias_hh"};
+        tensor_t *const t[] = {NULL, &sc->weight[l],    &sc->bias[l],
+                               NULL, &sc->weight_hh[l], &sc->bias_hh[l]};
+        if (field == 3) {
+            rc = string_field(s, sc, sc->kind[l], &off, end, wt);
+        } else if (field >= 1 && field <= 5) {
+            snprintf(what, sizeof what, "layers[%u].%s", l, names[field]);
+            rc = tensor_field(s, sc, t[field], what, &off, end, wt);
         } else {
             rc = skip(s, sc, &off, end, wt);
         }
@@ -275,7 +285,7 @@ static int parse_layer(src_t *s, scan_t *sc, uint32_t l, size_t off, size_t end)
 /* A string field: kept (cut to STR_KEEP - 1 bytes; the checks show it). */
 static int string_field(src_t *s, scan_t *sc, char *out, size_t *off, size_t end, unsigned wt)
 {
-    size_t n, got;
+    size_t n = 0, got = 0; /* set by get_len and src_at on success */
     int rc = get_len(s, sc, off, end, wt, &n);
     if (rc)
         return rc;
@@ -371,6 +381,9 @@ static int parse_params(src_t *s, scan_t *sc, size_t off, size_t end)
     return s->failed ? ro__errorf(sc->err, sc->errlen, RO_EIO, "%s: read failed", sc->name) : 0;
 }
 
+/* Tensors of a skeleton: four per layer, then log_std. */
+#define SKEL_TENSORS (4 * (RO_POLICY_MAX_HIDDEN + 1) + 1)
+
 /* The message the first pass found, without its values, for the checks. */
 static void skeleton(const scan_t *sc, Rollout__V1__PolicyParams *m, Rollout__V1__Layer *layers,
                      Rollout__V1__Layer **lp, Rollout__V1__Tensor *t, uint32_t (*shapes)[2])
@@ -385,13 +398,15 @@ static void skeleton(const scan_t *sc, Rollout__V1__PolicyParams *m, Rollout__V1
     /* More layers than allowed: the checks refuse the count before they
      * look at any layer. */
     uint32_t nl = sc->nlayers <= RO_POLICY_MAX_HIDDEN + 1 ? sc->nlayers : 0;
-    const tensor_t *src[2 * (RO_POLICY_MAX_HIDDEN + 1) + 1];
+    const tensor_t *src[SKEL_TENSORS];
     for (uint32_t l = 0; l < nl; l++) {
-        src[2 * l] = &sc->weight[l];
-        src[2 * l + 1] = &sc->bias[l];
+        src[4 * l] = &sc->weight[l];
+        src[4 * l + 1] = &sc->bias[l];
+        src[4 * l + 2] = &sc->weight_hh[l];
+        src[4 * l + 3] = &sc->bias_hh[l];
     }
-    src[2 * nl] = &sc->log_std;
-    for (uint32_t i = 0; i <= 2 * nl; i++) {
+    src[4 * nl] = &sc->log_std;
+    for (uint32_t i = 0; i <= 4 * nl; i++) {
         rollout__v1__tensor__init(&t[i]);
         memcpy(shapes[i], src[i]->shape, sizeof shapes[i]);
         t[i].n_shape = src[i]->n_shape;
@@ -400,13 +415,16 @@ static void skeleton(const scan_t *sc, Rollout__V1__PolicyParams *m, Rollout__V1
     }
     for (uint32_t l = 0; l < nl; l++) {
         rollout__v1__layer__init(&layers[l]);
-        layers[l].weight = sc->weight[l].seen ? &t[2 * l] : NULL;
-        layers[l].bias = sc->bias[l].seen ? &t[2 * l + 1] : NULL;
+        layers[l].weight = sc->weight[l].seen ? &t[4 * l] : NULL;
+        layers[l].bias = sc->bias[l].seen ? &t[4 * l + 1] : NULL;
+        layers[l].weight_hh = sc->weight_hh[l].seen ? &t[4 * l + 2] : NULL;
+        layers[l].bias_hh = sc->bias_hh[l].seen ? &t[4 * l + 3] : NULL;
+        layers[l].kind = (char *)sc->kind[l];
         lp[l] = &layers[l];
     }
     m->n_layers = sc->nlayers;
     m->layers = lp;
-    m->log_std = sc->log_std.seen ? &t[2 * nl] : NULL;
+    m->log_std = sc->log_std.seen ? &t[4 * nl] : NULL;
     /* The checks ask only whether a layout is there; its bytes are
      * validated once copied (read_layout). */
     static Rollout__V1__PolicyLayout present = ROLLOUT__V1__POLICY_LAYOUT__INIT;
@@ -453,8 +471,8 @@ static int decode_src(ro_policy_params_t *out, src_t *s, const char *name, char 
     if (rc == 0) {
         Rollout__V1__PolicyParams m;
         Rollout__V1__Layer layers[RO_POLICY_MAX_HIDDEN + 1], *lp[RO_POLICY_MAX_HIDDEN + 1];
-        Rollout__V1__Tensor t[2 * (RO_POLICY_MAX_HIDDEN + 1) + 1];
-        uint32_t shapes[2 * (RO_POLICY_MAX_HIDDEN + 1) + 1][2];
+        Rollout__V1__Tensor t[SKEL_TENSORS];
+        uint32_t shapes[SKEL_TENSORS][2];
         skeleton(sc, &m, layers, lp, t, shapes);
         rc = ro__policy_params_check_msg(&pp, &m, name, err, errlen);
     }
@@ -466,13 +484,17 @@ static int decode_src(ro_policy_params_t *out, src_t *s, const char *name, char 
         for (uint32_t l = 0; l < pp.nlayers; l++) {
             sc->weight[l].dst = pp.layers[l].weight;
             sc->bias[l].dst = pp.layers[l].bias;
+            sc->weight_hh[l].dst = pp.layers[l].weight_hh; /* NULL but for the cell: none came */
+            sc->bias_hh[l].dst = pp.layers[l].bias_hh;
         }
         sc->log_std.dst = pp.log_std;
         sc->copy = true;
         rc = parse_params(s, sc, prefix, s->len);
         for (uint32_t l = 0; rc == 0 && l < pp.nlayers; l++)
             if (sc->weight[l].copied != sc->weight[l].n_data ||
-                sc->bias[l].copied != sc->bias[l].n_data)
+                sc->bias[l].copied != sc->bias[l].n_data ||
+                sc->weight_hh[l].copied != sc->weight_hh[l].n_data ||
+                sc->bias_hh[l].copied != sc->bias_hh[l].n_data)
                 rc = ro__errorf(err, errlen, RO_EIO, "%s: changed while it was read", name);
         if (rc == 0)
             rc = ro__policy_params_check_values(&pp, name, err, errlen);

@@ -68,6 +68,18 @@ static int check_spec(const ro_policy_spec_t *spec, char *err, size_t errlen)
     if (spec->activation != RO_ACT_TANH && spec->activation != RO_ACT_RELU)
         return ro__errorf(err, errlen, RO_EINVAL, "policy: unknown activation %d",
                           (int)spec->activation);
+    if (spec->cell != RO_CELL_NONE && spec->cell != RO_CELL_GRU && spec->cell != RO_CELL_LSTM)
+        return ro__errorf(err, errlen, RO_EINVAL, "policy: unknown recurrent cell %d",
+                          (int)spec->cell);
+    if (spec->cell && spec->nhidden == RO_POLICY_MAX_HIDDEN)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "policy: %u hidden layers and a recurrent cell; the cell takes a layer's "
+                          "place, so at most %d hidden layers",
+                          spec->nhidden, RO_POLICY_MAX_HIDDEN - 1);
+    if (spec->cell && (spec->cell_hidden < 1 || spec->cell_hidden > RO_CELL_MAX))
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "policy: a recurrent cell of %u units; expected 1..%u", spec->cell_hidden,
+                          RO_CELL_MAX);
     return 0;
 }
 
@@ -77,6 +89,9 @@ static int check_spec(const ro_policy_spec_t *spec, char *err, size_t errlen)
  * biases, uniform in +-1/sqrt(in) (nn.Linear's default). The head's
  * weights are scaled by 0.01 and its bias is 0, so the first actions are
  * close to uniform (discrete) or to N(0, 1) (box); log_std starts at 0.
+ * A recurrent cell (layer nhidden, before the head) draws weight, weight_hh,
+ * bias, bias_hh in that order, all uniform in +-1/sqrt(H) (torch's
+ * GRUCell/LSTMCell default).
  */
 static int init_params(ro_policy_params_t *pp, const ro_policy_spec_t *spec, uint32_t obs_dim,
                        ro_space_kind_t kind, uint32_t nout)
@@ -86,21 +101,35 @@ static int init_params(ro_policy_params_t *pp, const ro_policy_spec_t *spec, uin
     pp->obs_dim = obs_dim;
     pp->action_kind = kind;
     pp->action_dim = nout;
-    pp->nlayers = spec->nhidden + 1;
+    const uint32_t cells = spec->cell ? 1 : 0, head_at = spec->nhidden + cells;
+    pp->nlayers = head_at + 1;
     for (uint32_t l = 0; l < pp->nlayers; l++) {
-        pp->layers[l].in = l ? spec->hidden[l - 1] : obs_dim;
-        pp->layers[l].out = l < spec->nhidden ? spec->hidden[l] : nout;
+        pp->layers[l].in = l == 0 ? obs_dim : pp->layers[l - 1].out;
+        pp->layers[l].out = l < spec->nhidden ? spec->hidden[l]
+                            : l < head_at     ? spec->cell_hidden
+                                              : nout;
+        pp->layers[l].cell = l == spec->nhidden && cells ? spec->cell : RO_CELL_NONE;
     }
     if (ro__policy_params_alloc(pp) < 0)
         return RO_ENOMEM;
     for (uint32_t l = 0; l < pp->nlayers; l++) {
         ro_policy_layer_t *L = &pp->layers[l];
-        const int head = l == spec->nhidden;
+        const int head = l == head_at;
         ro_rng_t rng;
         ro__rng_init(&rng, ro__seed_mix(spec->seed, l, RO_STREAM_INIT));
+        const size_t rows = ro__policy_layer_rows(L);
+        if (L->cell) {
+            const double b = 1.0 / sqrt((double)L->out);
+            float *const parts[] = {L->weight, L->weight_hh, L->bias, L->bias_hh};
+            const size_t len[] = {rows * L->in, rows * L->out, rows, rows};
+            for (int k = 0; k < 4; k++)
+                for (size_t i = 0; i < len[k]; i++)
+                    parts[k][i] = (float)ro__rng_uniform(&rng, -b, b);
+            continue;
+        }
         const double bound = 1.0 / sqrt((double)L->in);
         const double scale = head ? 0.01 : 1.0;
-        for (size_t i = 0; i < (size_t)L->out * L->in; i++)
+        for (size_t i = 0; i < rows * L->in; i++)
             L->weight[i] = (float)(scale * ro__rng_uniform(&rng, -bound, bound));
         for (uint32_t j = 0; j < L->out; j++)
             L->bias[j] = head ? 0.0f : (float)ro__rng_uniform(&rng, -bound, bound);
@@ -110,14 +139,35 @@ static int init_params(ro_policy_params_t *pp, const ro_policy_spec_t *spec, uin
     return 0;
 }
 
-/* build_kernels lays the weights of p->params out for the dense kernels:
- * each layer transposed to [in x ldw] with zero padding columns. */
+/* lay_dense lays out one [out x in] weight and its bias at *mem for the
+ * dense kernels: transposed to [in x ldw] with zero padding columns. */
+static ro_dense_t lay_dense(float **mem, const float *weight, const float *bias, uint32_t in,
+                            uint32_t out)
+{
+    const uint32_t ldw = pad(out);
+    float *wt = *mem, *b = *mem + (size_t)in * ldw;
+    *mem = b + ldw; /* in * ldw and ldw are multiples of 8 floats: stays aligned */
+    memset(wt, 0, ((size_t)in + 1) * ldw * sizeof(float));
+    for (uint32_t j = 0; j < out; j++) {
+        for (uint32_t k = 0; k < in; k++)
+            wt[(size_t)k * ldw + j] = weight[(size_t)j * in + k];
+        b[j] = bias[j];
+    }
+    return (ro_dense_t){.in = in, .out = out, .ldw = ldw, .wt = wt, .bias = b};
+}
+
+/* build_kernels lays the weights of p->params out for the dense kernels; a
+ * recurrent cell as two dense layers, its input side in dense[] and its
+ * recurrent side in cell_hh. */
 static int build_kernels(ro_policy_t *p)
 {
     const ro_policy_params_t *pp = &p->params;
     size_t total = 0;
-    for (uint32_t l = 0; l < pp->nlayers; l++)
-        total += ((size_t)pp->layers[l].in + 1) * pad(pp->layers[l].out);
+    for (uint32_t l = 0; l < pp->nlayers; l++) {
+        const ro_policy_layer_t *L = &pp->layers[l];
+        const size_t rows = pad((uint32_t)ro__policy_layer_rows(L));
+        total += ((size_t)L->in + 1) * rows + (L->cell ? ((size_t)L->out + 1) * rows : 0);
+    }
     float *mem = alloc_aligned(total * sizeof(float));
     if (!mem)
         return RO_ENOMEM;
@@ -126,16 +176,14 @@ static int build_kernels(ro_policy_t *p)
     p->max_out = 0;
     for (uint32_t l = 0; l < pp->nlayers; l++) {
         const ro_policy_layer_t *L = &pp->layers[l];
-        const uint32_t ldw = pad(L->out);
-        float *wt = mem, *b = mem + (size_t)L->in * ldw;
-        mem = b + ldw; /* in * ldw and ldw are multiples of 8 floats: stays aligned */
-        memset(wt, 0, ((size_t)L->in + 1) * ldw * sizeof(float));
-        for (uint32_t j = 0; j < L->out; j++) {
-            for (uint32_t k = 0; k < L->in; k++)
-                wt[(size_t)k * ldw + j] = L->weight[(size_t)j * L->in + k];
-            b[j] = L->bias[j];
+        const uint32_t rows = (uint32_t)ro__policy_layer_rows(L);
+        p->dense[l] = lay_dense(&mem, L->weight, L->bias, L->in, rows);
+        if (L->cell) {
+            p->cell = L->cell;
+            p->cell_at = l;
+            p->hid = L->out;
+            p->cell_hh = lay_dense(&mem, L->weight_hh, L->bias_hh, L->out, rows);
         }
-        p->dense[l] = (ro_dense_t){.in = L->in, .out = L->out, .ldw = ldw, .wt = wt, .bias = b};
         if (L->out > p->max_out)
             p->max_out = L->out;
     }
@@ -507,8 +555,13 @@ void ro__policy_describe(const ro_policy_t *p, char *buf, size_t len)
     append(buf, len, &pos, "mlp(");
     if (p->path)
         append(buf, len, &pos, "file:%s,", p->path);
-    for (uint32_t l = 0; l + 1 < p->nlayers; l++)
-        append(buf, len, &pos, "%u,", p->dense[l].out);
+    for (uint32_t l = 0; l + 1 < p->nlayers; l++) {
+        const ro_cell_t c = p->params.layers[l].cell;
+        if (c)
+            append(buf, len, &pos, "%s:%u,", c == RO_CELL_GRU ? "gru" : "lstm", p->hid);
+        else
+            append(buf, len, &pos, "%u,", p->dense[l].out);
+    }
     append(buf, len, &pos, "%s%s)", p->params.activation == RO_ACT_RELU ? "relu" : "tanh",
            p->gemm == RO_GEMM_BLAS ? ",openblas" : "");
 }

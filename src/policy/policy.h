@@ -1,5 +1,7 @@
 /*
- * The policy forward pass: an MLP evaluated over a batch of observations
+ * The policy forward pass: an MLP (optionally with a GRU or LSTM cell
+ * before its head, whose state the caller keeps per row: ro_policy_carry_t)
+ * evaluated over a batch of observations
  * by the kernels of kernels.h (or OpenBLAS's sgemm with --gemm openblas),
  * then one sampled action per row; or a random policy.
  *
@@ -25,6 +27,10 @@ typedef struct ro_policy_spec {
     uint32_t hidden[RO_POLICY_MAX_HIDDEN]; /* hidden layer widths */
     uint32_t nhidden;
     ro_activation_t activation;
+    /* A recurrent cell after the hidden layers (--recurrent gru:H|lstm:H),
+     * cell_hidden = H in 1..RO_CELL_MAX; RO_CELL_NONE: an MLP. */
+    ro_cell_t cell;
+    uint32_t cell_hidden;
     const char *params_path; /* MLP weights file (PolicyParams), or NULL for seeded init */
     uint64_t seed;           /* run seed; init uses stream RO_STREAM_INIT */
     ro_gemm_t gemm;          /* dense-layer kernel */
@@ -86,7 +92,8 @@ int ro__policy_new_from_params_layout(ro_policy_t **out, struct ro_policy_params
  * "avx2" or "avx512". */
 const char *ro__policy_kernels_name(const ro_policy_t *p);
 
-/* ro__policy_describe writes e.g. "mlp(64,64,tanh)" or "random" into buf. */
+/* ro__policy_describe writes e.g. "mlp(64,64,tanh)", "mlp(64,64,gru:128,tanh)"
+ * or "random" into buf. */
 void ro__policy_describe(const ro_policy_t *p, char *buf, size_t len);
 
 /* Widths of the observation and of the action (1 for discrete). */
@@ -96,6 +103,13 @@ uint32_t ro__policy_act_dim(const ro_policy_t *p);
 /* ro__policy_version is the version field of the weights (PolicyParams: a
  * file or a trainer's push); 0 for a random or seeded policy. */
 uint64_t ro__policy_version(const ro_policy_t *p);
+
+/* ro__policy_state_floats is the recurrent state of one row: H floats
+ * (GRU: h), 2H (LSTM: h then c), or 0 (no cell). */
+uint32_t ro__policy_state_floats(const ro_policy_t *p);
+
+/* ro__policy_cell is the policy's cell and (in *hidden) its H. */
+ro_cell_t ro__policy_cell(const ro_policy_t *p, uint32_t *hidden);
 
 /* ro__policy_ws_new allocates scratch for batches of up to max_batch rows. */
 int ro__policy_ws_new(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t max_batch);
@@ -129,7 +143,8 @@ typedef struct ro_act_stats {
  * NULL, gets what it asks for; computing it draws nothing.
  */
 void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng_t *const *rngs,
-                    int32_t *act_i, float *act_f, const ro_act_stats_t *stats);
+                    int32_t *act_i, float *act_f, const ro_act_stats_t *stats,
+                    const ro_policy_carry_t *carry);
 
 /*
  * ro__policy_act_masked is ro__policy_act for any layout: act_i gets n x
@@ -144,15 +159,17 @@ void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng
  */
 void ro__policy_act_masked(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n,
                            ro_rng_t *const *rngs, const uint8_t *mask, int32_t *act_i, float *act_f,
-                           const ro_act_stats_t *stats);
+                           const ro_act_stats_t *stats, const ro_policy_carry_t *carry);
 
 /* ro__policy_log_std returns the box MLP's per-dimension log standard
  * deviation (act_dim floats), or NULL for other policies. */
 const float *ro__policy_log_std(const ro_policy_t *p);
 
 /* ro__policy_forward writes the raw head outputs (logits or means) of the
- * first n input rows to out [n x act_dim]. MLP only; used by tests. */
-void ro__policy_forward(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, float *out);
+ * first n input rows to out [n x act_dim], with carry as ro__policy_act.
+ * MLP only; used by tests. */
+void ro__policy_forward(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, float *out,
+                        const ro_policy_carry_t *carry);
 
 /* ro__policy_save writes an MLP's weights as a PolicyParams file: format
  * 1, or format 2 with its layout for a policy of an env ABI 2 layout that

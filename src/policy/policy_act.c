@@ -48,8 +48,13 @@ int ro__policy_ws_new_on(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t ma
     /* Block buffers, each a whole number of 64-byte lines (RO_BLOCK floats
      * are 256 bytes). A random policy uses none of them but the draws. */
     const size_t xt = (size_t)p->obs_dim * RO_BLOCK, h = (size_t)p->max_out * RO_BLOCK;
+    /* A cell's: its states in, the gates' two sides, an LSTM's new c. */
+    const size_t st = (size_t)ro__policy_state_floats(p) * RO_BLOCK,
+                 g = (size_t)ro_cell_gates(p->cell) * p->hid * RO_BLOCK,
+                 cout = p->cell == RO_CELL_LSTM ? (size_t)p->hid * RO_BLOCK : 0;
+    const size_t cell = p->cell ? st + 2 * g + cout : 0;
     const size_t hmem_bytes =
-        (xt + 2 * h + RO_BLOCK) * sizeof(float) + 2 * RO_BLOCK * sizeof(double);
+        (xt + 2 * h + RO_BLOCK + cell) * sizeof(float) + 2 * RO_BLOCK * sizeof(double);
     if (mem_node >= 0) {
         /* The lane's worker's node: page blocks, placed and touched now. */
         ws->on_node = true;
@@ -71,6 +76,12 @@ int ro__policy_ws_new_on(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t ma
     ws->h[0] = ws->xt + xt;
     ws->h[1] = ws->h[0] + h;
     ws->col = ws->h[1] + h;
+    if (p->cell) {
+        ws->st = ws->col + RO_BLOCK;
+        ws->gi = ws->st + st;
+        ws->gh = ws->gi + g;
+        ws->cout = cout ? ws->gh + g : NULL;
+    }
     *out = ws;
     return 0;
 }
@@ -123,7 +134,7 @@ static void dense_blas(const ro_policy_t *p, uint32_t l, const float *x, uint32_
  * obs_dim floats each) through the MLP and returns the head's outputs, a
  * block [nout][RO_BLOCK] in the scratch. */
 float *ro__policy_forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, const float *rows,
-                                uint32_t n)
+                                uint32_t n, const ro_policy_carry_t *carry, uint32_t i0)
 {
     /* Transposed into the block, the lanes past n zeroed: they are
      * computed too (whole vectors), and must hold numbers. */
@@ -140,7 +151,9 @@ float *ro__policy_forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, const 
     for (uint32_t l = 0; l < p->nlayers; l++) {
         const ro_activation_t act = l + 1 < p->nlayers ? p->params.activation : 0;
         y = ws->h[l & 1];
-        if (p->gemm == RO_GEMM_BLAS)
+        if (p->cell && l == p->cell_at)
+            ro__policy_cell_block(p, ws, x, y, n, carry, i0);
+        else if (p->gemm == RO_GEMM_BLAS)
             dense_blas(p, l, x, n, y, act);
         else
             p->kern->dense(&p->dense[l], x, y, n, act);
@@ -158,7 +171,8 @@ void ro__policy_check_call(const ro_policy_t *p, const ro_policy_ws_t *ws, uint3
     }
 }
 
-void ro__policy_forward(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, float *out)
+void ro__policy_forward(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, float *out,
+                        const ro_policy_carry_t *carry)
 {
     ro__policy_check_call(p, ws, n);
     if (p->kind != RO_POLICY_MLP) {
@@ -167,7 +181,8 @@ void ro__policy_forward(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, fl
     }
     for (uint32_t i0 = 0; i0 < n; i0 += RO_BLOCK) {
         const uint32_t bn = n - i0 < RO_BLOCK ? n - i0 : RO_BLOCK;
-        const float *head = ro__policy_forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn);
+        const float *head =
+            ro__policy_forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn, carry, i0);
         for (uint32_t s = 0; s < bn; s++)
             for (uint32_t j = 0; j < p->nout; j++)
                 out[(size_t)(i0 + s) * p->nout + j] = head[(size_t)j * RO_BLOCK + s];
@@ -260,7 +275,8 @@ const float *ro__policy_log_std(const ro_policy_t *p)
 }
 
 void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng_t *const *rngs,
-                    int32_t *act_i, float *act_f, const ro_act_stats_t *stats)
+                    int32_t *act_i, float *act_f, const ro_act_stats_t *stats,
+                    const ro_policy_carry_t *carry)
 {
     ro__policy_check_call(p, ws, n);
     float *logp = stats ? stats->logp : NULL, *mean = stats ? stats->mean : NULL;
@@ -277,7 +293,8 @@ void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng
     }
     for (uint32_t i0 = 0; i0 < n; i0 += RO_BLOCK) {
         const uint32_t bn = n - i0 < RO_BLOCK ? n - i0 : RO_BLOCK;
-        float *head = ro__policy_forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn);
+        float *head =
+            ro__policy_forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn, carry, i0);
         int32_t *ai = act_i ? act_i + i0 : NULL;
         float *af = act_f ? act_f + (size_t)i0 * p->act_dim : NULL;
         sample_block(p, ws, head, bn, rngs + i0, ai, af);

@@ -133,10 +133,10 @@ static void sample_box(const ro_policy_t *p, ro_policy_ws_t *ws, const float *he
 
 void ro__policy_act_masked(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n,
                            ro_rng_t *const *rngs, const uint8_t *mask, int32_t *act_i, float *act_f,
-                           const ro_act_stats_t *stats)
+                           const ro_act_stats_t *stats, const ro_policy_carry_t *carry)
 {
     if (!p->composite) {
-        ro__policy_act(p, ws, n, rngs, act_i, act_f, stats);
+        ro__policy_act(p, ws, n, rngs, act_i, act_f, stats, carry);
         return;
     }
     ro__policy_check_call(p, ws, n);
@@ -153,7 +153,8 @@ void ro__policy_act_masked(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n,
     }
     for (uint32_t i0 = 0; i0 < n; i0 += RO_BLOCK) {
         const uint32_t bn = n - i0 < RO_BLOCK ? n - i0 : RO_BLOCK;
-        float *head = ro__policy_forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn);
+        float *head =
+            ro__policy_forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn, carry, i0);
         float *lp = logp ? logp + i0 : NULL;
         if (lp)
             memset(lp, 0, bn * sizeof *lp);

@@ -44,6 +44,25 @@ int ro__flag_policy(void *spec, const char *s, char *err, size_t errlen)
     return 0;
 }
 
+int ro__flag_recurrent(void *spec, const char *s, char *err, size_t errlen)
+{
+    ro_policy_spec_t *p = spec;
+    const char *colon = strchr(s, ':');
+    uint32_t h;
+    const size_t kl = colon ? (size_t)(colon - s) : 0;
+    const ro_cell_t cell = kl == 3 && strncmp(s, "gru", 3) == 0    ? RO_CELL_GRU
+                           : kl == 4 && strncmp(s, "lstm", 4) == 0 ? RO_CELL_LSTM
+                                                                   : RO_CELL_NONE;
+    if (!cell || ro__flag_u32("--recurrent", colon + 1, 1, RO_CELL_MAX, &h, err, errlen))
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--recurrent '%s': expected gru:H or lstm:H with H in [1, %u], e.g. "
+                          "gru:128",
+                          s, RO_CELL_MAX);
+    p->cell = cell;
+    p->cell_hidden = h;
+    return 0;
+}
+
 int ro__flag_activation(void *spec, const char *s, char *err, size_t errlen)
 {
     ro_policy_spec_t *p = spec;
@@ -86,7 +105,10 @@ int ro__policy_flags_check(const void *spec, bool hidden, bool activation, bool 
                            size_t errlen)
 {
     const ro_policy_spec_t *p = spec;
-    const char *shape = hidden ? "hidden" : activation ? "activation" : NULL;
+    const char *shape = hidden       ? "hidden"
+                        : activation ? "activation"
+                        : p->cell    ? "recurrent"
+                                     : NULL;
     if (p->kind == RO_POLICY_RANDOM && (shape || gemm))
         return ro__errorf(err, errlen, RO_EINVAL, "--%s: --policy random runs no MLP",
                           shape ? shape : "gemm");

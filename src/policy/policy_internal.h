@@ -39,7 +39,12 @@ struct ro_policy {
     ro_policy_params_t params;
     uint32_t nlayers;
     ro_dense_t dense[RO_POLICY_MAX_HIDDEN + 1];
-    uint32_t max_out;         /* widest layer output */
+    uint32_t max_out; /* widest layer output (a cell's: H) */
+    /* A recurrent cell (policy_cell.c): dense[cell_at] is its input side
+     * (out = G*H), cell_hh its recurrent side; hid = H. cell 0: none. */
+    ro_cell_t cell;
+    uint32_t cell_at, hid;
+    ro_dense_t cell_hh;
     float *std;               /* box head: exp(log_std) */
     char *path;               /* the weights file, or NULL for seeded init */
     void *kmem;               /* dense weights and biases */
@@ -64,9 +69,17 @@ struct ro_policy {
 };
 
 /* ro__policy_forward_block (policy_act.c) runs the n <= RO_BLOCK rows at
- * rows through the MLP and returns the head block [nout][RO_BLOCK]. */
+ * rows through the MLP and returns the head block [nout][RO_BLOCK]. carry
+ * (or NULL) holds the states of rows i0 .. i0 + n - 1 of the call. */
 float *ro__policy_forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, const float *rows,
-                                uint32_t n);
+                                uint32_t n, const ro_policy_carry_t *carry, uint32_t i0);
+
+/* ro__policy_cell_block (policy_cell.c) runs the cell over a block: x
+ * [in][RO_BLOCK] the torso's output, y [hid][RO_BLOCK] the new h; reads
+ * and writes the rows' states in carry (rows i0 ..), or starts from zero
+ * and keeps nothing (carry NULL). */
+void ro__policy_cell_block(const ro_policy_t *p, ro_policy_ws_t *ws, const float *x, float *y,
+                           uint32_t n, const ro_policy_carry_t *carry, uint32_t i0);
 
 /* ro__policy_check_call (policy_act.c) aborts on a workspace misuse. */
 void ro__policy_check_call(const ro_policy_t *p, const ro_policy_ws_t *ws, uint32_t n);
@@ -83,6 +96,10 @@ struct ro_policy_ws {
     float *h[2];  /* [max_out][RO_BLOCK] each: layer outputs in turn */
     float *col;   /* [RO_BLOCK]: one Gaussian action dimension of a block */
     double *u[2]; /* [RO_BLOCK] each: a block's uniform draws */
+    /* A recurrent policy's: st [state floats][RO_BLOCK] the rows' states
+     * in (h, then c), gi and gh [G*H][RO_BLOCK] the gates' two sides, cout
+     * [H][RO_BLOCK] an LSTM's new c; NULL otherwise. */
+    float *st, *gi, *gh, *cout;
     void *hmem;
     size_t in_bytes, hmem_bytes; /* sizes of in and hmem */
     bool on_node;                /* in and hmem are NUMA blocks (ro__numa_alloc) */

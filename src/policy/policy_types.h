@@ -6,6 +6,8 @@
 #ifndef RO_POLICY_TYPES_H
 #define RO_POLICY_TYPES_H
 
+#include <stdint.h>
+
 typedef enum ro_policy_kind {
     RO_POLICY_RANDOM = 1, /* uniform over the action space; no forward pass */
     RO_POLICY_MLP = 2,    /* MLP with seeded init, or loaded weights */
@@ -23,5 +25,20 @@ typedef enum ro_gemm {
      * wide layers (hundreds of units) on CPUs with AVX-512. */
     RO_GEMM_BLAS = 1,
 } ro_gemm_t;
+
+/*
+ * What a recurrent policy carries from one step to the next, per row:
+ * state[i] points at row i's ro__policy_state_floats(p) floats, read as
+ * the state before this step and overwritten with the state after it;
+ * first[i] nonzero (or first NULL: none) says row i's observation starts
+ * an episode, so its state is taken as zeros. A row's result depends only
+ * on its own state, observation and draws, whatever the batch. With no
+ * carry (NULL) every row starts from zeros and its new state is dropped.
+ * Ignored by a policy without a cell.
+ */
+typedef struct ro_policy_carry {
+    float *const *state;
+    const uint8_t *first;
+} ro_policy_carry_t;
 
 #endif

@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ro__rng_init(&r[0], 1);
         ro__rng_init(&r[1], 2);
         int32_t a[2];
-        ro__policy_act(p, ws, 2, rp, a, NULL, NULL);
+        ro__policy_act(p, ws, 2, rp, a, NULL, NULL, NULL);
         if (a[0] < 0 || a[0] > 1 || a[1] < 0 || a[1] > 1)
             abort();
         ro__policy_ws_free(ws);

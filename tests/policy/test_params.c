@@ -534,7 +534,7 @@ static void test_fuzz(void **state)
             for (int i = 0; i < 12; i++)
                 ro__policy_ws_input(ws)[i] = (float)i - 6.0f;
             float out[6];
-            ro__policy_forward(p, ws, 3, out);
+            ro__policy_forward(p, ws, 3, out, NULL);
             ro__policy_ws_free(ws);
             ro__policy_free(p);
         }

@@ -123,7 +123,7 @@ static void act(const ro_policy_t *p, uint64_t seed, int32_t *ai, float *af, flo
     for (uint32_t i = 0; mask && i < ROWS * lay->mask_width; i++)
         mask[i] = ro__rng_double(&g) < 0.7 || i % 2 == 0; /* every entry keeps a value */
     ro_act_stats_t st = {.logp = logp};
-    ro__policy_act_masked(p, ws, ROWS, rngs, mask, ai, af, &st);
+    ro__policy_act_masked(p, ws, ROWS, rngs, mask, ai, af, &st, NULL);
     free(mask);
     ro__policy_ws_free(ws);
 }
@@ -373,7 +373,7 @@ static int mutated(void (*change)(Rollout__V1__PolicyParams *), char *err)
 
 static void newer(Rollout__V1__PolicyParams *m)
 {
-    m->format_version = 3;
+    m->format_version = 4;
 }
 static void no_layout(Rollout__V1__PolicyParams *m)
 {
@@ -432,7 +432,7 @@ static void test_malformed_refused(void **state)
         void (*change)(Rollout__V1__PolicyParams *);
         const char *want;
     } cases[] = {
-        {newer, "format_version is 3; this reader knows format_version 1 to 2"},
+        {newer, "format_version is 4; this reader knows format_version 1 to 3"},
         {no_layout, "format_version is 2 but layout is missing"},
         {v1_composite, "\"composite\" is format_version 2"},
         {bad_head_kind, "layout.heads[1].kind is not categorical or gaussian"},

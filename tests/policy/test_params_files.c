@@ -100,8 +100,8 @@ static void round_trip(int box, ro_activation_t actv)
     for (int i = 0; i < 200; i++)
         ro__policy_ws_input(wa)[i] = ro__policy_ws_input(wb)[i] = sinf((float)i) * 2.0f;
     float oa[150], ob[150];
-    ro__policy_forward(a, wa, 50, oa);
-    ro__policy_forward(b, wb, 50, ob);
+    ro__policy_forward(a, wa, 50, oa, NULL);
+    ro__policy_forward(b, wb, 50, ob, NULL);
     assert_memory_equal(oa, ob, 50 * ro__policy_act_dim(a) * (box ? 1 : 3) * sizeof(float));
 
     /* Saving the loaded policy writes the same bytes, over the old file. */

@@ -90,7 +90,7 @@ static void check_forward(uint32_t obs_dim, uint32_t h0, uint32_t h1, ro_activat
     for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
         const uint32_t n = batches[b];
         fill_inputs(ro__policy_ws_input(ws), (size_t)n * obs_dim, n);
-        ro__policy_forward(p, ws, n, out);
+        ro__policy_forward(p, ws, n, out, NULL);
         for (uint32_t i = 0; i < n; i++) {
             reference_forward(&pp, ro__policy_ws_input(ws) + (size_t)i * obs_dim, ref, mag);
             for (uint32_t j = 0; j < nout; j++) {
@@ -146,10 +146,10 @@ static void check_batch_independence(const ro_space_t *act, ro_activation_t actv
     int32_t alone_ai[100];
     for (uint32_t r = 0; r < B; r++) {
         memcpy(ro__policy_ws_input(ws), rows + r * 5, 5 * sizeof(float));
-        ro__policy_forward(p, ws, 1, alone_out[r]);
+        ro__policy_forward(p, ws, 1, alone_out[r], NULL);
         ro_rng_t rng, *rp = &rng;
         ro__rng_init(&rng, ro__seed_mix(9, r, RO_STREAM_ACTION));
-        ro__policy_act(p, ws, 1, &rp, &alone_ai[r], alone_af[r], NULL);
+        ro__policy_act(p, ws, 1, &rp, &alone_ai[r], alone_af[r], NULL, NULL);
     }
 
     /* In batches of 37 and of 100, rows rotated so each sits elsewhere. */
@@ -167,8 +167,8 @@ static void check_batch_independence(const ro_space_t *act, ro_activation_t actv
                 ro__rng_init(&rng[i], ro__seed_mix(9, src[i], RO_STREAM_ACTION));
                 rp[i] = &rng[i];
             }
-            ro__policy_forward(p, ws, n, out);
-            ro__policy_act(p, ws, n, rp, ai, af, NULL);
+            ro__policy_forward(p, ws, n, out, NULL);
+            ro__policy_act(p, ws, n, rp, ai, af, NULL, NULL);
             for (uint32_t i = 0; i < n; i++) {
                 assert_memory_equal(out + i * nout, alone_out[src[i]], nout * sizeof(float));
                 if (disc)
@@ -212,10 +212,10 @@ static void check_act_stats(const ro_space_t *act)
             ro__rng_init(&rng[k][i], ro__seed_mix(5, i, RO_STREAM_ACTION));
             rp[k][i] = &rng[k][i];
         }
-    ro__policy_forward(p, ws, n, out);
-    ro__policy_act(p, ws, n, rp[0], ai[0], af[0], NULL);
+    ro__policy_forward(p, ws, n, out, NULL);
+    ro__policy_act(p, ws, n, rp[0], ai[0], af[0], NULL, NULL);
     ro_act_stats_t st = {.logp = logp, .mean = mean};
-    ro__policy_act(p, ws, n, rp[1], ai[1], af[1], &st);
+    ro__policy_act(p, ws, n, rp[1], ai[1], af[1], &st, NULL);
     const float *log_std = ro__policy_log_std(p);
     assert_true(disc == (log_std == NULL));
     for (uint32_t i = 0; i < n; i++) {
@@ -266,7 +266,7 @@ static void test_act_stats(void **state)
         int32_t ai[3];
         float af[6], logp[3];
         ro_act_stats_t st = {.logp = logp};
-        ro__policy_act(p, ws, 3, rp, ai, af, &st);
+        ro__policy_act(p, ws, 3, rp, ai, af, &st, NULL);
         for (int i = 0; i < 3; i++)
             assert_float_equal(logp[i], k ? -logf(1.0f) /* area 1 x 1 */ : -logf(4.0f), 1e-6);
         ro__policy_ws_free(ws);
@@ -291,9 +291,9 @@ static void test_seeded_init(void **state)
     memcpy(ro__policy_ws_input(wb), ro__policy_ws_input(wa), 64 * sizeof(float));
     memcpy(ro__policy_ws_input(wc), ro__policy_ws_input(wa), 64 * sizeof(float));
     float oa[48], ob[48], oc[48];
-    ro__policy_forward(a, wa, 16, oa);
-    ro__policy_forward(b, wb, 16, ob);
-    ro__policy_forward(c, wc, 16, oc);
+    ro__policy_forward(a, wa, 16, oa, NULL);
+    ro__policy_forward(b, wb, 16, ob, NULL);
+    ro__policy_forward(c, wc, 16, oc, NULL);
     assert_memory_equal(oa, ob, sizeof oa);
     assert_memory_not_equal(oa, oc, sizeof oa);
     /* The head starts small: logits near 0, so actions near uniform. */
@@ -443,7 +443,7 @@ static void *thread_main(void *arg)
         return NULL;
     for (int it = 0; it < 200; it++) {
         memcpy(ro__policy_ws_input(ws), t->in, 64 * 4 * sizeof(float));
-        ro__policy_forward(t->p, ws, 64, t->out);
+        ro__policy_forward(t->p, ws, 64, t->out, NULL);
     }
     ro__policy_ws_free(ws);
     return t;
@@ -460,7 +460,7 @@ static void test_threads_share_policy(void **state)
     ro_policy_ws_t *ws;
     assert_int_equal(ro__policy_ws_new(&ws, p, 64), 0);
     memcpy(ro__policy_ws_input(ws), in, sizeof in);
-    ro__policy_forward(p, ws, 64, want);
+    ro__policy_forward(p, ws, 64, want, NULL);
     ro__policy_ws_free(ws);
     pthread_t th[4];
     thread_arg_t args[4];

@@ -103,7 +103,7 @@ static void masked_never_drawn(ro_policy_kind_t kind)
         random_masks(&lay, &g, mask, ROWS);
         fill_input(ws, &g, ROWS);
         ro_act_stats_t st = {.logp = logp, .mean = mean};
-        ro__policy_act_masked(p, ws, ROWS, rngs, mask, ai, af, &st);
+        ro__policy_act_masked(p, ws, ROWS, rngs, mask, ai, af, &st, NULL);
         for (uint32_t r = 0; r < ROWS; r++) {
             for (uint32_t d = 0; d < 3; d++) {
                 int32_t a = ai[r * 3 + d];
@@ -159,7 +159,7 @@ static void test_random_uniform_over_allowed(void **state)
         int32_t ai[3];
         float af[2], lp;
         ro_act_stats_t st = {.logp = &lp};
-        ro__policy_act_masked(p, ws, 1, rngs, mask, ai, af, &st);
+        ro__policy_act_masked(p, ws, 1, rngs, mask, ai, af, &st, NULL);
         n1 += ai[0] == 1;
         n4 += ai[0] == 4;
         assert_true(fabsf(lp - (float)(-log(2.0) - log(4.0) - log(3.0) - log(2.0 * 5.0))) < 1e-5f);
@@ -193,11 +193,11 @@ static void test_heads_and_summed_logp(void **state)
     random_masks(&lay, &g, mask, ROWS);
     fill_input(ws, &g, ROWS);
     float head[ROWS * 15];
-    ro__policy_forward(p, ws, ROWS, head);
+    ro__policy_forward(p, ws, ROWS, head, NULL);
     int32_t ai[ROWS * 3];
     float af[ROWS * 2], logp[ROWS], mean[ROWS * 2];
     ro_act_stats_t st = {.logp = logp, .mean = mean};
-    ro__policy_act_masked(p, ws, ROWS, rngs, mask, ai, af, &st);
+    ro__policy_act_masked(p, ws, ROWS, rngs, mask, ai, af, &st, NULL);
     const float std[2] = {1.0f, 1.0f}, log_std[2] = {0.0f, 0.0f};
     for (uint32_t r = 0; r < ROWS; r++) {
         const float *h = head + r * 15;
@@ -248,11 +248,11 @@ static void test_draws_independent_of_batch(void **state)
         rngs[i] = &rng[i];
     }
     memcpy(ro__policy_ws_input(ws), in, sizeof in);
-    ro__policy_act_masked(p, ws, N, rngs, mask, ai[0], af[0], NULL);
+    ro__policy_act_masked(p, ws, N, rngs, mask, ai[0], af[0], NULL, NULL);
     for (uint32_t i = 0; i < N; i++) {
         ro__rng_init(&rng[i], 40 + i);
         memcpy(ro__policy_ws_input(ws), in + i * OBS, OBS * sizeof(float));
-        ro__policy_act_masked(p, ws, 1, rngs + i, mask + i * 13, ai[1] + i * 3, af[1] + i * 2,
+        ro__policy_act_masked(p, ws, 1, rngs + i, mask + i * 13, ai[1] + i * 3, af[1] + i * 2, NULL,
                               NULL);
     }
     assert_memory_equal(ai[0], ai[1], sizeof ai[0]);
@@ -304,8 +304,8 @@ static void test_uint8_observation_policy(void **state)
         in[r * 7 + 6] = (float)id[r];
     }
     float hp[6], hq[6];
-    ro__policy_forward(p, wp, 2, hp);
-    ro__policy_forward(q, wq, 2, hq);
+    ro__policy_forward(p, wp, 2, hp, NULL);
+    ro__policy_forward(q, wq, 2, hq, NULL);
     assert_memory_equal(hp, hq, sizeof hp);
     ro__policy_ws_free(wp);
     ro__policy_ws_free(wq);

@@ -78,7 +78,7 @@ static void run_draws(const ro_policy_t *p, uint32_t batch, uint32_t calls, uint
         fill_inputs(ro__policy_ws_input(ws), (size_t)batch * od, c);
         ro_rng_t before = rng[c % batch];
         ro__policy_act(p, ws, batch, rp, ai ? ai + (size_t)c * batch : NULL,
-                       af ? af + (size_t)c * batch * ad : NULL, NULL);
+                       af ? af + (size_t)c * batch * ad : NULL, NULL, NULL);
         for (uint32_t d = 0; d < draws; d++)
             ro__rng_next(&before);
         assert_memory_equal(&before, &rng[c % batch], sizeof before);
