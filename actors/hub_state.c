@@ -108,8 +108,8 @@ bool ro__hub_seed_memory(ro_session_t *s, bool ring)
         else
             ro__seed_mem_layout(&h->seed_lay, h->num_envs, (uint32_t)ro_space_size(h->obs_space),
                                 width);
-        if (ro__shared_mem_create(&h->seed_obs, "rollout-seed-obs", h->seed_lay.obs_bytes, err,
-                                  sizeof err) != 0) {
+        if (ro__shared_mem_create(&h->seed_obs, "rollout-seed-obs", h->seed_lay.obs_bytes, false,
+                                  err, sizeof err) != 0) {
             h->seed_mem_failed = true;
             ro__conn_log(&s->conn,
                          "no shared memory for learners on this host (%s): frames "
@@ -118,7 +118,7 @@ bool ro__hub_seed_memory(ro_session_t *s, bool ring)
             return false;
         }
     }
-    if (ro__shared_mem_create(&s->act_mem, "rollout-seed-actions", h->seed_lay.act_bytes, err,
+    if (ro__shared_mem_create(&s->act_mem, "rollout-seed-actions", h->seed_lay.act_bytes, true, err,
                               sizeof err) != 0) {
         ro__conn_log(&s->conn, "no shared memory for its actions (%s): frames carry them", err);
         return false;
@@ -126,8 +126,8 @@ bool ro__hub_seed_memory(ro_session_t *s, bool ring)
     s->flow.mem_layout = &h->seed_lay;
     s->flow.obs_mem = h->seed_obs.base;
     s->flow.act_mem = s->act_mem.base;
-    if (ring && ro__shared_mem_create(&s->ring_mem, "rollout-seed-ring", RO_SEED_RING_BYTES, err,
-                                      sizeof err) != 0)
+    if (ring && ro__shared_mem_create(&s->ring_mem, "rollout-seed-ring", RO_SEED_RING_BYTES, true,
+                                      err, sizeof err) != 0)
         ro__conn_log(&s->conn, "no frame rings (%s): every frame on the socket", err);
     else if (ring)
         s->flow.rings = s->ring_mem.base;
@@ -150,7 +150,9 @@ static void welcome_bounds(ro_traj_layout_msg_t *m, const ro_space_layout_t *lay
 /* ro__hub_send_welcome welcomes a session's learner: the env spec, and the
  * mode's settings. A stream or SEED node of an env ABI 2 env that is not
  * ABI 1 shaped sends the env's layout (box parts with their bounds)
- * instead of ABI 1 spaces. */
+ * instead of ABI 1 spaces. Memory it shares goes with the frame, as
+ * descriptors over the socket (SCM_RIGHTS); the welcome names each by its
+ * place among them (1-based), never by our descriptor's number. */
 int ro__hub_send_welcome(ro_session_t *s)
 {
     ro_hub_t *h = s->hub;
@@ -176,6 +178,8 @@ int ro__hub_send_welcome(ro_session_t *s)
     Rollout__V1__Welcome w = ROLLOUT__V1__WELCOME__INIT;
     Rollout__V1__SeedMemory sm = ROLLOUT__V1__SEED_MEMORY__INIT;
     ro_seed_mem_msg_t smm;
+    int fds[RO_SHARED_FDS_MAX];
+    unsigned nfds = 0;
     w.protocol_version = RO_PROTOCOL_VERSION;
     w.node_id = h->node_id;
     w.spec = &spec;
@@ -189,28 +193,34 @@ int ro__hub_send_welcome(ro_session_t *s)
         w.window = s->sflow.window;
         w.layout = abi2 ? &lm.msg : NULL;
         if (s->sflow.shm) {
-            w.segment_memory_fd = (uint32_t)s->sflow.shm->fd;
+            fds[nfds++] = s->sflow.shm->fd;
+            w.segment_memory_fd = nfds;
             w.segment_memory_bytes = s->sflow.shm->bytes;
         }
     } else {
         w.mode = "seed";
         w.layout = abi2 ? &lm.msg : NULL;
+        if (s->flow.obs_mem) { /* observations 1, actions 2, rings 3 */
+            fds[nfds++] = h->seed_obs.fd;
+            fds[nfds++] = s->act_mem.fd;
+        }
         if (s->flow.obs_mem && abi2) {
-            ro__seed_mem_to_wire_abi2(&h->seed_lay, abi2, h->seed_obs.fd, s->act_mem.fd, &smm, &sm);
+            ro__seed_mem_to_wire_abi2(&h->seed_lay, abi2, 1, 2, &smm, &sm);
             w.seed_memory = &sm;
         } else if (s->flow.obs_mem) {
-            ro__seed_mem_to_wire(&h->seed_lay, h->seed_obs.fd, s->act_mem.fd, &sm);
+            ro__seed_mem_to_wire(&h->seed_lay, 1, 2, &sm);
             w.seed_memory = &sm;
         }
         if (w.seed_memory && s->flow.rings) {
-            sm.ring_fd = (uint32_t)s->ring_mem.fd;
+            fds[nfds++] = s->ring_mem.fd;
+            sm.ring_fd = nfds;
             sm.ring_bytes = s->ring_mem.bytes;
         }
     }
     ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
     f.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;
     f.welcome = &w;
-    int rc = ro__conn_send(&s->conn, &f);
+    int rc = ro__conn_send_fds(&s->conn, &f, fds, nfds);
     ro__traj_layout_msg_free(&lm);
     return rc;
 }

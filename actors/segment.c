@@ -207,7 +207,7 @@ int ro__seg_pool_init(ro_seg_pool_t *p, const ro_seg_layout_t *lay, uint32_t nse
     /* Shared memory when a learner may map it; private memory where the
      * kernel has no memfd (segments then go over the socket only). */
     if (shared && ro__shared_mem_create(&p->shm, "rollout-segments", (size_t)nsegs * lay->bytes,
-                                        err, sizeof err) == 0)
+                                        false, err, sizeof err) == 0)
         p->mem = p->shm.base;
     else
         p->mem = ro__calloc_lines(nsegs, lay->bytes);

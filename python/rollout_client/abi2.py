@@ -132,7 +132,7 @@ class SeedMemory2:
 
     rows = shared_memory.SeedMemory.rows  # (first row, count) pairs, checked
 
-    def __init__(self, pid, m, lay, num_rows, address):
+    def __init__(self, fds, m, lay, num_rows, address):
         n = self.num_envs = num_rows
         row = sum(lay.row_bytes)
         # What a node of this build lays out, plus a page, bounds what we map.
@@ -152,8 +152,9 @@ class SeedMemory2:
                         tuple(t.shape) != (n,) + shape:
                     raise ProtocolError(f"node {address}: shared memory {field}[{k}] is not "
                                         f"{name!r} ({dt.name}, [{n}, ...])")
-        om = shared_memory.map_peer(pid, m.obs_fd, m.obs_bytes, address)
-        am = shared_memory.map_peer(pid, m.act_fd, m.act_bytes, address, writable=True)
+        om = shared_memory.map_peer(fds, m.obs_fd, m.obs_bytes, address, "observation memory")
+        am = shared_memory.map_peer(fds, m.act_fd, m.act_bytes, address, "action memory",
+                                    writable=True)
 
         def tensors(ts, what):
             return {name: col(om, t.offset, n * int(np.prod(shape)), dt, f"{what} {name}",

@@ -280,7 +280,7 @@ class _Conn:
         self.last_seq = 0
         self.unanswered = set()  # seqs delivered to the caller and not answered yet
         self.env_cache = {}      # env field bytes -> validated env indices (wire.py)
-        self.peer_pid = 0        # the node's process, when its memory may be mapped
+        self.shared = False      # a Unix-domain socket on which we asked for the node's memory
         self.mem = None          # shared_memory.SeedMemory, when the node offered it
         self.open = False
         self.goodbye = None      # the node's goodbye reason, once received
@@ -357,16 +357,24 @@ class Client:
         deadline = time.monotonic() + self._connect_timeout
         c.sock = open_node_socket(c.address, deadline)
         c.open = True
-        c.peer_pid = shared_memory.peer_pid(c.sock) if self._shared_memory else 0
+        c.shared = self._shared_memory and shared_memory.local(c.sock)
         pb = self._pb
         hello = pb.Frame()
         hello.hello.protocol_version = PROTOCOL_VERSION
         hello.hello.role = "learner"
         hello.hello.token = self._token
         hello.hello.name = self._name
-        hello.hello.shared_memory = hello.hello.seed_memory = c.peer_pid != 0
-        hello.hello.seed_memory_abi2 = c.peer_pid != 0  # env ABI 2 columns too (abi2.py)
+        hello.hello.shared_memory = hello.hello.seed_memory = c.shared
+        hello.hello.seed_memory_abi2 = c.shared  # env ABI 2 columns too (abi2.py)
         c.sock.sendall(encode_frame(hello.SerializeToString()))
+        fds = []  # what comes with the welcome: its memories (SCM_RIGHTS)
+        try:
+            self._welcome(c, deadline, fds)
+        finally:
+            shared_memory.close_fds(fds)  # the mappings keep the memory
+
+    def _welcome(self, c, deadline, fds):
+        """Read and check c's welcome; map the memories it offers from fds."""
         span = None
         while span is None:
             left = deadline - time.monotonic()
@@ -375,7 +383,7 @@ class Client:
                                    f"{self._connect_timeout:g}s")
             c.sock.settimeout(left)
             try:
-                got = c.reader.fill(c.sock)
+                got = c.reader.fill(c.sock, fds if c.shared else None)
             except socket.timeout:
                 continue
             except ConnectionResetError as e:
@@ -394,13 +402,13 @@ class Client:
         c.info = self._node_info(c, first.welcome)
         c.mem = None
         if first.welcome.HasField("seed_memory"):
-            if not c.peer_pid:
+            if not c.shared:
                 self._fail(c, "offered shared memory we did not ask for")
             i = c.info
             discrete = i.action_kind == "discrete"
-            c.mem = abi2.SeedMemory2(c.peer_pid, first.welcome.seed_memory, i.layout,
+            c.mem = abi2.SeedMemory2(fds, first.welcome.seed_memory, i.layout,
                                      i.num_envs, c.address) if i.layout is not None else \
-                shared_memory.SeedMemory(c.peer_pid, first.welcome.seed_memory, i.num_envs,
+                shared_memory.SeedMemory(fds, first.welcome.seed_memory, i.num_envs,
                                              i.obs_dim, 1 if discrete else i.action_size,
                                              discrete, c.address)
         c.sock.setblocking(False)

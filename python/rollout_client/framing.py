@@ -6,6 +6,7 @@ stream of frames.
 """
 import numpy as np
 
+from . import shared_memory
 from .errors import FrameTooLarge, ProtocolError
 
 DEFAULT_MAX_FRAME = 64 << 20  # bytes; the node tells its own in Welcome.max_frame
@@ -119,10 +120,12 @@ class FrameReader:
         self.end = 0    # end of the bytes read
         self._need = 0  # bytes from start that the incomplete frame there needs
 
-    def fill(self, sock):
+    def fill(self, sock, fds=None):
         """Read from sock into the free room (made first if short). Returns
         the byte count, 0 at EOF; a non-blocking socket with nothing to read
-        raises BlockingIOError, as recv_into does."""
+        raises BlockingIOError, as recv_into does. With a list ``fds``, the
+        file descriptors that come with the bytes are appended to it
+        (shared_memory.recv_into); without, the kernel closes any."""
         if self.start == self.end:
             self.start = self.end = 0
             if len(self.buf) > 4 * self._size:  # grown for a large frame: give it back
@@ -131,7 +134,10 @@ class FrameReader:
         size = len(self.buf)
         if size - self.end < 65536 or self.start + self._need > size:
             self._move(max(size, self._need + 65536))
-        got = sock.recv_into(self.mv[self.end:])
+        if fds is None:
+            got = sock.recv_into(self.mv[self.end:])
+        else:
+            got = shared_memory.recv_into(sock, self.mv[self.end:], fds, self.where)
         self.end += got
         return got
 

@@ -4,15 +4,19 @@ A node offers memory only over a Unix-domain socket, to a learner that asks
 (Hello.shared_memory): stream mode's segment pool (read-only) and SEED
 mode's observation columns (read-only) and action columns (one memory per
 connection, which the learner writes). Each is a sealed memfd of the node's
-that we open through /proc/<the socket peer's pid>/fd/<fd>: the kernel lets
-only a process that may inspect the node (the same user, by default) do
-that. What a node says of its memory is checked before anything is mapped.
+that comes with the welcome over the socket (SCM_RIGHTS); the welcome names
+each by its place among them (1-based). Memory we only read is sealed by
+the node against any writable mapping (F_SEAL_FUTURE_WRITE), and the node
+is not dumpable, so no other process of the user can open its memories
+through /proc (docs/protocol.md "Who may touch which memory"). What a node
+says of its memory is checked before anything is mapped.
 """
+import array
 import fcntl
 import mmap
 import os
 import socket
-import struct
+import stat
 
 import numpy as np
 
@@ -30,33 +34,61 @@ def flag_rows(flags):
     return (flags & _FLAG_BITS) != 0
 
 
-def peer_pid(sock):
-    """The node's pid if its memory may be mapped from here: a Unix-domain
-    peer (the kernel says who, SO_PEERCRED) whose /proc/PID/fd we may open.
-    0 otherwise."""
-    if sock.family != socket.AF_UNIX:
-        return 0
-    pid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                              struct.calcsize("3i")))[0]
-    return pid if pid > 0 and os.access(f"/proc/{pid}/fd", os.R_OK | os.X_OK) else 0
+# The most descriptors a welcome carries (runtime/shared_mem.h).
+MAX_FDS = 4
+_MAX_PEER_BYTES = 64 << 30
 
 
-def map_peer(pid, fd, size, address, writable=False):
-    """The node's memory ``fd`` (of process ``pid``), ``size`` bytes, as a
-    uint8 array: read-only unless ``writable``. It must be a file of that
-    size sealed against shrinking (so the mapping never faults past its
-    end)."""
-    path = f"/proc/{pid}/fd/{fd}"
-    f = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+def local(sock):
+    """Whether a node's memory can come over sock: a Unix-domain socket."""
+    return sock.family == socket.AF_UNIX
+
+
+def recv_into(sock, view, fds, address):
+    """``sock.recv_into(view)`` that keeps, in the list ``fds``, the
+    descriptors that came with the bytes (a welcome's memories). More than
+    MAX_FDS in all, or ones cut off, close them all and raise
+    ProtocolError."""
+    got, anc, flags, _ = sock.recvmsg_into([view], socket.CMSG_SPACE(MAX_FDS * 4),
+                                           socket.MSG_CMSG_CLOEXEC)
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.extend(array.array("i", data[:len(data) - len(data) % 4]))
+    if flags & socket.MSG_CTRUNC or len(fds) > MAX_FDS:
+        close_fds(fds)
+        raise ProtocolError(f"node {address} sent more than {MAX_FDS} file descriptors")
+    return got
+
+
+def close_fds(fds):
+    """Close every descriptor in the list fds and empty it."""
+    for fd in fds:
+        os.close(fd)
+    fds.clear()
+
+
+def map_peer(fds, index, size, address, what, writable=False):
+    """The node's memory handed over as ``fds[index - 1]`` (the welcome
+    names it by place, 1-based), ``size`` bytes, as a uint8 array:
+    read-only unless ``writable``. It must be a file of that size sealed
+    against shrinking (so the mapping never faults past its end). fds stay
+    the caller's to close."""
+    if not 0 < index <= len(fds):
+        raise ProtocolError(f"node {address}: its {what} is descriptor {index} of the "
+                            f"{len(fds)} that came with the welcome")
+    if not 0 < size <= _MAX_PEER_BYTES:
+        raise ProtocolError(f"node {address}: its {what} of {size} bytes offered")
+    f = fds[index - 1]
+    st = os.fstat(f)
+    if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+        raise ProtocolError(f"node {address}: its {what} is not {size} bytes of memory")
+    if not fcntl.fcntl(f, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
+        raise ProtocolError(f"node {address}: its {what} is not sealed against shrinking")
+    prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
     try:
-        if size <= 0 or os.fstat(f).st_size != size:
-            raise ProtocolError(f"node {address}: {path} is not {size} bytes")
-        if not fcntl.fcntl(f, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
-            raise ProtocolError(f"node {address}: {path} is not sealed against shrinking")
-        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
         return np.frombuffer(mmap.mmap(f, size, mmap.MAP_SHARED, prot), np.uint8)
-    finally:
-        os.close(f)
+    except OSError as e:
+        raise ProtocolError(f"node {address}: mapping its {what}: {e.strerror}") from e
 
 
 def _column(mem, off, count, dtype, name, address):
@@ -79,7 +111,7 @@ class SeedMemory:
     [num_envs] (discrete) or float32 [num_envs, action_size] (box), which
     the learner writes before it answers a frame."""
 
-    def __init__(self, pid, m, num_envs, obs_dim, act_width, discrete, address):
+    def __init__(self, fds, m, num_envs, obs_dim, act_width, discrete, address):
         n = num_envs
         rows = n * obs_dim * 4
         # What a node of this build lays out, plus a page, bounds what we map.
@@ -88,8 +120,8 @@ class SeedMemory:
         if not 0 < m.obs_bytes <= want_obs or not 0 < m.act_bytes <= want_act:
             raise ProtocolError(f"node {address}: shared memory of {m.obs_bytes} and "
                                 f"{m.act_bytes} bytes offered for {n} envs")
-        om = map_peer(pid, m.obs_fd, m.obs_bytes, address)
-        am = map_peer(pid, m.act_fd, m.act_bytes, address, writable=True)
+        om = map_peer(fds, m.obs_fd, m.obs_bytes, address, "observation memory")
+        am = map_peer(fds, m.act_fd, m.act_bytes, address, "action memory", writable=True)
         self.obs = _column(om, m.obs_offset, n * obs_dim, np.float32, "obs",
                            address).reshape(n, obs_dim)
         self.final_obs = _column(om, m.final_obs_offset, n * obs_dim, np.float32, "final obs",

@@ -203,7 +203,8 @@ class _Node:
         self.ack_every = 1         # delivered segments per ack while more are buffered
         self.welcome = None
         self.layout = None  # a StreamLayout for an env ABI 2 node
-        self.peer_pid = 0  # the node's process, when its memory may be mapped (unix:PATH)
+        self.shared = False  # unix:PATH and we asked for the node's memory
+        self.fds = None  # during the handshake: what came with the welcome (SCM_RIGHTS)
         self.shm = None    # its segment memory, mapped read-only (uint8 array)
         self.open = False
         self.goodbye = None
@@ -249,12 +250,6 @@ class Stream:
         self.welcomes = [nd.welcome for nd in self._nodes]
 
     # -- connections ------------------------------------------------------
-    def _peer_pid(self, sock):
-        """The node's pid if its segment memory may be mapped from here: a
-        Unix-domain peer (the kernel says who, SO_PEERCRED) whose
-        /proc/PID/fd we may open. 0 otherwise."""
-        return shared_memory.peer_pid(sock) if self._shared_memory else 0
-
     def _map(self, nd, w):
         """Map the segment memory the welcome offers, read-only, after
         checking that it is what it says: a file of that size that can
@@ -262,14 +257,14 @@ class Stream:
         nd.shm = None
         if not w.segment_memory_fd:
             return
-        if not nd.peer_pid:
+        if not nd.shared:
             raise ProtocolError(f"node {nd.address} offered shared memory we did not ask for")
-        nd.shm = shared_memory.map_peer(nd.peer_pid, w.segment_memory_fd,
-                                        w.segment_memory_bytes, nd.address)
+        nd.shm = shared_memory.map_peer(nd.fds, w.segment_memory_fd, w.segment_memory_bytes,
+                                        nd.address, "segment memory")
 
     def _connect(self, nd, deadline):
         nd.sock = open_node_socket(nd.address, deadline)
-        nd.peer_pid = self._peer_pid(nd.sock)
+        nd.shared = self._shared_memory and shared_memory.local(nd.sock)
         nd.open = True
         f = self._pb.Frame()
         f.hello.protocol_version = PROTOCOL_VERSION
@@ -278,9 +273,22 @@ class Stream:
         f.hello.name = self._name
         f.hello.window = self._window
         f.hello.max_policy_lag = self._max_lag
-        f.hello.shared_memory = nd.peer_pid != 0
+        f.hello.shared_memory = nd.shared
         nd.sock.sendall(encode_frame(f.SerializeToString()))
         nd.sock.settimeout(max(0.1, deadline - time.monotonic()))
+        nd.fds = [] if nd.shared else None
+        try:
+            self._welcome(nd)
+        finally:
+            if nd.fds:
+                shared_memory.close_fds(nd.fds)  # the mapping keeps the memory
+            nd.fds = None
+        nd.sock.setblocking(False)
+        self._sel.register(nd.sock, selectors.EVENT_READ, nd)
+        self._drain(nd)  # segments that came with the welcome: no read will announce them
+
+    def _welcome(self, nd):
+        """Read and check nd's welcome; map the segment memory it offers."""
         while nd.welcome is None:
             body = self._next_frame(nd, block=True)
             if body is None:
@@ -305,9 +313,6 @@ class Stream:
             # and a learner that keeps up sends few acks (each one wakes
             # the node's loop).
             nd.ack_every = max(1, g.welcome.window // 2)
-        nd.sock.setblocking(False)
-        self._sel.register(nd.sock, selectors.EVENT_READ, nd)
-        self._drain(nd)  # segments that came with the welcome: no read will announce them
 
     def _fill(self, nd, block):
         """Read more bytes into nd's buffer; False on EOF. A frame that does
@@ -321,7 +326,9 @@ class Stream:
             nd.block, nd.start, nd.end = fresh, 0, len(left)
             nd.mv = memoryview(fresh)
         try:
-            got = nd.sock.recv_into(memoryview(nd.block)[nd.end:])
+            view = memoryview(nd.block)[nd.end:]
+            got = nd.sock.recv_into(view) if nd.fds is None else \
+                shared_memory.recv_into(nd.sock, view, nd.fds, nd.address)
         except BlockingIOError:
             return True
         if got == 0:

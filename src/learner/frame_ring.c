@@ -18,9 +18,9 @@ int ro__learner_ring_map(node_t *n, const Rollout__V1__SeedMemory *m, bool asked
                           "offered frame rings of %llu bytes; this learner's are %zu",
                           (unsigned long long)m->ring_bytes, RO_SEED_RING_BYTES);
     char why[300];
-    if (ro__shared_mem_map_peer_rw(&n->ring_mem, n->link.peer_pid, m->ring_fd, m->ring_bytes, why,
-                                   sizeof why) != 0)
-        return ro__errorf(err, errlen, RO_EPROTO, "cannot map the node's frame rings: %s", why);
+    if (ro__shared_mem_map_peer(&n->ring_mem, n->link.fds, n->link.nfds, m->ring_fd, m->ring_bytes,
+                                true, "frame rings", why, sizeof why) != 0)
+        return ro__errorf(err, errlen, RO_EPROTO, "%s", why);
     n->rings = n->ring_mem.base;
     return 0;
 }

@@ -37,6 +37,7 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/text.h"
+#include "runtime/shared_mem.h"
 #include "runtime/thread_guard.h"
 #include "wire/checks.h"
 #include "wire/token.h"
@@ -202,6 +203,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "rollout-learner: warning: OpenBLAS may keep extra threads\n");
     /* A node that closes its end must not kill us with SIGPIPE. */
     signal(SIGPIPE, SIG_IGN);
+    /* We map nodes' action memory and rings writable: another process of
+     * this user must not write them through /proc/PID/mem (shared_mem.h). */
+    if (ro__process_private() != 0)
+        fprintf(stderr, "rollout-learner: warning: could not make the process non-dumpable\n");
     static learner_t L; /* large: not on the stack */
     char err[512] = "";
     if (ro__learner_cfg_parse(&L.cfg, argc, argv, err, sizeof err) != 0) {

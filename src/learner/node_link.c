@@ -171,7 +171,11 @@ static void on_greeting(ro_link_t *l, ro_frame_t *f)
 {
     char err[256];
     if (f->body_case == ROLLOUT__V1__FRAME__BODY_WELCOME && f->welcome) {
+        l->nfds = ro__conn_take_fds(&l->conn, l->fds, RO_SHARED_FDS_MAX);
         int rc = l->o.ops->on_welcome(l, f->welcome, err, sizeof err);
+        for (unsigned i = 0; i < l->nfds; i++)
+            close(l->fds[i]);
+        l->nfds = 0;
         if (rc || l->stopping) {
             if (rc)
                 ro__link_fail(l, "%s", err);
@@ -269,16 +273,10 @@ static void on_connect(ro_conn_t *c, int status)
     }
     l->connected = true;
     Rollout__V1__Hello h = ROLLOUT__V1__HELLO__INIT;
-    /* Shared memory only where the kernel will let us open the node's file
-     * descriptors (the check it makes for /proc/PID/fd/N): asking and then
-     * failing to map would cost a connection. */
-    l->peer_pid = l->o.shared_memory ? ro__conn_peer_pid(c) : 0;
-    if (l->peer_pid) {
-        char dir[48];
-        snprintf(dir, sizeof dir, "/proc/%d/fd", l->peer_pid);
-        l->peer_pid = access(dir, R_OK | X_OK) == 0 ? l->peer_pid : 0;
-    }
-    h.shared_memory = l->peer_pid != 0;
+    /* Shared memory only on a Unix-domain socket: the node hands its
+     * memories over it, with the welcome (runtime/shared_mem.h). */
+    l->shared = l->o.shared_memory && c->local;
+    h.shared_memory = l->shared;
     h.seed_memory = h.shared_memory;      /* SEED frames in memory too (serve.c maps it) */
     h.seed_memory_abi2 = h.shared_memory; /* env ABI 2 columns too (seed_abi2.c reads them) */
     h.seed_ring = h.shared_memory && l->o.seed_ring; /* frames in a ring (serve.c takes them) */

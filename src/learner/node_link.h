@@ -24,6 +24,7 @@
 
 #include <uv.h>
 
+#include "runtime/shared_mem.h"
 #include "wire/addr.h"
 #include "wire/conn.h"
 #include "wire/pb_alloc.h"
@@ -84,7 +85,12 @@ struct ro_link {
     uint32_t attempts, backoff_ms;
     uint64_t reconnects; /* welcomes after the first */
     uint64_t node_id;    /* from the last welcome */
-    int peer_pid;        /* the node's process, when its memory may be mapped and was asked for */
+    bool shared;         /* a Unix-domain connection on which we asked for the node's memory */
+    /* During on_welcome only: the descriptors that came with the welcome
+     * (SCM_RIGHTS), which the welcome's memories name by place; closed
+     * after it (the mappings keep the memory). */
+    int fds[RO_SHARED_FDS_MAX];
+    unsigned nfds;
     char why[400];       /* why the connection (or attempt) closed */
     char last_fail[400]; /* last logged attempt failure: log again when it changes */
 };

@@ -144,12 +144,13 @@ static int welcome_stream(node_t *n, const Rollout__V1__Welcome *w, char *err, s
     ro__shared_mem_release(&n->rx.shm);
     if (!w->segment_memory_fd)
         return 0;
-    if (!n->link.peer_pid)
+    if (!n->link.shared)
         return ro__errorf(err, errlen, RO_EPROTO, "offered shared memory we did not ask for");
     char why[300];
-    if (ro__shared_mem_map_peer(&n->rx.shm, n->link.peer_pid, w->segment_memory_fd,
-                                w->segment_memory_bytes, why, sizeof why) != 0)
-        return ro__errorf(err, errlen, RO_EPROTO, "cannot map the node's segment memory: %s", why);
+    if (ro__shared_mem_map_peer(&n->rx.shm, n->link.fds, n->link.nfds, w->segment_memory_fd,
+                                w->segment_memory_bytes, false, "segment memory", why,
+                                sizeof why) != 0)
+        return ro__errorf(err, errlen, RO_EPROTO, "%s", why);
     return 0;
 }
 
@@ -164,7 +165,7 @@ static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *
     const Rollout__V1__SeedMemory *m = w->seed_memory;
     if (!m)
         return 0;
-    if (!n->link.peer_pid)
+    if (!n->link.shared)
         return ro__errorf(err, errlen, RO_EPROTO, "offered shared memory we did not ask for");
     int rc = L->abi2 ? ro__seed_mem_check_abi2(m, rows, &L->lay, &n->seed_lay, err, errlen)
                      : ro__seed_mem_check(m, rows, L->obs_dim, L->discrete ? 1 : L->act_dim,
@@ -172,12 +173,13 @@ static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *
     if (rc)
         return rc;
     char why[300];
-    if (ro__shared_mem_map_peer(&n->seed_obs, n->link.peer_pid, m->obs_fd, m->obs_bytes, why,
-                                sizeof why) != 0 ||
-        ro__shared_mem_map_peer_rw(&n->seed_act, n->link.peer_pid, m->act_fd, m->act_bytes, why,
-                                   sizeof why) != 0) {
+    const ro_link_t *l = &n->link;
+    if (ro__shared_mem_map_peer(&n->seed_obs, l->fds, l->nfds, m->obs_fd, m->obs_bytes, false,
+                                "observation memory", why, sizeof why) != 0 ||
+        ro__shared_mem_map_peer(&n->seed_act, l->fds, l->nfds, m->act_fd, m->act_bytes, true,
+                                "action memory", why, sizeof why) != 0) {
         ro__shared_mem_release(&n->seed_obs);
-        return ro__errorf(err, errlen, RO_EPROTO, "cannot map the node's memory: %s", why);
+        return ro__errorf(err, errlen, RO_EPROTO, "%s", why);
     }
     return ro__learner_ring_map(n, m, n->link.o.seed_ring, err, errlen);
 }

@@ -16,6 +16,7 @@
 #include "runtime/text.h"
 #include "node/node.h"
 #include "ro_build_config.h"
+#include "runtime/shared_mem.h"
 #include "runtime/thread_guard.h"
 
 /* The summary's placement fields: what the OS says about CPUs, pins and
@@ -180,6 +181,13 @@ int main(int argc, char **argv)
     /* A learner that closes its connection must not kill us with SIGPIPE:
      * the write fails with EPIPE and the session is closed instead. */
     signal(SIGPIPE, SIG_IGN);
+    /* The memories we share with learners are reachable as
+     * /proc/PID/fd/N by anything that may inspect us: only by root from
+     * now on (runtime/shared_mem.h, docs/protocol.md "Who may touch which
+     * memory"). After the re-exec above, which would undo it. */
+    if (ro__process_private() != 0)
+        fprintf(stderr, "rollout-node: warning: could not make the process non-dumpable: "
+                        "processes of this user can open its shared memory\n");
     /* An env that crashes gets named before the process goes. */
     ro__crash_report_install();
 

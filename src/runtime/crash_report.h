@@ -6,7 +6,8 @@
  * must: the env's memory may be corrupt. Before it goes, the handler writes
  * one line naming the signal, the env kind, the env index and the step of
  * its episode, from a per-thread record the env actor keeps while it steps.
- * Then the default action runs (core dump, exit status of the signal).
+ * Then the default action runs (the exit status of the signal; no core
+ * file, since the node is not dumpable: runtime/shared_mem.h).
  */
 #ifndef RO_CRASH_REPORT_H
 #define RO_CRASH_REPORT_H

@@ -1,95 +1,93 @@
 #include "runtime/shared_mem.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/error.h"
 
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010 /* Linux 5.1; older libc headers lack it */
+#endif
+
 /* A learner maps at most this much of a node's memory: a peer's word
  * bounds nothing else here, and more than this is no segment pool. */
 #define MAX_PEER_BYTES ((uint64_t)64 << 30)
 
-int ro__shared_mem_create(ro_shared_mem_t *m, const char *name, size_t bytes, char *err,
-                          size_t errlen)
+int ro__shared_mem_create(ro_shared_mem_t *m, const char *name, size_t bytes, bool peer_writes,
+                          char *err, size_t errlen)
 {
     m->base = NULL;
     m->bytes = 0;
     m->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (m->fd < 0)
         return ro__errorf(err, errlen, -errno, "memfd_create: %s", strerror(errno));
+    void *p = MAP_FAILED;
     const char *what = "ftruncate";
     if (ftruncate(m->fd, (off_t)bytes) != 0)
         goto fail;
     what = "sealing";
-    if (fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    if (fcntl(m->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0)
         goto fail;
     what = "mmap";
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
     if (p == MAP_FAILED)
+        goto fail;
+    /* Ours to write, through the mapping made above; the peer's to read
+     * only: no writable mapping, no write() from now on, by anyone. */
+    what = "sealing against writes";
+    if (!peer_writes && fcntl(m->fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0)
+        goto fail;
+    what = "sealing";
+    if (fcntl(m->fd, F_ADD_SEALS, F_SEAL_SEAL) != 0)
         goto fail;
     m->base = p;
     m->bytes = bytes;
     return 0;
 fail:;
     int e = errno;
+    if (p != MAP_FAILED)
+        munmap(p, bytes);
     close(m->fd);
     m->fd = -1;
     return ro__errorf(err, errlen, -e, "shared memory of %zu bytes: %s: %s", bytes, what,
                       strerror(e));
 }
 
-static int map_peer(ro_shared_mem_t *m, pid_t pid, uint32_t fd, uint64_t bytes, bool writable,
-                    char *err, size_t errlen)
+int ro__shared_mem_map_peer(ro_shared_mem_t *m, const int *fds, unsigned nfds, uint32_t index,
+                            uint64_t bytes, bool writable, const char *what, char *err,
+                            size_t errlen)
 {
     m->base = NULL;
     m->bytes = 0;
     m->fd = -1;
-    if (pid <= 0)
-        return ro__errorf(err, errlen, RO_EINVAL, "the node's process is not visible here");
+    if (index == 0 || index > nfds)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "its %s is descriptor %u of the %u that came with the welcome", what,
+                          index, nfds);
     if (bytes == 0 || bytes > MAX_PEER_BYTES || bytes > SIZE_MAX)
-        return ro__errorf(err, errlen, RO_EPROTO, "shared memory of %llu bytes offered",
+        return ro__errorf(err, errlen, RO_EPROTO, "its %s of %llu bytes offered", what,
                           (unsigned long long)bytes);
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd/%u", (int)pid, fd);
-    int f = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-    if (f < 0)
-        return ro__errorf(err, errlen, -errno, "open %s: %s", path, strerror(errno));
+    const int f = fds[index - 1];
     struct stat st;
     int seals = fcntl(f, F_GET_SEALS);
-    int rc = 0;
     if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes)
-        rc = ro__errorf(err, errlen, RO_EPROTO, "%s is not %llu bytes of memory", path,
-                        (unsigned long long)bytes);
-    else if (seals < 0 || !(seals & F_SEAL_SHRINK))
-        rc = ro__errorf(err, errlen, RO_EPROTO, "%s is not sealed against shrinking", path);
+        return ro__errorf(err, errlen, RO_EPROTO, "its %s is not %llu bytes of memory", what,
+                          (unsigned long long)bytes);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK))
+        return ro__errorf(err, errlen, RO_EPROTO, "its %s is not sealed against shrinking", what);
     const int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
-    void *p = rc ? MAP_FAILED : mmap(NULL, (size_t)bytes, prot, MAP_SHARED, f, 0);
-    if (!rc && p == MAP_FAILED)
-        rc = ro__errorf(err, errlen, -errno, "mmap %s: %s", path, strerror(errno));
-    close(f); /* the mapping keeps the memory */
-    if (rc)
-        return rc;
+    void *p = mmap(NULL, (size_t)bytes, prot, MAP_SHARED, f, 0);
+    if (p == MAP_FAILED)
+        return ro__errorf(err, errlen, -errno, "mapping its %s: %s", what, strerror(errno));
     m->base = p;
     m->bytes = (size_t)bytes;
     return 0;
-}
-
-int ro__shared_mem_map_peer(ro_shared_mem_t *m, pid_t pid, uint32_t fd, uint64_t bytes, char *err,
-                            size_t errlen)
-{
-    return map_peer(m, pid, fd, bytes, false, err, errlen);
-}
-
-int ro__shared_mem_map_peer_rw(ro_shared_mem_t *m, pid_t pid, uint32_t fd, uint64_t bytes,
-                               char *err, size_t errlen)
-{
-    return map_peer(m, pid, fd, bytes, true, err, errlen);
 }
 
 void ro__shared_mem_release(ro_shared_mem_t *m)
@@ -102,4 +100,9 @@ void ro__shared_mem_release(ro_shared_mem_t *m)
     m->base = NULL;
     m->bytes = 0;
     m->fd = -1;
+}
+
+int ro__process_private(void)
+{
+    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : -errno;
 }

@@ -1,6 +1,7 @@
 #include "wire/conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "runtime/error.h"
+#include "runtime/shared_mem.h"
 #include "runtime/text.h"
 #include "wire/tcp_liveness.h"
 #include "wire/varint.h"
@@ -82,6 +84,92 @@ int ro__conn_send(ro_conn_t *c, const ro_frame_t *f)
         return RO_EIO;
     }
     return 0;
+}
+
+/* The descriptors ride on the frame's first byte (SCM_RIGHTS): nothing may
+ * be queued before it, and the frame goes out with one sendmsg, its rest
+ * (if the socket took only part) queued as any frame. */
+int ro__conn_send_fds(ro_conn_t *c, const ro_frame_t *f, const int *fds, unsigned nfds)
+{
+    if (nfds == 0)
+        return ro__conn_send(c, f);
+    if (c->closing || !c->open)
+        return RO_EIO;
+    if (!c->local || nfds > RO_SHARED_FDS_MAX)
+        return RO_EINVAL;
+    uv_os_fd_t sock;
+    if (ro__conn_queued(c) != 0 || uv_fileno(&c->h.handle, &sock) != 0)
+        return RO_ENOBUFS;
+    write_req_t *w = malloc(sizeof *w);
+    size_t len;
+    if (!w || ro__frame_encode(f, &w->buf, &len) != 0) {
+        free(w);
+        return RO_ENOMEM;
+    }
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(sizeof(int) * RO_SHARED_FDS_MAX)];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {.iov_base = w->buf, .iov_len = len};
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = ctl.space,
+                         .msg_controllen = CMSG_SPACE(sizeof(int) * nfds)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
+    ssize_t n;
+    do
+        n = sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n > 0 && (size_t)n < len) { /* the rest after them, in order */
+        uv_buf_t b = uv_buf_init((char *)w->buf + n, (unsigned)(len - (size_t)n));
+        if (uv_write(&w->req, &c->h.stream, &b, 1, on_written) == 0)
+            return 0;
+        n = -1;
+    }
+    free(w->buf);
+    free(w);
+    return n > 0 ? 0 : n == 0 || errno == EAGAIN ? RO_ENOBUFS : RO_EIO;
+}
+
+/* take_fd moves the first descriptor libuv holds for c (an IPC pipe keeps
+ * what came with the bytes, uv_pipe_pending_count) into our hands: libuv
+ * gives it out only as a handle, which is closed once we hold a copy. */
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+static int take_fd(ro_conn_t *c)
+{
+    uv_pipe_t *p = malloc(sizeof *p);
+    if (!p || uv_pipe_init(c->h.handle.loop, p, 0) != 0) {
+        free(p);
+        return -1;
+    }
+    uv_os_fd_t fd;
+    int dup = -1;
+    if (uv_accept(&c->h.stream, (uv_stream_t *)p) == 0 && uv_fileno((uv_handle_t *)p, &fd) == 0)
+        dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    uv_close((uv_handle_t *)p, free_handle);
+    return dup;
+}
+
+unsigned ro__conn_take_fds(ro_conn_t *c, int *fds, unsigned max)
+{
+    unsigned n = 0;
+    while (c->local && c->h.pipe.ipc && uv_pipe_pending_count(&c->h.pipe) > 0) {
+        int fd = take_fd(c);
+        if (fd >= 0 && n < max)
+            fds[n++] = fd;
+        else if (fd >= 0)
+            close(fd);
+    }
+    return n;
 }
 
 typedef struct bufs_req {
@@ -217,6 +305,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     ro__frame_reader_commit(&c->rd, (size_t)nread);
+    /* Descriptors that came with the bytes wait for the owner to take them
+     * (ro__conn_take_fds); a peer that sends more than a welcome carries
+     * holds no more of our descriptor table. */
+    if (c->local && c->h.pipe.ipc && uv_pipe_pending_count(&c->h.pipe) > RO_SHARED_FDS_MAX) {
+        c->broken = true;
+        ro__conn_fail(c, RO_EPROTO, "it sent more than %d file descriptors", RO_SHARED_FDS_MAX);
+        return;
+    }
     while (!c->closing) {
         ro_frame_t *f = NULL;
         char err[256];
@@ -252,6 +348,8 @@ size_t ro__conn_read_now(ro_conn_t *c)
     uv_os_fd_t fd;
     if (c->closing || !c->open || !uv_is_readable(&c->h.stream) || uv_fileno(&c->h.handle, &fd))
         return 0;
+    if (c->local && c->h.pipe.ipc)
+        return 0; /* descriptors may come with the bytes: libuv's read takes them */
     uv_buf_t b;
     on_alloc(&c->h.handle, 0, &b);
     if (!b.base)
@@ -373,7 +471,9 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
         return rc;
     ro__frame_reader_set_budget(&c->rd, o->budget);
     c->local = sa->sa_family == AF_UNIX;
-    if ((c->local ? uv_pipe_init(loop, &c->h.pipe, 0) : uv_tcp_init(loop, &c->h.tcp)) != 0) {
+    /* An IPC pipe: libuv reads it with recvmsg and keeps the descriptors a
+     * node's welcome carries (ro__conn_take_fds); a plain read drops them. */
+    if ((c->local ? uv_pipe_init(loop, &c->h.pipe, 1) : uv_tcp_init(loop, &c->h.tcp)) != 0) {
         ro__frame_reader_free(&c->rd);
         return RO_EIO;
     }
@@ -394,15 +494,4 @@ int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
         return 0;
     }
     return 0;
-}
-
-int ro__conn_peer_pid(const ro_conn_t *c)
-{
-    uv_os_fd_t fd;
-    struct ucred cr;
-    socklen_t len = sizeof cr;
-    if (!c->local || !c->open || uv_fileno(&c->h.handle, &fd) != 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
-        return 0;
-    return cr.pid > 0 ? cr.pid : 0;
 }

@@ -110,6 +110,21 @@ int ro__conn_send(ro_conn_t *c, const ro_frame_t *f);
  * bytes read (0: nothing was there, or c is not reading). */
 size_t ro__conn_read_now(ro_conn_t *c);
 
+/* ro__conn_send_fds is ro__conn_send for a frame that carries nfds (at
+ * most RO_SHARED_FDS_MAX) file descriptors over a Unix-domain connection
+ * (SCM_RIGHTS, attached to its first byte): the node's welcome handing its
+ * learner shared memory. The peer gets its own descriptors; ours stay
+ * ours. Only before anything else is queued: RO_ENOBUFS otherwise, or if
+ * the socket takes nothing now; RO_EINVAL on TCP. */
+int ro__conn_send_fds(ro_conn_t *c, const ro_frame_t *f, const int *fds, unsigned nfds);
+
+/* ro__conn_take_fds moves the file descriptors that came with the frames
+ * read so far on a connection we made to a Unix-domain socket (the
+ * welcome's, in the order sent) into fds, up to max (more are closed), and
+ * returns how many. The caller closes them. A peer that sends more than
+ * RO_SHARED_FDS_MAX before they are taken is closed for it. */
+unsigned ro__conn_take_fds(ro_conn_t *c, int *fds, unsigned max);
+
 /* A vectored send's completion: called once its bytes were handed to the
  * kernel, or the connection closed first (status < 0). */
 typedef void (*ro_conn_written_fn)(void *ctx, int status);
@@ -130,11 +145,6 @@ static inline void ro__conn_set_max_frame(ro_conn_t *c, size_t max_frame)
 {
     c->rd.max_frame = max_frame;
 }
-
-/* ro__conn_peer_pid returns the process at the other end of a Unix-domain
- * connection as the kernel saw it connect (SO_PEERCRED, in this process's
- * pid namespace), or 0: a TCP connection, or a peer not visible here. */
-int ro__conn_peer_pid(const ro_conn_t *c);
 
 /* ro__conn_queued returns the bytes accepted for writing, not yet sent. */
 size_t ro__conn_queued(const ro_conn_t *c);

@@ -287,10 +287,10 @@ void ro__seed_mem_layout_abi2(ro_seed_mem_layout_t *l, uint32_t num_rows,
 }
 
 void ro__seed_mem_to_wire_abi2(const ro_seed_mem_layout_t *l, const ro_space_layout_t *lay,
-                               int obs_fd, int act_fd, ro_seed_mem_msg_t *s,
+                               uint32_t obs_index, uint32_t act_index, ro_seed_mem_msg_t *s,
                                Rollout__V1__SeedMemory *m)
 {
-    ro__seed_mem_to_wire(l, obs_fd, act_fd, m);
+    ro__seed_mem_to_wire(l, obs_index, act_index, m);
     m->obs_offset = m->final_obs_offset = 0;
     for (uint32_t k = 0; k < lay->ntensors; k++)
         for (int f = 0; f < 2; f++) {

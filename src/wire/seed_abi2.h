@@ -74,7 +74,7 @@ typedef struct ro_seed_mem_msg {
 /* ro__seed_mem_to_wire_abi2 is ro__seed_mem_to_wire for an ABI 2 layout
  * l of lay: m (initialised) points into s and lay until they go. */
 void ro__seed_mem_to_wire_abi2(const ro_seed_mem_layout_t *l, const ro_space_layout_t *lay,
-                               int obs_fd, int act_fd, ro_seed_mem_msg_t *s,
+                               uint32_t obs_index, uint32_t act_index, ro_seed_mem_msg_t *s,
                                Rollout__V1__SeedMemory *m);
 
 /* ro__seed_mem_check_abi2 is ro__seed_mem_check for num_rows rows of

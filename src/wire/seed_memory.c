@@ -36,12 +36,12 @@ void ro__seed_mem_layout(ro_seed_mem_layout_t *l, uint32_t num_envs, uint32_t ob
     l->act_bytes = round_up(n * act_width * 4, PAGE);
 }
 
-void ro__seed_mem_to_wire(const ro_seed_mem_layout_t *l, int obs_fd, int act_fd,
+void ro__seed_mem_to_wire(const ro_seed_mem_layout_t *l, uint32_t obs_index, uint32_t act_index,
                           Rollout__V1__SeedMemory *m)
 {
-    m->obs_fd = (uint32_t)obs_fd;
+    m->obs_fd = obs_index;
     m->obs_bytes = l->obs_bytes;
-    m->act_fd = (uint32_t)act_fd;
+    m->act_fd = act_index;
     m->act_bytes = l->act_bytes;
     m->obs_offset = l->obs_off;
     m->final_obs_offset = l->final_off;

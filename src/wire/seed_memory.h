@@ -3,9 +3,10 @@
  * memory"): where a node puts the observation columns of its envs for a
  * learner on the same host, and where that learner writes its actions.
  *
- * Two memories, both sealed memfds of the node (runtime/shared_mem.h): the
- * observation memory, one per node, which learners map read-only; and one
- * action memory per connection, which its learner maps read-write. Every
+ * Two memories, both sealed memfds of the node (runtime/shared_mem.h),
+ * handed to the learner with its welcome: the observation memory, one per
+ * node, sealed against writes by anyone but the node; and one action
+ * memory per connection, which only its learner gets and maps read-write. Every
  * column has one row per env of the node, indexed by env index, so a frame
  * needs to name only its envs, as ranges (Observations.ranges: a frame is
  * a few shards of consecutive envs), and a row is never moved.
@@ -57,9 +58,10 @@ typedef struct ro_seed_mem_layout {
 void ro__seed_mem_layout(ro_seed_mem_layout_t *l, uint32_t num_envs, uint32_t obs_dim,
                          uint32_t act_width);
 
-/* ro__seed_mem_to_wire describes l and the two memories' descriptors in
- * m (initialised by the caller). */
-void ro__seed_mem_to_wire(const ro_seed_mem_layout_t *l, int obs_fd, int act_fd,
+/* ro__seed_mem_to_wire describes l in m (initialised by the caller), and
+ * the two memories by their places (1-based) among the descriptors that go
+ * with the welcome (runtime/shared_mem.h). */
+void ro__seed_mem_to_wire(const ro_seed_mem_layout_t *l, uint32_t obs_index, uint32_t act_index,
                           Rollout__V1__SeedMemory *m);
 
 /* ro__seed_mem_check reads what a node said of its memory (untrusted) for
