@@ -17,7 +17,22 @@ PyDoc_STRVAR_EXTERN(
     "[N], has_final bool [N]); env e of the frame is row offset + e. ranges: uint32 "
     "(first, count) pairs. A row without a final observation gets NaN in final. Returns "
     "the number of envs. Raises ValueError when a range lies outside the memory or the "
-    "arrays, before anything is written.");
+    "arrays, before anything is written; and, naming the env, when a value read is NaN "
+    "or infinite or its flags have bits no node sets (no node writes them: the rows "
+    "written then are not to be used).");
+
+/* bad_value names, as a ValueError, the first value of the n floats v
+ * (env env's column what) that is not finite; 0 if all are. */
+static int bad_value(const float *v, npy_intp n, npy_intp env, const char *what)
+{
+    for (npy_intp j = 0; j < n; j++)
+        if (!isfinite(v[j])) {
+            PyErr_Format(PyExc_ValueError, "the %s of env %zd in shared memory holds %s", what,
+                         (Py_ssize_t)env, isnan(v[j]) ? "NaN" : "an infinity");
+            return -1;
+        }
+    return 0;
+}
 
 PyObject *ro__hp_take_frame(PyObject *self, PyObject *args)
 {
@@ -119,6 +134,16 @@ PyObject *ro__hp_take_frame(PyObject *self, PyObject *args)
             npy_intp src = first + k, dst = to + k;
             /* One read of the byte: the node may rewrite it meanwhile. */
             uint8_t f = m_flags[src];
+            if (f & ~(RO_HP_TERMINATED | RO_HP_TRUNCATED | RO_HP_EPISODE_START | RO_HP_HAS_FINAL)) {
+                PyErr_Format(PyExc_ValueError,
+                             "the flags of env %zd in shared memory are 0x%02x, bits no node sets",
+                             (Py_ssize_t)src, f);
+                return NULL;
+            }
+            /* Our copies: what the caller will use. */
+            if (bad_value(d_reward + dst, 1, src, "reward") ||
+                (d_obs && bad_value(d_obs + dst * d, d, src, "observation")))
+                return NULL;
             d_flags[dst] = (f & RO_HP_TERMINATED) != 0;
             d_flags[N + dst] = (f & RO_HP_TRUNCATED) != 0;
             d_flags[2 * N + dst] = (f & RO_HP_EPISODE_START) != 0;
@@ -127,6 +152,8 @@ PyObject *ro__hp_take_frame(PyObject *self, PyObject *args)
                 float *out = d_final + dst * d;
                 if (f & RO_HP_HAS_FINAL) {
                     memcpy(out, m_final + src * d, row);
+                    if (bad_value(out, d, src, "final observation"))
+                        return NULL;
                 } else {
                     for (npy_intp j = 0; j < d; j++)
                         out[j] = NAN;

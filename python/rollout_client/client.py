@@ -666,19 +666,33 @@ class Client:
         c.unanswered.add(seq)
         return o
 
-    @staticmethod
-    def _from_memory(mem, o):
+    def _from_memory(self, c, o):
         """Fill the columns of a checked frame in memory from the node's
-        memory: views (one range of envs, the usual case) or copies, valid
-        until the frame is answered. (VecEnv reads the memory itself.)"""
+        memory: copies, valid until the frame is answered, checked (a NaN or
+        infinite value, or flags no node sets, are refused by name: no node
+        writes them). (VecEnv reads the memory itself, hotpath.take_frame.)"""
+        mem = c.mem
         rows = slice(*o.env_range) if o.env_range is not None else o.env
-        f = mem.flags[rows]
-        o.obs = mem.obs[rows].reshape(-1)
-        o.reward = mem.reward[rows]
-        o.flags = shared_memory.flag_rows(f)
+        f = mem.flags[rows].copy()
+        o.obs = mem.obs[rows].reshape(-1).copy()
+        o.reward = mem.reward[rows].copy()
         fi = np.flatnonzero(f & shared_memory.HAS_FINAL)
         o.final_index = fi
         o.final_obs = mem.final_obs[o.env[fi]].reshape(-1)
+        d = max(1, c.info.obs_dim)
+        for name, col, width in (("flags", f, 1), ("reward", o.reward, 1),
+                                 ("observation", o.obs, d), ("final observation", o.final_obs, d)):
+            bad = np.flatnonzero(f & ~np.uint8(15)) if name == "flags" else \
+                np.flatnonzero(~np.isfinite(col))
+            if not len(bad):
+                continue
+            v = col[bad[0]]
+            env = int((o.env[fi] if name == "final observation" else o.env)[bad[0] // width])
+            what = f"are 0x{int(v):02x}, bits no node sets" if name == "flags" else \
+                f"is {'NaN' if np.isnan(v) else 'infinite'}" if name == "reward" else \
+                f"holds {'NaN' if np.isnan(v) else 'an infinity'}"
+            self._fail(c, f"observations seq {o.seq} in memory: the {name} of env {env} {what}")
+        o.flags = shared_memory.flag_rows(f)
 
     def _batch(self, o):
         """A Batch, with arrays of its own, from a checked wire.ObsFrame
@@ -686,7 +700,7 @@ class Client:
         if isinstance(o, abi2.Abi2Batch):
             return o
         if o.in_memory:
-            self._from_memory(self._conns[o.node].mem, o)
+            self._from_memory(self._conns[o.node], o)
         info = self._conns[o.node].info
         n, d, k = len(o.env), info.obs_dim, len(o.final_index)
         dtype = info.obs_dtype

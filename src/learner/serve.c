@@ -3,6 +3,7 @@
  * segments, connections going down), batching frames into jobs for the
  * forward-pass lanes and answering them. Calls nothing of main.c.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,8 +111,12 @@ static void count_step(learner_t *L, node_t *n, uint32_t e, uint64_t step, float
 }
 
 /* A frame's rows into p: its env indices and observations, counted. A
- * frame in memory is read out of it here, on arrival (ranges checked). */
-static void take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *o, ro_pending_t *p)
+ * frame in memory is read out of it here, on arrival (ranges checked), and
+ * what it holds is checked as it is read (each value read once): a NaN or
+ * infinite observation or reward, or flags no node writes, are refused by
+ * name, never used. 0, or RO_ERANGE with one line in err. */
+static int take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *o, ro_pending_t *p,
+                     char *err, size_t errlen)
 {
     if (!o->in_memory) {
         for (size_t i = 0; i < o->n_env; i++)
@@ -122,12 +127,13 @@ static void take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *
         p->mask = NULL;
         if (L->abi2) /* typed tensors, flattened here; the mask beside them */
             ro__learner_rows_abi2(L, o, p);
-        return;
+        return 0;
     }
     p->mask = NULL;
     const uint8_t *mem = n->seed_obs.base;
     const ro_seed_mem_layout_t *lay = &n->seed_lay;
     const size_t od = L->obs_dim;
+    const unsigned long long seq = (unsigned long long)o->seq;
     const float *obs = (const float *)(mem + lay->obs_off);
     const float *reward = (const float *)(mem + lay->reward_off);
     const uint64_t *step = (const uint64_t *)(mem + lay->step_off);
@@ -140,15 +146,35 @@ static void take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *
             memcpy(p->obs_copy + r * od, obs + (size_t)first * od,
                    (size_t)count * od * sizeof(float));
         for (uint32_t e = first; e < first + count; e++, r++) {
+            const float rw = reward[e];
+            const uint8_t fl = flags[e];
+            if (!isfinite(rw))
+                return ro__errorf(err, errlen, RO_ERANGE,
+                                  "observations %llu in memory: the reward of env %u is %s", seq, e,
+                                  isnan(rw) ? "NaN" : "infinite");
+            if (fl & ~(RO_SEEDMEM_TERMINATED | RO_SEEDMEM_TRUNCATED | RO_SEEDMEM_EPISODE_START |
+                       RO_SEEDMEM_HAS_FINAL))
+                return ro__errorf(err, errlen, RO_ERANGE,
+                                  "observations %llu in memory: the flags of env %u are 0x%02x, "
+                                  "bits no node sets",
+                                  seq, e, fl);
             env[r] = e;
-            count_step(L, n, e, step[e], reward[e],
-                       (flags[e] & (RO_SEEDMEM_TERMINATED | RO_SEEDMEM_TRUNCATED)) != 0);
+            count_step(L, n, e, step[e], rw,
+                       (fl & (RO_SEEDMEM_TERMINATED | RO_SEEDMEM_TRUNCATED)) != 0);
         }
     }
     p->env = env;
     p->obs = p->obs_copy;
     if (L->abi2) /* the rows' tensors flattened, their mask after env */
         ro__learner_rows_memory_abi2(L, n, o, p, (uint8_t *)(env + p->item.rows));
+    for (size_t i = 0; i < r * od; i++) /* our copy: what the forward pass will read */
+        if (!isfinite(p->obs_copy[i]))
+            return ro__errorf(err, errlen, RO_ERANGE,
+                              "observations %llu in memory: the observation of env %u holds %s "
+                              "(value %zu)",
+                              seq, env[i / od], isnan(p->obs_copy[i]) ? "NaN" : "an infinity",
+                              i % od);
+    return 0;
 }
 
 /* An Observations frame, from the socket (f) or the ring (f NULL: o is
@@ -188,7 +214,11 @@ static bool take_observations(learner_t *L, ro_link_t *l, const Rollout__V1__Obs
     p->link = l;
     p->gen = l->gen;
     p->item.rows = rows;
-    take_rows(L, n, o, p);
+    if (take_rows(L, n, o, p, err, sizeof err) != 0) {
+        free(p);
+        ro__link_fail(l, "%s", err);
+        return false;
+    }
     n->frames++;
     n->frames_in_memory += o->in_memory;
     ro__batcher_push(&L->pending, &p->item);

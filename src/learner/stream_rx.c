@@ -1,5 +1,6 @@
 #include "learner/stream_rx.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,24 @@ void ro__stream_rx_restart(ro_stream_rx_t *rx)
 {
     memset(rx->next_seq, 0, rx->rules.num_envs * sizeof *rx->next_seq);
     memset(rx->ep_ret, 0, rx->rules.num_envs * sizeof *rx->ep_ret);
+}
+
+/* in_memory_rewards refuses a segment in the node's memory whose rewards
+ * are not all finite (NaN, an infinity), by name: no node writes one
+ * (an env's non-finite reward is its error), so another hand did. */
+static int in_memory_rewards(const ro_segment_view_t *v, char *err, size_t errlen)
+{
+    const uint8_t *reward = ro__segment_view_find(v, "reward")->data;
+    for (size_t i = 0; v->in_memory && i < (size_t)v->t * v->n; i++) {
+        float r;
+        memcpy(&r, reward + 4 * i, sizeof r);
+        if (!isfinite(r))
+            return ro__errorf(err, errlen, RO_ERANGE,
+                              "segment %llu in memory: the reward of env %zu at step %zu is %s",
+                              (unsigned long long)v->seq, v->first_env + i % v->n, i / v->n,
+                              isnan(r) ? "NaN" : "infinite");
+    }
+    return 0;
 }
 
 /* Steps, episodes and returns of a checked segment. Steps are rows (ABI
@@ -75,7 +94,8 @@ int ro__stream_rx_frame(ro_stream_rx_t *rx, const uint8_t *body, size_t len, uin
     if (rc <= 0)
         return rc;
     if ((rc = ro__segment_view_resolve(&v, rx->shm.base, rx->shm.bytes, err, errlen)) != 0 ||
-        (rc = ro__segment_view_check(&v, &rx->rules, err, errlen)) != 0)
+        (rc = ro__segment_view_check(&v, &rx->rules, err, errlen)) != 0 ||
+        (rc = in_memory_rewards(&v, err, errlen)) != 0)
         return rc;
     if (v.shard >= rx->rules.num_envs)
         return ro__errorf(err, errlen, RO_EPROTO, "segment %llu: shard %u of a node of %u envs",

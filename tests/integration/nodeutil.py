@@ -49,6 +49,18 @@ def sanitized():
 
 # ---- processes ----
 
+def open_fds(pid):
+    """The names of the descriptors process pid holds open (/proc/PID/fd).
+    rollout-node and rollout-learner are not dumpable (their shared memory
+    is theirs: runtime/shared_mem.h), so only root (CAP_SYS_PTRACE) may
+    list them: raises unittest.SkipTest, saying so, for anyone else."""
+    try:
+        return os.listdir(f"/proc/{pid}/fd")
+    except PermissionError:
+        raise unittest.SkipTest(f"/proc/{pid}/fd: the node is not dumpable; only root may "
+                                "look at its descriptors") from None
+
+
 _started = []
 _tmpdirs = set()
 

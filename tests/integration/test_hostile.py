@@ -5,14 +5,18 @@ processes report (an error frame, a log line, a summary, an exit status);
 memory is judged by the node's RSS read from /proc, never by time.
 
 usage: test_hostile.py ROLLOUT_NODE PLUGIN_SO ROLLOUT_REPLAY HOSTILE_SO"""
+import array
 import json
+import mmap
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import unittest
 
 import nodeutil as nu
@@ -462,6 +466,148 @@ class StrictJson(nu.TempDirCase):
         ls = strict_json(q.stdout.strip().splitlines()[-1])
         self.assertEqual(ls["nodes"][0]["episodes"], 0)
         self.assertIsNone(ls["nodes"][0]["mean_return"])
+        node.send_signal(signal.SIGINT)
+        node.communicate(timeout=nu.HANG_GUARD_S)
+
+
+def unix_learner(path, **hello):
+    """A learner on the node's Unix-domain socket at path: sends a hello
+    with the fields given, and returns (the socket, the welcome frame, the
+    file descriptors that came with it)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(nu.HANG_GUARD_S)
+    s.connect(path)
+    s.sendall(w.frame_bytes(w.pb2().Frame(hello=w.pb2().Hello(
+        protocol_version=1, role="learner", name="hostile", **hello))))
+    buf, fds = b"", []
+    while True:
+        data, anc, _, _ = s.recvmsg(65536, socket.CMSG_SPACE(16 * 4))
+        for level, kind, cdata in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.extend(array.array("i", cdata[:len(cdata) - len(cdata) % 4]))
+        if not data:
+            raise AssertionError("the node closed before its welcome")
+        buf += data
+        n, shift, i = 0, 0, 0
+        for i, b in enumerate(buf):
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        if len(buf) >= i + 1 + n:
+            f = w.pb2().Frame()
+            f.ParseFromString(buf[i + 1:i + 1 + n])
+            return s, f, fds
+
+
+# Run by an outsider: a process of the node's user that never connected.
+# It tries every descriptor of the node through /proc and prints the
+# memories it could open for writing.
+OUTSIDER = textwrap.dedent("""
+    import os, sys
+    pid = sys.argv[1]
+    got, tried = [], 0
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        tried += 1
+        try:
+            fd = os.open(f"/proc/{pid}/fd/{name}", os.O_RDWR)
+        except OSError:
+            continue
+        target = os.readlink(f"/proc/self/fd/{fd}")
+        if "rollout" in target:
+            got.append(target)
+        os.close(fd)
+    print(tried, *got)
+""")
+
+
+class SharedMemoryPrincipals(nu.TempDirCase):
+    """A (issue 31): who may touch which memory of a node on this host
+    (docs/protocol.md "Who may touch which memory")."""
+
+    def node(self, *args, prefix=()):
+        path = self.path("node.sock")
+        p = nu.spawn([*prefix, nu.NODE, "--listen", "unix:" + path, "--quiet", "--num-envs", 8,
+                      "--seconds", 0, *map(str, args)],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(w.listen_address(p), "unix:" + path)
+        return p, path
+
+    def test_an_outsider_reaches_none_of_the_nodes_memory(self):
+        # The node shares observation, action and ring memory with its
+        # learner; another process of the same user can open none of it
+        # through /proc/PID/fd. As root, both run without CAP_SYS_PTRACE
+        # (and so with the same capabilities): what two processes of one
+        # ordinary user are to each other.
+        same_user = []
+        if os.geteuid() == 0:
+            if not shutil.which("setpriv"):
+                self.skipTest("running as root, and no setpriv to drop CAP_SYS_PTRACE")
+            same_user = ["setpriv", "--bounding-set", "-sys_ptrace"]
+        node, path = self.node("--learner", "remote", prefix=same_user)
+        s, f, fds = unix_learner(path, shared_memory=True, seed_memory=True, seed_ring=True)
+        self.assertEqual(f.WhichOneof("body"), "welcome")
+        self.assertEqual(len(fds), 3)
+        out = nu.run_cmd([*same_user, sys.executable, "-c", OUTSIDER, str(node.pid)],
+                         capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        tried, *got = out.stdout.split()
+        self.assertGreater(int(tried), 3)  # it saw the descriptors ...
+        self.assertEqual(got, [])          # ... and reached none of them
+        s.close()
+        for fd in fds:
+            os.close(fd)
+        node.send_signal(signal.SIGINT)
+        node.communicate(timeout=nu.HANG_GUARD_S)
+
+    def assert_read_only(self, fd, size):
+        """Memory fd (size bytes) can be read, but neither mapped writable
+        nor written, not even reopened read-write through /proc."""
+        mmap.mmap(fd, size, prot=mmap.PROT_READ).close()
+        with self.assertRaises(PermissionError):
+            mmap.mmap(fd, size)
+        again = os.open(f"/proc/self/fd/{fd}", os.O_RDWR)
+        try:
+            with self.assertRaises(PermissionError):
+                os.pwrite(again, b"\xff" * 4, 0)
+            with self.assertRaises(PermissionError):
+                mmap.mmap(again, size)
+        finally:
+            os.close(again)
+
+    def test_memory_a_learner_reads_it_cannot_write(self):
+        node, path = self.node("--learner", "remote")
+        s, f, fds = unix_learner(path, shared_memory=True, seed_memory=True, seed_ring=True)
+        m = f.welcome.seed_memory
+        self.assertEqual((m.obs_fd, m.act_fd, m.ring_fd, len(fds)), (1, 2, 3, 3))
+        self.assert_read_only(fds[0], m.obs_bytes)  # the observations: the node's alone
+        for fd, size in ((fds[1], m.act_bytes), (fds[2], m.ring_bytes)):
+            mm = mmap.mmap(fd, size)  # its actions and rings: this learner's to write
+            mm[0:4] = b"\0\0\0\0"
+            mm.close()
+        s.close()
+        for fd in fds:
+            os.close(fd)
+        node.send_signal(signal.SIGINT)
+        node.communicate(timeout=nu.HANG_GUARD_S)
+        node, path = self.node("--learner", "stream")
+        s, f, fds = unix_learner(path, shared_memory=True)
+        self.assertEqual((f.welcome.segment_memory_fd, len(fds)), (1, 1))
+        self.assert_read_only(fds[0], f.welcome.segment_memory_bytes)
+        s.close()
+        os.close(fds[0])
+        node.send_signal(signal.SIGINT)
+        node.communicate(timeout=nu.HANG_GUARD_S)
+
+    def test_a_tcp_learner_gets_no_memory(self):
+        node, addr = w.start_node(nu.NODE, "--num-envs", "4", "--seconds", "0")
+        c = w.Conn(addr)
+        self.addCleanup(c.close)
+        c.send(hello=w.pb2().Hello(protocol_version=1, role="learner", shared_memory=True,
+                                   seed_memory=True))
+        f = c.recv()
+        self.assertEqual(f.WhichOneof("body"), "welcome")
+        self.assertFalse(f.welcome.HasField("seed_memory"))
         node.send_signal(signal.SIGINT)
         node.communicate(timeout=nu.HANG_GUARD_S)
 

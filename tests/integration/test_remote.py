@@ -209,11 +209,11 @@ class UnixSocket(nu.TempDirCase):
                              (local["episodes"], local["mean_return"]), extra)
 
     def ring_of(self, pid):
-        """The node's frame ring (its memfd, found in /proc), mapped
+        """The node's frame ring (its memfd, found in /proc: root alone may), mapped
         read-write, as its learner maps it."""
         import mmap
         fds = f"/proc/{pid}/fd"
-        for name in os.listdir(fds):
+        for name in nu.open_fds(pid):
             try:
                 target = os.readlink(os.path.join(fds, name))
             except OSError:
@@ -584,7 +584,7 @@ class ReplayServe(nu.TempDirCase):
 
 
 def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
+    return len(nu.open_fds(pid))
 
 
 def rss_kib(pid):

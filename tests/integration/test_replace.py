@@ -20,7 +20,7 @@ K = 6  # learner generations
 
 
 def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
+    return len(nu.open_fds(pid))
 
 
 def proc_status(pid, key):
