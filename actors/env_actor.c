@@ -339,6 +339,8 @@ static void offer(ro_env_shard_t *s)
     bool done = stop || (s->quota != NO_QUOTA && s->xchg.steps >= s->quota);
     if (done && s->stream)
         ro__stream_port_finish(s->stream, &s->xchg);
+    else if (s->stream && s->xchg.rstate && s->stream->cur && s->stream->cur->t == 0)
+        ro__stream_capture_state(s->stream, &s->xchg); /* before the learner moves it on */
     ro__step_batch_offer(&s->xchg, done ? RO_MSG_SHARD_DONE : RO_MSG_OBS_READY);
 }
 

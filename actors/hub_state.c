@@ -176,6 +176,7 @@ int ro__hub_send_welcome(ro_session_t *s)
     spec.num_envs = h->num_envs;
     spec.max_episode_steps = h->o.max_episode_steps;
     Rollout__V1__Welcome w = ROLLOUT__V1__WELCOME__INIT;
+    char cell[24] = "";
     Rollout__V1__SeedMemory sm = ROLLOUT__V1__SEED_MEMORY__INIT;
     ro_seed_mem_msg_t smm;
     int fds[RO_SHARED_FDS_MAX];
@@ -192,6 +193,8 @@ int ro__hub_send_welcome(ro_session_t *s)
         w.policy_version = h->version_now;
         w.window = s->sflow.window;
         w.layout = abi2 ? &lm.msg : NULL;
+        ro__seg_layout_cell(&h->segs->lay, cell, sizeof cell);
+        w.recurrent = cell;
         if (s->sflow.shm) {
             fds[nfds++] = s->sflow.shm->fd;
             w.segment_memory_fd = nfds;

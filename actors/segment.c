@@ -27,6 +27,8 @@ static const char *const col_names[RO_SEG_NCOLS] = {
     [RO_SEG_NEXT_OBS] = "next_obs",
     [RO_SEG_FINAL_INDEX] = "final_index",
     [RO_SEG_FINAL_OBS] = "final_obs",
+    [RO_SEG_STATE_H] = "state/h",
+    [RO_SEG_STATE_C] = "state/c",
 };
 
 const char *ro__seg_col_name(int c)
@@ -193,6 +195,29 @@ void ro__seg_layout2(ro_seg_layout_t *lay, uint32_t T, const ro_space_layout_t *
              NULL, 8);
     describe(lay, RO_SEG2_FINAL_INDEX, "", "final_index", RO_DT_INT32, RO_SEG_LEAD_K, 0, NULL, 4);
     size_layout(lay);
+}
+
+void ro__seg_layout_state(ro_seg_layout_t *lay, uint32_t hid, bool lstm)
+{
+    const bool abi2 = lay->space != NULL;
+    const uint32_t shape[1] = {hid};
+    const int h = abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H,
+              c = abi2 ? RO_SEG2_STATE_C : RO_SEG_STATE_C;
+    describe(lay, h, "", "state/h", RO_DT_FLOAT32, RO_SEG_LEAD_N, 1, shape, 4);
+    if (lstm)
+        describe(lay, c, "", "state/c", RO_DT_FLOAT32, RO_SEG_LEAD_N, 1, shape, 4);
+    size_layout(lay);
+}
+
+void ro__seg_layout_cell(const ro_seg_layout_t *lay, char *buf, size_t len)
+{
+    const bool abi2 = lay->space != NULL;
+    const ro_seg_col_desc_t *h = &lay->col[abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H];
+    const ro_seg_col_desc_t *c = &lay->col[abi2 ? RO_SEG2_STATE_C : RO_SEG_STATE_C];
+    if (h->item)
+        snprintf(buf, len, "%s:%u", c->item ? "lstm" : "gru", h->shape[0]);
+    else if (len)
+        buf[0] = 0;
 }
 
 int ro__seg_pool_init(ro_seg_pool_t *p, const ro_seg_layout_t *lay, uint32_t nsegs, bool shared)
@@ -374,6 +399,25 @@ void ro__stream_capture_action(ro_stream_port_t *p, const ro_step_batch_t *b,
         st[j] = ep_len[j];
     }
     ((uint64_t *)s->col[RO_SEG_POLICY_VERSION])[t] = b->policy_version;
+}
+
+void ro__stream_capture_state(ro_stream_port_t *p, const ro_step_batch_t *b)
+{
+    ro_segment_t *s = p->cur;
+    const bool abi2 = s->lay->space != NULL;
+    float *h = s->col[abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H];
+    float *c = s->col[abi2 ? RO_SEG2_STATE_C : RO_SEG_STATE_C];
+    if (!h || !b->rstate)
+        return;
+    const uint32_t hid = s->lay->col[abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H].shape[0];
+    for (uint32_t j = 0; j < b->n; j++) {
+        const float *row = b->rstate + (size_t)j * b->state_floats;
+        const bool zero = b->episode_start[j] != 0; /* the learner will zero it too */
+        for (uint32_t k = 0; k < hid; k++)
+            h[(size_t)j * hid + k] = zero ? 0.0f : row[k];
+        for (uint32_t k = 0; c && k < hid; k++)
+            c[(size_t)j * hid + k] = zero ? 0.0f : row[hid + k];
+    }
 }
 
 /* Hand the segment to the hub (with the observation after its last row). */

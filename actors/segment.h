@@ -50,6 +50,8 @@ enum ro_seg_col {
     RO_SEG_NEXT_OBS,       /* float32 [N, obs...]: the observation after the last step */
     RO_SEG_FINAL_INDEX,    /* int32 [K]: t * N + n of the steps that ended an episode */
     RO_SEG_FINAL_OBS,      /* float32 [K, obs...]: their last observation */
+    RO_SEG_STATE_H,        /* float32 [N, H]: a recurrent policy's h before step 0 */
+    RO_SEG_STATE_C,        /* float32 [N, H]: an LSTM's c before step 0 */
     RO_SEG_NCOLS
 };
 
@@ -72,7 +74,9 @@ enum ro_seg2_col {
     RO_SEG2_NEXT_OBS,                                  /* + k: "next_obs/<name>" [R, shape...] */
     RO_SEG2_FINAL_INDEX = RO_SEG2_NEXT_OBS + RO_ENV_MAX_TENSORS, /* int32 [K] */
     RO_SEG2_FINAL_OBS, /* + k: "final_obs/<name>" [K, shape...] */
-    RO_SEG2_NCOLS = RO_SEG2_FINAL_OBS + RO_ENV_MAX_TENSORS
+    RO_SEG2_STATE_H = RO_SEG2_FINAL_OBS + RO_ENV_MAX_TENSORS, /* float32 [R, H], as ABI 1's */
+    RO_SEG2_STATE_C,                                          /* float32 [R, H] */
+    RO_SEG2_NCOLS
 };
 
 /* The most columns of a segment, either ABI. */
@@ -139,6 +143,16 @@ typedef struct ro_segment {
 void ro__seg_layout(ro_seg_layout_t *lay, uint32_t T, const ro_space_t *obs, const ro_space_t *act,
                     bool gaussian, uint32_t max_n);
 
+/* ro__seg_layout_state adds a recurrent policy's state columns to a layout
+ * made by either function above: "state/h" [N, hid] and, for an LSTM
+ * (lstm), "state/c" [N, hid], each row's state before the segment's first
+ * step (zeros where that step starts an episode). */
+void ro__seg_layout_state(ro_seg_layout_t *lay, uint32_t hid, bool lstm);
+
+/* ro__seg_layout_cell names a layout's state columns as the welcome does:
+ * "gru:H" (state/h only) or "lstm:H" into buf, or "" (none). */
+void ro__seg_layout_cell(const ro_seg_layout_t *lay, char *buf, size_t len);
+
 /* ro__seg_layout2 makes the layout of an env ABI 2 env's segments (sp,
  * which must outlive it), shards of at most max_rows rows (envs x agents).
  * Column names come from the env's tensor names. */
@@ -192,6 +206,12 @@ typedef struct ro_stream_port {
     _Atomic uint64_t wait_ns; /* time the shard waited for segments (relaxed) */
     _Atomic uint64_t waits;   /* how often (relaxed) */
 } ro_stream_port_t;
+
+/* ro__stream_capture_state copies the rows' recurrent states (b->rstate,
+ * state_floats each: h, then an LSTM's c) into the segment being filled,
+ * before its first step goes to the learner; zeros for a row whose
+ * episode starts there. Env actor's thread, with a segment at row 0. */
+void ro__stream_capture_state(ro_stream_port_t *p, const ro_step_batch_t *b);
 
 /* ro__stream_port_init ties a shard's port to the pool and the hub;
  * env_actor receives the grants. Main thread. */

@@ -131,7 +131,11 @@ class SegmentBatch:
     ``final_index`` (K,) the flat t * N + n of the steps that ended an
     episode and ``final_obs`` (K, obs...) their last observations.
     ``in_memory`` tells that it came from the node's shared memory.
-    ``tensors`` has every array by its name on the wire.
+    ``tensors`` has every array by its name on the wire. From a node with
+    a recurrent policy (``--recurrent``), ``state`` holds each row's state
+    before the first step by name: ``state["h"]`` (N, H) float32 and, for
+    an LSTM, ``state["c"]`` (``tensors["state/h"]``...); it is zero where
+    ``is_first[0]`` is set. Without one ``state`` is ``{}``.
 
     From an env ABI 2 node (``layout`` set, a StreamLayout) N counts rows,
     ``agents`` per env (envs first_env .. first_env + N / agents - 1), and
@@ -163,6 +167,7 @@ class SegmentBatch:
             self.action = tensors.get("action") if layout.ndisc else None
             self.action_box = tensors.get("action_box") if layout.nbox else None
             self.mask = tensors.get("mask") if layout.mask_width else None
+        self.state = {k[len("state/"):]: v for k, v in tensors.items() if k.startswith("state/")}
         self._block, self._span = block, span
 
     @property
@@ -205,6 +210,7 @@ class _Node:
         self.layout = None  # a StreamLayout for an env ABI 2 node
         self.shared = False  # unix:PATH and we asked for the node's memory
         self.fds = None  # during the handshake: what came with the welcome (SCM_RIGHTS)
+        self.cell = None    # a recurrent node's ("gru" or "lstm", H)
         self.shm = None    # its segment memory, mapped read-only (uint8 array)
         self.open = False
         self.goodbye = None
@@ -308,6 +314,7 @@ class Stream:
                                     "not stream (start it with --learner stream)")
             nd.welcome = g.welcome
             nd.layout = StreamLayout(g.welcome.layout) if g.welcome.HasField("layout") else None
+            nd.cell = _cell(nd.address, g.welcome.recurrent)
             self._map(nd, g.welcome)
             # Half the window per ack: the node always has room to send on,
             # and a learner that keeps up sends few acks (each one wakes
@@ -440,8 +447,25 @@ class Stream:
             if a is None or a.shape[:2] != (t, n):
                 raise ProtocolError(f"node {nd.address}: segment {hdr[0]} lacks a ({t}, {n}) "
                                     f"{name}")
+        if nd.cell is not None:
+            self._check_state(nd, hdr[0], n, tensors)
         return SegmentBatch(nd.index, tuple(hdr), tensors, arr, span, self._poison, in_memory,
                             nd.layout)
+
+    @staticmethod
+    def _check_state(nd, seq, n, tensors):
+        """A recurrent node's state tensors: (n, H) float32, zero in the rows
+        whose first step starts an episode (docs/protocol.md)."""
+        kind, hid = nd.cell
+        for name in ("state/h", "state/c") if kind == "lstm" else ("state/h",):
+            a = tensors.get(name)
+            if a is None or a.dtype != np.dtype("<f4") or a.shape != (n, hid):
+                got = "none" if a is None else f"{a.dtype} {a.shape}"
+                raise ProtocolError(f"node {nd.address}: segment {seq} tensor {name!r} is {got}; "
+                                    f"expected float32 {(n, hid)}")
+            if np.any(a[tensors["is_first"][0] != 0]):
+                raise ProtocolError(f"node {nd.address}: segment {seq} {name} is not zero in a "
+                                    "row whose first step starts an episode")
 
     @staticmethod
     def _check_abi2(nd, seq, t, n, tensors):
@@ -624,6 +648,18 @@ class Stream:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _cell(address, text):
+    """The welcome's recurrent cell, "gru:H" or "lstm:H" (H 1..512), as
+    (kind, H); None for ""."""
+    if not text:
+        return None
+    kind, _, hid = text.partition(":")
+    if kind not in ("gru", "lstm") or not hid.isdigit() or not 1 <= int(hid) <= 512:
+        raise ProtocolError(f"node {address}: welcome names the recurrent cell {text[:32]!r}; "
+                            "expected gru:H or lstm:H, H in 1..512")
+    return kind, int(hid)
 
 
 def policy_params(layers, activation="tanh", action_kind="discrete", log_std=None, version=0,

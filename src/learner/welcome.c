@@ -9,6 +9,7 @@
 
 #include "learner/frame_ring.h"
 #include "learner/learner.h"
+#include "policy/policy_flags.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/thread_guard.h"
@@ -127,6 +128,15 @@ static int welcome_stream(node_t *n, const Rollout__V1__Welcome *w, char *err, s
     if (w->unroll < 1 || w->unroll > 1u << 16)
         return ro__errorf(err, errlen, RO_EPROTO, "a stream node with unroll %u", w->unroll);
     rules.unroll = w->unroll;
+    if (w->recurrent && *w->recurrent) { /* segments carry the rows' states */
+        ro_policy_spec_t cell = {0};
+        char why[160];
+        if (ro__flag_recurrent(&cell, w->recurrent, why, sizeof why) != 0)
+            return ro__errorf(err, errlen, RO_EPROTO,
+                              "a stream node whose policy's cell is '%.32s'", w->recurrent);
+        rules.state_hid = cell.cell_hidden;
+        rules.state_lstm = cell.cell == RO_CELL_LSTM;
+    }
     n->ack_owed = 0;
     n->ack_every = w->window / 2 ? w->window / 2 : 1;
     if (n->stream) { /* a reconnect: the same node goes on, a restarted one over */

@@ -336,6 +336,10 @@ static int make_stream(ro_node_t *n, char *err, size_t errlen)
                        ro__policy_log_std(n->policy) != NULL, max_shard);
     else
         ro__seg_layout2(&lay, n->cfg.unroll, &n->layout, max_shard);
+    uint32_t hid; /* a recurrent policy: each row's state at the segment's start */
+    const ro_cell_t cell = ro__policy_cell(n->policy, &hid);
+    if (cell)
+        ro__seg_layout_state(&lay, hid, cell == RO_CELL_LSTM);
     /* One being filled and a few in flight per shard, within a memory cap:
      * when learners fall behind, shards wait for segments (backpressure). */
     uint64_t nsegs = (uint64_t)STREAM_SEGS_PER_SHARD * n->nshards;

@@ -1,5 +1,6 @@
 #include "wire/segment_view.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -363,6 +364,35 @@ static int check_abi2(const ro_segment_view_t *v, const ro_segment_rules_t *r, u
     return 0;
 }
 
+/* check_state: a recurrent node's state tensors, [n, H] float32 each,
+ * finite, and zero in the rows whose first step starts an episode (the
+ * node zeroes such a row's state before acting: a learner that starts
+ * from it would otherwise carry one episode's memory into the next). */
+static int check_state(const ro_segment_view_t *v, const ro_segment_rules_t *r, char *err,
+                       size_t errlen)
+{
+    const uint32_t dims[2] = {v->n, r->state_hid};
+    const uint8_t *first = ro__segment_view_find(v, "is_first")->data; /* [t, n]: row 0 */
+    for (int c = 0; c < 1 + r->state_lstm; c++) {
+        const char *name = c ? "state/c" : "state/h";
+        int rc = expect(v, name, 1, 2, dims, err, errlen);
+        if (rc)
+            return rc;
+        const uint8_t *d = ro__segment_view_find(v, name)->data;
+        for (size_t i = 0; i < (size_t)v->n * r->state_hid; i++) {
+            float x; /* the frame's bytes may be unaligned */
+            memcpy(&x, d + 4 * i, sizeof x);
+            const uint32_t row = (uint32_t)(i / r->state_hid);
+            if (!isfinite(x) || (first[row] && x != 0.0f))
+                return ro__errorf(err, errlen, RO_EPROTO, "segment %llu: %s of row %u is %g%s",
+                                  (unsigned long long)v->seq, name, row, (double)x,
+                                  isfinite(x) ? " but the row starts an episode at step 0"
+                                              : "; states must be finite");
+        }
+    }
+    return 0;
+}
+
 int ro__segment_view_check(const ro_segment_view_t *v, const ro_segment_rules_t *r, char *err,
                            size_t errlen)
 {
@@ -388,6 +418,8 @@ int ro__segment_view_check(const ro_segment_view_t *v, const ro_segment_rules_t 
                               "segment %llu: final index %d outside its %u x %u steps", seq, x, t,
                               n);
     }
+    if (r->state_hid && (rc = check_state(v, r, err, errlen)) != 0)
+        return rc;
     const ro_tensor_view_t *pv = ro__segment_view_find(v, "policy_version");
     for (uint32_t i = 0; i < t; i++) {
         uint64_t x;

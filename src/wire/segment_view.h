@@ -84,12 +84,17 @@ typedef struct ro_segment_rules {
     uint32_t agents, nobs;
     ro_segment_obs_rule_t obs[RO_VIEW_MAX_OBS];
     uint32_t ndisc, nbox, mask_width; /* per row; 0: no such tensor */
+    /* The welcome's recurrent cell: state_hid = H (0: none), state_lstm. */
+    uint32_t state_hid;
+    bool state_lstm;
 } ro_segment_rules_t;
 
 /* ro__segment_view_check holds a parsed segment to the rules: 1 <= t <=
  * unroll, its envs within num_envs (ABI 2: whole envs of agents rows),
  * every required tensor present with its dtype, shape and byte count,
- * final indices inside the segment, versions ordered. Returns 0 or
+ * final indices inside the segment, versions ordered; a recurrent node's
+ * state/h (and state/c) finite, and zero in every row whose first step
+ * starts an episode. Returns 0 or
  * RO_EPROTO with one line in err, naming the tensor. */
 int ro__segment_view_check(const ro_segment_view_t *v, const ro_segment_rules_t *r, char *err,
                            size_t errlen);

@@ -135,7 +135,7 @@ static void test_columns(void **state)
         w++;
     }
     assert_int_equal(w, sizeof want / sizeof want[0]);
-    /* An ABI 1 layout: its fifteen columns, as before. */
+    /* An ABI 1 layout: its fifteen columns, as before (no state columns). */
     static const float lo[2] = {-1, -1}, hi[2] = {1, 1};
     ro_space_t obs = {.kind = RO_SPACE_BOX, .ndim = 1, .shape = {2}, .low = lo, .high = hi};
     ro_space_t act = {.kind = RO_SPACE_DISCRETE, .n = 3};
@@ -145,7 +145,9 @@ static void test_columns(void **state)
     assert_null(l1.space);
     for (int c = 0; c < RO_SEG_NCOLS; c++)
         assert_string_equal(l1.col[c].name,
-                            c == RO_SEG_MEAN || c == RO_SEG_LOG_STD ? "" : ro__seg_col_name(c));
+                            c == RO_SEG_MEAN || c == RO_SEG_LOG_STD || c >= RO_SEG_STATE_H
+                                ? ""
+                                : ro__seg_col_name(c));
 }
 
 /* A full segment: every byte a value of its own; final observations at

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -531,12 +532,58 @@ static void test_rules(void **state)
     expect_refused(last_name_wins, "segment 7: tensor 'obs' has 4 bytes for 12 elements");
 }
 
+/* A recurrent node's states (rules.state_hid): [n, H] float32, finite, and
+ * zero in the rows whose step 0 starts an episode (is_first row 1 here). */
+static void test_state(void **state)
+{
+    (void)state;
+    seg_t *s = malloc(sizeof *s);
+    assert_non_null(s);
+    float h[N_ * 2] = {0.25f, -1.0f, 0.0f, 0.0f, 3.0f, 0.5f}, c[N_ * 2] = {1, 2, 0, 0, 3, 4};
+    ro_segment_rules_t r = rules;
+    r.state_hid = 2;
+    ro_segment_view_t v;
+    char err[ERRLEN];
+    seg_good(s);
+    tensor(s, NT, "state/h", 1, h, sizeof h, 2, N_, 2, 0);
+    tensor(s, NT + 1, "state/c", 1, c, sizeof c, 2, N_, 2, 0);
+    s->seg.n_tensors = NT + 2;
+    seg_pack(s);
+    assert_int_equal(parse(s->buf, s->len, &v, err), 1);
+    assert_int_equal(check(&v, &r, err), 0);
+    r.state_lstm = true;
+    assert_int_equal(check(&v, &r, err), 0);
+    h[3] = 1.5f; /* row 1 starts an episode: its state must be zero */
+    seg_pack(s);
+    assert_int_equal(parse(s->buf, s->len, &v, err), 1);
+    assert_int_equal(check(&v, &r, err), RO_EPROTO);
+    assert_string_equal(err, "segment 7: state/h of row 1 is 1.5 but the row starts an episode "
+                             "at step 0");
+    assert_int_equal(check(&v, &rules, err), 0); /* a node without a cell: not read */
+    h[3] = 0.0f;
+    c[5] = NAN;
+    seg_pack(s);
+    assert_int_equal(parse(s->buf, s->len, &v, err), 1);
+    assert_int_equal(check(&v, &r, err), RO_EPROTO);
+    assert_string_equal(err, "segment 7: state/c of row 2 is nan; states must be finite");
+    s->seg.n_tensors = NT + 1; /* an LSTM's segment without state/c */
+    seg_pack(s);
+    assert_int_equal(parse(s->buf, s->len, &v, err), 1);
+    assert_int_equal(check(&v, &r, err), RO_EPROTO);
+    assert_string_equal(err, "segment 7 has no tensor 'state/c'");
+    r.state_hid = 3;
+    assert_int_equal(check(&v, &r, err), RO_EPROTO);
+    assert_string_equal(err, "segment 7: tensor 'state/h' dim 1 is 2, expected 3");
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_segment), cmocka_unit_test(test_other_frames),
         cmocka_unit_test(test_truncations),  cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_bounds),       cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
