@@ -192,6 +192,14 @@ def open_node_socket(address, deadline):
 
 
 # Element types an observation space may declare (Space.dtype): numpy names.
+# What a welcome may ask of us, as rollout-learner bounds it
+# (src/wire/checks.c, src/learner/learner.h): envs (rows) per node, values
+# in one space, and the bytes of one observation column (every env's
+# observation), which a VecEnv holds a few of. A welcome over these is
+# refused, naming the field, before anything of its size is allocated.
+MAX_NUM_ENVS = 1 << 20
+MAX_SPACE_VALUES = 1 << 20
+MAX_OBS_COLUMN_BYTES = 1 << 30
 OBS_DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8",
               "uint16", "uint32", "uint64")
 
@@ -431,13 +439,19 @@ class Client:
         o = s.observation
         if o.kind != "box" or not o.shape:
             self._fail(c, f"observation space must be a box with a shape, got kind "
-                          f"{o.kind!r} shape {list(o.shape)}")
-        obs_shape = tuple(int(d) for d in o.shape)
+                          f"{o.kind[:20]!r} shape {list(o.shape)[:8]}")
+        if not 1 <= s.num_envs <= MAX_NUM_ENVS:
+            self._fail(c, f"welcome spec.num_envs {s.num_envs} is not in [1, {MAX_NUM_ENVS}]")
+        obs_shape = self._shape(c, "spec.observation.shape", o.shape)
         obs_dim = int(np.prod(obs_shape))
         if (o.dtype or "float32") not in OBS_DTYPES:
             self._fail(c, f"observation dtype {o.dtype[:40]!r} is not one of "
                           f"{', '.join(OBS_DTYPES)}")
         obs_dtype = np.dtype(o.dtype or "float32")
+        if s.num_envs * obs_dim * obs_dtype.itemsize > MAX_OBS_COLUMN_BYTES:
+            self._fail(c, f"welcome spec.num_envs {s.num_envs} x spec.observation.shape "
+                          f"{list(obs_shape)} ({obs_dtype.name}) is over "
+                          f"{MAX_OBS_COLUMN_BYTES >> 20} MiB of observations")
         lo, hi = spaces.dtype_bounds(obs_dtype)
         obs_low = np.full(obs_dim, lo, obs_dtype)
         obs_high = np.full(obs_dim, hi, obs_dtype)
@@ -457,13 +471,11 @@ class Client:
         a = s.action
         low = high = None
         if a.kind == "discrete":
-            if a.n < 1:
-                self._fail(c, "discrete action space with n = 0")
+            if not 1 <= a.n <= MAX_SPACE_VALUES:
+                self._fail(c, f"welcome spec.action.n {a.n} is not in [1, {MAX_SPACE_VALUES}]")
             action_n, action_shape = int(a.n), ()
         elif a.kind == "box":
-            if not a.shape:
-                self._fail(c, "box action space without a shape")
-            action_n, action_shape = 0, tuple(int(d) for d in a.shape)
+            action_n, action_shape = 0, self._shape(c, "spec.action.shape", a.shape)
             size = int(np.prod(action_shape))
             if len(a.low) == size and len(a.high) == size:
                 low = np.array(a.low, dtype=np.float32)
@@ -472,9 +484,7 @@ class Client:
                 self._fail(c, f"box action bounds have {len(a.low)}/{len(a.high)} values, "
                               f"shape needs {size}")
         else:
-            self._fail(c, f"unknown action space kind {a.kind!r}")
-        if s.num_envs < 1:
-            self._fail(c, "welcome announces 0 envs")
+            self._fail(c, f"unknown action space kind {a.kind[:20]!r}")
         return NodeInfo(index=c.index, address=c.address, node_id=int(w.node_id),
                         seed=int(w.seed), env=s.env, num_envs=int(s.num_envs),
                         max_episode_steps=int(s.max_episode_steps), obs_shape=obs_shape,
@@ -483,6 +493,16 @@ class Client:
                         action_shape=action_shape, action_low=low, action_high=high,
                         max_frame=int(w.max_frame), node_index=int(w.node_index))
 
+    def _shape(self, c, field, shape):
+        """A box's shape from a welcome: 1 to 4 dims of at least 1, at most
+        MAX_SPACE_VALUES values (checked before anything is allocated)."""
+        dims = list(shape)
+        if not 1 <= len(dims) <= 4 or min(dims) < 1 or \
+                int(np.prod(dims, dtype=object)) > MAX_SPACE_VALUES:
+            self._fail(c, f"welcome {field} {dims[:8]} is not 1 to 4 dims of at most "
+                          f"{MAX_SPACE_VALUES} values")
+        return tuple(int(d) for d in dims)
+
     def _node_info_abi2(self, c, w):
         """NodeInfo of an env ABI 2 node: its layout, rows as num_envs."""
         try:
@@ -490,8 +510,14 @@ class Client:
         except ProtocolError as e:
             self._fail(c, str(e))
         s = w.spec
-        if not 1 <= s.num_envs <= (1 << 20) // lay.agents:
-            self._fail(c, f"welcome announces {s.num_envs} envs of {lay.agents} agents")
+        if not 1 <= s.num_envs <= MAX_NUM_ENVS // lay.agents:
+            self._fail(c, f"welcome spec.num_envs {s.num_envs} of {lay.agents} agents is over "
+                          f"{MAX_NUM_ENVS} rows")
+        row = sum(int(np.prod(shape)) * dt.itemsize for _, dt, shape in lay.tensors)
+        if s.num_envs * lay.agents * row > MAX_OBS_COLUMN_BYTES:
+            self._fail(c, f"welcome spec.num_envs {s.num_envs} x {lay.agents} agents x layout "
+                          f"tensors of {row} bytes a row is over {MAX_OBS_COLUMN_BYTES >> 20} MiB "
+                          "of observations")
         none = np.zeros(0, np.float32)
         return NodeInfo(index=c.index, address=c.address, node_id=int(w.node_id),
                         seed=int(w.seed), env=s.env, num_envs=int(s.num_envs) * lay.agents,

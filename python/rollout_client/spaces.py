@@ -272,10 +272,33 @@ def dict_of(named):
     return cls(dict(named))
 
 
+# The most samples batch() stacks, and values it makes in all (bounds of a
+# Box, each): the caps a client holds a node's welcome to (client.py).
+MAX_BATCH = 1 << 20
+MAX_BATCH_VALUES = 1 << 28
+
+
+def _values(space):
+    """How many values a sample of space has (an int, not an allocation):
+    ours or gymnasium's spaces alike."""
+    sub = getattr(space, "spaces", None)
+    if sub is not None:  # Tuple, Dict
+        return sum(_values(s) for s in (sub.values() if hasattr(sub, "values") else sub))
+    shape = getattr(space, "shape", None) or ()
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
 def batch(space, n):
     """The space of n stacked samples of space: a Box gains a leading axis,
     a Discrete becomes a MultiDiscrete, as gymnasium.vector.utils.batch_space
-    makes them."""
+    makes them. Raises ValueError, before allocating, for n outside [1,
+    MAX_BATCH] or a batch of over MAX_BATCH_VALUES values."""
+    if not 1 <= n <= MAX_BATCH or n * _values(space) > MAX_BATCH_VALUES:
+        raise ValueError(f"cannot batch {n} samples of {_values(space)} values "
+                         f"(at most {MAX_BATCH} samples, {MAX_BATCH_VALUES} values in all)")
     if GYMNASIUM is not None:
         return GYMNASIUM.vector.utils.batch_space(space, n)
     if isinstance(space, Discrete):
@@ -307,4 +330,5 @@ def dtype_bounds(dtype):
 
 __all__ = ["AutoresetMode", "Box", "Dict", "Discrete", "GYMNASIUM", "MultiBinary",
            "MultiDiscrete", "Tuple", "batch", "box", "dict_of", "discrete", "dtype_bounds",
-           "multi_binary", "multi_discrete", "same_step_mode", "tuple_of"]
+           "multi_binary", "multi_discrete", "same_step_mode", "tuple_of", "MAX_BATCH",
+           "MAX_BATCH_VALUES"]

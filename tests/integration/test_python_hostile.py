@@ -4,7 +4,7 @@ without using it and without allocating what it asks for.
 
 usage: test_python_hostile.py ROLLOUT_NODE BUILD_DIR [unittest args]"""
 import os
-import subprocess
+import resource
 import sys
 import unittest
 
@@ -106,6 +106,63 @@ class ValuesInMemory(nu.TempDirCase):
         m_flags[0] = 0x80
         with self.assertRaisesRegex(ValueError, "flags of env 0 .* 0x80"):
             take()
+
+
+def welcome(num_envs=4, obs_shape=(4,), obs_dtype="", action=None):
+    pb = hn.w.pb2()
+    return pb.Frame(welcome=pb.Welcome(
+        protocol_version=1, node_id=7, seed=1, max_frame=1 << 20, mode="seed",
+        spec=pb.EnvSpec(env="cartpole", num_envs=num_envs,
+                        observation=pb.Space(kind="box", shape=list(obs_shape), dtype=obs_dtype),
+                        action=action or pb.Space(kind="discrete", n=2))))
+
+
+def maxrss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
+
+
+class WelcomeSizes(nu.TempDirCase):
+    """B: a small welcome that asks for gigabytes is refused, naming the
+    field, before anything of its size is allocated (no MemoryError)."""
+
+    def test_a_welcome_too_large_is_named_not_allocated(self):
+        pb = hn.w.pb2()
+        cases = (
+            (welcome(obs_shape=(1 << 26,)), "spec.observation.shape [67108864]"),
+            (welcome(num_envs=1 << 25), "spec.num_envs 33554432"),
+            (welcome(obs_shape=(1024, 1024, 1024)), "spec.observation.shape [1024, 1024, 1024]"),
+            (welcome(obs_shape=(2, 0)), "spec.observation.shape [2, 0]"),
+            (welcome(obs_shape=(1,) * 5), "spec.observation.shape [1, 1, 1, 1, 1]"),
+            (welcome(num_envs=1 << 20, obs_shape=(1024,), obs_dtype="float64"),
+             "spec.num_envs 1048576 x spec.observation.shape [1024] (float64) is over 1024 MiB"),
+            (welcome(action=pb.Space(kind="discrete", n=1 << 30)), "spec.action.n 1073741824"),
+            (welcome(action=pb.Space(kind="box", shape=[1 << 21])),
+             "spec.action.shape [2097152]"),
+        )
+        before = maxrss_mib()
+        for k, (frame, says) in enumerate(cases):
+            for make in (rc.Client, rc.VecEnv):
+                with self.subTest(case=k, via=make.__name__):
+                    path = self.path(f"n{k}{make.__name__}.sock")
+                    node = hn.HostileNode(path, frame)
+                    with self.assertRaises(rc.ProtocolError) as cm:
+                        make("unix:" + path, shared_memory=False, connect_timeout=GUARD)
+                    self.assertIn(says, str(cm.exception))
+                    node.close()
+        # Each of them once drove the client to gigabytes (5.1 GB for
+        # [2^26]); refused from the numbers, they cost nothing.
+        self.assertLess(maxrss_mib() - before, 256)
+
+    def test_batch_refuses_before_allocating(self):
+        box = rc.spaces.box(np.zeros(4, np.float32), np.ones(4, np.float32), (4,), np.float32)
+        self.assertEqual(rc.spaces.batch(box, 3).shape, (3, 4))
+        for n in (0, (1 << 20) + 1):
+            with self.assertRaisesRegex(ValueError, f"cannot batch {n} samples"):
+                rc.spaces.batch(box, n)
+        big = rc.spaces.box(np.zeros(1 << 10, np.float32), np.ones(1 << 10, np.float32), (1 << 10,),
+                              np.float32)
+        with self.assertRaisesRegex(ValueError, "268435456 values in all"):
+            rc.spaces.batch(big, 1 << 19)
 
 
 if __name__ == "__main__":
