@@ -45,6 +45,7 @@ from .framing import DEFAULT_MAX_FRAME, decode_varint, encode_frame
 # proto DType -> numpy dtype (little-endian).
 _DTYPES = {1: np.dtype("<f4"), 2: np.dtype("<i4"), 3: np.dtype("u1"), 4: np.dtype("<u4"),
            5: np.dtype("<u8")}
+_MAX_DIMS = 8  # a tensor's dims: (t, n) and an env tensor's 4, and room
 _BLOCK = 8 << 20  # receive buffers: each is filled once, then left to the batches viewing it
 
 
@@ -384,7 +385,7 @@ class Stream:
         if seg is None:
             return None
         hdr = [0] * 8
-        tensors, refs = {}, []
+        descs = []  # (name, dtype, shape, data span, offset): nothing allocated yet
         in_memory = False
         for field, wt, v in _fields(b, seg[0], seg[0] + seg[1]):
             if wt == 0 and 1 <= field <= 8:
@@ -395,29 +396,33 @@ class Stream:
                 name, dtype, shape, data, offset = None, 0, [], (0, 0), 0
                 for f2, w2, v2 in _fields(b, v[0], v[0] + v[1]):
                     if f2 == 1 and w2 == 2:
-                        name = bytes(b[v2[0]:v2[0] + v2[1]]).decode("utf-8", "replace")
+                        name = bytes(b[v2[0]:v2[0] + min(v2[1], 200)]).decode("utf-8", "replace")
                     elif f2 == 2 and w2 == 0:
                         dtype = v2
                     elif f2 == 3 and w2 == 2:
                         shape, p, e = [], v2[0], v2[0] + v2[1]
-                        while p < e:
+                        while p < e and len(shape) <= _MAX_DIMS:
                             d, p = _read_varint(b, p, e)
                             shape.append(d)
                     elif f2 == 4 and w2 == 2:
                         data = v2
                     elif f2 == 5 and w2 == 0:
                         offset = v2
-                dt = _DTYPES.get(dtype)
-                count = math.prod(shape) if shape else 0
-                if name is not None and dt is not None and data[1] == 0:
-                    refs.append((name, dt, shape, offset, count * dt.itemsize))
-                    continue  # resolved below, if the segment is in memory
-                if name is None or dt is None or count * dt.itemsize != data[1]:
-                    raise ProtocolError(f"node {nd.address}: segment tensor {name!r} has dtype "
-                                        f"{dtype}, shape {shape} and {data[1]} bytes")
-                # A view of the received bytes: no copy.
-                tensors[name] = np.ndarray(shape, dt, arr, data[0]) if count else \
-                    np.empty(shape, dt)
+                descs.append((name, _DTYPES.get(dtype), shape, data, offset))
+        # Every name, dtype, shape and size against what the welcome says a
+        # segment holds, before a byte is allocated or copied.
+        self._check_sizes(nd, hdr, descs, in_memory)
+        tensors, refs = {}, []
+        for name, dt, shape, data, offset in descs:
+            count = math.prod(shape) if shape else 0
+            if data[1] == 0:
+                refs.append((name, dt, shape, offset, count * dt.itemsize))
+                continue  # resolved below, if the segment is in memory
+            if count * dt.itemsize != data[1]:
+                raise ProtocolError(f"node {nd.address}: segment tensor {name!r} has dtype "
+                                    f"{dt}, shape {shape} and {data[1]} bytes")
+            # A view of the received bytes: no copy.
+            tensors[name] = np.ndarray(shape, dt, arr, data[0])
         if in_memory:
             # One copy out of the node's memory, which it reuses once we
             # acknowledge, into a block of the batch's own: its arrays are
@@ -426,17 +431,18 @@ class Stream:
             span, at = (0, len(arr)), 0
         for name, dt, shape, offset, size in refs:
             if not in_memory:
-                tensors[name] = np.empty(shape, dt)  # an empty tensor
                 if size:
                     raise ProtocolError(f"node {nd.address}: segment tensor {name!r} has shape "
                                         f"{shape} and no bytes")
+                tensors[name] = np.empty(shape, dt)  # an empty tensor
                 continue
-            if nd.shm is None or offset + size > len(nd.shm):
-                raise ProtocolError(f"node {nd.address}: segment tensor {name!r} lies at "
-                                    f"{offset}..+{size}, outside the node's shared memory")
             arr[at:at + size] = nd.shm[offset:offset + size]
             tensors[name] = np.ndarray(shape, dt, arr, at)
             at += size
+        if in_memory and "reward" in tensors and not np.isfinite(tensors["reward"]).all():
+            bad = np.argwhere(~np.isfinite(tensors["reward"]))[0]
+            raise ProtocolError(f"node {nd.address}: segment {hdr[0]} in memory: the reward of "
+                                f"row {int(bad[1])} at step {int(bad[0])} is not finite")
         t, n = hdr[4], hdr[5]
         if nd.layout is not None:
             self._check_abi2(nd, hdr[0], t, n, tensors)
@@ -466,6 +472,97 @@ class Stream:
             if np.any(a[tensors["is_first"][0] != 0]):
                 raise ProtocolError(f"node {nd.address}: segment {seq} {name} is not zero in a "
                                     "row whose first step starts an episode")
+
+    @staticmethod
+    def _schema(nd, t, n, k):
+        """name -> (dtype, shape) of the tensors a segment of t steps of n
+        rows with k final observations holds, from the welcome (the node's
+        segment layout, actors/segment.c); mean and log_std only where
+        the actions are a box."""
+        f4, i4, u1, u4, u8 = (_DTYPES[c] for c in (1, 2, 3, 4, 5))
+        want = {"logp": (f4, (t, n)), "reward": (f4, (t, n)), "terminated": (u1, (t, n)),
+                "truncated": (u1, (t, n)), "is_first": (u1, (t, n)), "episode": (u4, (t, n)),
+                "step": (u4, (t, n)), "policy_version": (u8, (t,)), "final_index": (i4, (k,))}
+        lay = nd.layout
+        if lay is None:
+            spec = nd.welcome.spec
+            obs = tuple(int(d) for d in spec.observation.shape)
+            want.update({"obs": (f4, (t, n) + obs), "next_obs": (f4, (n,) + obs),
+                         "final_obs": (f4, (k,) + obs)})
+            if spec.action.kind == "discrete":
+                want["action"] = (i4, (t, n))
+            else:
+                ad = math.prod(int(d) for d in spec.action.shape)
+                want.update({"action": (f4, (t, n, ad)), "mean": (f4, (t, n, ad)),
+                             "log_std": (f4, (t, ad))})
+            return want
+        for name, dt, shape in lay.tensors:
+            want.update({f"obs/{name}": (dt, (t, n) + shape), f"next_obs/{name}": (dt, (n,) + shape),
+                         f"final_obs/{name}": (dt, (k,) + shape)})
+        for name, dt, width in (("action", i4, lay.ndisc), ("action_box", f4, lay.nbox),
+                                ("mask", u1, lay.mask_width)):
+            if width:
+                want[name] = (dt, (t, n, width))
+        return want
+
+    @staticmethod
+    def _schema_state(nd, n, want):
+        """A recurrent node's state tensors in want (Welcome.recurrent)."""
+        if nd.cell is not None:
+            kind, hid = nd.cell
+            for name in ("state/h", "state/c") if kind == "lstm" else ("state/h",):
+                want[name] = (_DTYPES[1], (n, hid))
+
+    def _check_sizes(self, nd, hdr, descs, in_memory):
+        """A segment's tensors (name, dtype, shape, data span, offset, as
+        read from the frame), checked before anything is allocated: the
+        steps and rows inside the welcome's unroll and envs, each name at
+        most once, each tensor the welcome names with its dtype and shape,
+        any other at most the size of those together; in memory, each
+        inside the node's memory and all of them at most a segment's size."""
+        seq, t, n = hdr[0], hdr[4], hdr[5]
+        w = nd.welcome
+        rows = w.spec.num_envs * (nd.layout.agents if nd.layout is not None else 1)
+        unroll = w.unroll or t
+        if not 1 <= t <= unroll or not 1 <= n <= rows:
+            raise ProtocolError(f"node {nd.address}: segment {seq} of {t} steps of {n} rows "
+                                f"(unroll {unroll}, {rows} rows)")
+        fi = [d for d in descs if d[0] == "final_index"]
+        k = fi[0][2][0] if fi and len(fi[0][2]) == 1 else 0
+        if k > t * n:
+            raise ProtocolError(f"node {nd.address}: segment {seq} has {k} final observations "
+                                f"for {t} x {n} steps")
+        want = self._schema(nd, t, n, k)
+        self._schema_state(nd, n, want)
+        known = sum(math.prod(shape) * dt.itemsize for dt, shape in want.values())
+        seen, other, total = set(), 0, 0
+        for name, dt, shape, data, offset in descs:
+            why = "has no name" if name is None else "comes twice" if name in seen else \
+                "has no dtype this client knows" if dt is None else \
+                f"has {len(shape)} dims, over {_MAX_DIMS}" if len(shape) > _MAX_DIMS else None
+            if why:
+                raise ProtocolError(f"node {nd.address}: segment {seq} tensor "
+                                    f"{(name or '')[:40]!r} {why}")
+            seen.add(name)
+            size = math.prod(shape) * dt.itemsize if shape else 0
+            if name in want and (dt, tuple(shape)) != want[name]:
+                raise ProtocolError(f"node {nd.address}: segment {seq} tensor {name!r} is "
+                                    f"{dt} {tuple(shape)[:8]}; expected {want[name][0]} "
+                                    f"{want[name][1]}")
+            if name not in want:
+                other += size
+                if other > known:
+                    raise ProtocolError(f"node {nd.address}: segment {seq} has tensors the "
+                                        f"welcome does not name of over {known} bytes "
+                                        f"({name[:40]!r} of shape {shape[:8]})")
+            if in_memory and not data[1]:
+                if nd.shm is None or offset > len(nd.shm) or size > len(nd.shm) - offset:
+                    raise ProtocolError(f"node {nd.address}: segment tensor {name!r} lies at "
+                                        f"{offset}..+{size}, outside the node's shared memory")
+                total += size
+        if total > len(nd.shm if nd.shm is not None else ()):
+            raise ProtocolError(f"node {nd.address}: segment {seq} refers to {total} bytes of a "
+                                f"shared memory of {len(nd.shm)}")
 
     @staticmethod
     def _check_abi2(nd, seq, t, n, tensors):

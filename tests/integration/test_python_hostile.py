@@ -165,5 +165,70 @@ class WelcomeSizes(nu.TempDirCase):
             rc.spaces.batch(big, 1 << 19)
 
 
+def stream_node(path, segment):
+    """A stream node of CartPole-shaped envs (4 envs, unroll 4) at path
+    whose welcome hands over a 64 MiB segment memory, then sends the
+    Segment segment."""
+    pb = hn.w.pb2()
+    fd, _ = hn.sealed_memory("hostile-segments", 64 << 20)
+    space = pb.Space(kind="box", shape=[4], low=[-1e9] * 4, high=[1e9] * 4)
+    welcome = pb.Frame(welcome=pb.Welcome(
+        protocol_version=1, node_id=7, seed=1, max_frame=1 << 20, mode="stream", unroll=4,
+        window=8, segment_memory_fd=1, segment_memory_bytes=64 << 20,
+        spec=pb.EnvSpec(env="cartpole", observation=space,
+                        action=pb.Space(kind="discrete", n=2), num_envs=4)))
+    node = hn.HostileNode(path, welcome, [fd], [pb.Frame(segment=segment)])
+    node.keep = fd
+    return node
+
+
+class SegmentSizes(nu.TempDirCase):
+    """C and D: a segment frame of a few hundred bytes that names far more
+    than a segment holds (references into the node's memory, or shapes
+    without bytes) is refused from its numbers, before anything is
+    allocated or copied."""
+
+    def test_amplifying_segments_are_refused_before_allocating(self):
+        pb = hn.w.pb2()
+        T = pb.NamedTensor
+
+        def seg(*tensors, in_memory=True):
+            return pb.Segment(seq=1, t=4, n=4, in_memory=in_memory, tensors=list(tensors))
+        whole = 64 << 20
+        cases = (
+            # C: 24 references to the whole 64 MiB memory, under names the
+            # welcome does not give (1.6 GB before the fix) ...
+            (seg(*(T(name=f"x{i}", dtype=3, shape=[whole], offset=0) for i in range(24))),
+             "segment 1 has tensors the welcome does not name of over"),
+            # ... or under a name it gives, with another shape.
+            (seg(T(name="obs", dtype=1, shape=[4, 4, whole // 64], offset=0)),
+             "segment 1 tensor 'obs' is float32 (4, 4, 1048576); expected float32 (4, 4, 4)"),
+            (seg(T(name="reward", dtype=1, shape=[4, 4], offset=whole - 8)),
+             "segment tensor 'reward' lies at 67108856..+64, outside the node's shared memory"),
+            (seg(T(name="obs", dtype=1, shape=[4, 4, 4]), T(name="obs", dtype=1, shape=[4, 4, 4])),
+             "segment 1 tensor 'obs' comes twice"),
+            # D: a tensor of no bytes and a huge shape (a 4 EiB request), and
+            # one of 40 dims.
+            (seg(T(name="obs", dtype=5, shape=[1 << 31, 1 << 31]), in_memory=False),
+             "segment 1 tensor 'obs' is uint64 (2147483648, 2147483648); expected float32"),
+            (seg(T(name="junk", dtype=1, shape=[1] * 40), in_memory=False),
+             "segment 1 tensor 'junk' has 9 dims, over 8"),
+            (pb.Segment(seq=1, t=5, n=4),
+             "segment 1 of 5 steps of 4 rows (unroll 4, 4 rows)"),
+        )
+        before = maxrss_mib()
+        for k, (segment, says) in enumerate(cases):
+            with self.subTest(case=k):
+                self.assertLess(len(segment.SerializeToString()), 1024)
+                path = self.path(f"s{k}.sock")
+                node = stream_node(path, segment)
+                with rc.Stream("unix:" + path, connect_timeout=GUARD) as st:
+                    with self.assertRaises(rc.ProtocolError) as cm:
+                        st.recv(timeout=GUARD)
+                    self.assertIn(says, str(cm.exception))
+                node.close()
+        self.assertLess(maxrss_mib() - before, 256)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
