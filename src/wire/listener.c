@@ -136,8 +136,14 @@ int ro__listener_open(ro_listener_t *l, uv_loop_t *loop, const char *spec, const
         return ro__errorf(err, errlen, RO_EIO, "%s '%s': %s", flag, spec,
                           uv_strerror(uv_translate_sys_error(e)));
     }
-    if (local)
+    struct stat st;
+    if (local) {
         memcpy(l->unix_path, un->sun_path, sizeof l->unix_path); /* both 108, NUL inside */
+        if (stat(un->sun_path, &st) == 0) { /* the file bind made: ours to remove */
+            l->unix_dev = st.st_dev;
+            l->unix_ino = st.st_ino;
+        }
+    }
     /* Owner-only before anyone may connect: other users on the host cannot
      * reach a Unix-domain listener (a token still applies if given). */
     if ((local && chmod(un->sun_path, 0600) != 0) || listen(fd, 128) != 0) {
@@ -173,14 +179,29 @@ int ro__listener_open(ro_listener_t *l, uv_loop_t *loop, const char *spec, const
     return 0;
 }
 
+/* remove_socket_file unlinks our socket file, if the path still names it:
+ * a file removed since and replaced by another node's socket (or anything
+ * else) is left alone. (A node starting at the path between the lstat and
+ * the unlink finds our socket still listening and refuses; only a third
+ * party removing our file in that window could race us.) */
+static void remove_socket_file(const ro_listener_t *l)
+{
+    struct stat st;
+    if (lstat(l->unix_path, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_dev != l->unix_dev ||
+        st.st_ino != l->unix_ino)
+        return;
+    if (unlink(l->unix_path) != 0 && errno != ENOENT)
+        fprintf(stderr, "%s: warning: cannot remove the socket file %s: %s\n", l->program,
+                l->unix_path, strerror(errno));
+}
+
 void ro__listener_close(ro_listener_t *l)
 {
     if (!l->open || l->closing)
         return;
     l->closing = true;
-    if (l->unix_path[0] && unlink(l->unix_path) != 0 && errno != ENOENT)
-        fprintf(stderr, "%s: warning: cannot remove the socket file %s: %s\n", l->program,
-                l->unix_path, strerror(errno));
+    if (l->unix_path[0])
+        remove_socket_file(l);
     uv_close((uv_handle_t *)&l->poll, on_poll_closed);
     uv_close((uv_handle_t *)&l->pause, NULL);
 }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/types.h>
+
 #include <uv.h>
 
 /* How long accepting pauses after an error such as EMFILE. */
@@ -40,6 +42,10 @@ struct ro_listener {
     uint64_t unlogged;    /* errors since that line */
     uint64_t errors;      /* in all */
     char unix_path[108];  /* "unix:PATH": the socket file, removed at close; "" otherwise */
+    /* The socket file we bound (its device and inode): removed at close only
+     * if the path still names it, not another node's socket made there since. */
+    dev_t unix_dev;
+    ino_t unix_ino;
 };
 
 /*

@@ -612,6 +612,33 @@ class SharedMemoryPrincipals(nu.TempDirCase):
         node.communicate(timeout=nu.HANG_GUARD_S)
 
 
+class SocketFiles(nu.TempDirCase):
+    """E (issue 31): a stopping node removes its own socket file only."""
+
+    def start(self, path):
+        p = nu.spawn([nu.NODE, "--learner", "remote", "--listen", "unix:" + path, "--quiet",
+                      "--num-envs", 4, "--seconds", 0],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(w.listen_address(p), "unix:" + path)
+        return p
+
+    def test_a_stopping_node_leaves_another_nodes_socket(self):
+        path = self.path("node.sock")
+        first = self.start(path)
+        os.unlink(path)  # someone removes it; a second node takes the path
+        second = self.start(path)
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=nu.HANG_GUARD_S)
+        self.assertEqual(first.returncode, 0)
+        # The second node's socket is still there, and still its own.
+        s, f, _ = unix_learner(path)
+        self.assertEqual(f.WhichOneof("body"), "welcome")
+        s.close()
+        second.send_signal(signal.SIGINT)
+        second.communicate(timeout=nu.HANG_GUARD_S)
+        self.assertFalse(os.path.exists(path))  # its own, it removes
+
+
 if __name__ == "__main__":
     REPLAY, HOSTILE = sys.argv[3], sys.argv[4]
     del sys.argv[3:5]
