@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #include "runtime/text.h"
 #include "wire/frame.h"
+#include "wire/varint.h"
 
 /* Constant time in the expected token's length: no timing oracle. */
 static bool token_ok(const char *want, const char *given)
@@ -42,6 +43,70 @@ int ro__check_hello(const Rollout__V1__Hello *h, const ro_hello_rules_t *rules, 
     if (!token_ok(rules->token, h->token))
         return ro__errorf(err, errlen, RO_EACCES, "missing or wrong token");
     *trainer = train;
+    return 0;
+}
+
+/* next_field reads the field at p[*pos..n): its number, wire type and, for
+ * a length-delimited one, where its bytes start and how many; the others
+ * are skipped. false at the end or on bytes that are not fields (the
+ * decoder then says what is wrong). */
+static bool next_field(const uint8_t *p, size_t n, size_t *pos, uint32_t *field, size_t *at,
+                       size_t *len)
+{
+    uint64_t tag, v;
+    int k = ro__varint_get(p + *pos, n - *pos, &tag);
+    if (k <= 0)
+        return false;
+    *pos += (size_t)k;
+    *field = (uint32_t)(tag >> 3);
+    *len = 0;
+    switch (tag & 7) {
+    case 0:
+        k = ro__varint_get(p + *pos, n - *pos, &v);
+        if (k <= 0)
+            return false;
+        *pos += (size_t)k;
+        return true;
+    case 1:
+    case 5: {
+        const size_t w = (tag & 7) == 1 ? 8 : 4;
+        if (n - *pos < w)
+            return false;
+        *pos += w;
+        return true;
+    }
+    case 2:
+        k = ro__varint_get(p + *pos, n - *pos, &v);
+        if (k <= 0 || v > n - *pos - (size_t)k)
+            return false;
+        *at = *pos + (size_t)k;
+        *len = (size_t)v;
+        *pos = *at + *len;
+        *field |= 1u << 31; /* length-delimited */
+        return true;
+    default:
+        return false;
+    }
+}
+
+int ro__check_hello_bytes(const uint8_t *body, size_t len, char *err, size_t errlen)
+{
+    static const char *const names[] = {[2] = "role", [3] = "token", [4] = "name"};
+    size_t pos = 0, at = 0, n;
+    uint32_t field;
+    while (next_field(body, len, &pos, &field, &at, &n)) {
+        if (field != (1u << 31 | ROLLOUT__V1__FRAME__BODY_HELLO))
+            continue;
+        const uint8_t *h = body + at;
+        size_t hpos = 0, sat = 0, sn;
+        uint32_t f2;
+        while (next_field(h, n, &hpos, &f2, &sat, &sn)) {
+            const uint32_t num = f2 & ~(1u << 31);
+            if ((f2 >> 31) && num >= 2 && num <= 4 && memchr(h + sat, 0, sn))
+                return ro__errorf(err, errlen, num == 3 ? RO_EACCES : RO_EPROTO,
+                                  "the hello's %s holds a NUL byte", names[num]);
+        }
+    }
     return 0;
 }
 

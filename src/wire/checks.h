@@ -29,6 +29,13 @@ typedef struct ro_hello_rules {
 int ro__check_hello(const Rollout__V1__Hello *h, const ro_hello_rules_t *rules, bool *trainer,
                     char *err, size_t errlen);
 
+/* ro__check_hello_bytes reads a frame's bytes (body[0..len), before they
+ * are decoded) for a hello whose role, token or name holds a NUL byte: the
+ * decoder would hand on the string cut at it, so "TOKEN\0junk" would pass
+ * for TOKEN. RO_EACCES for the token, RO_EPROTO for the others; 0 for
+ * anything else (bytes that are not a frame are the decoder's to refuse). */
+int ro__check_hello_bytes(const uint8_t *body, size_t len, char *err, size_t errlen);
+
 /* ro__check_first_frame: the first frame of a connection must be a hello
  * that ro__check_hello accepts ("expected hello first, got ..."). */
 int ro__check_first_frame(const Rollout__V1__Frame *f, const ro_hello_rules_t *rules, bool *trainer,

@@ -13,6 +13,7 @@
 #include "runtime/error.h"
 #include "runtime/shared_mem.h"
 #include "runtime/text.h"
+#include "wire/checks.h"
 #include "wire/tcp_liveness.h"
 #include "wire/varint.h"
 
@@ -316,13 +317,21 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     while (!c->closing) {
         ro_frame_t *f = NULL;
         char err[256];
-        if (c->ops->on_raw) {
+        if (c->ops->on_raw || c->gated) {
             const uint8_t *body;
             size_t len;
             int prc = ro__frame_reader_peek(&c->rd, &body, &len, err, sizeof err);
             if (prc == 0)
                 return;
-            if (prc > 0 && c->ops->on_raw(c, body, len)) {
+            /* Before its hello, strings the decoder would cut at a NUL: a
+             * token is compared whole (wire/checks.h). */
+            int hrc = prc > 0 && c->gated ? ro__check_hello_bytes(body, len, err, sizeof err) : 0;
+            if (hrc) {
+                c->broken = true;
+                ro__conn_fail(c, hrc, "%s", err);
+                return;
+            }
+            if (prc > 0 && c->ops->on_raw && c->ops->on_raw(c, body, len)) {
                 if (!c->closing)
                     ro__frame_reader_skip(&c->rd);
                 continue;

@@ -639,6 +639,31 @@ class SocketFiles(nu.TempDirCase):
         self.assertFalse(os.path.exists(path))  # its own, it removes
 
 
+class TokenBytes(nu.TempDirCase):
+    """Issue 31: a token is compared whole: the real one followed by a NUL
+    byte and junk is no token (the decoder cut strings at a NUL)."""
+
+    def test_a_token_with_a_nul_and_junk_is_refused(self):
+        tok = self.path("token")
+        with open(tok, "w") as fh:
+            fh.write("the-secret\n")
+        os.chmod(tok, 0o600)
+        node, addr = w.start_node(nu.NODE, "--num-envs", "4", "--seconds", "0",
+                                  "--token-file", tok)
+        for token, name, says in (("the-secret\0junk", "x", "the hello's token holds a NUL byte"),
+                                  ("the-secret", "a\0b", "the hello's name holds a NUL byte")):
+            c = w.Conn(addr)
+            self.addCleanup(c.close)
+            g = c.hello(token=token, name=name)
+            self.assertEqual(g.WhichOneof("body"), "error")
+            self.assertIn(says, g.error.message)
+        c = w.Conn(addr)  # the whole token still gets in
+        self.addCleanup(c.close)
+        self.assertEqual(c.hello(token="the-secret").WhichOneof("body"), "welcome")
+        node.send_signal(signal.SIGINT)
+        node.communicate(timeout=nu.HANG_GUARD_S)
+
+
 if __name__ == "__main__":
     REPLAY, HOSTILE = sys.argv[3], sys.argv[4]
     del sys.argv[3:5]
