@@ -14,7 +14,7 @@
 #define MAX_WEIGHT 1e6
 #define MAX_NOISE 100.0
 
-typedef enum { ARG_STEPS, ARG_WEIGHT, ARG_NOISE, ARG_BOOL, ARG_RANGE } arg_type_t;
+typedef enum { ARG_STEPS, ARG_WEIGHT, ARG_NOISE, ARG_BOOL, ARG_RANGE, ARG_NAME } arg_type_t;
 
 typedef struct arg_def {
     const char *key;
@@ -36,6 +36,7 @@ static const arg_def_t arg_defs[] = {
     {"healthy_z_range", ARG_RANGE, offsetof(ro_mj_params_t, z_range)},
     {"healthy_angle_range", ARG_RANGE, offsetof(ro_mj_params_t, angle_range)},
     {"contact_force_range", ARG_RANGE, offsetof(ro_mj_params_t, contact_range)},
+    {"main_body", ARG_NAME, offsetof(ro_mj_params_t, main_body)},
 };
 
 #define H_FRAME_SKIP(dflt) "frame_skip", "mj_step calls per env step, 1..1000 (default " dflt ")"
@@ -93,6 +94,8 @@ const char *const ro__mj_keys_ant[] = {
     H_EXCLUDE("x and y"),
     "include_cfrc_ext_in_observation",
     "true or false: observe the bodies' clipped contact forces (default true)",
+    "main_body",
+    "the body whose x displacement is rewarded: a body name or id (default 1, the torso)",
     NULL};
 
 static bool accepts(const char *const *keys, const char *key)
@@ -173,6 +176,13 @@ static int parse_arg(const arg_def_t *def, const char *value, ro_mj_params_t *p,
         return parse_bool(def->key, value, (bool *)field, err, errlen);
     case ARG_RANGE:
         return parse_range(def->key, value, (double *)field, err, errlen);
+    case ARG_NAME: /* checked against the model by the env */
+        if (value[0] == '\0' || strlen(value) >= RO_MJ_NAME_MAX)
+            return ro__errorf(err, errlen, RO_EINVAL,
+                              "env arg '%s': '%.80s' is not a body name or id (1 to %d bytes)",
+                              def->key, value, RO_MJ_NAME_MAX - 1);
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
     }
     return RO_EINVAL;
 }

@@ -11,12 +11,16 @@
 
 #include "rollout/env.h"
 
+/* The longest body name main_body takes (MuJoCo's names are unbounded). */
+#define RO_MJ_NAME_MAX 64
+
 /* What a user may set; each env has its own defaults and keys. */
 typedef struct ro_mj_params {
     uint32_t frame_skip;
     double forward_w, ctrl_w, healthy_w, contact_w, noise;
     double state_range[2], z_range[2], angle_range[2], contact_range[2];
     bool terminate_unhealthy, exclude_x, cfrc_obs;
+    char main_body[RO_MJ_NAME_MAX]; /* a body's name or id; the env resolves it */
 } ro_mj_params_t;
 
 /* Each env's {key, help, ..., NULL} list, for its vtable's arg_keys. */

@@ -45,8 +45,8 @@ enum {
     UPRIGHT = 1u << 5,      /* reward 1 while |pole angle| <= 0.2, else terminated */
     EXCLUDE_X = 1u << 6,    /* x (ant: x and y) left out of the observation by default */
     ANT = 1u << 7,          /* free root body (x, y, z, quaternion); contact forces observed and
-                               costed; dx/dt of body 1's frame; healthy = finite state and z in a
-                               closed range */
+                               costed; dx/dt of main_body's frame; healthy = finite state and z
+                               in a closed range */
 };
 
 #define QVEL_CLIP 10.0
@@ -69,8 +69,13 @@ typedef struct mj_env {
     double dt;
     uint32_t obs_dim, act_dim, skip_x; /* skip_x: leading qpos left out */
     bool must_reset;                   /* a failed step or reset left d unusable */
+    int main_body;                     /* ant: the body whose xpos gives dx */
     uint64_t warnings, errors;
-    float *obs_low, *obs_high, *act_low, *act_high; /* one block, freed with obs_low */
+    ro_mj_terms_t terms; /* the last step's reward terms */
+    /* One block, freed with obs_low; act_sq and frc_sq hold the squares
+     * that the costs sum, as Gymnasium's np.sum(np.square(...)) does. */
+    float *obs_low, *obs_high, *act_low, *act_high, *act_sq;
+    double *frc_sq;
 } mj_env_t;
 
 #define INF INFINITY
@@ -97,7 +102,7 @@ static const mj_kind_t kinds[] = {
      NORMAL_QVEL | FORWARD | EXCLUDE_X,
      {.frame_skip = 5, .forward_w = 1.0, .ctrl_w = 0.1, .noise = 0.1, .exclude_x = true}},
     {"walker2d",
-     "walker2d.xml",
+     "walker2d_v5.xml",
      HEALTH | CLIP_QVEL | FORWARD | EXCLUDE_X,
      {.frame_skip = 4,
       .forward_w = 1.0,
@@ -121,11 +126,67 @@ static const mj_kind_t kinds[] = {
       .contact_range = {-1.0, 1.0},
       .terminate_unhealthy = true,
       .exclude_x = true,
-      .cfrc_obs = true}},
+      .cfrc_obs = true,
+      .main_body = "1"}},
 };
 enum { K_INVERTED_PENDULUM, K_HOPPER, K_HALF_CHEETAH, K_WALKER2D, K_ANT };
 
 /* ---- the env ---- */
+
+/* find_body resolves main_body as Gymnasium's data.body() does: a body's
+ * name, or its id. */
+static int find_body(const char *env, const mjModel *m, const char *name, int *out, char *err,
+                     size_t errlen)
+{
+    int id = mj_name2id(m, mjOBJ_BODY, name);
+    char *end;
+    long n = strtol(name, &end, 10);
+    if (id < 0 && *end == '\0' && n >= 0 && n < m->nbody)
+        id = (int)n;
+    if (id < 0)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "env '%s' arg 'main_body': '%s' is no body's name, nor an id in 0..%d",
+                          env, name, (int)m->nbody - 1);
+    *out = id;
+    return 0;
+}
+
+/*
+ * NP_SUM defines numpy's sum of a contiguous array of T (its pairwise_sum,
+ * accumulating in T): under 8 values in order; up to 128 in 8 interleaved
+ * partial sums, combined pairwise, then the rest in order; more split in
+ * two at a multiple of 8. Gymnasium's costs are np.sum(np.square(x)): the
+ * same order rounds the same way. np_sum_f is float32 (the costs of float32
+ * actions are float32 in NumPy 2), np_sum double.
+ */
+#define NP_SUM(fn, T)                                                                              \
+    static T fn(const T *a, size_t n)                                                              \
+    {                                                                                              \
+        if (n < 8) {                                                                               \
+            T r = 0;                                                                               \
+            for (size_t i = 0; i < n; i++)                                                         \
+                r += a[i];                                                                         \
+            return r;                                                                              \
+        }                                                                                          \
+        if (n <= 128) {                                                                            \
+            T r[8];                                                                                \
+            for (size_t j = 0; j < 8; j++)                                                         \
+                r[j] = a[j];                                                                       \
+            size_t i = 8;                                                                          \
+            for (; i < n - n % 8; i += 8)                                                          \
+                for (size_t j = 0; j < 8; j++)                                                     \
+                    r[j] += a[i + j];                                                              \
+            T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));             \
+            for (; i < n; i++)                                                                     \
+                res += a[i];                                                                       \
+            return res;                                                                            \
+        }                                                                                          \
+        size_t n2 = n / 2;                                                                         \
+        n2 -= n2 % 8;                                                                              \
+        return fn(a, n2) + fn(a + n2, n - n2);                                                     \
+    }
+NP_SUM(np_sum, double)
+NP_SUM(np_sum_f, float)
 
 static int mj_create(const mj_kind_t *k, const char *const *keys, void **out,
                      const ro_env_arg_t *args, size_t nargs, uint64_t seed, char *err,
@@ -154,12 +215,19 @@ static int mj_create(const mj_kind_t *k, const char *const *keys, void **out,
     if ((k->flags & ANT) && p.cfrc_obs) /* every body but the world: 6 forces each */
         e->obs_dim += (uint32_t)(6 * (m->nbody - 1));
     e->act_dim = (uint32_t)m->nu;
-    e->obs_low = malloc(2 * ((size_t)e->obs_dim + e->act_dim) * sizeof(float));
-    if (e->obs_low == NULL)
+    if ((k->flags & ANT) && (rc = find_body(k->name, m, p.main_body, &e->main_body, err, errlen)))
+        goto fail;
+    /* The doubles first, so they are aligned; then the floats. */
+    const size_t nfrc = 6 * (size_t)m->nbody;
+    e->frc_sq = malloc(nfrc * sizeof(double) +
+                       (2 * (size_t)e->obs_dim + 3 * (size_t)e->act_dim) * sizeof(float));
+    if (e->frc_sq == NULL)
         goto oom;
+    e->obs_low = (float *)(e->frc_sq + nfrc);
     e->obs_high = e->obs_low + e->obs_dim;
     e->act_low = e->obs_high + e->obs_dim;
     e->act_high = e->act_low + e->act_dim;
+    e->act_sq = e->act_high + e->act_dim;
     for (uint32_t i = 0; i < e->obs_dim; i++) {
         e->obs_low[i] = -INF;
         e->obs_high[i] = INF;
@@ -174,11 +242,13 @@ static int mj_create(const mj_kind_t *k, const char *const *keys, void **out,
     return 0;
 
 oom:
+    rc = ro__errorf(err, errlen, RO_ENOMEM, "env '%s': out of memory", k->name);
+fail:
     if (e != NULL)
-        free(e->obs_low);
+        free(e->frc_sq);
     free(e);
     ro__mj_model_release(m);
-    return ro__errorf(err, errlen, RO_ENOMEM, "env '%s': out of memory", k->name);
+    return rc;
 }
 
 static void mj_spaces(void *env, ro_space_t *obs, ro_space_t *act)
@@ -330,16 +400,27 @@ static bool state_discarded(const mjData *d, const int before[mjNWARNING])
 }
 
 /* contact_cost: Ant-v5's weight x sum of the squared clipped cfrc_ext of
- * every body, the world's (always 0) included. */
+ * every body, the world's (always 0) included, summed as numpy does. */
 static double contact_cost(const mj_env_t *e)
 {
     const double lo = e->p.contact_range[0], hi = e->p.contact_range[1];
-    double sum = 0.0;
-    for (int i = 0; i < 6 * e->m->nbody; i++) {
+    const size_t n = 6 * (size_t)e->m->nbody;
+    for (size_t i = 0; i < n; i++) {
         double f = clip(e->d->cfrc_ext[i], lo, hi);
-        sum += f * f;
+        e->frc_sq[i] = f * f;
     }
-    return e->p.contact_w * sum;
+    return e->p.contact_w * np_sum(e->frc_sq, n);
+}
+
+/* ctrl_cost: Gymnasium's ctrl_cost_weight * np.sum(np.square(action)). The
+ * action is float32 (the action space's dtype), so NumPy 2 computes the
+ * squares, their sum and the product with the (Python float) weight in
+ * float32. */
+static float ctrl_cost(const mj_env_t *e, const float *action)
+{
+    for (uint32_t j = 0; j < e->act_dim; j++)
+        e->act_sq[j] = action[j] * action[j];
+    return (float)e->p.ctrl_w * np_sum_f(e->act_sq, e->act_dim);
 }
 
 static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out)
@@ -350,25 +431,22 @@ static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out
     const mjModel *m = e->m;
     mjData *d = e->d;
 
-    /* The control cost is Gymnasium's sum(action^2), on the action as
-     * given; MuJoCo clamps ctrl to ctrlrange for the physics. */
-    double ctrl_sq = 0.0;
-    for (uint32_t j = 0; j < e->act_dim; j++) {
-        double a = action.box[j];
-        if (!isfinite(a))
+    /* The control cost is on the action as given; MuJoCo clamps ctrl to
+     * ctrlrange for the physics. */
+    for (uint32_t j = 0; j < e->act_dim; j++)
+        if (!isfinite(action.box[j]))
             return RO_EINVAL;
-        ctrl_sq += a * a;
-    }
     for (uint32_t j = 0; j < e->act_dim; j++)
         d->ctrl[j] = action.box[j];
 
     int before[mjNWARNING];
     for (int w = 0; w < mjNWARNING; w++)
         before[w] = d->warning[w].number;
-    /* Ant-v5 measures dx on body 1's frame (xpos, which lags qpos by the
-     * last step's integration), the others on qpos[0]. */
+    /* Ant-v5 measures dx on main_body's frame (xpos, which lags qpos by
+     * the last step's integration), the others on qpos[0]. */
     const bool ant = e->kind->flags & ANT;
-    const double x_before = ant ? d->xpos[3] : d->qpos[0];
+    const double *x = ant ? &d->xpos[3 * e->main_body] : &d->qpos[0];
+    const double x_before = *x;
     if (ro__mj_guard(step_call, e) != 0) {
         e->errors++;
         e->must_reset = true;
@@ -397,17 +475,20 @@ static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out
         terminated = !finite || fabs(d->qpos[1]) > UPRIGHT_LIMIT;
         reward = terminated ? 0.0 : 1.0;
     }
+    ro_mj_terms_t *t = &e->terms;
+    *t = (ro_mj_terms_t){.survive = reward};
     if (f & FORWARD) {
-        const double x_velocity = ((ant ? d->xpos[3] : d->qpos[0]) - x_before) / e->dt;
-        double healthy_reward = 0.0;
+        t->x_velocity = (*x - x_before) / e->dt;
+        t->forward = e->p.forward_w * t->x_velocity;
         if (f & HEALTH) {
             const bool healthy = is_healthy(e);
-            healthy_reward = healthy ? e->p.healthy_w : 0.0;
+            t->survive = healthy ? e->p.healthy_w : 0.0;
             terminated = !healthy && e->p.terminate_unhealthy;
         }
+        t->ctrl_cost = ctrl_cost(e, action.box);
+        t->contact_cost = ant ? contact_cost(e) : 0.0;
         /* Gymnasium's order: (forward + healthy) - (ctrl_cost + contact_cost). */
-        const double costs = e->p.ctrl_w * ctrl_sq + (ant ? contact_cost(e) : 0.0);
-        reward = (e->p.forward_w * x_velocity + healthy_reward) - costs;
+        reward = (t->forward + t->survive) - (t->ctrl_cost + t->contact_cost);
     }
     out->reward = (float)reward;
     out->terminated = terminated;
@@ -421,7 +502,7 @@ static void mj_destroy(void *env)
     if (e->d != NULL)
         mj_deleteData(e->d);
     ro__mj_model_release(e->m);
-    free(e->obs_low);
+    free(e->frc_sq);
     free(e);
 }
 
@@ -433,6 +514,11 @@ const mjModel *ro__mj_env_model(const void *env)
 mjData *ro__mj_env_data(void *env)
 {
     return ((mj_env_t *)env)->d;
+}
+
+void ro__mj_env_terms(const void *env, ro_mj_terms_t *out)
+{
+    *out = ((const mj_env_t *)env)->terms;
 }
 
 double ro__mj_env_dt(const void *env)

@@ -225,8 +225,44 @@ static bool healthy(const ro_env_vtable_t *vt, const mjData *d, const mjModel *m
     return ok;
 }
 
+/* np_sum128 is numpy's sum of n <= 128 doubles: 8 interleaved partial sums
+ * combined pairwise, then the rest in order (n < 8: all in order). */
+static double np_sum128(const double *a, size_t n)
+{
+    assert_true(n <= 128);
+    double res = 0, r[8];
+    size_t i = 0;
+    if (n >= 8) {
+        memcpy(r, a, sizeof r);
+        for (i = 8; i + 8 <= n; i += 8)
+            for (size_t j = 0; j < 8; j++)
+                r[j] += a[i + j];
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    }
+    for (; i < n; i++)
+        res += a[i];
+    return res;
+}
+
+/* ctrl_cost32 is Gymnasium's ctrl cost of a float32 action under NumPy 2:
+ * float32 squares, summed in float32 (in order; 8 of them pairwise), times
+ * the weight rounded to float32. */
+static float ctrl_cost32(const float *a, uint32_t n, double w)
+{
+    float sq[MAX_ACT], sum = 0;
+    for (uint32_t j = 0; j < n; j++)
+        sq[j] = a[j] * a[j];
+    if (n == 8)
+        sum = ((sq[0] + sq[1]) + (sq[2] + sq[3])) + ((sq[4] + sq[5]) + (sq[6] + sq[7]));
+    else
+        for (uint32_t j = 0; j < n; j++)
+            sum += sq[j];
+    assert_true(n <= 8);
+    return (float)w * sum;
+}
+
 /* Every reward and termination over random episodes, recomputed from the
- * state before and after each step and the action. */
+ * state before and after each step and the action, and the reward terms. */
 static void test_rewards_and_termination(void **state)
 {
     (void)state;
@@ -250,9 +286,6 @@ static void test_rewards_and_termination(void **state)
             assert_int_equal(vt->step(env, (ro_action_t){.box = a}, obs, &st), 0);
             check_obs(vt, env, obs, false);
             assert_int_equal(st.truncated, 0);
-            double ctrl = 0;
-            for (uint32_t j = 0; j < x->act_dim; j++)
-                ctrl += (double)a[j] * a[j];
             const double xvel = ((ant ? d->xpos[3] : d->qpos[0]) - x0) / ro__mj_env_dt(env);
             double want;
             bool term;
@@ -261,7 +294,7 @@ static void test_rewards_and_termination(void **state)
                 want = term ? 0.0 : 1.0;
             } else if (vt == &ro__env_half_cheetah) {
                 term = false;
-                want = xvel - 0.1 * ctrl;
+                want = xvel - ctrl_cost32(a, x->act_dim, 0.1);
             } else if (ant) {
                 bool finite = true;
                 for (int i = 0; i < m->nq; i++)
@@ -269,19 +302,27 @@ static void test_rewards_and_termination(void **state)
                 for (int i = 0; i < m->nv; i++)
                     finite = finite && isfinite(d->qvel[i]);
                 bool h = finite && 0.2 <= d->qpos[2] && d->qpos[2] <= 1.0;
-                double contact = 0;
+                double sq[128];
                 for (int i = 0; i < 6 * m->nbody; i++) {
                     double f = fmin(fmax(d->cfrc_ext[i], -1.0), 1.0);
-                    contact += f * f;
+                    sq[i] = f * f;
                 }
+                const double contact = 5e-4 * np_sum128(sq, 6 * (size_t)m->nbody);
                 term = !h;
-                want = (xvel + (h ? 1.0 : 0.0)) - (0.5 * ctrl + 5e-4 * contact);
+                want = (xvel + (h ? 1.0 : 0.0)) - (ctrl_cost32(a, 8, 0.5) + contact);
+                ro_mj_terms_t tm;
+                ro__mj_env_terms(env, &tm);
+                assert_true(tm.contact_cost == contact);
             } else {
                 bool h = vt == &ro__env_hopper ? healthy(vt, d, m, 0.7, INFINITY, -0.2, 0.2)
                                                : healthy(vt, d, m, 0.8, 2.0, -1.0, 1.0);
                 term = !h;
-                want = (xvel + (h ? 1.0 : 0.0)) - 1e-3 * ctrl;
+                want = (xvel + (h ? 1.0 : 0.0)) - ctrl_cost32(a, x->act_dim, 1e-3);
             }
+            ro_mj_terms_t tm;
+            ro__mj_env_terms(env, &tm);
+            assert_true(tm.x_velocity == (vt == &ro__env_inverted_pendulum ? 0.0 : xvel));
+            assert_true(tm.forward + tm.survive - (tm.ctrl_cost + tm.contact_cost) == want);
             assert_int_equal(st.terminated, term);
             if (st.reward != (float)want)
                 fail_msg("%s step %d: reward %.9g, recomputed %.9g", vt->name, t, st.reward, want);
@@ -382,6 +423,20 @@ static void test_arg_errors(void **state)
     assert_non_null(strstr(err, "healthy_reward"));
     assert_int_equal(create_err(&ro__env_half_cheetah, "healthy_z_range", "0,1", err, sizeof err),
                      RO_EINVAL);
+    /* main_body: a body's name or id in the model (Ant-v5's). */
+    assert_int_equal(create_err(&ro__env_ant, "main_body", "tail", err, sizeof err), RO_EINVAL);
+    assert_non_null(strstr(err, "'main_body': 'tail' is no body's name, nor an id in 0..13"));
+    assert_int_equal(create_err(&ro__env_ant, "main_body", "14", err, sizeof err), RO_EINVAL);
+    assert_int_equal(create_err(&ro__env_hopper, "main_body", "torso", err, sizeof err), RO_EINVAL);
+    ro_env_arg_t mb[2] = {{"main_body", "torso"}, {"main_body", "0"}};
+    for (int i = 0; i < 2; i++) {
+        void *env = make(&ro__env_ant, &mb[i], 1, 1);
+        float obs[MAX_OBS], act[MAX_ACT] = {0};
+        ro_step_t st;
+        ro__env_ant.reset(env, obs);
+        assert_int_equal(ro__env_ant.step(env, (ro_action_t){.box = act}, obs, &st), 0);
+        ro__env_ant.destroy(env);
+    }
 
     /* The registry names the accepted keys. */
     ro_env_arg_t in = {"bogus", "1"}, out[1];
