@@ -1,6 +1,8 @@
 /*
- * pendulum: Gymnasium Pendulum-v1, same constants and the same float64 step,
- * so a trajectory matches Gymnasium's for the same start state and torques.
+ * pendulum: Gymnasium Pendulum-v1, same constants and the same step (float64,
+ * but for the float32 torque's terms, as NumPy 2 computes them), so a
+ * trajectory matches Gymnasium's for the same start state and float32 torques
+ * (tests/envs/mujoco/test_fidelity.py checks it transition by transition).
  */
 #include "envs/pendulum.h"
 
@@ -119,17 +121,21 @@ static int pendulum_step(void *env, ro_action_t action, float *obs, ro_step_t *o
     pendulum_t *p = env;
     /* Clipping would turn inf into a full torque and keep NaN: neither is
      * an action a policy meant. */
-    double u = action.box[0];
-    if (!isfinite(u))
+    if (!isfinite(action.box[0]))
         return RO_EINVAL;
-    u = fmin(fmax(u, -MAX_TORQUE), MAX_TORQUE);
+    /* The torque is float32, the action space's dtype, and NumPy 2 keeps
+     * Gymnasium's terms with it in float32 (a Python float times a float32
+     * is a float32): 0.001 * u**2 and 3.0 / (m * l**2) * u are rounded to
+     * float32 before they join the float64 sums (issue 32). */
+    const float uf = fminf(fmaxf(action.box[0], (float)-MAX_TORQUE), (float)MAX_TORQUE);
+    const float u_cost = 0.001f * (uf * uf);
+    const float u_acc = (float)(3.0 / (MASS * LEN * LEN)) * uf;
 
     double th = p->th, thdot = p->thdot;
     double an = ro__pendulum_angle_normalize(th);
-    double cost = an * an + 0.1 * (thdot * thdot) + 0.001 * (u * u);
+    double cost = an * an + 0.1 * (thdot * thdot) + (double)u_cost;
 
-    double newthdot =
-        thdot + (3 * p->g / (2 * LEN) * p->sin_th + 3.0 / (MASS * LEN * LEN) * u) * DT;
+    double newthdot = thdot + (3 * p->g / (2 * LEN) * p->sin_th + (double)u_acc) * DT;
     newthdot = fmin(fmax(newthdot, -MAX_SPEED), MAX_SPEED);
     double newth = th + newthdot * DT;
 

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,10 @@
  */
 static _Thread_local jmp_buf *guard_jmp;
 static _Thread_local char last_error[256];
+/* Set while this thread compiles a model: the compiler's warnings (e.g.
+ * Gymnasium's half_cheetah.xml uses the deprecated settotalmass) are about
+ * the model file, not a simulation, and are not counted. */
+static _Thread_local bool compiling;
 
 /* Relaxed: a statistic, read for reports only. */
 static _Atomic uint64_t warnings_seen;
@@ -63,6 +68,8 @@ static void on_error(const char *msg)
 static void on_warning(const char *msg)
 {
     (void)msg;
+    if (compiling)
+        return;
     /* Counted, not printed: MuJoCo would print (and log to a file in the
      * current directory) from inside a worker's step. The envs count the
      * warnings of each instance from its mjData. */
@@ -117,7 +124,9 @@ static mjModel *load_embedded(const ro_mj_embedded_t *e, char *err, size_t errle
         goto done;
     }
     char why[512] = "";
+    compiling = true;
     m = mj_loadXML(e->name, &vfs, why, sizeof why);
+    compiling = false;
     if (m == NULL)
         ro__errorf(err, errlen, RO_EINVAL, "cannot compile the built-in MuJoCo model %s: %s",
                    e->name, why[0] ? why : "no reason given");

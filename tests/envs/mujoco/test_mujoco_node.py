@@ -60,7 +60,9 @@ class MujocoNode(nu.TempDirCase):
                 self.assertEqual(s["env"], env)
                 self.assertEqual(s["steps"], 3200)
                 self.assertEqual(s["env_failures"], 0, f"{env} {policy}")
-                self.assertIsInstance(s["mujoco_warnings"], int)
+                # None in these runs; the model compiler's (Gymnasium's
+                # half_cheetah.xml uses a deprecated attribute) are not counted.
+                self.assertEqual(s["mujoco_warnings"], 0, f"{env} {policy}")
                 self.quiet_checks(p)
 
     def episodes(self, common, layout, tag):
