@@ -5,6 +5,7 @@
 #include "envs/mujoco/mj_args.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "envs/env_args.h"
@@ -201,5 +202,23 @@ int ro__mj_parse_args(const char *env, const char *const *keys, const ro_env_arg
         if (rc < 0)
             return rc;
     }
+    return 0;
+}
+
+/* ro__mj_find_body resolves main_body as Gymnasium's data.body() does: a body's
+ * name, or its id. */
+int ro__mj_find_body(const char *env, const mjModel *m, const char *name, int *out, char *err,
+                     size_t errlen)
+{
+    int id = mj_name2id(m, mjOBJ_BODY, name);
+    char *end;
+    long n = strtol(name, &end, 10);
+    if (id < 0 && *end == '\0' && n >= 0 && n < m->nbody)
+        id = (int)n;
+    if (id < 0)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "env '%s' arg 'main_body': '%s' is no body's name, nor an id in 0..%d",
+                          env, name, (int)m->nbody - 1);
+    *out = id;
     return 0;
 }

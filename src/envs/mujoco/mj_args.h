@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <mujoco/mujoco.h>
+
 #include "rollout/env.h"
 
 /* The longest body name main_body takes (MuJoCo's names are unbounded). */
@@ -37,5 +39,13 @@ extern const char *const ro__mj_keys_ant[];
  */
 int ro__mj_parse_args(const char *env, const char *const *keys, const ro_env_arg_t *args,
                       size_t nargs, ro_mj_params_t *p, char *err, size_t errlen);
+
+/*
+ * ro__mj_find_body resolves main_body as Gymnasium's data.body() does: a
+ * body's name, or its id. Returns 0 with *out set, or RO_EINVAL with a
+ * message naming env and the arg.
+ */
+int ro__mj_find_body(const char *env, const mjModel *m, const char *name, int *out, char *err,
+                     size_t errlen);
 
 #endif

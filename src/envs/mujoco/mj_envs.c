@@ -30,6 +30,7 @@
 
 #include "runtime/alloc.h"
 #include "envs/mujoco/mj_args.h"
+#include "envs/mujoco/mj_npsum.h"
 #include "envs/mujoco/mj_registry.h"
 #include "envs/mujoco/mj_runtime.h"
 #include "runtime/error.h"
@@ -133,61 +134,6 @@ enum { K_INVERTED_PENDULUM, K_HOPPER, K_HALF_CHEETAH, K_WALKER2D, K_ANT };
 
 /* ---- the env ---- */
 
-/* find_body resolves main_body as Gymnasium's data.body() does: a body's
- * name, or its id. */
-static int find_body(const char *env, const mjModel *m, const char *name, int *out, char *err,
-                     size_t errlen)
-{
-    int id = mj_name2id(m, mjOBJ_BODY, name);
-    char *end;
-    long n = strtol(name, &end, 10);
-    if (id < 0 && *end == '\0' && n >= 0 && n < m->nbody)
-        id = (int)n;
-    if (id < 0)
-        return ro__errorf(err, errlen, RO_EINVAL,
-                          "env '%s' arg 'main_body': '%s' is no body's name, nor an id in 0..%d",
-                          env, name, (int)m->nbody - 1);
-    *out = id;
-    return 0;
-}
-
-/*
- * NP_SUM defines numpy's sum of a contiguous array of T (its pairwise_sum,
- * accumulating in T): under 8 values in order; up to 128 in 8 interleaved
- * partial sums, combined pairwise, then the rest in order; more split in
- * two at a multiple of 8. Gymnasium's costs are np.sum(np.square(x)): the
- * same order rounds the same way. np_sum_f is float32 (the costs of float32
- * actions are float32 in NumPy 2), np_sum double.
- */
-#define NP_SUM(fn, T)                                                                              \
-    static T fn(const T *a, size_t n)                                                              \
-    {                                                                                              \
-        if (n < 8) {                                                                               \
-            T r = 0;                                                                               \
-            for (size_t i = 0; i < n; i++)                                                         \
-                r += a[i];                                                                         \
-            return r;                                                                              \
-        }                                                                                          \
-        if (n <= 128) {                                                                            \
-            T r[8];                                                                                \
-            for (size_t j = 0; j < 8; j++)                                                         \
-                r[j] = a[j];                                                                       \
-            size_t i = 8;                                                                          \
-            for (; i < n - n % 8; i += 8)                                                          \
-                for (size_t j = 0; j < 8; j++)                                                     \
-                    r[j] += a[i + j];                                                              \
-            T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));             \
-            for (; i < n; i++)                                                                     \
-                res += a[i];                                                                       \
-            return res;                                                                            \
-        }                                                                                          \
-        size_t n2 = n / 2;                                                                         \
-        n2 -= n2 % 8;                                                                              \
-        return fn(a, n2) + fn(a + n2, n - n2);                                                     \
-    }
-NP_SUM(np_sum, double)
-NP_SUM(np_sum_f, float)
-
 static int mj_create(const mj_kind_t *k, const char *const *keys, void **out,
                      const ro_env_arg_t *args, size_t nargs, uint64_t seed, char *err,
                      size_t errlen)
@@ -215,7 +161,8 @@ static int mj_create(const mj_kind_t *k, const char *const *keys, void **out,
     if ((k->flags & ANT) && p.cfrc_obs) /* every body but the world: 6 forces each */
         e->obs_dim += (uint32_t)(6 * (m->nbody - 1));
     e->act_dim = (uint32_t)m->nu;
-    if ((k->flags & ANT) && (rc = find_body(k->name, m, p.main_body, &e->main_body, err, errlen)))
+    if ((k->flags & ANT) &&
+        (rc = ro__mj_find_body(k->name, m, p.main_body, &e->main_body, err, errlen)))
         goto fail;
     /* The doubles first, so they are aligned; then the floats. */
     const size_t nfrc = 6 * (size_t)m->nbody;
@@ -409,7 +356,7 @@ static double contact_cost(const mj_env_t *e)
         double f = clip(e->d->cfrc_ext[i], lo, hi);
         e->frc_sq[i] = f * f;
     }
-    return e->p.contact_w * np_sum(e->frc_sq, n);
+    return e->p.contact_w * ro__np_sum(e->frc_sq, n);
 }
 
 /* ctrl_cost: Gymnasium's ctrl_cost_weight * np.sum(np.square(action)). The
@@ -420,7 +367,7 @@ static float ctrl_cost(const mj_env_t *e, const float *action)
 {
     for (uint32_t j = 0; j < e->act_dim; j++)
         e->act_sq[j] = action[j] * action[j];
-    return (float)e->p.ctrl_w * np_sum_f(e->act_sq, e->act_dim);
+    return (float)e->p.ctrl_w * ro__np_sum_f(e->act_sq, e->act_dim);
 }
 
 static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out)

@@ -143,11 +143,12 @@ static void open_env(tool_t *t, int argc, char **argv)
 {
     char err[256] = "";
     const ro_env_vtable_t *vt = NULL;
+    const ro_env_state_ops_t *state_ops = NULL; /* the env ABI's; this tool reads MuJoCo's own */
     if (strcmp(argv[1], "cartpole") == 0)
         vt = &ro__env_cartpole;
     else if (strcmp(argv[1], "pendulum") == 0)
         vt = &ro__env_pendulum;
-    else if (ro__mj_lookup(argv[1], &vt, err, sizeof err) != 0 || vt == NULL)
+    else if (ro__mj_lookup(argv[1], &vt, &state_ops, err, sizeof err) != 0 || vt == NULL)
         die("ENV is none of cartpole, pendulum, " RO_MJ_ENV_NAMES);
     t->vt = vt;
     t->node_seed = strtoull(argv[2], NULL, 10);
