@@ -198,7 +198,7 @@ class Abi2Batch:
     name to [n, ...] / [k, ...] arrays of its dtype (``final_index`` says
     which rows, int64 [k]); ``mask`` uint8 [n, mask_width] (None without
     one); ``step``, ``reward``, ``terminated``, ``truncated``,
-    ``episode_start`` as a Batch's. Every array is the batch's own."""
+    ``episode_start``, ``is_first`` as a Batch's. Every array is the batch's own."""
 
     env_range = None
 
@@ -207,6 +207,7 @@ class Abi2Batch:
         self.in_memory = in_memory  # answered in the connection's action memory
         self.node, self.seq, self.env, self.step, self.reward = node, seq, env, step, reward
         self.terminated, self.truncated, self.episode_start = flags
+        self.is_first = self.episode_start  # the Client widens it (Client._mark_first)
         self.tensors, self.final_index, self.final_tensors = tensors, final_index, final_tensors
         self.mask = mask
 

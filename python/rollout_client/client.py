@@ -72,11 +72,18 @@ class Batch:
     compact as ``final_index`` (positions 0..n-1, int64) and ``final_rows``
     (one observation each); ``final_obs`` and ``has_final_obs`` are made
     from them when first read. Every array is the batch's own.
+
+    ``is_first`` (bool [n]) says which rows a recurrent learner starts from
+    a zero state: the episode starts, and the rows whose previous step this
+    Client did not deliver (envs it takes over from another learner that
+    left, a restarted node's envs, a step sent again after a reconnect), so
+    that no state is carried into a step it was not computed for
+    (docs/python.md "Recurrent learners").
     """
 
     __slots__ = ("node", "seq", "env", "step", "obs", "reward", "terminated", "truncated",
                  "episode_start", "final_index", "final_rows", "env_range", "_final_obs",
-                 "_has_final_obs", "in_memory")
+                 "_has_final_obs", "in_memory", "is_first")
 
     def __init__(self, node, seq, env, step, obs, reward, terminated, truncated,
                  episode_start, final_obs=None, has_final_obs=None, final_index=None,
@@ -91,6 +98,7 @@ class Batch:
         self.terminated = terminated        # bool [n]
         self.truncated = truncated          # bool [n]
         self.episode_start = episode_start  # bool [n]
+        self.is_first = episode_start       # bool [n]; the Client widens it (_mark_first)
         if final_index is None:  # given as final_obs / has_final_obs
             final_index = np.flatnonzero(has_final_obs)
             final_rows = final_obs[final_index]
@@ -293,6 +301,8 @@ class _Conn:
         self.open = False
         self.goodbye = None      # the node's goodbye reason, once received
         self.events = 0          # the selector events registered for sock
+        self.last_step = np.zeros(0, np.int64)  # per env (row): the last step delivered, or -1
+        self.node_id = None      # whose envs last_step describes
 
 
 class Client:
@@ -720,23 +730,41 @@ class Client:
             self._fail(c, f"observations seq {o.seq} in memory: the {name} of env {env} {what}")
         o.flags = shared_memory.flag_rows(f)
 
+    def _mark_first(self, b):
+        """b.is_first: its episode starts, and each row whose previous step
+        this Client did not deliver (Batch). Per connection; a new node id
+        (a restarted node) forgets every env."""
+        c = self._conns[b.node]
+        env = np.asarray(b.env, np.int64)
+        if c.node_id != c.info.node_id:
+            c.node_id, c.last_step = c.info.node_id, np.zeros(0, np.int64)
+        if len(env) and env.max() >= len(c.last_step):
+            grown = np.full(int(env.max()) + 1, -1, np.int64)
+            grown[:len(c.last_step)] = c.last_step
+            c.last_step = grown
+        step = np.asarray(b.step, np.int64)
+        b.is_first = np.asarray(b.episode_start, bool) | (step != c.last_step[env] + 1)
+        c.last_step[env] = step
+        return b
+
     def _batch(self, o):
         """A Batch, with arrays of its own, from a checked wire.ObsFrame
         (an env ABI 2 node's abi2.Abi2Batch is one already)."""
         if isinstance(o, abi2.Abi2Batch):
-            return o
+            return self._mark_first(o)
         if o.in_memory:
             self._from_memory(self._conns[o.node], o)
         info = self._conns[o.node].info
         n, d, k = len(o.env), info.obs_dim, len(o.final_index)
         dtype = info.obs_dtype
         flags = o.flags
-        return Batch(o.node, o.seq, o.env.copy() if o.env_known else o.env,
-                     o.step.copy() if o.in_memory else o.step,
-                     o.obs.reshape(n, d).astype(dtype), o.reward.astype(np.float32),
-                     flags[0], flags[1], flags[2], final_index=o.final_index,
-                     final_rows=o.final_obs.reshape(k, d).astype(dtype),
-                     env_range=o.env_range, in_memory=o.in_memory)
+        return self._mark_first(Batch(o.node, o.seq, o.env.copy() if o.env_known else o.env,
+                                      o.step.copy() if o.in_memory else o.step,
+                                      o.obs.reshape(n, d).astype(dtype),
+                                      o.reward.astype(np.float32), flags[0], flags[1], flags[2],
+                                      final_index=o.final_index,
+                                      final_rows=o.final_obs.reshape(k, d).astype(dtype),
+                                      env_range=o.env_range, in_memory=o.in_memory))
 
     def _as_obs_dtype(self, c, seq, field, values):
         """float32 values from the wire in the node's observation dtype; an

@@ -32,11 +32,15 @@ static void run_job(ro_lane_t *ln, ro_job_t *j)
                    (size_t)it->rows * fw->obs_dim * sizeof(float));
             r += it->rows;
         }
+        /* The rows' states were chosen on arrival (state_table.h): the
+         * episode starts are applied already. */
+        const ro_policy_carry_t carry = {.state = j->state};
+        const ro_policy_carry_t *c = j->state ? &carry : NULL;
         if (fw->layout)
             ro__policy_act_masked(fw->policy, ln->ws, j->rows, j->rowrng, j->mask, j->act_i,
-                                  j->act_f, NULL, NULL);
+                                  j->act_f, NULL, c);
         else
-            ro__policy_act(fw->policy, ln->ws, j->rows, j->rowrng, j->act_i, j->act_f, NULL, NULL);
+            ro__policy_act(fw->policy, ln->ws, j->rows, j->rowrng, j->act_i, j->act_f, NULL, c);
     } else {
         j->failed = true; /* out of memory: the loop answers nothing, the node resends */
     }

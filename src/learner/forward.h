@@ -38,6 +38,11 @@ typedef struct ro_pending {
     const uint32_t *env; /* [rows] env indices: the frame's, or after obs_copy */
     const float *obs;    /* [rows x obs_dim]: the frame's, or obs_copy */
     const uint8_t *mask; /* env ABI 2: [rows x mask_width] in obs_copy, or NULL */
+    /* A recurrent policy: per row, the state its step starts from, then
+     * the one the lane leaves ([rows][2][state floats]), and the row's
+     * step; NULL otherwise. */
+    float *rs;
+    uint64_t *rs_step;
     /* A frame in the node's memory: its rows copied out on arrival (then
      * their env indices), so that a lane never reads a mapping the loop may
      * release (a reconnect). */
@@ -54,6 +59,7 @@ typedef struct ro_job {
     int32_t *act_i;    /* [rows] (env ABI 2: [rows x ndisc]) */
     float *act_f;      /* [rows x act_dim] (env ABI 2: [rows x nbox]) */
     uint8_t *mask;     /* env ABI 2: [rows x mask_width], or NULL */
+    float **state;     /* a recurrent policy: [rows] each row's working state, or NULL */
 } ro_job_t;
 
 typedef void (*ro_job_done_fn)(void *ctx, ro_job_t *job);

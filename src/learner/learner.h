@@ -19,6 +19,7 @@
 #include "learner/node_link.h"
 #include "learner/stream_rx.h"
 #include "policy/policy.h"
+#include "policy/state_table.h"
 #include "runtime/loop_spin.h"
 #include "runtime/shared_mem.h"
 #include "spaces/layout.h"
@@ -31,10 +32,11 @@
 typedef struct node {
     ro_link_t link;
     uint32_t num_envs;
-    ro_rng_t *rngs;      /* [num_envs]; kept across reconnects (lanes may hold them) */
-    double *ep_ret;      /* [num_envs] running return */
-    uint64_t *next_step; /* [num_envs] first step not yet counted: a resent batch is not
-                            counted twice */
+    ro_rng_t *rngs;          /* [num_envs]; kept across reconnects (lanes may hold them) */
+    double *ep_ret;          /* [num_envs] running return */
+    uint64_t *next_step;     /* [num_envs] first step not yet counted: a resent batch is not
+                                counted twice */
+    ro_state_table_t rstate; /* a recurrent policy's states per row (policy/state_table.h) */
     uint64_t steps, episodes;
     double return_sum;
     uint64_t frames, frames_in_memory; /* SEED: Observations frames, those in shared memory */

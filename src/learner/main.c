@@ -87,6 +87,8 @@ static void print_summary(const learner_t *L, double secs)
         ro__json_double(stdout, n->episodes ? n->return_sum / (double)n->episodes : NAN);
         printf(",\"reconnects\":%llu,\"failed\":%s", (unsigned long long)n->link.reconnects,
                n->link.failed ? "true" : "false");
+        if (!n->stream && n->rstate.floats) /* rows started mid-episode from zeros */
+            printf(",\"state_resets\":%llu", (unsigned long long)n->rstate.resets);
         if (!n->stream)
             printf(",\"mode\":\"seed\",\"frames\":%llu,\"frames_in_memory\":%llu,"
                    "\"frames_in_ring\":%llu,\"answers_in_ring\":%llu",
@@ -185,6 +187,7 @@ static void free_learner(learner_t *L)
         free(L->nodes[i].rngs);
         free(L->nodes[i].ep_ret);
         free(L->nodes[i].next_step);
+        ro__state_table_free(&L->nodes[i].rstate);
     }
     uint32_t rows;
     ro__learner_free_pending(ro__batcher_take_all(&L->pending, &rows));

@@ -73,6 +73,7 @@ void ro__learner_free_pending(ro_batch_item_t *it)
         ro_pending_t *p = ro__container_of(it, ro_pending_t, item);
         it = it->next;
         ro__frame_free(&p->link->alloc, p->frame);
+        free(p->rs);
         free(p);
     }
 }
@@ -110,6 +111,33 @@ static void count_step(learner_t *L, node_t *n, uint32_t e, uint64_t step, float
     }
 }
 
+/* take_states gives each row of p the state its step starts from
+ * (state_table.h), when the policy is recurrent: row i's env (row) index,
+ * step and episode start. 0 or RO_ENOMEM. */
+static int take_states(node_t *n, ro_pending_t *p, const uint64_t *step,
+                       const protobuf_c_boolean *start, const uint8_t *flags)
+{
+    ro_state_table_t *t = &n->rstate;
+    const size_t rows = p->item.rows, f = t->floats;
+    if (!f)
+        return 0;
+    p->rs = malloc(rows * 2 * f * sizeof(float) + rows * sizeof(uint64_t));
+    if (!p->rs)
+        return RO_ENOMEM;
+    p->rs_step = (uint64_t *)(p->rs + rows * 2 * f);
+    for (size_t i = 0; i < rows; i++) {
+        const uint32_t e = p->env[i];
+        /* a frame's columns are per row; memory's per env index */
+        const uint64_t k = flags ? step[e] : step[i];
+        const bool first = flags ? (flags[e] & RO_SEEDMEM_EPISODE_START) != 0 : start[i] != 0;
+        float *in = p->rs + i * 2 * f;
+        ro__state_table_take(t, e, k, first, in);
+        memcpy(in + f, in, f * sizeof(float)); /* the lane works on the copy */
+        p->rs_step[i] = k;
+    }
+    return 0;
+}
+
 /* A frame's rows into p: its env indices and observations, counted. A
  * frame in memory is read out of it here, on arrival (ranges checked), and
  * what it holds is checked as it is read (each value read once): a NaN or
@@ -127,7 +155,9 @@ static int take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *o
         p->mask = NULL;
         if (L->abi2) /* typed tensors, flattened here; the mask beside them */
             ro__learner_rows_abi2(L, o, p);
-        return 0;
+        return take_states(n, p, o->step, o->episode_start, NULL) == 0
+                   ? 0
+                   : ro__errorf(err, errlen, RO_ENOMEM, "out of memory for recurrent states");
     }
     p->mask = NULL;
     const uint8_t *mem = n->seed_obs.base;
@@ -165,6 +195,8 @@ static int take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *o
     }
     p->env = env;
     p->obs = p->obs_copy;
+    if (take_states(n, p, step, NULL, flags) != 0)
+        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for recurrent states");
     if (L->abi2) /* the rows' tensors flattened, their mask after env */
         ro__learner_rows_memory_abi2(L, n, o, p, (uint8_t *)(env + p->item.rows));
     for (size_t i = 0; i < r * od; i++) /* our copy: what the forward pass will read */
@@ -214,7 +246,9 @@ static bool take_observations(learner_t *L, ro_link_t *l, const Rollout__V1__Obs
     p->link = l;
     p->gen = l->gen;
     p->item.rows = rows;
+    p->rs = NULL;
     if (take_rows(L, n, o, p, err, sizeof err) != 0) {
+        free(p->rs);
         free(p);
         ro__link_fail(l, "%s", err);
         return false;
@@ -356,6 +390,10 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
         a.seq = p->seq;
         node_t *n = node_of(p->link);
         const bool current = !j->failed && p->gen == p->link->gen;
+        const size_t sf = n->rstate.floats;
+        for (size_t i = 0; current && p->rs && i < it->rows; i++) /* the answer goes: kept */
+            ro__state_table_commit(&n->rstate, p->env[i], p->rs_step[i], p->rs + i * 2 * sf,
+                                   p->rs + (i * 2 + 1) * sf);
         if (p->in_memory && current && L->abi2) { /* every row's entries and floats */
             ro__learner_write_actions_abi2(L, n, p, j->act_i + (size_t)r * L->act_ndisc,
                                            j->act_f + (size_t)r * L->act_dim);
@@ -393,6 +431,7 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
     free(j->act_i);
     free(j->act_f);
     free(j->mask);
+    free(j->state);
     free(j);
     if (L->cfg.steps && L->steps >= L->cfg.steps)
         ro__learner_stop_all(L, "step budget reached");
@@ -416,12 +455,18 @@ static void submit_batch(learner_t *L)
     j->act_f = calloc((size_t)j->rows * L->act_dim + 1, sizeof *j->act_f);
     const size_t mw = L->abi2 ? L->lay.mask_width : 0;
     j->mask = mw ? malloc((size_t)j->rows * mw) : NULL;
-    j->failed = !j->rowrng || !j->act_i || !j->act_f || (mw && !j->mask); /* resent */
+    const bool cell = ro__policy_state_floats(L->policy) > 0;
+    j->state = cell ? calloc(j->rows, sizeof *j->state) : NULL;
+    j->failed = !j->rowrng || !j->act_i || !j->act_f || (mw && !j->mask) ||
+                (cell && !j->state); /* resent */
     uint32_t r = 0;
     for (ro_batch_item_t *it = j->frames; it && !j->failed; it = it->next) {
         ro_pending_t *p = ro__container_of(it, ro_pending_t, item);
+        const size_t f = node_of(p->link)->rstate.floats;
         for (size_t i = 0; i < it->rows; i++)
             j->rowrng[r + i] = &node_of(p->link)->rngs[p->env[i]];
+        for (size_t i = 0; cell && i < it->rows; i++)
+            j->state[r + i] = p->rs + (i * 2 + 1) * f;
         if (mw)
             memcpy(j->mask + (size_t)r * mw, p->mask, (size_t)it->rows * mw);
         r += it->rows;

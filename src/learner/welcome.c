@@ -235,13 +235,16 @@ int ro__learner_welcome(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, 
         if (w->node_id != l->node_id) {
             memset(n->ep_ret, 0, n->num_envs * sizeof *n->ep_ret);
             memset(n->next_step, 0, n->num_envs * sizeof *n->next_step);
+            ro__state_table_clear(&n->rstate); /* its envs start over: no state of ours fits */
         }
     } else {
         n->num_envs = envs;
         n->rngs = calloc(envs, sizeof *n->rngs);
         n->ep_ret = calloc(envs, sizeof *n->ep_ret);
         n->next_step = calloc(envs, sizeof *n->next_step);
-        if (!n->rngs || !n->ep_ret || !n->next_step)
+        const uint32_t sf = ro__policy_state_floats(L->policy);
+        if (!n->rngs || !n->ep_ret || !n->next_step ||
+            (sf && ro__state_table_init(&n->rstate, envs, sf) != 0))
             return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %u envs", envs);
         uint64_t seed = L->cfg.policy.seed ^ ((uint64_t)l->o.index << 32);
         for (uint32_t e = 0; e < envs; e++)
