@@ -84,10 +84,12 @@ static void on_record(ro_logger_t *lg, const ro_metric_t *m)
 {
     if (m->kind == RO_METRIC_ENV_FAIL)
         lg->env_failures++;
+    if (m->kind == RO_METRIC_EPISODE && lg->exporting)
+        ro__logger_export_episode(&lg->export, m);
     if (lg->throughput_only)
         return;
     if (m->kind == RO_METRIC_EPISODE) {
-        if (lg->metrics && !episode_line(lg, m)) {
+        if (lg->metrics && lg->episode_lines && !episode_line(lg, m)) {
             /* A NaN or infinite return (an env's reward) is null: JSON has
              * no such numbers, and every line must parse strictly. */
             fprintf(lg->metrics,
@@ -188,6 +190,8 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
         metrics_field(lg, &cur);
         fputs("}\n", lg->metrics);
     }
+    if (lg->exporting)
+        ro__logger_export_interval(&lg->export, &cur, &lg->last, dt);
     lg->last = cur;
     lg->last_ns = now;
 }
@@ -268,6 +272,7 @@ int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *rings, 
     lg->sample_ctx = o->sample_ctx;
     lg->interval_ns = (uint64_t)(o->interval_s * 1e9);
     lg->throughput_only = o->throughput_only;
+    lg->episode_lines = o->episode_lines;
     if (o->metrics_path) {
         lg->metrics = fopen(o->metrics_path, "w");
         if (!lg->metrics) {
@@ -277,6 +282,28 @@ int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *rings, 
         }
         /* A large buffer: the loop writes in few syscalls. */
         setvbuf(lg->metrics, NULL, _IOFBF, 1 << 20);
+    }
+    if (o->tensorboard || o->prometheus) {
+        ro_logger_export_opts_t xo = {
+            .tensorboard = o->tensorboard,
+            .prometheus = o->prometheus,
+            .node_index = o->node_index,
+            .numa_node = o->numa_node,
+            .env = o->env,
+            .sample = o->sample,
+            .sample_ctx = o->sample_ctx,
+            .rings = rings,
+            .nrings = nrings,
+            .env_failures = &lg->env_failures,
+        };
+        int rc = ro__logger_export_open(&lg->export, loop, &xo, err, errlen);
+        if (rc) {
+            if (lg->metrics)
+                fclose(lg->metrics);
+            lg->metrics = NULL;
+            return rc;
+        }
+        lg->exporting = true;
     }
     if (!o->quiet) {
         lg->status_tty = isatty(STDERR_FILENO);
@@ -315,6 +342,8 @@ int ro__logger_finish(ro_logger_t *lg)
             rc = RO_EIO;
         lg->metrics = NULL;
     }
+    if (lg->exporting && ro__logger_export_close(&lg->export) != 0)
+        rc = RO_EIO;
     uv_close((uv_handle_t *)&lg->timer, NULL);
     return rc;
 }

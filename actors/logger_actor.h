@@ -23,46 +23,9 @@
 
 #include <uv.h>
 
-#include "rollout/env.h"
+#include "actors/logger_export.h"
+#include "actors/logger_sample.h"
 #include "runtime/metrics_ring.h"
-
-/* Counters the logger samples from the node (relaxed reads). */
-typedef struct ro_logger_sample {
-    uint64_t steps;    /* env steps so far */
-    uint64_t batches;  /* forward passes so far */
-    uint64_t rows;     /* envs in those forward passes */
-    uint64_t episodes; /* finished episodes */
-    double return_sum; /* sum of their returns */
-    /* With remote learners (remote set): where the envs wait, from
-     * ro_remote_stats_t. Backpressure from a slow learner shows here. */
-    bool remote;
-    uint32_t learners;
-    uint32_t envs_in_flight;
-    uint32_t envs_unsent;
-    uint64_t oldest_wait_ns;
-    uint64_t queued_bytes;
-    uint64_t batches_resent;
-    /* With --record (recording set): where the disk makes the envs wait. */
-    bool recording;
-    uint64_t record_waits;   /* shard steps that waited for a chunk */
-    uint64_t record_dropped; /* env steps dropped (--record-full drop) */
-    /* --learner stream (stream set): learners falling behind show here. */
-    bool stream;
-    uint32_t segments_in_flight; /* sent, not acknowledged */
-    uint32_t segments_unsent;    /* full, waiting for a learner's window */
-    uint64_t segments_acked;
-    uint64_t stream_waits; /* times a shard waited for a free segment */
-    uint64_t segments_dropped_lag;
-    /* Env ABI 2 per-episode metrics (nmetrics > 0): the names (the node's
-     * layout's) and, over every shard, the sums and counts of the values
-     * episodes reported. */
-    uint32_t nmetrics;
-    const char (*metric_name)[RO_ENV_MAX_NAME];
-    double metric_sum[RO_ENV_MAX_METRICS];
-    uint64_t metric_count[RO_ENV_MAX_METRICS];
-} ro_logger_sample_t;
-
-typedef void (*ro_logger_sample_fn)(void *ctx, ro_logger_sample_t *out);
 
 typedef struct ro_logger {
     /* Loop thread only. */
@@ -85,6 +48,9 @@ typedef struct ro_logger {
     double return_recent; /* mean return of the episodes of that period */
     ro_logger_sample_t status_last;
     uint64_t status_last_ns;
+    bool episode_lines; /* records become episode lines (--metrics-episodes) */
+    bool exporting;     /* --tensorboard or --prometheus: records feed export */
+    ro_logger_export_t export;
     bool closed;
 } ro_logger_t;
 
@@ -92,13 +58,22 @@ typedef struct ro_logger_opts {
     const char *metrics_path; /* NULL: none */
     double interval_s;        /* throughput line period */
     bool throughput_only;     /* no episode or env-failure lines (--metrics-every) */
-    bool quiet;               /* no status at all */
+    bool episode_lines;       /* a line per episode record (--metrics-episodes) */
+    /* --tensorboard DIR, --prometheus ADDR (NULL: none) and the node's
+     * labels there (logger_export.h). */
+    const char *tensorboard;
+    const char *prometheus;
+    uint32_t node_index;
+    int numa_node;
+    const char *env;
+    bool quiet; /* no status at all */
     ro_logger_sample_fn sample;
     void *sample_ctx;
 } ro_logger_opts_t;
 
-/* ro__logger_init opens the metrics file and prepares the timer. On failure
- * returns a negative code and a message naming the file. Loop thread. */
+/* ro__logger_init opens the metrics file, the event file and the endpoint,
+ * and prepares the timer. On failure returns a negative code and a message
+ * naming the file or address (what it opened is closed). Loop thread. */
 int ro__logger_init(ro_logger_t *lg, uv_loop_t *loop, ro_metrics_ring_t *rings, uint32_t nrings,
                     const ro_logger_opts_t *o, char *err, size_t errlen);
 
@@ -108,9 +83,10 @@ uint64_t ro__logger_dropped(ro_logger_t *lg);
 /* ro__logger_start starts the periodic drain. Loop thread. */
 void ro__logger_start(ro_logger_t *lg);
 
-/* ro__logger_finish drains what is left, writes a last throughput line,
- * ends the status line, flushes and closes the file, and closes the timer
- * handle. Returns 0 or RO_EIO if the file could not be written. Loop thread. */
+/* ro__logger_finish drains what is left, writes a last throughput line
+ * (and event), ends the status line, flushes and closes the files, stops
+ * the endpoint, and closes the timer handle. Returns 0 or RO_EIO if a file
+ * could not be written. Loop thread. */
 int ro__logger_finish(ro_logger_t *lg);
 
 #endif

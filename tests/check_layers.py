@@ -2,7 +2,8 @@
 
 Layers, lowest first: src/runtime; src/spaces; src/wire; src/policy, src/trajectory and
 src/envs (peers: none includes another; a folder inside a layer's folder, as
-src/envs/mujoco, is part of that layer); actors/; the programs src/node,
+src/envs/mujoco, is part of that layer); src/metrics (its event files are
+framed with trajectory's CRC-32C); actors/; the programs src/node,
 src/learner and src/replay (none includes another). A file may include its own
 folder and any lower layer, never a higher one or a peer. And no two modules
 (a .c with its .h) may depend on each other, directly or around a longer
@@ -28,6 +29,7 @@ RANK = {
     "src/policy": 2,
     "src/trajectory": 2,
     "src/envs": 2,
+    "src/metrics": 2.5,
     "actors": 3,
     "src/node": 4,
     "src/learner": 4,

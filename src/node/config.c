@@ -193,6 +193,12 @@ static const ro_flag_t node_flags[] = {
     {RO_FLAG_SECONDS, "metrics-every", "S", AT(metrics_interval), 10,
      .help = "throughput lines only, every S seconds (no\nenv-failure lines); each line has its "
              "interval's\nepisodes and mean return"},
+    {RO_FLAG_STRING, "tensorboard", "DIR", AT(tensorboard),
+     .help = "TensorBoard event files: steps/s, episode return and\nlength (means and histograms), "
+             "queues, per\n--metrics-interval (docs/operations.md)"},
+    {RO_FLAG_STRING, "prometheus", "HOST:PORT", AT(prometheus),
+     .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n(read-only; unix:PATH a "
+             "Unix-domain socket; port 0\npicks a free one)"},
     {RO_FLAG_BOOL, "json", NULL, AT(json), .help = "one-line JSON summary on stdout at the end"},
     {RO_FLAG_BOOL, "quiet", NULL, AT(quiet), .help = "no live status line on the terminal"},
     {.kind = RO_FLAG_SECTION, .name = "recording (docs/replay.md)"},
@@ -275,8 +281,11 @@ static int check_combinations(const ro_config_t *c, const bool *given, char *err
                           "--save-policy: --policy random has no weights to save");
     if (!c->record && (f = first_given(given, record_flags)))
         return ro__errorf(err, errlen, RO_EINVAL, "--%s: only with --record PATH", f);
-    if (!c->metrics && (f = first_given(given, metrics_flags)))
-        return ro__errorf(err, errlen, RO_EINVAL, "--%s: only with --metrics FILE", f);
+    if (given[flag_index("metrics-episodes")] && !c->metrics)
+        return ro__errorf(err, errlen, RO_EINVAL, "--metrics-episodes: only with --metrics FILE");
+    if (!c->metrics && !c->tensorboard && (f = first_given(given, metrics_flags)))
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--%s: only with --metrics FILE or --tensorboard DIR", f);
     if (given[flag_index("metrics-interval")] && given[flag_index("metrics-every")])
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--metrics-every: give it or --metrics-interval, not both (both set "

@@ -39,6 +39,8 @@ typedef struct ro_config {
     const char *metrics;     /* JSON-lines file, or NULL */
     bool metrics_episodes;   /* and one line per finished episode in it */
     double metrics_interval; /* seconds between throughput lines */
+    const char *tensorboard; /* --tensorboard DIR: event files, or NULL */
+    const char *prometheus;  /* --prometheus ADDR: the /metrics endpoint, or NULL */
     bool json;               /* print a one-line JSON summary on stdout */
     bool quiet;              /* no live status line */
     bool check_finite;       /* validate every observation and reward */

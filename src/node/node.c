@@ -441,7 +441,8 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
                 .check_finite = n->cfg.check_finite,
                 /* --metrics-episodes: one line per episode; otherwise the
                  * throughput lines carry each interval's episodes. */
-                .record_episodes = n->cfg.metrics != NULL && n->cfg.metrics_episodes,
+                .record_episodes = (n->cfg.metrics != NULL && n->cfg.metrics_episodes) ||
+                                   n->cfg.tensorboard || n->cfg.prometheus,
             };
             if ((rc = ro__env_shard_wire(&n->shards[i], &w)) != 0)
                 return ro__errorf(err, errlen, RO_EIO, "cannot put env shard %u on the loop: %s", i,
@@ -525,6 +526,12 @@ static int make_loop(ro_node_t *n, char *err, size_t errlen)
         .metrics_path = n->cfg.metrics,
         .interval_s = n->cfg.metrics_interval,
         .throughput_only = n->cfg.metrics_throughput_only,
+        .episode_lines = n->cfg.metrics_episodes,
+        .tensorboard = n->cfg.tensorboard,
+        .prometheus = n->cfg.prometheus,
+        .node_index = n->cfg.node_index,
+        .numa_node = n->cfg.numa_node,
+        .env = ro__env_kind_name(&n->kind),
         .quiet = n->cfg.quiet,
         .sample = ro__node_sample,
         .sample_ctx = n,

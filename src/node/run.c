@@ -95,8 +95,10 @@ static void shutdown_node(ro_node_t *n)
     n->logger_rc = ro__logger_finish(&n->logger);
     if (n->logger_rc)
         fprintf(stderr,
-                "rollout-node: could not write the metrics file %s (disk full or I/O error)\n",
-                n->cfg.metrics);
+                "rollout-node: could not write the metrics file %s or the TensorBoard events in "
+                "%s (disk full or I/O error)\n",
+                n->cfg.metrics ? n->cfg.metrics : "(none)",
+                n->cfg.tensorboard ? n->cfg.tensorboard : "(none)");
     if (n->recorder) {
         /* Every shard has handed over its last step: write it all. */
         char err[512] = "";

@@ -50,9 +50,12 @@ void ro__node_sample(void *ctx, ro_logger_sample_t *out)
         out->segments_unsent = rs.segments_unsent;
         out->segments_acked = rs.segments_acked;
         out->segments_dropped_lag = rs.segments_dropped_lag;
+        out->policy_lag_mean = rs.policy_lag_mean;
         for (uint32_t i = 0; i < n->nshards; i++) /* relaxed: statistics */
             out->stream_waits += atomic_load_explicit(&n->ports[i].waits, memory_order_relaxed);
     }
+    if (n->policy) /* switched on this thread (policy_swap.c) */
+        out->policy_version = ro__policy_version(n->policy);
     out->nmetrics = n->layout.nmetrics;
     out->metric_name = n->layout.metric;
     for (uint32_t i = 0; i < n->nshards; i++) /* relaxed: statistics */

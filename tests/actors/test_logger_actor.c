@@ -74,8 +74,11 @@ static void test_episode_lines_match_fprintf(void **state)
     ro_metrics_ring_t ring;
     assert_int_equal(ro__metrics_ring_init(&ring, 64), 0);
     ro_logger_t lg;
-    ro_logger_opts_t o = {
-        .metrics_path = path, .interval_s = 1000, .quiet = true, .sample = no_sample};
+    ro_logger_opts_t o = {.metrics_path = path,
+                          .interval_s = 1000,
+                          .quiet = true,
+                          .episode_lines = true,
+                          .sample = no_sample};
     char err[256];
     assert_int_equal(ro__logger_init(&lg, &loop, &ring, 1, &o, err, sizeof err), 0);
     ro__logger_start(&lg);
