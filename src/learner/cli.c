@@ -74,6 +74,14 @@ static const ro_flag_t learner_flags[] = {
     {RO_FLAG_STRING, "push-policy", "FILE", AT(push_policy),
      .help = "instead of serving envs, push these weights (a\nPolicyParams file) to nodes running "
              "their own learner\nlanes with --listen, and exit when all accepted them"},
+    {RO_FLAG_STRING, "tensorboard", "DIR", AT(tensorboard),
+     .help = "TensorBoard event files: steps/s, batch sizes,\nepisodes, spin hits, per "
+             "--metrics-interval\n(docs/operations.md)"},
+    {RO_FLAG_STRING, "prometheus", "HOST:PORT", AT(prometheus),
+     .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n(read-only; unix:PATH a "
+             "Unix-domain socket; port 0\npicks a free one)"},
+    {RO_FLAG_SECONDS, "metrics-interval", "S", AT(metrics_interval), 10,
+     .help = "seconds between TensorBoard events (default 1)"},
     {RO_FLAG_BOOL, "json", NULL, AT(json), .help = "one-line JSON summary on stdout"},
     {RO_FLAG_BOOL, "quiet", NULL, AT(quiet), .help = "no progress lines"},
     {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
@@ -111,14 +119,19 @@ static int check_combinations(const ro_learner_cfg_t *c, const bool *given, char
                               size_t errlen)
 {
     static const char *const serving[] = {
-        "policy",     "hidden",           "activation", "gemm",  "workers",
-        "batch",      "max-wait-us",      "seed",       "steps", "reconnect-s",
-        "overcommit", "no-shared-memory", "spin-us",    NULL};
+        "policy",  "hidden",      "activation",  "gemm",
+        "workers", "batch",       "max-wait-us", "seed",
+        "steps",   "reconnect-s", "overcommit",  "no-shared-memory",
+        "spin-us", "tensorboard", "prometheus",  "metrics-interval",
+        NULL};
     if (c->push_policy)
         for (const char *const *f = serving; *f; f++)
             if (was_given(given, *f))
                 return ro__errorf(err, errlen, RO_EINVAL,
                                   "--%s: --push-policy only pushes weights; it serves no envs", *f);
+    if (was_given(given, "metrics-interval") && !c->tensorboard)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--metrics-interval: only with --tensorboard DIR");
     return ro__policy_flags_check(&c->policy, was_given(given, "hidden"),
                                   was_given(given, "activation"), was_given(given, "gemm"), err,
                                   errlen);
@@ -137,6 +150,7 @@ int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err,
     c->max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
     c->reconnect_s = 60.0;
     c->name = "rollout-learner";
+    c->metrics_interval = 1.0;
     bool given[NFLAGS];
     int rc = ro__flags_parse(learner_flags, NFLAGS, c, given, argc, argv, NULL, err, errlen);
     if (rc)

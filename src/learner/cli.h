@@ -30,9 +30,12 @@ typedef struct ro_learner_cfg {
     const char *name;
     const char *push_policy; /* push this PolicyParams file to the nodes, then exit */
     bool json, quiet, help, version;
-    bool no_shared_memory; /* nodes on this host send everything over the socket */
-    bool no_ring;          /* SEED nodes on this host send every frame on the socket */
-    uint32_t spin_us;      /* spin this long for the next observations (runtime/loop_spin.h) */
+    bool no_shared_memory;   /* nodes on this host send everything over the socket */
+    bool no_ring;            /* SEED nodes on this host send every frame on the socket */
+    uint32_t spin_us;        /* spin this long for the next observations (runtime/loop_spin.h) */
+    const char *tensorboard; /* --tensorboard DIR: event files, or NULL */
+    const char *prometheus;  /* --prometheus ADDR: the /metrics endpoint, or NULL */
+    double metrics_interval; /* seconds between TensorBoard events */
 } ro_learner_cfg_t;
 
 /* ro__learner_cfg_parse parses argv (strings point into argv). On a bad

@@ -18,11 +18,14 @@
 #include "learner/forward.h"
 #include "learner/node_link.h"
 #include "learner/stream_rx.h"
+#include "metrics/histo.h"
+#include "metrics/tb_writer.h"
 #include "policy/policy.h"
 #include "policy/state_table.h"
 #include "runtime/loop_spin.h"
 #include "runtime/shared_mem.h"
 #include "spaces/layout.h"
+#include "wire/http_endpoint.h"
 #include "wire/pb_alloc.h"
 #include "wire/seed_memory.h"
 
@@ -61,6 +64,23 @@ typedef struct node {
     uint32_t ack_every;  /* stream: owed segments that make an ack go at once (half the window) */
 } node_t;
 
+/* --tensorboard and --prometheus (metrics.c). Loop thread. */
+typedef struct learner_metrics {
+    bool on; /* either asked for: the histograms count */
+    bool tb_on, prom_on;
+    uv_timer_t timer; /* an event each --metrics-interval */
+    ro_tb_writer_t tb;
+    ro_http_t http;
+    char labels[256];
+    /* This interval's (TensorBoard) and the earlier ones' (Prometheus adds
+     * the two): SEED episodes' returns (serve.c counts them) and rows per
+     * forward pass. */
+    ro_histo_t ret_iv, ret_all, rows_iv, rows_all;
+    uint64_t last_ns, last_steps, last_batches, last_episodes;
+    double last_return;
+    int tb_rc;
+} learner_metrics_t;
+
 typedef struct learner {
     uv_loop_t loop;
     uv_check_t check;
@@ -98,6 +118,7 @@ typedef struct learner {
     uint32_t pushed; /* nodes that accepted them */
 
     uint64_t steps, batches;
+    learner_metrics_t met;
     uint64_t t0;       /* the first welcome (the start until then) */
     bool welcomed_any; /* some node welcomed us: t0 is set */
     bool stopping;
@@ -122,6 +143,15 @@ void ro__learner_on_check(uv_check_t *h);
 void ro__learner_on_prepare(uv_prepare_t *h);
 /* ro__learner_free_pending frees received frames (a list of ro_pending_t). */
 void ro__learner_free_pending(ro_batch_item_t *it);
+
+/* metrics.c */
+/* ro__learner_metrics_open opens --tensorboard and --prometheus and starts
+ * the interval timer. 0, or a negative code with one line in err. */
+int ro__learner_metrics_open(learner_t *L, char *err, size_t errlen);
+/* ro__learner_metrics_close writes the last event, closes the file and the
+ * endpoint (handles close on the loop). Returns 0, or RO_EIO if the event
+ * file could not be written. Again is harmless. */
+int ro__learner_metrics_close(learner_t *L);
 
 /* welcome.c */
 /* ro__learner_welcome takes node n's welcome: the spec or layout (the

@@ -242,6 +242,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "rollout-learner: %s\n", err);
         return 2;
     }
+    if (ro__learner_metrics_open(&L, err, sizeof err) != 0) {
+        fprintf(stderr, "rollout-learner: %s\n", err);
+        return 2;
+    }
     L.t0 = ro__now_ns();
     for (uint32_t i = 0; i < L.cfg.nconnect; i++) {
         ro_link_opts_t o = {

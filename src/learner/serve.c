@@ -28,6 +28,11 @@ void ro__learner_maybe_finish(learner_t *L)
     if (L->finished || L->open_links > 0 || L->fw.jobs_out > 0)
         return;
     L->finished = true;
+    if (ro__learner_metrics_close(L) != 0 && L->exit_code == 0) {
+        snprintf(L->err, sizeof L->err, "could not write the TensorBoard events in %s",
+                 L->cfg.tensorboard);
+        L->exit_code = 1;
+    }
     for (uint32_t i = 0; i < L->cfg.nconnect; i++)
         ro__link_release(&L->nodes[i].link);
     uv_close((uv_handle_t *)&L->check, NULL);
@@ -107,6 +112,8 @@ static void count_step(learner_t *L, node_t *n, uint32_t e, uint64_t step, float
         const uint32_t agents = L->abi2 && L->lay.agents ? L->lay.agents : 1;
         n->episodes += e % agents == 0;
         n->return_sum += n->ep_ret[e] / agents;
+        if (L->met.on && agents == 1) /* several agents: their rows hold shares of it */
+            ro__histo_add(&L->met.ret_iv, n->ep_ret[e]);
         n->ep_ret[e] = 0.0;
     }
 }
@@ -472,6 +479,8 @@ static void submit_batch(learner_t *L)
         r += it->rows;
     }
     L->batches++;
+    if (L->met.on)
+        ro__histo_add(&L->met.rows_iv, (double)j->rows);
     if (j->failed) {
         L->fw.jobs_out++; /* as if a lane had it: on_job_done counts it back */
         ro__actor_send(&L->fw.done, &j->msg);
