@@ -663,6 +663,104 @@ class TokenBytes(nu.TempDirCase):
         node.send_signal(signal.SIGINT)
         node.communicate(timeout=nu.HANG_GUARD_S)
 
+# ---- the Prometheus endpoint (issue 36): read-only, bounded ----
+
+def http_exchange(addr, data, shut=True):
+    """Send data to the endpoint at addr ("host:port"), half-close, and
+    return everything it answers up to its close."""
+    host, port = addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=nu.HANG_GUARD_S) as s:
+        s.sendall(data)
+        if shut:
+            s.shutdown(socket.SHUT_WR)
+        out = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                return out
+            out += b
+
+
+class PrometheusStrangers(nu.TempDirCase):
+    """--prometheus serves GET/HEAD /metrics and refuses the rest by name;
+    it holds at most 16 connections, a bounded head each, for a bounded
+    time; the node steps on through all of it."""
+
+    def start(self):
+        p = nu.spawn([nu.NODE, "--seconds", 0, "--quiet", "--json", "--num-envs", 8,
+                      "--prometheus", "127.0.0.1:0"],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for line in p.stderr:
+            if "serving Prometheus metrics on" in line:
+                self.addCleanup(nu.kill, p)
+                return p, line.split(" on ")[1].split()[0]
+        p.wait()
+        self.fail(f"the node did not serve Prometheus metrics: exit {p.returncode}")
+
+    def steps(self, addr):
+        r = http_exchange(addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertTrue(r.startswith(b"HTTP/1.1 200 OK\r\n"), r[:200])
+        m = re.search(rb"^rollout_steps_total\{[^}]*\} (\d+)$", r, re.M)
+        self.assertIsNotNone(m, r[:2000])
+        return int(m.group(1))
+
+    def test_refused_by_name(self):
+        p, addr = self.start()
+        cases = [
+            (b"POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", b"405 Method Not Allowed"),
+            (b"DELETE /metrics HTTP/1.1\r\n\r\n", b"405 Method Not Allowed"),
+            (b"GET / HTTP/1.1\r\n\r\n", b"404 Not Found"),
+            (b"GET /metrics/../etc/passwd HTTP/1.1\r\n\r\n", b"404 Not Found"),
+            (b"GET /metrics HTTP/2.0\r\n\r\n", b"505 HTTP Version Not Supported"),
+            (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", b"505 HTTP Version Not Supported"),
+            (b"GET /metrics\r\n\r\n", b"400 Bad Request"),
+            (b"GET /met\x00rics HTTP/1.1\r\n\r\n", b"400 Bad Request"),
+            (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\n\n", b"400 Bad Request"),
+            (b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 9000 + b"\r\n\r\n",
+             b"431 Request Header Fields Too Large"),
+        ]
+        for req, status in cases:
+            r = http_exchange(addr, req)
+            self.assertTrue(r.startswith(b"HTTP/1.1 " + status + b"\r\n"), (req[:40], r[:200]))
+            self.assertIn(b"Connection: close\r\n", r)
+        r = http_exchange(addr, b"POST /metrics HTTP/1.1\r\n\r\n")
+        self.assertIn(b"Allow: GET, HEAD\r\n", r)
+        # HEAD: the headers only; a query is ignored.
+        r = http_exchange(addr, b"HEAD /metrics?x=1 HTTP/1.0\r\n\r\n")
+        self.assertTrue(r.startswith(b"HTTP/1.1 200 OK\r\n"), r[:200])
+        self.assertTrue(r.endswith(b"\r\n\r\n"), r[-200:])
+        # The node stepped on through all of it.
+        a = self.steps(addr)
+        nu.wait_for(lambda: self.steps(addr) > a, "the node's steps to grow after the strangers")
+        self.assertIsNone(p.poll())
+
+    def test_connections_are_bounded_and_time_out(self):
+        p, addr = self.start()
+        host, port = addr.rsplit(":", 1)
+        idle = [socket.create_connection((host, int(port))) for _ in range(16)]
+        for s in idle:
+            s.sendall(b"GET /metr")  # a head that never ends
+        # A 17th connection is closed at once, unanswered.
+        extra = socket.create_connection((host, int(port)), timeout=nu.HANG_GUARD_S)
+        self.assertEqual(extra.recv(100), b"")
+        extra.close()
+        # Freeing one slot lets a scrape in while the 15 others still wait.
+        idle.pop().close()
+        nu.wait_for(lambda: self._scrape_ok(addr), "a scrape once a slot was freed")
+        # The slow ones are closed by the endpoint's timeout (10 s), not by us.
+        for s in idle:
+            s.settimeout(nu.HANG_GUARD_S)
+            self.assertEqual(s.recv(100), b"", "an idle connection was answered")
+            s.close()
+        self.assertGreater(self.steps(addr), 0)
+        self.assertIsNone(p.poll())
+
+    def _scrape_ok(self, addr):
+        try:
+            return self.steps(addr) > 0
+        except (ConnectionError, AssertionError):
+            return False
+
 
 if __name__ == "__main__":
     REPLAY, HOSTILE = sys.argv[3], sys.argv[4]
