@@ -69,7 +69,10 @@ class TensorBoardFiles(nu.TempDirCase):
         self.assertIn("TensorBoard events in " + d, p.stderr)
         evs = raw_events(d)
         self.assertEqual(evs[0].file_version, "brain.Event:2")
-        self.assertGreaterEqual(len(evs), 3, "a first event, an interval's and the last")
+        # The file_version event, then one per interval (how many depends on
+        # the machine's speed), the last one written at the exit.
+        self.assertGreaterEqual(len(evs), 2)
+        self.assertTrue(all(e.HasField("summary") for e in evs[1:]))
         acc = accumulator(d)
         sps = acc.Scalars("rollout/steps_per_s")
         self.assertEqual(sps[-1].step, s["steps"], "the last event is at the run's last step")
