@@ -30,6 +30,7 @@ RANK = {
     "src/trajectory": 2,
     "src/envs": 2,
     "src/metrics": 2.5,
+    "src/vecenv": 3,
     "actors": 3,
     "src/node": 4,
     "src/learner": 4,

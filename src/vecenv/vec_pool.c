@@ -1,0 +1,189 @@
+/* vec_pool.c: the vector engine's helper threads (vec_pool.h). */
+#include "vecenv/vec_pool.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "runtime/clock.h"
+#include "runtime/error.h"
+
+/* How long a helper (and the owner, waiting for the last chunk) spins
+ * before it sleeps: about a step of a tight loop, so such a loop never
+ * pays a wake, and an idle pool sleeps soon. */
+#define SPIN_NS 50000u
+/* Chunks per thread of a job: enough that a thread the kernel delays
+ * leaves little for the others to wait on. */
+#define CHUNKS_PER_THREAD 8u
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t expect)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expect, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *word, int n)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield");
+#endif
+}
+
+/* spin_until_changed spins while *w == v for at most SPIN_NS; returns the
+ * last value read. Acquire, as every read of a published word. */
+static uint32_t spin_until_changed(_Atomic uint32_t *w, uint32_t v)
+{
+    uint64_t t0 = 0;
+    for (uint32_t i = 0;; i++) {
+        uint32_t x = atomic_load_explicit(w, memory_order_acquire);
+        if (x != v)
+            return x;
+        if ((i & 63) == 63) {
+            uint64_t now = ro__now_ns();
+            if (!t0)
+                t0 = now;
+            else if (now - t0 > SPIN_NS)
+                return x;
+        }
+        cpu_relax();
+    }
+}
+
+/* work takes and runs chunks of generation g until none is left. */
+static void work(ro_vec_pool_t *p, uint32_t g)
+{
+    /* Relaxed: read after the acquire of next (or gen) that showed g; kept
+     * only if the claim below of a chunk of g succeeds. */
+    ro_vec_task_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+    void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
+    uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+    uint32_t chunk = atomic_load_explicit(&p->chunk, memory_order_relaxed);
+    uint32_t nchunks = atomic_load_explicit(&p->nchunks, memory_order_relaxed);
+    uint64_t w = atomic_load_explicit(&p->next, memory_order_acquire);
+    for (;;) {
+        if ((uint32_t)(w >> 32) != g || (uint32_t)w >= nchunks)
+            return;
+        /* Acq_rel: the claim orders our reads of the job after the
+         * owner's publication of g. */
+        if (!atomic_compare_exchange_weak_explicit(&p->next, &w, w + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        uint32_t b = (uint32_t)w * chunk, e = b + chunk < n ? b + chunk : n;
+        fn(ctx, b, e);
+        /* Release: the chunk's writes before the owner's acquire of done
+         * reaching nchunks; seq_cst against owner_waits (the wake below). */
+        if (atomic_fetch_add_explicit(&p->done, 1, memory_order_seq_cst) + 1 == nchunks &&
+            atomic_load_explicit(&p->owner_waits, memory_order_seq_cst))
+            futex_wake(&p->done, 1);
+        w = atomic_load_explicit(&p->next, memory_order_acquire);
+    }
+}
+
+static void *helper_main(void *arg)
+{
+    ro_vec_pool_t *p = arg;
+    uint32_t seen = 0; /* gen was 0 when the pool started, before this thread */
+    for (;;) {
+        uint32_t g = spin_until_changed(&p->gen, seen);
+        if (g == seen) {
+            /* Eventcount: announce the sleep, look again, sleep. Seq_cst
+             * with the owner's increment of gen and read of sleepers:
+             * either it sees us and wakes us, or we see its new gen. */
+            atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
+            if (atomic_load_explicit(&p->gen, memory_order_seq_cst) == seen)
+                futex_wait(&p->gen, seen);
+            atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_seq_cst);
+            continue;
+        }
+        seen = g;
+        /* Relaxed: stop is written before gen's increment, read after. */
+        if (atomic_load_explicit(&p->stop, memory_order_relaxed))
+            return NULL;
+        work(p, g);
+    }
+}
+
+int ro__vec_pool_start(ro_vec_pool_t *p, uint32_t helpers, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    if (helpers > RO_VEC_POOL_MAX)
+        helpers = RO_VEC_POOL_MAX;
+    if (!helpers)
+        return 0;
+    p->tids = calloc(helpers, sizeof *p->tids);
+    if (!p->tids)
+        return ro__errorf(err, errlen, RO_ENOMEM, "vector engine: out of memory for threads");
+    for (uint32_t i = 0; i < helpers; i++) {
+        int rc = pthread_create(&p->tids[i], NULL, helper_main, p);
+        if (rc) {
+            ro__vec_pool_stop(p);
+            return ro__errorf(err, errlen, RO_EIO, "vector engine: cannot start thread %u: %s",
+                              i + 1, strerror(rc));
+        }
+        p->helpers = i + 1;
+    }
+    return 0;
+}
+
+void ro__vec_pool_run(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n)
+{
+    const uint32_t threads = p->helpers + 1;
+    if (threads == 1 || n < 2) {
+        fn(ctx, 0, n);
+        return;
+    }
+    uint32_t chunk = (n + threads * CHUNKS_PER_THREAD - 1) / (threads * CHUNKS_PER_THREAD);
+    uint32_t nchunks = (n + chunk - 1) / chunk;
+    /* Relaxed: published by the release of next below. */
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->n, n, memory_order_relaxed);
+    atomic_store_explicit(&p->chunk, chunk, memory_order_relaxed);
+    atomic_store_explicit(&p->nchunks, nchunks, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    /* Release: the job's fields before its generation. */
+    atomic_store_explicit(&p->next, (uint64_t)g << 32, memory_order_release);
+    atomic_store_explicit(&p->gen, g, memory_order_seq_cst);
+    if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst))
+        futex_wake(&p->gen, INT_MAX);
+    work(p, g);
+    /* Acquire: every chunk's writes before its increment of done. */
+    uint32_t d;
+    while ((d = atomic_load_explicit(&p->done, memory_order_acquire)) != nchunks) {
+        if (spin_until_changed(&p->done, d) != d)
+            continue;
+        /* Seq_cst with the last chunk's increment and read of owner_waits:
+         * either it wakes us, or we see done at nchunks. */
+        atomic_store_explicit(&p->owner_waits, 1, memory_order_seq_cst);
+        d = atomic_load_explicit(&p->done, memory_order_seq_cst);
+        if (d != nchunks)
+            futex_wait(&p->done, d);
+        atomic_store_explicit(&p->owner_waits, 0, memory_order_relaxed);
+    }
+}
+
+void ro__vec_pool_stop(ro_vec_pool_t *p)
+{
+    if (p->helpers) {
+        atomic_store_explicit(&p->stop, true, memory_order_relaxed);
+        /* Seq_cst, as a job's publication: stop before the new gen. */
+        atomic_fetch_add_explicit(&p->gen, 1, memory_order_seq_cst);
+        futex_wake(&p->gen, INT_MAX);
+        for (uint32_t i = 0; i < p->helpers; i++)
+            pthread_join(p->tids[i], NULL);
+    }
+    free(p->tids);
+    memset(p, 0, sizeof *p);
+}

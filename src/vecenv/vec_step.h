@@ -1,0 +1,21 @@
+/*
+ * The vector engine's jobs (vec_pool.h's ro_vec_task_fn over env indices):
+ * one step and one reset of envs [b, e) of a ro_vec_t (vec.h). Internal to
+ * src/vecenv.
+ */
+#ifndef RO_VEC_STEP_H
+#define RO_VEC_STEP_H
+
+#include <stdint.h>
+
+#include "vecenv/vec.h"
+
+/* ro__vec_step_part steps envs [b, e) by the engine's autoreset mode. */
+void ro__vec_step_part(void *ctx, uint32_t b, uint32_t e);
+
+/* ro__vec_reset_part resets the envs of [b, e) that reset_mask names (all
+ * when NULL), re-creating first those that reseed marks, from seeds. A
+ * re-creation that fails leaves the old instance and failed[j] = 2. */
+void ro__vec_reset_part(void *ctx, uint32_t b, uint32_t e);
+
+#endif
