@@ -20,6 +20,7 @@
  *   "pos"  int32 [2]:    its row and column
  *   "goal" int32 [2]:    the goal's row and column
  * Metrics: "success" (1 if the goal was reached, else 0), "length".
+ * Argument: agents=1 or 2 (default 2): alone, an agent sees no other.
  */
 #include <rollout/env.h>
 
@@ -29,7 +30,7 @@
 #include <string.h>
 
 #define SIDE 7
-#define AGENTS 2
+#define AGENTS 2  /* at most */
 #define ACTIONS 5 /* up, down, left, right, stay */
 #define STEP_COST 0.01f
 
@@ -41,13 +42,14 @@ static const int moves[ACTIONS][2] = {{-1, 0}, {1, 0}, {0, -1}, {0, 1}, {0, 0}};
 
 typedef struct grid {
     uint64_t rng; /* splitmix64: all of the instance's randomness */
+    int agents;   /* 1 or AGENTS */
     int pos[AGENTS][2];
     int goal[2];
     uint32_t steps;
     int success;
 } grid_t;
 
-static const char *const arg_keys[] = {NULL};
+static const char *const arg_keys[] = {"agents", "1 or 2 agents in the room (default 2)", NULL};
 static const char *const metric_names[] = {"success", "length", NULL};
 
 static uint64_t next_u64(uint64_t *s)
@@ -79,13 +81,21 @@ static void random_floor(grid_t *g, int taken, int out[2])
 static int gw_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_t seed, char *err,
                      size_t errlen)
 {
-    (void)args;
-    (void)nargs;
+    int agents = AGENTS;
+    for (size_t i = 0; i < nargs; i++)
+        if (!strcmp(args[i].key, "agents")) {
+            if (strcmp(args[i].value, "1") && strcmp(args[i].value, "2")) {
+                snprintf(err, errlen, "gridworld: agents=%s: expected 1 or 2", args[i].value);
+                return -EINVAL;
+            }
+            agents = args[i].value[0] - '0';
+        }
     grid_t *g = calloc(1, sizeof *g);
     if (!g) {
         snprintf(err, errlen, "gridworld: out of memory");
         return -ENOMEM;
     }
+    g->agents = agents;
     g->rng = seed;
     /* Every piece on a floor cell from the start, so that even the state
      * of an instance not yet reset is one load_state() accepts. */
@@ -98,8 +108,8 @@ static int gw_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_
 
 static void gw_spaces(void *env, ro_env_spaces_t *sp)
 {
-    (void)env;
-    sp->num_agents = AGENTS;
+    const grid_t *g = env;
+    sp->num_agents = (uint32_t)g->agents;
     sp->num_obs = 3;
     sp->obs[0] = (ro_tensor_space_t){
         .name = "view", .dtype = RO_DTYPE_UINT8, .ndim = 2, .shape = {SIDE, SIDE}};
@@ -118,13 +128,14 @@ static void observe(const grid_t *g, const ro_obs_out_t *o)
 {
     uint8_t *view = o->tensors[0];
     int32_t *pos = o->tensors[1], *goal = o->tensors[2];
-    for (int a = 0; a < AGENTS; a++) {
+    for (int a = 0; a < g->agents; a++) {
         uint8_t *v = view + a * SIDE * SIDE;
         for (int r = 0; r < SIDE; r++)
             for (int c = 0; c < SIDE; c++)
                 v[r * SIDE + c] = room[r][c] == '#' ? 255 : 0;
         v[g->goal[0] * SIDE + g->goal[1]] = 128;
-        v[g->pos[1 - a][0] * SIDE + g->pos[1 - a][1]] = 64;
+        if (g->agents == 2)
+            v[g->pos[1 - a][0] * SIDE + g->pos[1 - a][1]] = 64;
         v[g->pos[a][0] * SIDE + g->pos[a][1]] = 192;
         pos[2 * a] = g->pos[a][0];
         pos[2 * a + 1] = g->pos[a][1];
@@ -141,7 +152,7 @@ static void gw_reset(void *env, const ro_obs_out_t *o)
     grid_t *g = env;
     g->goal[0] = g->goal[1] = 0; /* no goal yet: every floor cell is free */
     random_floor(g, -1, g->goal);
-    for (int a = 0; a < AGENTS; a++)
+    for (int a = 0; a < g->agents; a++)
         random_floor(g, a, g->pos[a]);
     g->steps = 0;
     g->success = 0;
@@ -152,7 +163,7 @@ static int gw_step(void *env, const ro_actions_t *act, const ro_obs_out_t *o, ro
 {
     grid_t *g = env;
     int reached = 0;
-    for (int a = 0; a < AGENTS; a++) {
+    for (int a = 0; a < g->agents; a++) {
         int m = act->discrete[a];
         if (m < 0 || m >= ACTIONS)
             return -EINVAL;
@@ -165,7 +176,7 @@ static int gw_step(void *env, const ro_actions_t *act, const ro_obs_out_t *o, ro
     }
     g->steps++;
     g->success = reached;
-    for (int a = 0; a < AGENTS; a++)
+    for (int a = 0; a < g->agents; a++)
         out[a] = (ro_step_t){.reward = (reached ? 1.0f : 0.0f) - STEP_COST,
                              .terminated = (uint8_t)reached};
     observe(g, o);

@@ -33,8 +33,8 @@ static int dtype_num(ro_dtype_t d)
 
 static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"env",     "num_envs", "seed",         "args",
-                             "autoreset", "threads", "check_finite", NULL};
+    static char *kwlist[] = {"env",       "num_envs", "seed",         "args",
+                             "autoreset", "threads",  "check_finite", NULL};
     const char *env;
     unsigned int num_envs;
     unsigned long long seed;
@@ -60,7 +60,8 @@ static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
     for (Py_ssize_t i = 0; i < na; i++) {
         PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
         if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2 ||
-            !PyUnicode_Check(PyTuple_GET_ITEM(it, 0)) || !PyUnicode_Check(PyTuple_GET_ITEM(it, 1))) {
+            !PyUnicode_Check(PyTuple_GET_ITEM(it, 0)) ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(it, 1))) {
             Py_DECREF(seq);
             PyErr_Format(PyExc_TypeError, "args[%zd]: a (key, value) pair of strings", i);
             return -1;
@@ -160,10 +161,10 @@ static PyObject *engine_layout(EngineObject *self, PyObject *unused)
         goto fail;
     for (uint32_t k = 0; k < L->ntensors; k++) {
         const ro_tensor_layout_t *t = &L->t[k];
-        PyObject *d = Py_BuildValue("{s:s,s:s,s:N,s:N,s:N}", "name", t->name, "dtype",
-                                    ro__dtype_name(t->dtype), "shape", shape_of(t->ndim, t->shape),
-                                    "low", floats(t->low, t->size), "high",
-                                    floats(t->high, t->size));
+        PyObject *d =
+            Py_BuildValue("{s:s,s:s,s:N,s:N,s:N}", "name", t->name, "dtype",
+                          ro__dtype_name(t->dtype), "shape", shape_of(t->ndim, t->shape), "low",
+                          floats(t->low, t->size), "high", floats(t->high, t->size));
         if (!d)
             goto fail;
         PyList_SET_ITEM(tensors, k, d);
@@ -253,7 +254,7 @@ static int take_discrete(ro_vec_t *v, PyObject *obj)
     if (kind != 'i' && kind != 'u' && kind != 'b') {
         PyErr_Format(PyExc_TypeError, "actions: integers are needed for %s actions, got dtype %R",
                      L->nparts == 1 && L->part[0].kind == RO_SPACE_DISCRETE ? "Discrete"
-                                                                             : "discrete",
+                                                                            : "discrete",
                      (PyObject *)PyArray_DESCR(a));
         Py_DECREF(a);
         return -1;
@@ -265,8 +266,9 @@ static int take_discrete(ro_vec_t *v, PyObject *obj)
         return -1;
     const npy_intp want = (npy_intp)v->n * L->ndisc;
     if (PyArray_SIZE(c) != want || PyArray_NDIM(c) < 1 || PyArray_DIM(c, 0) != (npy_intp)v->n) {
-        PyErr_Format(PyExc_ValueError, "actions: %u envs x %u discrete values are needed, got shape %R",
-                     v->n, L->ndisc, PyObject_GetAttrString((PyObject *)c, "shape"));
+        PyErr_Format(PyExc_ValueError,
+                     "actions: %u envs x %u discrete values are needed, got shape %R", v->n,
+                     L->ndisc, PyObject_GetAttrString((PyObject *)c, "shape"));
         Py_DECREF(c);
         return -1;
     }

@@ -1,4 +1,11 @@
-"""Python client for rollout nodes' remote-learner protocol (docs/python.md).
+"""rollout from Python (docs/python.md).
+
+- :func:`make_vec` / ``gymnasium.make_vec("rollout/CartPole-v1", num_envs=N)``:
+  rollout's envs as a Gymnasium vector env, stepped in this process by
+  rollout's C engine (:class:`RolloutVectorEnv`). Importing the package
+  registers the ``rollout/`` ids.
+
+The advanced paths, for nodes on other hosts (the remote-learner protocol):
 
 - :class:`Client`: connections to one or more nodes; batches of
   transitions as numpy arrays; ``send_actions`` answers them.
@@ -22,6 +29,10 @@ from .launch import NodeProcess, find_node, launch_node
 from .spaces import AutoresetMode
 from .stream import SegmentBatch, Stream, policy_params
 from .vecenv import VecEnv
+from .vector import RolloutVectorEnv
+from .registration import make_vec, register_envs
+
+register_envs()
 
 __version__ = "0.1.0"
 
@@ -37,5 +48,5 @@ __all__ = [
     "OBS_DTYPES", "PROTOCOL_VERSION", "ProtocolError", "RemoteError", "RolloutError",
     "SegmentBatch", "Stream", "VecEnv", "VersionMismatch", "check_actions", "decode_varint",
     "encode_frame", "encode_varint", "find_node", "launch_node", "parse_address", "pb2",
-    "policy_params", "read_token", "spaces",
+    "policy_params", "read_token", "spaces", "make_vec", "register_envs", "RolloutVectorEnv",
 ]

@@ -149,8 +149,9 @@ int ro__vec_new(ro_vec_t **out, const ro_vec_config_t *cfg, char *err, size_t er
         return ro__errorf(err, errlen, RO_EINVAL, "num_envs %u: expected 1..%u", cfg->num_envs,
                           RO_VEC_MAX_ENVS);
     if (cfg->autoreset > RO_AUTORESET_DISABLED)
-        return ro__errorf(err, errlen, RO_EINVAL, "autoreset mode %d is not one of NEXT_STEP, "
-                                                  "SAME_STEP, DISABLED",
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "autoreset mode %d is not one of NEXT_STEP, "
+                          "SAME_STEP, DISABLED",
                           (int)cfg->autoreset);
     if (cfg->nargs > RO_MAX_ENV_ARGS)
         return ro__errorf(err, errlen, RO_EINVAL, "%zu env args: at most %d", cfg->nargs,
@@ -168,8 +169,8 @@ int ro__vec_new(ro_vec_t **out, const ro_vec_config_t *cfg, char *err, size_t er
     }
     ro_env_arg_t checked[RO_MAX_ENV_ARGS];
     size_t nchecked = 0;
-    rc = ro__env_kind_check_args(&v->kind, cfg->args, cfg->nargs, checked, &nchecked,
-                                 &v->max_steps, err, errlen);
+    rc = ro__env_kind_check_args(&v->kind, cfg->args, cfg->nargs, checked, &nchecked, &v->max_steps,
+                                 err, errlen);
     if (rc)
         goto fail;
     if ((rc = copy_args(v, checked, nchecked))) {
@@ -210,8 +211,8 @@ fail:
     return rc < 0 ? rc : RO_EINVAL;
 }
 
-int ro__vec_reset(ro_vec_t *v, const uint64_t *seeds, const uint8_t *has_seed,
-                  const uint8_t *mask, char *err, size_t errlen)
+int ro__vec_reset(ro_vec_t *v, const uint64_t *seeds, const uint8_t *has_seed, const uint8_t *mask,
+                  char *err, size_t errlen)
 {
     v->seeds = seeds;
     v->reseed = has_seed;

@@ -53,8 +53,8 @@ typedef struct ro_vec_config {
     uint32_t num_envs;
     uint64_t seed;
     ro_autoreset_t autoreset;
-    int threads; /* < 0: chosen from the envs' cost (ro__vec_new); else
-                    that many threads in all, the caller's included */
+    int threads;       /* < 0: chosen from the envs' cost (ro__vec_new); else
+                          that many threads in all, the caller's included */
     bool check_finite; /* a non-finite observation or reward fails the step */
 } ro_vec_config_t;
 
@@ -66,9 +66,9 @@ typedef struct ro_vec {
     uint32_t max_steps; /* episode limit, 0 = none */
     ro_autoreset_t mode;
     bool check_finite;
-    uint32_t threads;     /* threads stepping: 1 + the pool's helpers */
-    double step_cost_ns;  /* one env step, measured on a probe instance */
-    ro_env_arg_t *args;   /* owned copies of the config's args */
+    uint32_t threads;    /* threads stepping: 1 + the pool's helpers */
+    double step_cost_ns; /* one env step, measured on a probe instance */
+    ro_env_arg_t *args;  /* owned copies of the config's args */
     size_t nargs;
 
     /* The batch, each [n x row]: written by ro__vec_step/reset, read by the
@@ -118,8 +118,8 @@ int ro__vec_new(ro_vec_t **out, const ro_vec_config_t *cfg, char *err, size_t er
  * code with a message (an env that cannot be re-created: it keeps its old
  * instance).
  */
-int ro__vec_reset(ro_vec_t *v, const uint64_t *seeds, const uint8_t *has_seed,
-                  const uint8_t *mask, char *err, size_t errlen);
+int ro__vec_reset(ro_vec_t *v, const uint64_t *seeds, const uint8_t *has_seed, const uint8_t *mask,
+                  char *err, size_t errlen);
 
 /*
  * ro__vec_step steps every env with the actions in act_i / act_f (which

@@ -65,9 +65,9 @@ static void step_one(ro_vec_t *v, uint32_t j)
     }
     const ro_space_layout_t *L = &v->lay;
     ro_step_t st;
-    int rc = ro__env_step(&v->kind, v->envs[j], L->ndisc ? v->act_i + (size_t)j * L->ndisc : NULL,
-                          L->nbox ? v->act_f + (size_t)j * L->nbox : NULL, t, mask_of(v, j), &st,
-                          1);
+    int rc =
+        ro__env_step(&v->kind, v->envs[j], L->ndisc ? v->act_i + (size_t)j * L->ndisc : NULL,
+                     L->nbox ? v->act_f + (size_t)j * L->nbox : NULL, t, mask_of(v, j), &st, 1);
     uint32_t entry;
     if (rc != 0 || (v->check_finite && !row_ok(v, t, st.reward)) ||
         (v->mask && !ro__layout_mask_ok(L, mask_of(v, j), &entry))) {

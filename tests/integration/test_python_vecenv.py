@@ -1,15 +1,11 @@
-"""VecEnv through the Gymnasium vector-env checklist (issue 16), with and
-without gymnasium; a rejected action leaves it usable; observation dtypes;
-host names and [IPv6] addresses; launch_node.
+"""The remote VecEnv through the Gymnasium vector-env checklist (issue 16),
+with the real gymnasium (the package depends on it): a rejected action
+leaves it usable; observation dtypes; host names and [IPv6] addresses;
+launch_node.
 
-Run as: test_python_vecenv.py ROLLOUT_NODE BUILD_DIR [--gymnasium none|DIR].
-``--gymnasium none`` makes ``import gymnasium`` fail (the fallback spaces);
-``--gymnasium DIR`` puts DIR first on sys.path (tests/integration/
-fake_gymnasium: gymnasium's API, since Debian 12 has no python3-gymnasium),
-so VecEnv must be a gymnasium.vector.VectorEnv. Every wait is for an
+Run as: test_python_vecenv.py ROLLOUT_NODE BUILD_DIR. Every wait is for an
 observation, a frame or an exit, with GUARD as the only clock.
 """
-import importlib.abc
 import os
 import socket
 import sys
@@ -17,27 +13,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NODE, BUILD = sys.argv[1], sys.argv[2]
-GYM = "none"
-if len(sys.argv) > 4 and sys.argv[3] == "--gymnasium":
-    GYM = sys.argv[4]
-    del sys.argv[3:5]
 del sys.argv[1:3]
 os.environ.setdefault("ROLLOUT_PROTO_OUT", os.path.join(BUILD, "proto"))
 
-
-class _NoGymnasium(importlib.abc.MetaPathFinder):
-    """Makes `import gymnasium` fail, as where it is not installed."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "gymnasium" or name.startswith("gymnasium."):
-            raise ImportError(f"{name} is blocked by this test (the no-gymnasium path)")
-        return None
-
-
-if GYM == "none":
-    sys.meta_path.insert(0, _NoGymnasium())
-else:
-    sys.path.insert(0, os.path.abspath(GYM))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 import numpy as np  # noqa: E402
@@ -69,18 +47,11 @@ class Checklist:
     (discrete) or Pendulum-like (box) envs."""
 
     def check_paths(self, env):
-        if GYM == "none":
-            self.assertNotIn("gymnasium", sys.modules)
-            self.assertIsNone(rc.spaces.GYMNASIUM)
-            self.assertIsInstance(env.single_observation_space, rc.spaces.Box)
-            self.assertIs(env.metadata["autoreset_mode"], rc.AutoresetMode.SAME_STEP)
-        else:
-            import gymnasium
-            self.assertIsInstance(env, gymnasium.vector.VectorEnv)
-            self.assertIsInstance(env.single_observation_space, gymnasium.spaces.Box)
-            self.assertIsInstance(env.observation_space, gymnasium.spaces.Box)
-            self.assertIs(env.metadata["autoreset_mode"],
-                          gymnasium.vector.AutoresetMode.SAME_STEP)
+        import gymnasium
+        self.assertIsInstance(env, gymnasium.vector.VectorEnv)
+        self.assertIsInstance(env.single_observation_space, gymnasium.spaces.Box)
+        self.assertIsInstance(env.observation_space, gymnasium.spaces.Box)
+        self.assertIs(env.metadata["autoreset_mode"], gymnasium.vector.AutoresetMode.SAME_STEP)
         self.assertEqual(env.metadata["autoreset_mode"].value, "SameStep")
 
     def check_spaces(self, env, obs_shape, obs_dtype=np.float32):
@@ -529,5 +500,4 @@ class WithRealNode(Checklist, unittest.TestCase):
 
 
 if __name__ == "__main__":
-    print(f"gymnasium: {GYM}")
     unittest.main(verbosity=2)
