@@ -29,73 +29,10 @@
 #ifndef RO_VEC_H
 #define RO_VEC_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "envs/registry.h"
-#include "spaces/layout.h"
-#include "vecenv/vec_pool.h"
-
-typedef enum ro_autoreset {
-    RO_AUTORESET_NEXT_STEP = 0,
-    RO_AUTORESET_SAME_STEP = 1,
-    RO_AUTORESET_DISABLED = 2,
-} ro_autoreset_t;
-
-/* The most envs of one vector engine. */
-#define RO_VEC_MAX_ENVS (1u << 20)
-
-typedef struct ro_vec_config {
-    const char *env; /* a built-in name, or a plugin path (ro__env_open) */
-    const ro_env_arg_t *args;
-    size_t nargs;
-    uint32_t num_envs;
-    uint64_t seed;
-    ro_autoreset_t autoreset;
-    int threads;       /* < 0: chosen from the envs' cost (ro__vec_new); else
-                          that many threads in all, the caller's included */
-    bool check_finite; /* a non-finite observation or reward fails the step */
-} ro_vec_config_t;
-
-typedef struct ro_vec {
-    /* Read-only after ro__vec_new. */
-    ro_env_kind_t kind;
-    ro_space_layout_t lay;
-    uint32_t n;
-    uint32_t max_steps; /* episode limit, 0 = none */
-    ro_autoreset_t mode;
-    bool check_finite;
-    uint32_t threads;    /* threads stepping: 1 + the pool's helpers */
-    double step_cost_ns; /* one env step, measured on a probe instance */
-    ro_env_arg_t *args;  /* owned copies of the config's args */
-    size_t nargs;
-
-    /* The batch, each [n x row]: written by ro__vec_step/reset, read by the
-     * caller between calls. */
-    uint8_t *obs[RO_ENV_MAX_TENSORS];
-    uint8_t *final_obs[RO_ENV_MAX_TENSORS]; /* SAME_STEP: rows of envs that ended */
-    uint8_t *mask;                          /* [n x mask_width], or NULL */
-    double *reward;
-    uint8_t *terminated, *truncated;
-    uint8_t *failed; /* the env's step failed this step */
-    /* The actions, written by the caller before ro__vec_step. */
-    int32_t *act_i; /* [n x ndisc] */
-    float *act_f;   /* [n x nbox] */
-
-    /* Per env, touched by the thread stepping that env's part. */
-    void **envs;
-    uint8_t *ended;   /* NEXT_STEP / DISABLED: the last step ended it */
-    uint32_t *ep_len; /* steps of the running episode */
-
-    /* Owner only. */
-    uint64_t failures; /* failed steps since creation */
-    /* A reset's arguments, for its job (ro__vec_reset_part). */
-    const uint64_t *seeds;
-    const uint8_t *reseed;
-    const uint8_t *reset_mask;
-    ro_vec_pool_t pool;
-} ro_vec_t;
+#include "vecenv/vec_types.h"
 
 /*
  * ro__vec_new opens the env (ro__env_open: a plugin path loads its code),

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "vecenv/vec.h"
+#include "vecenv/vec_types.h"
 
 /* ro__vec_step_part steps envs [b, e) by the engine's autoreset mode. */
 void ro__vec_step_part(void *ctx, uint32_t b, uint32_t e);
