@@ -124,12 +124,12 @@ def run_local(build, envs, workers, secs, extra=()):
     return s["sps"], pr.cpu / s["steps"] * 1e9
 
 
-def run_stream_c(build, envs, workers, secs, unix=False, learner_args=()):
+def run_stream_c(build, envs, workers, secs, unix=False, learner_args=(), node_args=()):
     sock = f"/tmp/bench_learners.{os.getpid()}.sock"
     if unix and os.path.exists(sock):
         os.unlink(sock)
     pr = node(build, "--learner", "stream", "--num-envs", envs, "--workers", workers,
-              "--seconds", secs, listen=f"unix:{sock}" if unix else True)
+              "--seconds", secs, *node_args, listen=f"unix:{sock}" if unix else True)
     addr = listening(pr.p)
     lr = Proc([f"{build}/rollout-learner", "--connect", addr, "--json", "--quiet", *learner_args],
               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

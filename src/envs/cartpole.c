@@ -1,11 +1,14 @@
 /*
  * cartpole: Gymnasium CartPole-v1, same constants, same Euler step in the
  * same order of float64 operations, so a trajectory matches Gymnasium's for
- * the same start state and actions.
+ * the same start state and actions. With observe_velocity=false the
+ * observation is (x, theta) only: a partially observed task that a
+ * memoryless policy cannot solve (docs/policy.md "Recurrent policies").
  */
 #include "envs/cartpole.h"
 
 #include <float.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,14 +34,24 @@
 typedef struct cartpole {
     ro_rng_t rng;
     double x, x_dot, theta, theta_dot;
+    bool velocity; /* the observation has x_dot and theta_dot (the default) */
     float low[4], high[4];
 } cartpole_t;
 
-static const char *const cartpole_arg_keys[] = {NULL};
+static const char *const cartpole_arg_keys[] = {
+    "observe_velocity",
+    "true (default): observe x, x_dot, theta, theta_dot; false: x and theta only",
+    NULL,
+};
 
 /* write_obs rounds the float64 state to the float32 observation. */
 static void write_obs(const cartpole_t *c, float *obs)
 {
+    if (!c->velocity) {
+        obs[0] = (float)c->x;
+        obs[1] = (float)c->theta;
+        return;
+    }
     obs[0] = (float)c->x;
     obs[1] = (float)c->x_dot;
     obs[2] = (float)c->theta;
@@ -48,9 +61,20 @@ static void write_obs(const cartpole_t *c, float *obs)
 static int cartpole_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_t seed,
                            char *err, size_t errlen)
 {
-    if (nargs > 0) {
-        snprintf(err, errlen, "env 'cartpole' has no arg '%s' (it takes none)", args[0].key);
-        return RO_EINVAL;
+    bool velocity = true;
+    for (size_t i = 0; i < nargs; i++) {
+        const char *v = args[i].value;
+        if (strcmp(args[i].key, "observe_velocity") != 0) {
+            snprintf(err, errlen, "env 'cartpole' has no arg '%s' (it takes observe_velocity)",
+                     args[i].key);
+            return RO_EINVAL;
+        }
+        if (strcmp(v, "true") && strcmp(v, "false") && strcmp(v, "1") && strcmp(v, "0")) {
+            snprintf(err, errlen, "env 'cartpole': observe_velocity=%.32s; expected true or false",
+                     v);
+            return RO_EINVAL;
+        }
+        velocity = strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
     }
     cartpole_t *c = calloc(1, sizeof *c);
     if (c == NULL) {
@@ -58,13 +82,16 @@ static int cartpole_create(void **out, const ro_env_arg_t *args, size_t nargs, u
         return RO_ENOMEM;
     }
     ro__rng_init(&c->rng, seed);
+    c->velocity = velocity;
     /* Gymnasium's bounds: twice the termination thresholds, and the largest
      * float32 for the unbounded velocities. */
     const float high[4] = {(float)(X_THRESHOLD * 2), FLT_MAX, (float)(THETA_THRESHOLD * 2),
                            FLT_MAX};
-    for (int i = 0; i < 4; i++) {
-        c->high[i] = high[i];
-        c->low[i] = -high[i];
+    for (int i = 0, k = 0; i < 4; i++) {
+        if (!velocity && (i == 1 || i == 3))
+            continue; /* (x, theta): the positions' bounds */
+        c->high[k] = high[i];
+        c->low[k++] = -high[i];
     }
     *out = c;
     return 0;
@@ -73,8 +100,11 @@ static int cartpole_create(void **out, const ro_env_arg_t *args, size_t nargs, u
 static void cartpole_spaces(void *env, ro_space_t *obs, ro_space_t *act)
 {
     cartpole_t *c = env;
-    *obs =
-        (ro_space_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {4}, .low = c->low, .high = c->high};
+    *obs = (ro_space_t){.kind = RO_SPACE_BOX,
+                        .ndim = 1,
+                        .shape = {c->velocity ? 4 : 2},
+                        .low = c->low,
+                        .high = c->high};
     *act = (ro_space_t){.kind = RO_SPACE_DISCRETE, .n = 2};
 }
 

@@ -239,7 +239,8 @@ static void test_spaces(void **state)
     assert_int_equal(vt->abi_version, RO_ENV_ABI_VERSION);
     assert_string_equal(vt->name, "cartpole");
     assert_int_equal(vt->max_episode_steps, 500);
-    assert_null(vt->arg_keys[0]);
+    assert_string_equal(vt->arg_keys[0], "observe_velocity");
+    assert_null(vt->arg_keys[2]);
 }
 
 static void test_rejects_args(void **state)
@@ -250,6 +251,42 @@ static void test_rejects_args(void **state)
     const ro_env_arg_t args[] = {{"foo", "1"}};
     assert_int_equal(vt->create(&env, args, 1, 1, err, sizeof err), RO_EINVAL);
     assert_non_null(strstr(err, "'foo'"));
+}
+
+/* observe_velocity=false: the same dynamics, (x, theta) observed, the
+ * positions' bounds; a value that is not a boolean is refused. */
+static void test_without_velocity(void **state)
+{
+    (void)state;
+    void *full, *part;
+    char err[128] = "";
+    const ro_env_arg_t off[] = {{"observe_velocity", "false"}},
+                       bad[] = {{"observe_velocity", "no"}};
+    assert_int_equal(vt->create(&full, NULL, 0, 5, err, sizeof err), 0);
+    assert_int_equal(vt->create(&part, off, 1, 5, err, sizeof err), 0);
+    ro_space_t os, as;
+    vt->spaces(part, &os, &as);
+    assert_int_equal(os.shape[0], 2);
+    assert_true(os.high[0] == 4.8f && os.high[1] == (float)(12 * 2 * M_PI / 360 * 2));
+    float o4[4], o2[2];
+    vt->reset(full, o4);
+    vt->reset(part, o2);
+    for (int t = 0; t < 40; t++) {
+        assert_true(o2[0] == o4[0] && o2[1] == o4[2]);
+        ro_step_t s4, s2;
+        ro_action_t a = {.discrete = t % 3 == 0};
+        assert_int_equal(vt->step(full, a, o4, &s4), 0);
+        assert_int_equal(vt->step(part, a, o2, &s2), 0);
+        assert_int_equal(s4.terminated, s2.terminated);
+        if (s4.terminated) {
+            vt->reset(full, o4);
+            vt->reset(part, o2);
+        }
+    }
+    vt->destroy(full);
+    vt->destroy(part);
+    assert_int_equal(vt->create(&part, bad, 1, 5, err, sizeof err), RO_EINVAL);
+    assert_non_null(strstr(err, "observe_velocity=no"));
 }
 
 /* run records n steps of an episode-resetting rollout with a fixed action
@@ -317,6 +354,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_spaces, setup, teardown),
         cmocka_unit_test(test_reset_ranges),
         cmocka_unit_test(test_rejects_args),
+        cmocka_unit_test(test_without_velocity),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_sincos_is_sin_and_cos),
     };
