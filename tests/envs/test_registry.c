@@ -203,7 +203,8 @@ static void test_check_args_errors(void **state)
     assert_int_equal(
         ro__env_check_args(&ro__env_cartpole, unknown, 1, out, &nout, &steps, err, sizeof err),
         RO_EINVAL);
-    assert_string_equal(err, "env 'cartpole' has no arg 'foo' (accepted: max_episode_steps)");
+    assert_string_equal(
+        err, "env 'cartpole' has no arg 'foo' (accepted: max_episode_steps, observe_velocity)");
     assert_int_equal(
         ro__env_check_args(&ro__env_burn, unknown, 1, out, &nout, &steps, err, sizeof err),
         RO_EINVAL);
