@@ -11,37 +11,28 @@
  * ValueError naming it, and no env is stepped. One thread at a time: a
  * second call while one runs (another Python thread) raises RuntimeError.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#include <numpy/arrayobject.h>
+#define RO_ENGINE_MODULE
+#include "engine.h"
 
 #include <string.h>
 
 #include "envs/env_kind.h"
+#include "runtime/clock.h"
 #include "vecenv/vec.h"
-
-typedef struct {
-    PyObject_HEAD ro_vec_t *v;
-    int busy; /* a call runs with the GIL released */
-} EngineObject;
-
-static int dtype_num(ro_dtype_t d)
-{
-    return d == RO_DTYPE_UINT8 ? NPY_UINT8 : d == RO_DTYPE_INT32 ? NPY_INT32 : NPY_FLOAT32;
-}
+#include "vecenv/vec_async.h"
 
 static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"env",       "num_envs", "seed",         "args",
-                             "autoreset", "threads",  "check_finite", NULL};
+    static char *kwlist[] = {"env",     "num_envs",     "seed",       "args", "autoreset",
+                             "threads", "check_finite", "batch_size", NULL};
     const char *env;
     unsigned int num_envs;
     unsigned long long seed;
     PyObject *pyargs;
     int autoreset = 0, threads = -1, check_finite = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sIKO|iip", kwlist, &env, &num_envs, &seed, &pyargs,
-                                     &autoreset, &threads, &check_finite))
+    unsigned int batch_size = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sIKO|iipI", kwlist, &env, &num_envs, &seed, &pyargs,
+                                     &autoreset, &threads, &check_finite, &batch_size))
         return -1;
     if (self->v) {
         PyErr_SetString(PyExc_RuntimeError, "Engine is initialised once");
@@ -82,6 +73,7 @@ static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
         .autoreset = (ro_autoreset_t)autoreset,
         .threads = threads,
         .check_finite = check_finite != 0,
+        .batch_size = batch_size,
     };
     char err[512] = "";
     int rc;
@@ -93,12 +85,14 @@ static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, err);
         return -1;
     }
-    return 0;
+    self->ids = PyMem_Calloc(self->v->n, sizeof *self->ids);
+    return self->ids ? 0 : (PyErr_NoMemory(), -1);
 }
 
 static void engine_dealloc(EngineObject *self)
 {
     ro__vec_free(self->v);
+    PyMem_Free(self->ids);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -187,130 +181,15 @@ static PyObject *engine_layout(EngineObject *self, PyObject *unused)
             goto fail;
         PyList_SET_ITEM(parts, p, d);
     }
-    return Py_BuildValue("{s:s,s:N,s:N,s:I,s:I,s:I,s:I,s:I,s:d,s:I}", "env",
+    return Py_BuildValue("{s:s,s:N,s:N,s:I,s:I,s:I,s:I,s:I,s:d,s:I,s:I}", "env",
                          ro__env_kind_name(&v->kind), "tensors", tensors, "parts", parts,
                          "mask_width", L->mask_width, "ndisc", L->ndisc, "nbox", L->nbox,
                          "max_episode_steps", v->max_steps, "threads", v->threads, "step_cost_ns",
-                         v->step_cost_ns, "num_envs", v->n);
+                         v->step_cost_ns, "num_envs", v->n, "batch_size", v->batch);
 fail:
     Py_XDECREF(tensors);
     Py_XDECREF(parts);
     return NULL;
-}
-
-/* copy_rows returns a new [n, shape...] array of dtype holding buf. */
-static PyObject *copy_rows(uint32_t n, uint32_t ndim, const uint32_t *shape, int typenum,
-                           const void *buf, size_t bytes)
-{
-    npy_intp dims[RO_SPACE_MAX_DIMS + 1];
-    dims[0] = n;
-    for (uint32_t i = 0; i < ndim; i++)
-        dims[i + 1] = shape[i];
-    PyObject *a = PyArray_SimpleNew((int)ndim + 1, dims, typenum);
-    if (a)
-        memcpy(PyArray_DATA((PyArrayObject *)a), buf, bytes);
-    return a;
-}
-
-/* tensors_of returns every observation tensor of bufs as new arrays: one
- * array for one tensor, a tuple for several. */
-static PyObject *tensors_of(const ro_vec_t *v, uint8_t *const *bufs)
-{
-    const ro_space_layout_t *L = &v->lay;
-    if (L->ntensors == 1)
-        return copy_rows(v->n, L->t[0].ndim, L->t[0].shape, dtype_num(L->t[0].dtype), bufs[0],
-                         v->n * L->t[0].row_bytes);
-    PyObject *t = PyTuple_New(L->ntensors);
-    for (uint32_t k = 0; t && k < L->ntensors; k++) {
-        PyObject *a = copy_rows(v->n, L->t[k].ndim, L->t[k].shape, dtype_num(L->t[k].dtype),
-                                bufs[k], v->n * L->t[k].row_bytes);
-        if (!a) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, k, a);
-    }
-    return t;
-}
-
-static PyObject *bools(const uint8_t *x, uint32_t n)
-{
-    npy_intp d = n;
-    PyObject *a = PyArray_SimpleNew(1, &d, NPY_BOOL);
-    if (a)
-        memcpy(PyArray_DATA((PyArrayObject *)a), x, n);
-    return a;
-}
-
-/* take_discrete checks and copies the discrete actions: integers, n x
- * ndisc of them, each inside its entry's range. */
-static int take_discrete(ro_vec_t *v, PyObject *obj)
-{
-    const ro_space_layout_t *L = &v->lay;
-    PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(obj, NPY_NOTYPE, 0, 0, 0);
-    if (!a)
-        return -1;
-    char kind = PyArray_DESCR(a)->kind;
-    if (kind != 'i' && kind != 'u' && kind != 'b') {
-        PyErr_Format(PyExc_TypeError, "actions: integers are needed for %s actions, got dtype %R",
-                     L->nparts == 1 && L->part[0].kind == RO_SPACE_DISCRETE ? "Discrete"
-                                                                            : "discrete",
-                     (PyObject *)PyArray_DESCR(a));
-        Py_DECREF(a);
-        return -1;
-    }
-    PyArrayObject *c = (PyArrayObject *)PyArray_FROMANY((PyObject *)a, NPY_INT64, 0, 0,
-                                                        NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED);
-    Py_DECREF(a);
-    if (!c)
-        return -1;
-    const npy_intp want = (npy_intp)v->n * L->ndisc;
-    if (PyArray_SIZE(c) != want || PyArray_NDIM(c) < 1 || PyArray_DIM(c, 0) != (npy_intp)v->n) {
-        PyErr_Format(PyExc_ValueError,
-                     "actions: %u envs x %u discrete values are needed, got shape %R", v->n,
-                     L->ndisc, PyObject_GetAttrString((PyObject *)c, "shape"));
-        Py_DECREF(c);
-        return -1;
-    }
-    const int64_t *x = PyArray_DATA(c);
-    int32_t *out = v->act_i;
-    int64_t bad = -1;
-    /* One pass with no early exit; the first offender is looked up after. */
-    for (npy_intp i = 0; i < want; i++) {
-        const int64_t hi = L->disc_n[i % L->ndisc];
-        bad = (x[i] < 0 || x[i] >= hi) && bad < 0 ? (int64_t)i : bad;
-        out[i] = (int32_t)x[i];
-    }
-    if (bad >= 0) {
-        PyErr_Format(PyExc_ValueError, "actions: env %lld's value %lld is outside 0..%u",
-                     (long long)(bad / L->ndisc), (long long)x[bad], L->disc_n[bad % L->ndisc] - 1);
-        Py_DECREF(c);
-        return -1;
-    }
-    Py_DECREF(c);
-    return 0;
-}
-
-/* take_box copies the box actions: n x nbox floats (cast to float32). The
- * env gets them as they are: bounds are the user's (ClipAction), as in
- * Gymnasium. */
-static int take_box(ro_vec_t *v, PyObject *obj)
-{
-    const uint32_t nbox = v->lay.nbox;
-    PyArrayObject *c = (PyArrayObject *)PyArray_FROMANY(
-        obj, NPY_FLOAT32, 0, 0, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST);
-    if (!c)
-        return -1;
-    if (PyArray_SIZE(c) != (npy_intp)v->n * nbox || PyArray_NDIM(c) < 1 ||
-        PyArray_DIM(c, 0) != (npy_intp)v->n) {
-        PyErr_Format(PyExc_ValueError, "actions: %u envs x %u floats are needed, got shape %R",
-                     v->n, nbox, PyObject_GetAttrString((PyObject *)c, "shape"));
-        Py_DECREF(c);
-        return -1;
-    }
-    memcpy(v->act_f, PyArray_DATA(c), (size_t)v->n * nbox * sizeof(float));
-    Py_DECREF(c);
-    return 0;
 }
 
 PyDoc_STRVAR(step_doc,
@@ -333,7 +212,7 @@ static PyObject *engine_step(EngineObject *self, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "actions: the env takes discrete actions");
             return NULL;
         }
-        if (take_discrete(v, disc) < 0)
+        if (ro__eng_take_discrete(v, disc, NULL, v->n) < 0)
             return NULL;
     }
     if (v->lay.nbox) {
@@ -341,7 +220,7 @@ static PyObject *engine_step(EngineObject *self, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "actions: the env takes box actions");
             return NULL;
         }
-        if (take_box(v, box) < 0)
+        if (ro__eng_take_box(v, box, NULL, v->n) < 0)
             return NULL;
     }
     char err[256];
@@ -353,10 +232,12 @@ static PyObject *engine_step(EngineObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, err);
         return NULL;
     }
+    self->last_recv = 0;
     npy_intp n = v->n;
-    PyObject *obs = tensors_of(v, v->obs);
+    PyObject *obs = ro__eng_tensors(v, v->obs, NULL, v->n);
     PyObject *rew = PyArray_SimpleNew(1, &n, NPY_FLOAT64);
-    PyObject *term = bools(v->terminated, v->n), *trunc = bools(v->truncated, v->n);
+    PyObject *term = ro__eng_bools(v->terminated, NULL, v->n),
+             *trunc = ro__eng_bools(v->truncated, NULL, v->n);
     if (!obs || !rew || !term || !trunc) {
         Py_XDECREF(obs);
         Py_XDECREF(rew);
@@ -431,7 +312,8 @@ static PyObject *engine_reset(EngineObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, err);
         goto out;
     }
-    ret = tensors_of(v, v->obs);
+    self->last_recv = 0;
+    ret = ro__eng_tensors(v, v->obs, NULL, v->n);
 out:
     Py_XDECREF(seeds);
     Py_XDECREF(has);
@@ -439,18 +321,23 @@ out:
     return ret;
 }
 
+/* The rows of the last results: every env after step(), the envs of the
+ * last recv() after it. */
+#define LAST_IDS(self) ((self)->last_recv ? (self)->ids : NULL)
+#define LAST_K(self, v) ((self)->last_recv ? (v)->batch : (v)->n)
+
 static PyObject *engine_final_obs(EngineObject *self, PyObject *unused)
 {
     (void)unused;
     ro_vec_t *v = ready(self);
-    return v ? tensors_of(v, v->final_obs) : NULL;
+    return v ? ro__eng_tensors(v, v->final_obs, LAST_IDS(self), LAST_K(self, v)) : NULL;
 }
 
 static PyObject *engine_failed(EngineObject *self, PyObject *unused)
 {
     (void)unused;
     ro_vec_t *v = ready(self);
-    return v ? bools(v->failed, v->n) : NULL;
+    return v ? ro__eng_bools(v->failed, LAST_IDS(self), LAST_K(self, v)) : NULL;
 }
 
 static PyObject *engine_mask(EngineObject *self, PyObject *unused)
@@ -461,10 +348,13 @@ static PyObject *engine_mask(EngineObject *self, PyObject *unused)
         return NULL;
     if (!v->mask)
         Py_RETURN_NONE;
-    npy_intp d[2] = {v->n, v->lay.mask_width};
+    const uint32_t k = LAST_K(self, v), w = v->lay.mask_width;
+    npy_intp d[2] = {k, w};
     PyObject *a = PyArray_SimpleNew(2, d, NPY_BOOL);
     if (a)
-        memcpy(PyArray_DATA((PyArrayObject *)a), v->mask, (size_t)v->n * v->lay.mask_width);
+        for (uint32_t i = 0; i < k; i++)
+            memcpy((uint8_t *)PyArray_DATA((PyArrayObject *)a) + (size_t)i * w,
+                   v->mask + (size_t)(self->last_recv ? self->ids[i] : i) * w, w);
     return a;
 }
 
@@ -486,7 +376,144 @@ static PyObject *engine_close(EngineObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(send_doc, "send(env_ids, discrete, box)\n\n"
+                       "Hands the actions of envs env_ids (ints [k], each returned by the last "
+                       "recv()s and not sent since) over and returns at once: the engine's "
+                       "threads step them meanwhile (vec_async.h).");
+
+static PyObject *engine_send(EngineObject *self, PyObject *args)
+{
+    PyObject *o_ids, *disc, *box;
+    if (!PyArg_ParseTuple(args, "OOO", &o_ids, &disc, &box))
+        return NULL;
+    ro_vec_t *v = ready(self);
+    if (!v)
+        return NULL;
+    PyArrayObject *ids = (PyArrayObject *)PyArray_FROMANY(
+        o_ids, NPY_UINT32, 1, 1, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST);
+    if (!ids)
+        return NULL;
+    const npy_intp k = PyArray_DIM(ids, 0);
+    if (k < 1 || k > (npy_intp)v->n) {
+        PyErr_Format(PyExc_ValueError, "send: 1..%u env ids are needed, got %zd", v->n,
+                     (Py_ssize_t)k);
+        Py_DECREF(ids);
+        return NULL;
+    }
+    const uint32_t *id = PyArray_DATA(ids);
+    for (npy_intp i = 0; i < k; i++)
+        if (id[i] >= v->n || v->where[id[i]] != RO_VEC_HANDED) {
+            PyErr_Format(PyExc_ValueError,
+                         "send: env %u %s: send() takes the envs recv() returned, once", id[i],
+                         id[i] >= v->n                        ? "does not exist"
+                         : v->where[id[i]] == RO_VEC_STEPPING ? "is stepping already"
+                                                              : "was not received");
+            Py_DECREF(ids);
+            return NULL;
+        }
+    /* Only HANDED envs' rows are written: no job reads them. */
+    if ((v->lay.ndisc && (disc == Py_None || ro__eng_take_discrete(v, disc, id, (uint32_t)k))) ||
+        (v->lay.nbox && (box == Py_None || ro__eng_take_box(v, box, id, (uint32_t)k)))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "actions: the env takes discrete and/or box "
+                                             "actions; one of them is None");
+        Py_DECREF(ids);
+        return NULL;
+    }
+    char err[256];
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS rc = ro__vec_send(v, id, (uint32_t)k, err, sizeof err);
+    Py_END_ALLOW_THREADS self->busy = 0;
+    Py_DECREF(ids);
+    if (rc) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(recv_doc, "recv() -> (env_ids, obs, reward, terminated, truncated, ended, failed)\n\n"
+                       "Waits for the next batch_size envs whose results are in and returns "
+                       "them, as step() does for every env, with their ids (int32 [batch]).");
+
+static PyObject *engine_recv(EngineObject *self, PyObject *unused)
+{
+    (void)unused;
+    ro_vec_t *v = ready(self);
+    if (!v)
+        return NULL;
+    char err[256];
+    int rc;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS rc = ro__vec_recv(v, self->ids, err, sizeof err);
+    Py_END_ALLOW_THREADS self->busy = 0;
+    if (rc) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    self->last_recv = 1;
+    const uint32_t k = v->batch;
+    npy_intp dk = k;
+    PyObject *ids = PyArray_SimpleNew(1, &dk, NPY_INT32);
+    if (ids)
+        for (uint32_t i = 0; i < k; i++)
+            ((int32_t *)PyArray_DATA((PyArrayObject *)ids))[i] = (int32_t)self->ids[i];
+    PyObject *obs = ro__eng_tensors(v, v->obs, self->ids, k);
+    PyObject *rew = ro__eng_doubles(v->reward, self->ids, k);
+    PyObject *term = ro__eng_bools(v->terminated, self->ids, k);
+    PyObject *trunc = ro__eng_bools(v->truncated, self->ids, k);
+    int ended = 0, failed = 0;
+    for (uint32_t i = 0; i < k; i++) {
+        ended |= v->terminated[self->ids[i]] | v->truncated[self->ids[i]];
+        failed |= v->failed[self->ids[i]];
+    }
+    if (!ids || !obs || !rew || !term || !trunc) {
+        Py_XDECREF(ids);
+        Py_XDECREF(obs);
+        Py_XDECREF(rew);
+        Py_XDECREF(term);
+        Py_XDECREF(trunc);
+        return NULL;
+    }
+    return Py_BuildValue("(NNNNNNN)", ids, obs, rew, term, trunc, PyBool_FromLong(ended),
+                         PyBool_FromLong(failed));
+}
+
+PyDoc_STRVAR(run_steps_doc,
+             "run_steps(k) -> ns\n\n"
+             "Steps every env k times with the actions of the last step() (or zeros), in C with "
+             "no Python between steps, and returns the nanoseconds it took: the envs' own "
+             "stepping on the engine's threads, the reference the benchmarks hold step() to "
+             "(bench/bench_gym.py).");
+
+static PyObject *engine_run_steps(EngineObject *self, PyObject *args)
+{
+    unsigned int k;
+    if (!PyArg_ParseTuple(args, "I", &k))
+        return NULL;
+    ro_vec_t *v = ready(self);
+    if (!v)
+        return NULL;
+    char err[256];
+    int rc = 0;
+    uint64_t t0 = ro__now_ns();
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS for (unsigned int i = 0; i < k && !rc; i++) rc =
+        ro__vec_step(v, err, sizeof err);
+    Py_END_ALLOW_THREADS self->busy = 0;
+    uint64_t ns = ro__now_ns() - t0;
+    if (rc) {
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(ns);
+}
+
 static PyMethodDef engine_methods[] = {
+    {"run_steps", (PyCFunction)engine_run_steps, METH_VARARGS, run_steps_doc},
+    {"send", (PyCFunction)engine_send, METH_VARARGS, send_doc},
+    {"recv", (PyCFunction)engine_recv, METH_NOARGS, recv_doc},
     {"layout", (PyCFunction)engine_layout, METH_NOARGS, layout_doc},
     {"step", (PyCFunction)engine_step, METH_VARARGS, step_doc},
     {"reset", (PyCFunction)engine_reset, METH_VARARGS, reset_doc},

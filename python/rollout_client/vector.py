@@ -22,6 +22,10 @@ Gymnasium's semantics (gymnasium.vector.VectorEnv, 1.x):
   mask) in a step where an env failed (docs/env-api.md: the episode is cut,
   truncated, and the env starts over), and ``action_mask`` for envs that
   have one. Episode statistics are RecordEpisodeStatistics' job.
+- Asynchronous stepping, EnvPool's way: ``batch_size=B`` (< num_envs), then
+  ``async_reset()``, ``recv()`` (the next B envs whose results are in, their
+  ids in ``infos["env_id"]``) and ``send(actions, env_id)``; the engine's
+  threads step the sent envs while the policy works on the received ones.
 - Actions are taken as Gymnasium's batched action space gives them; discrete
   values outside their range raise ValueError naming the env, box values go
   to the env as they are (``ClipAction``/``RescaleAction`` bound them).
@@ -110,8 +114,8 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
 
     def __init__(self, env: str, num_envs: int, autoreset_mode: AutoresetMode | str | None = None,
                  num_threads: int | None = None, seed: int | None = None,
-                 check_finite: bool = True, render_mode: str | None = None,
-                 **env_args: Any) -> None:
+                 batch_size: int | None = None, check_finite: bool = True,
+                 render_mode: str | None = None, **env_args: Any) -> None:
         self.closed = True  # until the engine exists (gymnasium's __del__ reads it)
         if render_mode is not None:
             raise ValueError(f"render_mode {render_mode!r}: rollout's envs do not render")
@@ -121,6 +125,9 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         if num_threads is not None and (not isinstance(num_threads, (int, np.integer))
                                         or num_threads < 1):
             raise ValueError(f"num_threads {num_threads!r}: a positive integer is needed")
+        if batch_size is not None and (not isinstance(batch_size, (int, np.integer))
+                                       or not 1 <= batch_size <= num_envs):
+            raise ValueError(f"batch_size {batch_size!r}: an integer in 1..num_envs is needed")
         mode = parse_autoreset_mode(autoreset_mode)
         self._seed = int(seed) if seed is not None else secrets.randbits(63)
         if not 0 <= self._seed < 2**64:
@@ -129,7 +136,7 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         args = [_env_arg(k, v) for k, v in env_args.items()]
         self._engine = engine_mod.Engine(env, int(num_envs), self._seed, args, _MODES[mode],
                                          -1 if num_threads is None else int(num_threads),
-                                         bool(check_finite))
+                                         bool(check_finite), int(batch_size or 0))
         self.closed = False
         layout = self._engine.layout()
         self.layout: dict[str, Any] = layout
@@ -149,6 +156,8 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         self._kinds = [p["kind"] for p in layout["parts"]]
         self._has_mask = layout["mask_width"] > 0
         self._needs_reset = True
+        self.batch_size = int(layout["batch_size"])
+        self._last_ids: np.ndarray | None = None
 
     # --- what the engine returns, as Gymnasium shapes it ---
 
@@ -162,7 +171,7 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
             return raw[i]
         return {n: t[i] for n, t in zip(self._names, raw)}
 
-    def _split_actions(self, actions: Any) -> tuple[Any, Any]:
+    def _split_actions(self, actions: Any, rows: int | None = None) -> tuple[Any, Any]:
         """(discrete, box) arrays for the engine, from a batch of the action
         space: one part as it is; a Tuple's parts side by side."""
         if len(self._kinds) == 1:
@@ -170,7 +179,7 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         if not isinstance(actions, (tuple, list)) or len(actions) != len(self._kinds):
             raise ValueError(f"actions: a tuple of {len(self._kinds)} batches (one per part of "
                              f"the Tuple action space) is needed")
-        n = self.num_envs
+        n = self.num_envs if rows is None else rows
         disc = [np.asarray(a).reshape(n, -1) for a, k in zip(actions, self._kinds) if k != "box"]
         box = [np.asarray(a, dtype=np.float32).reshape(n, -1)
                for a, k in zip(actions, self._kinds) if k == "box"]
@@ -180,9 +189,10 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
     def _infos(self, ended: bool, failed: bool, term: np.ndarray,
                trunc: np.ndarray) -> dict[str, Any]:
         infos: dict[str, Any] = {}
+        rows = len(term) if len(term) else self.num_envs
         if ended and self.autoreset_mode == AutoresetMode.SAME_STEP:
             done = term | trunc
-            final = np.full(self.num_envs, None, dtype=object)
+            final = np.full(rows, None, dtype=object)
             raw = self._engine.final_obs()
             for i in np.flatnonzero(done):
                 final[i] = self._row(raw, int(i))
@@ -193,7 +203,7 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
             infos["rollout_env_failure"], infos["_rollout_env_failure"] = f.copy(), f
         if self._has_mask:
             infos["action_mask"] = self._engine.mask()
-            infos["_action_mask"] = np.ones(self.num_envs, dtype=np.bool_)
+            infos["_action_mask"] = np.ones(rows, dtype=np.bool_)
         return infos
 
     # --- gymnasium.vector.VectorEnv ---
@@ -254,6 +264,37 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         engine = getattr(self, "_engine", None)
         if engine is not None:
             engine.close()
+
+    # --- asynchronous stepping (EnvPool's API) ---
+
+    def async_reset(self, *, seed: int | Sequence[int | None] | None = None) -> None:
+        """Resets every env; the next recv() returns the first batch."""
+        self.reset(seed=seed)
+
+    def recv(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The next ``batch_size`` envs whose results are in:
+        ``(obs, reward, terminated, truncated, infos)``, their ids in
+        ``infos["env_id"]`` (int32), in the order they were sent."""
+        self._check_open()
+        if self._needs_reset:
+            raise RuntimeError("recv() before reset(): call async_reset() first")
+        ids, obs, rew, term, trunc, ended, failed = self._engine.recv()
+        self._last_ids = ids
+        infos = self._infos(ended, failed, term, trunc)
+        infos["env_id"] = ids
+        return self._obs(obs), rew, term, trunc, infos
+
+    def send(self, actions: Any, env_id: Any = None) -> None:
+        """Steps envs ``env_id`` (default: those of the last recv()) with
+        ``actions`` (one row per env, in env_id's order), in the background."""
+        self._check_open()
+        ids = self._last_ids if env_id is None else np.asarray(env_id)
+        if ids is None:
+            raise RuntimeError("send() needs env_id, or a recv() before it")
+        disc, box = self._split_actions(actions, len(ids))
+        self._engine.send(ids, disc, box)
+        if env_id is None:
+            self._last_ids = None
 
     # --- rollout's own ---
 

@@ -13,6 +13,7 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
+#include "vecenv/vec_async.h"
 #include "vecenv/vec_step.h"
 
 /* Steps of the probe instance that measure an env step's cost. */
@@ -136,6 +137,12 @@ static int alloc_buffers(ro_vec_t *v)
     v->act_f = zalloc(n * (L->nbox ? L->nbox : 1) * sizeof *v->act_f);
     v->envs = zalloc(n * sizeof *v->envs);
     v->ep_len = zalloc(n * sizeof *v->ep_len);
+    v->ready = zalloc(n * sizeof *v->ready);
+    v->pending = zalloc(n * sizeof *v->pending);
+    v->job_ids = zalloc(n * sizeof *v->job_ids);
+    v->where = zalloc(n);
+    if (!v->ready || !v->pending || !v->job_ids || !v->where)
+        return RO_ENOMEM;
     if (!v->reward || !v->terminated || !v->truncated || !v->failed || !v->ended || !v->act_i ||
         !v->act_f || !v->envs || !v->ep_len)
         return RO_ENOMEM;
@@ -202,6 +209,12 @@ int ro__vec_new(ro_vec_t **out, const ro_vec_config_t *cfg, char *err, size_t er
         goto fail;
     }
     v->threads = choose_threads(v, cfg->threads);
+    v->batch = cfg->batch_size ? cfg->batch_size : v->n;
+    if (v->batch > v->n) {
+        rc = ro__errorf(err, errlen, RO_EINVAL, "batch_size %u: at most num_envs (%u)", v->batch,
+                        v->n);
+        goto fail;
+    }
     if ((rc = ro__vec_pool_start(&v->pool, v->threads - 1, err, errlen)))
         goto fail;
     *out = v;
@@ -214,6 +227,7 @@ fail:
 int ro__vec_reset(ro_vec_t *v, const uint64_t *seeds, const uint8_t *has_seed, const uint8_t *mask,
                   char *err, size_t errlen)
 {
+    ro__vec_async_drop(v); /* a job still stepping finishes first */
     v->seeds = seeds;
     v->reseed = has_seed;
     v->reset_mask = mask;
@@ -234,11 +248,16 @@ int ro__vec_reset(ro_vec_t *v, const uint64_t *seeds, const uint8_t *has_seed, c
     }
     for (uint32_t j = 0; j < v->n; j++)
         v->failures += v->failed[j];
+    ro__vec_async_start(v);
     return 0;
 }
 
 int ro__vec_step(ro_vec_t *v, char *err, size_t errlen)
 {
+    if (v->njob || v->npending)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "step() while envs step asynchronously (send() without recv()): use "
+                          "one or the other after a reset");
     if (v->mode == RO_AUTORESET_DISABLED) {
         const uint8_t *e = memchr(v->ended, 1, v->n);
         if (e)
@@ -252,6 +271,7 @@ int ro__vec_step(ro_vec_t *v, char *err, size_t errlen)
     if (memchr(v->failed, 1, v->n))
         for (uint32_t j = 0; j < v->n; j++)
             v->failures += v->failed[j];
+    ro__vec_async_start(v); /* every env's results are in: a recv may follow */
     return 0;
 }
 
@@ -277,6 +297,10 @@ void ro__vec_free(ro_vec_t *v)
     free(v->act_f);
     free(v->envs);
     free(v->ep_len);
+    free(v->ready);
+    free(v->pending);
+    free(v->job_ids);
+    free(v->where);
     for (size_t i = 0; i < v->nargs; i++) {
         free((char *)v->args[i].key);
         free((char *)v->args[i].value);

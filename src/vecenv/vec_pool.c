@@ -136,11 +136,12 @@ int ro__vec_pool_start(ro_vec_pool_t *p, uint32_t helpers, char *err, size_t err
     return 0;
 }
 
-void ro__vec_pool_run(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n)
+void ro__vec_pool_post(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n)
 {
+    ro__vec_pool_wait(p); /* one job at a time */
     const uint32_t threads = p->helpers + 1;
     if (threads == 1 || n < 2) {
-        fn(ctx, 0, n);
+        fn(ctx, 0, n); /* nothing to hand over: done before it returns */
         return;
     }
     uint32_t chunk = (n + threads * CHUNKS_PER_THREAD - 1) / (threads * CHUNKS_PER_THREAD);
@@ -158,7 +159,23 @@ void ro__vec_pool_run(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n
     atomic_store_explicit(&p->gen, g, memory_order_seq_cst);
     if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst))
         futex_wake(&p->gen, INT_MAX);
-    work(p, g);
+    p->job_gen = g;
+    p->job_chunks = nchunks;
+    p->job_open = true;
+}
+
+bool ro__vec_pool_busy(const ro_vec_pool_t *p)
+{
+    /* Acquire, as the wait's: a job seen done is done in memory too. */
+    return p->job_open && atomic_load_explicit(&p->done, memory_order_acquire) != p->job_chunks;
+}
+
+void ro__vec_pool_wait(ro_vec_pool_t *p)
+{
+    if (!p->job_open)
+        return;
+    const uint32_t nchunks = p->job_chunks;
+    work(p, p->job_gen); /* what no helper took yet, the owner does */
     /* Acquire: every chunk's writes before its increment of done. */
     uint32_t d;
     while ((d = atomic_load_explicit(&p->done, memory_order_acquire)) != nchunks) {
@@ -172,10 +189,18 @@ void ro__vec_pool_run(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n
             futex_wait(&p->done, d);
         atomic_store_explicit(&p->owner_waits, 0, memory_order_relaxed);
     }
+    p->job_open = false;
+}
+
+void ro__vec_pool_run(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n)
+{
+    ro__vec_pool_post(p, fn, ctx, n);
+    ro__vec_pool_wait(p);
 }
 
 void ro__vec_pool_stop(ro_vec_pool_t *p)
 {
+    ro__vec_pool_wait(p);
     if (p->helpers) {
         atomic_store_explicit(&p->stop, true, memory_order_relaxed);
         /* Seq_cst, as a job's publication: stop before the new gen. */

@@ -33,6 +33,9 @@ typedef struct ro_vec_pool {
     /* Owner only. */
     uint32_t helpers; /* 0: the owner runs every job alone */
     pthread_t *tids;
+    bool job_open;       /* a posted job not yet waited for */
+    uint32_t job_gen;    /* its generation */
+    uint32_t job_chunks; /* its chunks */
 
     /* The job: written by the owner (relaxed) before it publishes the
      * job's generation in `next` (release); a helper reads them after
@@ -61,6 +64,19 @@ int ro__vec_pool_start(ro_vec_pool_t *p, uint32_t helpers, char *err, size_t err
 /* ro__vec_pool_run runs fn over [0, n) in chunks on the owner and the
  * helpers, and returns when every chunk is done. */
 void ro__vec_pool_run(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n);
+
+/* ro__vec_pool_post hands fn over [0, n) to the helpers and returns at
+ * once (after waiting for a job still open: one at a time); without
+ * helpers it runs the job itself first. What the job reads and writes is
+ * the helpers' until ro__vec_pool_wait returns. */
+void ro__vec_pool_post(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n);
+
+/* ro__vec_pool_wait takes the posted job's chunks no helper took yet, and
+ * returns when every chunk is done; at once when none is open. */
+void ro__vec_pool_wait(ro_vec_pool_t *p);
+
+/* ro__vec_pool_busy tells whether a posted job still has chunks running. */
+bool ro__vec_pool_busy(const ro_vec_pool_t *p);
 
 /* ro__vec_pool_stop stops and joins the helpers. Safe on a zeroed pool. */
 void ro__vec_pool_stop(ro_vec_pool_t *p);

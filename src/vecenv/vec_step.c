@@ -114,6 +114,13 @@ void ro__vec_step_part(void *ctx, uint32_t b, uint32_t e)
         step_one(v, j);
 }
 
+void ro__vec_step_ids_part(void *ctx, uint32_t b, uint32_t e)
+{
+    ro_vec_t *v = ctx;
+    for (uint32_t i = b; i < e; i++)
+        step_one(v, v->job_ids[i]);
+}
+
 void ro__vec_reset_part(void *ctx, uint32_t b, uint32_t e)
 {
     ro_vec_t *v = ctx;

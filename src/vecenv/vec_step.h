@@ -13,6 +13,10 @@
 /* ro__vec_step_part steps envs [b, e) by the engine's autoreset mode. */
 void ro__vec_step_part(void *ctx, uint32_t b, uint32_t e);
 
+/* ro__vec_step_ids_part steps envs job_ids[b..e) (asynchronous stepping,
+ * vec_async.c). */
+void ro__vec_step_ids_part(void *ctx, uint32_t b, uint32_t e);
+
 /* ro__vec_reset_part resets the envs of [b, e) that reset_mask names (all
  * when NULL), re-creating first those that reseed marks, from seeds. A
  * re-creation that fails leaves the old instance and failed[j] = 2. */

@@ -23,6 +23,9 @@ typedef enum ro_autoreset {
 /* The most envs of one vector engine. */
 #define RO_VEC_MAX_ENVS (1u << 20)
 
+/* Where an env is in asynchronous stepping. */
+enum { RO_VEC_READY = 0, RO_VEC_HANDED = 1, RO_VEC_STEPPING = 2 };
+
 typedef struct ro_vec_config {
     const char *env; /* a built-in name, or a plugin path (ro__env_open) */
     const ro_env_arg_t *args;
@@ -30,9 +33,10 @@ typedef struct ro_vec_config {
     uint32_t num_envs;
     uint64_t seed;
     ro_autoreset_t autoreset;
-    int threads;       /* < 0: chosen from the envs' cost (ro__vec_new); else
-                          that many threads in all, the caller's included */
-    bool check_finite; /* a non-finite observation or reward fails the step */
+    int threads;         /* < 0: chosen from the envs' cost (ro__vec_new); else
+                            that many threads in all, the caller's included */
+    bool check_finite;   /* a non-finite observation or reward fails the step */
+    uint32_t batch_size; /* envs a recv() returns (vec_async.h); 0: num_envs */
 } ro_vec_config_t;
 
 typedef struct ro_vec {
@@ -72,6 +76,17 @@ typedef struct ro_vec {
     const uint8_t *reseed;
     const uint8_t *reset_mask;
     ro_vec_pool_t pool;
+
+    /* Asynchronous stepping (vec_async.c), owner only but job_ids, which
+     * the posted job's helpers read until it is harvested. */
+    uint32_t batch;  /* envs a recv returns */
+    uint32_t *ready; /* ring of envs whose results wait for a recv */
+    uint32_t ready_head, ready_len;
+    uint32_t *pending; /* envs sent, not yet handed to a job */
+    uint32_t npending;
+    uint32_t *job_ids; /* the envs of the posted job */
+    uint32_t njob;     /* > 0: a job posted and not yet harvested */
+    uint8_t *where;    /* per env: RO_VEC_READY, _HANDED or _STEPPING */
 } ro_vec_t;
 
 #endif

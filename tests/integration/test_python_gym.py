@@ -264,6 +264,57 @@ class Seeding(unittest.TestCase):
         env.close()
 
 
+class Async(unittest.TestCase):
+    def test_send_recv_equals_step(self):
+        """EnvPool's API: batches come back in the order they were sent, and
+        each env's transitions are those step() gives it."""
+        sync = rc.make_vec("rollout/Pendulum-v1", 8, max_episode_steps=15)
+        sync.reset(seed=3)
+        rows = [sync.step(np.full((8, 1), 0.5, np.float32)) for _ in range(20)]
+        env = rc.make_vec("rollout/Pendulum-v1", 8, batch_size=4, num_threads=2,
+                          max_episode_steps=15)
+        self.assertEqual(env.batch_size, 4)
+        env.async_reset(seed=3)
+        count = np.zeros(8, int)
+        order = []
+        while count.min() < 21:
+            obs, rew, term, trunc, infos = env.recv()
+            ids = infos["env_id"]
+            order.append(tuple(ids))
+            for k, i in enumerate(ids):
+                t = count[i]
+                if 1 <= t <= 20:
+                    o, r, te, tr, _ = rows[t - 1]
+                    np.testing.assert_array_equal(obs[k], o[i])
+                    self.assertEqual(rew[k], r[i])
+                    self.assertEqual((term[k], trunc[k]), (te[i], tr[i]))
+                count[i] += 1
+            env.send(np.full((4, 1), 0.5, np.float32), ids)
+        self.assertEqual(order[:2], [(0, 1, 2, 3), (4, 5, 6, 7)])
+        env.close()
+        sync.close()
+
+    def test_async_refusals(self):
+        env = rc.make_vec("rollout/CartPole-v1", 8, batch_size=4, num_threads=2)
+        env.async_reset(seed=0)
+        obs, rew, term, trunc, infos = env.recv()
+        with self.assertRaisesRegex(ValueError, "env 5 was not received"):
+            env.send(np.zeros(4, np.int64), [0, 1, 2, 5])
+        env.send(np.zeros(4, np.int64), infos["env_id"])
+        with self.assertRaisesRegex(ValueError, "stepping already"):
+            env.send(np.zeros(4, np.int64), [0, 1, 2, 3])
+        with self.assertRaisesRegex(ValueError, "step\\(\\) while envs step"):
+            env.step(np.zeros(8, np.int64))
+        env.recv()
+        env.recv()  # the sent batch
+        with self.assertRaisesRegex(ValueError, "none is stepping"):
+            env.recv()
+        env.reset(seed=1)  # a reset starts over from every env
+        obs, *_ = env.recv()
+        self.assertEqual(obs.shape, (4, 4))
+        env.close()
+
+
 class Wrappers(unittest.TestCase):
     def test_record_episode_statistics(self):
         env = gym.wrappers.vector.RecordEpisodeStatistics(rc.make_vec("rollout/CartPole-v1", 8))

@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""make_vec against the vector envs Python users would pick instead, side by
+side in one run (issue 29): rollout's in-process engine with its defaults
+(``gymnasium.make_vec("rollout/<id>", num_envs=N)``, no flag), EnvPool
+(``envpool.make(id, env_type="gymnasium", num_envs=N, num_threads=CPUS)``),
+Gymnasium's own vector envs (its numpy CartPoleVectorEnv where it has one;
+SyncVectorEnv; AsyncVectorEnv at N <= --async-max, one process per env),
+and two references: the envs alone (the engine's envs stepped in C on its
+own threads, no Python between steps: ``Engine.run_steps``), and for MuJoCo
+a raw loop of the same MuJoCo's ``mj_step`` (``mujoco.mj_step(model, data,
+nstep)`` on one core, the model and frame skip of Gymnasium's env) times
+the CPUs.
+
+Cases per (env, N), for CartPole-v1, Pendulum-v1, Hopper-v5, HalfCheetah-v5
+and N = 8, 64, 1024: ``step()`` with random actions (16 batches drawn
+before timing, cycled: the actions' sampling is no one's cost).
+Every case runs --seconds per round, rounds interleaved (--rounds), so the
+machine's drift falls on all alike; the figure is the median over rounds of
+env-steps per second (wall clock). The load average is printed and written.
+
+Writes gym.csv, gym.md and gym.png into --out (default docs/benchmarks).
+
+usage: bench_gym.py [--seconds S] [--rounds R] [--envs ID,...] [--sizes N,...]
+       [--async-max N] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import gymnasium as gym  # noqa: E402
+
+import rollout_client as rc  # noqa: E402
+
+CPUS = len(os.sched_getaffinity(0))
+Stepper = Callable[[], Callable[[], int]]  # makes a closure that does one step, returns envs
+
+
+def actions_for(space: Any, n: int, k: int = 16) -> list[Any]:
+    space.seed(0)
+    return [space.sample() for _ in range(k)]
+
+
+def timed(step: Callable[[], int], seconds: float) -> float:
+    """env-steps/s of repeated calls for about `seconds` (after a warm-up)."""
+    for _ in range(3):
+        step()
+    t0 = time.perf_counter()
+    steps, calls = 0, 0
+    while True:
+        steps += step()
+        calls += 1
+        if calls % 8 == 0 and time.perf_counter() - t0 >= seconds:
+            break
+    return steps / (time.perf_counter() - t0)
+
+
+def rollout_case(gid: str, n: int) -> Callable[[], int]:
+    env = gym.make_vec(f"rollout/{gid}", num_envs=n)
+    env.reset(seed=0)
+    acts = actions_for(env.action_space, n)
+    i = [0]
+
+    def step() -> int:
+        env.step(acts[i[0] & 15])
+        i[0] += 1
+        return n
+    step.env = env  # type: ignore[attr-defined]
+    return step
+
+
+def envs_alone_case(gid: str, n: int) -> Callable[[], int]:
+    env = gym.make_vec(f"rollout/{gid}", num_envs=n)
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    engine = env.unwrapped._engine
+    k = 64
+
+    def step() -> int:
+        engine.run_steps(k)
+        return n * k
+    step.env = env  # type: ignore[attr-defined]
+    return step
+
+
+def envpool_case(gid: str, n: int) -> Callable[[], int]:
+    import envpool
+    env = envpool.make(gid, env_type="gymnasium", num_envs=n, num_threads=min(CPUS, n), seed=0)
+    env.reset()
+    env.action_space.seed(0)  # EnvPool's is the single env's space
+    acts = [np.stack([env.action_space.sample() for _ in range(n)]) for _ in range(16)]
+    i = [0]
+
+    def step() -> int:
+        env.step(acts[i[0] & 15])
+        i[0] += 1
+        return n
+    step.env = env  # type: ignore[attr-defined]
+    return step
+
+
+def gym_case(gid: str, n: int, mode: str) -> Callable[[], int]:
+    env = gym.make_vec(gid, num_envs=n, vectorization_mode=mode)
+    env.reset(seed=0)
+    acts = actions_for(env.action_space, n)
+    i = [0]
+
+    def step() -> int:
+        env.step(acts[i[0] & 15])
+        i[0] += 1
+        return n
+    step.env = env  # type: ignore[attr-defined]
+    return step
+
+
+def mj_raw_case(gid: str) -> Callable[[], int]:
+    """The machine's limit for a MuJoCo env on one core: MuJoCo's own C
+    rollout (mujoco.rollout, one thread) of the env's model from states its
+    resets produce (Gymnasium's env reset with 16 seeds), 40 env steps each
+    of frame_skip mj_steps under uniform random controls: mj_step and
+    nothing else, over the states an episode of random actions visits."""
+    import mujoco
+    import mujoco.rollout
+    ref = gym.make(gid)
+    env = ref.unwrapped
+    model, skip = env.model, env.frame_skip
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    states = []
+    for s in range(16):
+        ref.reset(seed=s)
+        st = np.empty(mujoco.mj_stateSize(model, spec))
+        mujoco.mj_getState(model, env.data, st, spec)
+        states.append(st)
+    init = np.stack(states)
+    rng = np.random.default_rng(0)
+    lo, hi = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
+    steps = 40
+    ctrl = np.repeat(rng.uniform(lo, hi, size=(16, steps, model.nu)), skip, axis=1)
+    data = mujoco.MjData(model)
+    out = np.empty((16, steps * skip, init.shape[1]))
+    sens = np.empty((16, steps * skip, model.nsensordata))
+
+    def step() -> int:
+        mujoco.rollout.rollout(model, data, init, ctrl, initial_warmstart=None, state=out,
+                               sensordata=sens, control_spec=mujoco.mjtState.mjSTATE_CTRL,
+                               skip_checks=False)
+        return 16 * steps
+    ref.close()
+    return step
+
+
+def cases_for(gid: str, n: int, async_max: int) -> dict[str, Callable[[], Callable[[], int]]]:
+    out: dict[str, Callable[[], Callable[[], int]]] = {
+        "rollout": lambda: rollout_case(gid, n),
+        "envs-alone": lambda: envs_alone_case(gid, n),
+        "envpool": lambda: envpool_case(gid, n),
+    }
+    if gym.spec(gid).vector_entry_point is not None:
+        out["gymnasium-vector"] = lambda: gym_case(gid, n, "vector_entry_point")
+    out["gymnasium-sync"] = lambda: gym_case(gid, n, "sync")
+    if n <= async_max:
+        out["gymnasium-async"] = lambda: gym_case(gid, n, "async")
+    if gid in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "InvertedPendulum-v5"):
+        out["mj_step-raw-1core"] = lambda: mj_raw_case(gid)
+    return out
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--envs", default="CartPole-v1,Pendulum-v1,Hopper-v5,HalfCheetah-v5")
+    ap.add_argument("--sizes", default="8,64,1024")
+    ap.add_argument("--async-max", type=int, default=8)
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks"))
+    args = ap.parse_args()
+    load0 = loadavg()
+    rows: list[dict[str, Any]] = []
+    for gid in args.envs.split(","):
+        for n in [int(x) for x in args.sizes.split(",")]:
+            makers = cases_for(gid, n, args.async_max)
+            steppers: dict[str, Callable[[], int]] = {}
+            for name, make in makers.items():
+                try:
+                    steppers[name] = make()
+                except Exception as e:  # a peer that will not run here: say which and why
+                    print(f"{gid} N={n} {name}: not run: {type(e).__name__}: {e}",
+                          file=sys.stderr)
+            secs = args.seconds * (3 if n >= 1024 else 1)
+            figures: dict[str, list[float]] = {k: [] for k in steppers}
+            for _ in range(args.rounds):
+                for name, step in steppers.items():
+                    figures[name].append(timed(step, secs))
+            threads = getattr(steppers.get("rollout"), "env").unwrapped.num_threads \
+                if "rollout" in steppers else 0
+            for name, step in steppers.items():
+                env = getattr(step, "env", None)
+                if env is not None:
+                    env.close()
+                sps = statistics.median(figures[name])
+                rows.append({"env": gid, "num_envs": n, "case": name, "steps_per_s": sps,
+                             "us_per_call": (n / sps * 1e6) if name != "mj_step-raw-1core"
+                             else 1e6 / sps, "rollout_threads": threads})
+                print(f"{gid:15s} N={n:5d} {name:18s} {sps / 1e6:9.3f} M steps/s", flush=True)
+    load1 = loadavg()
+    write(args.out, rows, load0, load1)
+
+
+def ratio(rows: list[dict[str, Any]], gid: str, n: int, a: str, b: str) -> float | None:
+    va = [r["steps_per_s"] for r in rows if (r["env"], r["num_envs"], r["case"]) == (gid, n, a)]
+    vb = [r["steps_per_s"] for r in rows if (r["env"], r["num_envs"], r["case"]) == (gid, n, b)]
+    return va[0] / vb[0] if va and vb else None
+
+
+def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str) -> None:
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "gym.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    envs = list(dict.fromkeys(r["env"] for r in rows))
+    sizes = sorted({r["num_envs"] for r in rows})
+    lines = ["# make_vec against EnvPool and Gymnasium (bench/bench_gym.py)", "",
+             f"One run of `bench/bench_gym.py` on {CPUS} CPUs; load average {load0} before, "
+             f"{load1} after. Env-steps per second (median over rounds), `step()` with random "
+             "actions, rollout with its defaults.", "",
+             "| env | N | rollout | envs alone | EnvPool | Gymnasium | rollout ÷ EnvPool | "
+             "rollout ÷ Gymnasium | µs/step over the envs alone | rollout threads |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def fig(gid: str, n: int, case: str) -> float | None:
+        v = [r["steps_per_s"] for r in rows if (r["env"], r["num_envs"], r["case"]) ==
+             (gid, n, case)]
+        return v[0] if v else None
+
+    def m(x: float | None) -> str:
+        return f"{x / 1e6:.3f} M" if x else "—"
+
+    for gid in envs:
+        for n in sizes:
+            best_gym_case = max((c for c in ("gymnasium-vector", "gymnasium-sync",
+                                             "gymnasium-async") if fig(gid, n, c)),
+                                key=lambda c: fig(gid, n, c) or 0.0, default=None)
+            g = fig(gid, n, best_gym_case) if best_gym_case else None
+            ro, alone, ep = fig(gid, n, "rollout"), fig(gid, n, "envs-alone"), fig(gid, n,
+                                                                                   "envpool")
+            over = (n / ro - n / alone) * 1e6 if ro and alone else None
+            thr = [r["rollout_threads"] for r in rows if r["env"] == gid and r["num_envs"] == n]
+            lines.append(
+                f"| {gid} | {n} | {m(ro)} | {m(alone)} | {m(ep)} | {m(g)} "
+                f"({(best_gym_case or '').replace('gymnasium-', '')}) | "
+                f"{(ro / ep if ro and ep else float('nan')):.2f} | "
+                f"{(ro / g if ro and g else float('nan')):.2f} | "
+                f"{over if over is not None else float('nan'):.1f} | {thr[0] if thr else ''} |")
+    mj = [(gid, n) for gid in envs for n in sizes if fig(gid, n, "mj_step-raw-1core")]
+    if mj:
+        lines += ["", "MuJoCo against the machine: rollout's env-steps/s ÷ (a raw `mj_step` loop "
+                  f"of the same model and frame skip on one core × {CPUS} CPUs).", "",
+                  "| env | N | rollout | raw mj_step, 1 core | ratio (per core) |",
+                  "| --- | --- | --- | --- | --- |"]
+        for gid, n in mj:
+            ro, raw = fig(gid, n, "rollout"), fig(gid, n, "mj_step-raw-1core")
+            lines.append(f"| {gid} | {n} | {m(ro)} | {m(raw)} | "
+                         f"{(ro / (raw * CPUS) if ro and raw else float('nan')):.2f} |")
+    with open(os.path.join(out, "gym.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    plot(out, rows, envs, sizes)
+
+
+def plot(out: str, rows: list[dict[str, Any]], envs: list[str], sizes: list[int]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    cases = ["rollout", "envs-alone", "envpool", "gymnasium-vector", "gymnasium-sync",
+             "gymnasium-async"]
+    fig, axes = plt.subplots(1, len(envs), figsize=(4.2 * len(envs), 4), sharey=True)
+    axes = np.atleast_1d(axes)
+    for ax, gid in zip(axes, envs):
+        width = 0.8 / len(cases)
+        for k, case in enumerate(cases):
+            ys = []
+            for n in sizes:
+                v = [r["steps_per_s"] for r in rows
+                     if (r["env"], r["num_envs"], r["case"]) == (gid, n, case)]
+                ys.append(v[0] / 1e6 if v else 0.0)
+            ax.bar(np.arange(len(sizes)) + k * width, ys, width, label=case)
+        ax.set_yscale("log")
+        ax.set_xticks(np.arange(len(sizes)) + 0.4 - width / 2)
+        ax.set_xticklabels([f"N={n}" for n in sizes])
+        ax.set_title(gid)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("env steps per second (millions, log)")
+    axes[-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "gym.png"), dpi=110)
+
+
+if __name__ == "__main__":
+    main()

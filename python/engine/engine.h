@@ -1,0 +1,44 @@
+/* engine.h: what the files of rollout_client._engine share (the module is
+ * described in engine.c). Internal to the extension: ro__eng_ names. */
+#ifndef RO_ENGINE_H
+#define RO_ENGINE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+/* One numpy C-API table for the extension's files: engine.c imports it. */
+#define PY_ARRAY_UNIQUE_SYMBOL ro_engine_ARRAY_API
+#ifndef RO_ENGINE_MODULE
+#define NO_IMPORT_ARRAY
+#endif
+#include <numpy/arrayobject.h>
+
+#include <stdint.h>
+
+#include "vecenv/vec.h"
+
+typedef struct {
+    PyObject_HEAD ro_vec_t *v;
+    int busy;      /* a call runs with the GIL released */
+    uint32_t *ids; /* [n]: the envs of the last recv() */
+    int last_recv; /* the last results came from recv(): rows ids[0..batch) */
+} EngineObject;
+
+/* ro__eng_rows returns rows ids[0..k) (ids NULL: rows 0..k-1) of every
+ * observation tensor of bufs as new arrays: one array for one tensor, a
+ * tuple for several. */
+PyObject *ro__eng_tensors(const ro_vec_t *v, uint8_t *const *bufs, const uint32_t *ids, uint32_t k);
+
+/* ro__eng_bools and ro__eng_doubles: rows ids[0..k) of a per-env array as a
+ * new bool / float64 array (ids NULL: rows 0..k-1). */
+PyObject *ro__eng_bools(const uint8_t *x, const uint32_t *ids, uint32_t k);
+PyObject *ro__eng_doubles(const double *x, const uint32_t *ids, uint32_t k);
+
+/* ro__eng_take_discrete / _box check actions for k envs (a batch of k rows)
+ * and write row i into env ids[i]'s action row (ids NULL: env i). -1 with
+ * TypeError or ValueError naming the problem; nothing is half-written that
+ * a step could read, since no step runs until they succeed. */
+int ro__eng_take_discrete(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k);
+int ro__eng_take_box(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k);
+
+#endif
