@@ -49,6 +49,14 @@ static void push_metric(ro_env_shard_t *s, uint32_t kind, uint32_t j, double val
     ro__metrics_ring_push(s->ring, &m);
 }
 
+/* env j's episode into the shard's histograms (--tensorboard, --prometheus). */
+static void count_episode(ro_env_shard_t *s, uint32_t j)
+{
+    ro__histo_pub_add(&s->histos[0], ro__histo_return_edges, ro__histo_return_nedges,
+                      s->ep_return[j]);
+    ro__histo_pub_add(&s->histos[1], ro__histo_size_edges, ro__histo_size_nedges, s->ep_len[j]);
+}
+
 static void begin_episode(ro_env_shard_t *s, uint32_t j, float *o)
 {
     ro__crash_ctx.what = "reset";
@@ -130,6 +138,8 @@ static void step_all(ro_env_shard_t *s)
             }
             s->episodes++;
             s->return_sum += s->ep_return[j];
+            if (s->histos)
+                count_episode(s, j);
             s->ep_num[j]++;
             begin_episode(s, j, o);
         } else {
@@ -320,6 +330,8 @@ static void step_all2(ro_env_shard_t *s)
         }
         s->episodes++;
         s->return_sum += s->ep_return[j];
+        if (s->histos)
+            count_episode(s, j);
         s->ep_num[j]++;
         begin_episode2(s, j);
     }
@@ -416,6 +428,7 @@ int ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
     s->quota = w->quota;
     s->check_finite = w->check_finite;
     s->record_episodes = w->record_episodes;
+    s->histos = w->histos;
     if (!w->runq)
         return ro__actor_init_loop(&s->actor, "env", env_actor_behaviour, w->loop, w->home);
     /* A few messages per run: a shard never has more than one queued. */

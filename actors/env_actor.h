@@ -38,7 +38,8 @@ typedef struct ro_env_shard_wiring {
     uint32_t max_steps;
     uint64_t quota;
     bool check_finite;
-    bool record_episodes; /* one record per episode (for --metrics) */
+    bool record_episodes;   /* one record per episode (for --metrics) */
+    ro_histo_pub_t *histos; /* [2] episode returns and lengths, or NULL (env_shard.h) */
 } ro_env_shard_wiring_t;
 
 /* ro__env_shard_wire connects an initialised shard. Returns 0, or a negative

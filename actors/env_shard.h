@@ -15,6 +15,7 @@
 #include "actors/step_batch.h"
 #include "rollout/env.h"
 #include "runtime/actor.h"
+#include "metrics/histo.h"
 #include "runtime/metrics_ring.h"
 #include "runtime/rng.h"
 
@@ -35,8 +36,12 @@ typedef struct ro_env_shard {
     uint32_t max_steps;          /* episode limit, 0 = none */
     uint64_t quota;              /* steps per env before the shard is done, 0 = none */
     ro_metrics_ring_t *ring;
-    const atomic_bool *stopping;   /* set by the loop on SIGINT/--seconds */
-    bool record_episodes;          /* push one metric record per finished episode */
+    const atomic_bool *stopping; /* set by the loop on SIGINT/--seconds */
+    bool record_episodes;        /* push one metric record per finished episode */
+    /* --tensorboard or --prometheus: [0] the returns, [1] the lengths of
+     * the shard's finished episodes, counted by the owner (the node's,
+     * cache-line aligned); NULL: not counted. */
+    ro_histo_pub_t *histos;
     struct ro_rec_port *rec;       /* --record: this shard's recorder port, or NULL */
     struct ro_stream_port *stream; /* --learner stream: this shard's port, or NULL */
 

@@ -84,8 +84,6 @@ static void on_record(ro_logger_t *lg, const ro_metric_t *m)
 {
     if (m->kind == RO_METRIC_ENV_FAIL)
         lg->env_failures++;
-    if (m->kind == RO_METRIC_EPISODE && lg->exporting)
-        ro__logger_export_episode(&lg->export, m);
     if (lg->throughput_only)
         return;
     if (m->kind == RO_METRIC_EPISODE) {

@@ -49,7 +49,7 @@ typedef struct ro_logger {
     ro_logger_sample_t status_last;
     uint64_t status_last_ns;
     bool episode_lines; /* records become episode lines (--metrics-episodes) */
-    bool exporting;     /* --tensorboard or --prometheus: records feed export */
+    bool exporting;     /* --tensorboard or --prometheus */
     ro_logger_export_t export;
     bool closed;
 } ro_logger_t;

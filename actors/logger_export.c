@@ -26,12 +26,10 @@ static void one(FILE *f, const ro_logger_export_t *x, const char *name, const ch
 }
 
 static void histo_family(FILE *f, const ro_logger_export_t *x, const char *name, const char *help,
-                         const ro_histo_t *all, const ro_histo_t *iv)
+                         const ro_histo_t *h)
 {
-    ro_histo_t h = *all;
-    ro__histo_merge(&h, iv);
     ro__prom_family(f, name, "histogram", help);
-    ro__prom_histo(f, name, x->labels, &h);
+    ro__prom_histo(f, name, x->labels, h);
 }
 
 /* env_metrics_prom: an env ABI 2 env's per-episode metrics, one sample per
@@ -118,10 +116,11 @@ static void render(void *ctx, FILE *f)
         one(f, x, "rollout_record_dropped_steps_total", "counter",
             "Env steps not recorded (--record-full drop)", (double)s.record_dropped);
     }
-    histo_family(f, x, "rollout_episode_return", "Returns of the finished episodes", &x->ret_all,
-                 &x->ret_iv);
-    histo_family(f, x, "rollout_episode_length", "Lengths of the finished episodes, in steps",
-                 &x->len_all, &x->len_iv);
+    if (s.histos) {
+        histo_family(f, x, "rollout_episode_return", "Returns of the finished episodes", &s.ret);
+        histo_family(f, x, "rollout_episode_length", "Lengths of the finished episodes, in steps",
+                     &s.len);
+    }
     env_metrics_prom(f, x, &s);
 }
 
@@ -130,10 +129,6 @@ int ro__logger_export_open(ro_logger_export_t *x, uv_loop_t *loop, const ro_logg
 {
     memset(x, 0, sizeof *x);
     x->o = *o;
-    ro__histo_init(&x->ret_iv, ro__histo_return_edges, ro__histo_return_nedges);
-    ro__histo_init(&x->ret_all, ro__histo_return_edges, ro__histo_return_nedges);
-    ro__histo_init(&x->len_iv, ro__histo_size_edges, ro__histo_size_nedges);
-    ro__histo_init(&x->len_all, ro__histo_size_edges, ro__histo_size_nedges);
     char v[32];
     snprintf(v, sizeof v, "%u", o->node_index);
     ro__prom_label(x->labels, sizeof x->labels, "node_index", v);
@@ -167,12 +162,6 @@ int ro__logger_export_open(ro_logger_export_t *x, uv_loop_t *loop, const ro_logg
     return 0;
 }
 
-void ro__logger_export_episode(ro_logger_export_t *x, const ro_metric_t *m)
-{
-    ro__histo_add(&x->ret_iv, m->value);
-    ro__histo_add(&x->len_iv, (double)m->length);
-}
-
 static double per(double a, double b)
 {
     return b > 0 ? a / b : NAN; /* NaN: left out of the event */
@@ -188,7 +177,12 @@ void ro__logger_export_interval(ro_logger_export_t *x, const ro_logger_sample_t 
         ro__tb_scalar(w, "rollout/episodes", (double)cur->episodes);
         ro__tb_scalar(w, "rollout/episode_return_mean",
                       per(cur->return_sum - last->return_sum, de));
-        ro__tb_scalar(w, "rollout/episode_length_mean", per(x->len_iv.sum, (double)x->len_iv.n));
+        ro_histo_t ret, len;
+        if (cur->histos) {
+            ro__histo_sub(&ret, &cur->ret, &last->ret);
+            ro__histo_sub(&len, &cur->len, &last->len);
+            ro__tb_scalar(w, "rollout/episode_length_mean", per(len.sum, (double)len.n));
+        }
         ro__tb_scalar(w, "rollout/env_failures", (double)*x->o.env_failures);
         ro__tb_scalar(
             w, "rollout/mean_batch",
@@ -223,16 +217,14 @@ void ro__logger_export_interval(ro_logger_export_t *x, const ro_logger_sample_t 
                           per(cur->metric_sum[m] - last->metric_sum[m],
                               (double)(cur->metric_count[m] - last->metric_count[m])));
         }
-        ro__tb_histo(w, "rollout/episode_return", &x->ret_iv);
-        ro__tb_histo(w, "rollout/episode_length", &x->len_iv);
+        if (cur->histos) {
+            ro__tb_histo(w, "rollout/episode_return", &ret);
+            ro__tb_histo(w, "rollout/episode_length", &len);
+        }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         x->tb_rc = ro__tb_write(w, (int64_t)cur->steps, (double)ts.tv_sec + ts.tv_nsec * 1e-9);
     }
-    ro__histo_merge(&x->ret_all, &x->ret_iv);
-    ro__histo_merge(&x->len_all, &x->len_iv);
-    ro__histo_reset(&x->ret_iv);
-    ro__histo_reset(&x->len_iv);
 }
 
 int ro__logger_export_close(ro_logger_export_t *x)

@@ -1,6 +1,8 @@
 /*
  * The logger's exports (docs/operations.md#tensorboard-and-prometheus):
- * the same drained records and sampled counters as its JSON lines, as
+ * the same sampled counters as its JSON lines, and the shards' histograms of
+ * episode returns and lengths (counted where the episodes end: no record
+ * per episode crosses a CPU), as
  * TensorBoard event files (--tensorboard DIR: scalars and histograms per
  * interval, metrics/tb_writer.h) and as a Prometheus endpoint
  * (--prometheus ADDR: counters, gauges and histograms since the start,
@@ -44,9 +46,6 @@ typedef struct ro_logger_export {
     ro_tb_writer_t tb;
     ro_http_t http;
     char labels[512];
-    /* Finished episodes: this interval's (TensorBoard) and those of
-     * earlier intervals (Prometheus adds the two). */
-    ro_histo_t ret_iv, len_iv, ret_all, len_all;
     /* "env/<name>" tags of an env ABI 2 env's per-episode metrics. */
     char metric_tag[RO_ENV_MAX_METRICS][RO_ENV_MAX_NAME + 8];
     int tb_rc;
@@ -57,12 +56,8 @@ typedef struct ro_logger_export {
 int ro__logger_export_open(ro_logger_export_t *x, uv_loop_t *loop, const ro_logger_export_opts_t *o,
                            char *err, size_t errlen);
 
-/* ro__logger_export_episode counts a finished episode in the histograms. */
-void ro__logger_export_episode(ro_logger_export_t *x, const ro_metric_t *m);
-
 /* ro__logger_export_interval writes one TensorBoard event for the interval
- * from last to cur (dt seconds long), and moves its episodes into the
- * totals. */
+ * from last to cur (dt seconds long). */
 void ro__logger_export_interval(ro_logger_export_t *x, const ro_logger_sample_t *cur,
                                 const ro_logger_sample_t *last, double dt);
 

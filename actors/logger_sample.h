@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "metrics/histo.h"
 #include "rollout/env.h"
 
 /* Counters the logger samples from the node (relaxed reads). */
@@ -43,6 +44,10 @@ typedef struct ro_logger_sample {
     /* The version of the policy acting here (0: seeded or random; remote:
      * the learners' business, 0). */
     uint64_t policy_version;
+    /* --tensorboard or --prometheus (histos set): the returns and lengths
+     * of every episode finished so far, from the shards' histograms. */
+    bool histos;
+    ro_histo_t ret, len;
     /* Env ABI 2 per-episode metrics (nmetrics > 0): the names (the node's
      * layout's) and, over every shard, the sums and counts of the values
      * episodes reported. */

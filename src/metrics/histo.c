@@ -25,22 +25,28 @@ void ro__histo_reset(ro_histo_t *h)
     ro__histo_init(h, h->edges, h->nedges);
 }
 
+/* The bucket of v: the first edge >= v (binary search); nedges: above
+ * them all. */
+static uint32_t bucket_of(const double *edges, uint32_t nedges, double v)
+{
+    uint32_t lo = 0, hi = nedges;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (edges[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 void ro__histo_add(ro_histo_t *h, double v)
 {
     if (!isfinite(v)) {
         h->skipped++;
         return;
     }
-    /* The first edge >= v (binary search); nedges: above them all. */
-    uint32_t lo = 0, hi = h->nedges;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (h->edges[mid] < v)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    h->count[lo]++;
+    h->count[bucket_of(h->edges, h->nedges, v)]++;
     if (h->n == 0 || v < h->min)
         h->min = v;
     if (h->n == 0 || v > h->max)
@@ -64,4 +70,69 @@ void ro__histo_merge(ro_histo_t *into, const ro_histo_t *from)
     into->skipped += from->skipped;
     into->sum += from->sum;
     into->sum_sq += from->sum_sq;
+}
+
+/* Sets min and max to the outer edges of h's non-empty buckets (the open
+ * end buckets: their one edge). */
+static void bounds_from_buckets(ro_histo_t *h)
+{
+    uint32_t first = 0, last = h->nedges;
+    while (first < last && h->count[first] == 0)
+        first++;
+    while (last > first && h->count[last] == 0)
+        last--;
+    if (h->n == 0 || h->nedges == 0) {
+        h->min = h->max = 0;
+        return;
+    }
+    h->min = h->edges[first > 0 ? first - 1 : 0];
+    h->max = h->edges[last < h->nedges ? last : h->nedges - 1];
+}
+
+void ro__histo_sub(ro_histo_t *out, const ro_histo_t *a, const ro_histo_t *b)
+{
+    ro__histo_init(out, a->edges, a->nedges);
+    for (uint32_t i = 0; i <= a->nedges; i++)
+        out->count[i] = a->count[i] - b->count[i];
+    out->n = a->n - b->n;
+    out->skipped = a->skipped - b->skipped;
+    out->sum = a->sum - b->sum;
+    out->sum_sq = a->sum_sq - b->sum_sq;
+    bounds_from_buckets(out);
+}
+
+void ro__histo_pub_init(ro_histo_pub_t *p)
+{
+    for (uint32_t i = 0; i <= RO_HISTO_MAX_EDGES; i++)
+        atomic_init(&p->count[i], 0);
+    atomic_init(&p->sum, 0.0);
+    atomic_init(&p->sum_sq, 0.0);
+}
+
+void ro__histo_pub_add(ro_histo_pub_t *p, const double *edges, uint32_t nedges, double v)
+{
+    if (!isfinite(v))
+        return;
+    /* Relaxed loads and stores: this thread is the only writer. */
+    _Atomic uint64_t *c = &p->count[bucket_of(edges, nedges, v)];
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&p->sum, atomic_load_explicit(&p->sum, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+    atomic_store_explicit(&p->sum_sq,
+                          atomic_load_explicit(&p->sum_sq, memory_order_relaxed) + v * v,
+                          memory_order_relaxed);
+}
+
+void ro__histo_pub_read(ro_histo_t *h, const ro_histo_pub_t *p)
+{
+    /* Relaxed: statistics, no data behind them. */
+    for (uint32_t i = 0; i <= h->nedges; i++) {
+        uint64_t c = atomic_load_explicit(&p->count[i], memory_order_relaxed);
+        h->count[i] += c;
+        h->n += c;
+    }
+    h->sum += atomic_load_explicit(&p->sum, memory_order_relaxed);
+    h->sum_sq += atomic_load_explicit(&p->sum_sq, memory_order_relaxed);
+    bounds_from_buckets(h);
 }

@@ -9,6 +9,8 @@
 #ifndef RO_HISTO_H
 #define RO_HISTO_H
 
+#include <stdalign.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #define RO_HISTO_MAX_EDGES 31
@@ -31,6 +33,20 @@ extern const uint32_t ro__histo_return_nedges;
 extern const double ro__histo_size_edges[];
 extern const uint32_t ro__histo_size_nedges;
 
+/*
+ * A histogram one thread counts into while others read it: an env shard's
+ * episode returns or lengths, counted by the worker that steps the shard
+ * (no record crosses a CPU per episode), summed by the logger at each
+ * interval and scrape. Owner writes are plain load + store (relaxed: no
+ * data behind the counts, no read-modify-write needed with one writer);
+ * readers load relaxed and may see one episode's bucket before its sum.
+ */
+typedef struct ro_histo_pub {
+    /* On cache lines of its own: shards of different workers side by side. */
+    alignas(64) _Atomic uint64_t count[RO_HISTO_MAX_EDGES + 1]; /* their total is n */
+    _Atomic double sum, sum_sq;
+} ro_histo_pub_t;
+
 /* ro__histo_init empties h over edges (nedges <= RO_HISTO_MAX_EDGES,
  * ascending; the caller keeps them). */
 void ro__histo_init(ro_histo_t *h, const double *edges, uint32_t nedges);
@@ -43,5 +59,20 @@ void ro__histo_add(ro_histo_t *h, double v);
 
 /* ro__histo_merge adds from's counts into into (the same edges). */
 void ro__histo_merge(ro_histo_t *into, const ro_histo_t *from);
+
+/* ro__histo_sub sets out to a's counts less b's (a later reading of the
+ * same published histograms), with min and max the outer edges of its
+ * non-empty buckets: what an interval added. */
+void ro__histo_sub(ro_histo_t *out, const ro_histo_t *a, const ro_histo_t *b);
+
+/* ro__histo_pub_init zeroes p. Before its owner starts. */
+void ro__histo_pub_init(ro_histo_pub_t *p);
+
+/* ro__histo_pub_add counts v (finite only) over edges. Owner thread only. */
+void ro__histo_pub_add(ro_histo_pub_t *p, const double *edges, uint32_t nedges, double v);
+
+/* ro__histo_pub_read adds p's counts into h (h's edges must be p's), min
+ * and max set to the outer edges of the non-empty buckets. Any thread. */
+void ro__histo_pub_read(ro_histo_t *h, const ro_histo_pub_t *p);
 
 #endif

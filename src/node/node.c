@@ -194,6 +194,13 @@ static int make_shards(ro_node_t *n, char *err, size_t errlen)
 
 static int make_rings(ro_node_t *n)
 {
+    if (n->cfg.tensorboard || n->cfg.prometheus) {
+        n->histos = ro__calloc_lines(2 * (size_t)n->nshards, sizeof *n->histos);
+        if (!n->histos)
+            return RO_ENOMEM;
+        for (uint32_t i = 0; i < 2 * n->nshards; i++)
+            ro__histo_pub_init(&n->histos[i]);
+    }
     n->rings = ro__calloc_lines(n->nlanes, sizeof *n->rings);
     if (!n->rings)
         return RO_ENOMEM;
@@ -441,8 +448,8 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
                 .check_finite = n->cfg.check_finite,
                 /* --metrics-episodes: one line per episode; otherwise the
                  * throughput lines carry each interval's episodes. */
-                .record_episodes = (n->cfg.metrics != NULL && n->cfg.metrics_episodes) ||
-                                   n->cfg.tensorboard || n->cfg.prometheus,
+                .record_episodes = n->cfg.metrics != NULL && n->cfg.metrics_episodes,
+                .histos = n->histos ? &n->histos[2 * i] : NULL,
             };
             if ((rc = ro__env_shard_wire(&n->shards[i], &w)) != 0)
                 return ro__errorf(err, errlen, RO_EIO, "cannot put env shard %u on the loop: %s", i,
@@ -621,6 +628,7 @@ void ro_node_free(ro_node_t *n)
         for (uint32_t l = 0; l < n->nlanes; l++)
             ro__metrics_ring_free(&n->rings[l]);
     free(n->rings);
+    free(n->histos);
     if (n->loop_inited) {
         ro__node_close_shard_homes(n);
         /* Close whatever is still open (a start-up failure, or a run that

@@ -66,6 +66,10 @@ struct ro_node {
     uint64_t policy_pushes;
 
     ro_metrics_ring_t *rings; /* one per lane: its shards' episode records */
+    /* --tensorboard or --prometheus: [2 * nshards] each shard's histograms
+     * of episode returns and lengths (its worker counts, the logger sums);
+     * NULL otherwise. */
+    ro_histo_pub_t *histos;
     ro_logger_t logger;
     ro_recorder_t *recorder; /* --record, or NULL */
     int record_rc;

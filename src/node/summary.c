@@ -54,6 +54,15 @@ void ro__node_sample(void *ctx, ro_logger_sample_t *out)
         for (uint32_t i = 0; i < n->nshards; i++) /* relaxed: statistics */
             out->stream_waits += atomic_load_explicit(&n->ports[i].waits, memory_order_relaxed);
     }
+    if (n->histos) {
+        out->histos = true;
+        ro__histo_init(&out->ret, ro__histo_return_edges, ro__histo_return_nedges);
+        ro__histo_init(&out->len, ro__histo_size_edges, ro__histo_size_nedges);
+        for (uint32_t i = 0; i < n->nshards; i++) {
+            ro__histo_pub_read(&out->ret, &n->histos[2 * i]);
+            ro__histo_pub_read(&out->len, &n->histos[2 * i + 1]);
+        }
+    }
     if (n->policy) /* switched on this thread (policy_swap.c) */
         out->policy_version = ro__policy_version(n->policy);
     out->nmetrics = n->layout.nmetrics;

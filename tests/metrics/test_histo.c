@@ -66,11 +66,46 @@ static void test_merge_is_counting_both(void **state)
         assert_true(ro__histo_return_edges[i - 1] < ro__histo_return_edges[i]);
 }
 
+/* A shard's published histogram read by another: the same counts as a
+ * private one, and an interval's (a later reading less an earlier one)
+ * spans the edges of its non-empty buckets. */
+static void test_published_and_intervals(void **state)
+{
+    (void)state;
+    static const double edges[] = {0, 10, 100};
+    ro_histo_pub_t p;
+    ro__histo_pub_init(&p);
+    ro_histo_t mine, first, second, iv;
+    ro__histo_init(&mine, edges, 3);
+    for (int i = 0; i < 5; i++) {
+        ro__histo_pub_add(&p, edges, 3, 5.0);
+        ro__histo_add(&mine, 5.0);
+    }
+    ro__histo_pub_add(&p, edges, 3, NAN); /* not counted */
+    ro__histo_init(&first, edges, 3);
+    ro__histo_pub_read(&first, &p);
+    assert_int_equal(first.n, 5);
+    assert_int_equal(first.count[1], 5);
+    assert_true(first.sum == mine.sum && first.sum_sq == mine.sum_sq);
+    ro__histo_pub_add(&p, edges, 3, 50.0);
+    ro__histo_pub_add(&p, edges, 3, 500.0);
+    ro__histo_init(&second, edges, 3);
+    ro__histo_pub_read(&second, &p);
+    ro__histo_sub(&iv, &second, &first);
+    assert_int_equal(iv.n, 2);
+    assert_int_equal(iv.count[1], 0);
+    assert_int_equal(iv.count[2], 1);
+    assert_int_equal(iv.count[3], 1);
+    assert_true(iv.sum == 550.0);
+    assert_true(iv.min == 10 && iv.max == 100); /* (10, 100] and the open (100, inf) */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_merge_is_counting_both),
+        cmocka_unit_test(test_published_and_intervals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
