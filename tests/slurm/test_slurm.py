@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from slurm_cluster import Cluster, ClusterError, free_ports, missing_programs  # noqa: E402
@@ -44,7 +45,11 @@ class SlurmCase(unittest.TestCase):
     def setUp(self):
         self.env = dict(CLUSTER.env)
         self.ports = free_ports(CLUSTER.sockets)
-        self.env.update(ROLLOUT_BIN=CLUSTER.bin, ROLLOUT_PORT=str(self.ports[0]))
+        # Prometheus endpoints: one per node task, then the learner's.
+        self.prom_ports = free_ports(CLUSTER.sockets + 1)
+        self.env.update(ROLLOUT_BIN=CLUSTER.bin, ROLLOUT_PORT=str(self.ports[0]),
+                        ROLLOUT_PROMETHEUS_PORT=str(self.prom_ports[0]),
+                        ROLLOUT_PROMETHEUS_LEARNER_PORT=str(self.prom_ports[-1]))
         self.cwd = os.path.join(CLUSTER.dir, self.id().rsplit(".", 1)[1] + f"-{self.sockets}")
         os.makedirs(self.cwd)
 
@@ -106,6 +111,34 @@ class SlurmCase(unittest.TestCase):
         self.assertEqual(seen, set(range(CLUSTER.cpus)))
         return nodes
 
+    def check_targets(self, jobid, learner_too):
+        """prometheus.json (file-based service discovery) lists every node
+        task's endpoint, each the one its log says it serves, and with
+        learner_too the learner's."""
+        run = self.run_dir(jobid)
+        with open(os.path.join(run, "prometheus.json")) as f:
+            groups = json.load(f)
+        by_role = {g["labels"]["role"]: g for g in groups}
+        self.assertEqual(set(by_role), {"node", "learner"} if learner_too else {"node"})
+        nodes = by_role["node"]["targets"]
+        self.assertEqual(nodes, [f"{CLUSTER.short}:{p}" for p in self.prom_ports[:-1]])
+        self.assertEqual(by_role["node"]["labels"]["slurm_job"], jobid)
+        for t, target in enumerate(nodes):
+            with open(os.path.join(run, f"node-{t}.log")) as f:
+                self.assertIn(f"serving Prometheus metrics on {target}", f.read())
+        if learner_too:
+            self.assertEqual(by_role["learner"]["targets"],
+                             [f"{CLUSTER.short}:{self.prom_ports[-1]}"])
+        return nodes
+
+    def scrape(self, target):
+        """rollout_steps_total's sample from target's /metrics."""
+        with urllib.request.urlopen(f"http://{target}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        m = re.search(r'^rollout_steps_total\{(.*)\} (\d+)$', text, re.M)
+        self.assertTrue(m, f"{target}: no rollout_steps_total in\n{text[:1000]}")
+        return m.group(1), int(m.group(2))
+
     def one_job(self):
         """rollout.sbatch: nodes and learner in one job, run to --steps."""
         steps = 100000
@@ -121,6 +154,7 @@ class SlurmCase(unittest.TestCase):
             # One learner from start to end answered every step of every node.
             self.assertEqual(sorted(n["steps"] for n in lrn["nodes"]),
                              sorted(n["steps"] for n in nodes))
+            self.check_targets(jobid, learner_too=True)
         except AssertionError as e:
             raise AssertionError(f"{e}\n{self.dump(jobid)}") from None
 
@@ -174,6 +208,15 @@ class SlurmCase(unittest.TestCase):
                         return False
                 return True
             CLUSTER.wait_for("every node logging a second learner attached", attached_twice)
+            # Every target of the run's file_sd list answers a scrape with
+            # its own node index; the learner job listed its own.
+            for t, target in enumerate(self.check_targets(nodes_job, learner_too=False)):
+                labels, _ = self.scrape(target)
+                self.assertIn(f'node_index="{t}"', labels)
+            with open(os.path.join(run, f"prometheus-learner-{learner2}.json")) as f:
+                self.assertEqual(json.load(f)[0]["targets"],
+                                 [f"{CLUSTER.short}:{self.prom_ports[-1]}"])
+            self.scrape(f"{CLUSTER.short}:{self.prom_ports[-1]}")
             state, _ = CLUSTER.job_state(nodes_job)
             self.assertEqual(state, "RUNNING", "the nodes job should serve until cancelled")
             CLUSTER.cmd("scancel", nodes_job)
