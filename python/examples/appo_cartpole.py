@@ -357,6 +357,7 @@ def main(argv=None):
     steps = updates = 0
     reached = False
     last_log = t0
+    curves = pc.Curves(args.tensorboard)
     closed = None
     anneal = max(1, args.anneal_steps)
     while steps < args.total_steps and not reached:
@@ -384,6 +385,10 @@ def main(argv=None):
         mean20 = pc.last20(eps.returns)
         reached = (args.target is not None and len(eps.returns) >= 20
                    and mean20 >= args.target)
+        if segs:
+            curves.add(steps, charts__last20_return=mean20 if eps.returns else None,
+                       charts__steps_per_s=steps / (now - t0), charts__policy_version=version,
+                       charts__policy_lag=learner.lag_sum / max(1, learner.lag_rows))
         if now - last_log >= args.log_interval or reached or closed is not None:
             last_log = now
             lag = learner.lag_sum / max(1, learner.lag_rows)
@@ -393,6 +398,7 @@ def main(argv=None):
         if closed is not None:
             print(f"appo: the nodes closed their streams ({closed})", flush=True)
             break
+    curves.close()
     wall = time.monotonic() - t0
     shown = closed is None and last_version_shown(stream, version, learner)
     accepted = [stream.accepted_version(i) for i in range(len(addresses))]

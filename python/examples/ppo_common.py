@@ -102,6 +102,10 @@ def output_flags(ap):
                     help="write the trained actor as PolicyParams for rollout-node --policy")
     ap.add_argument("--log-interval", type=float, default=2.0,
                     help="seconds between progress lines")
+    ap.add_argument("--tensorboard", metavar="DIR",
+                    help="log the training curves (return, losses, steps/s) to TensorBoard "
+                         "event files in DIR (torch.utils.tensorboard); the nodes' own "
+                         "curves come from rollout-node --tensorboard")
 
 
 def parser(description, defaults):
@@ -190,6 +194,7 @@ def train(args, env, model, to_env_action, action_shape, action_dtype):
     anneal_updates = max(num_updates, getattr(args, "anneal_steps", 0) // (T * N))
     last_log = t0
     reached = False
+    curves = Curves(getattr(args, "tensorboard", None))
     for update in range(num_updates):
         for g in opt.param_groups:
             g["lr"] = args.lr * (1.0 - update / anneal_updates)
@@ -257,6 +262,11 @@ def train(args, env, model, to_env_action, action_shape, action_dtype):
                 nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                 opt.step()
         updates += 1
+        curves.add(steps, charts__last20_return=last20(env.episode_returns) if
+                   env.episode_returns else None,
+                   charts__steps_per_s=steps / (time.monotonic() - t0),
+                   charts__lr=opt.param_groups[0]["lr"], losses__policy=pg.mean().item(),
+                   losses__value=v_loss.item(), losses__entropy=ent.item())
 
         now = time.monotonic()
         mean20 = last20(env.episode_returns)
@@ -269,7 +279,32 @@ def train(args, env, model, to_env_action, action_shape, action_dtype):
                   f"{now - t0:6.1f} s", flush=True)
         if reached:
             break
+    curves.close()
     return steps, updates, reached, time.monotonic() - t0
+
+
+class Curves:
+    """Training curves for TensorBoard (``--tensorboard DIR``) through
+    torch.utils.tensorboard's SummaryWriter, x axis the env steps; does
+    nothing without a directory."""
+
+    def __init__(self, logdir):
+        self.w = None
+        if logdir:
+            from torch.utils.tensorboard import SummaryWriter
+            self.w = SummaryWriter(logdir)
+
+    def add(self, step, **values):
+        """One point of each named curve ("charts/return" style names)."""
+        if self.w is None:
+            return
+        for name, v in values.items():
+            if v is not None and np.isfinite(v):
+                self.w.add_scalar(name.replace("__", "/"), float(v), step)
+
+    def close(self):
+        if self.w is not None:
+            self.w.close()
 
 
 def save_policy(path, actor, obs_dim, action_kind, action_dim, version, log_std=None):

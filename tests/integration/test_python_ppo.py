@@ -96,7 +96,8 @@ def main():
     with NodeProcess(node, "--env", "pendulum", "--num-envs", 16, "--seconds", 0, "--quiet",
                      "--json", "--seed", 1, "--token-file", token_file) as n:
         rp, p = run_example("ppo_pendulum.py", ["--node", n.address, "--quick", "--seed", 1,
-                                                "--save-policy", os.path.join(tmp, "pend.pb")],
+                                                "--save-policy", os.path.join(tmp, "pend.pb"),
+                                                "--tensorboard", os.path.join(tmp, "tb")],
                             env={"ROLLOUT_TOKEN": "s3cret-token"})
         code = n.stop()
     if rp is None:
@@ -108,6 +109,21 @@ def main():
         ok = False
     if code != 0:
         print(f"FAIL: the pendulum node exited {code}")
+        ok = False
+    # --tensorboard: its curves, read back with TensorBoard's own reader.
+    from tensorboard.backend.event_processing import event_accumulator as ea
+    acc = ea.EventAccumulator(os.path.join(tmp, "tb"), size_guidance={ea.SCALARS: 0})
+    acc.Reload()
+    curve = acc.Scalars("charts/last20_return") if "charts/last20_return" in \
+        acc.Tags()["scalars"] else []
+    if not curve or curve[-1].step != rp["steps"] or \
+            abs(curve[-1].value - rp["last20_mean_return"]) > 1e-3 * abs(rp["last20_mean_return"]):
+        print(f"FAIL: --tensorboard: charts/last20_return {[(e.step, e.value) for e in curve][-3:]}"
+              f" does not end at the result's {rp['steps']} steps, "
+              f"{rp['last20_mean_return']}")
+        ok = False
+    if not {"losses/policy", "losses/value", "charts/steps_per_s"} <= set(acc.Tags()["scalars"]):
+        print(f"FAIL: --tensorboard: tags {acc.Tags()['scalars']}")
         ok = False
 
     # The saved Gaussian policy runs in the node itself.

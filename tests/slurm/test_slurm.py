@@ -113,8 +113,8 @@ class SlurmCase(unittest.TestCase):
 
     def check_targets(self, jobid, learner_too):
         """prometheus.json (file-based service discovery) lists every node
-        task's endpoint, each the one its log says it serves, and with
-        learner_too the learner's."""
+        task's endpoint by host name, each on the port its log says it
+        serves, and with learner_too the learner's."""
         run = self.run_dir(jobid)
         with open(os.path.join(run, "prometheus.json")) as f:
             groups = json.load(f)
@@ -123,9 +123,10 @@ class SlurmCase(unittest.TestCase):
         nodes = by_role["node"]["targets"]
         self.assertEqual(nodes, [f"{CLUSTER.short}:{p}" for p in self.prom_ports[:-1]])
         self.assertEqual(by_role["node"]["labels"]["slurm_job"], jobid)
-        for t, target in enumerate(nodes):
+        for t, port in enumerate(self.prom_ports[:-1]):
+            # Bound where --listen is (ROLLOUT_LISTEN_HOST), listed by name.
             with open(os.path.join(run, f"node-{t}.log")) as f:
-                self.assertIn(f"serving Prometheus metrics on {target}", f.read())
+                self.assertRegex(f.read(), f"serving Prometheus metrics on [^ ]*:{port} at ")
         if learner_too:
             self.assertEqual(by_role["learner"]["targets"],
                              [f"{CLUSTER.short}:{self.prom_ports[-1]}"])
