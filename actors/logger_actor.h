@@ -13,6 +13,10 @@
  * counters the actors publish (no record needed). A throughput line also
  * says how many episodes ended in its interval and their mean return,
  * from the same counters, so it needs no per-episode record either.
+ * Each interval's sample also goes to the exports (logger_export.h:
+ * --tensorboard event files, the --prometheus endpoint, which samples
+ * again at each scrape), with the shards' histograms of episode returns
+ * and lengths (counted where episodes end: no record either).
  */
 #ifndef RO_LOGGER_ACTOR_H
 #define RO_LOGGER_ACTOR_H
