@@ -377,7 +377,7 @@ static void on_actions(ro_session_t *s, const Rollout__V1__Actions *a, const cha
     ro_batch_item_t *it =
         bad ? NULL : ro__flow_answer(&s->flow, &h->free_batches, a, h->act_space, err, sizeof err);
     if (!it) {
-        session_fail(s, RO_EPROTO, "%s", bad ? bad : err);
+        session_fail(s, bad ? RO_EPROTO : s->flow.error, "%s", bad ? bad : err);
         return;
     }
     while (it) {

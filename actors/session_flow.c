@@ -70,14 +70,16 @@ ro_batch_item_t *ro__flow_answer(ro_flow_t *f, ro_sent_batch_t **pool,
         pp = &(*pp)->next;
     ro_sent_batch_t *b = *pp;
     if (!b) {
-        ro__errorf(err, errlen, RO_EPROTO, "actions for seq %llu, which is not awaiting actions",
-                   (unsigned long long)a->seq);
+        f->error = ro__errorf(err, errlen, RO_EPROTO,
+                              "actions for seq %llu, which is not awaiting actions",
+                              (unsigned long long)a->seq);
         return NULL;
     }
     if (a->in_memory && !f->act_mem) {
-        ro__errorf(err, errlen, RO_EPROTO,
-                   "actions for seq %llu in memory, but this connection has no shared memory",
-                   (unsigned long long)a->seq);
+        f->error =
+            ro__errorf(err, errlen, RO_EPROTO,
+                       "actions for seq %llu in memory, but this connection has no shared memory",
+                       (unsigned long long)a->seq);
         return NULL;
     }
     int rc;
@@ -90,8 +92,10 @@ ro_batch_item_t *ro__flow_answer(ro_flow_t *f, ro_sent_batch_t **pool,
         rc = ro__actions_apply_memory(a, b->items, act, f->mem_layout, f->act_mem, err, errlen);
     else
         rc = ro__actions_apply(a, b->items, b->rows, act, err, errlen);
-    if (rc != 0)
+    if (rc != 0) {
+        f->error = rc;
         return NULL;
+    }
     *pp = b->next;
     if (f->inflight_tail == &b->next)
         f->inflight_tail = pp;

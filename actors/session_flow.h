@@ -50,6 +50,9 @@ typedef struct ro_flow {
     /* An env of env ABI 2 that is not ABI 1 shaped (spaces/layout.h): its
      * frames carry typed tensors and composite actions; NULL for ABI 1. */
     const struct ro_space_layout *layout;
+    /* Why the last ro__flow_answer returned NULL: RO_ERANGE for a value
+     * outside the space, RO_EPROTO for the rest (the code sent back). */
+    int error;
 } ro_flow_t;
 
 void ro__flow_init(ro_flow_t *f, uint32_t batch, uint64_t max_wait_ns);
@@ -74,7 +77,7 @@ int ro__flow_send(ro_flow_t *f, ro_sent_batch_t **pool, ro_obs_encoder_t *enc, r
  * step batches, which it returns (the caller sends them back to stepping);
  * with a layout, against it and the rows' masks (act unused).
  * The sent batch goes back to *pool. On a bad frame returns NULL with one
- * line in err (the batch stays in flight).
+ * line in err and its code in f->error (the batch stays in flight).
  */
 ro_batch_item_t *ro__flow_answer(ro_flow_t *f, ro_sent_batch_t **pool,
                                  const Rollout__V1__Actions *a, const ro_space_t *act, char *err,

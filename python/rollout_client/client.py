@@ -215,7 +215,8 @@ OBS_DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64"
 def check_actions(info, actions, n, clip_box=True, where=None):
     """The actions for n envs of a node described by ``info`` (a NodeInfo),
     checked and in the wire's types: int64 [n] (discrete) or float32
-    [n, action_size] (box, clipped to the bounds with clip_box).
+    [n, action_size] (box: clipped to the bounds with clip_box, else
+    refused outside them, as the node would).
 
     Raises ValueError naming the problem and the first bad row; ``where(k)``
     says what row k is (default "row k"). Nothing is sent: a caller that
@@ -247,8 +248,17 @@ def check_actions(info, actions, n, clip_box=True, where=None):
     if not finite.all():
         k = int(np.flatnonzero(~finite)[0])
         raise ValueError(f"box actions must be finite: {where(k)} has {a[k].tolist()}")
-    if clip_box and info.action_low is not None:
-        a = np.clip(a, info.action_low, info.action_high)
+    if info.action_low is None:
+        return a
+    if clip_box:
+        return np.clip(a, info.action_low, info.action_high)
+    # Unclipped: the node refuses an action outside the box (error 34) and
+    # ends the session of every env; refused here instead, naming the env.
+    bad = ((a < info.action_low) | (a > info.action_high)).any(axis=1)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"box actions must lie inside the bounds (clip_box=False): "
+                         f"{where(k)} has {a[k].tolist()}")
     return a
 
 
@@ -895,8 +905,9 @@ class Client:
 
         Discrete spaces: integers in [0, n), shape [n]. Box spaces: floats,
         shape [n, *action_shape] (or [n * action_size]); with ``clip_box``
-        they are clipped to the space's bounds when the node gave bounds.
-        Raises ValueError on a wrong shape, an out-of-range discrete action,
+        they are clipped to the space's bounds when the node gave bounds,
+        without, one outside them is refused (the node would end the session).
+        Raises ValueError on a wrong shape, an out-of-range action,
         a non-finite box action or a batch already answered (nothing is sent
         then: the batch can still be answered), and ConnectionClosed when
         the batch's node is gone.

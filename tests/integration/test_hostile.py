@@ -762,6 +762,45 @@ class PrometheusStrangers(nu.TempDirCase):
             return False
 
 
+def first_error(c):
+    """The first error frame the node sends on c (frames before it, its
+    other batches, are passed over); fails if it closes without one."""
+    while True:
+        f = c.recv()
+        if f is None:
+            raise AssertionError("the node closed without an error frame")
+        if f.WhichOneof("body") == "error":
+            return f
+
+
+class ActionCodes(nu.TempDirCase):
+    """Issue 31: an action outside the space is error 34 (ERANGE), as
+    docs/protocol.md lists it; a frame that breaks the protocol, 71."""
+
+    def test_out_of_range_actions_are_erange(self):
+        for env, bad in (("cartpole", {"discrete": [9]}), ("pendulum", {"box": [5.0]})):
+            with self.subTest(env=env):
+                node, addr = w.start_node(nu.NODE, "--env", env, "--num-envs", "4",
+                                          "--seconds", "0")
+                c = w.Conn(addr)
+                self.addCleanup(c.close)
+                self.assertEqual(c.hello().WhichOneof("body"), "welcome")
+                f = c.recv()
+                n = len(f.observations.env)
+                c.send(actions=w.pb2().Actions(seq=f.observations.seq,
+                                               **{k: v * n for k, v in bad.items()}))
+                f = first_error(c)
+                self.assertEqual(f.error.code, 34, f.error.message)
+                c2 = w.Conn(addr)
+                self.addCleanup(c2.close)
+                self.assertEqual(c2.hello().WhichOneof("body"), "welcome")
+                f = c2.recv()
+                c2.send(actions=w.pb2().Actions(seq=f.observations.seq + 1000, discrete=[0]))
+                self.assertEqual(first_error(c2).error.code, 71)
+                node.send_signal(signal.SIGINT)
+                node.communicate(timeout=nu.HANG_GUARD_S)
+
+
 if __name__ == "__main__":
     REPLAY, HOSTILE = sys.argv[3], sys.argv[4]
     del sys.argv[3:5]

@@ -230,5 +230,23 @@ class SegmentSizes(nu.TempDirCase):
         self.assertLess(maxrss_mib() - before, 256)
 
 
+class UnclippedActions(unittest.TestCase):
+    """Issue 31: clip_box=False with an action outside the box is refused
+    by the client, naming the env, before anything is sent: one env's bad
+    action does not end the session of every env (the node would close it
+    with error 34)."""
+
+    def test_an_unclipped_action_outside_the_box_is_refused_here(self):
+        with rc.launch_node("pendulum", 4, node=NODE) as node, \
+                rc.Client(node.address, connect_timeout=GUARD) as c:
+            b = c.recv(timeout=GUARD)
+            acts = np.zeros((b.n, 1), np.float32)
+            acts[-1] = 5.0  # pendulum's box is [-2, 2]
+            with self.assertRaisesRegex(ValueError, rf"env {int(b.env[-1])} .* has \[5.0\]"):
+                c.send_actions(b, acts, clip_box=False)
+            c.send_actions(b, np.clip(acts, -2, 2), clip_box=False)  # the session goes on
+            self.assertIsNotNone(c.recv(timeout=GUARD))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
