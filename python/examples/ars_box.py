@@ -9,6 +9,9 @@ the actions to remote learners, then this:
         --listen 127.0.0.1:5555 --seconds 0 &
     /usr/bin/python3 python/examples/ars_box.py --node 127.0.0.1:5555
 
+or let it start its own node: ``ars_box.py --launch 16`` (``--env`` picks
+the env, inverted_pendulum by default).
+
 Each iteration draws --directions random directions d_k; env 2k runs
 M + nu d_k and env 2k+1 runs M - nu d_k, one episode each, started after the
 iteration began (an episode already under way when a new iteration starts
@@ -55,7 +58,13 @@ class Episodes:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--node", required=True, metavar="HOST:PORT")
+    ap.add_argument("--node", metavar="HOST:PORT",
+                    help="the node to learn from (default 127.0.0.1:5555)")
+    ap.add_argument("--launch", type=int, metavar="NUM_ENVS",
+                    help="start a local rollout-node with this many envs instead of --node "
+                         "(rollout_client.launch_node; $ROLLOUT_NODE or rollout-node on PATH)")
+    ap.add_argument("--env", default="inverted_pendulum",
+                    help="the env of the node --launch starts (default inverted_pendulum)")
     ap.add_argument("--directions", type=int, default=8, help="directions per iteration")
     ap.add_argument("--top", type=int, default=4, help="best directions used per update")
     ap.add_argument("--nu", type=float, default=0.1, help="exploration noise")
@@ -66,9 +75,22 @@ def main():
     ap.add_argument("--recv-timeout", type=float, default=60.0,
                     help="seconds without observations before giving up")
     args = ap.parse_args()
+    if args.launch is not None and args.node:
+        ap.error("give --node or --launch, not both")
     rng = np.random.default_rng(args.seed)
+    node = None
+    if args.launch is not None:
+        node = rc.launch_node(env=args.env, num_envs=args.launch, seed=args.seed)
+    try:
+        run(args, rng, [node.address] if node else [args.node or "127.0.0.1:5555"])
+    finally:
+        if node is not None:
+            node.stop()
 
-    client = rc.Client([args.node], connect_timeout=30.0)
+
+def run(args, rng, addresses):
+    """ARS against the nodes at addresses; prints the JSON line."""
+    client = rc.Client(addresses, connect_timeout=30.0)
     info = client.nodes[0]
     if info.action_kind != "box":
         sys.exit(f"ars_box.py: env {info.env} has {info.action_kind} actions, not a box")

@@ -179,7 +179,8 @@ static const ro_flag_t node_flags[] = {
      .help = "this node's index among nodes started with one --seed\n(default 0); envs seed "
              "from (seed, I, env index)"},
     {RO_FLAG_U64, "steps", "N", AT(steps), 1, UINT64_MAX / 2,
-     .help = "total env steps, split evenly over the envs"},
+     .help = "total env steps, split evenly over the envs: each takes\n"
+             "ceil(N / num_envs), so N rounds up to a multiple of num_envs"},
     {RO_FLAG_SECONDS, "seconds", "S", AT(seconds),
      .help = "stop after S seconds (default 10; 0 = no limit)"},
     {.kind = RO_FLAG_SECTION, .name = "output"},

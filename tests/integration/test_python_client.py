@@ -504,5 +504,19 @@ class AgainstRealNode(unittest.TestCase):
             raise
 
 
+class Examples(unittest.TestCase):
+    def test_ars_box_launches_its_own_node(self):
+        # Issue 31: ars_box.py has --launch, as the other examples.
+        import json
+        p = nu.run_cmd([sys.executable, os.path.join(HERE, "..", "..", "python", "examples",
+                                                     "ars_box.py"),
+                        "--launch", 4, "--env", "pendulum", "--iterations", 1, "--directions", 2,
+                        "--top", 1, "--target", 1e9], capture_output=True, text=True,
+                       env=dict(os.environ, ROLLOUT_NODE=NODE))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual((out["env"], out["iterations"]), ("pendulum", 1))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
