@@ -1,6 +1,8 @@
 """Whole runs: thread discipline, known random-policy baselines, plugin envs,
 saved weights, metrics files."""
+import importlib.util
 import os
+import shutil
 import sys
 import unittest
 
@@ -118,7 +120,29 @@ class Run(nu.TempDirCase):
         with open(png, "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
         with open(table) as f:
-            self.assertEqual(len(f.read().strip().splitlines()), len(recs) + 1)
+            lines = f.read().strip().splitlines()
+        self.assertEqual(len(lines), len(recs) + 1)
+        # Issue 31: env steps on the x axis too (the CSV's last column is
+        # each line's steps), one x range and margins for both panels, plain
+        # tick labels (not 3.500k) and file names as they are (no
+        # subscripts for underscores).
+        self.assertEqual([float(x.split(",")[-1]) for x in lines[1:]],
+                         [r["steps"] for r in recs])
+        under = self.path("run_1.jsonl")
+        shutil.copy(m, under)
+        p = nu.run_cmd([sys.executable, PLOT_METRICS, under, "-o", png, "--x", "steps"],
+                       capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        spec = importlib.util.spec_from_file_location("plot_metrics", PLOT_METRICS)
+        pm = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(pm)
+        script = pm.gnuplot_script([(under, pm.read_series(under))], png, "t", "steps")
+        self.assertIn("noenhanced", script)
+        self.assertIn('title "run_1.jsonl"', script)
+        self.assertEqual(script.count("set xrange [0:"), 1)  # before both panels
+        self.assertIn("set lmargin", script)
+        self.assertIn('set xlabel "env steps (thousands)"', script)
+        self.assertNotIn("%.3s", script)
         with open(self.path("bad.jsonl"), "w") as f:
             f.write('{"type":"throughput","t":1,"sps":2}\nnot json\n')
         p = nu.run_cmd([sys.executable, PLOT_METRICS, self.path("bad.jsonl"), "-o", png],
