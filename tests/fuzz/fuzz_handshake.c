@@ -137,6 +137,15 @@ static void send_bytes(peer_t *p, const uint8_t *data, size_t n)
         for (;;) {
             ro_frame_t *f = NULL;
             char err[256];
+            /* Before its hello, as the connection reads it (wire/conn.c):
+             * strings cut at a NUL are refused from the bytes. */
+            const uint8_t *body;
+            size_t blen;
+            if (ro__frame_reader_peek(&p->c.rd, &body, &blen, err, sizeof err) > 0 &&
+                ro__check_hello_bytes(body, blen, err, sizeof err) != 0) {
+                drop(p);
+                return;
+            }
             int rc = ro__frame_reader_next(&p->c.rd, &f, err, sizeof err);
             if (rc == 0)
                 break;

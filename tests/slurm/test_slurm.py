@@ -159,15 +159,22 @@ class SlurmCase(unittest.TestCase):
         except AssertionError as e:
             raise AssertionError(f"{e}\n{self.dump(jobid)}") from None
 
-    def check_learner(self, path, nodes):
-        """The learner's summary lists every node, each with steps."""
+    def check_learner(self, path, nodes, budget=None):
+        """The learner's summary lists every node, none failed, each with
+        steps; a learner that stopped after --steps budget has at least
+        budget steps in all, but need not have steps from every node (on a
+        loaded machine one node may fill the budget before another's first
+        frame comes: issue 31)."""
         lrn = self.read_json(path)
         self.assertEqual(len(lrn["nodes"]), len(nodes), f"{path}: {lrn}")
         ports = sorted(int(n["address"].rsplit(":", 1)[1]) for n in lrn["nodes"])
         self.assertEqual(ports, self.ports)
         for n in lrn["nodes"]:
             self.assertFalse(n["failed"], f"{path}: {n}")
-            self.assertGreater(n["steps"], 0, f"{path}: no steps from {n['address']}")
+            if budget is None:
+                self.assertGreater(n["steps"], 0, f"{path}: no steps from {n['address']}")
+        if budget is not None:
+            self.assertGreaterEqual(sum(n["steps"] for n in lrn["nodes"]), budget, f"{path}")
         return lrn
 
     def long_run(self):
@@ -226,8 +233,9 @@ class SlurmCase(unittest.TestCase):
             state, code = CLUSTER.wait_job(learner2, "the second learner job")
             self.assertEqual((state, code), ("COMPLETED", "0:0"), f"learner job {learner2}")
             nodes = self.check_nodes(nodes_job, learners=2)
-            for j in (learner1, learner2):
-                self.check_learner(os.path.join(run, f"learner-{j}.json"), nodes)
+            self.check_learner(os.path.join(run, f"learner-{learner1}.json"), nodes,
+                               budget=40000)
+            self.check_learner(os.path.join(run, f"learner-{learner2}.json"), nodes)
         except (AssertionError, ClusterError) as e:
             raise AssertionError(f"{e}\n{self.dump(*jobs)}") from None
 
