@@ -85,7 +85,7 @@ class ValuesInMemory(nu.TempDirCase):
         m_step = np.zeros(n, np.uint64)
 
         def take():
-            return hotpath.load().take_frame(
+            return hotpath.hot.take_frame(
                 np.array([0, n], np.uint32), 0, m_obs, m_final, m_reward, m_flags, m_step,
                 np.zeros((n, d), np.float32), np.zeros((n, d), np.float32),
                 np.zeros(n, np.float32), np.zeros((3, n), bool), np.zeros(n, np.uint64),
