@@ -31,12 +31,16 @@ def run(cell, steps, envs, seed):
     cmd = [sys.executable, EXAMPLE, "--launch", str(envs), "--recurrent", cell,
            "--total-steps", str(steps), "--seed", str(seed), "--log-interval", "5"]
     print("+", " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write(p.stdout)
-    lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
-    if not lines:
-        raise SystemExit(f"{cell}: no result (exit {p.returncode}): {p.stderr[-2000:]}")
-    return json.loads(lines[-1])
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as p:
+        lines = []
+        for line in p.stdout:  # progress as it comes
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            lines.append(line)
+    result = [x for x in lines if x.startswith("{")]
+    if not result:
+        raise SystemExit(f"{cell}: no result (exit {p.returncode})")
+    return json.loads(result[-1])
 
 
 def plot(out, results):
@@ -73,8 +77,8 @@ plot {plots}, 475 with lines dt 2 lc rgb '#888888' title 'target 475'
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gru-steps", type=int, default=3_000_000)
-    ap.add_argument("--mlp-steps", type=int, default=1_000_000)
+    ap.add_argument("--gru-steps", type=int, default=2_000_000)
+    ap.add_argument("--mlp-steps", type=int, default=600_000)
     ap.add_argument("--envs", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks"))
