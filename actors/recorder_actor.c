@@ -14,6 +14,7 @@
 #include "runtime/grant_pool.h"
 #include "actors/messages.h"
 #include "actors/recorder_chunk.h"
+#include "envs/env_state.h"
 #include "trajectory/abi2_format.h"
 #include "trajectory/writer.h"
 
@@ -31,7 +32,10 @@ struct ro_recorder {
     ro_rec_rows_t rows; /* what a chunk's rows hold */
     bool drop, keep_going;
     ro_actor_t *on_error;
-    ro_msg_t error_msg; /* I/O thread -> on_error, sent once */
+    ro_msg_t error_msg;  /* I/O thread -> on_error, sent once */
+    uint32_t snap_every; /* --snapshot-every, 0: none */
+    const ro_env_kind_t *kind;
+    uint64_t params;
 
     /* I/O thread only (main thread before start and after join). */
     ro_traj_writer_t w;
@@ -39,6 +43,8 @@ struct ro_recorder {
     Rollout__V1__EnvArg *args;
     Rollout__V1__EnvArg **argp;
     ro_traj_layout_msg_t layout; /* ABI 2: the header's layout */
+    ro_rec_batch_t rb;           /* the chunk being encoded (its snapshots' memory) */
+    uint64_t snapshots;
     char policy[128];
     int io_rc;
     char io_err[256];
@@ -71,6 +77,7 @@ struct ro_recorder {
     /* Statistics: relaxed atomics (counters with no data behind them). */
     _Atomic uint64_t dropped_steps;
     _Atomic uint64_t waits;
+    _Atomic uint64_t snapshot_failures;
 };
 
 static void lock(ro_recorder_t *r)
@@ -90,7 +97,10 @@ static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
     Rollout__V1__TrajectoryHeader *h = &r->hdr;
     rollout__v1__trajectory_header__init(h);
     h->magic = (char *)RO_TRAJ_HEADER_MAGIC;
-    h->format_version = o->layout ? RO_TRAJ_FORMAT_VERSION : RO_TRAJ_FORMAT_ABI1;
+    h->format_version = o->snapshot_every ? RO_TRAJ_FORMAT_SNAPSHOTS
+                        : o->layout       ? RO_TRAJ_FORMAT_VERSION
+                                          : RO_TRAJ_FORMAT_ABI1;
+    h->snapshot_every = o->snapshot_every;
     h->env = (char *)(o->env_name ? o->env_name : o->vt->name);
     h->env_spec = (char *)o->env_spec;
     r->args = calloc(o->nenv_args + 1, sizeof *r->args);
@@ -142,6 +152,14 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     r->w.fd = -1;
     /* Every env may end an episode: its step and its reset, per row. */
     ro__rec_rows_init(&r->rows, o->layout, o->obs_dim, o->act_dim, o->discrete, 2 * o->max_shard);
+    if (o->snapshot_every) {
+        /* One state per env of a shard: every env of a shard steps together. */
+        r->rows.snap_cap = o->layout ? o->max_shard / o->layout->agents : o->max_shard;
+        r->rows.state_bytes = o->state_bytes;
+        r->snap_every = o->snapshot_every;
+        r->kind = o->kind;
+        r->params = o->params;
+    }
     r->drop = o->drop;
     r->keep_going = o->keep_going;
     r->on_error = o->on_error;
@@ -156,7 +174,17 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     ro__grant_pool_init(&r->pool);
     atomic_init(&r->dropped_steps, 0);
     atomic_init(&r->waits, 0);
+    atomic_init(&r->snapshot_failures, 0);
     int rc;
+    if (r->rows.snap_cap) {
+        r->rb.snap = calloc(r->rows.snap_cap, sizeof *r->rb.snap);
+        r->rb.snapp = calloc(r->rows.snap_cap, sizeof *r->rb.snapp);
+        if (!r->rb.snap || !r->rb.snapp) {
+            snprintf(err, errlen, "out of memory for the recorder's snapshots");
+            rc = RO_ENOMEM;
+            goto fail;
+        }
+    }
 
     if (ro__rec_max_record(&r->rows) > RO_TRAJ_MAX_RECORD) {
         snprintf(err, errlen,
@@ -224,9 +252,11 @@ fail:
     return rc;
 }
 
-ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, const ro_step_batch_t *b)
+ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, const ro_step_batch_t *b,
+                                 void *const *envs)
 {
     r->ports[i].batch = b;
+    r->ports[i].envs = envs;
     r->ports[i].waiter.to = b->env; /* the shard: its RESUME carries the granted chunk */
     return &r->ports[i];
 }
@@ -246,6 +276,35 @@ static void submit(ro_recorder_t *r, ro_rec_chunk_t *c)
         pthread_cond_signal(&r->cv);
 }
 
+/* snapshot saves, after every snapshot_every-th step of the shard's envs
+ * (they step together), each env's state into c, after its rows. On the
+ * shard's thread, which owns the envs. An env that cannot save is counted
+ * and left out. */
+static void snapshot(ro_recorder_t *r, ro_rec_port_t *p, ro_rec_chunk_t *c, bool start)
+{
+    const ro_step_batch_t *s = p->batch;
+    if (!r->snap_every || start || s->steps == 0 || s->steps % r->snap_every != 0)
+        return;
+    const uint32_t A = s->agents ? s->agents : 1, ne = s->n / A;
+    const size_t sb = r->rows.state_bytes;
+    for (uint32_t j = 0; j < ne && c->nsnap < r->rows.snap_cap; j++) {
+        uint32_t k = c->nsnap;
+        size_t len = 0;
+        int rc = ro__env_state_save(r->kind, p->envs[j], r->params, p->step[j],
+                                    c->snap_state + (size_t)k * sb, sb, &len, NULL, 0);
+        if (rc || len != sb) {
+            /* Relaxed: a statistic. */
+            atomic_fetch_add_explicit(&r->snapshot_failures, 1, memory_order_relaxed);
+            continue;
+        }
+        c->snap_env[k] = s->first + j;
+        c->snap_episode[k] = p->episode[j];
+        c->snap_step[k] = p->step[j];
+        c->snap_env_steps[k] = s->steps;
+        c->nsnap++;
+    }
+}
+
 bool ro__recorder_capture(ro_rec_port_t *p, bool start)
 {
     ro_recorder_t *r = p->rec;
@@ -263,6 +322,7 @@ bool ro__recorder_capture(ro_rec_port_t *p, bool start)
     }
     if (c) {
         ro__rec_chunk_fill(&r->rows, p, c, start);
+        snapshot(r, p, c, start);
         submit(r, c);
         return true;
     }
@@ -289,6 +349,7 @@ void ro__recorder_resume(ro_rec_port_t *p)
     ro_rec_chunk_t *c =
         ro__container_of(ro__grant_pool_claim(&r->pool, &p->waiter), ro_rec_chunk_t, item);
     ro__rec_chunk_fill(&r->rows, p, c, p->start);
+    snapshot(r, p, c, p->start);
     submit(r, c);
 }
 
@@ -322,14 +383,15 @@ static void encode_and_write(ro_recorder_t *r, ro_rec_chunk_t *c)
         return;
     }
     /* Columns point into the chunk: nothing is copied before packing. */
-    ro_rec_batch_t rb;
-    ro__rec_chunk_batch(&r->rows, c, &rb);
-    int rc = ro__traj_writer_append(&r->w, &rb.b, r->io_err, sizeof r->io_err);
+    ro_rec_batch_t *rb = &r->rb;
+    ro__rec_chunk_batch(&r->rows, c, rb);
+    int rc = ro__traj_writer_append(&r->w, &rb->b, r->io_err, sizeof r->io_err);
     if (rc) {
         r->lost_steps += ro__rec_chunk_steps(c); /* this record never reached the buffer */
         io_result(r, rc);
         return;
     }
+    r->snapshots += c->nsnap;
     for (uint32_t k = 0; k < c->count; k++) {
         if (c->flags[k] & RO_TRAJ_RESET)
             r->resets++;
@@ -466,6 +528,8 @@ void ro__recorder_stats(const ro_recorder_t *r, ro_recorder_stats_t *st)
     st->failed = r->io_rc != 0;
     st->dropped_steps = atomic_load_explicit(&r->dropped_steps, memory_order_relaxed);
     st->waits = atomic_load_explicit(&r->waits, memory_order_relaxed);
+    st->snapshots = r->snapshots;
+    st->snapshot_failures = atomic_load_explicit(&r->snapshot_failures, memory_order_relaxed);
     st->bytes = r->w.total_bytes;
     st->files = r->w.part + 1;
     st->io_busy_s = (double)r->busy_ns * 1e-9;
@@ -492,6 +556,8 @@ void ro__recorder_free(ro_recorder_t *r)
     free(r->port_mem);
     free(r->args);
     free(r->argp);
+    free(r->rb.snap);
+    free(r->rb.snapp);
     ro__traj_layout_msg_free(&r->layout);
     free(r);
 }

@@ -55,6 +55,14 @@ typedef struct ro_recorder_opts {
     bool discrete;
     uint32_t nshards;
     uint32_t max_shard; /* envs in the largest shard */
+    /* --snapshot-every K (format version 3, docs/replay.md "Snapshots"):
+     * every env's state after every K of its steps, saved on the shard's
+     * thread through kind (envs/env_state.h) as a blob of state_bytes with
+     * params in its header; 0: none. */
+    uint32_t snapshot_every;
+    const struct ro_env_kind *kind;
+    uint64_t params;
+    size_t state_bytes;
 } ro_recorder_opts_t;
 
 typedef struct ro_recorder_stats {
@@ -65,8 +73,10 @@ typedef struct ro_recorder_stats {
     bool failed;            /* a write failed */
     uint64_t bytes;         /* over every file */
     uint32_t files;
-    uint64_t waits;   /* times a shard waited for a chunk */
-    double io_busy_s; /* seconds the I/O thread spent encoding and writing */
+    uint64_t snapshots;         /* env states written */
+    uint64_t snapshot_failures; /* states an env could not save (not written) */
+    uint64_t waits;             /* times a shard waited for a chunk */
+    double io_busy_s;           /* seconds the I/O thread spent encoding and writing */
 } ro_recorder_stats_t;
 
 /* ro__recorder_new creates the first file, writes its header and allocates
@@ -74,9 +84,11 @@ typedef struct ro_recorder_stats {
  * negative code with one line in err. */
 int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err, size_t errlen);
 
-/* ro__recorder_port returns shard i's port, bound to its step batch b. Main thread,
- * before the recorder starts. */
-ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, const struct ro_step_batch *b);
+/* ro__recorder_port returns shard i's port, bound to its step batch b and
+ * its envs (saved from for snapshots). Main thread, before the recorder
+ * starts. */
+ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, const struct ro_step_batch *b,
+                                 void *const *envs);
 
 /* ro__recorder_start starts the I/O thread. Main thread, once. */
 int ro__recorder_start(ro_recorder_t *r, char *err, size_t errlen);

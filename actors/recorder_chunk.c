@@ -40,13 +40,21 @@ void ro__rec_rows_init(ro_rec_rows_t *rr, const ro_space_layout_t *lay, uint32_t
 /* Bytes of one row's columns other than the ABI's own. */
 #define ROW_COMMON (8 + 4 + 4 + 4 + 4 + 4)
 
+/* The snapshot columns' bytes, each aligned. */
+static size_t snap_bytes(const ro_rec_rows_t *rr)
+{
+    size_t n = rr->snap_cap;
+    return n ? n * (4 + 4 + 8 + 8) + 4 * 8 + (n * rr->state_bytes + 7) / 8 * 8 : 0;
+}
+
 size_t ro__rec_chunk_bytes(const ro_rec_rows_t *rr)
 {
     size_t e = rr->cap, per;
     if (!rr->abi2)
-        return e * (ROW_COMMON + 4 + 4 * (size_t)rr->act_dim + 4 * (size_t)rr->obs_dim) + 64;
+        return e * (ROW_COMMON + 4 + 4 * (size_t)rr->act_dim + 4 * (size_t)rr->obs_dim) + 64 +
+               snap_bytes(rr);
     per = ROW_COMMON + 4 * (size_t)rr->ndisc + 4 * (size_t)rr->nbox + rr->mask_width;
-    size_t b = e * per + 64;
+    size_t b = e * per + 64 + snap_bytes(rr);
     for (uint32_t k = 0; k < rr->ntensors; k++)
         b += e * rr->row_bytes[k] + 64; /* each tensor aligned */
     return b;
@@ -54,10 +62,13 @@ size_t ro__rec_chunk_bytes(const ro_rec_rows_t *rr)
 
 uint64_t ro__rec_max_record(const ro_rec_rows_t *rr)
 {
+    /* A snapshot: its tag and length, 4 varints, the state's tag, length
+     * and bytes. */
+    uint64_t snaps = (uint64_t)rr->snap_cap * (1 + 10 + 5 + 10 + 5 + 10 + 1 + 10 + rr->state_bytes);
     if (!rr->abi2) {
         uint64_t per =
             5 + 10 + 5 + 5 + 4 + (rr->discrete ? 10 : 4ull * rr->act_dim) + 4ull * rr->obs_dim;
-        return (uint64_t)rr->cap * per + 10 * 16 + 64;
+        return (uint64_t)rr->cap * per + 10 * 16 + 64 + snaps;
     }
     uint64_t per = 5 + 5 + 10 + 5 + 5 + 4 + 10ull * rr->ndisc + 4ull * rr->nbox + rr->mask_width;
     uint64_t fixed = 16 * 16 + 64;
@@ -65,7 +76,7 @@ uint64_t ro__rec_max_record(const ro_rec_rows_t *rr)
         per += rr->row_bytes[k];
         fixed += 16 + RO_ENV_MAX_NAME + 4 + 6 * (RO_SPACE_MAX_DIMS + 1) + 16;
     }
-    return (uint64_t)rr->cap * per + fixed;
+    return (uint64_t)rr->cap * per + fixed + snaps;
 }
 
 /* The next column of n bytes at *m, kept 8-byte aligned. */
@@ -79,6 +90,14 @@ static char *take(char **m, size_t n)
 void ro__rec_chunk_carve(const ro_rec_rows_t *rr, ro_rec_chunk_t *c, char *m)
 {
     size_t e = rr->cap;
+    if (rr->snap_cap) {
+        size_t n = rr->snap_cap;
+        c->snap_episode = (uint64_t *)(void *)take(&m, n * 8);
+        c->snap_env_steps = (uint64_t *)(void *)take(&m, n * 8);
+        c->snap_env = (uint32_t *)(void *)take(&m, n * 4);
+        c->snap_step = (uint32_t *)(void *)take(&m, n * 4);
+        c->snap_state = (uint8_t *)take(&m, n * rr->state_bytes);
+    }
     c->episode = (uint64_t *)(void *)take(&m, e * 8);
     c->env = (uint32_t *)(void *)take(&m, e * 4);
     c->step = (uint32_t *)(void *)take(&m, e * 4);
@@ -237,6 +256,7 @@ void ro__rec_chunk_fill(const ro_rec_rows_t *rr, ro_rec_port_t *p, ro_rec_chunk_
 {
     c->port = p;
     c->count = 0;
+    c->nsnap = 0;
     c->dropped = p->dropped;
     p->dropped = 0;
     if (rr->abi2)
@@ -271,6 +291,19 @@ void ro__rec_chunk_batch(const ro_rec_rows_t *rr, const ro_rec_chunk_t *c, ro_re
     b->step = c->step;
     b->flags = c->flags;
     b->reward = c->reward;
+    for (uint32_t i = 0; i < c->nsnap; i++) {
+        Rollout__V1__EnvSnapshot *sn = &out->snap[i];
+        rollout__v1__env_snapshot__init(sn);
+        sn->env = c->snap_env[i];
+        sn->episode = c->snap_episode[i];
+        sn->step = c->snap_step[i];
+        sn->env_steps = c->snap_env_steps[i];
+        sn->state.len = rr->state_bytes;
+        sn->state.data = c->snap_state + (size_t)i * rr->state_bytes;
+        out->snapp[i] = sn;
+    }
+    b->n_snapshots = c->nsnap;
+    b->snapshots = c->nsnap ? out->snapp : NULL;
     if (!rr->abi2) {
         if (rr->discrete) {
             b->n_action = n;

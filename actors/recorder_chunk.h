@@ -33,6 +33,10 @@ typedef struct ro_rec_rows {
     uint32_t ndim[RO_ENV_MAX_TENSORS];
     uint32_t shape[RO_ENV_MAX_TENSORS][RO_SPACE_MAX_DIMS];
     char name[RO_ENV_MAX_TENSORS][RO_ENV_MAX_NAME];
+    /* --snapshot-every (format version 3): room for snap_cap env states of
+     * state_bytes each (env_state.h blobs) per chunk; 0 without. */
+    uint32_t snap_cap;
+    size_t state_bytes;
 } ro_rec_rows_t;
 
 struct ro_rec_chunk {
@@ -52,6 +56,11 @@ struct ro_rec_chunk {
     float *obs;                          /* ABI 1 */
     uint8_t *tensor[RO_ENV_MAX_TENSORS]; /* ABI 2: row_bytes per row */
     uint8_t *mask;                       /* ABI 2: mask_width per row */
+    /* Snapshots: the states of nsnap envs after this chunk's rows. */
+    uint32_t nsnap;
+    uint32_t *snap_env, *snap_step;
+    uint64_t *snap_episode, *snap_env_steps;
+    uint8_t *snap_state; /* nsnap x state_bytes */
 };
 
 /* A chunk seen as a TransitionBatch: the columns point into the chunk. */
@@ -60,6 +69,9 @@ typedef struct ro_rec_batch {
     Rollout__V1__NamedTensor t[RO_ENV_MAX_TENSORS];
     Rollout__V1__NamedTensor *tp[RO_ENV_MAX_TENSORS];
     uint32_t shape[RO_ENV_MAX_TENSORS][RO_SPACE_MAX_DIMS + 1];
+    /* Snapshots: [snap_cap] each, the I/O thread's (ro__rec_chunk_batch). */
+    Rollout__V1__EnvSnapshot *snap;
+    Rollout__V1__EnvSnapshot **snapp;
 } ro_rec_batch_t;
 
 struct ro_space_layout;
@@ -86,8 +98,9 @@ void ro__rec_chunk_fill(const ro_rec_rows_t *rr, ro_rec_port_t *p, ro_rec_chunk_
  * shard's thread. */
 void ro__rec_port_skip(ro_rec_port_t *p);
 
-/* ro__rec_chunk_batch views c as a batch in out (record number unset).
- * The I/O thread. */
+/* ro__rec_chunk_batch views c as a batch in out (record number unset;
+ * out->snap and snapp, if rr has snapshots, set by the caller). The I/O
+ * thread. */
 void ro__rec_chunk_batch(const ro_rec_rows_t *rr, const ro_rec_chunk_t *c, ro_rec_batch_t *out);
 
 /* ro__rec_chunk_steps counts c's step rows (not resets). */

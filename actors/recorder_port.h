@@ -21,6 +21,7 @@ typedef struct ro_rec_chunk ro_rec_chunk_t;
 typedef struct ro_rec_port {
     ro_recorder_t *rec;
     const struct ro_step_batch *batch; /* the shard's step, read on its thread */
+    void *const *envs;                 /* the shard's envs (snapshots), on its thread */
     uint64_t *episode;                 /* shard: per env, the episode being recorded */
     uint32_t *step;                    /* shard: per env, steps recorded in it */
     uint64_t dropped;                  /* shard: steps dropped since the last chunk */

@@ -6,7 +6,6 @@
 
 #include <string.h>
 
-#include "envs/env_kind.h"
 #include "runtime/error.h"
 #include "runtime/text.h"
 
@@ -51,6 +50,13 @@ static uint64_t fnv(uint64_t h, const char *s)
     }
 }
 
+/* kind_name is the kind's env name (as env_kind.h's, without depending on
+ * it: the fuzz target of state blobs links this file alone). */
+static const char *kind_name(const ro_env_kind_t *k)
+{
+    return k->vt2 ? k->vt2->name : k->vt ? k->vt->name : "?";
+}
+
 bool ro__env_kind_has_state(const ro_env_kind_t *k)
 {
     return k->state.state_size != NULL;
@@ -84,7 +90,7 @@ uint64_t ro__env_params_hash(const char *name, const ro_env_arg_t *args, size_t 
  * the name against the header's limits. */
 static int state_size(const ro_env_kind_t *k, void *env, size_t *out, char *err, size_t errlen)
 {
-    const char *name = ro__env_kind_name(k);
+    const char *name = kind_name(k);
     if (!ro__env_kind_has_state(k))
         return ro__errorf(err, errlen, RO_ENOTSUP,
                           "env '%s' has no state support (it gives no save_state()/"
@@ -119,7 +125,7 @@ int ro__env_state_save(const ro_env_kind_t *k, void *env, uint64_t params, uint6
     int rc = state_size(k, env, &n, err, errlen);
     if (rc)
         return rc;
-    const char *name = ro__env_kind_name(k);
+    const char *name = kind_name(k);
     if (cap < RO_ENV_STATE_HEADER + n)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "env '%s': a state takes %zu bytes, the buffer has %zu", name,
@@ -184,7 +190,7 @@ int ro__env_state_load(const ro_env_kind_t *k, void *env, uint64_t params, const
     ro_env_state_info_t info;
     if ((rc = ro__env_state_peek(blob, len, &info, err, errlen)))
         return rc;
-    const char *name = ro__env_kind_name(k);
+    const char *name = kind_name(k);
     char shown[96];
     if (strcmp(info.name, name) != 0)
         return ro__errorf(err, errlen, RO_EBADMSG, "env state of env '%s', not of env '%s'",

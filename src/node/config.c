@@ -207,6 +207,9 @@ static const ro_flag_t node_flags[] = {
      .help = "write every transition to a trajectory file"},
     {RO_FLAG_FN, "record-max-bytes", "N", AT(record_max_bytes), .parse = parse_record_max_bytes,
      .help = "start PATH.1, PATH.2, ... when a file would pass N\nbytes (default 0: one file)"},
+    {RO_FLAG_U32, "snapshot-every", "K", AT(snapshot_every), 1, UINT32_MAX,
+     .help = "also each env's state every K of its steps, and\nan index: rollout-replay "
+             "--from, --fork,\n--bisect (docs/replay.md)"},
     {RO_FLAG_CHOICE, "record-full", "block|drop", AT(record_full), .choices = record_full_modes,
      .help = "when the disk falls behind: pause the envs\n(default) or drop and count the steps"},
     {RO_FLAG_CHOICE, "record-error", "stop|continue", AT(record_error),
@@ -258,7 +261,7 @@ static int check_combinations(const ro_config_t *c, const bool *given, char *err
     static const char *const policy_flags[] = {"policy",  "hidden",      "activation", "gemm",
                                                "kernels", "save-policy", NULL};
     static const char *const record_flags[] = {"record-max-bytes", "record-full", "record-error",
-                                               NULL};
+                                               "snapshot-every", NULL};
     static const char *const metrics_flags[] = {"metrics-interval", "metrics-every",
                                                 "metrics-episodes", NULL};
     static const char *const peer_flags[] = {"token-file",      "max-frame-bytes", "max-learners",

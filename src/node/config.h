@@ -62,7 +62,8 @@ typedef struct ro_config {
      * the disk cannot take instead of pausing the envs. */
     const char *record;
     uint64_t record_max_bytes;
-    int record_full;      /* --record-full: RO_RECORD_BLOCK or RO_RECORD_DROP */
+    uint32_t snapshot_every; /* --snapshot-every K: env states every K steps; 0: none */
+    int record_full;         /* --record-full: RO_RECORD_BLOCK or RO_RECORD_DROP */
     int record_error;     /* --record-error: RO_RECORD_STOP, or RO_RECORD_CONTINUE: a failed write
                              ends recording, not the run */
     const char *topology; /* declared NUMA nodes ("0:0-3;1:4-7"), or NULL */

@@ -142,6 +142,10 @@ static void print_summary(const ro_summary_t *s, bool json)
                (unsigned long long)s->record_bytes, s->record_files,
                (unsigned long long)s->record_waits, s->record_io_busy_s,
                s->record_failed ? "true" : "false", (unsigned long long)s->record_lost);
+    if (s->recording)
+        printf(",\"record_snapshots\":%llu,\"record_snapshot_failures\":%llu",
+               (unsigned long long)s->record_snapshots,
+               (unsigned long long)s->record_snapshot_failures);
     if (s->stream)
         printf(",\"stream_segments_sent\":%llu,\"stream_segments_acked\":%llu,"
                "\"stream_segments_resent\":%llu,\"stream_segments_dropped_lag\":%llu,"

@@ -75,8 +75,9 @@ typedef struct ro_summary {
     bool record_failed;          /* a write failed (disk full, I/O error) */
     uint64_t record_bytes;       /* over every file */
     uint32_t record_files;
-    uint64_t record_waits;   /* shard steps that waited for a chunk */
-    double record_io_busy_s; /* I/O thread busy time */
+    uint64_t record_waits;                               /* shard steps that waited for a chunk */
+    uint64_t record_snapshots, record_snapshot_failures; /* env states written, not saved */
+    double record_io_busy_s;                             /* I/O thread busy time */
     /* Placement, read back from the OS. */
     int numa_node;           /* --numa-node, or -1 */
     bool topology_declared;  /* nodes from --topology / ROLLOUT_TOPOLOGY */

@@ -190,6 +190,8 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
         s->record_bytes = rs.bytes;
         s->record_files = rs.files;
         s->record_waits = rs.waits;
+        s->record_snapshots = rs.snapshots;
+        s->record_snapshot_failures = rs.snapshot_failures;
         s->record_io_busy_s = rs.io_busy_s;
     }
     s->workers = n->nworkers;

@@ -48,11 +48,61 @@ static int parse_envs(void *field, const char *value, char *err, size_t errlen)
     return 0;
 }
 
+/* --episode LIST, or ENV:EPISODE: seek to that env's episode. */
 static int parse_episodes(void *field, const char *value, char *err, size_t errlen)
 {
     ro_replay_opts_t *o = field;
-    return parse_list("--episode", value, UINT64_MAX, o->episodes, &o->nepisodes,
-                      RO_REPLAY_MAX_FILTER, err, errlen);
+    const char *colon = strchr(value, ':');
+    if (!colon)
+        return parse_list("--episode", value, UINT64_MAX, o->episodes, &o->nepisodes,
+                          RO_REPLAY_MAX_FILTER, err, errlen);
+    char env[32];
+    size_t el = (size_t)(colon - value);
+    uint64_t e;
+    if (el == 0 || el >= sizeof env || o->nenvs || o->nepisodes || o->episode_seek)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--episode '%s': ENV:EPISODE (one env's episode, alone: no --env or "
+                          "other --episode)",
+                          value);
+    memcpy(env, value, el);
+    env[el] = '\0';
+    int rc = ro__flag_u64("--episode", env, 0, UINT32_MAX, &e, err, errlen);
+    if (rc == 0)
+        rc = ro__flag_u64("--episode", colon + 1, 0, UINT64_MAX, &o->episodes[0], err, errlen);
+    if (rc)
+        return rc;
+    o->envs[0] = (uint32_t)e;
+    o->nenvs = o->nepisodes = 1;
+    o->episode_seek = o->from_set = true;
+    o->from = 0;
+    return 0;
+}
+
+/* --from STEP: where in the recording to start (its steps over all envs). */
+static int parse_from(void *field, const char *value, char *err, size_t errlen)
+{
+    ro_replay_opts_t *o = field;
+    int rc = ro__flag_u64("--from", value, 0, UINT64_MAX, &o->from, err, errlen);
+    o->from_set = rc == 0;
+    return rc;
+}
+
+/* --fork STEP. */
+static int parse_fork(void *field, const char *value, char *err, size_t errlen)
+{
+    ro_replay_cfg_t *c = field;
+    int rc = ro__flag_u64("--fork", value, 0, UINT64_MAX, &c->fork_step, err, errlen);
+    c->fork_set = rc == 0;
+    return rc;
+}
+
+/* --seed S (--fork's actions). */
+static int parse_seed(void *field, const char *value, char *err, size_t errlen)
+{
+    ro_replay_cfg_t *c = field;
+    int rc = ro__flag_u64("--seed", value, 0, UINT64_MAX, &c->seed, err, errlen);
+    c->seed_set = rc == 0;
+    return rc;
 }
 
 /* --no-resync clears the default. */
@@ -78,11 +128,18 @@ static const ro_flag_t replay_flags[] = {
      .help = "act as a node for one learner (docs/protocol.md):\nstream the recorded "
              "observations in order and count\nthe learner's actions that differ from the "
              "recorded ones"},
+    {RO_FLAG_FN, "fork", "STEP", 0 /* the whole cfg */, .parse = parse_fork,
+     .help = "replay to step STEP (from snapshots), then go on\nwith --policy for --steps "
+             "steps, writing the new\ntransitions to --record OUT (env ABI 1)"},
+    {RO_FLAG_BOOL, "bisect", NULL, AT(bisect),
+     .help = "A.traj B.traj: the first step where two recordings\nof one seed differ: env, "
+             "episode, step, field"},
     {.kind = RO_FLAG_SECTION, .name = "options"},
     {RO_FLAG_FN, "env", "LIST", AT(o), .parse = parse_envs,
      .help = "only these env indices (comma-separated, repeatable)"},
     {RO_FLAG_FN, "episode", "LIST", AT(o), .parse = parse_episodes,
-     .help = "--dump/--stats: only these episodes"},
+     .help = "--dump/--stats: only these episodes; or ENV:EPISODE:\nthat env's episode, "
+             "sought from its last snapshot\nbefore it (--verify/--dump)"},
     {RO_FLAG_STRING, "plugin", "PATH", AT(o.plugin),
      .help = "the recording's plugin env (its name must match the\nheader's): a plugin is "
              "loaded only from here, never\nbecause a file names it"},
@@ -91,6 +148,18 @@ static const ro_flag_t replay_flags[] = {
     {RO_FLAG_SECONDS, "hello-timeout", "S", AT(hello_timeout),
      .help = "--serve: drop a connection that has not said a valid\nhello within S seconds "
              "(default 10; 0: never)"},
+    {RO_FLAG_FN, "from", "STEP", AT(o), .parse = parse_from,
+     .help = "--verify/--dump from step STEP (the recording's\nsteps over all envs): each env "
+             "starts from its\nlast snapshot before it (--snapshot-every)"},
+    {RO_FLAG_STRING, "policy", "FILE|random", AT(policy),
+     .help = "--fork: the policy that goes on (a PolicyParams\nfile, or random)"},
+    {RO_FLAG_U64, "steps", "N", AT(steps), 1, UINT64_MAX,
+     .help = "--fork: env steps to take, over all forked envs"},
+    {RO_FLAG_STRING, "record", "OUT", AT(record), .help = "--fork: the new recording"},
+    {RO_FLAG_FN, "seed", "S", 0 /* the whole cfg */, .parse = parse_seed,
+     .help = "--fork: the new actions' seed (default: the\nrecording's)"},
+    {RO_FLAG_FN, "env-ids", "LIST", AT(o), .parse = parse_envs,
+     .help = "the same as --env (with --fork: the envs to fork)"},
     {RO_FLAG_FN, "no-resync", NULL, AT(o.resync), .parse = parse_no_resync,
      .help = "stop at the first damaged record instead of skipping it"},
     {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
@@ -125,9 +194,32 @@ int ro__replay_cfg_parse(ro_replay_cfg_t *c, int argc, char **argv, char *err, s
                           "--serve takes the trajectory files and no other mode (see --help)");
     if (!c->serve && c->token_file)
         return ro__errorf(err, errlen, RO_EINVAL, "--token-file goes with --serve (see --help)");
-    if (!c->serve && !c->o.verify && !c->o.dump && !c->o.stats)
+    bool fork_flags = c->policy || c->record || c->steps || c->seed_set;
+    if (c->fork_set && (c->serve || c->bisect || c->o.dump || c->o.stats || c->o.from_set))
         return ro__errorf(err, errlen, RO_EINVAL,
-                          "nothing to do: give --verify, --dump or --stats (see --help)");
+                          "--fork replays (as --verify) and forks; it takes no other mode "
+                          "and no --from (see --help)");
+    if (c->fork_set && (!c->policy || !c->record || !c->steps))
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--fork STEP needs --policy FILE|random, --steps N and --record OUT");
+    if (!c->fork_set && fork_flags)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--policy, --steps, --record and --seed go with --fork (see --help)");
+    if (c->bisect && (c->serve || c->o.verify || c->o.dump || c->o.stats || c->o.from_set ||
+                      argc - c->files != 2))
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--bisect takes two recordings, A.traj B.traj, and no other mode");
+    if (c->fork_set) {
+        c->o.verify = true; /* replayed bit for bit up to the step */
+        c->o.from_set = true;
+        c->o.from = c->fork_step;
+        c->o.until_set = true;
+        c->o.until = c->fork_step;
+    }
+    if (!c->serve && !c->bisect && !c->o.verify && !c->o.dump && !c->o.stats)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "nothing to do: give --verify, --dump, --stats, --fork or --bisect "
+                          "(see --help)");
     if (c->files >= argc)
         return ro__errorf(err, errlen, RO_EINVAL, "no trajectory file given (see --help)");
     return 0;

@@ -15,7 +15,15 @@ typedef struct ro_replay_cfg {
     const char *serve;      /* --serve HOST:PORT, or NULL */
     const char *token_file; /* --serve: the token learners must present, or NULL */
     double hello_timeout;   /* --serve: seconds a connection may take to say hello */
-    int files;              /* index in argv of the first trajectory file */
+    /* --fork STEP (fork.h): with --policy, --steps, --record and --seed. */
+    bool fork_set;
+    uint64_t fork_step;
+    const char *policy, *record;
+    uint64_t steps;
+    bool seed_set;
+    uint64_t seed;
+    bool bisect; /* --bisect A B (bisect.h) */
+    int files;   /* index in argv of the first trajectory file */
     bool help, version;
 } ro_replay_cfg_t;
 

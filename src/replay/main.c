@@ -14,7 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "replay/bisect.h"
 #include "replay/cli.h"
+#include "replay/fork.h"
 #include "replay/replay.h"
 #include "replay/serve.h"
 #include "ro_build_config.h"
@@ -86,15 +88,27 @@ int main(int argc, char **argv)
     o.log = stderr;
     if (cfg.serve)
         return serve_files(&cfg, argv + cfg.files, (size_t)(argc - cfg.files));
+    if (cfg.bisect)
+        return ro__replay_bisect(argv[cfg.files], argv[cfg.files + 1], stdout, stderr);
     ro_replay_t *r;
     if (ro__replay_new(&r, &o) != 0) {
         fprintf(stderr, "rollout-replay: out of memory\n");
         return 2;
     }
     int rc = RO_REPLAY_OK;
-    for (int i = cfg.files; i < argc && rc == RO_REPLAY_OK; i++)
+    for (int i = cfg.files; i < argc && rc == RO_REPLAY_OK && !ro__replay_stopped(r); i++)
         rc = ro__replay_feed_path(r, argv[i]);
     int fin = ro__replay_finish(r);
+    if (cfg.fork_set && rc == RO_REPLAY_OK && fin == RO_REPLAY_OK) {
+        ro_fork_opts_t fo = {.step = cfg.fork_step,
+                             .policy = cfg.policy,
+                             .steps = cfg.steps,
+                             .out = cfg.record,
+                             .parent = argv[cfg.files],
+                             .seed_set = cfg.seed_set,
+                             .seed = cfg.seed};
+        fin = ro__replay_fork(r, &fo);
+    }
     ro__replay_free(r);
     return rc != RO_REPLAY_OK ? rc : fin;
 }

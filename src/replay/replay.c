@@ -1,4 +1,5 @@
 #include "replay/replay.h"
+#include "replay/replay_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,56 +11,15 @@
 
 #include "replay/recorded_env.h"
 #include "replay/replay_rows.h"
+#include "replay/seek.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
 #include "runtime/text.h"
 #include "trajectory/reader.h"
+#include "trajectory/snapshot_index.h"
 
 /* Warnings about envs with missing entries, before only counting them. */
 #define MAX_GAP_WARNINGS 8
-
-enum phase {
-    P_NEW = 0, /* nothing seen yet */
-    P_ACTIVE,  /* inside an episode */
-    P_ENDED,   /* the episode ended: a reset comes next */
-    P_LOST,    /* entries went missing: wait for the next reset */
-};
-
-typedef struct env_state {
-    void *env; /* verify: the re-created instance */
-    uint64_t episode;
-    uint32_t step;
-    uint8_t phase;
-    bool verifiable; /* every entry so far has been replayed */
-    bool tracked;    /* the current episode was seen from its reset */
-    double ret;
-    /* stats */
-    uint64_t episodes, steps;
-    double ret_sum, ret_min, ret_max;
-    uint64_t len_sum, len_min, len_max;
-} env_state_t;
-
-struct ro_replay {
-    ro_replay_opts_t o;
-    Rollout__V1__TrajectoryHeader *hdr; /* the first file's */
-    ro_pb_alloc_t hdr_alloc;            /* hdr was decoded with it */
-    bool have_hdr;
-    uint32_t last_part;
-    env_state_t *envs;
-    float *buf;
-    ro_recorded_env_t renv;
-    ro_replay_rows_t rows; /* format version 2: env ABI 2 rows */
-    uint32_t agents;       /* rows per env step: 1 for version 1 */
-    uint32_t act_n;        /* discrete: number of actions */
-    bool discrete;
-    bool diverged;
-    bool unusable; /* a file or the env could not be used: no verdict of OK */
-    uint64_t damaged, cut_short, dropped_shard_steps, unverified_envs;
-    uint64_t verified_steps, verified_resets, entries;
-    uint32_t files;
-    const char *name; /* the file being read */
-    uint64_t record;  /* the record being read */
-};
 
 int ro__replay_new(ro_replay_t **out, const ro_replay_opts_t *o)
 {
@@ -67,6 +27,11 @@ int ro__replay_new(ro_replay_t **out, const ro_replay_opts_t *o)
     if (!r)
         return RO_ENOMEM;
     r->o = *o;
+    r->seek.from = o->from;
+    r->seek.by_episode = o->episode_seek;
+    r->seek.env = o->envs[0];
+    r->seek.episode = o->episodes[0];
+    r->dump_on = !o->from_set;
     *out = r;
     return 0;
 }
@@ -80,11 +45,13 @@ void ro__replay_free(ro_replay_t *r)
             if (r->envs[i].env)
                 ro__recorded_env_destroy(&r->renv, r->envs[i].env);
     ro__replay_rows_free(&r->rows);
+    ro__seek_free(&r->seek);
     ro__recorded_env_close(&r->renv);
     if (r->hdr)
         rollout__v1__trajectory_header__free_unpacked(r->hdr, &r->hdr_alloc.base);
     free(r->envs);
     free(r->buf);
+    free(r->last_obs);
     free(r);
 }
 
@@ -128,219 +95,6 @@ static int open_env(ro_replay_t *r)
     return RO_REPLAY_OK;
 }
 
-static int create_env(ro_replay_t *r, uint32_t i)
-{
-    const Rollout__V1__TrajectoryHeader *h = r->hdr;
-    char err[512] = "";
-    void *e;
-    if (ro__recorded_env_create(&r->renv, h, i, &e, err, sizeof err) != 0) {
-        fprintf(r->o.log, "rollout-replay: %s: creating env %u: %s\n", r->name, i, err);
-        return RO_REPLAY_UNUSABLE;
-    }
-    if (r->renv.kind.vt2) { /* the buffers are sized from the layout: check each instance */
-        if (!ro__replay_rows_instance_ok(&r->rows, r->renv.kind.vt2, e, err, sizeof err)) {
-            r->renv.kind.vt2->destroy(e);
-            fprintf(r->o.log, "rollout-replay: %s: env %u: %s\n", r->name, i, err);
-            return RO_REPLAY_UNUSABLE;
-        }
-        r->envs[i].env = e;
-        return RO_REPLAY_OK;
-    }
-    ro_space_t os, as;
-    r->renv.kind.vt->spaces(e, &os, &as);
-    bool discrete = as.kind == RO_SPACE_DISCRETE;
-    if (ro_space_size(&os) != h->obs_dim || discrete != (strcmp(h->action_kind, "discrete") == 0) ||
-        (!discrete && ro_space_size(&as) != h->action_dim)) {
-        r->renv.kind.vt->destroy(e);
-        fprintf(r->o.log,
-                "rollout-replay: %s: env %u's spaces differ from the header's (obs %u floats, "
-                "%s actions of %u)\n",
-                r->name, i, h->obs_dim, h->action_kind, h->action_dim);
-        return RO_REPLAY_UNUSABLE;
-    }
-    r->discrete = discrete;
-    r->act_n = discrete ? as.n : 0;
-    r->envs[i].env = e;
-    return RO_REPLAY_OK;
-}
-
-static uint32_t bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static int diverged(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k,
-                    const char *field, double rec, uint32_t rec_bits, double rep, uint32_t rep_bits)
-{
-    fprintf(r->o.log,
-            "rollout-replay: divergence in %s (record %" PRIu64 "): env %u, episode %" PRIu64
-            ", step %u, %s: recorded %.9g (0x%08x), replayed %.9g (0x%08x)\n",
-            r->name, b->record, b->env[k], b->episode[k], b->step[k], field, rec, rec_bits, rep,
-            rep_bits);
-    r->diverged = true;
-    return RO_REPLAY_FAILED;
-}
-
-static bool finite_row(const float *o, uint32_t n, float reward)
-{
-    bool ok = isfinite(reward);
-    for (uint32_t i = 0; i < n; i++)
-        ok = ok && isfinite(o[i]);
-    return ok;
-}
-
-/* Replay entry k against its env. */
-/* The first observation value that differs, if any. */
-static int compare_obs(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k)
-{
-    const float *rec_obs = b->obs + k * r->hdr->obs_dim;
-    for (uint32_t d = 0; d < r->hdr->obs_dim; d++)
-        if (bits(r->buf[d]) != bits(rec_obs[d])) {
-            char field[32];
-            snprintf(field, sizeof field, "obs[%u]", d);
-            return diverged(r, b, k, field, rec_obs[d], bits(rec_obs[d]), r->buf[d],
-                            bits(r->buf[d]));
-        }
-    return RO_REPLAY_OK;
-}
-
-/* verify_rows replays the env step of rows k.. (format version 2). */
-static int verify_rows(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k)
-{
-    env_state_t *e = &r->envs[b->env[k]];
-    bool reset = b->flags[k] & RO_TRAJ_RESET;
-    if (reset && !e->env) {
-        int rc = create_env(r, b->env[k]);
-        if (rc)
-            return rc;
-    }
-    ro_replay_div_t d;
-    const ro_env2_vtable_t *vt2 = r->renv.kind.vt2;
-    int div = reset ? ro__replay_rows_reset(&r->rows, vt2, e->env, b, k, &d)
-                    : ro__replay_rows_step(&r->rows, vt2, e->env, b, k, &d);
-    if (reset)
-        r->verified_resets++;
-    else
-        r->verified_steps += r->agents; /* rows, as the node counts steps */
-    if (!div)
-        return RO_REPLAY_OK;
-    fprintf(r->o.log,
-            "rollout-replay: divergence in %s (record %" PRIu64
-            "): env %u, agent %u, episode %" PRIu64 ", step %u, %s\n",
-            r->name, b->record, b->env[k], d.agent, b->episode[k], b->step[k], d.what);
-    r->diverged = true;
-    return RO_REPLAY_FAILED;
-}
-
-static int verify_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k)
-{
-    if (r->hdr->layout)
-        return verify_rows(r, b, k);
-    const Rollout__V1__TrajectoryHeader *h = r->hdr;
-    uint32_t i = b->env[k], od = h->obs_dim;
-    env_state_t *e = &r->envs[i];
-    uint32_t flags = b->flags[k];
-    if (flags & RO_TRAJ_RESET) {
-        if (!e->env) {
-            int rc = create_env(r, i);
-            if (rc)
-                return rc;
-        }
-        r->renv.kind.vt->reset(e->env, r->buf);
-        r->verified_resets++;
-        return compare_obs(r, b, k);
-    } else {
-        ro_action_t a;
-        if (r->discrete) {
-            int32_t act = b->action[k];
-            if (act < 0 || (uint32_t)act >= r->act_n) {
-                fprintf(r->o.log,
-                        "rollout-replay: %s (record %" PRIu64 "): env %u, episode %" PRIu64
-                        ", step %u: recorded action %d outside [0, %u)\n",
-                        r->name, b->record, i, b->episode[k], b->step[k], act, r->act_n);
-                r->diverged = true;
-                return RO_REPLAY_FAILED;
-            }
-            a.discrete = act;
-        } else {
-            a.box = b->action_box + k * h->action_dim;
-        }
-        ro_step_t st = {0};
-        int rc = r->renv.kind.vt->step(e->env, a, r->buf, &st);
-        bool failed = rc != 0 || (h->check_finite && !finite_row(r->buf, od, st.reward));
-        bool rec_failed = (flags & RO_TRAJ_FAILED) != 0;
-        r->verified_steps++;
-        if (failed != rec_failed)
-            return diverged(r, b, k, "failed", rec_failed, rec_failed, failed, failed);
-        if (failed)
-            return RO_REPLAY_OK;
-        int orc = compare_obs(r, b, k);
-        if (orc)
-            return orc;
-        if (bits(st.reward) != bits(b->reward[k]))
-            return diverged(r, b, k, "reward", b->reward[k], bits(b->reward[k]), st.reward,
-                            bits(st.reward));
-        bool term = st.terminated != 0;
-        bool trunc = st.truncated || (h->max_episode_steps && b->step[k] >= h->max_episode_steps);
-        bool rec_term = (flags & RO_TRAJ_TERMINATED) != 0;
-        bool rec_trunc = (flags & RO_TRAJ_TRUNCATED) != 0;
-        if (term != rec_term)
-            return diverged(r, b, k, "terminated", rec_term, rec_term, term, term);
-        if (trunc != rec_trunc)
-            return diverged(r, b, k, "truncated", rec_trunc, rec_trunc, trunc, trunc);
-    }
-    return RO_REPLAY_OK;
-}
-
-static void put_float(FILE *f, float v)
-{
-    if (isfinite(v))
-        fprintf(f, "%.9g", v);
-    else
-        fputs("null", f);
-}
-
-static void dump_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k)
-{
-    const Rollout__V1__TrajectoryHeader *h = r->hdr;
-    if (h->layout) { /* every agent's row of the env step */
-        for (uint32_t a = 0; a < r->agents; a++)
-            ro__replay_rows_dump(&r->rows, h->layout, r->o.out, b, k + a);
-        return;
-    }
-    FILE *f = r->o.out;
-    uint32_t fl = b->flags[k];
-    bool reset = fl & RO_TRAJ_RESET;
-    fprintf(f, "{\"env\":%u,\"episode\":%" PRIu64 ",\"step\":%u,\"reset\":%s,\"obs\":[", b->env[k],
-            b->episode[k], b->step[k], reset ? "true" : "false");
-    for (uint32_t d = 0; d < h->obs_dim; d++) {
-        if (d)
-            fputc(',', f);
-        put_float(f, b->obs[k * h->obs_dim + d]);
-    }
-    fputs("],\"action\":", f);
-    if (reset)
-        fputs("null", f);
-    else if (b->n_action)
-        fprintf(f, "%d", b->action[k]);
-    else {
-        fputc('[', f);
-        for (uint32_t d = 0; d < h->action_dim; d++) {
-            if (d)
-                fputc(',', f);
-            put_float(f, b->action_box[k * h->action_dim + d]);
-        }
-        fputc(']', f);
-    }
-    fputs(",\"reward\":", f);
-    put_float(f, b->reward[k]);
-    fprintf(f, ",\"terminated\":%s,\"truncated\":%s,\"failed\":%s}\n",
-            fl & RO_TRAJ_TERMINATED ? "true" : "false", fl & RO_TRAJ_TRUNCATED ? "true" : "false",
-            fl & RO_TRAJ_FAILED ? "true" : "false");
-}
-
 static void end_episode(env_state_t *e)
 {
     if (!e->tracked)
@@ -359,6 +113,50 @@ static void end_episode(env_state_t *e)
     e->episodes++;
 }
 
+/* restore loads the env state sn (--from): env sn->env continues from it,
+ * at its episode and step, verifiable from there. */
+static int restore(ro_replay_t *r, const Rollout__V1__EnvSnapshot *sn)
+{
+    env_state_t *e = &r->envs[sn->env];
+    char err[512] = "";
+    int rc = 0;
+    if (r->o.verify) {
+        if (!e->env && (rc = ro__replay_create_env(r, sn->env)) != 0)
+            return rc;
+        if (ro__seek_load(&r->renv, r->hdr, e->env, sn, err, sizeof err) != 0) {
+            fprintf(r->o.log, "rollout-replay: %s (record %" PRIu64 "): env %u's snapshot: %s\n",
+                    r->name, r->record, sn->env, err);
+            r->diverged = true;
+            return RO_REPLAY_FAILED;
+        }
+    }
+    e->phase = P_ACTIVE;
+    e->episode = sn->episode;
+    e->step = sn->step;
+    e->verifiable = true;
+    e->tracked = false; /* its return so far is not known */
+    r->seek.restored++;
+    return RO_REPLAY_OK;
+}
+
+/* seek_batch applies --from to b before its entries: the first record's
+ * step count, and the snapshots to load from it. */
+static int seek_batch(ro_replay_t *r, const Rollout__V1__TransitionBatch *b)
+{
+    ro_seek_t *s = &r->seek;
+    if (s->base_pending) {
+        s->base_pending = false;
+        s->gstep = s->base_after - ro__traj_batch_steps(b);
+    }
+    int rc = RO_REPLAY_OK;
+    for (size_t i = 0; i < b->n_snapshots && rc == RO_REPLAY_OK; i++) {
+        const Rollout__V1__EnvSnapshot *sn = ro__seek_snapshot(s, b, i);
+        if (sn)
+            rc = restore(r, sn);
+    }
+    return rc;
+}
+
 static int process_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k)
 {
     uint32_t i = b->env[k];
@@ -368,8 +166,8 @@ static int process_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, 
     bool reset = fl & RO_TRAJ_RESET;
     bool sel = selected_env(r, i);
     r->entries++;
-    if (sel && r->o.dump && selected_episode(r, ep))
-        dump_entry(r, b, k);
+    if (sel && r->o.dump && selected_episode(r, ep) && r->dump_on)
+        ro__replay_dump(&r->rows, r->hdr, r->agents, r->o.out, b, k);
 
     bool follows =
         reset ? (e->phase == P_NEW && ep == 0) || (e->phase == P_ENDED && ep == e->episode + 1)
@@ -413,7 +211,7 @@ static int process_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, 
         }
     }
     if (r->o.verify && sel && e->verifiable)
-        return verify_entry(r, b, k);
+        return ro__replay_verify_entry(r, b, k);
     return RO_REPLAY_OK;
 }
 
@@ -441,6 +239,29 @@ static int check_env_filter(ro_replay_t *r)
     return RO_REPLAY_OK;
 }
 
+/* seek_plan moves rd to where --from starts reading the first file (if
+ * its index allows: else from its start, said on the log). */
+static int seek_plan(ro_replay_t *r, ro_traj_reader_t *rd)
+{
+    bool *want = calloc(r->hdr->num_envs, sizeof *want);
+    if (!want)
+        return RO_ENOMEM;
+    for (uint32_t i = 0; i < r->hdr->num_envs; i++)
+        want[i] = selected_env(r, i);
+    /* A fork's envs are those its first record holds states of. */
+    bool fork = r->hdr->parent && r->hdr->parent[0];
+    int rc = ro__seek_plan(&r->seek, rd, want, fork, r->o.log, r->name);
+    free(want);
+    if (rc == 0 && r->hdr->part != 0) { /* read from its start, its steps would not count */
+        fprintf(r->o.log,
+                "rollout-replay: --from: %s is part %u and holds no snapshot of every env "
+                "before step %" PRIu64 ": give the parts from PATH on\n",
+                r->name, r->hdr->part, r->o.from);
+        return RO_EINVAL;
+    }
+    return rc < 0 ? rc : 0;
+}
+
 /* One file, its reader open. */
 static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
 {
@@ -463,6 +284,15 @@ static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
             rc = open_env(r);
         }
         rd->hdr = r->hdr; /* the reader validates batches against it */
+        if (rc == RO_REPLAY_OK && r->o.until_set && !r->hdr->layout &&
+            !(r->last_obs = calloc((size_t)r->hdr->num_envs * r->hdr->obs_dim, sizeof(float))))
+            rc = RO_REPLAY_UNUSABLE;
+        /* A fork (rollout-replay --fork) starts from its envs' states: its
+         * first record holds them, and it is read from them. */
+        if (r->hdr->parent && r->hdr->parent[0] && !r->o.from_set)
+            r->o.from_set = true, r->seek.from = r->o.from = 0;
+        if (rc == RO_REPLAY_OK && r->o.from_set && seek_plan(r, rd) != 0)
+            rc = RO_REPLAY_UNUSABLE;
     } else {
         if (!same_recording(r->hdr, rd->hdr)) {
             fprintf(r->o.log,
@@ -480,16 +310,30 @@ static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
     }
     r->files++;
     Rollout__V1__TransitionBatch *b;
-    while (rc == RO_REPLAY_OK) {
+    while (rc == RO_REPLAY_OK && !r->stopped) {
         ro_traj_event_t ev = ro__traj_reader_next(rd, &b);
         if (ev == RO_TRAJ_EOF)
             break;
         if (ev == RO_TRAJ_BATCH) {
             r->record = b->record;
             r->dropped_shard_steps += b->dropped;
+            if (r->o.from_set)
+                rc = seek_batch(r, b);
             /* Version 2: one env step (its agents' rows) at a time. */
-            for (size_t k = 0; k < b->n_env && rc == RO_REPLAY_OK; k += r->agents)
-                rc = process_entry(r, b, k);
+            for (size_t k = 0; k < b->n_env && rc == RO_REPLAY_OK && !r->stopped; k += r->agents) {
+                if (r->o.until_set && r->seek.gstep >= r->o.until) {
+                    r->stopped = true; /* --fork: the envs are where it goes on */
+                    break;
+                }
+                r->dump_on = !r->o.from_set || r->seek.gstep >= r->o.from;
+                if (!ro__seek_skip(&r->seek, b, k))
+                    rc = process_entry(r, b, k);
+                if (r->last_obs) /* skipped entries too: a snapshot follows its record's */
+                    memcpy(r->last_obs + (size_t)b->env[k] * r->hdr->obs_dim,
+                           b->obs + k * r->hdr->obs_dim, r->hdr->obs_dim * sizeof(float));
+                if (!(b->flags[k] & RO_TRAJ_RESET))
+                    r->seek.gstep += r->agents;
+            }
             ro__traj_batch_free(rd, b);
         } else if (ev == RO_TRAJ_CUT_SHORT) {
             r->cut_short++;
@@ -545,37 +389,9 @@ int ro__replay_feed_path(ro_replay_t *r, const char *path)
     return rc;
 }
 
-/* The "all" line's tail: what the envs were seeded from (docs/replay.md). */
-static void seed_fields(FILE *f, const Rollout__V1__TrajectoryHeader *h)
+bool ro__replay_stopped(const ro_replay_t *r)
 {
-    if (h)
-        fprintf(f, ",\"seed\":%" PRIu64 ",\"node_index\":%" PRIu32, h->seed, h->node_index);
-}
-
-/* One --stats line; h: the header for the "all" line, NULL for an env's. */
-static void stats_line(FILE *f, const char *env, uint64_t eps, uint64_t steps, double rs,
-                       double rmin, double rmax, uint64_t ls, uint64_t lmin, uint64_t lmax,
-                       const Rollout__V1__TrajectoryHeader *h)
-{
-    if (eps == 0) {
-        fprintf(f, "{\"env\":%s,\"episodes\":0,\"steps\":%" PRIu64, env, steps);
-        seed_fields(f, h);
-        fputs("}\n", f);
-        return;
-    }
-    /* Returns are sums of recorded rewards: NaN or infinite ones (an env
-     * without --check-finite) are null, not "nan": every line is JSON. */
-    fprintf(f, "{\"env\":%s,\"episodes\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"return_mean\":", env,
-            eps, steps);
-    ro__json_double(f, rs / (double)eps);
-    fputs(",\"return_min\":", f);
-    ro__json_double(f, rmin);
-    fputs(",\"return_max\":", f);
-    ro__json_double(f, rmax);
-    fprintf(f, ",\"length_mean\":%.17g,\"length_min\":%" PRIu64 ",\"length_max\":%" PRIu64,
-            (double)ls / (double)eps, lmin, lmax);
-    seed_fields(f, h);
-    fputs("}\n", f);
+    return r->stopped;
 }
 
 int ro__replay_finish(ro_replay_t *r)
@@ -589,8 +405,8 @@ int ro__replay_finish(ro_replay_t *r)
                 continue;
             char name[16];
             snprintf(name, sizeof name, "%u", i);
-            stats_line(r->o.out, name, e->episodes, e->steps, e->ret_sum, e->ret_min, e->ret_max,
-                       e->len_sum, e->len_min, e->len_max, NULL);
+            ro__replay_stats_line(r->o.out, name, e->episodes, e->steps, e->ret_sum, e->ret_min,
+                                  e->ret_max, e->len_sum, e->len_min, e->len_max, NULL);
             if (e->episodes) {
                 if (eps == 0 || e->ret_min < rmin)
                     rmin = e->ret_min;
@@ -606,7 +422,8 @@ int ro__replay_finish(ro_replay_t *r)
             rs += e->ret_sum;
             ls += e->len_sum;
         }
-        stats_line(r->o.out, "\"all\"", eps, steps, rs, rmin, rmax, ls, lmin, lmax, r->hdr);
+        ro__replay_stats_line(r->o.out, "\"all\"", eps, steps, rs, rmin, rmax, ls, lmin, lmax,
+                              r->hdr);
     }
     fflush(r->o.out);
     if (r->dropped_shard_steps)
@@ -634,5 +451,21 @@ int ro__replay_finish(ro_replay_t *r)
                 r->hdr ? r->hdr->node_index : 0);
     else if (r->damaged)
         fprintf(r->o.log, "rollout-replay: %" PRIu64 " damaged record(s)\n", r->damaged);
+    if (r->hdr && r->hdr->parent && r->hdr->parent[0]) {
+        char shown[160];
+        fprintf(r->o.log, "rollout-replay: it is a fork of %s at step %" PRIu64 "\n",
+                ro__text_log(shown, sizeof shown, r->hdr->parent, 120), r->hdr->parent_step);
+    }
+    if (r->o.verify && r->o.episode_seek)
+        fprintf(r->o.log,
+                "rollout-replay: --episode %u:%" PRIu64 ": %" PRIu64
+                " env(s) started from snapshots, reading from record %" PRIu64 "\n",
+                r->o.envs[0], r->o.episodes[0], r->seek.restored,
+                r->seek.after ? r->seek.start_record : 1);
+    else if (r->o.verify && r->o.from_set)
+        fprintf(r->o.log,
+                "rollout-replay: --from %" PRIu64 ": %" PRIu64
+                " env(s) started from snapshots, reading from record %" PRIu64 "\n",
+                r->o.from, r->seek.restored, r->seek.after ? r->seek.start_record : 1);
     return rc;
 }

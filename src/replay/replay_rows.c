@@ -361,3 +361,74 @@ bool ro__replay_same_layout(const Rollout__V1__TrajectoryHeader *a,
     free(pb);
     return same;
 }
+
+void ro__replay_dump(const ro_replay_rows_t *rr, const Rollout__V1__TrajectoryHeader *h,
+                     uint32_t agents, FILE *f, const Rollout__V1__TransitionBatch *b, size_t k)
+{
+    if (h->layout) { /* every agent's row of the env step */
+        for (uint32_t a = 0; a < agents; a++)
+            ro__replay_rows_dump(rr, h->layout, f, b, k + a);
+        return;
+    }
+    uint32_t fl = b->flags[k];
+    bool reset = fl & RO_TRAJ_RESET;
+    fprintf(f, "{\"env\":%u,\"episode\":%" PRIu64 ",\"step\":%u,\"reset\":%s,\"obs\":[", b->env[k],
+            b->episode[k], b->step[k], reset ? "true" : "false");
+    for (uint32_t d = 0; d < h->obs_dim; d++) {
+        if (d)
+            fputc(',', f);
+        put_float(f, b->obs[k * h->obs_dim + d]);
+    }
+    fputs("],\"action\":", f);
+    if (reset)
+        fputs("null", f);
+    else if (b->n_action)
+        fprintf(f, "%d", b->action[k]);
+    else {
+        fputc('[', f);
+        for (uint32_t d = 0; d < h->action_dim; d++) {
+            if (d)
+                fputc(',', f);
+            put_float(f, b->action_box[k * h->action_dim + d]);
+        }
+        fputc(']', f);
+    }
+    fputs(",\"reward\":", f);
+    put_float(f, b->reward[k]);
+    fprintf(f, ",\"terminated\":%s,\"truncated\":%s,\"failed\":%s}\n",
+            fl & RO_TRAJ_TERMINATED ? "true" : "false", fl & RO_TRAJ_TRUNCATED ? "true" : "false",
+            fl & RO_TRAJ_FAILED ? "true" : "false");
+}
+
+/* The "all" line's tail: what the envs were seeded from (docs/replay.md). */
+static void seed_fields(FILE *f, const Rollout__V1__TrajectoryHeader *h)
+{
+    if (h)
+        fprintf(f, ",\"seed\":%" PRIu64 ",\"node_index\":%" PRIu32, h->seed, h->node_index);
+}
+
+/* One --stats line; h: the header for the "all" line, NULL for an env's. */
+void ro__replay_stats_line(FILE *f, const char *env, uint64_t eps, uint64_t steps, double rs,
+                           double rmin, double rmax, uint64_t ls, uint64_t lmin, uint64_t lmax,
+                           const Rollout__V1__TrajectoryHeader *h)
+{
+    if (eps == 0) {
+        fprintf(f, "{\"env\":%s,\"episodes\":0,\"steps\":%" PRIu64, env, steps);
+        seed_fields(f, h);
+        fputs("}\n", f);
+        return;
+    }
+    /* Returns are sums of recorded rewards: NaN or infinite ones (an env
+     * without --check-finite) are null, not "nan": every line is JSON. */
+    fprintf(f, "{\"env\":%s,\"episodes\":%" PRIu64 ",\"steps\":%" PRIu64 ",\"return_mean\":", env,
+            eps, steps);
+    ro__json_double(f, rs / (double)eps);
+    fputs(",\"return_min\":", f);
+    ro__json_double(f, rmin);
+    fputs(",\"return_max\":", f);
+    ro__json_double(f, rmax);
+    fprintf(f, ",\"length_mean\":%.17g,\"length_min\":%" PRIu64 ",\"length_max\":%" PRIu64,
+            (double)ls / (double)eps, lmin, lmax);
+    seed_fields(f, h);
+    fputs("}\n", f);
+}

@@ -66,6 +66,18 @@ int ro__replay_rows_step(ro_replay_rows_t *rr, const ro_env2_vtable_t *vt2, void
 void ro__replay_rows_dump(const ro_replay_rows_t *rr, const Rollout__V1__TrajectoryLayout *l,
                           FILE *f, const Rollout__V1__TransitionBatch *b, size_t k);
 
+/* ro__replay_dump writes the env step at entry k of b as JSON lines on f:
+ * one per agent's row (format version 2, through ro__replay_rows_dump),
+ * or the entry of an ABI 1 file. */
+void ro__replay_dump(const ro_replay_rows_t *rr, const Rollout__V1__TrajectoryHeader *h,
+                     uint32_t agents, FILE *f, const Rollout__V1__TransitionBatch *b, size_t k);
+
+/* ro__replay_stats_line writes one --stats line: an env's (h NULL) or,
+ * with h, the "all" line that also names the seed and node index. */
+void ro__replay_stats_line(FILE *f, const char *env, uint64_t eps, uint64_t steps, double rs,
+                           double rmin, double rmax, uint64_t ls, uint64_t lmin, uint64_t lmax,
+                           const Rollout__V1__TrajectoryHeader *h);
+
 /* ro__replay_rows_mean_reward is the env step's reward as the node counts
  * it in returns: the mean over the agents of rows k.. k+agents-1. */
 double ro__replay_rows_mean_reward(const ro_replay_rows_t *rr,

@@ -63,6 +63,16 @@ static size_t field_size(size_t body)
     return body ? 1 + ro__varint_size(body) + body : 0;
 }
 
+/* Version 3's snapshots: field 14, one length-delimited message each (rare:
+ * every K steps of an env), through protobuf-c. */
+static size_t snapshots_size(const Rollout__V1__TransitionBatch *b)
+{
+    size_t s = 0;
+    for (size_t i = 0; i < b->n_snapshots; i++)
+        s += field_size(protobuf_c_message_get_packed_size(&b->snapshots[i]->base));
+    return s;
+}
+
 typedef struct batch_sizes {
     size_t env, episode, step, flags, action;
 } batch_sizes_t;
@@ -78,7 +88,7 @@ static size_t batch_size(const Rollout__V1__TransitionBatch *b, batch_sizes_t *z
            (b->dropped ? 1 + ro__varint_size(b->dropped) : 0) + field_size(z->env) +
            field_size(z->episode) + field_size(z->step) + field_size(z->flags) +
            field_size(4 * b->n_reward) + field_size(z->action) + field_size(4 * b->n_action_box) +
-           field_size(4 * b->n_obs) + ro__traj_packed_rows_size(b);
+           field_size(4 * b->n_obs) + ro__traj_packed_rows_size(b) + snapshots_size(b);
 }
 
 static uint8_t *put_head(uint8_t *p, uint32_t field, size_t body)
@@ -152,6 +162,11 @@ size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out)
     p = put_floats(p, 9, b->action_box, b->n_action_box);
     p = put_floats(p, 10, b->obs, b->n_obs);
     p += ro__traj_pack_rows(b, p);
+    for (size_t i = 0; i < b->n_snapshots; i++) {
+        const ProtobufCMessage *m = &b->snapshots[i]->base;
+        p = put_head(p, 14, protobuf_c_message_get_packed_size(m));
+        p += protobuf_c_message_pack(m, p);
+    }
     (void)total;
     return (size_t)(p - out);
 }
@@ -174,15 +189,21 @@ int ro__traj_validate_header(const Rollout__V1__TrajectoryHeader *h, char *err, 
 {
     const char *why = NULL;
     bool magic = h->magic && strcmp(h->magic, RO_TRAJ_HEADER_MAGIC) == 0;
-    bool v2 = h->format_version == RO_TRAJ_FORMAT_VERSION;
+    bool v3 = h->format_version == RO_TRAJ_FORMAT_SNAPSHOTS;
+    /* Version 3 is version 1 or 2 with snapshots: the layout tells. */
+    bool v2 = h->format_version == RO_TRAJ_FORMAT_VERSION || (v3 && h->layout);
     char lwhy[160] = "";
     if (!magic)
         why = "the header has no trajectory magic";
-    else if (h->format_version != RO_TRAJ_FORMAT_ABI1 && !v2)
+    else if (h->format_version != RO_TRAJ_FORMAT_ABI1 &&
+             h->format_version != RO_TRAJ_FORMAT_VERSION && !v3)
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "unsupported trajectory format version %u (this build reads versions "
-                          "%u and %u; a newer rollout-replay reads it)",
-                          h->format_version, RO_TRAJ_FORMAT_ABI1, RO_TRAJ_FORMAT_VERSION);
+                          "%u to %u; a newer rollout-replay reads it)",
+                          h->format_version, RO_TRAJ_FORMAT_ABI1, RO_TRAJ_FORMAT_SNAPSHOTS);
+    else if (v3 != (h->snapshot_every != 0))
+        why = v3 ? "a version 3 header without snapshot_every"
+                 : "snapshot_every in a header of version 1 or 2";
     else if (!h->env || !h->env[0] || !h->env_spec || !h->env_spec[0])
         why = "no env name";
     else if (h->num_envs == 0 || h->num_envs > (1u << 24))
@@ -215,8 +236,15 @@ int ro__traj_validate_batch(const Rollout__V1__TrajectoryHeader *h,
     bool discrete = h->action_kind && strcmp(h->action_kind, "discrete") == 0;
     const char *why = NULL;
     char rwhy[160];
-    if (n == 0 && b->dropped == 0)
-        why = "no entries";
+    bool index = b->index || b->index_at; /* version 3: an index or footer record */
+    if (index && (n || b->n_snapshots || h->format_version != RO_TRAJ_FORMAT_SNAPSHOTS))
+        why = "an index record with entries, or in a file without snapshots";
+    else if (n == 0 && b->dropped == 0 && !index && !b->n_snapshots)
+        why = "no entries"; /* a fork's first record holds only its envs' states */
+    else if (b->n_snapshots && h->format_version != RO_TRAJ_FORMAT_SNAPSHOTS)
+        why = "snapshots in a file of format version 1 or 2";
+    else if (b->n_snapshots > h->num_envs)
+        why = "more snapshots than envs";
     else if (b->n_episode != n || b->n_step != n || b->n_flags != n || b->n_reward != n)
         why = "column lengths differ";
     else if (h->layout) {
@@ -231,6 +259,9 @@ int ro__traj_validate_batch(const Rollout__V1__TrajectoryHeader *h,
         why = "wrong number of box actions";
     else if (b->n_obs / h->obs_dim != n || b->n_obs % h->obs_dim != 0)
         why = "wrong number of observation values";
+    for (size_t k = 0; !why && k < b->n_snapshots; k++)
+        if (b->snapshots[k]->env >= h->num_envs || b->snapshots[k]->state.len == 0)
+            why = "a snapshot of no env, or without a state";
     for (size_t k = 0; !why && k < n; k++) {
         if (b->env[k] >= h->num_envs)
             why = "env index out of range";

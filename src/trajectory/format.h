@@ -24,6 +24,11 @@
  * stay version 1, byte for byte as before; both are read. */
 #define RO_TRAJ_FORMAT_VERSION 2u
 #define RO_TRAJ_FORMAT_ABI1 1u
+/* Version 3: a recording with snapshots (--snapshot-every) of an env of
+ * either ABI (the layout says which, as in versions 1 and 2): env states in
+ * the records and an index at each file's end (trajectory/snapshot_index.h).
+ * Recordings without snapshots keep versions 1 and 2. */
+#define RO_TRAJ_FORMAT_SNAPSHOTS 3u
 /* No record payload is ever longer; a header may promise less. */
 #define RO_TRAJ_MAX_RECORD (256u << 20)
 
@@ -49,12 +54,14 @@ size_t ro__traj_frame(uint8_t *out, const ProtobufCMessage *m);
 size_t ro__traj_batch_packed_size(const Rollout__V1__TransitionBatch *b);
 size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out);
 
-/* ro__traj_validate_header checks a decoded header (version 1, or 2 with
- * its layout); 0 or RO_EBADMSG. A newer version is refused by number. */
+/* ro__traj_validate_header checks a decoded header (version 1, 2 with its
+ * layout, or 3 of either with snapshot_every set); 0 or RO_EBADMSG. A newer
+ * version is refused by number. */
 int ro__traj_validate_header(const Rollout__V1__TrajectoryHeader *h, char *err, size_t errlen);
 
 /* ro__traj_validate_batch checks a decoded batch against its header (ABI 1
- * columns, or version 2 rows: trajectory/abi2_format.h). */
+ * columns, or version 2 rows: trajectory/abi2_format.h; version 3: its
+ * snapshots, or an index or footer record without entries). */
 int ro__traj_validate_batch(const Rollout__V1__TrajectoryHeader *h,
                             const Rollout__V1__TransitionBatch *b, char *err, size_t errlen);
 

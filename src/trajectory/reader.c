@@ -423,6 +423,12 @@ ro_traj_event_t ro__traj_reader_next(ro_traj_reader_t *r, Rollout__V1__Transitio
             r->last_read = a.batch->record;
             r->next_rec = a.batch->record + 1;
             r->off = a.end;
+            /* Version 3's index and footer records hold no entries: a
+             * reader going through the file passes them by. */
+            if (a.batch->index || a.batch->index_at) {
+                ro__traj_batch_free(r, a.batch);
+                return ro__traj_reader_next(r, out);
+            }
             *out = a.batch;
             return RO_TRAJ_BATCH;
         }
@@ -468,4 +474,13 @@ ro_traj_event_t ro__traj_reader_next(ro_traj_reader_t *r, Rollout__V1__Transitio
         r->done = true;
     }
     return RO_TRAJ_CORRUPT;
+}
+
+void ro__traj_reader_seek(ro_traj_reader_t *r, size_t off, uint64_t record)
+{
+    r->off = off < r->len ? off : r->len;
+    r->last_read = record ? record - 1 : 0;
+    r->next_rec = record;
+    r->done = r->scanning = false;
+    r->resync_at = 0;
 }

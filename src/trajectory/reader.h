@@ -88,6 +88,12 @@ int ro__traj_reader_open_fd(ro_traj_reader_t *r, int fd, bool resync, char *err,
 /* ro__traj_reader_next reads on. Returns an event; see ro_traj_event_t. */
 ro_traj_event_t ro__traj_reader_next(ro_traj_reader_t *r, Rollout__V1__TransitionBatch **out);
 
+/* ro__traj_reader_seek makes the next read start at byte off, expecting
+ * record number `record` there (an offset from the file's snapshot index,
+ * trajectory/snapshot_index.h). What is found there is checked as any
+ * record is. */
+void ro__traj_reader_seek(ro_traj_reader_t *r, size_t off, uint64_t record);
+
 /* ro__traj_batch_free frees a batch r returned. */
 void ro__traj_batch_free(ro_traj_reader_t *r, Rollout__V1__TransitionBatch *b);
 

@@ -103,7 +103,56 @@ int ro__traj_writer_flush(ro_traj_writer_t *w, char *err, size_t errlen)
                      w->path, w->part, strerror(-rc), w->file_records, w->file_bytes);
     }
     w->len = 0;
+    if (rc)
+        w->broken = true;
     return rc ? RO_EIO : 0;
+}
+
+/* put_record frames b (protobuf-c's encoder: index records are rare) at
+ * the buffer's end, flushing first if it is full. */
+static int put_record(ro_traj_writer_t *w, Rollout__V1__TransitionBatch *b, char *err,
+                      size_t errlen)
+{
+    b->record = w->file_records + 1;
+    size_t framed = ro__traj_frame_size(protobuf_c_message_get_packed_size(&b->base));
+    if (w->cap - w->len < framed) {
+        int rc = ro__traj_writer_flush(w, err, errlen);
+        if (rc)
+            return rc;
+    }
+    w->len += ro__traj_frame(w->buf + w->len, &b->base);
+    w->file_bytes += framed;
+    w->total_bytes += framed;
+    w->file_records++;
+    return 0;
+}
+
+/* write_index ends a version 3 part: its index records (each at most
+ * max_record_bytes), then the footer that says where they start. */
+static int write_index(ro_traj_writer_t *w, char *err, size_t errlen)
+{
+    if (!w->hdr->snapshot_every || w->broken)
+        return 0;
+    uint64_t at = w->file_bytes;
+    size_t per = ro__traj_index_per_record(w->hdr->max_record_bytes);
+    int rc = 0;
+    for (size_t from = 0; rc == 0 && (from < w->index.n || from == 0); from += per) {
+        size_t n = w->index.n - from < per ? w->index.n - from : per;
+        Rollout__V1__SnapshotIndex ix;
+        ro__traj_index_view(&w->index, from, n, &ix);
+        Rollout__V1__TransitionBatch b;
+        rollout__v1__transition_batch__init(&b);
+        b.index = &ix;
+        rc = put_record(w, &b, err, errlen);
+    }
+    if (rc == 0) {
+        Rollout__V1__TransitionBatch b;
+        rollout__v1__transition_batch__init(&b);
+        b.index_at = at;
+        rc = put_record(w, &b, err, errlen);
+    }
+    ro__traj_index_free(&w->index);
+    return rc;
 }
 
 static int open_part(ro_traj_writer_t *w, char *err, size_t errlen)
@@ -158,7 +207,9 @@ int ro__traj_writer_open(ro_traj_writer_t *w, const char *path, Rollout__V1__Tra
 
 static int rotate(ro_traj_writer_t *w, char *err, size_t errlen)
 {
-    int rc = ro__traj_writer_flush(w, err, errlen);
+    int rc = write_index(w, err, errlen);
+    if (rc == 0)
+        rc = ro__traj_writer_flush(w, err, errlen);
     if (rc)
         return rc;
     if (close(w->fd) != 0) {
@@ -198,6 +249,14 @@ int ro__traj_writer_append(ro_traj_writer_t *w, Rollout__V1__TransitionBatch *b,
         if (rc)
             return rc;
     }
+    if (w->hdr->snapshot_every) {
+        w->steps += ro__traj_batch_steps(b);
+        for (size_t i = 0; i < b->n_snapshots; i++)
+            if (ro__traj_index_add(&w->index, b->record, w->file_bytes, w->steps,
+                                   b->snapshots[i]->env, b->snapshots[i]->env_steps) != 0)
+                w->index.truncated = true; /* out of memory: the index misses it */
+        w->index.steps = w->steps;
+    }
     uint8_t *out = w->buf + w->len;
     size_t h = ro__varint_put(out, len);
     size_t wrote = ro__traj_batch_pack(b, out + h);
@@ -214,7 +273,9 @@ int ro__traj_writer_close(ro_traj_writer_t *w, char *err, size_t errlen)
 {
     int rc = 0;
     if (w->fd >= 0) {
-        rc = ro__traj_writer_flush(w, err, errlen);
+        rc = write_index(w, err, errlen);
+        if (rc == 0)
+            rc = ro__traj_writer_flush(w, err, errlen);
         if (fsync(w->fd) != 0 && rc == 0 && errno != EINVAL) {
             snprintf(err, errlen, "fsync %s: %s", w->path, strerror(errno));
             rc = RO_EIO;
@@ -227,5 +288,6 @@ int ro__traj_writer_close(ro_traj_writer_t *w, char *err, size_t errlen)
     }
     free(w->buf);
     w->buf = NULL;
+    ro__traj_index_free(&w->index);
     return rc;
 }

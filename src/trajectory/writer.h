@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "trajectory/format.h"
+#include "trajectory/snapshot_index.h"
 
 typedef struct ro_traj_writer {
     int fd;
@@ -27,6 +28,11 @@ typedef struct ro_traj_writer {
     /* After a failed write (disk full, I/O error): the records cut from the
      * end of the file or never written, and the entries in them. */
     uint64_t lost_records, lost_steps, lost_resets;
+    bool broken; /* a write failed: no index is written */
+    /* Format version 3 (hdr->snapshot_every set): the steps so far (every
+     * part) and the current part's snapshot index, written at its end. */
+    uint64_t steps;
+    ro_traj_index_t index;
 } ro_traj_writer_t;
 
 /*
@@ -44,12 +50,15 @@ int ro__traj_writer_open(ro_traj_writer_t *w, const char *path, Rollout__V1__Tra
 int ro__traj_writer_flush(ro_traj_writer_t *w, char *err, size_t errlen);
 
 /* ro__traj_writer_append sets b->record and appends it, rotating to the
- * next part first if the current file would grow past max_bytes. */
+ * next part first if the current file would grow past max_bytes. In a
+ * version 3 file each of b's snapshots gets an index entry. */
 int ro__traj_writer_append(ro_traj_writer_t *w, Rollout__V1__TransitionBatch *b, char *err,
                            size_t errlen);
 
-/* ro__traj_writer_close flushes, fsyncs and closes; frees the buffer.
- * Safe on a writer that failed to open or is already closed. */
+/* ro__traj_writer_close ends a version 3 file with its snapshot index
+ * (each rotated part gets its own when it is closed), flushes, fsyncs and
+ * closes; frees the buffer. Safe on a writer that failed to open or is
+ * already closed. */
 int ro__traj_writer_close(ro_traj_writer_t *w, char *err, size_t errlen);
 
 #endif

@@ -9,12 +9,17 @@
  * input the seed does not cover). When it is set to N, every step after
  * the instance's N-th adds 1e-6 to x. A recording made without it and
  * replayed with it diverges at exactly step N+1 of the instance's life.
+ *
+ * Built with -DDRIFT_STATE it also saves and loads its state (the env ABI's
+ * optional ro_env_state_plugin()): two recordings, with and without the
+ * bug, have snapshots for rollout-replay --bisect to search.
  */
 #include <rollout/env.h>
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct drift {
     uint64_t rng;
@@ -113,3 +118,57 @@ const ro_env_vtable_t *ro_env_plugin(void)
 {
     return &vtable;
 }
+
+#ifdef DRIFT_STATE
+/* The state: the generator, the step count and the point (the bug's step
+ * comes from the process environment, not the state). */
+typedef struct drift_state {
+    uint64_t rng, steps;
+    float x, t;
+} drift_state_t;
+
+static size_t drift_state_size(void *env)
+{
+    (void)env;
+    return sizeof(drift_state_t);
+}
+
+static int drift_save(void *env, void *buf, size_t len)
+{
+    const drift_t *d = env;
+    if (len != sizeof(drift_state_t))
+        return -22;
+    drift_state_t s = {.rng = d->rng, .steps = d->steps, .x = d->x, .t = d->t};
+    memcpy(buf, &s, sizeof s);
+    return 0;
+}
+
+static int drift_load(void *env, const void *buf, size_t len)
+{
+    drift_t *d = env;
+    drift_state_t s;
+    if (len != sizeof s)
+        return -22;
+    memcpy(&s, buf, sizeof s);
+    d->rng = s.rng | 1; /* xorshift's state is never 0 */
+    d->steps = s.steps;
+    d->x = s.x;
+    d->t = s.t;
+    return 0;
+}
+
+static const ro_env_state_ops_t state_ops = {
+    .version = RO_ENV_STATE_VERSION,
+    .size = sizeof(ro_env_state_ops_t),
+    .state_size = drift_state_size,
+    .save_state = drift_save,
+    .load_state = drift_load,
+};
+
+const ro_env_state_ops_t *ro_env_state_plugin(void);
+
+const ro_env_state_ops_t *ro_env_state_plugin(void)
+{
+    return &state_ops;
+}
+#endif

@@ -190,7 +190,8 @@ static void test_layout_header_roundtrip(void **state)
     free_v2(&v);
 }
 
-/* Format versions: 1 and 2 read, each with its own fields; newer refused. */
+/* Format versions: 1, 2 and 3 (either with snapshots) read, each with its
+ * own fields; newer refused. */
 static void test_versions(void **state)
 {
     (void)state;
@@ -198,10 +199,21 @@ static void test_versions(void **state)
     v2_file_t v;
     make_v2(&v);
     assert_int_equal(ro__traj_validate_header(&v.f.hdr, err, sizeof err), 0);
-    v.f.hdr.format_version = 3;
+    v.f.hdr.format_version = 4;
     assert_int_equal(ro__traj_validate_header(&v.f.hdr, err, sizeof err), RO_EBADMSG);
-    assert_string_equal(err, "unsupported trajectory format version 3 (this build reads versions "
-                             "1 and 2; a newer rollout-replay reads it)");
+    assert_string_equal(err, "unsupported trajectory format version 4 (this build reads versions "
+                             "1 to 3; a newer rollout-replay reads it)");
+    v.f.hdr.format_version = RO_TRAJ_FORMAT_SNAPSHOTS; /* snapshots say how often */
+    assert_int_equal(ro__traj_validate_header(&v.f.hdr, err, sizeof err), RO_EBADMSG);
+    assert_string_equal(err, "invalid trajectory header: a version 3 header without "
+                             "snapshot_every");
+    v.f.hdr.snapshot_every = 100;
+    assert_int_equal(ro__traj_validate_header(&v.f.hdr, err, sizeof err), 0);
+    v.f.hdr.format_version = RO_TRAJ_FORMAT_VERSION;
+    assert_int_equal(ro__traj_validate_header(&v.f.hdr, err, sizeof err), RO_EBADMSG);
+    assert_string_equal(err, "invalid trajectory header: snapshot_every in a header of version "
+                             "1 or 2");
+    v.f.hdr.snapshot_every = 0;
     v.f.hdr.format_version = RO_TRAJ_FORMAT_ABI1; /* with a layout */
     assert_int_equal(ro__traj_validate_header(&v.f.hdr, err, sizeof err), RO_EBADMSG);
     assert_non_null(strstr(err, "a version 1 header with an env ABI 2 layout"));
@@ -211,6 +223,9 @@ static void test_versions(void **state)
     assert_non_null(strstr(err, "without its layout"));
     fixture_file_t f1;
     make_header(&f1);
+    assert_int_equal(ro__traj_validate_header(&f1.hdr, err, sizeof err), 0);
+    f1.hdr.format_version = RO_TRAJ_FORMAT_SNAPSHOTS; /* ABI 1 with snapshots */
+    f1.hdr.snapshot_every = 1;
     assert_int_equal(ro__traj_validate_header(&f1.hdr, err, sizeof err), 0);
     free_v2(&v);
 }

@@ -49,6 +49,28 @@ static void test_encoder_matches_protobuf_c(void **state)
     assert_int_equal(ro__traj_batch_pack(&d.b, b2), n);
     protobuf_c_message_pack(&d.b.base, a);
     assert_memory_equal(a, b2, n);
+    /* Snapshots (format version 3): nested messages after the columns. */
+    uint8_t blob[300];
+    for (size_t i = 0; i < sizeof blob; i++)
+        blob[i] = (uint8_t)(i * 31);
+    Rollout__V1__EnvSnapshot sn[3], *snp[3];
+    for (uint32_t i = 0; i < 3; i++) {
+        rollout__v1__env_snapshot__init(&sn[i]);
+        sn[i].env = i;
+        sn[i].episode = (uint64_t)i << 40;
+        sn[i].step = 17 * i;
+        sn[i].env_steps = 100000 * (i + 1);
+        sn[i].state.len = 100 * (i + 1);
+        sn[i].state.data = blob;
+        snp[i] = &sn[i];
+    }
+    d.b.snapshots = snp;
+    d.b.n_snapshots = 3;
+    n = protobuf_c_message_get_packed_size(&d.b.base);
+    assert_int_equal(ro__traj_batch_packed_size(&d.b), n);
+    assert_int_equal(ro__traj_batch_pack(&d.b, b2), n);
+    protobuf_c_message_pack(&d.b.base, a);
+    assert_memory_equal(a, b2, n);
 }
 
 /* Records with valid CRCs but inconsistent contents are damage too. */
