@@ -144,6 +144,28 @@ static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
     return 0;
 }
 
+/* snapshot_opts sets up --snapshot-every: the states' size from the probe
+ * instance (main thread), the params hash their headers carry, and room for
+ * one state per env of a shard in each chunk (a shard's envs step
+ * together). */
+static int snapshot_opts(ro_recorder_t *r, const ro_recorder_opts_t *o, char *err, size_t errlen)
+{
+    size_t bytes;
+    int rc = ro__env_state_bytes(o->kind, o->probe, &bytes, err, errlen);
+    if (rc) {
+        char why[384];
+        snprintf(why, sizeof why, "%s", err);
+        return ro__errorf(err, errlen, rc, "--snapshot-every: %s", why);
+    }
+    r->rows.snap_cap = o->layout ? o->max_shard / o->layout->agents : o->max_shard;
+    r->rows.state_bytes = bytes;
+    r->snap_every = o->snapshot_every;
+    r->kind = o->kind;
+    r->params = ro__env_params_hash(o->env_name ? o->env_name : o->vt->name, o->env_args,
+                                    o->nenv_args, o->max_episode_steps);
+    return 0;
+}
+
 int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err, size_t errlen)
 {
     ro_recorder_t *r = ro__calloc_lines(1, sizeof *r);
@@ -152,14 +174,6 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     r->w.fd = -1;
     /* Every env may end an episode: its step and its reset, per row. */
     ro__rec_rows_init(&r->rows, o->layout, o->obs_dim, o->act_dim, o->discrete, 2 * o->max_shard);
-    if (o->snapshot_every) {
-        /* One state per env of a shard: every env of a shard steps together. */
-        r->rows.snap_cap = o->layout ? o->max_shard / o->layout->agents : o->max_shard;
-        r->rows.state_bytes = o->state_bytes;
-        r->snap_every = o->snapshot_every;
-        r->kind = o->kind;
-        r->params = o->params;
-    }
     r->drop = o->drop;
     r->keep_going = o->keep_going;
     r->on_error = o->on_error;
@@ -176,6 +190,8 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     atomic_init(&r->waits, 0);
     atomic_init(&r->snapshot_failures, 0);
     int rc;
+    if (o->snapshot_every && (rc = snapshot_opts(r, o, err, errlen)) != 0)
+        goto fail;
     if (r->rows.snap_cap) {
         r->rb.snap = calloc(r->rows.snap_cap, sizeof *r->rb.snap);
         r->rb.snapp = calloc(r->rows.snap_cap, sizeof *r->rb.snapp);

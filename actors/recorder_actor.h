@@ -57,12 +57,12 @@ typedef struct ro_recorder_opts {
     uint32_t max_shard; /* envs in the largest shard */
     /* --snapshot-every K (format version 3, docs/replay.md "Snapshots"):
      * every env's state after every K of its steps, saved on the shard's
-     * thread through kind (envs/env_state.h) as a blob of state_bytes with
-     * params in its header; 0: none. */
+     * thread through kind (envs/env_state.h); 0: none. probe: an instance
+     * of the kind (made with env_args), which sizes the states: every
+     * instance made with the same args has the size (each save is checked). */
     uint32_t snapshot_every;
     const struct ro_env_kind *kind;
-    uint64_t params;
-    size_t state_bytes;
+    void *probe;
 } ro_recorder_opts_t;
 
 typedef struct ro_recorder_stats {

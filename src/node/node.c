@@ -16,7 +16,6 @@
 #include "runtime/clock.h"
 #include "actors/env_actor.h"
 #include "envs/env_kind.h"
-#include "envs/env_state.h"
 #include "envs/registry.h"
 #include "envs/mujoco/mj_registry.h"
 #include "runtime/error.h"
@@ -508,22 +507,11 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
         .discrete = s0->xchg.discrete,
         .nshards = n->nshards,
         .max_shard = max_shard,
+        .snapshot_every = n->cfg.snapshot_every,
+        .kind = &n->kind,
+        .probe = s0->envs[0], /* the workers have not started: the main thread owns it */
     };
-    int rc;
-    if (n->cfg.snapshot_every) {
-        /* The envs' state size, from one instance (every instance of a kind
-         * made with the same args has the same; the recorder checks each
-         * save). The workers have not started: the main thread owns it. */
-        o.snapshot_every = n->cfg.snapshot_every;
-        o.kind = &n->kind;
-        o.params = ro__env_params_hash(o.env_name, n->env_args, n->nenv_args, n->max_steps);
-        if ((rc = ro__env_state_bytes(&n->kind, s0->envs[0], &o.state_bytes, err, errlen)) != 0) {
-            char why[384];
-            snprintf(why, sizeof why, "%s", err);
-            return ro__errorf(err, errlen, rc, "--snapshot-every: %s", why);
-        }
-    }
-    rc = ro__recorder_new(&n->recorder, &o, err, errlen);
+    int rc = ro__recorder_new(&n->recorder, &o, err, errlen);
     if (rc)
         return rc;
     for (uint32_t i = 0; i < n->nshards; i++)

@@ -126,6 +126,11 @@ static int make_policy(fork_run_t *f)
         ro__policy_ws_new(&f->ws, f->pol, f->n) != 0)
         return fail(f, RO_REPLAY_UNUSABLE, "--policy %s: %s", f->fo->policy,
                     err[0] ? err : "out of memory");
+    if (ro__policy_state_floats(f->pol))
+        return fail(f, RO_REPLAY_UNUSABLE,
+                    "--policy %s is recurrent: a fork starts without the state it would have "
+                    "had, and forks with a feed-forward policy only",
+                    f->fo->policy);
     uint64_t seed = f->fo->seed_set ? f->fo->seed : f->r->hdr->seed;
     uint64_t fork_seed = ro__seed_mix(seed, f->fo->step, RO_STREAM_ACTION);
     f->rng = calloc(f->n, sizeof *f->rng);
@@ -216,7 +221,7 @@ static void round_of_steps(fork_run_t *f, Rollout__V1__TransitionBatch *b)
 {
     const Rollout__V1__TrajectoryHeader *h = f->r->hdr;
     memcpy(ro__policy_ws_input(f->ws), f->obs, (size_t)f->n * f->od * sizeof(float));
-    ro__policy_act(f->pol, f->ws, f->n, f->rngp, f->act_i, f->act_f, NULL);
+    ro__policy_act(f->pol, f->ws, f->n, f->rngp, f->act_i, f->act_f, NULL, NULL);
     for (uint32_t j = 0; j < f->n; j++) {
         void *env = f->r->envs[f->ids[j]].env;
         float *o = f->obs + (size_t)j * f->od;
