@@ -236,15 +236,15 @@ class RecordAbi2(nu.TempDirCase):
             recs = split_records(fh.read())
         h = wu.pb2().TrajectoryHeader()
         h.ParseFromString(recs[0][1])
-        h.format_version = 3
-        bad = self.path("v3.traj")
+        h.format_version = 4
+        bad = self.path("v4.traj")
         with open(bad, "wb") as fh:
             fh.write(rewrite(recs, {0: h.SerializeToString()}))
         for mode in (("--dump",), ("--stats",), ("--verify", "--plugin", CATCH)):
             p = replay(*mode, bad)
             self.assertEqual(p.returncode, 2, p.stderr)
-            self.assertIn("unsupported trajectory format version 3 (this build reads versions "
-                          "1 and 2", p.stderr)
+            self.assertIn("unsupported trajectory format version 4 (this build reads versions "
+                          "1 to 3", p.stderr)
             self.assertEqual(p.stdout, "")
 
     def test_version_1_files_still_read(self):
