@@ -14,6 +14,7 @@
 #include "runtime/grant_pool.h"
 #include "actors/messages.h"
 #include "actors/recorder_chunk.h"
+#include "envs/env_kind.h"
 #include "envs/env_state.h"
 #include "trajectory/abi2_format.h"
 #include "trajectory/writer.h"
@@ -101,7 +102,7 @@ static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
                         : o->layout       ? RO_TRAJ_FORMAT_VERSION
                                           : RO_TRAJ_FORMAT_ABI1;
     h->snapshot_every = o->snapshot_every;
-    h->env = (char *)(o->env_name ? o->env_name : o->vt->name);
+    h->env = (char *)ro__env_kind_name(o->kind);
     h->env_spec = (char *)o->env_spec;
     r->args = calloc(o->nenv_args + 1, sizeof *r->args);
     r->argp = calloc(o->nenv_args + 1, sizeof *r->argp);
@@ -161,8 +162,8 @@ static int snapshot_opts(ro_recorder_t *r, const ro_recorder_opts_t *o, char *er
     r->rows.state_bytes = bytes;
     r->snap_every = o->snapshot_every;
     r->kind = o->kind;
-    r->params = ro__env_params_hash(o->env_name ? o->env_name : o->vt->name, o->env_args,
-                                    o->nenv_args, o->max_episode_steps);
+    r->params = ro__env_params_hash(ro__env_kind_name(o->kind), o->env_args, o->nenv_args,
+                                    o->max_episode_steps);
     return 0;
 }
 

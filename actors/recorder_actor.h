@@ -31,13 +31,12 @@ struct ro_space_layout;
 
 typedef struct ro_recorder_opts {
     const char *path;
-    uint64_t max_bytes;        /* rotate files at this size; 0 = never */
-    bool drop;                 /* --record-full=drop */
-    bool keep_going;           /* --record-error=continue */
-    ro_actor_t *on_error;      /* sent RO_MSG_RECORD_FAILED on a write error (stop), or NULL */
-    uint32_t chunks;           /* pool size; 0 = automatic */
-    const ro_env_vtable_t *vt; /* ABI 1: the env (its name), or NULL */
-    const char *env_name;      /* the env's name (else vt's) */
+    uint64_t max_bytes;             /* rotate files at this size; 0 = never */
+    bool drop;                      /* --record-full=drop */
+    bool keep_going;                /* --record-error=continue */
+    ro_actor_t *on_error;           /* sent RO_MSG_RECORD_FAILED on a write error (stop), or NULL */
+    uint32_t chunks;                /* pool size; 0 = automatic */
+    const struct ro_env_kind *kind; /* the env (its name; its state functions) */
     /* Env ABI 2: the env's layout (format version 2: rows of typed
      * tensors), or NULL for ABI 1 (version 1, the fields below). */
     const struct ro_space_layout *layout;
@@ -59,9 +58,10 @@ typedef struct ro_recorder_opts {
      * every env's state after every K of its steps, saved on the shard's
      * thread through kind (envs/env_state.h); 0: none. probe: an instance
      * of the kind (made with env_args), which sizes the states: every
-     * instance made with the same args has the size (each save is checked). */
+     * instance made with the same args has the size (each save is checked);
+     * ro__recorder_new reads it on the calling thread (before the workers
+     * start, the main thread owns every env). */
     uint32_t snapshot_every;
-    const struct ro_env_kind *kind;
     void *probe;
 } ro_recorder_opts_t;
 

@@ -487,8 +487,7 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
         .drop = n->cfg.record_full == RO_RECORD_DROP,
         .keep_going = n->cfg.record_error == RO_RECORD_CONTINUE,
         .on_error = &n->control,
-        .vt = n->kind.vt,
-        .env_name = ro__env_kind_name(&n->kind),
+        .kind = &n->kind,
         /* ABI 2 envs record rows of typed tensors (format version 2). */
         .layout = n->kind.vt2 ? &n->layout : NULL,
         .env_spec = n->cfg.env,
@@ -508,15 +507,12 @@ static int make_recorder(ro_node_t *n, char *err, size_t errlen)
         .nshards = n->nshards,
         .max_shard = max_shard,
         .snapshot_every = n->cfg.snapshot_every,
-        .kind = &n->kind,
-        .probe = s0->envs[0], /* the workers have not started: the main thread owns it */
+        .probe = s0->envs[0],
     };
     int rc = ro__recorder_new(&n->recorder, &o, err, errlen);
-    if (rc)
-        return rc;
-    for (uint32_t i = 0; i < n->nshards; i++)
+    for (uint32_t i = 0; rc == 0 && i < n->nshards; i++)
         n->shards[i].rec = ro__recorder_port(n->recorder, i, &n->shards[i].xchg, n->shards[i].envs);
-    return 0;
+    return rc;
 }
 
 static int make_loop(ro_node_t *n, char *err, size_t errlen)
