@@ -335,6 +335,9 @@ static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
                     r->seek.gstep += r->agents;
             }
             ro__traj_batch_free(rd, b);
+        } else if (ev == RO_TRAJ_SKIPPED) { /* --from: every entry before its env's snapshot */
+            r->record = rd->skim.record;
+            r->seek.gstep += rd->skim.steps;
         } else if (ev == RO_TRAJ_CUT_SHORT) {
             r->cut_short++;
             fprintf(r->o.log, "rollout-replay: warning: %s: %s\n", name, rd->msg);

@@ -136,6 +136,9 @@ int ro__seek_plan(ro_seek_t *s, ro_traj_reader_t *rd, const bool *want, bool onl
     s->base_after = first_steps;
     s->start_record = first;
     ro__traj_reader_seek(rd, (size_t)first_off, first);
+    /* Records that hold only entries before their envs' snapshots (shards
+     * that ran ahead in the file) are passed by undecoded. */
+    ro__traj_reader_skim(rd, ro__seek_need, s);
     return 1;
 }
 
@@ -155,6 +158,12 @@ int ro__seek_load(const ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeade
         ro__env_params_hash(ro__env_kind_name(&e->kind), e->args, e->nargs, h->max_episode_steps);
     return ro__env_state_load(&e->kind, env, params, sn->state.data, sn->state.len, NULL, err,
                               errlen);
+}
+
+bool ro__seek_need(void *seek, uint64_t record, uint32_t env)
+{
+    const ro_seek_t *s = seek;
+    return env >= s->num_envs || record > s->after[env];
 }
 
 void ro__seek_free(ro_seek_t *s)

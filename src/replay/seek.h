@@ -76,6 +76,11 @@ const Rollout__V1__EnvSnapshot *ro__seek_snapshot(const ro_seek_t *s,
 int ro__seek_load(const ro_recorded_env_t *e, const Rollout__V1__TrajectoryHeader *h, void *env,
                   const Rollout__V1__EnvSnapshot *sn, char *err, size_t errlen);
 
+/* ro__seek_need is the reader's skim filter (reader.h) for a plan: a
+ * record is needed if any of its entries comes after its env's snapshot
+ * (or names no env of the plan, which decoding then reports). */
+bool ro__seek_need(void *seek, uint64_t record, uint32_t env);
+
 /* ro__seek_free frees the plan. */
 void ro__seek_free(ro_seek_t *s);
 

@@ -297,3 +297,53 @@ int ro__traj_record_prefix(const uint8_t *p, size_t avail, uint64_t *len)
         return -1;
     return h < 0 ? -1 : h;
 }
+
+int ro__traj_skim(const uint8_t *p, size_t len,
+                  bool (*need)(void *ctx, uint64_t record, uint32_t env), void *ctx,
+                  ro_traj_skim_t *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t at = 0;
+    while (at < len) {
+        uint64_t key, v;
+        int h = ro__varint_get(p + at, len - at, &key);
+        if (h <= 0)
+            return -1;
+        at += (size_t)h;
+        uint32_t field = (uint32_t)(key >> 3), wire = (uint32_t)(key & 7);
+        size_t adv;
+        if (wire == 0) { /* varint: record (1) and dropped (2) */
+            if ((h = ro__varint_get(p + at, len - at, &v)) <= 0)
+                return -1;
+            if (field == 1)
+                out->record = v;
+            adv = (size_t)h;
+        } else if (wire == 1 || wire == 5) { /* fixed64 (index_at), fixed32 */
+            adv = wire == 1 ? 8 : 4;
+            if (adv > len - at)
+                return -1;
+        } else if (wire == 2) { /* length-delimited: packed columns, messages */
+            if ((h = ro__varint_get(p + at, len - at, &v)) <= 0 || v > len - at - (size_t)h)
+                return -1;
+            const uint8_t *q = p + at + h, *end = q + v;
+            out->snapshots |= field == 14;
+            /* env (3): is any needed? flags (6): how many steps? */
+            while ((field == 3 || field == 6) && q < end) {
+                uint64_t x;
+                int k = ro__varint_get(q, (size_t)(end - q), &x);
+                if (k <= 0)
+                    return -1;
+                q += k;
+                if (field == 6)
+                    out->steps += !(x & RO_TRAJ_RESET);
+                else if (!out->needed && need)
+                    out->needed = x > UINT32_MAX || need(ctx, out->record, (uint32_t)x);
+            }
+            adv = (size_t)h + (size_t)v;
+        } else {
+            return -1;
+        }
+        at += adv;
+    }
+    return 0;
+}

@@ -65,6 +65,26 @@ int ro__traj_validate_header(const Rollout__V1__TrajectoryHeader *h, char *err, 
 int ro__traj_validate_batch(const Rollout__V1__TrajectoryHeader *h,
                             const Rollout__V1__TransitionBatch *b, char *err, size_t errlen);
 
+/*
+ * ro__traj_skim reads, without decoding the message, what a reader needs
+ * to pass a record by (rollout-replay --from skips records whose entries
+ * come before their envs' snapshots): its record number, how many of its
+ * entries are steps (not resets), whether it holds snapshots, and whether
+ * need(ctx, record, env) is true for any of its env indices (checked up to
+ * the first true; the record number comes first in every record). Untrusted input: -1 when the
+ * payload is not a well-formed message (the caller then decodes it, and reports what is wrong).
+ * Pure.
+ */
+typedef struct ro_traj_skim {
+    uint64_t record;
+    uint64_t steps;
+    bool snapshots;
+    bool needed;
+} ro_traj_skim_t;
+int ro__traj_skim(const uint8_t *p, size_t len,
+                  bool (*need)(void *ctx, uint64_t record, uint32_t env), void *ctx,
+                  ro_traj_skim_t *out);
+
 /* The CRC after each record's payload. */
 #define RO_TRAJ_CRC_BYTES 4
 

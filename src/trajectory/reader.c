@@ -206,7 +206,7 @@ void ro__traj_batch_free(ro_traj_reader_t *r, Rollout__V1__TransitionBatch *b)
 /* ---------- records ---------- */
 
 /* What is at offset off. */
-typedef enum { AT_GOOD, AT_SHORT, AT_BAD } at_kind_t;
+typedef enum { AT_GOOD, AT_SHORT, AT_BAD, AT_SKIP } at_kind_t;
 
 typedef struct {
     at_kind_t kind;
@@ -289,6 +289,13 @@ static void look_at(ro_traj_reader_t *r, size_t off, at_t *a)
         return;
     }
     a->end = off + (size_t)h + mlen + RO_TRAJ_CRC_BYTES;
+    /* With a skim filter, a record nothing needs is passed by undecoded
+     * (one that does not skim well is decoded, and judged as any). */
+    if (r->need && ro__traj_skim(p, mlen, r->need, r->need_ctx, &r->skim) == 0 && !r->skim.needed &&
+        !r->skim.snapshots) {
+        a->kind = AT_SKIP;
+        return;
+    }
     decode_at(r, p, mlen, a);
 }
 
@@ -416,6 +423,18 @@ ro_traj_event_t ro__traj_reader_next(ro_traj_reader_t *r, Rollout__V1__Transitio
         return at_end(r, RO_TRAJ_EOF);
     at_t a;
     look_at(r, r->off, &a);
+    if (a.kind == AT_SKIP && r->skim.record > r->last_read) {
+        r->last_read = r->skim.record;
+        r->next_rec = r->skim.record + 1;
+        r->off = a.end;
+        return RO_TRAJ_SKIPPED;
+    }
+    if (a.kind == AT_SKIP) { /* a stale copy: damage as a whole, as below */
+        snprintf(a.why, sizeof a.why,
+                 "record number %" PRIu64 " out of order (the last one read was %" PRIu64 ")",
+                 r->skim.record, r->last_read);
+        a.kind = AT_BAD;
+    }
     if (a.kind == AT_GOOD) {
         /* After damage, any number of records may be lost: the next valid
          * one only has to come after the last one read. */
@@ -483,4 +502,11 @@ void ro__traj_reader_seek(ro_traj_reader_t *r, size_t off, uint64_t record)
     r->next_rec = record;
     r->done = r->scanning = false;
     r->resync_at = 0;
+}
+
+void ro__traj_reader_skim(ro_traj_reader_t *r,
+                          bool (*need)(void *ctx, uint64_t record, uint32_t env), void *ctx)
+{
+    r->need = need;
+    r->need_ctx = ctx;
 }

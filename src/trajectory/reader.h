@@ -29,6 +29,7 @@ typedef enum ro_traj_event {
     RO_TRAJ_CORRUPT,   /* a damaged record (msg); resync or EOF next */
     RO_TRAJ_RESYNCED,  /* found a valid record again after damage (msg) */
     RO_TRAJ_SHRANK,    /* the file shrank while it was read (msg, an error); then EOF */
+    RO_TRAJ_SKIPPED,   /* with a skim filter: a record passed by undecoded (r->skim) */
 } ro_traj_event_t;
 
 typedef struct ro_traj_reader {
@@ -62,6 +63,12 @@ typedef struct ro_traj_reader {
     ro_pb_alloc_t hdr_alloc;            /* bounds the header's decoding */
     ro_pb_alloc_t alloc;                /* bounds each batch's decoding */
     char msg[256];                      /* describes the last non-batch event */
+    /* An optional skim filter (ro__traj_reader_skim): a record with a
+     * valid CRC whose envs none is needed and that holds no snapshots is
+     * passed by without decoding; skim says what it held. */
+    bool (*need)(void *ctx, uint64_t record, uint32_t env);
+    void *need_ctx;
+    ro_traj_skim_t skim;
 } ro_traj_reader_t;
 
 /* The spacing of the resync checkpoints, bytes. */
@@ -93,6 +100,15 @@ ro_traj_event_t ro__traj_reader_next(ro_traj_reader_t *r, Rollout__V1__Transitio
  * trajectory/snapshot_index.h). What is found there is checked as any
  * record is. */
 void ro__traj_reader_seek(ro_traj_reader_t *r, size_t off, uint64_t record);
+
+/* ro__traj_reader_skim sets r's skim filter (NULL: none): from then on a
+ * record none of whose env indices need(ctx, record, env) wants, holding no
+ * snapshots, is not decoded: ro__traj_reader_next returns RO_TRAJ_SKIPPED
+ * with its record number and step count in r->skim (and checks its CRC
+ * and record order, not its columns). A seek's reader uses it to pass the
+ * records of envs already past them at the cost of a CRC and a skim. */
+void ro__traj_reader_skim(ro_traj_reader_t *r,
+                          bool (*need)(void *ctx, uint64_t record, uint32_t env), void *ctx);
 
 /* ro__traj_batch_free frees a batch r returned. */
 void ro__traj_batch_free(ro_traj_reader_t *r, Rollout__V1__TransitionBatch *b);
