@@ -273,6 +273,8 @@ void ro__hub_stats(const ro_hub_t *h, ro_hub_stats_t *out)
     }
     for (const ro_batch_item_t *it = h->orphan_head; it; it = it->next)
         out->envs_unsent += it->rows;
+    out->spin_hits = h->spin.hits;
+    out->spin_misses = h->spin.misses;
     if (!h->segs)
         return;
     out->stream = true;

@@ -57,6 +57,9 @@ typedef struct ro_hub_stats {
     uint64_t oldest_wait_ns; /* age of the oldest unanswered batch; 0 if none */
     uint64_t queued_bytes;   /* frames accepted by the kernel's queue, not yet sent */
     uint64_t policy_pushes;  /* policies pushed by trainers or stream learners and accepted */
+    /* SEED with --spin-us: the loop's spins while actions were due
+     * (runtime/loop_spin.h): answers that came in time, spins that ran out. */
+    uint64_t spin_hits, spin_misses;
     /* Stream mode (stream set). */
     bool stream;
     uint64_t segments_sent, segments_acked, segments_resent, segments_dropped_lag;

@@ -345,3 +345,16 @@ int ro__logger_finish(ro_logger_t *lg)
     uv_close((uv_handle_t *)&lg->timer, NULL);
     return rc;
 }
+
+void ro__logger_abandon(ro_logger_t *lg)
+{
+    if (lg->closed)
+        return;
+    lg->closed = true;
+    if (lg->metrics)
+        fclose(lg->metrics);
+    lg->metrics = NULL;
+    if (lg->exporting)
+        ro__logger_export_close(&lg->export);
+    lg->exporting = false;
+}

@@ -93,4 +93,11 @@ void ro__logger_start(ro_logger_t *lg);
  * could not be written. Loop thread. */
 int ro__logger_finish(ro_logger_t *lg);
 
+/* ro__logger_abandon closes the files and the endpoint without writing a
+ * last line: the run never started (a start-up failure after
+ * ro__logger_init). Harmless after ro__logger_finish and on a logger that
+ * was zeroed and never initialised. Loop thread; the timer handle is the
+ * caller's to close. */
+void ro__logger_abandon(ro_logger_t *lg);
+
 #endif

@@ -95,6 +95,10 @@ static void render(void *ctx, FILE *f)
             (double)s.queued_bytes);
         one(f, x, "rollout_batches_resent_total", "counter",
             "Batches sent again to a learner after a reconnect", (double)s.batches_resent);
+        one(f, x, "rollout_spin_hits_total", "counter",
+            "Loop spins (--spin-us) that saw the learner's actions in time", (double)s.spin_hits);
+        one(f, x, "rollout_spin_misses_total", "counter", "Loop spins that ran out",
+            (double)s.spin_misses);
     }
     if (s.stream) {
         one(f, x, "rollout_segments_in_flight", "gauge", "Segments sent, not acknowledged",
@@ -197,6 +201,8 @@ void ro__logger_export_interval(ro_logger_export_t *x, const ro_logger_sample_t 
             ro__tb_scalar(w, "queues/oldest_wait_ms", (double)cur->oldest_wait_ns * 1e-6);
             ro__tb_scalar(w, "queues/queued_bytes", (double)cur->queued_bytes);
             ro__tb_scalar(w, "queues/batches_resent", (double)cur->batches_resent);
+            ro__tb_scalar(w, "queues/spin_hits", (double)cur->spin_hits);
+            ro__tb_scalar(w, "queues/spin_misses", (double)cur->spin_misses);
         }
         if (cur->stream) {
             ro__tb_scalar(w, "queues/segments_in_flight", cur->segments_in_flight);

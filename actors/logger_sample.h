@@ -29,6 +29,7 @@ typedef struct ro_logger_sample {
     uint64_t oldest_wait_ns;
     uint64_t queued_bytes;
     uint64_t batches_resent;
+    uint64_t spin_hits, spin_misses; /* the loop's spins for due actions (--spin-us) */
     /* With --record (recording set): where the disk makes the envs wait. */
     bool recording;
     uint64_t record_waits;   /* shard steps that waited for a chunk */

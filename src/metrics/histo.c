@@ -101,12 +101,14 @@ void ro__histo_sub(ro_histo_t *out, const ro_histo_t *a, const ro_histo_t *b)
     bounds_from_buckets(out);
 }
 
-void ro__histo_pub_init(ro_histo_pub_t *p)
+void ro__histo_pub_init(ro_histo_pub_t *p, size_t n)
 {
-    for (uint32_t i = 0; i <= RO_HISTO_MAX_EDGES; i++)
-        atomic_init(&p->count[i], 0);
-    atomic_init(&p->sum, 0.0);
-    atomic_init(&p->sum_sq, 0.0);
+    for (size_t k = 0; k < n; k++) {
+        for (uint32_t i = 0; i <= RO_HISTO_MAX_EDGES; i++)
+            atomic_init(&p[k].count[i], 0);
+        atomic_init(&p[k].sum, 0.0);
+        atomic_init(&p[k].sum_sq, 0.0);
+    }
 }
 
 void ro__histo_pub_add(ro_histo_pub_t *p, const double *edges, uint32_t nedges, double v)

@@ -11,6 +11,7 @@
 
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define RO_HISTO_MAX_EDGES 31
@@ -65,8 +66,8 @@ void ro__histo_merge(ro_histo_t *into, const ro_histo_t *from);
  * non-empty buckets: what an interval added. */
 void ro__histo_sub(ro_histo_t *out, const ro_histo_t *a, const ro_histo_t *b);
 
-/* ro__histo_pub_init zeroes p. Before its owner starts. */
-void ro__histo_pub_init(ro_histo_pub_t *p);
+/* ro__histo_pub_init zeroes p[0..n). Before their owners start. */
+void ro__histo_pub_init(ro_histo_pub_t *p, size_t n);
 
 /* ro__histo_pub_add counts v (finite only) over edges. Owner thread only. */
 void ro__histo_pub_add(ro_histo_pub_t *p, const double *edges, uint32_t nedges, double v);

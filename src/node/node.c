@@ -198,8 +198,7 @@ static int make_rings(ro_node_t *n)
         n->histos = ro__calloc_lines(2 * (size_t)n->nshards, sizeof *n->histos);
         if (!n->histos)
             return RO_ENOMEM;
-        for (uint32_t i = 0; i < 2 * n->nshards; i++)
-            ro__histo_pub_init(&n->histos[i]);
+        ro__histo_pub_init(n->histos, 2 * (size_t)n->nshards);
     }
     n->rings = ro__calloc_lines(n->nlanes, sizeof *n->rings);
     if (!n->rings)
@@ -629,6 +628,7 @@ void ro_node_free(ro_node_t *n)
     free(n->rings);
     free(n->histos);
     if (n->loop_inited) {
+        ro__logger_abandon(&n->logger); /* a start-up failure: nothing was run */
         ro__node_close_shard_homes(n);
         /* Close whatever is still open (a start-up failure, or a run that
          * never got to shutdown_node), then let the loop finish the closes. */

@@ -40,6 +40,8 @@ void ro__node_sample(void *ctx, ro_logger_sample_t *out)
         out->oldest_wait_ns = rs.oldest_wait_ns;
         out->queued_bytes = rs.queued_bytes;
         out->batches_resent = rs.batches_resent;
+        out->spin_hits = rs.spin_hits;
+        out->spin_misses = rs.spin_misses;
     }
     if (n->ports) { /* --learner stream */
         ro_hub_stats_t rs;

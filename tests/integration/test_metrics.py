@@ -93,6 +93,18 @@ class TensorBoardFiles(nu.TempDirCase):
         for e in acc.Scalars("rollout/mean_batch"):
             self.assertLessEqual(e.value, s["batch"])
 
+    def test_start_up_failure_closes_what_was_opened(self):
+        # The recorder fails after the event file and the endpoint opened:
+        # exit 2 naming --record; the file holds its first event whole (and
+        # under ASan nothing leaks).
+        d = self.path("tb")
+        s, p = nu.run("--record", self.path("no/such/dir/x.traj"), "--tensorboard", d,
+                      "--prometheus", "127.0.0.1:0", check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--record", p.stderr)
+        evs = raw_events(d)
+        self.assertEqual([e.file_version for e in evs], ["brain.Event:2"])
+
     def test_learner_events_match_its_summary(self):
         node, addr, log = nu.start_listening("remote", "--quiet", "--seconds", 0, "--num-envs",
                                              32, "--tensorboard", self.path("node"))
@@ -195,6 +207,8 @@ class PrometheusServer(nu.TempDirCase):
         self.assertEqual((labels["node_index"], labels["numa_node"], labels["env"]),
                          ("3", "all", "cartpole"))
         self.assertEqual(got["learner"][0]["learner"], "learner-a")
+        # A SEED node counts its loop's spins (--spin-us) for Prometheus too.
+        self.assertTrue(self.api(base, 'rollout_spin_hits_total{role="node"}'))
         up = self.api(base, "up")
         self.assertEqual(sorted(r["value"][1] for r in up), ["1", "1"])
         # The histogram of returns is one Prometheus reads as a histogram.

@@ -74,7 +74,7 @@ static void test_published_and_intervals(void **state)
     (void)state;
     static const double edges[] = {0, 10, 100};
     ro_histo_pub_t p;
-    ro__histo_pub_init(&p);
+    ro__histo_pub_init(&p, 1);
     ro_histo_t mine, first, second, iv;
     ro__histo_init(&mine, edges, 3);
     for (int i = 0; i < 5; i++) {
