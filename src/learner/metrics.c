@@ -82,8 +82,8 @@ static void render(void *ctx, FILE *f)
         "Newest policy version in a stream segment received", (double)t.version_max);
     histo_family(f, m, "rollout_batch_rows", "Env rows per forward pass (SEED)", &m->rows_all,
                  &m->rows_iv);
-    histo_family(f, m, "rollout_episode_return", "Returns of the finished episodes (SEED)",
-                 &m->ret_all, &m->ret_iv);
+    histo_family(f, m, "rollout_episode_return", "Returns of the finished episodes", &m->ret_all,
+                 &m->ret_iv);
 }
 
 static double per(double a, double b)

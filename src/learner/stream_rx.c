@@ -75,6 +75,8 @@ static void account(ro_stream_rx_t *rx, const ro_segment_view_t *v)
             if (term[r0] | trunc[r0]) {
                 rx->episodes++;
                 rx->return_sum += ret[e];
+                if (rx->returns)
+                    ro__histo_add(rx->returns, ret[e]);
                 ret[e] = 0.0;
             }
         }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "metrics/histo.h"
 #include "runtime/shared_mem.h"
 #include "wire/segment_view.h"
 
@@ -26,6 +27,7 @@ typedef struct ro_stream_rx {
     uint64_t gaps;      /* segments missing between two of a shard's (a shard that moved here) */
     double return_sum;
     uint64_t version_min, version_max; /* over every segment */
+    ro_histo_t *returns; /* finished episodes' returns go here too (the owner's; NULL: not) */
     /* The node's segment memory this connection maps (its welcome offered
      * it), or zeroed: segments then carry their bytes. */
     ro_shared_mem_t shm;

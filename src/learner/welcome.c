@@ -204,6 +204,7 @@ int ro__learner_welcome(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, 
     }
     if (!L->push && w->mode && strcmp(w->mode, "stream") == 0) {
         int rc = welcome_stream(n, w, err, errlen);
+        n->rx.returns = L->met.on ? &L->met.ret_iv : NULL; /* --tensorboard, --prometheus */
         L->threads = ro__thread_count();
         return rc;
     }

@@ -106,9 +106,14 @@ class TensorBoardFiles(nu.TempDirCase):
         self.assertEqual([e.file_version for e in evs], ["brain.Event:2"])
 
     def test_learner_events_match_its_summary(self):
-        node, addr, log = nu.start_listening("remote", "--quiet", "--seconds", 0, "--num-envs",
-                                             32, "--tensorboard", self.path("node"))
-        d = self.path("learner")
+        for mode in ("remote", "stream"):
+            with self.subTest(mode=mode):
+                self.learner_events(mode)
+
+    def learner_events(self, mode):
+        node, addr, log = nu.start_listening(mode, "--quiet", "--seconds", 0, "--num-envs", 32,
+                                             "--tensorboard", self.path(f"node-{mode}"))
+        d = self.path(f"learner-{mode}")
         q = nu.run_cmd([LEARNER, "--connect", addr, "--steps", 200000, "--json", "--quiet",
                         "--tensorboard", d, "--metrics-interval", 0.1],
                        capture_output=True, text=True)
@@ -119,15 +124,17 @@ class TensorBoardFiles(nu.TempDirCase):
         acc = accumulator(d)
         self.assertEqual(acc.Scalars("learner/steps_per_s")[-1].step, ls["steps"])
         self.assertEqual(acc.Scalars("learner/episodes")[-1].value, ls["nodes"][0]["episodes"])
-        rows, rows_sum = histo_totals(acc, "learner/batch_rows")
-        self.assertEqual(rows, ls["batches"])
-        self.assertEqual(rows_sum, ls["steps"])
+        if mode == "remote":  # forward passes: SEED only (a stream learner acts on nothing)
+            rows, rows_sum = histo_totals(acc, "learner/batch_rows")
+            self.assertEqual(rows, ls["batches"])
+            self.assertEqual(rows_sum, ls["steps"])
         n, total = histo_totals(acc, "learner/episode_return")
         self.assertEqual(n, ls["nodes"][0]["episodes"])
         self.assertAlmostEqual(total / n, ls["nodes"][0]["mean_return"], places=9)
         # The node's own file, beside it, follows the node's summary.
-        self.assertEqual(accumulator(self.path("node")).Scalars("rollout/steps_per_s")[-1].step,
-                         ns["steps"])
+        self.assertEqual(
+            accumulator(self.path(f"node-{mode}")).Scalars("rollout/steps_per_s")[-1].step,
+            ns["steps"])
 
 
 def free_port():
