@@ -190,7 +190,7 @@ static const ro_flag_t node_flags[] = {
      .help = "also one --metrics line per finished episode (costs\nsteps/s at millions of "
              "episodes a second)"},
     {RO_FLAG_SECONDS, "metrics-interval", "S", AT(metrics_interval), 10,
-     .help = "seconds between throughput lines (default 1)"},
+     .help = "seconds between throughput lines and TensorBoard\nevents (default 1)"},
     {RO_FLAG_SECONDS, "metrics-every", "S", AT(metrics_interval), 10,
      .help = "throughput lines only, every S seconds (no\nenv-failure lines); each line has its "
              "interval's\nepisodes and mean return"},
