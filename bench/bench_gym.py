@@ -13,7 +13,15 @@ the CPUs.
 
 Cases per (env, N), for CartPole-v1, Pendulum-v1, Hopper-v5, HalfCheetah-v5
 and N = 8, 64, 1024: ``step()`` with random actions (16 batches drawn
-before timing, cycled: the actions' sampling is no one's cost).
+before timing, cycled: the actions' sampling is no one's cost); and a torch
+MLP(64,64) policy (tanh; Categorical samples for discrete actions, the mean
+plus Gaussian noise for boxes; one torch thread) choosing every action,
+through EnvPool's asynchronous API (``send``/``recv``, batches of N/2, so
+the envs of one batch step while the policy works on the other) for rollout
+and EnvPool alike, through ``step()`` for Gymnasium (it has no such API),
+and the policy alone on a batch of N/2 as the reference
+(``mlp:forward-alone``: the rate the others would reach if the envs cost
+nothing).
 Every case runs --seconds per round, rounds interleaved (--rounds), so the
 machine's drift falls on all alike; the figure is the median over rounds of
 env-steps per second (wall clock). The load average is printed and written.
@@ -163,6 +171,93 @@ def mj_raw_case(gid: str) -> Callable[[], int]:
     return step
 
 
+class Policy:
+    """A torch MLP(64,64) for a Gymnasium env's single spaces."""
+
+    def __init__(self, obs_space: Any, act_space: Any) -> None:
+        import torch
+        torch.set_num_threads(1)
+        self.torch = torch
+        obs_dim = int(np.prod(obs_space.shape))
+        self.discrete = isinstance(act_space, gym.spaces.Discrete)
+        out = int(act_space.n) if self.discrete else int(np.prod(act_space.shape))
+        self.net = torch.nn.Sequential(torch.nn.Linear(obs_dim, 64), torch.nn.Tanh(),
+                                       torch.nn.Linear(64, 64), torch.nn.Tanh(),
+                                       torch.nn.Linear(64, out))
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        torch = self.torch
+        with torch.no_grad():
+            x = self.net(torch.as_tensor(np.asarray(obs), dtype=torch.float32).reshape(
+                len(obs), -1))
+            if self.discrete:
+                return torch.distributions.Categorical(logits=x).sample().numpy()
+            return (x + torch.randn_like(x)).numpy()
+
+
+def mlp_async_case(make: Callable[[], Any], n: int, single: Callable[[Any], tuple[Any, Any]]
+                   ) -> Callable[[], int]:
+    """recv -> policy -> send, EnvPool's loop, batches of n/2."""
+    env = make()
+    obs_space, act_space = single(env)
+    policy = Policy(obs_space, act_space)
+    env.async_reset()
+    half = max(1, n // 2)
+
+    def step() -> int:
+        obs, rew, term, trunc, info = env.recv()
+        env.send(policy(obs), info["env_id"])
+        return half
+    step.env = env  # type: ignore[attr-defined]
+    return step
+
+
+def mlp_sync_case(env: Any, n: int) -> Callable[[], int]:
+    policy = Policy(env.single_observation_space, env.single_action_space)
+    obs, _ = env.reset(seed=0)
+    box = [obs]
+
+    def step() -> int:
+        box[0] = env.step(policy(box[0]))[0]
+        return n
+    step.env = env  # type: ignore[attr-defined]
+    return step
+
+
+def forward_alone_case(gid: str, n: int) -> Callable[[], int]:
+    ref = gym.make(gid)
+    policy = Policy(ref.observation_space, ref.action_space)
+    half = max(1, n // 2)
+    obs = np.stack([ref.observation_space.sample() for _ in range(half)]).astype(np.float32)
+    ref.close()
+
+    def step() -> int:
+        policy(obs)
+        return half
+    return step
+
+
+def mlp_cases(gid: str, n: int) -> dict[str, Callable[[], Callable[[], int]]]:
+    import envpool
+    half = max(1, n // 2)
+
+    def gym_best() -> Callable[[], int]:
+        mode = "vector_entry_point" if gym.spec(gid).vector_entry_point else "sync"
+        return mlp_sync_case(gym.make_vec(gid, num_envs=n, vectorization_mode=mode), n)
+
+    return {
+        "mlp:rollout": lambda: mlp_async_case(
+            lambda: gym.make_vec(f"rollout/{gid}", num_envs=n, batch_size=half), n,
+            lambda e: (e.single_observation_space, e.single_action_space)),
+        "mlp:envpool": lambda: mlp_async_case(
+            lambda: envpool.make(gid, env_type="gymnasium", num_envs=n, batch_size=half,
+                                 num_threads=min(CPUS, n), seed=0), n,
+            lambda e: (e.observation_space, e.action_space)),
+        "mlp:gymnasium": gym_best,
+        "mlp:forward-alone": lambda: forward_alone_case(gid, n),
+    }
+
+
 def cases_for(gid: str, n: int, async_max: int) -> dict[str, Callable[[], Callable[[], int]]]:
     out: dict[str, Callable[[], Callable[[], int]]] = {
         "rollout": lambda: rollout_case(gid, n),
@@ -176,6 +271,7 @@ def cases_for(gid: str, n: int, async_max: int) -> dict[str, Callable[[], Callab
         out["gymnasium-async"] = lambda: gym_case(gid, n, "async")
     if gid in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "InvertedPendulum-v5"):
         out["mj_step-raw-1core"] = lambda: mj_raw_case(gid)
+    out.update(mlp_cases(gid, n))
     return out
 
 
@@ -271,6 +367,20 @@ def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str) -> None:
                 f"{(ro / ep if ro and ep else float('nan')):.2f} | "
                 f"{(ro / g if ro and g else float('nan')):.2f} | "
                 f"{over if over is not None else float('nan'):.1f} | {thr[0] if thr else ''} |")
+    lines += ["", "With a torch MLP(64,64) choosing every action: rollout and EnvPool through "
+              "`send`/`recv` in batches of N/2, Gymnasium through `step()`; the policy alone "
+              "on a batch of N/2 is the ceiling.", "",
+              "| env | N | rollout | EnvPool | Gymnasium | policy alone | rollout ÷ EnvPool | "
+              "rollout ÷ policy alone |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for gid in envs:
+        for n in sizes:
+            ro, ep = fig(gid, n, "mlp:rollout"), fig(gid, n, "mlp:envpool")
+            g, fw = fig(gid, n, "mlp:gymnasium"), fig(gid, n, "mlp:forward-alone")
+            if not ro:
+                continue
+            lines.append(f"| {gid} | {n} | {m(ro)} | {m(ep)} | {m(g)} | {m(fw)} | "
+                         f"{(ro / ep if ep else float('nan')):.2f} | "
+                         f"{(ro / fw if fw else float('nan')):.2f} |")
     mj = [(gid, n) for gid in envs for n in sizes if fig(gid, n, "mj_step-raw-1core")]
     if mj:
         lines += ["", "MuJoCo against the machine: rollout's env-steps/s ÷ (a raw `mj_step` loop "
