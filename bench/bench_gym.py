@@ -95,7 +95,7 @@ def envs_alone_case(gid: str, n: int) -> Callable[[], int]:
     env = gym.make_vec(f"rollout/{gid}", num_envs=n)
     env.reset(seed=0)
     env.step(env.action_space.sample())
-    engine = env.unwrapped._engine
+    engine = getattr(env.unwrapped, "_engine")
     k = 64
 
     def step() -> int:
@@ -144,7 +144,7 @@ def mj_raw_case(gid: str) -> Callable[[], int]:
     import mujoco
     import mujoco.rollout
     ref = gym.make(gid)
-    env = ref.unwrapped
+    env: Any = ref.unwrapped
     model, skip = env.model, env.frame_skip
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
     states = []

@@ -27,7 +27,7 @@ except RuntimeError:
     pass  # already set (only allowed once, before any inter-op work)
 
 try:
-    import rollout_client as rc  # an installed package (pip install ./python)
+    import rollout_client as rc  # an installed package (pip install .)
 except ImportError:  # run from the source tree
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     import rollout_client as rc  # noqa: E402

@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     envs = make_envs(args.env_id, args.num_envs, args.gamma, args.seed)
-    obs_dim = int(np.prod(envs.single_observation_space.shape))
-    act_dim = int(np.prod(envs.single_action_space.shape))
+    obs_dim = int(np.prod(envs.single_observation_space.shape or ()))
+    act_dim = int(np.prod(envs.single_action_space.shape or ()))
     agent = Agent(obs_dim, act_dim)
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.lr, eps=1e-5)
     writer = None

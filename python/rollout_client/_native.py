@@ -44,7 +44,7 @@ def load(name: str) -> ModuleType:
             sys.modules[full] = module
             return module
     raise ImportError(
-        f"rollout_client has no compiled {name}: install the package (pip install ./python "
+        f"rollout_client has no compiled {name}: install the package (pip install . at the repository's root "
         f"compiles it), or build the repository (meson compile -C build writes "
         f"build/python/{name}*.so) and set ROLLOUT_BUILD_DIR to that build directory; looked "
         "in the package and in " + ", ".join(_build_candidates(name)))

@@ -44,7 +44,8 @@ from gymnasium.vector.utils import batch_space
 from . import _native
 
 _MODES = {AutoresetMode.NEXT_STEP: 0, AutoresetMode.SAME_STEP: 1, AutoresetMode.DISABLED: 2}
-_DTYPES = {"float32": np.float32, "uint8": np.uint8, "int32": np.int32}
+_DTYPES: dict[str, type[np.generic]] = {"float32": np.float32, "uint8": np.uint8,
+                                        "int32": np.int32}
 
 
 def _tensor_space(t: dict[str, Any]) -> spaces.Box:
@@ -59,10 +60,11 @@ def _tensor_space(t: dict[str, Any]) -> spaces.Box:
         high = np.where(high >= big, np.inf, high)
     else:
         # The dtype's range, which float bounds may round past.
-        info = np.iinfo(dtype)
+        info = np.iinfo(np.dtype(dtype))
         low = np.clip(low, info.min, info.max)
         high = np.clip(high, info.min, info.max)
-    return spaces.Box(low.astype(dtype), high.astype(dtype), shape=shape, dtype=dtype)
+    return spaces.Box(low.astype(dtype), high.astype(dtype), shape=shape,
+                      dtype=dtype)  # type: ignore[arg-type]  # any of _DTYPES
 
 
 def _part_space(p: dict[str, Any]) -> spaces.Space[Any]:
@@ -228,12 +230,14 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         seeds = has = None
         if seed is not None:
             seeds = np.zeros(self.num_envs, dtype=np.uint64)
-            if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            if isinstance(seed, bool):
+                raise ValueError(f"seed {seed!r}: an integer or a list of them is needed")
+            if isinstance(seed, (int, np.integer)):
                 if not 0 <= int(seed) < 2**64:
                     raise ValueError(f"seed {seed}: expected 0 <= seed < 2**64")
                 seeds[:] = int(seed)
             else:
-                seed_list = list(seed)
+                seed_list = list(seed)  # type: ignore[arg-type]  # not bool: refused above
                 if len(seed_list) != self.num_envs:
                     raise ValueError(f"seed: a list of {self.num_envs} seeds (or None) is "
                                      f"needed, got {len(seed_list)}")
