@@ -15,6 +15,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -24,10 +25,20 @@ TARGET = 1000.0
 
 
 def summary_of(text: str) -> dict:
+    """The run's JSON summary; for a run still going (or cut), the same
+    figures from its per-update lines."""
     for line in reversed(text.splitlines()):
         if line.startswith("{"):
             return json.loads(line)
-    raise SystemExit("bench_ppo_hopper: the run printed no JSON summary")
+    curve, wall = [], 0.0
+    for m in re.finditer(r"step (\d+) mean_return_20 (\S+) wall (\d+)s", text):
+        curve.append((int(m.group(1)), float(m.group(2))))
+        wall = float(m.group(3))
+    if not curve:
+        raise SystemExit("bench_ppo_hopper: the log holds no update line")
+    finite = [r for _, r in curve if r == r]
+    return {"steps": curve[-1][0], "wall_s": wall, "final_mean_return": curve[-1][1],
+            "best_mean_return": max(finite) if finite else float("nan"), "curve": curve}
 
 
 def main() -> None:
