@@ -2,7 +2,9 @@
 (python/examples/appo_recurrent.py): its state handling, not its speed.
 
 Run as: test_python_appo_recurrent.py ROLLOUT_NODE [BUILD_DIR]. A short run
-(--launch 16 envs, 40000 steps, no target) with --check-state: the example
+(--launch 16 envs, 40000 steps, no target, --max-policy-lag 2: segments
+lagging more are dropped, the others keep the state that acted) with
+--check-state: the example
 replays every segment from its state/h with the actors it pushed, per step
 the actor of that step's version, and the node's log-probabilities must be
 theirs (the GRU's weights went out in format 3, the node kept each env's
@@ -31,8 +33,8 @@ def main():
     env = {"ROLLOUT_NODE": node}
     fails = []
     r, p = run_example("appo_recurrent.py", ["--launch", 16, "--total-steps", 40000,
-                                             "--batch", 1024, "--no-target", "--check-state"],
-                       env=env)
+                                             "--batch", 1024, "--no-target", "--check-state",
+                                             "--max-policy-lag", 2], env=env)
     if r is None:
         print(f"FAIL: appo_recurrent printed no JSON result (exit {p.returncode})")
         return 1
