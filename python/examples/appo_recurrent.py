@@ -49,7 +49,7 @@ from ppo_cartpole import ActorCritic  # noqa: E402
 rc = pc.rc
 
 DEFAULTS = dict(total_steps=3_000_000, target=475.0, quick_steps=200_000, quick_target=None,
-                unroll=16, batch=2048, minibatch=512, epochs=2, lr=1e-3, gamma=0.99,
+                unroll=16, batch=4096, minibatch=512, epochs=2, lr=5e-4, gamma=0.99,
                 gae_lambda=0.95, ent_coef=0.001)
 
 
