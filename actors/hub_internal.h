@@ -48,6 +48,7 @@ typedef struct ro_session {
     ro_shared_mem_t act_mem;  /* SEED on this host: the actions its learner writes (flow.act_mem) */
     ro_shared_mem_t ring_mem; /* SEED on this host, Hello.seed_ring: the rings (flow.rings) */
     uint64_t answers_tail;    /* answers taken from its ring */
+    uint64_t answered_steps;  /* SEED: env steps taken with its answers (its goodbye says) */
     bool answers_asleep;      /* its answer ring marked asleep by us, not yet woken */
     struct ro_session *next;
 } ro_session_t;

@@ -382,6 +382,7 @@ static void on_actions(ro_session_t *s, const Rollout__V1__Actions *a, const cha
     }
     while (it) {
         ro_batch_item_t *next = it->next;
+        s->answered_steps += h->stopping ? 0 : ro__step_batch_of_item(it)->n;
         ro__step_batch_reply(ro__step_batch_of_item(it),
                              h->stopping ? RO_MSG_STOP : RO_MSG_ACTIONS);
         it = next;
@@ -615,8 +616,8 @@ static void close_sessions(ro_hub_t *h)
 {
     while (h->sessions) {
         ro_session_t *s = h->sessions;
-        if (s->attached)
-            ro__conn_goodbye(&s->conn, "node stopping");
+        if (s->attached) /* SEED: the steps its answers made, which its learner counts */
+            ro__conn_goodbye(&s->conn, "node stopping", h->segs ? NULL : &s->answered_steps);
         session_close(s, "node stopping");
     }
 }

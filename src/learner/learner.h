@@ -41,6 +41,7 @@ typedef struct node {
                                 counted twice */
     ro_state_table_t rstate; /* a recurrent policy's states per row (policy/state_table.h) */
     uint64_t steps, episodes;
+    uint64_t steps_at_welcome; /* steps when this connection was welcomed (SEED) */
     double return_sum;
     uint64_t frames, frames_in_memory; /* SEED: Observations frames, those in shared memory */
     /* SEED, on this host: the node's observation memory and this

@@ -162,7 +162,7 @@ void ro__link_stop(ro_link_t *l, const char *reason)
         return;
     }
     if (l->welcomed)
-        ro__conn_goodbye(&l->conn, reason);
+        ro__conn_goodbye(&l->conn, reason, NULL);
     ro__link_close(l, reason, true);
 }
 
@@ -183,6 +183,7 @@ static void on_greeting(ro_link_t *l, ro_frame_t *f)
         }
         const Rollout__V1__Welcome *w = f->welcome;
         l->welcomed = true;
+        l->has_goodbye_steps = false;
         if (l->early && !l->attached) {
             uv_timer_stop(&l->retry); /* the attempt's deadline */
             say(l, "connected after %.1f s (attempt %u)",
@@ -235,6 +236,8 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
     }
     switch (f->body_case) {
     case ROLLOUT__V1__FRAME__BODY_GOODBYE:
+        l->has_goodbye_steps = f->goodbye->steps != NULL;
+        l->goodbye_steps = f->goodbye->steps ? f->goodbye->steps->env_steps : 0;
         ro__link_close(l, "node said goodbye", true);
         break;
     case ROLLOUT__V1__FRAME__BODY_ERROR:

@@ -85,7 +85,11 @@ struct ro_link {
     uint32_t attempts, backoff_ms;
     uint64_t reconnects; /* welcomes after the first */
     uint64_t node_id;    /* from the last welcome */
-    bool shared;         /* a Unix-domain connection on which we asked for the node's memory */
+    /* The last connection's goodbye said the env steps its answers made
+     * (SEED, a node that stopped): goodbye_steps; for on_down. */
+    bool has_goodbye_steps;
+    uint64_t goodbye_steps;
+    bool shared; /* a Unix-domain connection on which we asked for the node's memory */
     /* During on_welcome only: the descriptors that came with the welcome
      * (SCM_RIGHTS), which the welcome's memories name by place; closed
      * after it (the mappings keep the memory). */

@@ -272,7 +272,7 @@ static void on_frame(ro_link_t *l, ro_frame_t *f, bool *keep)
     char err[256];
     if (L->push && f->body_case == ROLLOUT__V1__FRAME__BODY_POLICY_ACCEPTED) {
         L->pushed++;
-        ro__conn_goodbye(&l->conn, "policy pushed");
+        ro__conn_goodbye(&l->conn, "policy pushed", NULL);
         snprintf(err, sizeof err, "accepted policy version %llu",
                  (unsigned long long)f->policy_accepted->version);
         ro__link_close(l, err, true);
@@ -308,6 +308,17 @@ static void drain_ring(learner_t *L, node_t *n)
 static void on_down(ro_link_t *l)
 {
     learner_t *L = l->o.owner;
+    node_t *n = node_of(l);
+    /* A SEED node that stopped said how many env steps this connection's
+     * answers made: counted as that, as the node counts them, not as the
+     * observations served (the frames held when it stopped were never
+     * stepped). docs/protocol.md "rollout-learner". */
+    if (l->has_goodbye_steps && !n->stream) {
+        const uint64_t want = n->steps_at_welcome + l->goodbye_steps;
+        L->steps = L->steps - n->steps + want;
+        n->steps = want;
+        l->has_goodbye_steps = false;
+    }
     uint32_t rows;
     ro_batch_item_t *all = ro__batcher_take_all(&L->pending, &rows), *mine = NULL;
     while (all) {

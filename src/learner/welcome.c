@@ -227,6 +227,7 @@ int ro__learner_welcome(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, 
         envs = w->spec->num_envs; /* ABI 2: rows, envs x agents */
     if ((rc = map_seed_memory(L, n, w, envs, err, errlen)) != 0)
         return rc;
+    n->steps_at_welcome = n->steps; /* what this connection adds: its goodbye may say (serve.c) */
     if (l->attached) {
         /* A reconnect: the sampling streams go on (a lane may still hold a
          * job with some of them); a restarted node starts its envs over. */

@@ -233,7 +233,7 @@ static void send_next(serve_t *s)
     for (;;) {
         Rollout__V1__TransitionBatch *b = next_batch(s);
         if (!b) {
-            ro__conn_goodbye(s->learner, "end of the recording");
+            ro__conn_goodbye(s->learner, "end of the recording", NULL);
             finish(s, 0, "end of the recording");
             return;
         }

@@ -241,10 +241,15 @@ void ro__conn_fail(ro_conn_t *c, int code, const char *fmt, ...)
     ro__conn_close(c, msg);
 }
 
-int ro__conn_goodbye(ro_conn_t *c, const char *reason)
+int ro__conn_goodbye(ro_conn_t *c, const char *reason, const uint64_t *env_steps)
 {
     Rollout__V1__Goodbye g = ROLLOUT__V1__GOODBYE__INIT;
+    Rollout__V1__GoodbyeSteps st = ROLLOUT__V1__GOODBYE_STEPS__INIT;
     g.reason = (char *)reason;
+    if (env_steps) {
+        st.env_steps = *env_steps;
+        g.steps = &st;
+    }
     ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
     f.body_case = ROLLOUT__V1__FRAME__BODY_GOODBYE;
     f.goodbye = &g;

@@ -158,8 +158,10 @@ __attribute__((format(printf, 2, 3))) void ro__conn_log(const ro_conn_t *c, cons
 __attribute__((format(printf, 3, 4))) void ro__conn_fail(ro_conn_t *c, int code, const char *fmt,
                                                          ...);
 
-/* ro__conn_goodbye sends a Goodbye with reason (the caller closes). */
-int ro__conn_goodbye(ro_conn_t *c, const char *reason);
+/* ro__conn_goodbye sends a Goodbye with reason and, if env_steps is not
+ * NULL, the env steps taken with the connection's answers (the caller
+ * closes). */
+int ro__conn_goodbye(ro_conn_t *c, const char *reason, const uint64_t *env_steps);
 
 /* ro__conn_close stops reading and closes; on_closed follows. Idempotent. */
 void ro__conn_close(ro_conn_t *c, const char *why);

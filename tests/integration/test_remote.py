@@ -130,6 +130,33 @@ class CLearner(nu.TempDirCase):
         steps = [json.loads(o.strip().splitlines()[-1])["nodes"][0]["steps"] for o in outs]
         self.assertEqual(sum(steps), 64 * 400)
 
+    def test_a_node_stopped_by_a_signal_and_its_learner_count_the_same_steps(self):
+        # Issue 31: the node counts the env steps it took; the learner
+        # counted the observations served, one frame per held env more
+        # after a SIGTERM (630,016 against 629,952). The node's goodbye now
+        # says how many steps the connection's answers made.
+        for via in ("tcp", "unix"):
+            with self.subTest(via=via):
+                m = self.path(f"m-{via}.jsonl")
+                listen = "127.0.0.1:0" if via == "tcp" else "unix:" + self.path("n.sock")
+                node = nu.spawn([nu.NODE, "--learner", "remote", "--listen", listen, "--json",
+                                 "--quiet", "--num-envs", 64, "--seconds", 0, "--workers", 0,
+                                 "--metrics", m, "--metrics-every", 0.05],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                addr = w.listen_address(node)
+                lr = nu.spawn([LEARNER, "--connect", addr, "--json", "--quiet", "--workers", 0],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                mt = nu.Metrics(m)
+                nu.wait_for(lambda: mt.tput("steps") >= 64 * 200,
+                            "the node stepping with its learner", proc=node)
+                node.send_signal(signal.SIGTERM)
+                s, err = finish(node)
+                out, lerr = lr.communicate(timeout=nu.HANG_GUARD_S)
+                self.assertEqual((node.returncode, lr.returncode), (0, 0), err + lerr)
+                ls = json.loads(out.strip().splitlines()[-1])
+                self.assertEqual(ls["nodes"][0]["steps"], s["steps"], lerr)
+                self.assertEqual(ls["steps"], s["steps"])
+
     def test_learner_refuses_policy_that_does_not_fit(self):
         wfile = self.path("w.pb")
         nu.run("--env", "pendulum", "--steps", 10, "--save-policy", wfile)

@@ -115,7 +115,7 @@ static void test_frames_both_ways(void **state)
     free(big);
 
     /* Goodbye, then the client closes: the server sees the peer go. */
-    assert_int_equal(ro__conn_goodbye(&t->cli.c, "done here"), 0);
+    assert_int_equal(ro__conn_goodbye(&t->cli.c, "done here", NULL), 0);
     loop_wait(&t->loop, got_goodbye, t, "the goodbye at the server");
     assert_int_equal(t->srv.kept[1]->body_case, ROLLOUT__V1__FRAME__BODY_GOODBYE);
     assert_string_equal(t->srv.kept[1]->goodbye->reason, "done here");

@@ -181,7 +181,7 @@ static void test_read_now(void **state)
     connect_pair(t);
     assert_int_equal(ro__conn_read_now(&t->cli.c), 0);
     assert_int_equal(t->cli.frames, 0);
-    assert_int_equal(ro__conn_goodbye(&t->srv.c, "read me now"), 0);
+    assert_int_equal(ro__conn_goodbye(&t->srv.c, "read me now", NULL), 0);
     assert_int_equal(ro__conn_queued(&t->srv.c), 0); /* written at once: in the kernel */
     size_t got = 0;
     /* Loopback hands the bytes over within the send; the loop is not run. */
