@@ -9,9 +9,15 @@ starts ``rollout-node --learner remote --listen 127.0.0.1:0 --seconds 0``
 waits until the node says where it listens (a port it picked), and on exit
 stops it with SIGINT (the node finishes the steps in flight and prints its
 summary), then SIGKILL after ``grace`` seconds. A node still running when
-the interpreter exits is killed.
+the interpreter exits is killed; one whose interpreter is killed (SIGKILL:
+no atexit runs) gets SIGTERM from the kernel (Linux's parent-death signal)
+and stops as on any SIGTERM, removing its unix: socket file. The signal
+follows the thread that launched the node: launch it from a thread that
+outlives it (the main thread).
 """
 import atexit
+import ctypes
+import ctypes.util
 import json as _json
 import os
 import shutil
@@ -22,6 +28,18 @@ import time
 
 _LISTENING = "listening for learners on "
 _live = []
+_PR_SET_PDEATHSIG = 1
+try:
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+except OSError:  # not glibc Linux: the atexit hook alone
+    _libc = None
+
+
+def _die_with_parent():
+    """In the child, before exec: SIGTERM when the launching thread dies.
+    Only an async-signal-safe system call (prctl) runs here."""
+    if _libc is not None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 @atexit.register
@@ -72,7 +90,7 @@ class NodeProcess:
         cmd = [node, "--learner", learner, "--listen", listen, *map(str, args)]
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+                                     text=True, preexec_fn=_die_with_parent)
         _live.append(self.proc)
         self.stderr_lines = []
         self.stdout = ""

@@ -268,8 +268,9 @@ def tuple_of(parts):
 def dict_of(named):
     """A Dict space of (name, space) pairs, in order (gymnasium's when
     importable)."""
-    cls = GYMNASIUM.spaces.Dict if GYMNASIUM is not None else Dict
-    return cls(dict(named))
+    if GYMNASIUM is not None:  # in the env's order, not sorted by name
+        return GYMNASIUM.spaces.Dict(dict(named), sort_keys=False)
+    return Dict(dict(named))
 
 
 # The most samples batch() stacks, and values it makes in all (bounds of a

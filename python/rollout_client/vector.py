@@ -150,7 +150,7 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         tensor_spaces = [_tensor_space(t) for t in layout["tensors"]]
         self.single_observation_space = (
             tensor_spaces[0] if len(tensor_spaces) == 1
-            else spaces.Dict(dict(zip(self._names, tensor_spaces))))
+            else spaces.Dict(dict(zip(self._names, tensor_spaces)), sort_keys=False))
         parts = [_part_space(p) for p in layout["parts"]]
         self.single_action_space = parts[0] if len(parts) == 1 else spaces.Tuple(parts)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)

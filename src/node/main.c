@@ -6,6 +6,7 @@
  * failure while running (or no fresh seed from the OS).
  */
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -219,6 +220,15 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    /* SIGINT and SIGTERM wait, blocked, until ro_node_run handles them: a
+     * stop that comes while the node starts (a launcher that dies: its
+     * PR_SET_PDEATHSIG) is then a clean one, the socket file removed. The
+     * threads started meanwhile keep them blocked, so they reach the loop. */
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stops, NULL);
     ro_node_t *node;
     if (ro_node_new(&node, &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "rollout-node: %s\n", err);

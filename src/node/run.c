@@ -3,6 +3,7 @@
  * loop, signals and the --seconds deadline, and the clean stop.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -166,6 +167,13 @@ int ro_node_run(ro_node_t *n)
         fprintf(stderr, "rollout-node: cannot handle SIGINT and SIGTERM: %s\n", uv_strerror(rc));
         return RO_EIO;
     }
+    /* Handled now: one that came while the node started (main.c blocked
+     * them) is delivered here, on the loop's thread. */
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    pthread_sigmask(SIG_UNBLOCK, &stops, NULL);
     /* Timers only fail on a closing handle. */
     if (n->cfg.seconds > 0)
         uv_timer_start(&n->deadline, on_deadline, (uint64_t)(n->cfg.seconds * 1000.0), 0);

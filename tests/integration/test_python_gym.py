@@ -422,6 +422,35 @@ class Refusals(unittest.TestCase):
 
 
 class Resources(unittest.TestCase):
+    def test_killed_interpreter_leaves_no_node_nor_socket(self):
+        """launch_node's node stops when its interpreter is SIGKILLed, and
+        removes its unix: socket file."""
+        import signal
+        import tempfile
+        sock = os.path.join(tempfile.mkdtemp(prefix="ro_gym_", dir=BUILD), "n.sock")
+        code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import rollout_client as rc; "
+                "n = rc.launch_node(env='cartpole', num_envs=4, node=sys.argv[2], "
+                "listen='unix:' + sys.argv[3]); print(n.proc.pid, flush=True); time.sleep(600)")
+        p = subprocess.Popen([sys.executable, "-c", code, PYTHON_DIR, NODE, sock],
+                             stdout=subprocess.PIPE, text=True)
+        node_pid = int(p.stdout.readline())  # the node listens: launch_node returned
+        self.assertTrue(os.path.exists(sock))
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        guard = 600  # 60 s: the hang guard, in polls of the node's /proc entry
+        while guard and os.path.exists(f"/proc/{node_pid}") and \
+                not open(f"/proc/{node_pid}/stat").read().split(")")[1].split()[0] == "Z":
+            guard -= 1
+            import time
+            time.sleep(0.1)
+        self.assertTrue(guard, f"node {node_pid} still runs 60 s after its interpreter died")
+        guard = 600
+        while guard and os.path.exists(sock):
+            guard -= 1
+            time.sleep(0.1)
+        self.assertFalse(os.path.exists(sock), "the node left its socket file")
+
+
     def test_close_leaves_nothing(self):
         def counts():
             return (len(os.listdir("/proc/self/task")), len(os.listdir("/proc/self/fd")))
