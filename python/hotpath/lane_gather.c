@@ -13,7 +13,7 @@ static PyObject *lane_infos(PyObject **o, int with_ids)
     /* The keys, made once (interned, never freed: the module lives as long
      * as the interpreter), and which of o each maps to. */
     static const char *const names[] = {"env_id",         "final_obs",     "_final_obs",
-                                        "has_final_obs",  "_episode",      "episode_return",
+                                        "has_final_obs",  "_rollout_episode", "episode_return",
                                         "episode_length", "episode_start", "step"};
     static const int which[] = {4, 5, 6, 6, 11, 9, 10, 7, 8};
     static PyObject *keys[9], *k_episode, *k_r, *k_l;
@@ -23,7 +23,7 @@ static PyObject *lane_infos(PyObject **o, int with_ids)
             if (!keys[i] && !(keys[i] = PyUnicode_InternFromString(names[i])))
                 return NULL;
         }
-        if ((!k_episode && !(k_episode = PyUnicode_InternFromString("episode"))) ||
+        if ((!k_episode && !(k_episode = PyUnicode_InternFromString("rollout_episode"))) ||
             (!k_r && !(k_r = PyUnicode_InternFromString("r"))) ||
             !(k_l = PyUnicode_InternFromString("l")))
             return NULL;

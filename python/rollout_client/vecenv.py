@@ -394,8 +394,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
             self.episode_lengths.extend(ep_len[counted].tolist())
         shape = (n,) + self.obs_shape
         infos = {"final_obs": final.reshape(shape), "_final_obs": has_final,
-                 "has_final_obs": has_final, "episode": {"r": ep_ret, "l": ep_len},
-                 "_episode": counted, "episode_return": ep_ret, "episode_length": ep_len,
+                 "has_final_obs": has_final, "rollout_episode": {"r": ep_ret, "l": ep_len},
+                 "_rollout_episode": counted, "episode_return": ep_ret, "episode_length": ep_len,
                  "episode_start": self._flags[2], "step": self._step}
         return self._obs.reshape(shape), self._reward, terminated, truncated, infos
 

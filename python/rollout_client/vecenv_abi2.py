@@ -161,8 +161,8 @@ class Abi2Mixin:
             self._ep_length[done] = 0
         infos = self._infos2()
         infos.update({"final_obs": self._obs2(self._final), "_final_obs": self._has_final,
-                      "has_final_obs": self._has_final, "episode": {"r": ep_ret, "l": ep_len},
-                      "_episode": counted, "episode_return": ep_ret,
+                      "has_final_obs": self._has_final, "rollout_episode": {"r": ep_ret, "l": ep_len},
+                      "_rollout_episode": counted, "episode_return": ep_ret,
                       "episode_length": ep_len})
         return self._obs2(self._t), self._reward, terminated, truncated, infos
 

@@ -354,7 +354,7 @@ class AsyncMixin:
         shape = (len(ids),) + self.obs_shape
         infos = {"env_id": ids.copy(), "final_obs": final.reshape(shape),
                  "_final_obs": has_final, "has_final_obs": has_final,
-                 "episode": {"r": ep_ret, "l": ep_len}, "_episode": counted,
+                 "rollout_episode": {"r": ep_ret, "l": ep_len}, "_rollout_episode": counted,
                  "episode_return": ep_ret, "episode_length": ep_len,
                  "episode_start": start, "step": step}
         return obs.reshape(shape), reward, terminated, truncated, infos

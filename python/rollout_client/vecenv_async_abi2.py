@@ -111,8 +111,8 @@ class Abi2AsyncMixin:
         infos = {"env_id": ids.copy(), "agent_id": self._agent_id[ids],
                  "step": step, "episode_start": start,
                  "final_obs": self._obs2(final), "_final_obs": has_final,
-                 "has_final_obs": has_final, "episode": {"r": ep_ret, "l": ep_len},
-                 "_episode": counted, "episode_return": ep_ret, "episode_length": ep_len}
+                 "has_final_obs": has_final, "rollout_episode": {"r": ep_ret, "l": ep_len},
+                 "_rollout_episode": counted, "episode_return": ep_ret, "episode_length": ep_len}
         if self._mask is not None:
             infos["action_mask"] = take(self._mask)
         return self._obs2(obs), reward, terminated, truncated, infos

@@ -124,9 +124,9 @@ class Checklist:
             self.assertEqual(infos["final_obs"].shape, env.observation_space.shape)
             self.assertTrue((infos["_final_obs"] == done).all())  # every end sends final_obs
             self.assertTrue(infos["episode_start"][done].all())
-            self.assertTrue((infos["_episode"] == done).all())
-            self.assertTrue(np.isfinite(infos["episode"]["r"][done]).all())
-            self.assertTrue((infos["episode"]["l"][done] > 0).all())
+            self.assertTrue((infos["_rollout_episode"] == done).all())
+            self.assertTrue(np.isfinite(infos["rollout_episode"]["r"][done]).all())
+            self.assertTrue((infos["rollout_episode"]["l"][done] > 0).all())
             if done.any():
                 fin = infos["final_obs"][done]
                 self.assertTrue(env.single_observation_space.contains(fin[0]), fin[0])
@@ -158,6 +158,29 @@ class WithFakeNode(Checklist, unittest.TestCase):
             self.assertTrue(env.closed)  # the context manager closed it
             self.check_close(env)
             nu.wait_for(lambda: n0.goodbyes and n1.goodbyes, "a goodbye at both fake nodes")
+
+    def test_record_episode_statistics_wraps_it(self):
+        """Gymnasium's RecordEpisodeStatistics over the remote VecEnv: its
+        episode key is its own (the VecEnv's figures are rollout_episode),
+        and the two agree on every episode."""
+        import gymnasium
+        with FakeNode(num_envs=4, groups=2, seed=5, max_episode_steps=30) as node:
+            env = gymnasium.wrappers.vector.RecordEpisodeStatistics(
+                rc.VecEnv(node.address, timeout=GUARD))
+            obs, _ = env.reset()
+            seen = 0
+            for _ in range(100):
+                obs, rew, term, trunc, infos = env.step(balance(obs))
+                if "_rollout_episode" in infos and infos["_rollout_episode"].any():
+                    m = infos["_rollout_episode"]
+                    np.testing.assert_array_equal(infos["_episode"], m)
+                    np.testing.assert_allclose(infos["episode"]["r"][m],
+                                               infos["rollout_episode"]["r"][m], rtol=1e-5)
+                    np.testing.assert_array_equal(infos["episode"]["l"][m],
+                                                  infos["rollout_episode"]["l"][m])
+                    seen += int(m.sum())
+            self.assertGreater(seen, 4)
+            env.close()
 
     def test_rejected_action_leaves_vecenv_usable(self):
         with FakeNode(num_envs=6, groups=3, seed=3) as node:
@@ -382,10 +405,10 @@ class WithRealNode(Checklist, unittest.TestCase):
                 for _ in range(120):
                     obs, rew, term, trunc, info = env.step(rng.integers(0, 2, 64))
                     trace += [obs, rew, term, trunc, info["final_obs"], info["_final_obs"],
-                              info["step"], info["episode_start"], info["_episode"],
+                              info["step"], info["episode_start"], info["_rollout_episode"],
                               info["episode_return"], info["episode_length"]]
                     self.assertEqual(sorted(info), sorted(
-                        ["final_obs", "_final_obs", "has_final_obs", "episode", "_episode",
+                        ["final_obs", "_final_obs", "has_final_obs", "rollout_episode", "_rollout_episode",
                          "episode_return", "episode_length", "episode_start", "step"]))
                 self.assertEqual(env._lane is not None, shm)
                 self.assertGreater(len(env.episode_returns), 64)
