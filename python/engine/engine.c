@@ -18,6 +18,7 @@
 
 #include "envs/env_kind.h"
 #include "runtime/clock.h"
+#include "runtime/error.h"
 #include "vecenv/vec.h"
 #include "vecenv/vec_async.h"
 
@@ -510,7 +511,63 @@ static PyObject *engine_run_steps(EngineObject *self, PyObject *args)
     return PyLong_FromUnsignedLongLong(ns);
 }
 
+PyDoc_STRVAR(get_state_doc, "get_state(env) -> bytes: env's state as a checked blob");
+
+static PyObject *engine_get_state(EngineObject *self, PyObject *args)
+{
+    unsigned int j;
+    if (!PyArg_ParseTuple(args, "I", &j))
+        return NULL;
+    ro_vec_t *v = ready(self);
+    if (!v)
+        return NULL;
+    char err[256];
+    size_t need = 0, len = 0;
+    int rc = ro__vec_state_bytes(v, j, &need, err, sizeof err);
+    if (rc) {
+        PyErr_SetString(rc == RO_ENOTSUP ? PyExc_NotImplementedError : PyExc_ValueError, err);
+        return NULL;
+    }
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)need);
+    if (!b)
+        return NULL;
+    rc = ro__vec_get_state(v, j, PyBytes_AS_STRING(b), need, &len, err, sizeof err);
+    if (rc) {
+        Py_DECREF(b);
+        PyErr_SetString(rc == RO_ENOTSUP ? PyExc_NotImplementedError : PyExc_ValueError, err);
+        return NULL;
+    }
+    if (len != need && _PyBytes_Resize(&b, (Py_ssize_t)len) < 0)
+        return NULL;
+    return b;
+}
+
+PyDoc_STRVAR(set_state_doc, "set_state(env, blob): restores env from a get_state() blob");
+
+static PyObject *engine_set_state(EngineObject *self, PyObject *args)
+{
+    unsigned int j;
+    Py_buffer blob;
+    if (!PyArg_ParseTuple(args, "Iy*", &j, &blob))
+        return NULL;
+    ro_vec_t *v = ready(self);
+    if (!v) {
+        PyBuffer_Release(&blob);
+        return NULL;
+    }
+    char err[256];
+    int rc = ro__vec_set_state(v, j, blob.buf, (size_t)blob.len, err, sizeof err);
+    PyBuffer_Release(&blob);
+    if (rc) {
+        PyErr_SetString(rc == RO_ENOTSUP ? PyExc_NotImplementedError : PyExc_ValueError, err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef engine_methods[] = {
+    {"get_state", (PyCFunction)engine_get_state, METH_VARARGS, get_state_doc},
+    {"set_state", (PyCFunction)engine_set_state, METH_VARARGS, set_state_doc},
     {"run_steps", (PyCFunction)engine_run_steps, METH_VARARGS, run_steps_doc},
     {"send", (PyCFunction)engine_send, METH_VARARGS, send_doc},
     {"recv", (PyCFunction)engine_recv, METH_NOARGS, recv_doc},

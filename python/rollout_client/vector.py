@@ -302,6 +302,28 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
 
     # --- rollout's own ---
 
+    def get_state(self, env_ids: Any = None) -> list[bytes]:
+        """Each env's state (of ``env_ids``, default all) as bytes: a blob
+        that names the env, its arguments and its episode's steps
+        (docs/env-api.md "Env state"). NotImplementedError naming the env
+        when it keeps no state (a plugin without the entries)."""
+        self._check_open()
+        ids = range(self.num_envs) if env_ids is None else [int(i) for i in env_ids]
+        return [self._engine.get_state(i) for i in ids]
+
+    def set_state(self, env_ids: Any, states: Sequence[bytes]) -> None:
+        """Restores envs ``env_ids`` from ``get_state`` blobs (of envs of the
+        same name and arguments, from this vector env or another): each is
+        checked whole before its env sees it (ValueError naming what does not
+        match). An env's next step starts from its restored state; the
+        observation of that state is the one returned where it was saved."""
+        self._check_open()
+        ids = [int(i) for i in env_ids]
+        if len(ids) != len(states):
+            raise ValueError(f"set_state: {len(ids)} env ids and {len(states)} states")
+        for i, blob in zip(ids, states):
+            self._engine.set_state(i, blob)
+
     @property
     def env_failures(self) -> int:
         """Env steps that failed since creation (docs/env-api.md)."""

@@ -10,6 +10,7 @@
 
 #include "envs/env_kind.h"
 #include "envs/env_ops.h"
+#include "envs/env_state.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
@@ -272,6 +273,61 @@ int ro__vec_step(ro_vec_t *v, char *err, size_t errlen)
         for (uint32_t j = 0; j < v->n; j++)
             v->failures += v->failed[j];
     ro__vec_async_start(v); /* every env's results are in: a recv may follow */
+    return 0;
+}
+
+static int state_ready(ro_vec_t *v, uint32_t j, char *err, size_t errlen)
+{
+    if (j >= v->n)
+        return ro__errorf(err, errlen, RO_EINVAL, "env %u: there are %u envs", j, v->n);
+    if (v->njob || v->npending)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "env states while envs step asynchronously: recv() them first");
+    return 0;
+}
+
+static uint64_t params_of(const ro_vec_t *v)
+{
+    return ro__env_params_hash(ro__env_kind_name(&v->kind), v->args, v->nargs, v->max_steps);
+}
+
+int ro__vec_state_bytes(ro_vec_t *v, uint32_t j, size_t *out, char *err, size_t errlen)
+{
+    int rc = state_ready(v, j, err, errlen);
+    return rc ? rc : ro__env_state_bytes(&v->kind, v->envs[j], out, err, errlen);
+}
+
+int ro__vec_get_state(ro_vec_t *v, uint32_t j, void *buf, size_t cap, size_t *len, char *err,
+                      size_t errlen)
+{
+    int rc = state_ready(v, j, err, errlen);
+    return rc ? rc
+              : ro__env_state_save(&v->kind, v->envs[j], params_of(v), v->ep_len[j], buf, cap, len,
+                                   err, errlen);
+}
+
+int ro__vec_set_state(ro_vec_t *v, uint32_t j, const void *blob, size_t len, char *err,
+                      size_t errlen)
+{
+    int rc = state_ready(v, j, err, errlen);
+    if (rc)
+        return rc;
+    uint64_t elapsed = 0;
+    rc = ro__env_state_load(&v->kind, v->envs[j], params_of(v), blob, len, &elapsed, err, errlen);
+    if (rc == RO_EBADMSG || rc == RO_ENOTSUP)
+        return rc; /* nothing was loaded */
+    if (rc) {      /* the env refused the bytes: start it over, as a failed step */
+        void *t[RO_ENV_MAX_TENSORS];
+        for (uint32_t k = 0; k < v->lay.ntensors; k++)
+            t[k] = v->obs[k] + (size_t)j * v->lay.t[k].row_bytes;
+        ro__env_reset(&v->kind, v->envs[j], t,
+                      v->mask ? v->mask + (size_t)j * v->lay.mask_width : NULL);
+        v->ep_len[j] = 0;
+        return rc;
+    }
+    v->ep_len[j] = elapsed > UINT32_MAX ? UINT32_MAX : (uint32_t)elapsed;
+    v->ended[j] = 0;
+    v->terminated[j] = v->truncated[j] = 0;
     return 0;
 }
 

@@ -66,6 +66,28 @@ int ro__vec_reset(ro_vec_t *v, const uint64_t *seeds, const uint8_t *has_seed, c
  */
 int ro__vec_step(ro_vec_t *v, char *err, size_t errlen);
 
+/*
+ * ro__vec_get_state writes env j's state as a checked blob (envs/env_state.h:
+ * the env's name, a hash of its args and episode limit, its episode's
+ * steps) into buf (cap bytes; ro__vec_state_bytes says how many); *len
+ * gets its bytes. RO_ENOTSUP naming the env when its kind has no state.
+ * Not while envs step asynchronously (RO_EINVAL).
+ */
+int ro__vec_state_bytes(ro_vec_t *v, uint32_t j, size_t *out, char *err, size_t errlen);
+int ro__vec_get_state(ro_vec_t *v, uint32_t j, void *buf, size_t cap, size_t *len, char *err,
+                      size_t errlen);
+
+/*
+ * ro__vec_set_state restores env j from a blob ro__vec_get_state wrote (of
+ * an env of the same name and args, from any engine or recording): checked
+ * whole before the env sees it. The env's episode goes on from there (its
+ * steps, for the episode limit, are the blob's); its next step() starts
+ * from the restored state. 0; RO_EBADMSG naming what does not match;
+ * RO_ENOTSUP; or the env's own refusal (the env is then reset).
+ */
+int ro__vec_set_state(ro_vec_t *v, uint32_t j, const void *blob, size_t len, char *err,
+                      size_t errlen);
+
 /* ro__vec_free destroys the envs, stops the threads, frees everything. */
 void ro__vec_free(ro_vec_t *v);
 

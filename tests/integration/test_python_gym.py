@@ -315,6 +315,47 @@ class Async(unittest.TestCase):
         env.close()
 
 
+class EnvState(unittest.TestCase):
+    def test_restore_repeats_bit_for_bit(self):
+        ids = ["rollout/CartPole-v1", "rollout/Pendulum-v1"] + (
+            ["rollout/Hopper-v5", "rollout/Ant-v5"] if has_mujoco() else [])
+        for gid in ids:
+            with self.subTest(gid):
+                env = rc.make_vec(gid, 4, max_episode_steps=1000)
+                env.reset(seed=1)
+                env.action_space.seed(3)
+                acts = [env.action_space.sample() for _ in range(25)]
+                for a in acts[:5]:
+                    env.step(a)
+                saved = env.get_state()
+                first = [env.step(a) for a in acts[5:]]
+                env.set_state(range(4), saved)
+                again = [env.step(a) for a in acts[5:]]
+                for x, y in zip(first, again):
+                    for k in range(4):  # obs, reward, terminated, truncated
+                        np.testing.assert_array_equal(x[k], y[k])
+                env.close()
+
+    def test_states_are_checked(self):
+        a = rc.make_vec("rollout/Pendulum-v1", 2)
+        a.reset(seed=0)
+        blob = a.get_state([0])[0]
+        other_args = rc.make_vec("rollout/Pendulum-v1", 2, max_episode_steps=50)
+        with self.assertRaisesRegex(ValueError, "param"):
+            other_args.set_state([0], [blob])
+        cart = rc.make_vec("rollout/CartPole-v1", 2)
+        with self.assertRaisesRegex(ValueError, "not of env 'cartpole'"):
+            cart.set_state([1], [blob])
+        with self.assertRaisesRegex(ValueError, "not an env state"):
+            a.set_state([0], [b"junk"])
+        with self.assertRaisesRegex(ValueError, "env ids and"):
+            a.set_state([0, 1], [blob])
+        a.set_state([1], [blob])  # env 0's state into env 1: the same env
+        np.testing.assert_array_equal(a.get_state([1])[0], blob)
+        for e in (a, other_args, cart):
+            e.close()
+
+
 class Wrappers(unittest.TestCase):
     def test_record_episode_statistics(self):
         env = gym.wrappers.vector.RecordEpisodeStatistics(rc.make_vec("rollout/CartPole-v1", 8))
