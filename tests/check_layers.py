@@ -7,7 +7,8 @@ framed with trajectory's CRC-32C); actors/; the programs src/node,
 src/learner and src/replay (none includes another). A file may include its own
 folder and any lower layer, never a higher one or a peer. And no two modules
 (a .c with its .h) may depend on each other, directly or around a longer
-circle. Also: no C file in the tree is over 650 lines.
+circle. Also: no C file in the tree is over 650 lines, and the root holds only
+the files of ROOT_FILES.
 
 With a build directory, the calls are checked too: every object file's
 undefined symbols are matched with the objects that define them (nm), which
@@ -37,6 +38,10 @@ RANK = {
     "src/replay": 4,
 }
 MAX_LINES = 650
+# The files the repository's root holds on purpose; anything else tracked
+# there (a stray log, a forgotten output) is a problem.
+ROOT_FILES = {".clang-format", ".gitignore", "LICENSE", "README.md", "meson.build",
+              "meson_options.txt", "pyproject.toml"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -132,6 +137,19 @@ def call_graph(root, build, srcs):
     return graph, len(objects)
 
 
+def stray_root_files(root):
+    """Tracked files at the root outside ROOT_FILES (git ls-files; none
+    when the tree is not a git checkout)."""
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True,
+                             check=True).stdout.split("\n")
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return [f"{f}: a file at the repository's root that is not on its list "
+            "(tests/check_layers.py ROOT_FILES)" for f in out if f and "/" not in f
+            and f not in ROOT_FILES]
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     problems = []
@@ -173,6 +191,7 @@ def main():
                     problems.append(f"{src}.c calls into {dst}.c, a higher layer")
         for comp in cycles(calls):
             problems.append("files that call each other in a circle: " + " -> ".join(comp))
+    problems += stray_root_files(root)
     for p in problems:
         print(p)
     print(f"{len(sources(root))} files checked, {len(problems)} problem(s)")
