@@ -189,7 +189,8 @@ int ro__replay_cfg_parse(ro_replay_cfg_t *c, int argc, char **argv, char *err, s
     int rc = ro__flags_parse(replay_flags, NFLAGS, c, NULL, argc, argv, &c->files, err, errlen);
     if (rc || c->help || c->version)
         return rc;
-    if (c->serve && (c->o.verify || c->o.dump || c->o.stats || c->files >= argc))
+    if (c->serve && (c->o.verify || c->o.dump || c->o.stats || c->o.from_set || c->fork_set ||
+                     c->bisect || c->files >= argc))
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--serve takes the trajectory files and no other mode (see --help)");
     if (!c->serve && c->token_file)
@@ -205,10 +206,14 @@ int ro__replay_cfg_parse(ro_replay_cfg_t *c, int argc, char **argv, char *err, s
     if (!c->fork_set && fork_flags)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--policy, --steps, --record and --seed go with --fork (see --help)");
-    if (c->bisect && (c->serve || c->o.verify || c->o.dump || c->o.stats || c->o.from_set ||
-                      argc - c->files != 2))
+    if (c->bisect &&
+        (c->o.verify || c->o.dump || c->o.stats || c->o.from_set || argc - c->files != 2))
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--bisect takes two recordings, A.traj B.traj, and no other mode");
+    if (c->o.episode_seek && (c->o.nenvs != 1 || c->o.nepisodes != 1))
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "--episode ENV:EPISODE names one env's episode alone: no --env or "
+                          "other --episode with it");
     if (c->fork_set) {
         c->o.verify = true; /* replayed bit for bit up to the step */
         c->o.from_set = true;

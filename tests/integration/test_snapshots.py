@@ -112,6 +112,16 @@ class Snapshots(nu.TempDirCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("it has no snapshots (recorded without --snapshot-every): reading from its "
                       "start", p.stderr)
+        # Modes that do not mix: one line, exit 2.
+        for args, msg in ((("--serve", "127.0.0.1:0", "--from", 5), "no other mode"),
+                          (("--fork", 5, "--dump", "--policy", "random", "--steps", 1,
+                            "--record", self.path("o.traj")), "takes no other mode"),
+                          (("--steps", 5, "--verify"), "go with --fork"),
+                          (("--episode", "1:2", "--env", 3, "--dump"), "ENV:EPISODE")):
+            p = replay(*args, f)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertIn(msg, p.stderr)
 
 
 def step_rows(dump_text):
