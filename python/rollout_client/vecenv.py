@@ -69,6 +69,7 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
     def __init__(self, nodes, timeout=60.0, clip_box=True, batch_size=None,
                  autoreset_mode=None, **client_kwargs):
         self.closed = True  # until the connections exist (gymnasium's __del__ reads it)
+        self._last_seen = None  # per row: the step last handed out (_mark_first)
         disabled = autoreset.parse_mode(autoreset_mode)
         if disabled and batch_size is not None:
             raise ValueError("autoreset_mode 'disabled' works with step(): not with batch_size "
@@ -272,8 +273,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
     def reset(self, *, seed=None, options=None):
         """Wait for the first observation of every env; returns (obs,
         infos): obs [num_envs, *obs_shape]; infos["step"] each env's step
-        count (0 for an env that has not stepped) and
-        infos["episode_start"].
+        count (0 for an env that has not stepped), infos["episode_start"]
+        and infos["is_first"] (see step()).
 
         A node resets its envs itself at episode ends, so reset() is called
         once; a second call raises RuntimeError (episodes in flight cannot
@@ -281,6 +282,9 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
         and no env has stepped yet (a fresh node: the episodes are then
         those of ``rollout-node --seed S``), refused with ValueError
         otherwise. No options are taken (ValueError)."""
+        return self._mark_first(self._reset(seed, options))
+
+    def _reset(self, seed, options):
         self._check_open("reset()")
         if self._disabled is not None and self._started and options and \
                 set(options) == {"reset_mask"} and seed is None:
@@ -330,9 +334,11 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
         episode. ``infos`` holds arrays over envs: ``final_obs`` (the ended
         episode's last observation; NaN rows, or 0 for integer dtypes, where
         absent) with mask ``_final_obs`` (also ``has_final_obs``),
-        ``episode`` = {"r": return, "l": length} with mask ``_episode`` for
-        episodes that ended (also ``episode_return`` / ``episode_length``,
-        NaN / 0 elsewhere), ``episode_start`` and ``step``. Every array is
+        ``rollout_episode`` = {"r": return, "l": length} with mask
+        ``_rollout_episode`` for episodes that ended (also ``episode_return``
+        / ``episode_length``, NaN / 0 elsewhere), ``episode_start``, ``step``
+        and ``is_first`` (a row a recurrent policy starts from zeros: its
+        episode starts, or its previous step did not come here). Every array is
         new and the caller's: the VecEnv never writes it again. With
         ``autoreset_mode="disabled"`` an ended episode's row is its last
         observation instead, with no ``final_obs``, and the env waits for
@@ -343,6 +349,39 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
         naming the first bad env; nothing is sent then, and the VecEnv
         stays usable: call step() again with valid actions.
         """
+        return self._mark_first(self._step_actions(actions))
+
+    def recv(self, timeout=None):
+        """AsyncMixin.recv, with infos["is_first"] (see step())."""
+        return self._mark_first(super().recv(timeout))
+
+    def _mark_first(self, out):
+        """infos["is_first"]: the rows a recurrent learner starts from zeros
+        (issue 34): an episode's first observation, or a row whose previous
+        step this VecEnv did not see (another learner served it; a node that
+        restarted). What Client's Batch.is_first says, for the VecEnv's rows:
+        so Python users keep no bookkeeping."""
+        infos = out[-1]
+        if "step" not in infos or "episode_start" not in infos:
+            return out
+        step = np.asarray(infos["step"], np.int64).reshape(-1)
+        start = np.asarray(infos["episode_start"], bool).reshape(-1)
+        if "env_id" in infos:
+            rows = np.asarray(infos["env_id"], np.int64).reshape(-1)
+            if "agent_id" in infos:
+                rows = rows * self.agents + np.asarray(infos["agent_id"], np.int64).reshape(-1)
+        else:
+            rows = np.arange(len(step))
+        if self._last_seen is None or len(self._last_seen) <= int(rows.max(initial=0)):
+            grown = np.full(int(rows.max(initial=0)) + 1, -2, np.int64)
+            if self._last_seen is not None:
+                grown[:len(self._last_seen)] = self._last_seen
+            self._last_seen = grown
+        infos["is_first"] = start | (step != self._last_seen[rows] + 1)
+        self._last_seen[rows] = step
+        return out
+
+    def _step_actions(self, actions):
         self._check_open("step()")
         if not self._started:
             raise RuntimeError("call reset() before step()")

@@ -182,6 +182,32 @@ class WithFakeNode(Checklist, unittest.TestCase):
             self.assertGreater(seen, 4)
             env.close()
 
+    def test_is_first_marks_episode_starts(self):
+        """infos["is_first"] (issue 34): every row at reset, then exactly the
+        episode starts while this VecEnv sees every step; recv() too."""
+        with FakeNode(num_envs=4, groups=2, seed=6, max_episode_steps=20) as node:
+            with rc.VecEnv(node.address, timeout=GUARD) as env:
+                obs, infos = env.reset()
+                self.assertTrue(infos["is_first"].all())
+                starts = 0
+                for _ in range(60):
+                    obs, rew, term, trunc, infos = env.step(balance(obs))
+                    np.testing.assert_array_equal(infos["is_first"], infos["episode_start"])
+                    starts += int(infos["is_first"].sum())
+                self.assertGreater(starts, 4)
+        with FakeNode(num_envs=4, groups=2, seed=6, max_episode_steps=20) as node:
+            with rc.VecEnv(node.address, timeout=GUARD, batch_size=2) as env:
+                env.async_reset()
+                seen = set()
+                for _ in range(40):
+                    obs, rew, term, trunc, infos = env.recv()
+                    for k, i in enumerate(infos["env_id"]):
+                        first_time = int(i) not in seen
+                        seen.add(int(i))
+                        self.assertEqual(bool(infos["is_first"][k]),
+                                         first_time or bool(infos["episode_start"][k]))
+                    env.send(balance(obs), infos["env_id"])
+
     def test_rejected_action_leaves_vecenv_usable(self):
         with FakeNode(num_envs=6, groups=3, seed=3) as node:
             with rc.VecEnv(node.address, timeout=GUARD) as env:
@@ -408,8 +434,9 @@ class WithRealNode(Checklist, unittest.TestCase):
                               info["step"], info["episode_start"], info["_rollout_episode"],
                               info["episode_return"], info["episode_length"]]
                     self.assertEqual(sorted(info), sorted(
-                        ["final_obs", "_final_obs", "has_final_obs", "rollout_episode", "_rollout_episode",
-                         "episode_return", "episode_length", "episode_start", "step"]))
+                        ["final_obs", "_final_obs", "has_final_obs", "rollout_episode",
+                         "_rollout_episode", "episode_return", "episode_length",
+                         "episode_start", "step", "is_first"]))
                 self.assertEqual(env._lane is not None, shm)
                 self.assertGreater(len(env.episode_returns), 64)
                 trace += [np.array(env.episode_returns), np.array(env.episode_lengths),
