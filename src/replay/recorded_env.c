@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "envs/env_kind.h"
+#include "envs/mujoco/mj_registry.h"
 #include "runtime/error.h"
 #include "trajectory/abi2_format.h"
 #include "runtime/rng.h"
@@ -15,6 +16,21 @@
 static uint64_t node_seed(const Rollout__V1__TrajectoryHeader *h)
 {
     return ro__node_seed(h->seed, h->node_index);
+}
+
+int ro__recorded_env_check_mujoco(const ro_recorded_env_t *e,
+                                  const Rollout__V1__TrajectoryHeader *h, char *err, size_t errlen)
+{
+    const char *mine = ro__mj_version_of(e->kind.vt);
+    if (mine == NULL || h->mujoco_version == NULL || h->mujoco_version[0] == '\0' ||
+        strcmp(mine, h->mujoco_version) == 0)
+        return 0;
+    char theirs[48];
+    ro__text_log(theirs, sizeof theirs, h->mujoco_version, 32); /* the file's words */
+    return ro__errorf(err, errlen, RO_ENOTSUP,
+                      "the recording ran on MuJoCo %s and this build's MuJoCo envs run on %s: "
+                      "MuJoCo's results differ across versions, so it cannot be re-stepped here",
+                      theirs, mine);
 }
 
 /* check_plugin: the --plugin is the recorded env, of the recorded ABI. */

@@ -22,6 +22,14 @@ typedef struct ro_recorded_env {
     ro_space_layout_t layout; /* ABI 2: the re-created env's, checked against the header's */
 } ro_recorded_env_t;
 
+/* ro__recorded_env_check_mujoco: a built-in MuJoCo env's recording re-steps
+ * the same only on the MuJoCo it was recorded with (MuJoCo's results differ
+ * across versions): 0 when the header names this build's MuJoCo, or none
+ * (any other env; files from before the field), else RO_ENOTSUP naming both
+ * versions. For --verify, which re-steps; serving a recording does not. */
+int ro__recorded_env_check_mujoco(const ro_recorded_env_t *e,
+                                  const Rollout__V1__TrajectoryHeader *h, char *err, size_t errlen);
+
 /* ro__recorded_env_open opens the env of header h into e: plugin (the
  * command line's --plugin, or NULL) or the built-in named h->env. A
  * version 2 header (its layout) needs an ABI 2 plugin whose layout is the

@@ -79,7 +79,8 @@ static bool selected_episode(const ro_replay_t *r, uint64_t ep)
 static int open_env(ro_replay_t *r)
 {
     char err[512] = "";
-    if (ro__recorded_env_open(&r->renv, r->hdr, r->o.plugin, err, sizeof err) != 0) {
+    if (ro__recorded_env_open(&r->renv, r->hdr, r->o.plugin, err, sizeof err) != 0 ||
+        ro__recorded_env_check_mujoco(&r->renv, r->hdr, err, sizeof err) != 0) {
         fprintf(r->o.log, "rollout-replay: %s: %s\n", r->name, err);
         return RO_REPLAY_UNUSABLE;
     }

@@ -113,6 +113,19 @@ class MujocoNode(nu.TempDirCase):
             self.assertEqual(int(m.group(1)), s["steps"])
             self.assertEqual(int(m.group(2)), s["num_envs"] + s["episodes"])
 
+    def test_verify_names_another_mujoco(self):
+        """A recording made on another MuJoCo is refused by --verify, naming
+        both versions, rather than diverging at its first step."""
+        f, g = self.path("h.traj"), self.path("h222.traj")
+        nu.run("--env", "hopper", "--num-envs", 2, "--steps", 20, "--record", f)
+        wireutil.rewrite_header(f, g, mujoco_version="2.2.2")
+        p = subprocess.run([REPLAY, "--verify", g], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("the recording ran on MuJoCo 2.2.2 and this build's MuJoCo envs run on "
+                      + wireutil.read_header(f).mujoco_version, p.stderr)
+        p = subprocess.run([REPLAY, "--verify", f], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
     def fault_run(self, fault):
         m = self.path(f"fault_{fault}.jsonl")
         s, p = run_in(self.tmp, "--env", nu.PLUGIN, "--env-arg", f"fault={fault}",
