@@ -10,8 +10,9 @@ waits until the node says where it listens (a port it picked), and on exit
 stops it with SIGINT (the node finishes the steps in flight and prints its
 summary), then SIGKILL after ``grace`` seconds. A node still running when
 the interpreter exits is killed; one whose interpreter is killed (SIGKILL:
-no atexit runs) gets SIGTERM from the kernel (Linux's parent-death signal)
-and stops as on any SIGTERM, removing its unix: socket file. The signal
+no atexit runs) gets SIGHUP from the kernel (Linux's parent-death signal,
+sent once per thread of the dying process that was its parent) and stops
+cleanly, once, removing its unix: socket file. The signal
 follows the thread that launched the node: launch it from a thread that
 outlives it (the main thread).
 """
@@ -36,10 +37,10 @@ except OSError:  # not glibc Linux: the atexit hook alone
 
 
 def _die_with_parent():
-    """In the child, before exec: SIGTERM when the launching thread dies.
+    """In the child, before exec: SIGHUP when the launching thread dies.
     Only an async-signal-safe system call (prctl) runs here."""
     if _libc is not None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGHUP, 0, 0, 0)
 
 
 @atexit.register

@@ -220,14 +220,15 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    /* SIGINT and SIGTERM wait, blocked, until ro_node_run handles them: a
-     * stop that comes while the node starts (a launcher that dies: its
-     * PR_SET_PDEATHSIG) is then a clean one, the socket file removed. The
+    /* SIGINT, SIGTERM and SIGHUP wait, blocked, until ro_node_run handles
+     * them: a stop that comes while the node starts (a launcher that dies:
+     * its PR_SET_PDEATHSIG) is then a clean one, the socket file removed. The
      * threads started meanwhile keep them blocked, so they reach the loop. */
     sigset_t stops;
     sigemptyset(&stops);
     sigaddset(&stops, SIGINT);
     sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stops, NULL);
     ro_node_t *node;
     if (ro_node_new(&node, &cfg, err, sizeof err) != 0) {

@@ -82,6 +82,7 @@ struct ro_node {
     uint32_t nshard_homes;
     ro_actor_t control; /* loop actor: receives RO_MSG_LANE_DONE */
     uv_signal_t sigint, sigterm;
+    uv_signal_t sighup; /* started and closed by run.c */
     uv_timer_t deadline;
     uint32_t lanes_done;
     uint32_t learners_expected; /* LANE_DONE messages that end the run */
@@ -89,6 +90,7 @@ struct ro_node {
     /* Set by the loop (signal, deadline); read by env actors on workers. */
     atomic_bool stopping;
     int signals; /* SIGINT/SIGTERM received; loop thread */
+    bool hangup; /* SIGHUP received; loop thread */
 
     uint64_t t_start_ns, t_end_ns;
     char allowed_cpus[256];  /* the allowed set after any --numa-node binding */

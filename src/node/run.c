@@ -65,6 +65,24 @@ static void on_signal(uv_signal_t *h, int signum)
     request_stop(n);
 }
 
+/* SIGHUP: whoever started the node is gone (a terminal closed; a launcher
+ * that died: launch_node's PR_SET_PDEATHSIG, which a dying process sends
+ * once per thread that was the node's parent). A clean stop, as the first
+ * SIGINT/SIGTERM's, and repeats change nothing: no one is left to mean
+ * "exit at once" by a second one. */
+static void on_hangup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    ro_node_t *n = h->data;
+    if (n->hangup)
+        return;
+    n->hangup = true;
+    if (!n->cfg.quiet)
+        fprintf(stderr, "rollout-node: SIGHUP: finishing the steps in flight and flushing "
+                        "files\n");
+    request_stop(n);
+}
+
 static void on_deadline(uv_timer_t *t)
 {
     request_stop(t->data);
@@ -111,6 +129,7 @@ static void shutdown_node(ro_node_t *n)
     ro__node_close_shard_homes(n); /* the recorder, their last sender, is done */
     uv_close((uv_handle_t *)&n->sigint, NULL);
     uv_close((uv_handle_t *)&n->sigterm, NULL);
+    uv_close((uv_handle_t *)&n->sighup, NULL);
     uv_close((uv_handle_t *)&n->deadline, NULL);
 }
 
@@ -162,9 +181,13 @@ int ro_node_run(ro_node_t *n)
         return RO_EINVAL;
     n->ran = true;
     int rc;
-    if ((rc = uv_signal_start(&n->sigint, on_signal, SIGINT)) ||
-        (rc = uv_signal_start(&n->sigterm, on_signal, SIGTERM))) {
-        fprintf(stderr, "rollout-node: cannot handle SIGINT and SIGTERM: %s\n", uv_strerror(rc));
+    n->sighup.data = n;
+    if ((rc = uv_signal_init(&n->loop, &n->sighup)) ||
+        (rc = uv_signal_start(&n->sigint, on_signal, SIGINT)) ||
+        (rc = uv_signal_start(&n->sigterm, on_signal, SIGTERM)) ||
+        (rc = uv_signal_start(&n->sighup, on_hangup, SIGHUP))) {
+        fprintf(stderr, "rollout-node: cannot handle SIGINT, SIGTERM and SIGHUP: %s\n",
+                uv_strerror(rc));
         return RO_EIO;
     }
     /* Handled now: one that came while the node started (main.c blocked
@@ -173,6 +196,7 @@ int ro_node_run(ro_node_t *n)
     sigemptyset(&stops);
     sigaddset(&stops, SIGINT);
     sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGHUP);
     pthread_sigmask(SIG_UNBLOCK, &stops, NULL);
     /* Timers only fail on a closing handle. */
     if (n->cfg.seconds > 0)

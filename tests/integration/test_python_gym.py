@@ -3,8 +3,9 @@
 autoreset modes, reseeding, Gymnasium's wrappers unchanged, refusals by
 name, and nothing left behind by close().
 
-Run as: test_python_gym.py BUILD_DIR ROLLOUT_NODE. No clock: every check is
-on what the envs return.
+Run as: test_python_gym.py BUILD_DIR ROLLOUT_NODE GRIDWORLD_SO MOUNTAINCAR_SO
+(the example plugins built for this interpreter: without the sanitizers). No
+clock: every check is on what the envs return.
 """
 import os
 import subprocess
@@ -12,7 +13,8 @@ import sys
 import unittest
 
 BUILD, NODE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-del sys.argv[1:3]
+GRIDWORLD, MOUNTAINCAR = os.path.abspath(sys.argv[3]), os.path.abspath(sys.argv[4])
+del sys.argv[1:5]
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.join(HERE, "..", "..", "python")
 sys.path.insert(0, PYTHON_DIR)
@@ -24,8 +26,6 @@ from gymnasium.vector import AutoresetMode  # noqa: E402
 
 import rollout_client as rc  # noqa: E402
 
-GRIDWORLD = os.path.join(BUILD, "examples", "libro_env_gridworld.so")
-MOUNTAINCAR = os.path.join(BUILD, "examples", "libro_env_mountaincar.so")
 MUJOCO_IDS = ["InvertedPendulum-v5", "Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5"]
 
 
