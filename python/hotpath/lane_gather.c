@@ -12,9 +12,9 @@ static PyObject *lane_infos(PyObject **o, int with_ids)
 {
     /* The keys, made once (interned, never freed: the module lives as long
      * as the interpreter), and which of o each maps to. */
-    static const char *const names[] = {"env_id",         "final_obs",     "_final_obs",
+    static const char *const names[] = {"env_id",         "final_obs",        "_final_obs",
                                         "has_final_obs",  "_rollout_episode", "episode_return",
-                                        "episode_length", "episode_start", "step"};
+                                        "episode_length", "episode_start",    "step"};
     static const int which[] = {4, 5, 6, 6, 11, 9, 10, 7, 8};
     static PyObject *keys[9], *k_episode, *k_r, *k_l;
     enum { NKEYS = sizeof names / sizeof *names };
