@@ -77,10 +77,8 @@ def timed(step: Callable[[], int], seconds: float) -> float:
     return steps / (time.perf_counter() - t0)
 
 
-def rollout_case(gid: str, n: int) -> Callable[[], int]:
-    env = gym.make_vec(f"rollout/{gid}", num_envs=n)
-    env.reset(seed=0)
-    acts = actions_for(env.action_space, n)
+def cycling(env: Any, acts: list[Any], n: int) -> Callable[[], int]:
+    """One env.step() per call with the next of the drawn action batches."""
     i = [0]
 
     def step() -> int:
@@ -89,6 +87,13 @@ def rollout_case(gid: str, n: int) -> Callable[[], int]:
         return n
     step.env = env  # type: ignore[attr-defined]
     return step
+
+
+def rollout_case(gid: str, n: int) -> Callable[[], int]:
+    env = gym.make_vec(f"rollout/{gid}", num_envs=n)
+    env.reset(seed=0)
+    acts = actions_for(env.action_space, n)
+    return cycling(env, acts, n)
 
 
 def envs_alone_case(gid: str, n: int) -> Callable[[], int]:
@@ -111,28 +116,14 @@ def envpool_case(gid: str, n: int) -> Callable[[], int]:
     env.reset()
     env.action_space.seed(0)  # EnvPool's is the single env's space
     acts = [np.stack([env.action_space.sample() for _ in range(n)]) for _ in range(16)]
-    i = [0]
-
-    def step() -> int:
-        env.step(acts[i[0] & 15])
-        i[0] += 1
-        return n
-    step.env = env  # type: ignore[attr-defined]
-    return step
+    return cycling(env, acts, n)
 
 
 def gym_case(gid: str, n: int, mode: str) -> Callable[[], int]:
     env = gym.make_vec(gid, num_envs=n, vectorization_mode=mode)
     env.reset(seed=0)
     acts = actions_for(env.action_space, n)
-    i = [0]
-
-    def step() -> int:
-        env.step(acts[i[0] & 15])
-        i[0] += 1
-        return n
-    step.env = env  # type: ignore[attr-defined]
-    return step
+    return cycling(env, acts, n)
 
 
 def mj_raw_case(gid: str) -> Callable[[], int]:
