@@ -7,9 +7,9 @@ Gymnasium's own vector envs (its numpy CartPoleVectorEnv where it has one;
 SyncVectorEnv; AsyncVectorEnv at N <= --async-max, one process per env),
 and two references: the envs alone (the engine's envs stepped in C on its
 own threads, no Python between steps: ``Engine.run_steps``), and for MuJoCo
-a raw loop of the same MuJoCo's ``mj_step`` (``mujoco.mj_step(model, data,
-nstep)`` on one core, the model and frame skip of Gymnasium's env) times
-the CPUs.
+a raw loop of the same MuJoCo's ``mj_step`` on one core times the CPUs
+(``bench_mujoco --raw-envs N``: C, N simulations of the env's model, the
+env's termination and reset, nothing else).
 
 Cases per (env, N), for CartPole-v1, Pendulum-v1, Hopper-v5, HalfCheetah-v5
 and N = 8, 64, 1024: ``step()`` with random actions (16 batches drawn
@@ -29,7 +29,7 @@ env-steps per second (wall clock). The load average is printed and written.
 Writes gym.csv, gym.md and gym.png into --out (default docs/benchmarks).
 
 usage: bench_gym.py [--seconds S] [--rounds R] [--envs ID,...] [--sizes N,...]
-       [--async-max N] [--out DIR]
+       [--async-max N] [--out DIR] [--build DIR]
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ import argparse
 import csv
 import os
 import statistics
+import subprocess
 import sys
 import time
 from typing import Any, Callable
@@ -63,18 +64,24 @@ def actions_for(space: Any, n: int, k: int = 16) -> list[Any]:
     return [space.sample() for _ in range(k)]
 
 
-def timed(step: Callable[[], int], seconds: float) -> float:
-    """env-steps/s of repeated calls for about `seconds` (after a warm-up)."""
+def timed(step: Callable[[], int], seconds: float) -> tuple[float, float]:
+    """(env-steps/s, CPU seconds per env step) of repeated calls for about
+    `seconds` (after a warm-up). The CPU time is this process's, every
+    thread: other processes on a shared machine take wall time from a case
+    and change its CPU time per step much less."""
+    measure = getattr(step, "measure", None)
+    if measure is not None:
+        return measure(seconds)  # type: ignore[no-any-return]
     for _ in range(3):
         step()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     steps, calls = 0, 0
     while True:
         steps += step()
         calls += 1
         if calls % 8 == 0 and time.perf_counter() - t0 >= seconds:
             break
-    return steps / (time.perf_counter() - t0)
+    return steps / (time.perf_counter() - t0), (time.process_time() - c0) / steps
 
 
 def cycling(env: Any, acts: list[Any], n: int) -> Callable[[], int]:
@@ -126,39 +133,30 @@ def gym_case(gid: str, n: int, mode: str) -> Callable[[], int]:
     return cycling(env, acts, n)
 
 
-def mj_raw_case(gid: str) -> Callable[[], int]:
-    """The machine's limit for a MuJoCo env on one core: MuJoCo's own C
-    rollout (mujoco.rollout, one thread) of the env's model from states its
-    resets produce (Gymnasium's env reset with 16 seeds), 40 env steps each
-    of frame_skip mj_steps under uniform random controls: mj_step and
-    nothing else, over the states an episode of random actions visits."""
-    import mujoco
-    import mujoco.rollout
-    ref = gym.make(gid)
-    env: Any = ref.unwrapped
-    model, skip = env.model, env.frame_skip
-    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
-    states = []
-    for s in range(16):
-        ref.reset(seed=s)
-        st = np.empty(mujoco.mj_stateSize(model, spec))
-        mujoco.mj_getState(model, env.data, st, spec)
-        states.append(st)
-    init = np.stack(states)
-    rng = np.random.default_rng(0)
-    lo, hi = model.actuator_ctrlrange[:, 0], model.actuator_ctrlrange[:, 1]
-    steps = 40
-    ctrl = np.repeat(rng.uniform(lo, hi, size=(16, steps, model.nu)), skip, axis=1)
-    data = mujoco.MjData(model)
-    out = np.empty((16, steps * skip, init.shape[1]))
-    sens = np.empty((16, steps * skip, model.nsensordata))
+MJ_NAMES = {"Hopper-v5": "hopper", "HalfCheetah-v5": "half_cheetah", "Walker2d-v5": "walker2d",
+            "Ant-v5": "ant", "InvertedPendulum-v5": "inverted_pendulum"}
+
+
+def mj_raw_case(gid: str, n: int, build: str) -> Callable[[], int]:
+    """The machine's limit for N MuJoCo envs on one core: bench_mujoco's raw
+    loop (C, one thread) over N simulations of the env's model, each its own
+    mjData as each env has, uniform random controls, mj_step x frame_skip per
+    env step and the env's own termination test and reset, so that it visits
+    the states and touches the memory the envs do; no observations, rewards
+    or Python. It times itself: the case has `measure` instead of steps."""
+    exe = os.path.join(build, "bench", "bench_mujoco")
+    if not os.access(exe, os.X_OK):
+        raise FileNotFoundError(f"{exe} (build the project first: meson compile -C {build})")
+
+    def measure(seconds: float) -> tuple[float, float]:
+        out = subprocess.run([exe, "--env", MJ_NAMES[gid], "--raw-envs", str(n), "--seconds",
+                              str(seconds)], capture_output=True, text=True, check=True)
+        _, sps, cpu = out.stdout.split()
+        return float(sps), float(cpu)
 
     def step() -> int:
-        mujoco.rollout.rollout(model, data, init, ctrl, initial_warmstart=None, state=out,
-                               sensordata=sens, control_spec=mujoco.mjtState.mjSTATE_CTRL,
-                               skip_checks=False)
-        return 16 * steps
-    ref.close()
+        raise RuntimeError("the raw loop is measured whole (measure)")
+    step.measure = measure  # type: ignore[attr-defined]
     return step
 
 
@@ -249,7 +247,7 @@ def mlp_cases(gid: str, n: int) -> dict[str, Callable[[], Callable[[], int]]]:
     }
 
 
-def cases_for(gid: str, n: int, async_max: int) -> dict[str, Callable[[], Callable[[], int]]]:
+def cases_for(gid: str, n: int, async_max: int, build: str) -> dict[str, Callable[[], Callable[[], int]]]:
     out: dict[str, Callable[[], Callable[[], int]]] = {
         "rollout": lambda: rollout_case(gid, n),
         "envs-alone": lambda: envs_alone_case(gid, n),
@@ -260,8 +258,8 @@ def cases_for(gid: str, n: int, async_max: int) -> dict[str, Callable[[], Callab
     out["gymnasium-sync"] = lambda: gym_case(gid, n, "sync")
     if n <= async_max:
         out["gymnasium-async"] = lambda: gym_case(gid, n, "async")
-    if gid in ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "InvertedPendulum-v5"):
-        out["mj_step-raw-1core"] = lambda: mj_raw_case(gid)
+    if gid in MJ_NAMES:
+        out["mj_step-raw-1core"] = lambda: mj_raw_case(gid, n, build)
     out.update(mlp_cases(gid, n))
     return out
 
@@ -279,12 +277,14 @@ def main() -> None:
     ap.add_argument("--sizes", default="8,64,1024")
     ap.add_argument("--async-max", type=int, default=8)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks"))
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"),
+                    help="the build folder with bench/bench_mujoco (MuJoCo's raw loop)")
     args = ap.parse_args()
     load0 = loadavg()
     rows: list[dict[str, Any]] = []
     for gid in args.envs.split(","):
         for n in [int(x) for x in args.sizes.split(",")]:
-            makers = cases_for(gid, n, args.async_max)
+            makers = cases_for(gid, n, args.async_max, args.build)
             steppers: dict[str, Callable[[], int]] = {}
             for name, make in makers.items():
                 try:
@@ -294,9 +294,12 @@ def main() -> None:
                           file=sys.stderr)
             secs = args.seconds * (3 if n >= 1024 else 1)
             figures: dict[str, list[float]] = {k: [] for k in steppers}
+            cpus: dict[str, list[float]] = {k: [] for k in steppers}
             for _ in range(args.rounds):
                 for name, step in steppers.items():
-                    figures[name].append(timed(step, secs))
+                    sps, cpu = timed(step, secs)
+                    figures[name].append(sps)
+                    cpus[name].append(cpu)
             threads = getattr(steppers.get("rollout"), "env").unwrapped.num_threads \
                 if "rollout" in steppers else 0
             for name, step in steppers.items():
@@ -306,7 +309,8 @@ def main() -> None:
                 sps = statistics.median(figures[name])
                 rows.append({"env": gid, "num_envs": n, "case": name, "steps_per_s": sps,
                              "us_per_call": (n / sps * 1e6) if name != "mj_step-raw-1core"
-                             else 1e6 / sps, "rollout_threads": threads})
+                             else 1e6 / sps, "cpu_us_per_step":
+                             statistics.median(cpus[name]) * 1e6, "rollout_threads": threads})
                 print(f"{gid:15s} N={n:5d} {name:18s} {sps / 1e6:9.3f} M steps/s", flush=True)
     load1 = loadavg()
     write(args.out, rows, load0, load1)
@@ -336,6 +340,11 @@ def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str) -> None:
 
     def fig(gid: str, n: int, case: str) -> float | None:
         v = [r["steps_per_s"] for r in rows if (r["env"], r["num_envs"], r["case"]) ==
+             (gid, n, case)]
+        return v[0] if v else None
+
+    def cpu_of(gid: str, n: int, case: str) -> float | None:
+        v = [r["cpu_us_per_step"] for r in rows if (r["env"], r["num_envs"], r["case"]) ==
              (gid, n, case)]
         return v[0] if v else None
 
@@ -375,13 +384,20 @@ def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str) -> None:
     mj = [(gid, n) for gid in envs for n in sizes if fig(gid, n, "mj_step-raw-1core")]
     if mj:
         lines += ["", "MuJoCo against the machine: rollout's env-steps/s ÷ (a raw `mj_step` loop "
-                  f"of the same model and frame skip on one core × {CPUS} CPUs).", "",
-                  "| env | N | rollout | raw mj_step, 1 core | ratio (per core) |",
-                  "| --- | --- | --- | --- | --- |"]
+                  f"on one core × {CPUS} CPUs): bench_mujoco's raw loop in C over N "
+                  "simulations of the same model (one mjData each, as each env has), random "
+                  "controls, mj_step × frame skip and the env's termination and reset, nothing "
+                  "else. The CPU-time ratio is the raw loop's CPU time per env step ÷ "
+                  "rollout's (its process, every thread): what other processes on a shared "
+                  "machine move least.", "",
+                  "| env | N | rollout | raw mj_step, 1 core | ratio (per core) | "
+                  "CPU-time ratio |", "| --- | --- | --- | --- | --- | --- |"]
         for gid, n in mj:
             ro, raw = fig(gid, n, "rollout"), fig(gid, n, "mj_step-raw-1core")
+            c_ro, c_raw = cpu_of(gid, n, "rollout"), cpu_of(gid, n, "mj_step-raw-1core")
             lines.append(f"| {gid} | {n} | {m(ro)} | {m(raw)} | "
-                         f"{(ro / (raw * CPUS) if ro and raw else float('nan')):.2f} |")
+                         f"{(ro / (raw * CPUS) if ro and raw else float('nan')):.2f} | "
+                         f"{(c_raw / c_ro if c_ro and c_raw else float('nan')):.2f} |")
     with open(os.path.join(out, "gym.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     plot(out, rows, envs, sizes)

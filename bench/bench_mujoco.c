@@ -91,9 +91,9 @@ static double cpu_s(void)
            (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
-/* Env steps per second of the raw loop over RAW_ENVS simulations; *cpu
- * gets the CPU seconds per env step. */
-static double raw_loop(const char *env, double seconds, double *cpu)
+/* Env steps per second of the raw loop over n simulations (each its own
+ * mjData, as each env has); *cpu gets the CPU seconds per env step. */
+static double raw_loop(const char *env, uint32_t n, double seconds, double *cpu)
 {
     ro_env_kind_t kind;
     char err[256];
@@ -109,19 +109,27 @@ static double raw_loop(const char *env, double seconds, double *cpu)
     const int ant = !strcmp(env, "ant");
     const int normal_qvel = ant || !strcmp(env, "half_cheetah");
     const double noise = normal_qvel ? 0.1 : !strcmp(env, "inverted_pendulum") ? 0.01 : 5e-3;
-    mjData *d[RAW_ENVS];
-    uint32_t len[RAW_ENVS] = {0};
+    mjData **d = calloc(n, sizeof *d);
+    uint32_t *len = calloc(n, sizeof *len);
+    if (d == NULL || len == NULL) {
+        fprintf(stderr, "bench_mujoco: out of memory for %u simulations\n", n);
+        exit(1);
+    }
     ro_rng_t r;
     ro__rng_init(&r, 1);
-    for (int i = 0; i < RAW_ENVS; i++) {
+    for (uint32_t i = 0; i < n; i++) {
         d[i] = mj_makeData(m);
+        if (d[i] == NULL) {
+            fprintf(stderr, "bench_mujoco: mj_makeData failed at simulation %u\n", i);
+            exit(1);
+        }
         reset_raw(m, d[i], &r, noise, normal_qvel);
     }
     uint64_t steps = 0, t0 = ro__now_ns(), now = t0;
     const uint64_t deadline = t0 + (uint64_t)(seconds * 1e9);
     const double c0 = cpu_s();
     while (now < deadline) {
-        for (int i = 0; i < RAW_ENVS; i++) {
+        for (uint32_t i = 0; i < n; i++) {
             mjData *di = d[i];
             for (int j = 0; j < m->nu; j++)
                 di->ctrl[j] = ro__rng_uniform(&r, m->actuator_ctrlrange[2 * j],
@@ -135,12 +143,14 @@ static double raw_loop(const char *env, double seconds, double *cpu)
                 reset_raw(m, di, &r, noise, normal_qvel);
             }
         }
-        steps += RAW_ENVS;
+        steps += n;
         now = ro__now_ns();
     }
     *cpu = (cpu_s() - c0) / (double)steps;
-    for (int i = 0; i < RAW_ENVS; i++)
+    for (uint32_t i = 0; i < n; i++)
         mj_deleteData(d[i]);
+    free(d);
+    free(len);
     kind.vt->destroy(probe);
     ro__env_close(&kind);
     return (double)steps / ((double)(now - t0) * 1e-9);
@@ -214,7 +224,7 @@ static const char *const env_names[] = {"hopper", "walker2d",          "half_che
 
 typedef struct mujoco_opts {
     double seconds, quiet_wait;
-    uint32_t repeats;
+    uint32_t repeats, raw_envs;
     const char *csv;
     int env; /* an index into env_names, or -1: all */
     bool help;
@@ -229,6 +239,9 @@ static const ro_flag_t mujoco_flags[] = {
     {RO_FLAG_CHOICE, "env", "NAME", AT(env), .choices = env_names,
      .help = "only this env's figures (the MLP ones only for hopper)"},
     {RO_FLAG_SECONDS, "quiet-wait", "S", AT(quiet_wait), 0, .help = BENCH_QUIET_WAIT_HELP},
+    {RO_FLAG_U32, "raw-envs", "N", AT(raw_envs), 1, 1u << 16,
+     .help = "only the raw loop, over N simulations of --env, once: prints\n"
+             "\"raw STEPS_PER_S CPU_S_PER_STEP\" (bench_gym.py's reference)"},
     {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
 };
 
@@ -245,6 +258,14 @@ int main(int argc, char **argv)
     const double seconds = o.seconds;
     const int repeats = (int)o.repeats;
     const char *csv = o.csv, *only = o.env >= 0 ? env_names[o.env] : NULL;
+    if (o.raw_envs > 0) {
+        /* The machine's limit for N envs of one kind on one core: the
+         * same simulations, states and memory as N envs, nothing else. */
+        double cpu = 0;
+        const double sps = raw_loop(only ? only : "hopper", o.raw_envs, seconds, &cpu);
+        printf("raw %.1f %.9f\n", sps, cpu);
+        return 0;
+    }
     FILE *out = csv ? fopen(csv, "w") : NULL;
     if (csv && !out) {
         fprintf(stderr, "bench_mujoco: cannot write %s\n", csv);
@@ -269,7 +290,7 @@ int main(int argc, char **argv)
         double c_eff[BENCH_MAX_REPEATS], c_scal[BENCH_MAX_REPEATS];
         ro_summary_t s1 = {0}, s2 = {0};
         for (int r = 0; r < repeats; r++) {
-            BENCH_QUIET(raw[r] = raw_loop(env, seconds, &c_raw[r]), &l);
+            BENCH_QUIET(raw[r] = raw_loop(env, RAW_ENVS, seconds, &c_raw[r]), &l);
             load += l / (3 * repeats);
             BENCH_QUIET(s1 = node(env, RO_POLICY_RANDOM, RAW_ENVS, 1, seconds, &c_one[r]), &l);
             load += l / (3 * repeats);
@@ -324,7 +345,7 @@ int main(int argc, char **argv)
             load += l / (3 * repeats);
             sps[r] = s.sps;
             double rs = 0, ps = 0;
-            BENCH_QUIET(rs = raw_loop("hopper", seconds, &unused), &l);
+            BENCH_QUIET(rs = raw_loop("hopper", RAW_ENVS, seconds, &unused), &l);
             load += l / (3 * repeats);
             BENCH_QUIET(ps = policy_rows("hopper", s.batch ? s.batch : 1, seconds), &l);
             load += l / (3 * repeats);
