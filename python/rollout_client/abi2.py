@@ -183,13 +183,46 @@ class SeedMemory2:
         env, _ = self.rows(np.array(m.ranges, np.uint32), address)
         f = self.flags[env]
         fi = np.flatnonzero(f & shared_memory.HAS_FINAL)
-        return Abi2Batch(node, seq, env, self.step[env], self.reward[env],
-                         ((f & shared_memory.TERMINATED) != 0,
-                          (f & shared_memory.TRUNCATED) != 0,
-                          (f & shared_memory.EPISODE_START) != 0),
-                         {k: v[env] for k, v in self.tensors.items()}, fi,
-                         {k: v[env[fi]] for k, v in self.final_tensors.items()},
-                         self.mask[env] if self.mask is not None else None, in_memory=True)
+        b = Abi2Batch(node, seq, env, self.step[env], self.reward[env],
+                      ((f & shared_memory.TERMINATED) != 0,
+                       (f & shared_memory.TRUNCATED) != 0,
+                       (f & shared_memory.EPISODE_START) != 0),
+                      {k: v[env] for k, v in self.tensors.items()}, fi,
+                      {k: v[env[fi]] for k, v in self.final_tensors.items()},
+                      self.mask[env] if self.mask is not None else None, in_memory=True)
+        _check_read(b, f, seq, address)
+        return b
+
+
+def _check_read(b, f, seq, address):
+    """Refuse, naming the column and the row, what no node writes into its
+    memory: a NaN or infinite reward or float tensor value, flags with bits
+    no node sets (issue 31 A: another process may have written there; a
+    mask byte is any value, nonzero allowed). The copies of b are checked, so what is checked
+    is what the learner uses; one vectorised pass per column."""
+    cols = [("flags", f, (f & ~np.uint8(15)) != 0), ("reward", b.reward, ~np.isfinite(b.reward))]
+    for what, ts, rows in (("tensor", b.tensors, b.env), ("final tensor", b.final_tensors,
+                                                          b.env[b.final_index])):
+        for name, a in ts.items():
+            if a.dtype.kind == "f" and len(a):
+                bad = ~np.isfinite(a.reshape(len(a), -1)).all(axis=1)
+                cols.append((f"{what} {name!r}", rows, bad))
+    for name, col, bad in cols:
+        if not bad.any():
+            continue
+        k = int(np.flatnonzero(bad)[0])
+        row = int(b.env[k]) if name in ("flags", "reward") else int(col[k])
+        raise ProtocolError(f"node {address}: observations seq {seq} in memory: the {name} of "
+                            f"row {row} is {_describe(name, col, k)}, which no node writes")
+
+
+def _describe(name, col, k):
+    """The bad value at row k of a column, in words."""
+    if name == "flags":
+        return f"0x{int(col[k]):02x} (bits no node sets)"
+    if name == "reward":
+        return "NaN" if np.isnan(col[k]) else "infinite"
+    return "not finite (NaN or an infinity)"
 
 
 class Abi2Batch:

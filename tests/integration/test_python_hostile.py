@@ -107,6 +107,45 @@ class ValuesInMemory(nu.TempDirCase):
         with self.assertRaisesRegex(ValueError, "flags of env 0 .* 0x80"):
             take()
 
+    def test_abi2_memory_values_are_named(self):
+        """Env ABI 2's typed columns (abi2.SeedMemory2): the same refusals,
+        naming the column and the row, on the copies the learner would use."""
+        from rollout_client import abi2
+        pb = hn.w.pb2()
+        n = 6
+        mem = object.__new__(abi2.SeedMemory2)
+        mem.num_envs = n
+        mem.tensors = {"pos": np.zeros((n, 2), np.float32), "grid": np.zeros((n, 3), np.uint8)}
+        mem.final_tensors = {k: np.zeros_like(v) for k, v in mem.tensors.items()}
+        mem.mask = None
+        mem.step = np.zeros(n, np.uint64)
+        mem.reward = np.zeros(n, np.float32)
+        mem.flags = np.zeros(n, np.uint8)
+
+        def take():
+            return mem.batch(pb.Observations(seq=1, in_memory=True, ranges=[1, 4]), 0, "peer")
+        self.assertEqual(take().n, 4)
+        mem.tensors["grid"][:] = 255  # any integer value is a value
+        self.assertEqual(take().n, 4)
+        for poison, says in (
+                (lambda: mem.tensors["pos"].__setitem__((3, 1), np.nan),
+                 "the tensor 'pos' of row 3 is not finite"),
+                (lambda: mem.reward.__setitem__(2, -np.inf), "the reward of row 2 is infinite"),
+                (lambda: mem.flags.__setitem__(4, 0x48), "the flags of row 4 is 0x48"),
+                (lambda: (mem.flags.__setitem__(1, 8),
+                          mem.final_tensors["pos"].__setitem__((1, 0), np.inf)),
+                 "the final tensor 'pos' of row 1 is not finite")):
+            with self.subTest(says):
+                poison()
+                with self.assertRaises(rc.ProtocolError) as cm:
+                    take()
+                self.assertIn(f"observations seq 1 in memory: {says}", str(cm.exception))
+                for a in (mem.tensors["pos"], mem.final_tensors["pos"], mem.reward, mem.flags):
+                    a[:] = 0
+        # Rows outside the frame are not read: a NaN there is not this frame's.
+        mem.reward[0] = np.nan
+        self.assertEqual(take().n, 4)
+
 
 def welcome(num_envs=4, obs_shape=(4,), obs_dtype="", action=None):
     pb = hn.w.pb2()
