@@ -20,8 +20,10 @@ The advanced paths, for nodes on other hosts (the remote-learner protocol):
 - :func:`pb2`: the generated ``rollout_pb2`` module (shipped in the package).
 """
 from . import _proto, abi2, spaces
-from .client import (OBS_DTYPES, PROTOCOL_VERSION, Batch, Client, NodeInfo, check_actions,
-                     parse_address, read_token)
+from .actions import check_actions
+from .address import parse_address, read_token
+from .batch import Batch
+from .client import PROTOCOL_VERSION, Client
 from .errors import (AuthenticationError, ConnectionClosed, FrameTooLarge, ProtocolError,
                      RemoteError, RolloutError, VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, FrameDecoder, decode_varint, encode_frame, encode_varint
@@ -29,6 +31,7 @@ from .launch import NodeProcess, find_node, launch_node
 from .spaces import AutoresetMode
 from .stream import SegmentBatch, Stream, policy_params
 from .vecenv import VecEnv
+from .welcome import OBS_DTYPES, NodeInfo
 from .vector import RolloutVectorEnv
 from .registration import make_vec, register_envs
 

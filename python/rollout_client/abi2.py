@@ -190,11 +190,11 @@ class SeedMemory2:
                       {k: v[env] for k, v in self.tensors.items()}, fi,
                       {k: v[env[fi]] for k, v in self.final_tensors.items()},
                       self.mask[env] if self.mask is not None else None, in_memory=True)
-        _check_read(b, f, seq, address)
+        _check_read(b, f, seq)
         return b
 
 
-def _check_read(b, f, seq, address):
+def _check_read(b, f, seq):
     """Refuse, naming the column and the row, what no node writes into its
     memory: a NaN or infinite reward or float tensor value, flags with bits
     no node sets (issue 31 A: another process may have written there; a
@@ -212,7 +212,7 @@ def _check_read(b, f, seq, address):
             continue
         k = int(np.flatnonzero(bad)[0])
         row = int(b.env[k]) if name in ("flags", "reward") else int(col[k])
-        raise ProtocolError(f"node {address}: observations seq {seq} in memory: the {name} of "
+        raise ProtocolError(f"observations seq {seq} in memory: the {name} of "
                             f"row {row} is {_describe(name, col, k)}, which no node writes")
 
 

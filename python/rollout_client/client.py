@@ -6,291 +6,24 @@ turns every Frame{observations} into a :class:`Batch` of numpy arrays, and
 sends the answer of each batch with :meth:`Client.send_actions`.
 """
 import collections
-import dataclasses
 import os
 import selectors
 import socket
 import time
-import warnings
-from typing import Optional, Tuple
 
 import numpy as np
 
-from . import _proto, abi2, shared_memory, spaces, spin, wire
-from .hotpath import hot
+from . import _proto, abi2, shared_memory, spin, wire
+from .actions import check_actions
+from .address import open_node_socket, parse_address, read_token
 from .errors import (AuthenticationError, ConnectionClosed, ProtocolError, RemoteError,
                      VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, FrameReader, encode_frame
+from .observations import ObservationChecks
+from .welcome import node_info
 
 PROTOCOL_VERSION = 1
 EPROTO, EACCES = 71, 13
-
-
-@dataclasses.dataclass(frozen=True)
-class NodeInfo:
-    """What a node told us in its Welcome."""
-    index: int               # position of the node in the client's address list
-    address: str             # "host:port" as given
-    node_id: int
-    seed: int
-    env: str
-    num_envs: int
-    max_episode_steps: int   # 0: none
-    obs_shape: Tuple[int, ...]
-    obs_dim: int             # product of obs_shape: obs rows are flattened
-    obs_dtype: np.dtype      # the observations' element type (Space.dtype; float32 by default)
-    obs_low: np.ndarray      # [obs_dim] in obs_dtype: the bounds the node sent, else the
-    obs_high: np.ndarray     # dtype's range (-inf/inf for floats)
-    action_kind: str         # "discrete" or "box"
-    action_n: int            # discrete: number of actions (0 for box)
-    action_shape: Tuple[int, ...]  # box: shape of one action (() for discrete)
-    action_low: Optional[np.ndarray]   # box: float32 [action_size]
-    action_high: Optional[np.ndarray]
-    max_frame: int           # largest frame the node accepts (0: not said)
-    node_index: int = 0      # its --node-index: env i seeds from (seed, node_index, i)
-    # An env ABI 2 node (docs/protocol.md "SEED mode and env ABI 2"): its
-    # welcome's layout (abi2.SeedLayout), and its agents per env. num_envs
-    # then counts rows (envs x agents); the obs_* and action_* fields are
-    # placeholders (action_kind "abi2"): the layout says it all.
-    layout: object = None
-    agents: int = 1
-
-    @property
-    def action_size(self):
-        """Floats per action (box), 1 for discrete."""
-        return int(np.prod(self.action_shape)) if self.action_kind == "box" else 1
-
-
-class Batch:
-    """One Frame{observations}: the transitions of some envs of one node.
-
-    Row i is env ``env[i]`` of node ``node``. Per docs/env-api.md, a row
-    whose step ended an episode carries the reward and flags of the ended
-    episode, the first observation of the next one (``episode_start``) and,
-    in ``final_obs[i]``, the ended episode's last observation
-    (``has_final_obs[i]``; NaN rows where absent). The same rows come
-    compact as ``final_index`` (positions 0..n-1, int64) and ``final_rows``
-    (one observation each); ``final_obs`` and ``has_final_obs`` are made
-    from them when first read. Every array is the batch's own.
-
-    ``is_first`` (bool [n]) says which rows a recurrent learner starts from
-    a zero state: the episode starts, and the rows whose previous step this
-    Client did not deliver (envs it takes over from another learner that
-    left, a restarted node's envs, a step sent again after a reconnect), so
-    that no state is carried into a step it was not computed for
-    (docs/python.md "Recurrent learners").
-    """
-
-    __slots__ = ("node", "seq", "env", "step", "obs", "reward", "terminated", "truncated",
-                 "episode_start", "final_index", "final_rows", "env_range", "_final_obs",
-                 "_has_final_obs", "in_memory", "is_first")
-
-    def __init__(self, node, seq, env, step, obs, reward, terminated, truncated,
-                 episode_start, final_obs=None, has_final_obs=None, final_index=None,
-                 final_rows=None, env_range=None, in_memory=False):
-        self.in_memory = in_memory  # came in the node's shared memory: answered there
-        self.node = node
-        self.seq = seq
-        self.env = env                      # uint32 [n]
-        self.step = step                    # uint64 [n]
-        self.obs = obs                      # [n, obs_dim] of the node's obs_dtype
-        self.reward = reward                # float32 [n]
-        self.terminated = terminated        # bool [n]
-        self.truncated = truncated          # bool [n]
-        self.episode_start = episode_start  # bool [n]
-        self.is_first = episode_start       # bool [n]; the Client widens it (_mark_first)
-        if final_index is None:  # given as final_obs / has_final_obs
-            final_index = np.flatnonzero(has_final_obs)
-            final_rows = final_obs[final_index]
-        self.final_index = final_index      # int64 [k]: rows with a final observation
-        self.final_rows = final_rows        # [k, obs_dim]: their final observations
-        # (first, stop) when env is the range first .. stop - 1 in order, else None.
-        self.env_range = env_range
-        self._final_obs = final_obs
-        self._has_final_obs = has_final_obs
-
-    @property
-    def final_obs(self):
-        """[n, obs_dim]: the final observation of rows that have one; NaN
-        (float dtypes) or 0 elsewhere."""
-        if self._final_obs is None:
-            o = self.obs
-            f = np.full(o.shape, np.nan if o.dtype.kind == "f" else 0, o.dtype)
-            f[self.final_index] = self.final_rows
-            self._final_obs = f
-        return self._final_obs
-
-    @property
-    def has_final_obs(self):
-        """bool [n]: the rows that carry a final observation."""
-        if self._has_final_obs is None:
-            h = np.zeros(len(self.env), bool)
-            h[self.final_index] = True
-            self._has_final_obs = h
-        return self._has_final_obs
-
-    @property
-    def n(self):
-        return len(self.env)
-
-    def __len__(self):
-        return len(self.env)
-
-    def __repr__(self):
-        return f"Batch(node={self.node}, seq={self.seq}, n={len(self.env)})"
-
-
-def parse_address(address):
-    """("host", port) from "host:port" (a name or an IPv4 address) or
-    "[v6]:port" (an IPv6 address in brackets); (path, None) from
-    "unix:PATH", a node's Unix-domain socket on this host. Names are
-    resolved when the client connects (every address the name has is
-    tried)."""
-    if not isinstance(address, str):
-        raise ValueError(f"node address {address!r} is not a 'host:port' string")
-    if address.startswith("unix:"):
-        path = address[5:]
-        if not 0 < len(path.encode()) <= 107:
-            raise ValueError(f"node address {address!r}: expected unix:PATH, PATH a socket "
-                             "file of 1 to 107 bytes")
-        return path, None
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"node address {address!r} is not host:port (port 1 to 65535; "
-                         "IPv6 addresses in brackets: [::1]:5555)")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        if not host or ":" not in host:
-            raise ValueError(f"node address {address!r}: only IPv6 addresses go in brackets")
-    elif ":" in host or "[" in host or "]" in host:
-        raise ValueError(f"node address {address!r}: put an IPv6 address in brackets, "
-                         f"e.g. [{host.strip('[]')}]:{port}")
-    return host, int(port)
-
-
-def open_node_socket(address, deadline):
-    """A socket connected to the node at `address` (see parse_address). A
-    node that is still starting refuses connections (or has no socket file
-    yet): retried with backoff until `deadline` (time.monotonic()), then
-    TimeoutError."""
-    host, port = parse_address(address)
-    delay = 0.02
-    while True:
-        left = max(0.1, deadline - time.monotonic())
-        try:
-            if port is None:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    sock.settimeout(left)
-                    sock.connect(host)
-                except BaseException:
-                    sock.close()
-                    raise
-            else:
-                sock = socket.create_connection((host, port), timeout=left)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return sock
-        except (ConnectionRefusedError, ConnectionResetError, FileNotFoundError) as e:
-            if isinstance(e, FileNotFoundError) and port is not None:
-                raise
-            if time.monotonic() + delay >= deadline:
-                raise TimeoutError(f"node {address} refused connections: {e}") from e
-            time.sleep(delay)
-            delay = min(delay * 2, 0.25)
-
-
-# Element types an observation space may declare (Space.dtype): numpy names.
-# What a welcome may ask of us, as rollout-learner bounds it
-# (src/wire/checks.c, src/learner/learner.h): envs (rows) per node, values
-# in one space, and the bytes of one observation column (every env's
-# observation), which a VecEnv holds a few of. A welcome over these is
-# refused, naming the field, before anything of its size is allocated.
-MAX_NUM_ENVS = 1 << 20
-MAX_SPACE_VALUES = 1 << 20
-MAX_OBS_COLUMN_BYTES = 1 << 30
-OBS_DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8",
-              "uint16", "uint32", "uint64")
-
-
-def check_actions(info, actions, n, clip_box=True, where=None):
-    """The actions for n envs of a node described by ``info`` (a NodeInfo),
-    checked and in the wire's types: int64 [n] (discrete) or float32
-    [n, action_size] (box: clipped to the bounds with clip_box, else
-    refused outside them, as the node would).
-
-    Raises ValueError naming the problem and the first bad row; ``where(k)``
-    says what row k is (default "row k"). Nothing is sent: a caller that
-    gets ValueError can try again with other actions.
-    """
-    where = where or (lambda k: f"row {k}")
-    a = np.asarray(actions)
-    if info.action_kind == "discrete":
-        if a.shape not in ((n,), (n, 1)):
-            raise ValueError(f"discrete actions for {n} envs must have shape ({n},), "
-                             f"got {a.shape}")
-        if a.dtype.kind not in "iub":
-            raise ValueError(f"discrete actions must be integers, got dtype {a.dtype}")
-        a = np.ascontiguousarray(a.reshape(n), np.int64)
-        k = hot.first_outside(a, info.action_n)
-        if k >= 0:
-            bad = int(np.count_nonzero((a < 0) | (a >= info.action_n)))
-            raise ValueError(f"discrete actions must lie in [0, {info.action_n}): action "
-                             f"{int(a[k])} for {where(k)} ({bad} out of range)")
-        return a
-    size = info.action_size
-    if a.size != n * size or (a.ndim > 1 and a.shape[0] != n):
-        raise ValueError(f"box actions for {n} envs must have shape "
-                         f"({n}, {', '.join(map(str, info.action_shape))}), got {a.shape}")
-    if a.dtype.kind not in "fiub":
-        raise ValueError(f"box actions must be numbers, got dtype {a.dtype}")
-    a = a.astype(np.float32).reshape(n, size)
-    finite = np.isfinite(a).all(axis=1)
-    if not finite.all():
-        k = int(np.flatnonzero(~finite)[0])
-        raise ValueError(f"box actions must be finite: {where(k)} has {a[k].tolist()}")
-    if info.action_low is None:
-        return a
-    if clip_box:
-        return np.clip(a, info.action_low, info.action_high)
-    # Unclipped: the node refuses an action outside the box (error 34) and
-    # ends the session of every env; refused here instead, naming the env.
-    bad = ((a < info.action_low) | (a > info.action_high)).any(axis=1)
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"box actions must lie inside the bounds (clip_box=False): "
-                         f"{where(k)} has {a[k].tolist()}")
-    return a
-
-
-TOKEN_MAX = 254  # bytes, as the node's --token-file (src/wire/token.h)
-
-
-def read_token(token=None, token_file=None):
-    """The token to present: ``token`` if given, else the contents of
-    ``token_file``, else "". A token file holds one line of 1 to 254
-    characters (trailing whitespace trimmed), as the node's --token-file; a
-    file that others may read gets a warning, as from the C tools."""
-    if token is not None and token_file is not None:
-        raise ValueError("give token or token_file, not both")
-    if token_file is not None:
-        token_file = os.fspath(token_file)
-        with open(token_file, "rb") as f:
-            raw = f.read(TOKEN_MAX + 64)
-        try:
-            token = raw.decode("utf-8").rstrip()
-        except UnicodeDecodeError:
-            raise ValueError(f"token file {token_file} is not UTF-8 text") from None
-        if "\n" in token or "\r" in token:
-            raise ValueError(f"token file {token_file} has more than one line")
-        if not token:
-            raise ValueError(f"token file {token_file} is empty")
-        if os.stat(token_file).st_mode & 0o077:
-            warnings.warn(f"token file {token_file} can be read or written by other users: "
-                          f"chmod 600 {token_file}", stacklevel=2)
-    token = token or ""
-    if len(token.encode("utf-8")) > TOKEN_MAX:
-        raise ValueError(f"token is longer than {TOKEN_MAX} bytes")
-    return token
 
 
 class _Conn:
@@ -315,7 +48,7 @@ class _Conn:
         self.node_id = None      # whose envs last_step describes
 
 
-class Client:
+class Client(ObservationChecks):
     """Connections from one learner to one or more nodes.
 
     ``Client(["127.0.0.1:7000", "10.0.0.2:7000"], token_file="tok")`` connects
@@ -427,7 +160,14 @@ class Client:
             raise self._remote_error(c, first.error)
         if kind != "welcome":
             self._fail(c, f"expected welcome, got {kind or 'an empty frame'}")
-        c.info = self._node_info(c, first.welcome)
+        w = first.welcome
+        if w.protocol_version != PROTOCOL_VERSION:
+            self._send_error(c, EPROTO, f"learner speaks protocol version {PROTOCOL_VERSION}")
+            raise VersionMismatch(PROTOCOL_VERSION, w.protocol_version, c.address)
+        try:
+            c.info = node_info(c, w)
+        except ProtocolError as e:
+            self._fail(c, str(e))
         c.mem = None
         if first.welcome.HasField("seed_memory"):
             if not c.shared:
@@ -446,106 +186,6 @@ class Client:
         # dispatches them, so that connect() raises only for the handshake.
         if c.reader.pending():
             self._early.append(c)
-
-    def _node_info(self, c, w):
-        if w.protocol_version != PROTOCOL_VERSION:
-            self._send_error(c, EPROTO, f"learner speaks protocol version {PROTOCOL_VERSION}")
-            raise VersionMismatch(PROTOCOL_VERSION, w.protocol_version, c.address)
-        if not w.HasField("spec"):
-            self._fail(c, "welcome has no spec")
-        s = w.spec
-        if w.HasField("layout"):
-            return self._node_info_abi2(c, w)
-        o = s.observation
-        if o.kind != "box" or not o.shape:
-            self._fail(c, f"observation space must be a box with a shape, got kind "
-                          f"{o.kind[:20]!r} shape {list(o.shape)[:8]}")
-        if not 1 <= s.num_envs <= MAX_NUM_ENVS:
-            self._fail(c, f"welcome spec.num_envs {s.num_envs} is not in [1, {MAX_NUM_ENVS}]")
-        obs_shape = self._shape(c, "spec.observation.shape", o.shape)
-        obs_dim = int(np.prod(obs_shape))
-        if (o.dtype or "float32") not in OBS_DTYPES:
-            self._fail(c, f"observation dtype {o.dtype[:40]!r} is not one of "
-                          f"{', '.join(OBS_DTYPES)}")
-        obs_dtype = np.dtype(o.dtype or "float32")
-        if s.num_envs * obs_dim * obs_dtype.itemsize > MAX_OBS_COLUMN_BYTES:
-            self._fail(c, f"welcome spec.num_envs {s.num_envs} x spec.observation.shape "
-                          f"{list(obs_shape)} ({obs_dtype.name}) is over "
-                          f"{MAX_OBS_COLUMN_BYTES >> 20} MiB of observations")
-        lo, hi = spaces.dtype_bounds(obs_dtype)
-        obs_low = np.full(obs_dim, lo, obs_dtype)
-        obs_high = np.full(obs_dim, hi, obs_dtype)
-        if len(o.low) == obs_dim and len(o.high) == obs_dim:
-            # Bounds travel as floats: infinite ones mean the dtype's range.
-            fl, fh = np.array(o.low, np.float64), np.array(o.high, np.float64)
-            if np.isnan(fl).any() or np.isnan(fh).any() or (fl > fh).any():
-                self._fail(c, "observation bounds have NaN or low > high")
-            for bound, out in ((fl, obs_low), (fh, obs_high)):
-                finite = np.isfinite(bound)
-                if (bound[finite] < lo).any() or (bound[finite] > hi).any():
-                    self._fail(c, f"observation bounds lie outside {obs_dtype.name}'s range")
-                out[finite] = bound[finite].astype(obs_dtype)
-        elif len(o.low) or len(o.high):
-            self._fail(c, f"observation bounds have {len(o.low)}/{len(o.high)} values, "
-                          f"shape needs {obs_dim}")
-        a = s.action
-        low = high = None
-        if a.kind == "discrete":
-            if not 1 <= a.n <= MAX_SPACE_VALUES:
-                self._fail(c, f"welcome spec.action.n {a.n} is not in [1, {MAX_SPACE_VALUES}]")
-            action_n, action_shape = int(a.n), ()
-        elif a.kind == "box":
-            action_n, action_shape = 0, self._shape(c, "spec.action.shape", a.shape)
-            size = int(np.prod(action_shape))
-            if len(a.low) == size and len(a.high) == size:
-                low = np.array(a.low, dtype=np.float32)
-                high = np.array(a.high, dtype=np.float32)
-            elif len(a.low) or len(a.high):
-                self._fail(c, f"box action bounds have {len(a.low)}/{len(a.high)} values, "
-                              f"shape needs {size}")
-        else:
-            self._fail(c, f"unknown action space kind {a.kind[:20]!r}")
-        return NodeInfo(index=c.index, address=c.address, node_id=int(w.node_id),
-                        seed=int(w.seed), env=s.env, num_envs=int(s.num_envs),
-                        max_episode_steps=int(s.max_episode_steps), obs_shape=obs_shape,
-                        obs_dim=obs_dim, obs_dtype=obs_dtype, obs_low=obs_low,
-                        obs_high=obs_high, action_kind=a.kind, action_n=action_n,
-                        action_shape=action_shape, action_low=low, action_high=high,
-                        max_frame=int(w.max_frame), node_index=int(w.node_index))
-
-    def _shape(self, c, field, shape):
-        """A box's shape from a welcome: 1 to 4 dims of at least 1, at most
-        MAX_SPACE_VALUES values (checked before anything is allocated)."""
-        dims = list(shape)
-        if not 1 <= len(dims) <= 4 or min(dims) < 1 or \
-                int(np.prod(dims, dtype=object)) > MAX_SPACE_VALUES:
-            self._fail(c, f"welcome {field} {dims[:8]} is not 1 to 4 dims of at most "
-                          f"{MAX_SPACE_VALUES} values")
-        return tuple(int(d) for d in dims)
-
-    def _node_info_abi2(self, c, w):
-        """NodeInfo of an env ABI 2 node: its layout, rows as num_envs."""
-        try:
-            lay = abi2.SeedLayout(w.layout)
-        except ProtocolError as e:
-            self._fail(c, str(e))
-        s = w.spec
-        if not 1 <= s.num_envs <= MAX_NUM_ENVS // lay.agents:
-            self._fail(c, f"welcome spec.num_envs {s.num_envs} of {lay.agents} agents is over "
-                          f"{MAX_NUM_ENVS} rows")
-        row = sum(int(np.prod(shape)) * dt.itemsize for _, dt, shape in lay.tensors)
-        if s.num_envs * lay.agents * row > MAX_OBS_COLUMN_BYTES:
-            self._fail(c, f"welcome spec.num_envs {s.num_envs} x {lay.agents} agents x layout "
-                          f"tensors of {row} bytes a row is over {MAX_OBS_COLUMN_BYTES >> 20} MiB "
-                          "of observations")
-        none = np.zeros(0, np.float32)
-        return NodeInfo(index=c.index, address=c.address, node_id=int(w.node_id),
-                        seed=int(w.seed), env=s.env, num_envs=int(s.num_envs) * lay.agents,
-                        max_episode_steps=int(s.max_episode_steps), obs_shape=(), obs_dim=0,
-                        obs_dtype=np.dtype(np.float32), obs_low=none, obs_high=none,
-                        action_kind="abi2", action_n=0, action_shape=(), action_low=None,
-                        action_high=None, max_frame=int(w.max_frame),
-                        node_index=int(w.node_index), layout=lay, agents=lay.agents)
 
     # -- errors -------------------------------------------------------------
     def _parse(self, c, data):
@@ -627,167 +267,6 @@ class Client:
             self._close_conn(c)
         else:
             self._fail(c, f"unexpected {kind or 'empty frame'} after the handshake")
-
-    def _checked_abi2(self, c, m):
-        """An abi2.Abi2Batch of an env ABI 2 node's frame, checked."""
-        seq = int(m.seq)
-        if seq <= c.last_seq:
-            self._fail(c, f"observations seq {seq} after seq {c.last_seq}")
-        try:
-            b = c.mem.batch(m, c.index, c.address) if m.in_memory and c.mem is not None else \
-                abi2.batch_of(c.info.layout, m, c.info.num_envs, c.index)
-        except ProtocolError as e:
-            self._fail(c, str(e))
-        c.last_seq = seq
-        c.unanswered.add(seq)
-        return b
-
-    def _checked(self, c, o):
-        """o (a wire.ObsFrame) with every field checked against the node's
-        welcome, observations in the node's dtype, and node and env_range
-        set."""
-        info = c.info
-        seq = o.seq
-        if seq <= c.last_seq:
-            self._fail(c, f"observations seq {seq} after seq {c.last_seq}")
-        if o.ranges is not None and not o.in_memory:
-            self._fail(c, f"observations seq {seq}: ranges, but not in memory")
-        if o.in_memory:
-            if c.mem is None:
-                self._fail(c, f"observations seq {seq} in memory, but no shared memory was "
-                              "agreed")
-            if len(o.env) or len(o.obs) or len(o.reward) or len(o.final_obs) or \
-                    len(o.final_index):
-                self._fail(c, f"observations seq {seq} in memory, yet with columns in the frame")
-            try:
-                o.env, o.env_range = c.mem.rows(o.ranges, c.address)
-            except ProtocolError as e:
-                self._fail(c, f"observations seq {seq}: {e}")
-            o.env_known = o.env_range is not None  # one range: nothing repeats
-            o.step = c.mem.step[o.env_range[0]:o.env_range[1]] \
-                if o.env_range is not None else c.mem.step[o.env]
-        env = o.env
-        n = len(env)
-        d = info.obs_dim
-        flags = o.flags
-        if not o.in_memory and (len(o.step) != n or len(o.obs) != n * d or len(o.reward) != n or
-                                len(flags[0]) != n or len(flags[1]) != n or len(flags[2]) != n):
-            for field, got, want in (("step", len(o.step), n), ("obs", len(o.obs), n * d),
-                                     ("reward", len(o.reward), n),
-                                     ("terminated", len(flags[0]), n),
-                                     ("truncated", len(flags[1]), n),
-                                     ("episode_start", len(flags[2]), n)):
-                if got != want:
-                    self._fail(c, f"observations seq {seq}: {field} has {got} values, "
-                                  f"expected {want} ({n} envs, obs_dim {d})")
-        if not o.env_known and n:
-            top = int(env.max())
-            if top >= info.num_envs:
-                self._fail(c, f"observations seq {seq}: env index {top} "
-                              f">= num_envs {info.num_envs}")
-            if n > 1 and int(np.bincount(env).max()) > 1:  # at most num_envs counters
-                self._fail(c, f"observations seq {seq}: an env index appears twice")
-            if top - int(env[0]) == n - 1 and (n < 3 or (np.diff(env.astype(np.int64)) == 1).all()):
-                o.env_range = (int(env[0]), top + 1)
-            if o.env_key is not None:
-                wire.remember_env(c.env_cache, o.env_key, env, o.env_range)
-        k = len(o.final_index)
-        if len(o.final_obs) != k * d:
-            self._fail(c, f"observations seq {seq}: final_obs has {len(o.final_obs)} "
-                          f"values for {k} final_index entries (obs_dim {d})")
-        if k:
-            fidx = o.final_index
-            if k <= 16:  # the usual few: cheaper as Python ints
-                listed = fidx.tolist()
-                bad = max(listed) >= n or len(set(listed)) != k
-            else:
-                bad = int(fidx.max()) >= n or int(np.bincount(fidx).max()) > 1
-            if bad:
-                self._fail(c, f"observations seq {seq}: final_index out of range or repeated")
-        if info.obs_dtype != np.float32:
-            o.obs = self._as_obs_dtype(c, seq, "obs", o.obs)
-            o.final_obs = self._as_obs_dtype(c, seq, "final_obs", o.final_obs)
-        o.node = c.index
-        c.last_seq = seq
-        c.unanswered.add(seq)
-        return o
-
-    def _from_memory(self, c, o):
-        """Fill the columns of a checked frame in memory from the node's
-        memory: copies, valid until the frame is answered, checked (a NaN or
-        infinite value, or flags no node sets, are refused by name: no node
-        writes them). (VecEnv reads the memory itself, hotpath.take_frame.)"""
-        mem = c.mem
-        rows = slice(*o.env_range) if o.env_range is not None else o.env
-        f = mem.flags[rows].copy()
-        o.obs = mem.obs[rows].reshape(-1).copy()
-        o.reward = mem.reward[rows].copy()
-        fi = np.flatnonzero(f & shared_memory.HAS_FINAL)
-        o.final_index = fi
-        o.final_obs = mem.final_obs[o.env[fi]].reshape(-1)
-        d = max(1, c.info.obs_dim)
-        for name, col, width in (("flags", f, 1), ("reward", o.reward, 1),
-                                 ("observation", o.obs, d), ("final observation", o.final_obs, d)):
-            bad = np.flatnonzero(f & ~np.uint8(15)) if name == "flags" else \
-                np.flatnonzero(~np.isfinite(col))
-            if not len(bad):
-                continue
-            v = col[bad[0]]
-            env = int((o.env[fi] if name == "final observation" else o.env)[bad[0] // width])
-            what = f"are 0x{int(v):02x}, bits no node sets" if name == "flags" else \
-                f"is {'NaN' if np.isnan(v) else 'infinite'}" if name == "reward" else \
-                f"holds {'NaN' if np.isnan(v) else 'an infinity'}"
-            self._fail(c, f"observations seq {o.seq} in memory: the {name} of env {env} {what}")
-        o.flags = shared_memory.flag_rows(f)
-
-    def _mark_first(self, b):
-        """b.is_first: its episode starts, and each row whose previous step
-        this Client did not deliver (Batch). Per connection; a new node id
-        (a restarted node) forgets every env."""
-        c = self._conns[b.node]
-        env = np.asarray(b.env, np.int64)
-        if c.node_id != c.info.node_id:
-            c.node_id, c.last_step = c.info.node_id, np.zeros(0, np.int64)
-        if len(env) and env.max() >= len(c.last_step):
-            grown = np.full(int(env.max()) + 1, -1, np.int64)
-            grown[:len(c.last_step)] = c.last_step
-            c.last_step = grown
-        step = np.asarray(b.step, np.int64)
-        b.is_first = np.asarray(b.episode_start, bool) | (step != c.last_step[env] + 1)
-        c.last_step[env] = step
-        return b
-
-    def _batch(self, o):
-        """A Batch, with arrays of its own, from a checked wire.ObsFrame
-        (an env ABI 2 node's abi2.Abi2Batch is one already)."""
-        if isinstance(o, abi2.Abi2Batch):
-            return self._mark_first(o)
-        if o.in_memory:
-            self._from_memory(self._conns[o.node], o)
-        info = self._conns[o.node].info
-        n, d, k = len(o.env), info.obs_dim, len(o.final_index)
-        dtype = info.obs_dtype
-        flags = o.flags
-        return self._mark_first(Batch(o.node, o.seq, o.env.copy() if o.env_known else o.env,
-                                      o.step.copy() if o.in_memory else o.step,
-                                      o.obs.reshape(n, d).astype(dtype),
-                                      o.reward.astype(np.float32), flags[0], flags[1], flags[2],
-                                      final_index=o.final_index,
-                                      final_rows=o.final_obs.reshape(k, d).astype(dtype),
-                                      env_range=o.env_range, in_memory=o.in_memory))
-
-    def _as_obs_dtype(self, c, seq, field, values):
-        """float32 values from the wire in the node's observation dtype; an
-        integer dtype takes only whole numbers in its range (vectorised)."""
-        dtype = c.info.obs_dtype
-        if dtype.kind in "iu":
-            lo, hi = spaces.dtype_bounds(dtype)
-            ok = (values == np.floor(values)) & (values >= lo) & (values <= hi)
-            if not ok.all():
-                k = np.argwhere(~ok)[0]
-                self._fail(c, f"observations seq {seq}: {field} value {values[tuple(k)].item()!r} "
-                              f"is not a {dtype.name}")
-        return values.astype(dtype)
 
     def _on_readable(self, c):
         """Read what c has and decode it; False when there was nothing."""
@@ -1030,5 +509,4 @@ class Client:
         return [c.index for c in self._conns if c.open]
 
 
-__all__ = ["Batch", "Client", "NodeInfo", "OBS_DTYPES", "PROTOCOL_VERSION", "check_actions",
-           "open_node_socket", "parse_address", "read_token"]
+__all__ = ["Client", "PROTOCOL_VERSION"]

@@ -2,51 +2,16 @@
 
 This is protobuf's standard delimited framing (writeDelimitedTo in Java,
 ``SerializeDelimitedToOstream`` in C++), so any protobuf library can read a
-stream of frames.
+stream of frames. The varints are wire.py's (the package's one reader and
+writer of the protobuf wire format).
 """
 import numpy as np
 
 from . import shared_memory
-from .errors import FrameTooLarge, ProtocolError
+from .errors import FrameTooLarge
+from .wire import decode_varint, encode_varint
 
 DEFAULT_MAX_FRAME = 64 << 20  # bytes; the node tells its own in Welcome.max_frame
-_MAX_VARINT_BYTES = 10  # a uint64 needs at most ten 7-bit groups
-
-
-def encode_varint(value):
-    """The varint encoding of a non-negative integer below 2**64."""
-    if value < 0 or value >= 1 << 64:
-        raise ValueError(f"varint out of range: {value}")
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def decode_varint(buf, pos=0):
-    """Decode a varint at buf[pos:]. Returns (value, next position), or
-    (None, pos) when buf ends before the varint does. Raises ProtocolError
-    on a varint longer than ten bytes."""
-    value = 0
-    shift = 0
-    i = pos
-    end = len(buf)
-    while i < end:
-        if i - pos >= _MAX_VARINT_BYTES:
-            raise ProtocolError("frame length prefix is longer than 10 bytes")
-        b = buf[i]
-        value |= (b & 0x7F) << shift
-        i += 1
-        if not b & 0x80:
-            if value >= 1 << 64:
-                raise ProtocolError("frame length prefix overflows 64 bits")
-            return value, i
-        shift += 7
-    if i - pos >= _MAX_VARINT_BYTES:
-        raise ProtocolError("frame length prefix is longer than 10 bytes")
-    return None, pos
 
 
 def encode_frame(payload, max_frame=None):

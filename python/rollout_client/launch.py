@@ -26,10 +26,12 @@ import signal
 import subprocess
 import threading
 import time
+from typing import Optional
 
 _LISTENING = "listening for learners on "
-_live = []
+_live: "list[NodeProcess]" = []
 _PR_SET_PDEATHSIG = 1
+_libc: Optional[ctypes.CDLL]
 try:
     _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 except OSError:  # not glibc Linux: the atexit hook alone

@@ -36,8 +36,9 @@ import time
 
 import numpy as np
 
-from . import _proto, shared_memory
-from .client import PROTOCOL_VERSION, open_node_socket, parse_address, read_token
+from . import _proto, shared_memory, wire
+from .address import open_node_socket, parse_address, read_token
+from .client import PROTOCOL_VERSION
 from .errors import (AuthenticationError, ConnectionClosed, FrameTooLarge, ProtocolError,
                      RemoteError, VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, decode_varint, encode_frame
@@ -46,47 +47,8 @@ from .framing import DEFAULT_MAX_FRAME, decode_varint, encode_frame
 _DTYPES = {1: np.dtype("<f4"), 2: np.dtype("<i4"), 3: np.dtype("u1"), 4: np.dtype("<u4"),
            5: np.dtype("<u8")}
 _MAX_DIMS = 8  # a tensor's dims: (t, n) and an env tensor's 4, and room
+_SEG = "a segment"  # what the wire reader's errors name
 _BLOCK = 8 << 20  # receive buffers: each is filled once, then left to the batches viewing it
-
-
-def _read_varint(buf, pos, end):
-    """A varint in buf[pos:end] (bytes-like of ints): (value, next pos)."""
-    if pos < end and buf[pos] < 0x80:  # most of them: one byte
-        return buf[pos], pos + 1
-    value = shift = 0
-    while True:
-        if pos >= end or shift > 63:
-            raise ProtocolError("a truncated or overlong varint in a segment")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _fields(buf, pos, end):
-    """(field, wire type, value or (start, length)) of a message's fields."""
-    while pos < end:
-        tag, pos = _read_varint(buf, pos, end)
-        field, wt = tag >> 3, tag & 7
-        if wt == 0:
-            v, pos = _read_varint(buf, pos, end)
-            yield field, wt, v
-        elif wt == 2:
-            n, pos = _read_varint(buf, pos, end)
-            if n > end - pos:
-                raise ProtocolError("a segment field runs past its frame")
-            yield field, wt, (pos, n)
-            pos += n
-        elif wt == 1:
-            pos += 8
-        elif wt == 5:
-            pos += 4
-        else:
-            raise ProtocolError(f"wire type {wt} in a segment")
-        if pos > end:
-            raise ProtocolError("a segment field runs past its frame")
 
 
 class StreamLayout:
@@ -377,7 +339,7 @@ class Stream:
         base = span[0]
         end = span[1]
         seg = None
-        for field, wt, v in _fields(b, base, end):
+        for field, wt, v in wire.fields(b, base, end, _SEG):
             if field == 9 and wt == 2:
                 seg = v
             elif 1 <= field <= 10:
@@ -387,14 +349,14 @@ class Stream:
         hdr = [0] * 8
         descs = []  # (name, dtype, shape, data span, offset): nothing allocated yet
         in_memory = False
-        for field, wt, v in _fields(b, seg[0], seg[0] + seg[1]):
+        for field, wt, v in wire.fields(b, seg[0], seg[0] + seg[1], _SEG):
             if wt == 0 and 1 <= field <= 8:
                 hdr[field - 1] = v
             elif field == 10 and wt == 0:
                 in_memory = v != 0
             elif field == 9 and wt == 2:
                 name, dtype, shape, data, offset = None, 0, [], (0, 0), 0
-                for f2, w2, v2 in _fields(b, v[0], v[0] + v[1]):
+                for f2, w2, v2 in wire.fields(b, v[0], v[0] + v[1], _SEG):
                     if f2 == 1 and w2 == 2:
                         name = bytes(b[v2[0]:v2[0] + min(v2[1], 200)]).decode("utf-8", "replace")
                     elif f2 == 2 and w2 == 0:
@@ -402,7 +364,7 @@ class Stream:
                     elif f2 == 3 and w2 == 2:
                         shape, p, e = [], v2[0], v2[0] + v2[1]
                         while p < e and len(shape) <= _MAX_DIMS:
-                            d, p = _read_varint(b, p, e)
+                            d, p = wire.read_varint(b, p, e, _SEG)
                             shape.append(d)
                     elif f2 == 4 and w2 == 2:
                         data = v2

@@ -41,10 +41,12 @@ asynchronous (``send()``/``recv()``), whichever is called first.
 """
 import numbers
 
+import gymnasium
 import numpy as np
 
 from . import autoreset, spaces
-from .client import Client, check_actions
+from .actions import check_actions
+from .client import Client
 from .hotpath import hot
 from .errors import ConnectionClosed, ProtocolError
 from .vecenv_abi2 import Abi2Mixin
@@ -52,10 +54,7 @@ from .vecenv_async import AsyncMixin
 from .vecenv_async_abi2 import Abi2AsyncMixin
 from .vecenv_lane import LaneMixin
 
-_Base = spaces.GYMNASIUM.vector.VectorEnv if spaces.GYMNASIUM is not None else object
-
-
-class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
+class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.VectorEnv):
     """``VecEnv(["127.0.0.1:7000"])``, ``VecEnv("host:7000")`` or
     ``VecEnv(client)``. ``timeout`` bounds each wait for observations, in
     seconds; ``clip_box`` clips box actions to the action space's bounds;
@@ -316,7 +315,7 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, _Base):
                 "them), so their episodes are not those of the seed; use a fresh node, or "
                 "reset() without a seed")
         self._started = True
-        if seed is not None and spaces.GYMNASIUM is not None:
+        if seed is not None:
             super().reset(seed=seed)  # gymnasium's np_random, as its envs do
         infos = {"step": self._step.copy(), "episode_start": self._flags[2].copy()}
         obs = self._obs.reshape((self.num_envs,) + self.obs_shape).copy()

@@ -31,7 +31,7 @@ import collections
 
 import numpy as np
 
-from .client import check_actions
+from .actions import check_actions
 from .errors import ConnectionClosed, ProtocolError
 from .hotpath import hot
 

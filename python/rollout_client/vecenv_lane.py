@@ -22,7 +22,7 @@ the shared memory agreed is a protocol error here.
 """
 import numpy as np
 
-from .client import check_actions
+from .actions import check_actions
 from .errors import ConnectionClosed, ProtocolError
 from .hotpath import hot
 from .vecenv_async import HANDED as _HANDED, READY as _READY

@@ -1,5 +1,7 @@
 """Protobuf wire format read and written in place with numpy: the hot frames
-of the learner protocol without protobuf's per-element work.
+of the learner protocol without protobuf's per-element work. The package's
+one reader and writer of varints and fields (framing.py's length prefixes,
+stream.py's segments and this module's frames use these).
 
 An Observations frame (proto/rollout.proto) is mostly packed fields: floats
 (``obs``, ``reward``, ``final_obs``) are read as numpy views of the received
@@ -180,13 +182,34 @@ def encode_varints(values):
 def encode_varint(value):
     """The varint bytes of one non-negative integer below 2**64."""
     if value < 0x80:
+        if value < 0:
+            raise ValueError(f"varint out of range: {value}")
         return bytes((value,))
+    if value >= 1 << 64:
+        raise ValueError(f"varint out of range: {value}")
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def decode_varint(buf, pos=0):
+    """A length prefix: the varint at buf[pos:], read as it arrives.
+    Returns (value, next position), or (None, pos) when buf ends before the
+    varint does. Raises ProtocolError on a varint longer than ten bytes or
+    above 64 bits."""
+    stop = min(len(buf), pos + _MAX_VARINT)
+    for i in range(pos, stop):
+        if buf[i] < 0x80:  # its last byte is here: read it whole
+            value, nxt = read_varint(buf, pos, i + 1, "a frame length prefix")
+            if value >= 1 << 64:
+                raise ProtocolError("frame length prefix overflows 64 bits")
+            return value, nxt
+    if stop - pos >= _MAX_VARINT:
+        raise ProtocolError("frame length prefix is longer than 10 bytes")
+    return None, pos
 
 
 class ObsFrame:

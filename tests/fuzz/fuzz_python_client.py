@@ -8,7 +8,7 @@ MemoryError or OverflowError is a finding. Bounded memory is libFuzzer's
 -rss_limit_mb.
 
 The first byte picks the path:
-  0: a welcome (protobuf) through Client._node_info, the handshake's checks;
+  0: a welcome (protobuf) through welcome.node_info, the handshake's checks;
   1: frames on a SEED connection (the length prefixes through FrameReader,
      Observations through wire.parse_observations and Client._checked, other
      frames through protobuf and _dispatch), each batch made as recv() does;
@@ -32,6 +32,7 @@ with atheris.instrument_imports():
     import rollout_client as rc
     from rollout_client import client as rcc
     from rollout_client import stream as rcs
+    from rollout_client import welcome as rcw
     from rollout_client.errors import ConnectionClosed, ProtocolError, RemoteError
 
 pb = rc._proto.load()
@@ -75,7 +76,7 @@ class FakeSock:
 def seed_connection(data):
     cl = rc.Client(["127.0.0.1:1"], connect=False)
     c = cl._conns[0]
-    c.info = cl._node_info(c, welcome())
+    c.info = rcw.node_info(c, welcome())
     c.open = True
     sock = FakeSock(data, 1 + (data[0] if data else 0) % 97)
     c.sock = sock
@@ -116,7 +117,7 @@ def one_input(data):
             except Exception:  # protobuf's DecodeError: the client's _parse says ProtocolError
                 return
             cl = rc.Client(["127.0.0.1:1"], connect=False)
-            cl._node_info(cl._conns[0], w)
+            rcw.node_info(cl._conns[0], w)
         elif kind == 1:
             seed_connection(rest)
         else:
