@@ -30,6 +30,18 @@
 #define MAX_QUEUED_BYTES (64u << 20)
 
 struct ro_session;
+
+/* Same-host upgrades offered at once (hub_admit.c): more, and the oldest
+ * offer gives way. */
+#define RO_HUB_OFFERS 16
+#define RO_HUB_NONCE_BYTES 16
+
+/* One upgrade offered over TCP: its nonce, good once, until expires_ns. */
+typedef struct ro_upgrade_offer {
+    uint8_t nonce[RO_HUB_NONCE_BYTES];
+    uint64_t expires_ns;
+    bool live;
+} ro_upgrade_offer_t;
 /* An answer taken from a session's ring (bad NULL), or why its ring is not
  * to be believed (a NULL). */
 typedef void (*ro_hub_answer_fn)(struct ro_session *s, const Rollout__V1__Actions *a,
@@ -50,6 +62,8 @@ typedef struct ro_session {
     uint64_t answers_tail;    /* answers taken from its ring */
     uint64_t answered_steps;  /* SEED: env steps taken with its answers (its goodbye says) */
     bool answers_asleep;      /* its answer ring marked asleep by us, not yet woken */
+    bool via_upgrade;         /* accepted on the private socket (hub_admit.c) */
+    bool offered;             /* TCP: its hello was answered with an Upgrade */
     struct ro_session *next;
 } ro_session_t;
 
@@ -59,6 +73,14 @@ struct ro_hub {
     ro_loop_home_t home; /* the hub actor's, on the loop */
     uv_loop_t *loop;
     ro_listener_t listener;
+    /* The same-host upgrade (hub_admit.c): the private socket in an
+     * owner-only directory, its network namespace, the offers. */
+    ro_listener_t up_listener;
+    bool up_open;
+    char up_dir[80];
+    char up_path[120]; /* "unix:DIR/upgrade.sock" */
+    uint64_t up_netns;
+    ro_upgrade_offer_t offers[RO_HUB_OFFERS];
     uv_timer_t timer;    /* max-wait of partial batches */
     uv_timer_t watchdog; /* learners that stopped answering */
     ro_actor_t *control;
@@ -111,6 +133,10 @@ struct ro_hub {
     uv_check_t ring_check;
     uv_idle_t ring_kick; /* one more turn without blocking */
     ro_hub_answer_fn on_answer;
+    /* learner_hub.c's: a peer broke the rules or stalled: an Error frame
+     * with code and msg, a log line, the session closed (hub_admit.c's
+     * watchdog calls it). */
+    void (*fail)(struct ro_session *s, int code, const char *msg);
 
     uint64_t node_id;
     bool stopping;
@@ -139,5 +165,28 @@ bool ro__hub_seed_memory(ro_session_t *s, bool ring);
 
 /* ro__hub_send_welcome answers a good hello. 0 or the conn's error. */
 int ro__hub_send_welcome(ro_session_t *s);
+
+/* hub_admit.c */
+/* ro__hub_upgrade_open opens the private Unix-domain socket beside a TCP
+ * listener, in a new owner-only directory, accepting with cb; where it
+ * cannot (no directory, a kernel that cannot tell network namespaces) it
+ * says so once and learners stay on TCP. */
+void ro__hub_upgrade_open(ro_hub_t *h, ro_listener_cb cb);
+/* ro__hub_upgrade_close closes it, removes the socket and its directory,
+ * forgets every offer. Idempotent. */
+void ro__hub_upgrade_close(ro_hub_t *h);
+/* ro__hub_upgrade_offer answers a checked TCP hello that asks for the
+ * upgrade with an Upgrade frame (path, a new nonce, node id) instead of a
+ * welcome. 1: offered (the learner goes on elsewhere); 0: not offered
+ * (welcome it); RO_EIO: the send failed. */
+int ro__hub_upgrade_offer(ro_session_t *s, const Rollout__V1__Hello *hello, bool trainer);
+/* ro__hub_upgrade_admit checks a hello's upgrade fields: on the private
+ * socket, a live nonce (spent now), a peer in the node's network namespace
+ * and of its user; elsewhere no nonce. 0, or a code with one line in err. */
+int ro__hub_upgrade_admit(ro_session_t *s, const Rollout__V1__Hello *hello, char *err,
+                          size_t errlen);
+/* ro__hub_start_watchdog closes strangers after hello_timeout_s and
+ * learners that leave a batch unanswered for learner_timeout_s. */
+void ro__hub_start_watchdog(ro_hub_t *h);
 
 #endif

@@ -255,6 +255,11 @@ void ro__hub_address(const ro_hub_t *h, char *buf, size_t len)
     snprintf(buf, len, "%s", h->addr);
 }
 
+void ro__hub_upgrade_address(const ro_hub_t *h, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", h->up_open ? h->up_path : "");
+}
+
 void ro__hub_stats(const ro_hub_t *h, ro_hub_stats_t *out)
 {
     *out = h->stats;

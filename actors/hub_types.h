@@ -40,12 +40,14 @@ typedef struct ro_hub_opts {
 
 /* Counters, read on the loop thread. */
 typedef struct ro_hub_stats {
-    uint64_t accepted;       /* connections accepted */
-    uint64_t attached;       /* hellos accepted */
-    uint64_t rejected;       /* sessions closed for bad input or a slow peer */
-    uint64_t timed_out;      /* sessions closed for not answering (or saying hello) in time */
-    uint64_t batches_sent;   /* Observations frames */
-    uint64_t batches_resent; /* batches sent again after a learner left */
+    uint64_t accepted;         /* connections accepted */
+    uint64_t attached;         /* hellos accepted */
+    uint64_t rejected;         /* sessions closed for bad input or a slow peer */
+    uint64_t timed_out;        /* sessions closed for not answering (or saying hello) in time */
+    uint64_t upgrades_offered; /* TCP hellos answered with the private socket (hub_admit.c) */
+    uint64_t upgrades;         /* learners attached through it */
+    uint64_t batches_sent;     /* Observations frames */
+    uint64_t batches_resent;   /* batches sent again after a learner left */
     uint64_t rows_sent;
     /* Gauges at the time of the call: where the envs are waiting. A slow
      * learner shows as envs_in_flight near num_envs and a growing

@@ -296,6 +296,8 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
     bool trainer;
     char err[256];
     int rc = ro__check_hello(hello, &rules, &trainer, err, sizeof err);
+    if (rc == 0)
+        rc = ro__hub_upgrade_admit(s, hello, err, sizeof err);
     if (rc) {
         session_fail(s, rc, "%s", err);
         return;
@@ -306,6 +308,11 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
     }
     if (h->nattached >= h->o.max_learners) {
         session_fail(s, RO_EPROTO, "too many learners attached (limit %u)", h->o.max_learners);
+        return;
+    }
+    if ((rc = ro__hub_upgrade_offer(s, hello, trainer)) != 0) {
+        if (rc < 0) /* else offered: the learner closes this one and goes there */
+            session_close(s, "could not send the upgrade");
         return;
     }
     ro__gate_pass(&h->gate, &s->conn, h->o.max_frame);
@@ -334,7 +341,8 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
     }
     h->nsessions++;
     h->stats.attached++;
-    ro__conn_log(&s->conn, "attached (%u learner%s)", h->nsessions, h->nsessions == 1 ? "" : "s");
+    ro__conn_log(&s->conn, "attached (%u learner%s)%s", h->nsessions, h->nsessions == 1 ? "" : "s",
+                 s->via_upgrade ? ", moved here from TCP: the same host" : "");
     if (h->segs) {
         stream_adopt_orphans(h);
         return;
@@ -447,7 +455,7 @@ static void on_closed(ro_conn_t *c)
     if (s->listed) {
         if (c->broken) /* conn.c logged it */
             s->hub->stats.rejected++;
-        else
+        else if (!s->offered || s->attached) /* else it went on to the private socket */
             ro__conn_log(c, "%s", c->why[0] ? c->why : "disconnected");
         session_close(s, c->why);
     }
@@ -455,6 +463,12 @@ static void on_closed(ro_conn_t *c)
     s->flow.rings = NULL;
     ro__shared_mem_release(&s->ring_mem);
     free(s);
+}
+
+/* The watchdog's (hub_admit.c) way to close a session. */
+static void fail_session(ro_session_t *s, int code, const char *msg)
+{
+    session_fail(s, code, "%s", msg);
 }
 
 static const ro_conn_ops_t session_ops = {
@@ -471,6 +485,7 @@ static void on_connection(ro_listener_t *l, int fd)
         return;
     }
     s->hub = h;
+    s->via_upgrade = l == &h->up_listener;
     s->accepted_ns = ro__now_ns();
     ro__flow_init(&s->flow, h->o.batch, h->o.max_wait_us * 1000ull);
     s->flow.layout = h->o.layout;
@@ -505,35 +520,6 @@ static void on_connection(ro_listener_t *l, int fd)
                      h->gate.slots);
 }
 
-/* A learner that leaves its oldest batch unanswered for learner_timeout_s
- * has stopped reading or is stuck: its envs go to the others. Strangers
- * leave the gate after hello_timeout_s. */
-static void on_watchdog(uv_timer_t *t)
-{
-    ro_hub_t *h = t->data;
-    uint64_t now = ro__now_ns(), limit = (uint64_t)(h->o.learner_timeout_s * 1e9);
-    for (ro_conn_t *c; (c = ro__gate_expired(&h->gate, now));) {
-        h->stats.timed_out++;
-        session_fail(c->owner, RO_EPROTO, "no hello within %.1f s", h->o.hello_timeout_s);
-    }
-    ro_session_t *s = h->sessions;
-    while (s) {
-        ro_session_t *next = s->next;
-        uint64_t sent =
-            h->segs ? ro__sflow_oldest_sent_ns(&s->sflow) : ro__flow_oldest_sent_ns(&s->flow);
-        if (limit && s->attached && sent && sent + limit < now) {
-            /* sent may be later than now: closing one learner sends its
-             * batches to another during this loop. ETIMEDOUT, not EPROTO: a
-             * learner may come back (rollout-learner reconnects after this
-             * one, not after a protocol error). */
-            h->stats.timed_out++;
-            session_fail(s, RO_ETIMEDOUT, "no %s for %.1f s, its envs move to other learners",
-                         h->segs ? "segment ack" : "actions", (double)(now - sent) * 1e-9);
-        }
-        s = next;
-    }
-}
-
 /* ---------- the actor ---------- */
 
 static void hub_behaviour(ro_actor_t *self, ro_msg_t *msg)
@@ -563,20 +549,6 @@ static void hub_behaviour(ro_actor_t *self, ro_msg_t *msg)
 
 /* ---------- set-up and tear-down ---------- */
 
-/* The watchdog looks 4 times per timeout (the shorter one). */
-static void start_watchdog(ro_hub_t *h)
-{
-    double period_s = 0;
-    if (h->o.learner_timeout_s > 0)
-        period_s = h->o.learner_timeout_s / 4;
-    if (h->o.hello_timeout_s > 0 && (period_s == 0 || h->o.hello_timeout_s / 4 < period_s))
-        period_s = h->o.hello_timeout_s / 4;
-    if (period_s > 0) {
-        uint64_t ms = (uint64_t)(period_s * 1000.0);
-        uv_timer_start(&h->watchdog, on_watchdog, ms ? ms : 1, ms ? ms : 1);
-    }
-}
-
 int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches, uint32_t nshards,
                 uint32_t num_envs, const ro_space_t *obs, const ro_space_t *act,
                 ro_actor_t *control, const ro_hub_opts_t *o, char *err, size_t errlen)
@@ -603,7 +575,9 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
     h->timer.data = h;
     uv_timer_init(loop, &h->watchdog);
     h->watchdog.data = h;
-    start_watchdog(h);
+    h->fail = fail_session;
+    ro__hub_start_watchdog(h);
+    ro__hub_upgrade_open(h, on_connection);
     *out = h;
     return 0;
 fail:
@@ -639,6 +613,7 @@ void ro__hub_close(ro_hub_t *h)
 {
     close_sessions(h);
     ro__listener_close(&h->listener);
+    ro__hub_upgrade_close(h);
     uv_close((uv_handle_t *)&h->timer, NULL);
     uv_close((uv_handle_t *)&h->watchdog, NULL);
     ro__loop_spin_close(&h->spin);

@@ -71,6 +71,10 @@ ro_actor_t *ro__hub_actor(ro_hub_t *h);
 /* ro__hub_address writes the bound address ("127.0.0.1:40123"). */
 void ro__hub_address(const ro_hub_t *h, char *buf, size_t len);
 
+/* ro__hub_upgrade_address writes the private socket same-host learners
+ * move to ("unix:PATH"), or "" when there is none (hub_admit.c). */
+void ro__hub_upgrade_address(const ro_hub_t *h, char *buf, size_t len);
+
 /* ro__hub_stop stops serving. Seed mode: says goodbye to every learner and
  * tells every shard it holds to finish. Stream mode: takes no new learner;
  * the learners attached get every segment still to come, and the hub sends

@@ -70,6 +70,10 @@ static const ro_flag_t learner_flags[] = {
     {RO_FLAG_BOOL, "no-ring", NULL, AT(no_ring),
      .help = "with a SEED node at unix:PATH, every frame and\nanswer goes on the socket, none "
              "through the frame\nrings in shared memory"},
+    {RO_FLAG_BOOL, "no-upgrade", NULL, AT(no_upgrade),
+     .help = "stay on TCP with a node on this host (by default the\nlearner moves to the node's "
+             "private Unix-domain\nsocket and shared memory once the node has proven\nthe host "
+             "is the same: docs/protocol.md)"},
     {RO_FLAG_STRING, "name", "NAME", AT(name), .help = "shown in the nodes' logs"},
     {RO_FLAG_STRING, "push-policy", "FILE", AT(push_policy),
      .help = "instead of serving envs, push these weights (a\nPolicyParams file) to nodes running "
@@ -119,11 +123,11 @@ static int check_combinations(const ro_learner_cfg_t *c, const bool *given, char
                               size_t errlen)
 {
     static const char *const serving[] = {
-        "policy",  "hidden",      "activation",  "gemm",
-        "workers", "batch",       "max-wait-us", "seed",
-        "steps",   "reconnect-s", "overcommit",  "no-shared-memory",
-        "spin-us", "tensorboard", "prometheus",  "metrics-interval",
-        NULL};
+        "policy",     "hidden",      "activation",  "gemm",
+        "workers",    "batch",       "max-wait-us", "seed",
+        "steps",      "reconnect-s", "overcommit",  "no-shared-memory",
+        "spin-us",    "tensorboard", "prometheus",  "metrics-interval",
+        "no-upgrade", NULL};
     if (c->push_policy)
         for (const char *const *f = serving; *f; f++)
             if (was_given(given, *f))

@@ -32,6 +32,7 @@ typedef struct ro_learner_cfg {
     bool json, quiet, help, version;
     bool no_shared_memory;   /* nodes on this host send everything over the socket */
     bool no_ring;            /* SEED nodes on this host send every frame on the socket */
+    bool no_upgrade;         /* a TCP link to a node on this host stays on TCP */
     uint32_t spin_us;        /* spin this long for the next observations (runtime/loop_spin.h) */
     const char *tensorboard; /* --tensorboard DIR: event files, or NULL */
     const char *prometheus;  /* --prometheus ADDR: the /metrics endpoint, or NULL */

@@ -85,8 +85,9 @@ static void print_summary(const learner_t *L, double secs)
                (unsigned long long)n->episodes);
         /* null where no episode finished (or a node sent a NaN reward) */
         ro__json_double(stdout, n->episodes ? n->return_sum / (double)n->episodes : NAN);
-        printf(",\"reconnects\":%llu,\"failed\":%s", (unsigned long long)n->link.reconnects,
-               n->link.failed ? "true" : "false");
+        printf(",\"reconnects\":%llu,\"failed\":%s,\"upgraded\":%s",
+               (unsigned long long)n->link.reconnects, n->link.failed ? "true" : "false",
+               n->link.upgraded ? "true" : "false");
         if (!n->stream && n->rstate.floats) /* rows started mid-episode from zeros */
             printf(",\"state_resets\":%llu", (unsigned long long)n->rstate.resets);
         if (!n->stream)
@@ -261,6 +262,7 @@ int main(int argc, char **argv)
             .quiet = L.cfg.quiet,
             .shared_memory = !L.cfg.no_shared_memory,
             .seed_ring = !L.cfg.no_ring,
+            .upgrade = !L.cfg.no_upgrade && !L.push,
         };
         L.open_links++;
         ro__link_start(&L.nodes[i].link, &L.loop, &o, err, sizeof err); /* checked above */

@@ -9,6 +9,7 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/text.h"
+#include "wire/checks.h"
 #include "wire/frame.h"
 
 /* Reconnects: 100 ms after the loss, doubling to 2 s between attempts; an
@@ -51,10 +52,34 @@ static void schedule_retry(ro_link_t *l)
     uv_timer_start(&l->retry, on_retry, ms, 0);
 }
 
+/* The same-host upgrade (protocol.md): after the node's Upgrade, the
+ * TCP connection closed and the next attempt goes to its private socket;
+ * after that attempt failed (before a welcome), the one after goes back to
+ * TCP without asking again. Either at once: no backoff, no loss to report.
+ * Returns false when the close was not one of those. */
+static bool upgrade_next(ro_link_t *l)
+{
+    if (l->stopping || !(l->offered || (l->upgrading && !l->welcomed)))
+        return false;
+    l->connected = l->welcomed = false;
+    if (l->offered) {
+        l->offered = false;
+        l->upgrading = true;
+    } else {
+        l->upgrading = false;
+        l->upgrade_failed = true;
+        say(l, "staying on TCP: the node's private socket %s: %s", l->up_where.host, l->why);
+    }
+    attempt(l);
+    return true;
+}
+
 /* An attempt or a connection is over (l->why says why): try again, give
  * up, or be done with the node. */
 static void ended(ro_link_t *l)
 {
+    if (upgrade_next(l))
+        return;
     bool was_welcomed = l->welcomed;
     l->connected = l->welcomed = false;
     bool retry = !l->final && !l->stopping && (l->attached || l->early) && l->o.reconnect_s > 0;
@@ -166,10 +191,49 @@ void ro__link_stop(ro_link_t *l, const char *reason)
     ro__link_close(l, reason, true);
 }
 
+/* The node's Upgrade (answering a TCP hello that asked for it): checked,
+ * kept, and this connection closed; ended() goes on to the path. */
+static void on_upgrade(ro_link_t *l, const Rollout__V1__Upgrade *u)
+{
+    char err[300];
+    if (!l->asked) {
+        ro__link_fail(l, "an upgrade we did not ask for");
+        return;
+    }
+    if (ro__check_upgrade(u, err, sizeof err) != 0) {
+        ro__link_fail(l, "%s", err);
+        return;
+    }
+    snprintf(l->up_where.host, sizeof l->up_where.host, "%s", u->path); /* checked: fits */
+    l->up_where.port = -1;
+    memcpy(l->nonce, u->nonce.data, sizeof l->nonce);
+    l->up_node_id = u->node_id;
+    l->offered = true;
+    ro__link_close(l, "moving to the node's private socket", false);
+}
+
 /* Frames before the welcome. */
 static void on_greeting(ro_link_t *l, ro_frame_t *f)
 {
     char err[256];
+    if (f->body_case == ROLLOUT__V1__FRAME__BODY_UPGRADE && f->upgrade) {
+        on_upgrade(l, f->upgrade);
+        return;
+    }
+    if (l->upgrading && f->body_case == ROLLOUT__V1__FRAME__BODY_WELCOME && f->welcome &&
+        f->welcome->node_id != l->up_node_id) {
+        /* Not the node that offered it: whoever answers there gets nothing
+         * of ours but what the hello said; we go back to TCP. */
+        snprintf(err, sizeof err, "welcomed by node id %016llx, not %016llx: not its socket",
+                 (unsigned long long)f->welcome->node_id, (unsigned long long)l->up_node_id);
+        ro__link_close(l, err, false);
+        return;
+    }
+    if (l->upgrading && f->body_case == ROLLOUT__V1__FRAME__BODY_ERROR && f->error) {
+        snprintf(err, sizeof err, "refused: %.200s", f->error->message ? f->error->message : "");
+        ro__link_close(l, err, false); /* back to TCP (ended) */
+        return;
+    }
     if (f->body_case == ROLLOUT__V1__FRAME__BODY_WELCOME && f->welcome) {
         l->nfds = ro__conn_take_fds(&l->conn, l->fds, RO_SHARED_FDS_MAX);
         int rc = l->o.ops->on_welcome(l, f->welcome, err, sizeof err);
@@ -184,6 +248,13 @@ static void on_greeting(ro_link_t *l, ro_frame_t *f)
         const Rollout__V1__Welcome *w = f->welcome;
         l->welcomed = true;
         l->has_goodbye_steps = false;
+        l->upgraded = l->upgrading;
+        if (l->upgrading && !l->o.quiet && !l->attached)
+            say(l,
+                "on this host: moved from TCP to unix:%s, shared memory (--no-upgrade stays "
+                "on TCP)",
+                l->up_where.host);
+        l->upgrading = false;
         if (l->early && !l->attached) {
             uv_timer_stop(&l->retry); /* the attempt's deadline */
             say(l, "connected after %.1f s (attempt %u)",
@@ -259,6 +330,8 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 static void on_connect(ro_conn_t *c, int status)
 {
     ro_link_t *l = c->owner;
+    if (status != 0 && l->upgrading)
+        return; /* the private socket: back to TCP (ended) */
     if (status != 0) {
         /* Refused, or no socket file yet ("unix:PATH"): a node still starting. */
         bool not_yet = status == UV_ECONNREFUSED || (status == UV_ENOENT && c->local);
@@ -283,6 +356,13 @@ static void on_connect(ro_conn_t *c, int status)
     h.seed_memory = h.shared_memory;      /* SEED frames in memory too (serve.c maps it) */
     h.seed_memory_abi2 = h.shared_memory; /* env ABI 2 columns too (seed_abi2.c reads them) */
     h.seed_ring = h.shared_memory && l->o.seed_ring; /* frames in a ring (serve.c takes them) */
+    /* Over TCP, the node may offer its private socket; there, its nonce. */
+    l->asked = l->o.upgrade && !c->local && !l->upgrade_failed;
+    h.upgrade = l->asked;
+    if (l->upgrading) {
+        h.upgrade_nonce.data = l->nonce;
+        h.upgrade_nonce.len = sizeof l->nonce;
+    }
     h.protocol_version = RO_PROTOCOL_VERSION;
     h.role = (char *)l->o.role;
     h.token = (char *)l->o.token;
@@ -327,14 +407,15 @@ static void attempt(ro_link_t *l)
     l->why[0] = '\0';
     struct sockaddr_storage ss;
     char err[300];
-    if (ro__addr_resolve(l->loop, &l->where, &ss, "--connect", err, sizeof err) != 0) {
+    if (ro__addr_resolve(l->loop, l->upgrading ? &l->up_where : &l->where, &ss, "--connect", err,
+                         sizeof err) != 0) {
         snprintf(l->why, sizeof l->why, "%s", err);
         if (!l->attached)
             l->failed = l->final = true;
         ended(l);
         return;
     }
-    if (l->attached || l->early)
+    if (l->attached || l->early || l->upgrading)
         uv_timer_start(&l->retry, on_attempt_timeout, ATTEMPT_TIMEOUT_MS, 0);
     ro_conn_opts_t co = {
         .ops = &link_conn_ops,

@@ -64,6 +64,9 @@ typedef struct ro_link_opts {
     /* With shared_memory, SEED: take frames from the node's frame ring
      * while awake (protocol.md "Frames in a ring"). */
     bool seed_ring;
+    /* Over TCP: ask the node for its private socket, and move there if
+     * the node offers it (protocol.md "Same-host upgrade"). */
+    bool upgrade;
 } ro_link_opts_t;
 
 struct ro_link {
@@ -90,6 +93,16 @@ struct ro_link {
     bool has_goodbye_steps;
     uint64_t goodbye_steps;
     bool shared; /* a Unix-domain connection on which we asked for the node's memory */
+    /* The same-host upgrade: asked (this TCP hello said upgrade), offered
+     * (the node answered with an Upgrade: this connection closes and the
+     * next attempt goes to up_where with its nonce), upgrading (that
+     * attempt), upgraded (its welcome came: the connection is the node's
+     * private socket), upgrade_failed (an attempt failed: this link stays
+     * on TCP, saying so once). */
+    bool asked, offered, upgrading, upgraded, upgrade_failed;
+    ro_addr_t up_where;
+    uint8_t nonce[16];
+    uint64_t up_node_id;
     /* During on_welcome only: the descriptors that came with the welcome
      * (SCM_RIGHTS), which the welcome's memories name by place; closed
      * after it (the mappings keep the memory). */

@@ -124,11 +124,11 @@ static void print_summary(const ro_summary_t *s, bool json)
     else
         printf("null");
     printf(",");
-    printf("\"learners_attached\":%llu,\"learners_rejected\":%llu,\"batches_resent\":%llu,"
-           "\"policy_pushes\":%llu,\"policy_version\":%llu,\"env\":",
+    printf("\"learners_attached\":%llu,\"learners_rejected\":%llu,\"learners_upgraded\":%llu,"
+           "\"batches_resent\":%llu,\"policy_pushes\":%llu,\"policy_version\":%llu,\"env\":",
            (unsigned long long)s->learners_attached, (unsigned long long)s->learners_rejected,
-           (unsigned long long)s->batches_resent, (unsigned long long)s->policy_pushes,
-           (unsigned long long)s->policy_version);
+           (unsigned long long)s->learners_upgraded, (unsigned long long)s->batches_resent,
+           (unsigned long long)s->policy_pushes, (unsigned long long)s->policy_version);
     ro__json_string(stdout, s->env, RO_TEXT_SHOW_MAX); /* a plugin's name: escaped */
     printf(",\"policy\":");
     ro__json_string(stdout, s->policy, RO_TEXT_SHOW_MAX);
@@ -239,10 +239,15 @@ int main(int argc, char **argv)
     ro_node_describe(node, line, sizeof line);
     if (!cfg.quiet)
         fprintf(stderr, "rollout-node %s: %s\n", RO_VERSION, line);
-    char addr[80];
-    ro_node_listen_address(node, addr, sizeof addr);
+    char addr[80], local[128];
+    ro_node_listen_address(node, addr, sizeof addr, local, sizeof local);
     if (addr[0]) /* always: scripts read the port when --listen asked for port 0 */
         fprintf(stderr, "rollout-node: listening for learners on %s\n", addr);
+    if (local[0] && !cfg.quiet)
+        fprintf(stderr,
+                "rollout-node: learners on this host move to %s (same-host upgrade; "
+                "rollout-learner --no-upgrade stays on TCP)\n",
+                local);
     fflush(stderr);
 
     int rc = ro_node_run(node);

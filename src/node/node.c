@@ -1,9 +1,6 @@
 #include "node/node.h"
 #include "node/node_internal.h"
 
-#include <errno.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -590,12 +587,15 @@ void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
              n->cfg.node_index);
 }
 
-void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len)
+void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len, char *local,
+                            size_t local_len)
 {
-    if (n->hub)
-        ro__hub_address(n->hub, buf, len);
-    else if (len)
-        buf[0] = '\0';
+    snprintf(buf, len, "%s", "");
+    snprintf(local, local_len, "%s", "");
+    if (!n->hub)
+        return;
+    ro__hub_address(n->hub, buf, len);
+    ro__hub_upgrade_address(n->hub, local, local_len);
 }
 
 void ro_node_free(ro_node_t *n)

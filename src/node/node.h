@@ -41,6 +41,7 @@ typedef struct ro_summary {
     uint64_t steals;            /* actors run away from their home worker */
     uint64_t learners_attached; /* --learner remote: hellos accepted */
     uint64_t learners_rejected; /* closed for bad input or a slow peer */
+    uint64_t learners_upgraded; /* attached through the private socket (same-host upgrade) */
     uint64_t batches_resent;    /* batches sent again after a learner left */
     uint64_t policy_pushes;     /* policies pushed by trainers and switched to */
     uint64_t policy_version;    /* version of the policy the lanes run now (0 if remote) */
@@ -99,8 +100,10 @@ int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errle
 /* ro_node_describe writes the start-up line (what runs where). */
 void ro_node_describe(const ro_node_t *n, char *buf, size_t len);
 
-/* ro_node_listen_address writes where remote learners attach ("" if none). */
-void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len);
+/* ro_node_listen_address writes where remote learners attach ("" if none)
+ * and the private socket learners on this host move to ("" if none). */
+void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len, char *local,
+                            size_t local_len);
 
 /* ro_node_run starts the workers and runs the loop until every env is done
  * (--steps), the time is up (--seconds), or SIGINT/SIGTERM; then stops the

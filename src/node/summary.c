@@ -213,6 +213,7 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
         ro__hub_stats(n->hub, &rs);
         s->learners_attached = rs.attached;
         s->learners_rejected = rs.rejected;
+        s->learners_upgraded = rs.upgrades;
         s->batches = rs.batches_sent;
         s->batches_resent = rs.batches_resent;
         s->mean_batch = rs.batches_sent ? (double)rs.rows_sent / (double)rs.batches_sent : 0.0;
@@ -225,6 +226,7 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
             ro__hub_stats(n->hub, &rs);
             s->learners_rejected = rs.rejected;
             s->learners_attached = rs.attached;
+            s->learners_upgraded = rs.upgrades;
             if (rs.stream)
                 stream_summary(n, &rs, s);
         }

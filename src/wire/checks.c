@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "runtime/error.h"
 #include "runtime/text.h"
@@ -271,5 +272,20 @@ int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim,
             return ro__errorf(err, errlen, RO_EPROTO,
                               "observations %llu: final_index %u outside the batch", seq,
                               o->final_index[i]);
+    return 0;
+}
+
+int ro__check_upgrade(const Rollout__V1__Upgrade *u, char *err, size_t errlen)
+{
+    const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1; /* 107 */
+    size_t n = u->path ? strlen(u->path) : 0;
+    if (n == 0 || n > max || u->path[0] != '/')
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "an upgrade to a path of %zu bytes, not an absolute socket path of at "
+                          "most %zu",
+                          n, max);
+    if (u->nonce.len != 16)
+        return ro__errorf(err, errlen, RO_EPROTO, "an upgrade nonce of %zu bytes, not 16",
+                          u->nonce.len);
     return 0;
 }

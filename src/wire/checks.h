@@ -65,6 +65,11 @@ int ro__check_space(const Rollout__V1__Space *sp, ro_space_t *out, char *err, si
 int ro__check_welcome(const Rollout__V1__Welcome *w, uint32_t max_envs, ro_space_t *obs,
                       ro_space_t *act, char *err, size_t errlen);
 
+/* ro__check_upgrade: a node's Upgrade (docs/protocol.md "Same-host
+ * upgrade"): an absolute socket path that fits a sockaddr_un and a nonce
+ * of 16 bytes. RO_EPROTO naming what is wrong. */
+int ro__check_upgrade(const Rollout__V1__Upgrade *u, char *err, size_t errlen);
+
 /* ro__check_observations: consistent field lengths for obs_dim floats per
  * env, env indices below num_envs, final_index inside the batch; for a
  * frame in_memory, its ranges only (the columns are in the node's memory,

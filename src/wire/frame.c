@@ -225,6 +225,12 @@ const char *ro__frame_kind(const ro_frame_t *f)
         return "policy_params";
     case ROLLOUT__V1__FRAME__BODY_POLICY_ACCEPTED:
         return "policy_accepted";
+    case ROLLOUT__V1__FRAME__BODY_SEGMENT:
+        return "segment";
+    case ROLLOUT__V1__FRAME__BODY_SEGMENT_ACK:
+        return "segment_ack";
+    case ROLLOUT__V1__FRAME__BODY_UPGRADE:
+        return "upgrade";
     default:
         return "empty";
     }

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "wire/frame.h"
 #include "wire/checks.h"
@@ -231,6 +232,16 @@ static void check_hello(const Rollout__V1__Hello *h)
             __builtin_trap(); /* accepted a role this node does not take */
 }
 
+/* An Upgrade a learner accepts names a path that fits a sockaddr_un and a
+ * 16-byte nonce (rollout-learner copies both into fixed arrays). */
+static void check_upgrade(const Rollout__V1__Upgrade *u)
+{
+    char err[256];
+    if (ro__check_upgrade(u, err, sizeof err) == 0 &&
+        (strlen(u->path) > 107 || u->path[0] != '/' || u->nonce.len != 16))
+        __builtin_trap();
+}
+
 /* A oneof member is present whenever its case is set; the receivers
  * check the pointer anyway, and so does this. */
 static void validate(const ro_frame_t *f)
@@ -255,6 +266,10 @@ static void validate(const ro_frame_t *f)
     case ROLLOUT__V1__FRAME__BODY_WELCOME:
         if (f->welcome)
             check_welcome(f->welcome);
+        break;
+    case ROLLOUT__V1__FRAME__BODY_UPGRADE:
+        if (f->upgrade)
+            check_upgrade(f->upgrade);
         break;
     default: /* error, goodbye, policy_accepted: strings and numbers only */
         break;

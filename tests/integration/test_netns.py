@@ -41,6 +41,8 @@ TIMEOUT_A = 3.0  # node A's --learner-timeout
 SHORT_CUT = 0.5  # a sixth of TIMEOUT_A, a tenth of the 5 s TCP user timeouts
 # How node A may see the dead session end: its --learner-timeout, or its own
 # TCP keepalive/user timeout (whichever the kernel and the loop make first).
+# A learner in another namespace that reaches the node's private socket.
+NETNS_REFUSED = "upgrade refused: the peer is in another network namespace"
 DEAD_SESSION = ("no actions for", "connection timed out", "network is unreachable",
                 "host is unreachable")
 IP = shutil.which("ip") or next((p for p in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip")
@@ -202,7 +204,14 @@ class CutLink(nu.TempDirCase):
         t_resumed = wait_rising(ma, ma.tput("steps") + 1000, "node A after a short cut")
         short_resume = t_resumed - t_up
         self.assertEqual(a.count("attached ("), 1, a.log())
-        self.assertEqual(a.count("closing") + a.count("disconnected"), 0, a.log())
+        # The learner asked for the same-host upgrade over TCP; the node
+        # offered its private socket, which the learner could open (the
+        # namespaces share the file system) but the node refused: the peer
+        # is in another network namespace. It stays on TCP.
+        self.assertEqual(a.count(NETNS_REFUSED), 1, a.log())
+        self.assertEqual(lrn.count("staying on TCP"), 2, lrn.log())  # one per node
+        self.assertEqual(a.count("closing") + a.count("disconnected"), a.count(NETNS_REFUSED),
+                         a.log())
         self.assertEqual(lrn.count("connection lost"), 0, lrn.log())
 
         # A long cut, held until node A has closed the dead session; B is
@@ -245,6 +254,9 @@ class CutLink(nu.TempDirCase):
         self.assertGreaterEqual(na["reconnects"], 1, lrn.log())
         self.assertEqual(nb["reconnects"], 0, lrn.log())
         self.assertFalse(na["failed"] or nb["failed"], lrn.log())
+        self.assertFalse(na["upgraded"] or nb["upgraded"], lrn.log())
+        self.assertEqual((sa["learners_upgraded"], sb["learners_upgraded"]), (0, 0))
+        self.assertEqual(a.count(NETNS_REFUSED), 1, a.log())  # not again on the reconnect
         print(f"measured: short cut ({SHORT_CUT} s): A stepping again {short_resume:.2f} s "
               f"after the restore, same connection; long cut ({t_up - t_cut:.1f} s): node A "
               f"closed the dead session after {a.find(DEAD_SESSION, t_cut) - t_cut:.2f} s, "

@@ -69,12 +69,15 @@ class CLearner(nu.TempDirCase):
 
     def test_segments_in_shared_memory_on_a_unix_socket(self):
         # Over unix:PATH the learner maps the node's segment memory and reads
-        # every segment in place; --no-shared-memory and TCP carry the bytes.
+        # every segment in place; --no-shared-memory and TCP carry the bytes;
+        # over TCP to a node on this host the learner moves to its private
+        # socket and memory unless --no-upgrade.
         n = 64 * 400
         for name, listen, extra, in_memory in (
                 ("shared", "unix:" + self.path("a.sock"), [], True),
                 ("unix bytes", "unix:" + self.path("b.sock"), ["--no-shared-memory"], False),
-                ("tcp", "127.0.0.1:0", [], False)):
+                ("tcp upgraded", "127.0.0.1:0", [], True),
+                ("tcp", "127.0.0.1:0", ["--no-upgrade"], False)):
             with self.subTest(name):
                 p, addr, log = start_node("--num-envs", 64, "--workers", 2, "--unroll", 16,
                                           "--steps", n, listen=listen)
@@ -90,6 +93,8 @@ class CLearner(nu.TempDirCase):
                 self.assertGreater(node["segments"], 0)
                 self.assertEqual(node["segments_in_memory"],
                                  node["segments"] if in_memory else 0)
+                self.assertEqual(node["upgraded"], name == "tcp upgraded")
+                self.assertEqual(s["learners_upgraded"], int(name == "tcp upgraded"))
                 self.assertEqual(s["stream_transitions_acked"], n)
 
 

@@ -243,6 +243,36 @@ static void test_first_frame(void **state)
                 "role 'x\\x0a\\x1b[2J' is not served here");
 }
 
+/* A node's Upgrade: an absolute path that fits a sockaddr_un, 16 bytes
+ * of nonce; anything else named. */
+static void test_upgrade(void **state)
+{
+    (void)state;
+    uint8_t nonce[17] = {0};
+    char path[120];
+    Rollout__V1__Upgrade u = ROLLOUT__V1__UPGRADE__INIT;
+    u.path = "/tmp/rollout-node.abc/upgrade.sock";
+    u.nonce.data = nonce;
+    u.nonce.len = 16;
+    assert_int_equal(ro__check_upgrade(&u, err, sizeof err), 0);
+    u.nonce.len = 17;
+    expect_fail(ro__check_upgrade(&u, err, sizeof err), RO_EPROTO, "nonce of 17 bytes, not 16");
+    u.nonce.len = 0;
+    expect_fail(ro__check_upgrade(&u, err, sizeof err), RO_EPROTO, "nonce of 0 bytes");
+    u.nonce.len = 16;
+    u.path = "relative.sock";
+    expect_fail(ro__check_upgrade(&u, err, sizeof err), RO_EPROTO, "not an absolute socket path");
+    u.path = NULL;
+    expect_fail(ro__check_upgrade(&u, err, sizeof err), RO_EPROTO, "a path of 0 bytes");
+    memset(path, 'a', sizeof path);
+    path[0] = '/';
+    path[108] = '\0'; /* one byte over sun_path's 107 */
+    u.path = path;
+    expect_fail(ro__check_upgrade(&u, err, sizeof err), RO_EPROTO, "a path of 108 bytes");
+    path[107] = '\0';
+    assert_int_equal(ro__check_upgrade(&u, err, sizeof err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_spaces_and_welcome),
         cmocka_unit_test(test_observations),
         cmocka_unit_test(test_first_frame),
+        cmocka_unit_test(test_upgrade),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
