@@ -6,8 +6,10 @@
 #   tests/stress.sh 10                 # from the repository root or anywhere
 #   BUILD=build-asan tests/stress.sh 3 # another (already set-up) build dir
 #
-# Each run's log is kept in $BUILD/stress/run-K.log. The busy loops are
-# killed at the end, on Ctrl-C and on any exit.
+# Each run's log is kept in $BUILD-stress/run-K.log (beside the build
+# directory, not in it: the first run must find no build directory when
+# there is none, as a new user's does). The busy loops are killed at the
+# end, on Ctrl-C and on any exit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,12 +39,13 @@ for i in 1 2; do
   busy+=("$!")
 done
 
-mkdir -p "$build/stress"
+logs=$build-stress
+mkdir -p "$logs"
 passed=0
 failed=0
 start=$(date +%s)
 for k in $(seq 1 "$n"); do
-  log="$build/stress/run-$k.log"
+  log="$logs/run-$k.log"
   t0=$(date +%s)
   # The README's second command, as a new user runs it.
   if { bash .ci/install-deps && { [ -d "$build" ] || meson setup "$build"; } \
