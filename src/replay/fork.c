@@ -1,259 +1,252 @@
 /*
  * rollout-replay --fork: continuing a recording's envs with another policy
  * into a new recording (fork.h).
+ *
+ * The envs are driven through their layout (envs/env_ops.h: an ABI 1 env
+ * through the layout's shim), so one loop steps both ABIs; only the
+ * record's columns differ (fork_record.c): an ABI 1 recording's entries
+ * hold obs floats and one action, an ABI 2 one's rows hold typed tensors,
+ * the discrete entries and box floats of a composite action, and a mask.
  */
 #include "replay/fork.h"
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "envs/env_kind.h"
-#include "envs/env_state.h"
-#include "policy/policy.h"
+#include "envs/env_ops.h"
+#include "replay/fork_record.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
-#include "trajectory/writer.h"
 
 /* The default snapshot interval of a fork of a recording without one. */
 #define FORK_SNAPSHOT_EVERY 10000
 
-/* What a fork holds while it runs. */
-typedef struct fork_run {
-    struct ro_replay *r;
-    const ro_fork_opts_t *fo;
-    const ro_env_vtable_t *vt;
-    uint32_t n, od, ad;    /* forked envs; obs floats; action floats (1: discrete) */
-    uint32_t *ids;         /* [n] env indices */
-    uint64_t *episode;     /* [n] */
-    uint32_t *step;        /* [n] steps of the current episode */
-    uint64_t params;       /* the envs' params hash (state blobs) */
-    ro_rng_t *rng, **rngp; /* [n] action streams */
-    ro_policy_t *pol;
-    ro_policy_ws_t *ws;
-    bool discrete;
-    /* One record's columns: each env's step and, after an episode end, its reset. */
-    uint32_t *c_env, *c_step, *c_flags;
-    uint64_t *c_ep;
-    float *c_rew, *c_obs, *c_actf;
-    int32_t *c_acti, *act_i;
-    float *act_f, *obs;
-    /* Snapshots: [n] messages and n blobs of blob bytes. */
-    Rollout__V1__EnvSnapshot *sn, **snp;
-    uint8_t *blobs;
-    size_t blob;
-    uint64_t finished; /* episodes ended */
-} fork_run_t;
-
-static void fork_free(fork_run_t *f)
+static void fork_free(ro_fork_run_t *f)
 {
     ro__policy_ws_free(f->ws);
     ro__policy_free(f->pol);
+    ro__fork_record_free(f);
+    if (f->own_lay)
+        ro__layout_free(&f->lay1);
+    for (uint32_t t = 0; t < RO_ENV_MAX_TENSORS; t++)
+        free(f->obs[t]);
     free(f->ids), free(f->episode), free(f->step), free(f->rng), free(f->rngp);
-    free(f->c_env), free(f->c_step), free(f->c_flags), free(f->c_ep), free(f->c_rew);
-    free(f->c_obs), free(f->c_actf), free(f->c_acti), free(f->act_i), free(f->act_f);
-    free(f->obs), free(f->sn), free(f->snp), free(f->blobs);
+    free(f->act_i), free(f->act_f), free(f->mask), free(f->st), free(f->state);
+    free(f->statep), free(f->first);
 }
 
-/* fail logs one line and returns the exit status. */
-__attribute__((format(printf, 3, 4))) static int fail(fork_run_t *f, int status, const char *fmt,
-                                                      ...)
+/* tensors points t[k] at env j's rows of observation tensor k. */
+static void env_tensors(const ro_fork_run_t *f, uint32_t j, void **t)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("rollout-replay: --fork: ", f->r->o.log);
-    vfprintf(f->r->o.log, fmt, ap);
-    fputc('\n', f->r->o.log);
-    va_end(ap);
-    return status;
+    for (uint32_t k = 0; k < f->lay->ntensors; k++)
+        t[k] = f->obs[k] + (size_t)j * f->A * f->lay->t[k].row_bytes;
+}
+
+/* env_mask is env j's mask rows, or NULL without a mask. */
+static uint8_t *env_mask(const ro_fork_run_t *f, uint32_t j)
+{
+    return f->lay->mask_width ? f->mask + (size_t)j * f->A * f->lay->mask_width : NULL;
+}
+
+/* masks_ok: every mask row of env j leaves each discrete entry a value. */
+static bool masks_ok(const ro_fork_run_t *f, uint32_t j)
+{
+    const uint8_t *m = env_mask(f, j);
+    for (uint32_t a = 0; m && a < f->A; a++)
+        if (!ro__layout_mask_ok(f->lay, m + (size_t)a * f->lay->mask_width, NULL))
+            return false;
+    return true;
+}
+
+/* reset_env starts env j's next episode, as the node: a reset whose mask
+ * corners an entry allows every value. */
+static void reset_env(ro_fork_run_t *f, uint32_t j)
+{
+    void *t[RO_ENV_MAX_TENSORS];
+    env_tensors(f, j, t);
+    ro__env_reset(f->kind, f->r->envs[f->ids[j]].env, t, env_mask(f, j));
+    if (!masks_ok(f, j))
+        memset(env_mask(f, j), 1, (size_t)f->A * f->lay->mask_width);
+    f->episode[j]++;
+    f->step[j] = 0;
 }
 
 /* pick_envs takes the envs to fork (--env, or all) and where each stands:
- * its state must be known at the step (replayed bit for bit up to it). An
- * env whose episode just ended is reset first, as the node would. */
-static int pick_envs(fork_run_t *f)
+ * its state must be known at the step (replayed bit for bit up to it), and
+ * its last recorded observation rows (and mask) are what its policy reads
+ * first. An env whose episode just ended is reset first, as the node would. */
+static int pick_envs(ro_fork_run_t *f)
 {
     struct ro_replay *r = f->r;
     const uint32_t all = r->hdr->num_envs;
     f->n = r->o.nenvs ? (uint32_t)r->o.nenvs : all;
+    const size_t rows = (size_t)f->n * f->A;
     f->ids = calloc(f->n, sizeof *f->ids);
     f->episode = calloc(f->n, sizeof *f->episode);
     f->step = calloc(f->n, sizeof *f->step);
-    f->obs = calloc((size_t)f->n * f->od, sizeof *f->obs);
-    if (!f->ids || !f->episode || !f->step || !f->obs)
-        return fail(f, RO_REPLAY_UNUSABLE, "out of memory");
+    bool ok = f->ids && f->episode && f->step;
+    for (uint32_t k = 0; k < f->lay->ntensors; k++)
+        ok = ok && (f->obs[k] = calloc(rows, f->lay->t[k].row_bytes));
+    if (f->lay->mask_width)
+        ok = ok && (f->mask = calloc(rows, f->lay->mask_width));
+    if (!ok)
+        return ro__fork_fail(f, RO_REPLAY_UNUSABLE, "out of memory");
     for (uint32_t j = 0; j < f->n; j++) {
         uint32_t i = r->o.nenvs ? r->o.envs[j] : j;
         env_state_t *e = &r->envs[i];
         if (!e->env || !e->verifiable || (e->phase != P_ACTIVE && e->phase != P_ENDED))
-            return fail(f, RO_REPLAY_UNUSABLE,
-                        "env %u's state at step %" PRIu64 " is not known (it has no snapshot "
-                        "before it and was not replayed from its start, or entries are missing)",
-                        i, f->fo->step);
+            return ro__fork_fail(f, RO_REPLAY_UNUSABLE,
+                                 "env %u's state at step %" PRIu64
+                                 " is not known (it has no snapshot "
+                                 "before it and was not replayed from its start, or entries are "
+                                 "missing)",
+                                 i, f->fo->step);
         f->ids[j] = i;
-        float *o = f->obs + (size_t)j * f->od;
+        f->episode[j] = e->episode;
+        f->step[j] = e->step;
         if (e->phase == P_ENDED) {
-            f->vt->reset(e->env, o);
-            f->episode[j] = e->episode + 1;
-            f->step[j] = 0;
-        } else {
-            memcpy(o, r->last_obs + (size_t)i * f->od, f->od * sizeof(float));
-            f->episode[j] = e->episode;
-            f->step[j] = e->step;
+            reset_env(f, j);
+            continue;
         }
+        const uint8_t *p = r->last_rows + (size_t)i * r->last_bytes;
+        void *t[RO_ENV_MAX_TENSORS];
+        env_tensors(f, j, t);
+        for (uint32_t k = 0; k < f->lay->ntensors; k++) {
+            memcpy(t[k], p, f->A * f->lay->t[k].row_bytes);
+            p += f->A * f->lay->t[k].row_bytes;
+        }
+        if (f->lay->mask_width)
+            memcpy(env_mask(f, j), p, (size_t)f->A * f->lay->mask_width);
     }
     return RO_REPLAY_OK;
 }
 
-/* make_policy builds the fork's policy for the env's spaces, and each
- * env's action stream from (seed, STEP, env index). */
-static int make_policy(fork_run_t *f)
+/* make_policy builds the fork's policy for the env's layout, each row's
+ * action stream from (seed, STEP, row) and, for a recurrent policy, each
+ * row's state: zeros at the fork (the recorded policy's state is not in
+ * the recording, and is not this policy's), carried from step to step and
+ * zeroed at each episode's start, as the node does. */
+static int make_policy(ro_fork_run_t *f)
 {
-    ro_space_t os, as;
-    f->vt->spaces(f->r->envs[f->ids[0]].env, &os, &as);
-    f->discrete = as.kind == RO_SPACE_DISCRETE;
-    f->ad = f->discrete ? 1 : (uint32_t)ro_space_size(&as);
     ro_policy_spec_t spec = {.kind = RO_POLICY_RANDOM};
     if (strcmp(f->fo->policy, "random") != 0) {
         spec.kind = RO_POLICY_MLP;
         spec.params_path = f->fo->policy;
     }
+    const uint32_t rows = f->n * f->A;
     char err[512] = "";
-    if (ro__policy_new(&f->pol, &spec, &os, &as, err, sizeof err) != 0 ||
-        ro__policy_ws_new(&f->ws, f->pol, f->n) != 0)
-        return fail(f, RO_REPLAY_UNUSABLE, "--policy %s: %s", f->fo->policy,
-                    err[0] ? err : "out of memory");
-    if (ro__policy_state_floats(f->pol))
-        return fail(f, RO_REPLAY_UNUSABLE,
-                    "--policy %s is recurrent: a fork starts without the state it would have "
-                    "had, and forks with a feed-forward policy only",
-                    f->fo->policy);
+    if (ro__policy_new_layout(&f->pol, &spec, f->lay, err, sizeof err) != 0 ||
+        ro__policy_ws_new(&f->ws, f->pol, rows) != 0)
+        return ro__fork_fail(f, RO_REPLAY_UNUSABLE, "--policy %s: %s", f->fo->policy,
+                             err[0] ? err : "out of memory");
     uint64_t seed = f->fo->seed_set ? f->fo->seed : f->r->hdr->seed;
     uint64_t fork_seed = ro__seed_mix(seed, f->fo->step, RO_STREAM_ACTION);
-    f->rng = calloc(f->n, sizeof *f->rng);
-    f->rngp = calloc(f->n, sizeof *f->rngp);
-    if (!f->rng || !f->rngp)
-        return fail(f, RO_REPLAY_UNUSABLE, "out of memory");
-    for (uint32_t j = 0; j < f->n; j++) {
-        ro__rng_init(&f->rng[j], ro__seed_mix(fork_seed, f->ids[j], RO_STREAM_ACTION));
-        f->rngp[j] = &f->rng[j];
+    const uint32_t H = ro__policy_state_floats(f->pol);
+    f->rng = calloc(rows, sizeof *f->rng);
+    f->rngp = calloc(rows, sizeof *f->rngp);
+    f->act_i = calloc((size_t)rows * f->lay->ndisc + 1, sizeof *f->act_i);
+    f->act_f = calloc((size_t)rows * f->lay->nbox + 1, sizeof *f->act_f);
+    f->st = calloc(f->A, sizeof *f->st);
+    if (H) {
+        f->state = calloc((size_t)rows * H, sizeof *f->state);
+        f->statep = calloc(rows, sizeof *f->statep);
+        f->first = calloc(rows, sizeof *f->first);
     }
+    if (!f->rng || !f->rngp || !f->act_i || !f->act_f || !f->st ||
+        (H && (!f->state || !f->statep || !f->first)))
+        return ro__fork_fail(f, RO_REPLAY_UNUSABLE, "out of memory");
+    for (uint32_t j = 0; j < f->n; j++)
+        for (uint32_t a = 0; a < f->A; a++) {
+            uint32_t row = j * f->A + a;
+            ro__rng_init(&f->rng[row],
+                         ro__seed_mix(fork_seed, f->ids[j] * f->A + a, RO_STREAM_ACTION));
+            f->rngp[row] = &f->rng[row];
+            if (H)
+                f->statep[row] = f->state + (size_t)row * H;
+        }
     return RO_REPLAY_OK;
 }
 
-/* make_columns allocates one record's columns (2 entries per env) and the
- * snapshots' room. */
-static int make_columns(fork_run_t *f)
+/* all_finite: env j's float32 observations and its agents' rewards are
+ * numbers (--check-finite, as the node checks them). */
+static bool all_finite(const ro_fork_run_t *f, uint32_t j)
 {
-    const size_t e = 2 * (size_t)f->n;
-    char err[256];
-    const ro_recorded_env_t *re = &f->r->renv;
-    f->params = ro__env_params_hash(ro__env_kind_name(&re->kind), re->args, re->nargs,
-                                    f->r->hdr->max_episode_steps);
-    if (ro__env_state_bytes(&re->kind, f->r->envs[f->ids[0]].env, &f->blob, err, sizeof err))
-        return fail(f, RO_REPLAY_UNUSABLE, "%s", err);
-    f->c_env = calloc(e, 4), f->c_step = calloc(e, 4), f->c_flags = calloc(e, 4);
-    f->c_ep = calloc(e, 8), f->c_rew = calloc(e, 4), f->c_acti = calloc(e, 4);
-    f->c_obs = calloc(e * f->od, 4), f->c_actf = calloc(e * f->ad, 4);
-    f->act_i = calloc(f->n, 4), f->act_f = calloc((size_t)f->n * f->ad, 4);
-    f->sn = calloc(f->n, sizeof *f->sn), f->snp = calloc(f->n, sizeof *f->snp);
-    f->blobs = calloc(f->n, f->blob);
-    if (!f->c_env || !f->c_step || !f->c_flags || !f->c_ep || !f->c_rew || !f->c_acti ||
-        !f->c_obs || !f->c_actf || !f->act_i || !f->act_f || !f->sn || !f->snp || !f->blobs)
-        return fail(f, RO_REPLAY_UNUSABLE, "out of memory");
-    return RO_REPLAY_OK;
-}
-
-/* snapshot puts every forked env's state into b (env_steps: its steps
- * since the fork). */
-static int snapshot(fork_run_t *f, Rollout__V1__TransitionBatch *b, uint64_t env_steps)
-{
-    char err[256];
-    for (uint32_t j = 0; j < f->n; j++) {
-        size_t len;
-        uint8_t *blob = f->blobs + (size_t)j * f->blob;
-        if (ro__env_state_save(&f->r->renv.kind, f->r->envs[f->ids[j]].env, f->params, f->step[j],
-                               blob, f->blob, &len, err, sizeof err))
-            return fail(f, RO_REPLAY_FAILED, "env %u: %s", f->ids[j], err);
-        rollout__v1__env_snapshot__init(&f->sn[j]);
-        f->sn[j] = (Rollout__V1__EnvSnapshot){.base = f->sn[j].base,
-                                              .env = f->ids[j],
-                                              .episode = f->episode[j],
-                                              .step = f->step[j],
-                                              .env_steps = env_steps,
-                                              .state = {.len = len, .data = blob}};
-        f->snp[j] = &f->sn[j];
+    for (uint32_t a = 0; a < f->A; a++)
+        if (!isfinite(f->st[a].reward))
+            return false;
+    void *t[RO_ENV_MAX_TENSORS];
+    env_tensors(f, j, t);
+    for (uint32_t k = 0; k < f->lay->ntensors; k++) {
+        if (f->lay->t[k].dtype != RO_DTYPE_FLOAT32)
+            continue;
+        const float *v = t[k];
+        for (size_t i = 0; i < (size_t)f->A * f->lay->t[k].size; i++)
+            if (!isfinite(v[i]))
+                return false;
     }
-    b->snapshots = f->snp;
-    b->n_snapshots = f->n;
-    return RO_REPLAY_OK;
+    return true;
 }
 
-/* put appends one entry to b's columns. */
-static void put(fork_run_t *f, Rollout__V1__TransitionBatch *b, uint32_t j, uint32_t flags,
-                float reward, const float *obs)
+/* act chooses every forked row's action from its observation (and mask,
+ * and recurrent state). */
+static void act(ro_fork_run_t *f)
 {
-    size_t k = b->n_env++;
-    f->c_env[k] = f->ids[j];
-    f->c_ep[k] = f->episode[j];
-    f->c_step[k] = f->step[j];
-    f->c_flags[k] = flags;
-    f->c_rew[k] = reward;
-    bool reset = flags & RO_TRAJ_RESET;
-    if (f->discrete)
-        f->c_acti[k] = reset ? 0 : f->act_i[j];
-    else if (reset)
-        memset(f->c_actf + k * f->ad, 0, f->ad * sizeof(float));
-    else
-        memcpy(f->c_actf + k * f->ad, f->act_f + (size_t)j * f->ad, f->ad * sizeof(float));
-    if (obs)
-        memcpy(f->c_obs + k * f->od, obs, f->od * sizeof(float));
-    else
-        memset(f->c_obs + k * f->od, 0, f->od * sizeof(float));
+    const uint32_t rows = f->n * f->A;
+    const uint8_t *t[RO_ENV_MAX_TENSORS];
+    for (uint32_t k = 0; k < f->lay->ntensors; k++)
+        t[k] = f->obs[k];
+    ro__layout_flatten(f->lay, t, rows, ro__policy_ws_input(f->ws));
+    ro_policy_carry_t carry = {.state = f->statep, .first = f->first};
+    for (uint32_t j = 0; f->first && j < f->n; j++)
+        memset(f->first + (size_t)j * f->A, f->step[j] == 0, f->A);
+    ro__policy_act_masked(f->pol, f->ws, rows, f->rngp, f->lay->mask_width ? f->mask : NULL,
+                          f->act_i, f->act_f, NULL, f->first ? &carry : NULL);
 }
 
-/* round steps every forked env once with the policy's actions into b,
- * resetting those whose episode ends (auto-reset, as the node). */
-static void round_of_steps(fork_run_t *f, Rollout__V1__TransitionBatch *b)
+/* round_of_steps steps every forked env once with the policy's actions
+ * into the record, resetting those whose episode ends (auto-reset,
+ * max_episode_steps, --check-finite and masks as the node). */
+static void round_of_steps(ro_fork_run_t *f)
 {
     const Rollout__V1__TrajectoryHeader *h = f->r->hdr;
-    memcpy(ro__policy_ws_input(f->ws), f->obs, (size_t)f->n * f->od * sizeof(float));
-    ro__policy_act(f->pol, f->ws, f->n, f->rngp, f->act_i, f->act_f, NULL, NULL);
+    const uint32_t A = f->A, nd = f->lay->ndisc, nb = f->lay->nbox;
+    act(f);
     for (uint32_t j = 0; j < f->n; j++) {
         void *env = f->r->envs[f->ids[j]].env;
-        float *o = f->obs + (size_t)j * f->od;
-        ro_action_t a;
-        if (f->discrete)
-            a.discrete = f->act_i[j];
-        else
-            a.box = f->act_f + (size_t)j * f->ad;
-        ro_step_t st = {0};
-        int rc = f->vt->step(env, a, o, &st);
-        bool failed = rc != 0;
-        for (uint32_t d = 0; !failed && h->check_finite && d < f->od; d++)
-            failed = !isfinite(o[d]);
-        failed = failed || (h->check_finite && !isfinite(st.reward));
+        void *t[RO_ENV_MAX_TENSORS];
+        env_tensors(f, j, t);
+        const int32_t *di = nd ? f->act_i + (size_t)j * A * nd : NULL;
+        const float *bo = nb ? f->act_f + (size_t)j * A * nb : NULL;
+        int rc = ro__env_step(f->kind, env, di, bo, t, env_mask(f, j), f->st, A);
+        bool failed = rc != 0 || (h->check_finite && !all_finite(f, j)) || !masks_ok(f, j);
         f->step[j]++;
-        bool trunc = st.truncated || (h->max_episode_steps && f->step[j] >= h->max_episode_steps);
-        uint32_t flags =
-            failed ? RO_TRAJ_FAILED | RO_TRAJ_TRUNCATED
-                   : (st.terminated ? RO_TRAJ_TERMINATED : 0u) | (trunc ? RO_TRAJ_TRUNCATED : 0u);
-        put(f, b, j, flags, failed ? 0.0f : st.reward, failed ? NULL : o);
-        if (flags) {
-            f->finished += !failed;
-            f->vt->reset(env, o);
-            f->episode[j]++;
-            f->step[j] = 0;
-            put(f, b, j, RO_TRAJ_RESET, 0.0f, o);
+        bool end = failed || (h->max_episode_steps && f->step[j] >= h->max_episode_steps);
+        for (uint32_t a = 0; a < A; a++)
+            end = end || f->st[a].terminated || f->st[a].truncated;
+        ro__fork_put_step(f, j, failed, end);
+        if (!end)
+            continue;
+        f->finished += !failed;
+        /* The node asks for the episode's metrics before the reset: so
+         * does the fork, in case the env's state depends on it. */
+        if (!failed && f->kind->vt2 && f->kind->vt2->metric_names &&
+            f->kind->vt2->episode_metrics) {
+            float v[RO_ENV_MAX_METRICS];
+            for (uint32_t m = 0; m < RO_ENV_MAX_METRICS; m++)
+                v[m] = NAN;
+            f->kind->vt2->episode_metrics(env, v);
         }
+        reset_env(f, j);
+        ro__fork_put_reset(f, j);
     }
 }
 
 /* header makes the fork's header from its parent's. */
-static void header(fork_run_t *f, Rollout__V1__TrajectoryHeader *h, char *desc, size_t desclen)
+static void header(ro_fork_run_t *f, Rollout__V1__TrajectoryHeader *h, char *desc, size_t desclen)
 {
     const Rollout__V1__TrajectoryHeader *p = f->r->hdr;
     *h = *p;
@@ -269,51 +262,43 @@ static void header(fork_run_t *f, Rollout__V1__TrajectoryHeader *h, char *desc, 
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->start_time_unix_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    /* Two entries per env a record, and every env's state. */
-    uint64_t per = 5 + 10 + 5 + 5 + 4 + (f->discrete ? 10 : 4ull * f->ad) + 4ull * f->od;
-    uint64_t max = 2ull * f->n * per + 10 * 16 + 64 + (uint64_t)f->n * (60 + f->blob);
+    uint64_t max = ro__fork_record_max(f);
     h->max_record_bytes = (uint32_t)(max < RO_TRAJ_MAX_RECORD ? max : RO_TRAJ_MAX_RECORD);
 }
 
 /* run writes the fork: its envs' states, then rounds of steps until
  * fo->steps, with every env's state each snapshot_every rounds. */
-static int run(fork_run_t *f)
+static int run(ro_fork_run_t *f)
 {
     Rollout__V1__TrajectoryHeader h;
     char desc[160], err[512] = "";
     header(f, &h, desc, sizeof desc);
-    if ((uint64_t)h.max_record_bytes * 1 >= RO_TRAJ_MAX_RECORD)
-        return fail(f, RO_REPLAY_UNUSABLE, "too many envs for one record: give fewer with --env");
+    if (ro__fork_record_max(f) >= RO_TRAJ_MAX_RECORD)
+        return ro__fork_fail(f, RO_REPLAY_UNUSABLE,
+                             "too many envs for one record: give fewer with --env");
     ro_traj_writer_t w;
     if (ro__traj_writer_open(&w, f->fo->out, &h, 0, err, sizeof err))
-        return fail(f, RO_REPLAY_UNUSABLE, "%s", err);
+        return ro__fork_fail(f, RO_REPLAY_UNUSABLE, "%s", err);
     Rollout__V1__TransitionBatch b;
-    rollout__v1__transition_batch__init(&b);
-    int rc = snapshot(f, &b, 0);
+    ro__fork_record_begin(f, &b);
+    int rc = ro__fork_snapshot(f, &b, 0);
     if (rc == RO_REPLAY_OK && ro__traj_writer_append(&w, &b, err, sizeof err))
-        rc = fail(f, RO_REPLAY_FAILED, "%s", err);
+        rc = ro__fork_fail(f, RO_REPLAY_FAILED, "%s", err);
     uint64_t taken = 0, rounds = 0;
     while (rc == RO_REPLAY_OK && taken < f->fo->steps) {
-        rollout__v1__transition_batch__init(&b);
-        b.env = f->c_env, b.episode = f->c_ep, b.step = f->c_step, b.flags = f->c_flags;
-        b.reward = f->c_rew, b.obs = f->c_obs;
-        round_of_steps(f, &b);
-        taken += f->n;
+        ro__fork_record_begin(f, &b);
+        round_of_steps(f);
+        ro__fork_record_end(f, &b);
+        taken += (uint64_t)f->n * f->A;
         rounds++;
-        b.n_episode = b.n_step = b.n_flags = b.n_reward = b.n_env;
-        b.n_obs = b.n_env * f->od;
-        if (f->discrete)
-            b.action = f->c_acti, b.n_action = b.n_env;
-        else
-            b.action_box = f->c_actf, b.n_action_box = b.n_env * f->ad;
         if (rounds % h.snapshot_every == 0)
-            rc = snapshot(f, &b, rounds);
+            rc = ro__fork_snapshot(f, &b, rounds);
         if (rc == RO_REPLAY_OK && ro__traj_writer_append(&w, &b, err, sizeof err))
-            rc = fail(f, RO_REPLAY_FAILED, "%s", err);
+            rc = ro__fork_fail(f, RO_REPLAY_FAILED, "%s", err);
     }
     int crc = ro__traj_writer_close(&w, err, sizeof err);
     if (rc == RO_REPLAY_OK && crc)
-        rc = fail(f, RO_REPLAY_FAILED, "%s", err);
+        rc = ro__fork_fail(f, RO_REPLAY_FAILED, "%s", err);
     if (rc == RO_REPLAY_OK)
         fprintf(f->r->o.log,
                 "rollout-replay: fork: %" PRIu64 " steps of %u env(s) from step %" PRIu64
@@ -322,27 +307,47 @@ static int run(fork_run_t *f)
     return rc;
 }
 
+/* layout points f->lay at the env's layout: an ABI 2 env's (checked
+ * against the header when it was opened), an ABI 1 env's shim. */
+static int layout(ro_fork_run_t *f)
+{
+    if (f->kind->vt2) {
+        f->lay = &f->r->renv.layout;
+    } else {
+        char err[256];
+        if (ro__env_layout_of(f->kind->vt, NULL, f->r->envs[f->ids0].env, &f->lay1, err,
+                              sizeof err) != 0)
+            return ro__fork_fail(f, RO_REPLAY_UNUSABLE, "%s", err);
+        f->own_lay = true;
+        f->lay = &f->lay1;
+    }
+    f->A = f->lay->agents;
+    return RO_REPLAY_OK;
+}
+
 int ro__replay_fork(struct ro_replay *r, const ro_fork_opts_t *fo)
 {
-    fork_run_t f = {.r = r, .fo = fo};
-    int rc;
+    ro_fork_run_t f = {.r = r, .fo = fo, .kind = &r->renv.kind};
+    int rc = RO_REPLAY_OK;
     if (r->unusable || r->diverged || !r->hdr)
-        rc = fail(&f, RO_REPLAY_FAILED, "the recording did not replay up to step %" PRIu64,
-                  fo->step);
-    else if (r->hdr->layout)
-        rc = fail(&f, RO_REPLAY_UNUSABLE,
-                  "env ABI 2 recordings (format version 2) cannot be forked yet");
-    else {
-        f.vt = r->renv.kind.vt;
-        f.od = r->hdr->obs_dim;
+        rc = ro__fork_fail(&f, RO_REPLAY_FAILED, "the recording did not replay up to step %" PRIu64,
+                           fo->step);
+    f.ids0 = r->o.nenvs ? r->o.envs[0] : 0;
+    if (rc == RO_REPLAY_OK && !r->envs[f.ids0].env)
+        rc = ro__fork_fail(&f, RO_REPLAY_UNUSABLE,
+                           "env %u's state at step %" PRIu64 " is not known (it has no snapshot "
+                           "before it and was not replayed from its start)",
+                           f.ids0, fo->step);
+    if (rc == RO_REPLAY_OK)
+        rc = layout(&f);
+    if (rc == RO_REPLAY_OK)
         rc = pick_envs(&f);
-        if (rc == RO_REPLAY_OK)
-            rc = make_policy(&f);
-        if (rc == RO_REPLAY_OK)
-            rc = make_columns(&f);
-        if (rc == RO_REPLAY_OK)
-            rc = run(&f);
-    }
+    if (rc == RO_REPLAY_OK)
+        rc = make_policy(&f);
+    if (rc == RO_REPLAY_OK)
+        rc = ro__fork_record_init(&f);
+    if (rc == RO_REPLAY_OK)
+        rc = run(&f);
     fork_free(&f);
     return rc;
 }

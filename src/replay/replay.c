@@ -51,7 +51,7 @@ void ro__replay_free(ro_replay_t *r)
         rollout__v1__trajectory_header__free_unpacked(r->hdr, &r->hdr_alloc.base);
     free(r->envs);
     free(r->buf);
-    free(r->last_obs);
+    free(r->last_rows);
     free(r);
 }
 
@@ -263,6 +263,25 @@ static int seek_plan(ro_replay_t *r, ro_traj_reader_t *rd)
     return rc < 0 ? rc : 0;
 }
 
+/* keep_last keeps the env step at entry k of b as its env's last (--fork
+ * goes on from it): its observation rows and their mask. */
+static void keep_last(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, size_t k)
+{
+    uint8_t *p = r->last_rows + (size_t)b->env[k] * r->last_bytes;
+    if (!r->hdr->layout) {
+        memcpy(p, b->obs + k * r->hdr->obs_dim, r->last_bytes);
+        return;
+    }
+    const ro_traj_rows_t *rows = &r->rows.rows;
+    for (uint32_t t = 0; t < rows->ntensors; t++) {
+        size_t n = r->agents * rows->row_bytes[t];
+        memcpy(p, b->tensors[t]->data.data + k * rows->row_bytes[t], n);
+        p += n;
+    }
+    if (rows->mask_width)
+        memcpy(p, b->mask.data + k * rows->mask_width, (size_t)r->agents * rows->mask_width);
+}
+
 /* One file, its reader open. */
 static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
 {
@@ -285,8 +304,11 @@ static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
             rc = open_env(r);
         }
         rd->hdr = r->hdr; /* the reader validates batches against it */
-        if (rc == RO_REPLAY_OK && r->o.until_set && !r->hdr->layout &&
-            !(r->last_obs = calloc((size_t)r->hdr->num_envs * r->hdr->obs_dim, sizeof(float))))
+        r->last_bytes = r->hdr->layout
+                            ? r->agents * (r->rows.rows.obs_bytes + r->rows.rows.mask_width)
+                            : (size_t)r->hdr->obs_dim * sizeof(float);
+        if (rc == RO_REPLAY_OK && r->o.until_set &&
+            !(r->last_rows = calloc(r->hdr->num_envs, r->last_bytes)))
             rc = RO_REPLAY_UNUSABLE;
         /* A fork (rollout-replay --fork) starts from its envs' states: its
          * first record holds them, and it is read from them. */
@@ -329,9 +351,8 @@ static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
                 r->dump_on = !r->o.from_set || r->seek.gstep >= r->o.from;
                 if (!ro__seek_skip(&r->seek, b, k))
                     rc = process_entry(r, b, k);
-                if (r->last_obs) /* skipped entries too: a snapshot follows its record's */
-                    memcpy(r->last_obs + (size_t)b->env[k] * r->hdr->obs_dim,
-                           b->obs + k * r->hdr->obs_dim, r->hdr->obs_dim * sizeof(float));
+                if (r->last_rows) /* skipped entries too: a snapshot follows its record's */
+                    keep_last(r, b, k);
                 if (!(b->flags[k] & RO_TRAJ_RESET))
                     r->seek.gstep += r->agents;
             }

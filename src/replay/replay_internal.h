@@ -59,7 +59,11 @@ struct ro_replay {
     ro_seek_t seek;   /* --from: the plan, and the steps read before the entry */
     bool dump_on;     /* --from: the entry is at or after STEP */
     bool stopped;     /* --fork: reached opts.until */
-    float *last_obs;  /* --fork: [num_envs x obs_dim] each env's last recorded observation */
+    /* --fork: each env's last recorded env step, last_bytes an env: every
+     * tensor's rows of its agents in turn (ABI 1: the obs floats), then
+     * their mask rows. */
+    uint8_t *last_rows;
+    size_t last_bytes;
 };
 
 /* ro__replay_create_env makes env i as the node made it and checks its

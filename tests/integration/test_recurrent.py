@@ -185,6 +185,36 @@ class Seed(nu.TempDirCase):
         node = json.loads(q.stdout.strip().splitlines()[-1])["nodes"][0]
         self.assertEqual(node["state_resets"], 0)
 
+    def test_fork_carries_the_state_from_zeros(self):
+        # rollout-replay --fork with a recurrent policy: each forked env's
+        # state starts from zeros at the fork (mid-episode: the recorded
+        # policy's state is not in the recording), is carried from step to
+        # step and zeroed at each episode's start. The zero detector says
+        # which: action 0 from a zero state, 1 from a carried one.
+        parent, w, f = self.path("p.traj"), self.path("z.pb"), self.path("f.traj")
+        # One shard: every env has entries before the step.
+        nu.run("--env", "cartpole", "--num-envs", 8, "--workers", 1, "--shard", 8,
+               "--steps", 8 * 600, "--seed", 3, "--record", parent, "--snapshot-every", 50)
+        zero_detector(w, 4)
+        replay = os.path.join(os.path.dirname(nu.NODE), "rollout-replay")
+        p = nu.run_cmd([replay, "--fork", 2000, "--policy", w, "--steps", 8 * 300, "--record", f,
+                        parent], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("gru:2", p.stderr)
+        v = nu.run_cmd([replay, "--verify", f], capture_output=True, text=True)
+        self.assertEqual(v.returncode, 0, v.stderr)
+        d = nu.run_cmd([replay, "--dump", f], capture_output=True, text=True)
+        rows = [json.loads(line) for line in d.stdout.splitlines()]
+        episodes = 0
+        for env in range(8):
+            steps = [r for r in rows if r["env"] == env and not r["reset"]]
+            self.assertEqual(len(steps), 300)
+            got = [r["action"] for r in steps]
+            want = [0 if i == 0 or r["step"] == 1 else 1 for i, r in enumerate(steps)]
+            self.assertEqual(got, want, f"env {env}")
+            episodes += sum(r["step"] == 1 for r in steps)
+        self.assertGreater(episodes, 8, "no episode started in the fork")
+
     def test_failover_starts_taken_envs_from_zeros(self):
         # Learner B serves every env; A attaches and takes some (a zero
         # state for each: A never saw them); A is killed mid-episode and its

@@ -181,12 +181,51 @@ class Fork(nu.TempDirCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--fork STEP needs --policy FILE|random, --steps N and --record OUT",
                       p.stderr)
+
+    def test_fork_abi2(self):
+        # An env ABI 2 recording (gridworld: 2 agents, uint8 and int32
+        # tensors, an action mask) forks as an ABI 1 one does, with the
+        # random policy and with a policy file of its layout: the fork
+        # replays bit for bit, each env's agents go on where the parent's
+        # were, and every action the fork's policy chose is one the mask it
+        # saw allowed.
         g = self.path("g.traj")
-        record(g, "--env", GRIDWORLD, "--num-envs", 2, "--steps", 400, "--snapshot-every", 20)
-        p = replay("--fork", 100, "--policy", "random", "--steps", 10, "--record",
-                   self.path("y.traj"), "--plugin", GRIDWORLD, g)
-        self.assertEqual(p.returncode, 2, p.stderr)
-        self.assertIn("env ABI 2 recordings (format version 2) cannot be forked yet", p.stderr)
+        # One shard: every env has entries before the step (shards need not
+        # keep pace in the file).
+        record(g, "--env", GRIDWORLD, "--num-envs", 4, "--workers", 1, "--shard", 4, "--steps", 2 * 4 * 600,
+               "--snapshot-every", 40, "--seed", 7)
+        pol = self.path("g.pb")
+        nu.run("--env", GRIDWORLD, "--steps", 64, "--save-policy", pol)
+        # Steps count rows (2 a step here): the fork goes on after the env
+        # step that holds row STEP, so an even STEP is where it starts.
+        at = 2346
+        parent = step_rows(replay("--dump", "--plugin", GRIDWORLD, g).stdout)[at:]
+        for policy in ("random", pol):
+            f = self.path("gf.traj")
+            p = replay("--fork", at, "--policy", policy, "--steps", 3000, "--record", f,
+                       "--plugin", GRIDWORLD, g)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(f"fork: 3000 steps of 4 env(s) from step {at} of {g}", p.stderr)
+            v = replay("--verify", "--plugin", GRIDWORLD, f)
+            self.assertEqual(v.returncode, 0, v.stderr)
+            self.assertIn("verify OK: 3000 steps", v.stderr)
+            self.assertIn(f"it is a fork of {g} at step {at}", v.stderr)
+            rows = [json.loads(line)
+                    for line in replay("--dump", "--plugin", GRIDWORLD, f).stdout.splitlines()]
+            for env in range(4):
+                for agent in range(2):
+                    mine = [r for r in rows if r["env"] == env and r["agent"] == agent]
+                    want = next(r for r in parent if r["env"] == env and r["agent"] == agent)
+                    self.assertEqual((mine[0]["episode"], mine[0]["step"]),
+                                     (want["episode"], want["step"]), (policy, env, agent))
+                    checked = 0
+                    for before, r in zip(mine, mine[1:]):
+                        if r["reset"]:
+                            continue
+                        self.assertEqual(before["mask"][r["action"]["discrete"][0]], 1,
+                                         (policy, env, agent, before, r))
+                        checked += 1
+                    self.assertGreater(checked, 300)
 
 
 class Bisect(nu.TempDirCase):
