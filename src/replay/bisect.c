@@ -12,24 +12,36 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "replay/replay_internal.h"
 #include "replay/replay_opts.h"
 #include "replay/replay_rows.h"
 #include "runtime/error.h"
 #include "trajectory/abi2_format.h"
 #include "trajectory/snapshot_index.h"
 
-/* One recording: its reader, index and a cursor over one env's entries. */
-typedef struct side {
+/* One file of a recording: its reader and where its first record is. */
+typedef struct part {
     const char *path;
     int fd;
     ro_traj_reader_t rd;
     bool open;
-    size_t first_off; /* the first record's offset */
-    ro_traj_index_t ix;
+    size_t first_off;
+} part_t;
+
+/* One recording (its parts, in order): the snapshots of every part's index
+ * in file order, and a cursor over one env's entries. */
+typedef struct side {
+    part_t *p;
+    uint32_t np;
+    bool owns;          /* p is this side's to free */
+    ro_traj_index_t ix; /* every part's entries (record and offset within their part) */
+    uint32_t *ix_part;  /* [ix.n] the part each entry is in */
+    uint32_t cur;       /* the part under the cursor */
     Rollout__V1__TransitionBatch *b; /* the batch under the cursor */
     size_t k;
     uint32_t env;
-    uint64_t skip_through; /* the env's entries in records up to this one are before the start */
+    uint32_t skip_part;    /* the env's entries before (skip_part, skip_through) are ... */
+    uint64_t skip_through; /* ... before the start */
 } side_t;
 
 /* A difference: the env step's numbers and what differs. */
@@ -51,34 +63,66 @@ typedef struct bisect {
 static void side_close(side_t *s)
 {
     if (s->b)
-        ro__traj_batch_free(&s->rd, s->b);
+        ro__traj_batch_free(&s->p[s->cur].rd, s->b);
     s->b = NULL;
-    if (s->open)
-        ro__traj_reader_close(&s->rd);
+    for (uint32_t i = 0; i < s->np; i++) {
+        if (s->p[i].open)
+            ro__traj_reader_close(&s->p[i].rd);
+        if (s->p[i].fd >= 0)
+            close(s->p[i].fd);
+    }
+    if (s->owns)
+        free(s->p);
     ro__traj_index_free(&s->ix);
-    if (s->fd >= 0)
-        close(s->fd);
+    free(s->ix_part);
 }
 
-static int side_open(side_t *s, const char *path, FILE *log)
+/* part_open opens one file and checks its header. */
+static int part_open(part_t *p, const char *path, FILE *log)
 {
     char err[512];
-    memset(s, 0, sizeof *s);
-    s->path = path;
-    s->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (s->fd < 0) {
+    p->path = path;
+    p->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (p->fd < 0) {
         fprintf(log, "rollout-replay: cannot open %s: %s\n", path, strerror(errno));
         return RO_REPLAY_UNUSABLE;
     }
-    if (ro__traj_reader_open_fd(&s->rd, s->fd, true, err, sizeof err) != 0) {
+    if (ro__traj_reader_open_fd(&p->rd, p->fd, true, err, sizeof err) != 0) {
         fprintf(log, "rollout-replay: %s: %s\n", path, err);
         return RO_REPLAY_UNUSABLE;
     }
-    s->open = true;
-    s->first_off = s->rd.off;
-    if (ro__traj_index_load(&s->rd, &s->ix, err, sizeof err) != 0)
-        fprintf(log, "rollout-replay: note: %s: %s: its entries are compared from the start\n",
-                path, err);
+    p->open = true;
+    p->first_off = p->rd.off;
+    return RO_REPLAY_OK;
+}
+
+/* side_index gathers the snapshots of every part's index (a part without
+ * one is noted: its envs' entries there are compared, not sought). */
+static int side_index(side_t *s, FILE *log)
+{
+    char err[512];
+    for (uint32_t i = 0; i < s->np; i++) {
+        ro_traj_index_t ix = {0};
+        if (ro__traj_index_load(&s->p[i].rd, &ix, err, sizeof err) != 0) {
+            fprintf(log, "rollout-replay: note: %s: %s: its entries are compared from the start\n",
+                    s->p[i].path, err);
+            continue;
+        }
+        uint32_t *grown = realloc(s->ix_part, (s->ix.n + ix.n + 1) * sizeof *grown);
+        bool ok = grown != NULL;
+        if (grown)
+            s->ix_part = grown;
+        for (size_t k = 0; ok && k < ix.n; k++) {
+            s->ix_part[s->ix.n] = i;
+            ok = ro__traj_index_add(&s->ix, ix.record[k], ix.offset[k], ix.steps_after[k],
+                                    ix.env[k], ix.env_steps[k]) == 0;
+        }
+        ro__traj_index_free(&ix);
+        if (!ok) {
+            fprintf(log, "rollout-replay: out of memory\n");
+            return RO_REPLAY_UNUSABLE;
+        }
+    }
     return RO_REPLAY_OK;
 }
 
@@ -100,20 +144,24 @@ static bool same_run(const Rollout__V1__TrajectoryHeader *a, const Rollout__V1__
 }
 
 /* cursor_start puts s's cursor before env's first entry after record
- * `after` (0: the file's start), read from byte off. */
-static void cursor_start(side_t *s, uint32_t env, uint64_t after, size_t off)
+ * `after` of part `part` (after 0: the recording's start), read from byte
+ * off of that part. */
+static void cursor_start(side_t *s, uint32_t env, uint32_t part, uint64_t after, size_t off)
 {
     if (s->b)
-        ro__traj_batch_free(&s->rd, s->b);
+        ro__traj_batch_free(&s->p[s->cur].rd, s->b);
     s->b = NULL;
     s->k = 0;
     s->env = env;
+    s->cur = after ? part : 0;
+    s->skip_part = s->cur;
     s->skip_through = after;
-    ro__traj_reader_seek(&s->rd, after ? off : s->first_off, after ? after : 1);
+    part_t *p = &s->p[s->cur];
+    ro__traj_reader_seek(&p->rd, after ? off : p->first_off, after ? after : 1);
 }
 
 /* next_entry moves s's cursor to env's next entry (its env step's first
- * row). false at the end. */
+ * row), on into the next parts. false at the recording's end. */
 static bool next_entry(side_t *s, uint32_t agents)
 {
     if (s->b)
@@ -121,18 +169,23 @@ static bool next_entry(side_t *s, uint32_t agents)
     for (;;) {
         while (s->b && s->k < s->b->n_env) {
             bool first_row = !s->b->n_agent || s->b->agent[s->k] == 0;
-            if (s->b->env[s->k] == s->env && first_row && s->b->record > s->skip_through)
+            bool after = s->cur > s->skip_part || s->b->record > s->skip_through;
+            if (s->b->env[s->k] == s->env && first_row && after)
                 return true;
             s->k++;
         }
         if (s->b)
-            ro__traj_batch_free(&s->rd, s->b);
+            ro__traj_batch_free(&s->p[s->cur].rd, s->b);
         s->b = NULL;
         Rollout__V1__TransitionBatch *b;
         ro_traj_event_t ev;
-        while ((ev = ro__traj_reader_next(&s->rd, &b)) != RO_TRAJ_BATCH)
-            if (ev == RO_TRAJ_EOF)
-                return false;
+        while ((ev = ro__traj_reader_next(&s->p[s->cur].rd, &b)) != RO_TRAJ_BATCH)
+            if (ev == RO_TRAJ_EOF) {
+                if (s->cur + 1 >= s->np)
+                    return false;
+                part_t *p = &s->p[++s->cur];
+                ro__traj_reader_seek(&p->rd, p->first_off, 1);
+            }
         s->b = b;
         s->k = 0;
     }
@@ -216,15 +269,20 @@ static bool compare(const bisect_t *bi, const side_t *a, const side_t *b, char *
     return false;
 }
 
-/* scan compares env's entries from after record ra of a (rb of b; 0: the
- * start), env_steps counting from `steps`, until they differ or one side
- * ends. */
-static void scan(bisect_t *bi, uint32_t env, uint64_t ra, size_t oa, uint64_t rb, size_t ob,
-                 uint64_t steps, diff_t *d)
+/* scan compares env's entries from after index entry ka of a (kb of b;
+ * SIZE_MAX: the start), env_steps counting from `steps`, until they differ
+ * or one side ends. */
+static void scan(bisect_t *bi, uint32_t env, size_t ka, size_t kb, uint64_t steps, diff_t *d)
 {
     uint32_t agents = bi->abi2 ? bi->rows.agents : 1;
-    cursor_start(&bi->a, env, ra, oa);
-    cursor_start(&bi->b, env, rb, ob);
+    side_t *a = &bi->a, *b = &bi->b;
+    if (ka == SIZE_MAX) {
+        cursor_start(a, env, 0, 0, 0);
+        cursor_start(b, env, 0, 0, 0);
+    } else {
+        cursor_start(a, env, a->ix_part[ka], a->ix.record[ka], a->ix.offset[ka]);
+        cursor_start(b, env, b->ix_part[kb], b->ix.record[kb], b->ix.offset[kb]);
+    }
     char what[320];
     for (;;) {
         bool ha = next_entry(&bi->a, agents), hb = next_entry(&bi->b, agents);
@@ -244,14 +302,14 @@ static void scan(bisect_t *bi, uint32_t env, uint64_t ra, size_t oa, uint64_t rb
     }
 }
 
-/* snapshot_state reads the state of env in the record at (record, off). */
-static bool snapshot_state(side_t *s, uint64_t record, size_t off, uint32_t env, uint8_t **out,
-                           size_t *len)
+/* snapshot_state reads the state of env in the record of index entry k. */
+static bool snapshot_state(side_t *s, size_t k, uint32_t env, uint8_t **out, size_t *len)
 {
-    cursor_start(s, env, 0, 0);
-    ro__traj_reader_seek(&s->rd, off, record);
+    cursor_start(s, env, 0, 0, 0);
+    part_t *p = &s->p[s->ix_part[k]];
+    ro__traj_reader_seek(&p->rd, s->ix.offset[k], s->ix.record[k]);
     Rollout__V1__TransitionBatch *b;
-    if (ro__traj_reader_next(&s->rd, &b) != RO_TRAJ_BATCH)
+    if (ro__traj_reader_next(&p->rd, &b) != RO_TRAJ_BATCH)
         return false;
     bool ok = false;
     for (size_t i = 0; i < b->n_snapshots && !ok; i++)
@@ -260,7 +318,7 @@ static bool snapshot_state(side_t *s, uint64_t record, size_t off, uint32_t env,
             memcpy(*out, b->snapshots[i]->state.data, *len);
             ok = true;
         }
-    ro__traj_batch_free(&s->rd, b);
+    ro__traj_batch_free(&p->rd, b);
     return ok;
 }
 
@@ -270,9 +328,8 @@ static bool same_state(bisect_t *bi, size_t ka, size_t kb, uint32_t env)
 {
     uint8_t *x = NULL, *y = NULL;
     size_t lx = 0, ly = 0;
-    bool same = snapshot_state(&bi->a, bi->a.ix.record[ka], bi->a.ix.offset[ka], env, &x, &lx) &&
-                snapshot_state(&bi->b, bi->b.ix.record[kb], bi->b.ix.offset[kb], env, &y, &ly) &&
-                lx == ly && memcmp(x, y, lx) == 0;
+    bool same = snapshot_state(&bi->a, ka, env, &x, &lx) &&
+                snapshot_state(&bi->b, kb, env, &y, &ly) && lx == ly && memcmp(x, y, lx) == 0;
     free(x);
     free(y);
     return same;
@@ -307,36 +364,83 @@ static void bisect_env(bisect_t *bi, uint32_t env, diff_t *d)
             hi = mid;
     }
     if (lo < 0 || !ma || !mb)
-        scan(bi, env, 0, 0, 0, 0, 0, d);
+        scan(bi, env, SIZE_MAX, SIZE_MAX, 0, d);
     else
-        scan(bi, env, bi->a.ix.record[ma[lo]], bi->a.ix.offset[ma[lo]], bi->b.ix.record[mb[lo]],
-             bi->b.ix.offset[mb[lo]], bi->a.ix.env_steps[ma[lo]], d);
+        scan(bi, env, ma[lo], mb[lo], bi->a.ix.env_steps[ma[lo]], d);
     free(ma);
     free(mb);
 }
 
-int ro__replay_bisect(const char *a, const char *b, FILE *out, FILE *log)
+/* open_sides opens every file and splits them into the two recordings:
+ * each starts with its part 0, its later parts follow in order. */
+static int open_sides(bisect_t *bi, char *const *paths, size_t n)
+{
+    part_t *all = calloc(n, sizeof *all);
+    if (!all) {
+        fprintf(bi->log, "rollout-replay: out of memory\n");
+        return RO_REPLAY_UNUSABLE;
+    }
+    for (size_t i = 0; i < n; i++)
+        all[i].fd = -1;
+    bi->a.p = all; /* a owns the array of every part; b points into it */
+    bi->a.owns = true;
+    bi->a.np = (uint32_t)n;
+    for (size_t i = 0; i < n; i++)
+        if (part_open(&all[i], paths[i], bi->log) != RO_REPLAY_OK)
+            return RO_REPLAY_UNUSABLE;
+    size_t starts = 0, at_b = 0;
+    for (size_t i = 0; i < n; i++)
+        if (all[i].rd.hdr->part == 0 && starts++ == 1)
+            at_b = i;
+    if (starts != 2 || all[0].rd.hdr->part != 0) {
+        fprintf(bi->log,
+                "rollout-replay: --bisect takes two recordings, each as its files in order (A.traj "
+                "[A.traj.1 ...] B.traj [B.traj.1 ...]): %zu of the files given start one\n",
+                starts);
+        return RO_REPLAY_UNUSABLE;
+    }
+    bi->b.p = all + at_b; /* a's array holds them (a reader is not moved) */
+    bi->b.np = (uint32_t)(n - at_b);
+    bi->a.np = (uint32_t)at_b;
+    for (side_t *s = &bi->a; s; s = s == &bi->a ? &bi->b : NULL)
+        for (uint32_t i = 1; i < s->np; i++) {
+            const Rollout__V1__TrajectoryHeader *h0 = s->p[0].rd.hdr, *h = s->p[i].rd.hdr;
+            if (!ro__replay_same_recording(h0, h) || h->part != i) {
+                fprintf(bi->log,
+                        "rollout-replay: --bisect: %s is not part %u of the recording %s (give "
+                        "each recording's parts in order: PATH PATH.1 PATH.2 ...)\n",
+                        s->p[i].path, i, s->p[0].path);
+                return RO_REPLAY_UNUSABLE;
+            }
+        }
+    return RO_REPLAY_OK;
+}
+
+int ro__replay_bisect(char *const *paths, size_t n, FILE *out, FILE *log)
 {
     bisect_t bi = {.log = log};
-    bi.a.fd = bi.b.fd = -1;
-    int rc = side_open(&bi.a, a, log);
-    if (rc == RO_REPLAY_OK)
-        rc = side_open(&bi.b, b, log);
+    int rc = open_sides(&bi, paths, n);
+    const char *a = bi.a.p ? bi.a.p[0].path : "", *b = bi.b.p ? bi.b.p[0].path : "";
     char why[160];
-    if (rc == RO_REPLAY_OK && !same_run(bi.a.rd.hdr, bi.b.rd.hdr)) {
+    if (rc == RO_REPLAY_OK && !same_run(bi.a.p[0].rd.hdr, bi.b.p[0].rd.hdr)) {
         fprintf(log,
                 "rollout-replay: --bisect: %s and %s are not recordings of one run (env, args, "
                 "episode limit, seed, node index, envs or spaces differ)\n",
                 a, b);
         rc = RO_REPLAY_UNUSABLE;
     }
-    if (rc == RO_REPLAY_OK && bi.a.rd.hdr->layout) {
+    if (rc == RO_REPLAY_OK)
+        rc = side_index(&bi.a, log);
+    if (rc == RO_REPLAY_OK)
+        rc = side_index(&bi.b, log);
+    const Rollout__V1__TrajectoryHeader *h = bi.a.p ? bi.a.p[0].rd.hdr : NULL;
+    if (rc == RO_REPLAY_OK && h->layout) {
         bi.abi2 = true;
-        if (ro__traj_layout_rows(bi.a.rd.hdr->layout, &bi.rows, why, sizeof why) != 0)
+        if (ro__traj_layout_rows(h->layout, &bi.rows, why, sizeof why) != 0)
             rc = RO_REPLAY_UNUSABLE;
     }
     diff_t best = {0};
-    for (uint32_t e = 0; rc == RO_REPLAY_OK && e < bi.a.rd.hdr->num_envs; e++) {
+    for (uint32_t e = 0; rc == RO_REPLAY_OK && e < h->num_envs; e++) {
         diff_t d = {0};
         bisect_env(&bi, e, &d);
         if (d.found && (!best.found || d.env_steps < best.env_steps))
@@ -351,7 +455,7 @@ int ro__replay_bisect(const char *a, const char *b, FILE *out, FILE *log)
     } else if (rc == RO_REPLAY_OK) {
         fprintf(out, "no difference: every env's entries are the same in %s and %s\n", a, b);
     }
+    side_close(&bi.b); /* first: its parts lie in a's array */
     side_close(&bi.a);
-    side_close(&bi.b);
     return rc;
 }

@@ -130,10 +130,10 @@ static const ro_flag_t replay_flags[] = {
              "recorded ones"},
     {RO_FLAG_FN, "fork", "STEP", 0 /* the whole cfg */, .parse = parse_fork,
      .help = "replay to step STEP (from snapshots), then go on\nwith --policy for --steps "
-             "steps, writing the new\ntransitions to --record OUT (env ABI 1)"},
+             "steps, writing the new\ntransitions to --record OUT (either env ABI)"},
     {RO_FLAG_BOOL, "bisect", NULL, AT(bisect),
-     .help = "A.traj B.traj: the first step where two recordings\nof one seed differ: env, "
-             "episode, step, field"},
+     .help = "A.traj [A.traj.1 ...] B.traj [B.traj.1 ...]: the\nfirst step where two "
+             "recordings of one seed differ:\nenv, episode, step, field"},
     {.kind = RO_FLAG_SECTION, .name = "options"},
     {RO_FLAG_FN, "env", "LIST", AT(o), .parse = parse_envs,
      .help = "only these env indices (comma-separated, repeatable)"},
@@ -207,9 +207,10 @@ int ro__replay_cfg_parse(ro_replay_cfg_t *c, int argc, char **argv, char *err, s
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--policy, --steps, --record and --seed go with --fork (see --help)");
     if (c->bisect &&
-        (c->o.verify || c->o.dump || c->o.stats || c->o.from_set || argc - c->files != 2))
+        (c->o.verify || c->o.dump || c->o.stats || c->o.from_set || argc - c->files < 2))
         return ro__errorf(err, errlen, RO_EINVAL,
-                          "--bisect takes two recordings, A.traj B.traj, and no other mode");
+                          "--bisect takes two recordings, A.traj [A.traj.1 ...] B.traj "
+                          "[B.traj.1 ...], and no other mode");
     if (c->o.episode_seek && (c->o.nenvs != 1 || c->o.nepisodes != 1))
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--episode ENV:EPISODE names one env's episode alone: no --env or "

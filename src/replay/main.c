@@ -89,7 +89,7 @@ int main(int argc, char **argv)
     if (cfg.serve)
         return serve_files(&cfg, argv + cfg.files, (size_t)(argc - cfg.files));
     if (cfg.bisect)
-        return ro__replay_bisect(argv[cfg.files], argv[cfg.files + 1], stdout, stderr);
+        return ro__replay_bisect(argv + cfg.files, (size_t)(argc - cfg.files), stdout, stderr);
     ro_replay_t *r;
     if (ro__replay_new(&r, &o) != 0) {
         fprintf(stderr, "rollout-replay: out of memory\n");

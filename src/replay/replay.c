@@ -216,8 +216,8 @@ static int process_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, 
     return RO_REPLAY_OK;
 }
 
-static bool same_recording(const Rollout__V1__TrajectoryHeader *a,
-                           const Rollout__V1__TrajectoryHeader *b)
+bool ro__replay_same_recording(const Rollout__V1__TrajectoryHeader *a,
+                               const Rollout__V1__TrajectoryHeader *b)
 {
     return strcmp(a->env, b->env) == 0 && strcmp(a->env_spec, b->env_spec) == 0 &&
            a->seed == b->seed && a->node_index == b->node_index && a->num_envs == b->num_envs &&
@@ -317,7 +317,7 @@ static int feed(ro_replay_t *r, ro_traj_reader_t *rd)
         if (rc == RO_REPLAY_OK && r->o.from_set && seek_plan(r, rd) != 0)
             rc = RO_REPLAY_UNUSABLE;
     } else {
-        if (!same_recording(r->hdr, rd->hdr)) {
+        if (!ro__replay_same_recording(r->hdr, rd->hdr)) {
             fprintf(r->o.log,
                     "rollout-replay: %s is from another recording than the files before it\n",
                     name);

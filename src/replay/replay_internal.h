@@ -66,6 +66,12 @@ struct ro_replay {
     size_t last_bytes;
 };
 
+/* ro__replay_same_recording tells whether two headers are of files of one
+ * recording (its rotated parts): equal in every field but `part`. Used by
+ * replay.c and bisect.c. */
+bool ro__replay_same_recording(const Rollout__V1__TrajectoryHeader *a,
+                               const Rollout__V1__TrajectoryHeader *b);
+
 /* ro__replay_create_env makes env i as the node made it and checks its
  * spaces against the header. RO_REPLAY_OK or RO_REPLAY_UNUSABLE (logged). */
 int ro__replay_create_env(struct ro_replay *r, uint32_t i);

@@ -242,10 +242,12 @@ class Bisect(nu.TempDirCase):
 
     def expect(self, a, b, n):
         # The bug changes every env's (n+1)-th step: env 0's is the answer.
-        rows = [r for r in step_rows(replay("--dump", "--plugin", DRIFT_STATE, a).stdout)
+        # a and b: a file each, or each recording's parts (lists).
+        a, b = (x if isinstance(x, list) else [x] for x in (a, b))
+        rows = [r for r in step_rows(replay("--dump", "--plugin", DRIFT_STATE, *a).stdout)
                 if r["env"] == 0]
         want = rows[n]
-        p = replay("--bisect", a, b)
+        p = replay("--bisect", *a, *b)
         self.assertEqual(p.returncode, 1, p.stderr)
         self.assertEqual(p.stdout.strip(),
                          f"first difference: env 0, episode {want['episode']}, step "
@@ -265,6 +267,31 @@ class Bisect(nu.TempDirCase):
         p = self.expect(a, b, 250)
         self.assertIn("its entries are compared from the start", p.stderr)
 
+    def test_rotated_parts(self):
+        # Rotated recordings (--record-max-bytes: PATH, PATH.1, ...) are
+        # given as their parts in order: the snapshots of every part's
+        # index are searched and the entries read on across parts; the
+        # answer is the one-file recordings' (the difference lies in a
+        # later part here).
+        a, b = self.two(DRIFT_STATE, 437, "--snapshot-every", 64, "--record-max-bytes", 100000)
+        pa, pb = ([x] + [f"{x}.{k}" for k in range(1, 9) if os.path.exists(f"{x}.{k}")]
+                  for x in (a, b))
+        self.assertGreaterEqual(min(len(pa), len(pb)), 3, (pa, pb))
+        first = [r for r in step_rows(replay("--dump", "--plugin", DRIFT_STATE, pa[0]).stdout)
+                 if r["env"] == 0]
+        self.assertLess(len(first), 437, "the difference is in the first part")
+        self.expect(pa, pb, 437)
+        same = replay("--bisect", *pa, *pa)
+        self.assertEqual(same.returncode, 0, same.stderr)
+        self.assertIn("no difference", same.stdout)
+        # Parts out of order, or one recording only: exit 2, by name.
+        p = replay("--bisect", pa[0], pa[2], pa[1], *pb)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn(f"{pa[2]} is not part 1 of the recording {pa[0]}", p.stderr)
+        p = replay("--bisect", *pa)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("1 of the files given start one", p.stderr)
+
     def test_other_runs_refused(self):
         a, c = self.path("a.traj"), self.path("c.traj")
         record(a, "--num-envs", 4, "--steps", 400, "--seed", 1)
@@ -274,7 +301,7 @@ class Bisect(nu.TempDirCase):
         self.assertIn("are not recordings of one run", p.stderr)
         p = replay("--bisect", a)
         self.assertEqual(p.returncode, 2, p.stderr)
-        self.assertIn("--bisect takes two recordings", p.stderr)
+        self.assertIn("--bisect takes two recordings, A.traj [A.traj.1 ...] B.traj", p.stderr)
 
 
 if __name__ == "__main__":
