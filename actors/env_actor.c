@@ -13,6 +13,7 @@
 #include "actors/recorder_actor.h"
 #include "actors/segment.h"
 #include "envs/env_kind.h"
+#include "envs/env_ops.h"
 #include "envs/registry.h"
 #include "spaces/layout.h"
 #include "runtime/numa_mem.h"
@@ -280,6 +281,10 @@ static void step_all2(ro_env_shard_t *s)
     cx->env_name = s->vt2->name;
     uint64_t t_ns = 0;
     ro_step_t *st = s->agent_steps;
+    /* A Python env's shard goes to its worker process at once (one wake
+     * each way); each step() below then reads its env's outcome. */
+    ro__env_step_group(&s->kind, s->envs, ne, lay->ndisc ? b->act_i : NULL,
+                       lay->nbox ? b->act_f : NULL, NULL);
     for (uint32_t j = 0; j < ne; j++) {
         const size_t r0 = (size_t)j * A;
         cx->what = "step";

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "envs/env_kind.h"
+#include "envs/env_ops.h"
 #include "envs/registry.h"
 #include "runtime/alloc.h"
 #include "runtime/error.h"
@@ -108,7 +109,8 @@ int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro
                           size_t nargs, uint32_t first, uint32_t n, uint64_t seed, int mem_node,
                           char *err, size_t errlen)
 {
-    return ro__env_shard_init_kind(s, vt, NULL, NULL, args, nargs, first, n, seed, mem_node, err,
+    const ro_env_kind_t kind = {.vt = vt};
+    return ro__env_shard_init_kind(s, &kind, NULL, args, nargs, first, n, seed, mem_node, err,
                                    errlen);
 }
 
@@ -163,12 +165,15 @@ static int probe_spaces(ro_env_shard_t *s, void *probe, const ro_space_layout_t 
     return 0;
 }
 
-int ro__env_shard_init_kind(ro_env_shard_t *s, const ro_env_vtable_t *vt,
-                            const ro_env2_vtable_t *vt2, const ro_space_layout_t *lay,
-                            const ro_env_arg_t *args, size_t nargs, uint32_t first, uint32_t n,
-                            uint64_t seed, int mem_node, char *err, size_t errlen)
+int ro__env_shard_init_kind(ro_env_shard_t *s, const ro_env_kind_t *kind,
+                            const ro_space_layout_t *lay, const ro_env_arg_t *args, size_t nargs,
+                            uint32_t first, uint32_t n, uint64_t seed, int mem_node, char *err,
+                            size_t errlen)
 {
+    const ro_env_vtable_t *vt = kind->vt;
+    const ro_env2_vtable_t *vt2 = kind->vt2;
     memset(s, 0, sizeof *s);
+    s->kind = *kind;
     if (!vt == !vt2 || (vt2 && !lay))
         return ro__errorf(err, errlen, RO_EINVAL, "env shard: one vtable, and a layout for ABI 2");
     s->vt = vt;
@@ -183,10 +188,8 @@ int ro__env_shard_init_kind(ro_env_shard_t *s, const ro_env_vtable_t *vt,
 
     /* One probe instance tells the spaces, hence the buffer sizes. */
     void *probe;
-    int rc =
-        vt ? vt->create(&probe, args, nargs, ro__seed_mix(seed, first, RO_STREAM_ENV), err, errlen)
-           : vt2->create(&probe, args, nargs, ro__seed_mix(seed, first, RO_STREAM_ENV), err,
-                         errlen);
+    int rc = ro__env_create(kind, &probe, args, nargs, ro__seed_mix(seed, first, RO_STREAM_ENV),
+                            first, err, errlen);
     if (rc != 0)
         return rc;
     if ((rc = probe_spaces(s, probe, lay, err, errlen)) != 0) {
@@ -220,8 +223,7 @@ int ro__env_shard_init_kind(ro_env_shard_t *s, const ro_env_vtable_t *vt,
         uint64_t idx = (uint64_t)first + j;
         if (j > 0) {
             uint64_t es = ro__seed_mix(seed, idx, RO_STREAM_ENV);
-            rc = vt ? vt->create(&s->envs[j], args, nargs, es, err, errlen)
-                    : vt2->create(&s->envs[j], args, nargs, es, err, errlen);
+            rc = ro__env_create(kind, &s->envs[j], args, nargs, es, (uint32_t)idx, err, errlen);
             if (rc != 0) {
                 ro__env_shard_destroy(s);
                 return rc;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "actors/step_batch.h"
+#include "envs/registry.h"
 #include "rollout/env.h"
 #include "runtime/actor.h"
 #include "metrics/histo.h"
@@ -32,6 +33,7 @@ typedef struct ro_env_shard {
     /* Read-only after ro__env_shard_init / wire. */
     const ro_env_vtable_t *vt;   /* an ABI 1 env, or NULL */
     const ro_env2_vtable_t *vt2; /* an ABI 2 env, or NULL */
+    ro_env_kind_t kind;          /* vt or vt2's kind (a copy; the node owns it) */
     bool check_finite;           /* validate observations and rewards */
     uint32_t max_steps;          /* episode limit, 0 = none */
     uint64_t quota;              /* steps per env before the shard is done, 0 = none */
@@ -100,17 +102,18 @@ int ro__env_shard_init_on(ro_env_shard_t *s, const ro_env_vtable_t *vt, const ro
 
 struct ro_space_layout;
 /*
- * ro__env_shard_init_kind is ro__env_shard_init_on for an env of either
- * ABI (exactly one of vt and vt2): n envs, each of lay->agents rows; lay
+ * ro__env_shard_init_kind is ro__env_shard_init_on for an env kind of either
+ * ABI (a Python env's instances are made through the kind, env_ops.h): n
+ * envs, each of lay->agents rows; lay
  * (the kind's layout, ro__env_kind_layout) is required for ABI 2 and may be
  * NULL for ABI 1; it must outlive the shard. Row r of env i samples from
  * ro__seed_mix(seed, i x agents + r, RO_STREAM_ACTION) (for one agent, the
  * ABI 1 stream of env i).
  */
-int ro__env_shard_init_kind(ro_env_shard_t *s, const ro_env_vtable_t *vt,
-                            const ro_env2_vtable_t *vt2, const struct ro_space_layout *lay,
-                            const ro_env_arg_t *args, size_t nargs, uint32_t first, uint32_t n,
-                            uint64_t seed, int mem_node, char *err, size_t errlen);
+int ro__env_shard_init_kind(ro_env_shard_t *s, const ro_env_kind_t *kind,
+                            const struct ro_space_layout *lay, const ro_env_arg_t *args,
+                            size_t nargs, uint32_t first, uint32_t n, uint64_t seed, int mem_node,
+                            char *err, size_t errlen);
 
 /* ro__env_shard_want_state gives the shard's rows a recurrent state of
  * `floats` floats each (xchg.rstate, zeroed) for a local recurrent policy.

@@ -44,4 +44,14 @@ int ro__env_kind_layout(const ro_env_kind_t *k, const ro_env_arg_t *args, size_t
 int ro__env_layout_of(const ro_env_vtable_t *vt, const ro_env2_vtable_t *vt2, void *env,
                       ro_space_layout_t *lay, char *err, size_t errlen);
 
+/*
+ * ro__env_kind_pool readies a kind for nenvs instances before any is made:
+ * nothing for a C env; for a Python env (envs/pyenv_host.h) its worker
+ * processes, nprocs of them (0: one), each env made with args, a command
+ * timeout of timeout_ms (0: the default). Main thread. 0, or a negative code
+ * with err.
+ */
+int ro__env_kind_pool(ro_env_kind_t *k, const ro_env_arg_t *args, size_t nargs, uint32_t nenvs,
+                      uint32_t nprocs, uint32_t timeout_ms, char *err, size_t errlen);
+
 #endif

@@ -5,12 +5,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "envs/pyenv_host.h"
 #include "runtime/error.h"
 
 int ro__env_create(const ro_env_kind_t *k, void **env, const ro_env_arg_t *args, size_t nargs,
-                   uint64_t seed, char *err, size_t errlen)
+                   uint64_t seed, uint32_t index, char *err, size_t errlen)
 {
     *env = NULL;
+    if (k->py)
+        return ro__pyhost_create(k->py, env, seed, index, err, errlen);
     int rc = k->vt ? k->vt->create(env, args, nargs, seed, err, errlen)
                    : k->vt2->create(env, args, nargs, seed, err, errlen);
     if (rc == 0 && !*env) {
@@ -56,4 +59,11 @@ int ro__env_step(const ro_env_kind_t *k, void *env, const int32_t *disc, const f
     ro_actions_t act = {.discrete = disc, .box = box};
     ro_obs_out_t o = {.tensors = tensors, .mask = mask};
     return k->vt2->step(env, &act, &o, st);
+}
+
+void ro__env_step_group(const ro_env_kind_t *k, void *const *envs, uint32_t n, const int32_t *disc,
+                        const float *box, const uint8_t *skip)
+{
+    if (k->py)
+        ro__pyhost_step_group(envs, n, disc, box, skip);
 }

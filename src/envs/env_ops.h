@@ -13,11 +13,20 @@
 
 #include "envs/registry.h"
 
-/* ro__env_create makes one instance of kind k with args (as checked by
- * ro__env_kind_check_args) and seed. 0, or create()'s negative code (a
- * positive one reads as RO_EINVAL) with a message in err. */
+/* ro__env_create makes instance `index` of kind k with args (as checked by
+ * ro__env_kind_check_args) and seed (a C env sees only args and seed; a
+ * Python env's index places it in its pool's processes). 0, or create()'s
+ * negative code (a positive one reads as RO_EINVAL) with a message in err. */
 int ro__env_create(const ro_env_kind_t *k, void **env, const ro_env_arg_t *args, size_t nargs,
-                   uint64_t seed, char *err, size_t errlen);
+                   uint64_t seed, uint32_t index, char *err, size_t errlen);
+
+/* ro__env_step_group tells a Python env's instances envs[0..n) that step()
+ * follows for each of them with discrete entries disc + j x ndisc and box
+ * floats box + j x nbox (the layout's), except those with skip[j] set (skip
+ * NULL: none): their processes step them together, one command each.
+ * Nothing for a C env. The thread owning the instances. */
+void ro__env_step_group(const ro_env_kind_t *k, void *const *envs, uint32_t n, const int32_t *disc,
+                        const float *box, const uint8_t *skip);
 
 /* ro__env_destroy frees an instance of kind k. */
 void ro__env_destroy(const ro_env_kind_t *k, void *env);

@@ -16,6 +16,7 @@
 
 #include "envs/env_args.h"
 #include "envs/mujoco/mj_registry.h" /* issue 17: the MuJoCo envs */
+#include "envs/pyenv_host.h"         /* issue 33: Python envs */
 #include "runtime/error.h"
 #include "runtime/text.h"
 
@@ -322,12 +323,33 @@ fail:
     return rc;
 }
 
+/* open_python makes a Python env's kind: its host and a copy of its
+ * vtable (the kind owns both). */
+static int open_python(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
+{
+    int rc = ro__pyhost_open(&out->py, name, err, errlen);
+    if (rc)
+        return rc;
+    ro_env2_vtable_t *copy = malloc(sizeof *copy);
+    if (!copy) {
+        ro__pyhost_close(out->py);
+        out->py = NULL;
+        set_err(err, errlen, "out of memory opening env '%s'", name);
+        return RO_ENOMEM;
+    }
+    *copy = *ro__pyhost_vtable(out->py);
+    out->vt2 = copy;
+    return 0;
+}
+
 int ro__env_open(ro_env_kind_t *out, const char *name, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (name == NULL)
         name = "";
 
+    if (ro__pyhost_is_name(name))
+        return open_python(out, name, err, errlen);
     if (is_plugin_path(name))
         return open_plugin(out, name, err, errlen);
     return ro__env_open_builtin(out, name, err, errlen);
@@ -361,8 +383,10 @@ int ro__env_open_builtin(ro_env_kind_t *out, const char *name, char *err, size_t
         return 0;
     }
     char shown[160];
-    set_err(err, errlen, "unknown env '%s' (built-ins: %s; or a path to a plugin .so)",
-            ro__text_log(shown, sizeof shown, name, 100), RO_ENV_BUILTIN_NAMES RO_MJ_BUILTIN_NAMES);
+    set_err(err, errlen,
+            "unknown env '%s' (built-ins: %s; Python envs: %s; or a path to a plugin .so)",
+            ro__text_log(shown, sizeof shown, name, 100), RO_ENV_BUILTIN_NAMES RO_MJ_BUILTIN_NAMES,
+            RO_ENV_PYTHON_NAMES);
     return RO_ENOENT;
 }
 
@@ -439,6 +463,7 @@ void ro__env_close(ro_env_kind_t *kind)
         return;
     if (kind->dl_handle != NULL)
         dlclose(kind->dl_handle);
+    ro__pyhost_close(kind->py);
     free((void *)kind->vt2); /* the kind's own copy */
     memset(kind, 0, sizeof *kind);
 }

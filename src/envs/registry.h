@@ -30,19 +30,27 @@ extern const ro_env_state_ops_t ro__burn_state;
  * plugin's vtable, zero past the plugin's size (fields it predates).
  * state holds the kind's env state functions, checked (all three set), or
  * is all zero for an env without state support (envs/env_state.h). */
+struct ro_pyhost;
 typedef struct ro_env_kind {
     const ro_env_vtable_t *vt;
     const ro_env2_vtable_t *vt2; /* owned (freed by ro__env_close) */
     void *dl_handle;             /* NULL for a built-in */
     ro_env_state_ops_t state;
+    /* A Python env (gym:ID, py:MODULE:CALLABLE; envs/pyenv_host.h), owned;
+     * NULL for the others. Its instances are made through env_ops.h. */
+    struct ro_pyhost *py;
 } ro_env_kind_t;
 
 /* The names accepted by ro__env_open besides a plugin path, for messages. */
 #define RO_ENV_BUILTIN_NAMES "cartpole, pendulum, burn"
+/* ... and the forms of a Python env's name. */
+#define RO_ENV_PYTHON_NAMES "gym:ID, py:MODULE:CALLABLE"
 
 /*
- * ro__env_open resolves `name`: a built-in name, or a path to a plugin
- * shared object (any name containing '/' or ending in ".so"). A plugin must
+ * ro__env_open resolves `name`: a built-in name, a Python env (gym:ID or
+ * py:MODULE:CALLABLE: envs/pyenv_host.h, no process until the kind's pool
+ * is made, ro__env_kind_pool), or a path to a plugin shared object (any
+ * other name containing '/' or ending in ".so"). A plugin must
  * export ro_env2_plugin() (ABI 2) or ro_env_plugin() (ABI 1) returning a
  * vtable with a matching abi_version and every required function set; its
  * optional env state functions (ro_env_state_plugin() for ABI 1, the

@@ -93,10 +93,15 @@ static const ro_flag_t node_flags[] = {
     {.kind = RO_FLAG_SECTION, .name = "env"},
     {RO_FLAG_STRING, "env", "NAME|PATH", AT(env),
      .help = "cartpole (default), pendulum, burn, or a plugin .so;\nMuJoCo: hopper walker2d "
-             "half_cheetah ant inverted_pendulum"},
+             "half_cheetah ant inverted_pendulum;\nPython: gym:ID, py:MODULE:CALLABLE"},
     {RO_FLAG_FN, "env-arg", "KEY=VALUE", 0, .parse = parse_env_arg,
      .help = "env argument (repeatable); every env accepts\nmax_episode_steps"},
     {RO_FLAG_U32, "num-envs", "N", AT(num_envs), 1, 1u << 20, .help = "envs to run (default 256)"},
+    {RO_FLAG_U32, "env-procs", "K", AT(env_procs), 1, 4096,
+     .help = "a Python env's worker processes (default: one\nper worker)"},
+    {RO_FLAG_U32, "env-timeout", "S", AT(env_timeout_s), 1, 86400,
+     .help = "seconds a Python env worker may take for one\nstep before it counts as hung "
+             "(default 60)"},
     {RO_FLAG_BOOL, "check-finite", NULL, AT(check_finite),
      .help = "reset and count envs whose observation or reward\nis NaN or infinite"},
     {.kind = RO_FLAG_SECTION, .name = "scheduling"},

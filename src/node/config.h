@@ -23,11 +23,13 @@ typedef struct ro_config {
     ro_env_arg_t env_args[RO_MAX_ENV_ARGS];
     size_t nenv_args;
     uint32_t num_envs;
-    uint32_t workers;     /* 0 = one per allowed CPU (or none: envs_on_loop) */
-    bool envs_on_loop;    /* --workers 0 (--learner remote): env actors on the loop thread */
-    uint32_t shard;       /* envs per env actor; 0 = automatic */
-    uint32_t batch;       /* rows per forward pass; 0 = automatic */
-    uint64_t max_wait_us; /* flush a partial batch after this long */
+    uint32_t workers;       /* 0 = one per allowed CPU (or none: envs_on_loop) */
+    bool envs_on_loop;      /* --workers 0 (--learner remote): env actors on the loop thread */
+    uint32_t shard;         /* envs per env actor; 0 = automatic */
+    uint32_t env_procs;     /* a Python env's worker processes; 0 = one per worker */
+    uint32_t env_timeout_s; /* a Python env worker's time per command; 0 = default */
+    uint32_t batch;         /* rows per forward pass; 0 = automatic */
+    uint64_t max_wait_us;   /* flush a partial batch after this long */
     ro_policy_spec_t policy;
     const char *policy_arg;  /* as given to --policy */
     const char *save_policy; /* write the policy's weights here at start */

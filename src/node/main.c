@@ -233,6 +233,11 @@ int main(int argc, char **argv)
     ro_node_t *node;
     if (ro_node_new(&node, &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "rollout-node: %s\n", err);
+        if (cfg.json) { /* scripts read why, as they read the summary */
+            fputs("{\"error\":", stdout);
+            ro__json_string(stdout, err, sizeof err);
+            fputs("}\n", stdout);
+        }
         return 2;
     }
     char line[512];

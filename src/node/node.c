@@ -105,10 +105,13 @@ static int open_env(ro_node_t *n, char *err, size_t errlen)
         return rc;
     rc = ro__env_kind_check_args(&n->kind, n->cfg.env_args, n->cfg.nenv_args, n->env_args,
                                  &n->nenv_args, &n->max_steps, err, errlen);
+    if (rc == 0) /* a Python env's worker processes: one per worker by default */
+        rc = ro__env_kind_pool(&n->kind, n->env_args, n->nenv_args, n->cfg.num_envs,
+                               n->cfg.env_procs ? n->cfg.env_procs : (uint32_t)n->nworkers,
+                               n->cfg.env_timeout_s * 1000u, err, errlen);
     if (rc || !n->kind.vt2)
         return rc; /* ABI 1: the layout comes from shard 0's first env (make_layout) */
-    /* ABI 2: the shards are sized from the layout, so it comes first, from
-     * an instance seeded as env 0 is. */
+    /* ABI 2: the shards are sized from the layout: it comes first, from env 0's instance. */
     uint64_t seed = ro__seed_mix(ro__node_seed(n->cfg.seed, n->cfg.node_index), 0, RO_STREAM_ENV);
     return ro__env_kind_layout(&n->kind, n->env_args, n->nenv_args, seed, &n->layout, err, errlen);
 }
@@ -145,15 +148,13 @@ static int make_shards(ro_node_t *n, char *err, size_t errlen)
                           "--shard %u: larger than --batch %u (a forward pass takes whole shards)",
                           k, n->cfg.batch);
     if (k == 0) {
-        /* Four shards per lane keep every worker fed while a lane's forward
-         * pass runs; 32 envs amortise the dispatch of one message. In
-         * stream mode a shard also hands over a segment every --unroll
-         * steps, and each costs the node's loop a wake-up and the learner a
-         * frame and an ack: up to 128 envs then (a quarter of the
-         * per-segment work; docs/benchmarks.md). A smaller --batch caps
-         * it, so that the batch is what was asked. */
-        uint32_t cap = n->cfg.learner == RO_LEARNER_STREAM ? 128 : 32;
-        k = per_lane_max / 4;
+        /* Four shards per lane keep every worker fed while a lane's forward pass runs; 32 envs
+         * amortise the dispatch of one message. Stream mode: a segment every --unroll steps costs
+         * the loop a wake-up and the learner a frame and an ack: up to 128 envs (a quarter of the
+         * per-segment work; docs/benchmarks.md). A Python env's lane is one shard (its process
+         * steps it while the actor waits). A smaller --batch caps k: the batch is as asked. */
+        uint32_t cap = n->kind.py ? UINT32_MAX : n->cfg.learner == RO_LEARNER_STREAM ? 128 : 32;
+        k = n->kind.py ? per_lane_max : per_lane_max / 4;
         k = k < 1 ? 1 : k > cap ? cap : k;
         if (n->cfg.batch && k > n->cfg.batch)
             k = n->cfg.batch;
@@ -178,8 +179,8 @@ static int make_shards(ro_node_t *n, char *err, size_t errlen)
             uint32_t cnt = lane_end - first < k ? lane_end - first : k;
             /* On the node of lane l's worker, which steps and reads it. */
             int rc = ro__env_shard_init_kind(
-                &n->shards[n->nshards], n->kind.vt, n->kind.vt2, n->kind.vt2 ? &n->layout : NULL,
-                n->env_args, n->nenv_args, first, cnt, node_seed, lane_mem_node(n, l), err, errlen);
+                &n->shards[n->nshards], &n->kind, n->kind.vt2 ? &n->layout : NULL, n->env_args,
+                n->nenv_args, first, cnt, node_seed, lane_mem_node(n, l), err, errlen);
             if (rc)
                 return rc;
             n->nshards++;

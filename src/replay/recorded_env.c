@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "envs/env_kind.h"
+#include "envs/env_ops.h"
 #include "envs/mujoco/mj_registry.h"
 #include "runtime/error.h"
 #include "trajectory/abi2_format.h"
@@ -130,9 +131,7 @@ int ro__recorded_env_create(const ro_recorded_env_t *e, const Rollout__V1__Traje
                             uint32_t i, void **out, char *err, size_t errlen)
 {
     uint64_t seed = ro__seed_mix(node_seed(h), i, RO_STREAM_ENV);
-    if (e->kind.vt2)
-        return e->kind.vt2->create(out, e->args, e->nargs, seed, err, errlen);
-    return e->kind.vt->create(out, e->args, e->nargs, seed, err, errlen);
+    return ro__env_create(&e->kind, out, e->args, e->nargs, seed, i, err, errlen);
 }
 
 void ro__recorded_env_destroy(const ro_recorded_env_t *e, void *env)

@@ -54,7 +54,9 @@ static int copy_args(ro_vec_t *v, const ro_env_arg_t *args, size_t n)
 static double probe_cost(ro_vec_t *v, char *err, size_t errlen)
 {
     void *env;
-    if (ro__env_create(&v->kind, &env, v->args, v->nargs, ro__seed_mix(0, 0, RO_STREAM_ENV), err,
+    if (v->kind.py) /* its own process: a step costs a hand-off anyway */
+        return 1e9;
+    if (ro__env_create(&v->kind, &env, v->args, v->nargs, ro__seed_mix(0, 0, RO_STREAM_ENV), 0, err,
                        errlen))
         return -1.0;
     const ro_space_layout_t *L = &v->lay;
@@ -185,6 +187,10 @@ int ro__vec_new(ro_vec_t **out, const ro_vec_config_t *cfg, char *err, size_t er
         ro__errorf(err, errlen, rc, "out of memory");
         goto fail;
     }
+    /* A Python env: one worker process per thread the engine would use. */
+    uint32_t procs = cfg->threads > 0 ? (uint32_t)cfg->threads : allowed_cpus();
+    if ((rc = ro__env_kind_pool(&v->kind, v->args, v->nargs, v->n, procs, 0, err, errlen)))
+        goto fail;
     rc = ro__env_kind_layout(&v->kind, v->args, v->nargs, ro__seed_mix(cfg->seed, 0, RO_STREAM_ENV),
                              &v->lay, err, errlen);
     if (rc)
@@ -202,7 +208,7 @@ int ro__vec_new(ro_vec_t **out, const ro_vec_config_t *cfg, char *err, size_t er
     }
     for (uint32_t i = 0; i < v->n; i++)
         if ((rc = ro__env_create(&v->kind, &v->envs[i], v->args, v->nargs,
-                                 ro__seed_mix(cfg->seed, i, RO_STREAM_ENV), err, errlen)))
+                                 ro__seed_mix(cfg->seed, i, RO_STREAM_ENV), i, err, errlen)))
             goto fail;
     v->step_cost_ns = probe_cost(v, err, errlen);
     if (v->step_cost_ns < 0) {
@@ -240,7 +246,7 @@ int ro__vec_reset(ro_vec_t *v, const uint64_t *seeds, const uint8_t *has_seed, c
             continue;
         void *probe = NULL; /* again, for create()'s message */
         int rc = ro__env_create(&v->kind, &probe, v->args, v->nargs,
-                                ro__seed_mix(seeds[j], j, RO_STREAM_ENV), err, errlen);
+                                ro__seed_mix(seeds[j], j, RO_STREAM_ENV), j, err, errlen);
         ro__env_destroy(&v->kind, probe);
         char why[256];
         snprintf(why, sizeof why, "%s", rc ? err : "it failed once and not again");

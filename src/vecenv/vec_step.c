@@ -110,6 +110,12 @@ static void step_one(ro_vec_t *v, uint32_t j)
 void ro__vec_step_part(void *ctx, uint32_t b, uint32_t e)
 {
     ro_vec_t *v = ctx;
+    const ro_space_layout_t *L = &v->lay;
+    /* A Python env's part goes to its processes at once (not its NEXT_STEP
+     * resets); step_one then reads each env's outcome. */
+    ro__env_step_group(&v->kind, v->envs + b, e - b,
+                       L->ndisc ? v->act_i + (size_t)b * L->ndisc : NULL,
+                       L->nbox ? v->act_f + (size_t)b * L->nbox : NULL, v->ended + b);
     for (uint32_t j = b; j < e; j++)
         step_one(v, j);
 }
@@ -132,7 +138,7 @@ void ro__vec_reset_part(void *ctx, uint32_t b, uint32_t e)
             void *fresh;
             char err[8];
             if (ro__env_create(&v->kind, &fresh, v->args, v->nargs,
-                               ro__seed_mix(v->seeds[j], j, RO_STREAM_ENV), err, sizeof err)) {
+                               ro__seed_mix(v->seeds[j], j, RO_STREAM_ENV), j, err, sizeof err)) {
                 v->failed[j] = 2; /* the owner re-creates it to name the error */
                 continue;
             }

@@ -59,8 +59,8 @@ static fixture_t *setup(void)
     assert_int_equal(ro__metrics_ring_init(&f.ring, 1024), 0);
     atomic_init(&f.stopping, false);
     ro__actor_init_worker(&f.fake.actor, "fake", fake_behaviour, ro__sched_queue(f.sched, 0), 8);
-    assert_int_equal(ro__env_shard_init_kind(&f.shard, NULL, f.kind.vt2, &f.lay, NULL, 0, FIRST,
-                                             ENVS, SEED, -1, err, sizeof err),
+    assert_int_equal(ro__env_shard_init_kind(&f.shard, &f.kind, &f.lay, NULL, 0, FIRST, ENVS, SEED,
+                                             -1, err, sizeof err),
                      0);
     ro_env_shard_wiring_t w = {
         .runq = ro__sched_queue(f.sched, 0),
@@ -224,8 +224,7 @@ static void test_other_spaces_refused(void **state)
     assert_int_equal(ro__env_kind_layout(&ctch, NULL, 0, 1, &lay, err, sizeof err), 0);
     ro_env_shard_t s;
     assert_int_equal(
-        ro__env_shard_init_kind(&s, NULL, grid.vt2, &lay, NULL, 0, 0, 2, 1, -1, err, sizeof err),
-        RO_EINVAL);
+        ro__env_shard_init_kind(&s, &grid, &lay, NULL, 0, 0, 2, 1, -1, err, sizeof err), RO_EINVAL);
     assert_non_null(strstr(err, "env 'gridworld': instance 0 reports other spaces"));
     ro__layout_free(&lay);
     ro__env_close(&grid);
@@ -239,9 +238,9 @@ static void test_abi1_shard_unchanged(void **state)
     (void)state;
     ro_env_shard_t s;
     char err[256] = "";
-    assert_int_equal(ro__env_shard_init_kind(&s, &ro__env_cartpole, NULL, NULL, NULL, 0, 0, 4, 1,
-                                             -1, err, sizeof err),
-                     0);
+    const ro_env_kind_t cartpole = {.vt = &ro__env_cartpole};
+    assert_int_equal(
+        ro__env_shard_init_kind(&s, &cartpole, NULL, NULL, 0, 0, 4, 1, -1, err, sizeof err), 0);
     assert_int_equal(s.xchg.n, 4);
     assert_int_equal(s.xchg.agents, 1);
     assert_ptr_equal(s.xchg.obs, (float *)(void *)s.xchg.tensor[0]);

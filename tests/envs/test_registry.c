@@ -52,7 +52,7 @@ static void test_unknown_name(void **state)
     assert_int_equal(ro__env_open(&k, "foo", err, sizeof err), RO_ENOENT);
     assert_string_equal(err,
                         "unknown env 'foo' (built-ins: cartpole, pendulum, burn" RO_MJ_BUILTIN_NAMES
-                        "; or a path to a plugin .so)");
+                        "; Python envs: gym:ID, py:MODULE:CALLABLE; or a path to a plugin .so)");
     assert_null(k.vt);
     assert_int_equal(ro__env_open(&k, "CartPole", err, sizeof err), RO_ENOENT);
     assert_int_equal(ro__env_open(&k, "", err, sizeof err), RO_ENOENT);

@@ -1,0 +1,260 @@
+"""An env worker process: a shard of a node's Python envs (docs/env-api.md
+"Python envs").
+
+rollout-node (src/envs/pyenv_proc.c) starts it as::
+
+    python -m rollout_client.env_worker SPEC PARENT_PID [KEY=VALUE ...]
+
+with descriptors 3 (a memfd: the shard's shared memory), 4 (an eventfd the
+node writes to wake it), 5 (an eventfd it writes when a command is done) and
+6 (a pipe whose end it holds: the node sees it close when this process
+dies). SPEC is ``gym:ID`` (``gymnasium.make(ID, **kwargs)``) or
+``py:MODULE:CALLABLE`` (``MODULE.CALLABLE(**kwargs)``); each VALUE is read
+as a Python literal (``ast.literal_eval``: numbers, strings, tuples...) or
+else kept as a string.
+
+The protocol, one command at a time: the node writes the command into the
+header (op, seq) and the per-env rows (actions, go flags), writes eventfd 4;
+this process does it, writes ack = seq and eventfd 5. Nothing is pickled:
+rows are numpy views of the shared memory. The node checks everything
+written here (flags, sizes, text) before it uses it.
+"""
+from __future__ import annotations
+
+import ast
+import ctypes
+import importlib
+import mmap
+import os
+import signal
+import struct
+import sys
+import traceback
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from . import pyenv_spaces as ps
+
+FD_MEM, FD_WAKE, FD_DONE = 3, 4, 5
+
+# The header (src/envs/pyenv_proto.h): u32 words at these byte offsets.
+H_MAGIC, H_VERSION, H_OP, H_SEQ, H_ACK, H_STATUS = 0, 4, 8, 12, 16, 20
+H_NENVS, H_STRIDE, H_SPEC_LEN, H_DATA_OFF = 24, 28, 32, 36
+H_OFF_ACT_I, H_OFF_ACT_F, H_OFF_REWARD, H_OFF_FLAGS, H_OFF_SEED = 40, 44, 48, 52, 56
+H_OFF_OBS, H_OFF_RESET, H_ERR_LEN = 64, 96, 128
+ERR_OFF, ERR_MAX = 1024, 3072
+SPEC_OFF, SPEC_MAX = 4096, 1 << 20
+MAGIC, VERSION = 0x45595052, 1
+OP_HELLO, OP_ATTACH, OP_STEP, OP_RESET = 1, 2, 3, 4
+STATUS_OK, STATUS_FATAL = 0, 1
+# Per-row flag bytes.
+F_GO, F_TERM, F_TRUNC, F_RESET_READY, F_FAILED, F_SEED = 0, 1, 2, 3, 4, 5
+
+GOLDEN = 0x9E3779B97F4A7C15
+
+
+def parse_kwargs(pairs: List[str]) -> Dict[str, Any]:
+    """KEY=VALUE strings as keyword arguments: literals where they parse."""
+    out: Dict[str, Any] = {}
+    for kv in pairs:
+        key, _, value = kv.partition("=")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def make_factory(spec: str, kwargs: Dict[str, Any]) -> Any:
+    """A function making one env of spec."""
+    if spec.startswith("gym:"):
+        import gymnasium as gym
+        env_id = spec[4:]
+        if env_id.startswith("ALE/"):
+            import ale_py
+            gym.register_envs(ale_py)
+        return lambda: gym.make(env_id, **kwargs)
+    if spec.startswith("py:"):
+        module, _, name = spec[3:].rpartition(":")
+        if not module or not name:
+            raise ValueError(f"env '{spec}': expected py:MODULE:CALLABLE")
+        fn = getattr(importlib.import_module(module), name)
+        return lambda: fn(**kwargs)
+    raise ValueError(f"env '{spec}': expected gym:ID or py:MODULE:CALLABLE")
+
+
+def die_with_parent(parent: int) -> None:
+    """This process ends when the node does (PR_SET_PDEATHSIG), even if the
+    node is SIGKILLed; if the node is already gone, now."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+class Worker:
+    """The shard this process hosts and the views of its shared memory."""
+
+    def __init__(self, spec: str, kwargs: Dict[str, Any]) -> None:
+        self.mm = mmap.mmap(FD_MEM, os.fstat(FD_MEM).st_size)
+        self.factory = make_factory(spec, kwargs)
+        self.envs: List[Any] = []
+        self.restarts: List[int] = []
+        self.errors = 0
+
+    def u32(self, off: int) -> int:
+        return int(struct.unpack_from("<I", self.mm, off)[0])
+
+    def put_u32(self, off: int, v: int) -> None:
+        struct.pack_into("<I", self.mm, off, v)
+
+    def error(self, text: str) -> None:
+        """The first error of a command: its text into the header."""
+        if self.u32(H_ERR_LEN):
+            return
+        raw = text.encode("utf-8", "replace")[:ERR_MAX - 1]
+        self.mm[ERR_OFF:ERR_OFF + len(raw)] = raw
+        self.put_u32(H_ERR_LEN, len(raw))
+
+    def hello(self) -> None:
+        env = self.factory()
+        self.envs.append(env)
+        self.lay = ps.layout_of(env.observation_space, env.action_space)
+        spec = ps.encode_spec(self.lay)
+        if len(spec) > SPEC_MAX:
+            raise ps.UnsupportedSpace(f"spaces take {len(spec)} bytes; at most {SPEC_MAX}")
+        self.mm[SPEC_OFF:SPEC_OFF + len(spec)] = spec
+        self.put_u32(H_SPEC_LEN, len(spec))
+
+    def attach(self) -> None:
+        self.mm.close()
+        self.mm = mmap.mmap(FD_MEM, os.fstat(FD_MEM).st_size)
+        n, stride, base = self.u32(H_NENVS), self.u32(H_STRIDE), self.u32(H_DATA_OFF)
+        buf = np.frombuffer(self.mm, np.uint8)
+        del buf  # only checks the mapping reads as a buffer
+
+        def view(off: int, dtype: Any, shape: tuple) -> np.ndarray:
+            itemsize = np.dtype(dtype).itemsize
+            strides = [stride] + list(np.cumprod([itemsize] + list(shape[::-1]))[:-1][::-1])
+            return np.ndarray((n,) + tuple(shape), dtype, self.mm, base + off, strides)
+
+        lay = self.lay
+        self.act_i = view(self.u32(H_OFF_ACT_I), np.int32, (max(lay.ndisc, 1),))
+        self.act_f = view(self.u32(H_OFF_ACT_F), np.float32, (max(lay.nbox, 1),))
+        self.reward = view(self.u32(H_OFF_REWARD), np.float32, ())
+        self.flags = view(self.u32(H_OFF_FLAGS), np.uint8, (8,))
+        self.seeds = view(self.u32(H_OFF_SEED), np.uint64, ())
+        self.obs = [view(self.u32(H_OFF_OBS + 4 * k), ps.NP_OF[t.dtype], t.shape)
+                    for k, t in enumerate(lay.tensors)]
+        self.reset_obs = [view(self.u32(H_OFF_RESET + 4 * k), ps.NP_OF[t.dtype], t.shape)
+                          for k, t in enumerate(lay.tensors)]
+        while len(self.envs) < n:
+            self.envs.append(self.factory())
+        self.restarts = [0] * n
+        for i in range(n):
+            self.first_reset(i, int(self.seeds[i]))
+
+    def write(self, views: List[np.ndarray], i: int, obs: Any) -> None:
+        for v, leaf in zip(views, self.lay.flatten(obs)):
+            v[i] = leaf
+
+    def first_reset(self, i: int, seed: int) -> None:
+        obs, _ = self.envs[i].reset(seed=seed)
+        self.write(self.reset_obs, i, obs)
+        self.flags[i, F_RESET_READY] = 1
+
+    def recreate(self, i: int) -> None:
+        """Env i raised: a fresh instance, reset from a seed of its own."""
+        self.error(f"env {i} of this worker raised:\n{traceback.format_exc()}")
+        self.flags[i, F_FAILED] = 1
+        try:
+            self.envs[i].close()
+        except Exception:  # noqa: BLE001 (a broken env may fail to close too)
+            pass
+        self.restarts[i] += 1
+        self.envs[i] = self.factory()
+        self.first_reset(i, (int(self.seeds[i]) + GOLDEN * self.restarts[i]) % (1 << 64))
+
+    def step(self) -> None:
+        act = self.lay.action
+        for i in np.flatnonzero(self.flags[:, F_GO]):
+            env = self.envs[i]
+            try:
+                obs, r, term, trunc, _ = env.step(act(self.act_i[i], self.act_f[i]))
+                self.write(self.obs, i, obs)
+                self.reward[i] = r
+                self.flags[i, F_TERM] = bool(term)
+                self.flags[i, F_TRUNC] = bool(trunc)
+                if term or trunc:
+                    first, _ = env.reset()
+                    self.write(self.reset_obs, i, first)
+                    self.flags[i, F_RESET_READY] = 1
+            except Exception:  # noqa: BLE001 (the env's own failure: counted by the node)
+                self.recreate(i)
+            self.flags[i, F_GO] = 0
+
+    def reset(self) -> None:
+        for i in np.flatnonzero(self.flags[:, F_GO]):
+            seed = int(self.seeds[i]) if self.flags[i, F_SEED] else None
+            self.flags[i, F_SEED] = 0
+            try:
+                obs, _ = self.envs[i].reset(seed=seed)
+                self.write(self.reset_obs, i, obs)
+                self.flags[i, F_RESET_READY] = 1
+            except Exception:  # noqa: BLE001
+                self.recreate(i)
+            self.flags[i, F_GO] = 0
+
+    def serve(self) -> None:
+        seq = 0
+        while True:
+            op = self.u32(H_OP)
+            status = STATUS_OK
+            try:
+                if op == OP_HELLO:
+                    self.hello()
+                elif op == OP_ATTACH:
+                    self.attach()
+                elif op == OP_STEP:
+                    self.step()
+                elif op == OP_RESET:
+                    self.reset()
+            except Exception:  # noqa: BLE001 (reported to the node, then this process ends)
+                self.error(traceback.format_exc())
+                status = STATUS_FATAL
+            seq = self.u32(H_SEQ)
+            self.put_u32(H_STATUS, status)
+            self.put_u32(H_ACK, seq)
+            os.eventfd_write(FD_DONE, 1)
+            if status != STATUS_OK:
+                return
+            os.eventfd_read(FD_WAKE)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 2:
+        print("usage: python -m rollout_client.env_worker SPEC PARENT_PID [KEY=VALUE ...] "
+              "(started by rollout-node)", file=sys.stderr)
+        return 2
+    die_with_parent(int(args[1]))
+    try:
+        worker = Worker(args[0], parse_kwargs(args[2:]))
+    except Exception:  # noqa: BLE001
+        mm = mmap.mmap(FD_MEM, os.fstat(FD_MEM).st_size)
+        raw = traceback.format_exc().encode("utf-8", "replace")[:ERR_MAX - 1]
+        mm[ERR_OFF:ERR_OFF + len(raw)] = raw
+        struct.pack_into("<I", mm, H_ERR_LEN, len(raw))
+        struct.pack_into("<I", mm, H_STATUS, STATUS_FATAL)
+        struct.pack_into("<I", mm, H_ACK, struct.unpack_from("<I", mm, H_SEQ)[0])
+        os.eventfd_write(FD_DONE, 1)
+        return 1
+    worker.serve()
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
