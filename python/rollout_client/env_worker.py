@@ -180,7 +180,7 @@ class Worker:
 
     def step(self) -> None:
         act = self.lay.action
-        for i in np.flatnonzero(self.flags[:, F_GO]):
+        for i in np.flatnonzero(self.flags[:, F_GO]).tolist():
             env = self.envs[i]
             try:
                 obs, r, term, trunc, _ = env.step(act(self.act_i[i], self.act_f[i]))
@@ -197,7 +197,7 @@ class Worker:
             self.flags[i, F_GO] = 0
 
     def reset(self) -> None:
-        for i in np.flatnonzero(self.flags[:, F_GO]):
+        for i in np.flatnonzero(self.flags[:, F_GO]).tolist():
             seed = int(self.seeds[i]) if self.flags[i, F_SEED] else None
             self.flags[i, F_SEED] = 0
             try:
