@@ -38,8 +38,9 @@ static const ro_flag_t learner_flags[] = {
     {RO_FLAG_FN, "gemm", "exact|openblas", AT(policy), .parse = ro__flag_gemm,
      .help = "dense-layer kernel (default exact)"},
     {RO_FLAG_U32, "workers", "W", AT(workers), 0, 1024,
-     .help = "forward-pass threads, pinned (default 1); the learner\nruns 1 loop thread + W. "
-             "0: the loop thread runs them\n(no hand-off; best with one core)"},
+     .help = "forward-pass threads, pinned; the learner runs 1 loop\nthread + W. 0: the loop "
+             "thread runs them (no\nhand-off). Default: chosen at the first welcome, 0\nif a "
+             "forward pass costs less than a hand-off, else\none per CPU but the loop's"},
     {RO_FLAG_U32, "spin-us", "US", AT(spin_us), 0, 100000,
      .help = "after answering, keep the loop polling up to US for\nthe next observations "
              "instead of sleeping\n(adaptive: after 8 spins in a row ran out, the\nnext 256 "
@@ -150,7 +151,6 @@ int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err,
     c->policy.activation = RO_ACT_TANH;
     c->policy.seed = 1;
     c->batch = 1024;
-    c->workers = 1;
     c->max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
     c->reconnect_s = 60.0;
     c->name = "rollout-learner";
@@ -164,7 +164,11 @@ int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err,
     if (c->nconnect == 0)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "no node to serve: give --connect HOST:PORT (see --help)");
-    if (!was_given(given, "spin-us")) /* the loop is the data path only without workers */
+    c->workers_given = was_given(given, "workers");
+    c->spin_given = was_given(given, "spin-us");
+    /* The loop is the data path only without workers (threads.c may give
+     * it workers at the first welcome, and then no spin). */
+    if (!c->spin_given)
         c->spin_us = c->workers == 0 ? 50 : 0;
     return check_combinations(c, given, err, errlen);
 }

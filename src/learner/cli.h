@@ -19,6 +19,8 @@ typedef struct ro_learner_cfg {
     const char *token_file;
     ro_policy_spec_t policy;
     uint32_t workers;     /* forward-pass threads */
+    bool workers_given;   /* --workers given; else threads.c chooses at the first welcome */
+    bool spin_given;      /* --spin-us given */
     bool overcommit;      /* allow more workers than allowed CPUs */
     uint32_t batch;       /* envs per forward pass (across nodes) */
     uint64_t max_wait_us; /* wait this long for a fuller batch; 0: what one loop turn brought */

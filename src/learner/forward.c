@@ -117,6 +117,8 @@ void ro__forward_submit(ro_forward_t *fw, ro_job_t *job)
 
 void ro__forward_close(ro_forward_t *fw)
 {
+    if (!fw->lanes) /* never started: no node welcomed us */
+        return;
     /* The lanes are idle (no job out), but one may still be inside the send
      * of its last answer, ringing done_home: join them before closing it. */
     if (fw->sched)

@@ -113,7 +113,11 @@ typedef struct learner {
     ro_batcher_t pending; /* received frames waiting for a forward pass */
     bool wait_armed;
     bool finished;
-    int threads;                     /* read from /proc/self/task once the workers run */
+    int threads; /* read from /proc/self/task once the workers run */
+    /* threads.c: the forward pass timed at the first welcome (0: none)
+     * over forward_rows rows, which chose cfg.workers. */
+    uint64_t forward_ns;
+    uint32_t forward_rows;
     Rollout__V1__PolicyParams *push; /* --push-policy: the weights to push */
     ro_pb_alloc_t push_alloc;
     uint32_t pushed; /* nodes that accepted them */
@@ -153,6 +157,13 @@ int ro__learner_metrics_open(learner_t *L, char *err, size_t errlen);
  * endpoint (handles close on the loop). Returns 0, or RO_EIO if the event
  * file could not be written. Again is harmless. */
 int ro__learner_metrics_close(learner_t *L);
+
+/* threads.c */
+/* ro__learner_choose_threads starts the forward lanes unless they run
+ * (--workers given, or an earlier welcome): times a pass over rows rows (0:
+ * a node without forward passes) and picks the loop thread or workers, and
+ * the loop's spin. 0, or a negative code with one line in err. */
+int ro__learner_choose_threads(learner_t *L, uint32_t rows, char *err, size_t errlen);
 
 /* welcome.c */
 /* ro__learner_welcome takes node n's welcome: the spec or layout (the

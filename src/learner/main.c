@@ -70,12 +70,13 @@ static void print_summary(const learner_t *L, double secs)
     if (!L->cfg.json)
         return;
     printf("{\"steps\":%llu,\"seconds\":%.6f,\"sps\":%.1f,\"batches\":%llu,\"mean_batch\":%.3f,"
-           "\"threads\":%d,\"workers\":%u,\"spin_hits\":%llu,\"spin_misses\":%llu,"
-           "\"nodes\":[",
+           "\"threads\":%d,\"workers\":%u,\"workers_chosen\":\"%s\",\"forward_ns\":%llu,"
+           "\"spin_us\":%llu,\"spin_hits\":%llu,\"spin_misses\":%llu,\"nodes\":[",
            (unsigned long long)L->steps, secs, secs > 0 ? (double)L->steps / secs : 0.0,
            (unsigned long long)L->batches, L->batches ? (double)L->steps / (double)L->batches : 0.0,
-           L->threads, L->cfg.workers, (unsigned long long)L->spin.hits,
-           (unsigned long long)L->spin.misses);
+           L->threads, L->cfg.workers, L->cfg.workers_given ? "flag" : "measured",
+           (unsigned long long)L->forward_ns, (unsigned long long)(L->spin.cap_ns / 1000),
+           (unsigned long long)L->spin.hits, (unsigned long long)L->spin.misses);
     for (uint32_t i = 0; i < L->cfg.nconnect; i++) {
         const node_t *n = &L->nodes[i];
         printf("%s{\"address\":", i ? "," : "");
@@ -238,8 +239,9 @@ int main(int argc, char **argv)
         return 2;
     }
     if (init_loop(&L, err, sizeof err) != 0 ||
-        ro__forward_start(&L.fw, &L.loop, L.cfg.workers, L.cfg.overcommit, ro__learner_job_done, &L,
-                          err, sizeof err) != 0) {
+        (L.cfg.workers_given && /* else the first welcome chooses (threads.c) */
+         ro__forward_start(&L.fw, &L.loop, L.cfg.workers, L.cfg.overcommit, ro__learner_job_done,
+                           &L, err, sizeof err) != 0)) {
         fprintf(stderr, "rollout-learner: %s\n", err);
         return 2;
     }

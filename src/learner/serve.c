@@ -14,6 +14,7 @@
 #include "actors/batcher.h"
 #include "learner/frame_ring.h"
 #include "runtime/error.h"
+#include "runtime/thread_guard.h"
 #include "wire/checks.h"
 #include "wire/seed_abi2.h"
 
@@ -90,6 +91,10 @@ static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, si
     int rc = ro__learner_welcome(L, node_of(l), w, &misfit, err, errlen);
     if (misfit)
         ro__learner_stop_all(L, "policy does not fit the env");
+    const node_t *n = node_of(l);
+    if (rc == 0 && !misfit)
+        rc = ro__learner_choose_threads(L, n->stream || L->push ? 0 : n->num_envs, err, errlen);
+    L->threads = ro__thread_count(); /* the workers, if any, run now */
     return rc;
 }
 

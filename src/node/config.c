@@ -341,6 +341,8 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
     }
     c->metrics_throughput_only = given[flag_index("metrics-every")];
     c->envs_on_loop = given[flag_index("workers")] && c->workers == 0;
+    c->workers_given = given[flag_index("workers")];
+    c->spin_given = given[flag_index("spin-us")];
     /* Spinning pays only where the loop thread is the data path: beside
      * busy workers it would take their CPU. 300 us covers a Python
      * learner's turn between a frame and its answer (VecEnv.step() with

@@ -25,6 +25,8 @@ typedef struct ro_config {
     uint32_t num_envs;
     uint32_t workers;       /* 0 = one per allowed CPU (or none: envs_on_loop) */
     bool envs_on_loop;      /* --workers 0 (--learner remote): env actors on the loop thread */
+    bool workers_given;     /* --workers given; else a SEED node chooses (work_probe.c) */
+    bool spin_given;        /* --spin-us given */
     uint32_t shard;         /* envs per env actor; 0 = automatic */
     uint32_t env_procs;     /* a Python env's worker processes; 0 = one per worker */
     uint32_t env_timeout_s; /* a Python env worker's time per command; 0 = default */

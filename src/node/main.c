@@ -107,10 +107,12 @@ static void print_summary(const ro_summary_t *s, bool json)
            (unsigned long long)s->steps, s->seconds, s->sps, (unsigned long long)s->episodes);
     ro__json_double(stdout, mean_return);
     printf(",");
-    printf("\"threads\":%d,\"threads_expected\":%d,\"workers\":%d,\"lanes\":%d,"
-           "\"numa_nodes\":%d,\"cpus\":%d,\"pin_errors\":%d,\"steals\":%llu,",
-           s->threads, s->threads_expected, s->workers, s->lanes, s->numa_nodes, s->cpus,
-           s->pin_errors, (unsigned long long)s->steals);
+    printf("\"threads\":%d,\"threads_expected\":%d,\"workers\":%d,\"workers_chosen\":\"%s\","
+           "\"env_step_ns\":%.1f,\"spin_us\":%u,\"lanes\":%d,\"numa_nodes\":%d,\"cpus\":%d,"
+           "\"pin_errors\":%d,\"steals\":%llu,",
+           s->threads, s->threads_expected, s->workers, s->workers_chosen, s->env_step_ns,
+           s->spin_us, s->lanes, s->numa_nodes, s->cpus, s->pin_errors,
+           (unsigned long long)s->steals);
     printf("\"num_envs\":%u,\"shard\":%u,\"batch\":%u,\"batches\":%llu,\"mean_batch\":%.3f,"
            "\"env_failures\":%llu,\"mujoco_warnings\":%llu,\"dropped_metrics\":%llu,",
            s->num_envs, s->shard, s->batch, (unsigned long long)s->batches, s->mean_batch,

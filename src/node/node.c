@@ -59,6 +59,7 @@ static int plan_workers(ro_node_t *n, char *err, size_t errlen)
         ((rc = ro__topology_restrict(&n->topo, n->cfg.numa_node, err, errlen)) ||
          (rc = ro__topology_bind(&n->topo, n->cfg.numa_node, err, errlen))))
         return rc;
+    ro__node_choose_workers(n); /* before the plan: it may put the envs on the loop */
     n->nworkers = n->cfg.envs_on_loop ? 0 : n->cfg.workers ? (int)n->cfg.workers : n->topo.ncpus;
     /* --workers 0: no worker, but the envs' memory still has a place (the
      * first CPU's node), planned as if for one worker. */
@@ -550,7 +551,7 @@ int ro_node_new(ro_node_t **out, const ro_config_t *cfg, char *err, size_t errle
     n->cfg = *cfg;
     atomic_init(&n->stopping, false);
     int rc;
-    if ((rc = plan_workers(n, err, errlen)) || (rc = open_env(n, err, errlen)) ||
+    if ((rc = open_env(n, err, errlen)) || (rc = plan_workers(n, err, errlen)) ||
         (rc = make_shards(n, err, errlen)) || (rc = make_layout(n, err, errlen)) ||
         (rc = make_rings(n)) || (rc = make_policy(n, err, errlen)) ||
         (rc = make_loop(n, err, errlen)) || (rc = make_lanes(n, err, errlen)) ||
@@ -580,23 +581,12 @@ void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
         off +=
             (size_t)snprintf(cpus + off, sizeof cpus - off, "%s%d", i ? "," : "", n->plan[i].cpu);
     snprintf(buf, len,
-             "env %s x%u | policy %s | %d workers on CPUs %s, %d NUMA node(s) | %u lanes, "
+             "env %s x%u | policy %s | %d workers on CPUs %s%s, %d NUMA node(s) | %u lanes, "
              "shards of %u, batch %u, max-wait %llu us | seed %llu%s, node index %u",
-             ro__env_kind_name(&n->kind), n->cfg.num_envs, pol, n->nworkers, cpus, n->ngroups,
-             n->nlanes, n->shard_size, n->batch, (unsigned long long)n->cfg.max_wait_us,
+             ro__env_kind_name(&n->kind), n->cfg.num_envs, pol, n->nworkers, cpus, n->threads_why,
+             n->ngroups, n->nlanes, n->shard_size, n->batch, (unsigned long long)n->cfg.max_wait_us,
              (unsigned long long)n->cfg.seed, n->cfg.seed_drawn ? " (fresh)" : "",
              n->cfg.node_index);
-}
-
-void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len, char *local,
-                            size_t local_len)
-{
-    snprintf(buf, len, "%s", "");
-    snprintf(local, local_len, "%s", "");
-    if (!n->hub)
-        return;
-    ro__hub_address(n->hub, buf, len);
-    ro__hub_upgrade_address(n->hub, local, local_len);
 }
 
 void ro_node_free(ro_node_t *n)

@@ -36,6 +36,9 @@ typedef struct ro_summary {
     int threads;          /* read from /proc/self/task while workers ran */
     int threads_expected; /* 1 loop + W workers */
     int workers;
+    const char *workers_chosen; /* "flag" (--workers), "measured" (work_probe.c), "default" */
+    double env_step_ns;         /* the env's step as work_probe.c timed it; 0: not timed */
+    uint32_t spin_us;           /* the loop's spin for a learner's actions */
     int lanes;
     int numa_nodes;             /* NUMA nodes with workers (worker groups) */
     uint64_t steals;            /* actors run away from their home worker */

@@ -27,6 +27,13 @@
 #include "runtime/scheduler.h"
 #include "runtime/topology.h"
 
+struct ro_node;
+/* work_probe.c: a SEED node (--learner remote) without --workers times its
+ * env's step and puts the envs on the loop thread when a frame's steps cost
+ * less than a hand-off to workers (and sets its spin). After open_env,
+ * before plan_workers; a no-op otherwise. */
+void ro__node_choose_workers(struct ro_node *n);
+
 struct ro_node {
     /* Main/loop thread only, unless noted. */
     ro_config_t cfg;
@@ -44,6 +51,10 @@ struct ro_node {
     uint32_t max_steps;
     uint32_t shard_size;
     uint32_t batch;
+    /* work_probe.c: a SEED node without --workers timed its env's step
+     * (ns; 0: not timed) and says what it chose, for the start line. */
+    double env_step_ns;
+    char threads_why[160];
 
     ro_policy_t *policy;
     ro_env_shard_t *shards; /* nshards */

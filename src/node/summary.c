@@ -197,6 +197,9 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
         s->record_io_busy_s = rs.io_busy_s;
     }
     s->workers = n->nworkers;
+    s->workers_chosen = n->cfg.workers_given ? "flag" : n->env_step_ns > 0 ? "measured" : "default";
+    s->env_step_ns = n->env_step_ns;
+    s->spin_us = n->cfg.spin_us;
     s->lanes = (int)n->nlanes;
     s->numa_nodes = n->ngroups;
     s->steals = ro__sched_steals(n->sched);
@@ -243,4 +246,15 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
         s->worker_node[w] = n->group_nodes[n->plan[w].group];
         s->worker_tid[w] = ro__sched_worker_tid(n->sched, w);
     }
+}
+
+void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len, char *local,
+                            size_t local_len)
+{
+    snprintf(buf, len, "%s", "");
+    snprintf(local, local_len, "%s", "");
+    if (!n->hub)
+        return;
+    ro__hub_address(n->hub, buf, len);
+    ro__hub_upgrade_address(n->hub, local, local_len);
 }

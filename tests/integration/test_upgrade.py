@@ -222,6 +222,44 @@ class Refusals(nu.TempDirCase):
         self.assertEqual(sb["learners_upgraded"], 1)  # B welcomed it; the learner left
 
 
+class Threads(nu.TempDirCase):
+    """Threads chosen for the work: a SEED node and rollout-learner given no
+    --workers time their work at start and say what they chose; a flag wins."""
+
+    def pair(self, node_args=(), learner_args=()):
+        n = 64 * 200
+        p, addr, log = nu.start_listening("remote", "--num-envs", 64, "--steps", n, *node_args)
+        q = nu.run_cmd([LEARNER, "--connect", addr, "--json", *learner_args],
+                       capture_output=True, text=True)
+        s = nu.json_summary(p, log)
+        self.assertEqual(q.returncode, 0, q.stderr)
+        return s, learner_json(q.stdout), log.text(), q.stderr
+
+    def test_chosen_from_what_they_measure(self):
+        s, ls, nlog, lerr = self.pair()
+        self.assertEqual(s["workers_chosen"], "measured")
+        self.assertGreater(s["env_step_ns"], 0)
+        # CartPole's frame of 32 steps costs well under a hand-off to
+        # workers (50 us, unless a step took 1.5 us): the loop steps them,
+        # and spins for the learner's answer.
+        if s["env_step_ns"] * 32 < 50000:
+            self.assertEqual((s["workers"], s["spin_us"]), (0, 300), nlog)
+        self.assertEqual(ls["workers_chosen"], "measured")
+        self.assertGreater(ls["forward_ns"], 0)
+        self.assertIn("rollout-learner: threads: a forward pass over 64 rows took", lerr)
+        if ls["forward_ns"] < 50000:  # a pass cheaper than a hand-off: on the loop
+            self.assertEqual((ls["workers"], ls["spin_us"]), (0, 50), lerr)
+
+    def test_flags_win(self):
+        s, ls, nlog, lerr = self.pair(("--workers", 1, "--spin-us", 0),
+                                      ("--workers", 1, "--spin-us", 7))
+        self.assertEqual((s["workers_chosen"], s["workers"], s["spin_us"]), ("flag", 1, 0))
+        self.assertEqual(s["env_step_ns"], 0)
+        self.assertEqual((ls["workers_chosen"], ls["workers"], ls["spin_us"]), ("flag", 1, 7))
+        self.assertEqual(ls["forward_ns"], 0)
+        self.assertNotIn("threads: a forward pass", lerr)
+
+
 def main():
     nu.setup_from_argv()
     global LEARNER
