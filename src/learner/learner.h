@@ -161,9 +161,12 @@ int ro__learner_metrics_close(learner_t *L);
 /* threads.c */
 /* ro__learner_choose_threads starts the forward lanes unless they run
  * (--workers given, or an earlier welcome): times a pass over rows rows (0:
- * a node without forward passes) and picks the loop thread or workers, and
- * the loop's spin. 0, or a negative code with one line in err. */
-int ro__learner_choose_threads(learner_t *L, uint32_t rows, char *err, size_t errlen);
+ * a node without forward passes) and picks the loop thread or workers
+ * (local: the node is on this host and needs a CPU), and the loop's spin;
+ * the lanes hand their jobs to on_done. 0, or a negative code
+ * with one line in err. */
+int ro__learner_choose_threads(learner_t *L, uint32_t rows, bool local, ro_job_done_fn on_done,
+                               char *err, size_t errlen);
 
 /* welcome.c */
 /* ro__learner_welcome takes node n's welcome: the spec or layout (the

@@ -93,7 +93,8 @@ static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, si
         ro__learner_stop_all(L, "policy does not fit the env");
     const node_t *n = node_of(l);
     if (rc == 0 && !misfit)
-        rc = ro__learner_choose_threads(L, n->stream || L->push ? 0 : n->num_envs, err, errlen);
+        rc = ro__learner_choose_threads(L, n->stream || L->push ? 0 : n->num_envs, l->conn.local,
+                                        ro__learner_job_done, err, errlen);
     L->threads = ro__thread_count(); /* the workers, if any, run now */
     return rc;
 }

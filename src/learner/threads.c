@@ -5,7 +5,8 @@
  * timed on the loop thread. A pass cheaper than handing it to a worker and
  * back runs on the loop thread itself (workers 0; the loop spins for the
  * next frame, --spin-us 50); a dearer one goes to workers, one per allowed
- * CPU but the loop's. Called by serve.c; calls forward.c.
+ * CPU but the loop's (and, the node being on this host, but one for the
+ * node's loop). Called by serve.c; calls forward.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,8 @@ out:
     return best;
 }
 
-int ro__learner_choose_threads(learner_t *L, uint32_t rows, char *err, size_t errlen)
+int ro__learner_choose_threads(learner_t *L, uint32_t rows, bool local, ro_job_done_fn on_done,
+                               char *err, size_t errlen)
 {
     if (L->fw.lanes) /* started: --workers given, or an earlier welcome chose */
         return 0;
@@ -83,8 +85,11 @@ int ro__learner_choose_threads(learner_t *L, uint32_t rows, char *err, size_t er
         if (ro__topology_read(&topo, terr, sizeof terr) == 0)
             ncpus = topo.ncpus;
         ro__topology_free(&topo);
-        if (pass_ns > HANDOFF_NS && ncpus > 1)
-            workers = (uint32_t)ncpus - 1; /* the loop keeps a CPU for the I/O */
+        /* The loop keeps a CPU for the I/O, and a node on this host (we
+         * reached it on a Unix-domain socket) at least one for its loop. */
+        const int spare = ncpus - 1 - (local ? 1 : 0);
+        if (pass_ns > HANDOFF_NS && spare > 0)
+            workers = (uint32_t)spare;
     }
     L->cfg.workers = workers;
     L->forward_ns = pass_ns;
@@ -94,10 +99,10 @@ int ro__learner_choose_threads(learner_t *L, uint32_t rows, char *err, size_t er
     if (!L->cfg.quiet && pass_ns)
         fprintf(stderr,
                 "rollout-learner: threads: a forward pass over %u rows took %.1f us, %s a "
-                "hand-off to a worker (%.0f us): %s (--workers W decides instead)\n",
-                rows, (double)pass_ns * 1e-3, workers ? "more than" : "less than",
-                (double)HANDOFF_NS * 1e-3,
-                workers ? "workers, one per CPU but the loop's" : "on the loop thread");
-    return ro__forward_start(&L->fw, &L->loop, workers, L->cfg.overcommit, ro__learner_job_done, L,
-                             err, errlen);
+                "hand-off to a worker (%.0f us), %d CPUs%s: %u workers%s (--workers W decides "
+                "instead)\n",
+                rows, (double)pass_ns * 1e-3, pass_ns > HANDOFF_NS ? "more than" : "less than",
+                (double)HANDOFF_NS * 1e-3, ncpus, local ? " shared with the node" : "", workers,
+                workers ? "" : ", the passes on the loop thread");
+    return ro__forward_start(&L->fw, &L->loop, workers, L->cfg.overcommit, on_done, L, err, errlen);
 }

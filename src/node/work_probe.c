@@ -80,7 +80,10 @@ static double probe_step_ns(ro_node_t *n)
                     v++;
                 disc[a * lay->ndisc + d] = (int32_t)v;
             }
-        if (ro__env_step(k, env, disc, box, tensors, m, st, A) != 0)
+        /* NULL for a kind of part the env has none of: an ABI 1 env's
+         * action is discrete exactly when disc is given. */
+        if (ro__env_step(k, env, lay->ndisc ? disc : NULL, lay->nbox ? box : NULL, tensors, m, st,
+                         A) != 0)
             goto out;
         steps++;
         if (st[0].terminated || st[0].truncated)

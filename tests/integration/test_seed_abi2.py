@@ -65,8 +65,10 @@ class CLearner(nu.TempDirCase):
                         p, addr, log = start_node(env, *env_args, "--num-envs", num_envs,
                                                   "--workers", 2, "--shard", 2, "--steps", n,
                                                   "--seed", 4, listen=listen)
+                        # TCP stays TCP (--no-upgrade): the frames carry the columns.
                         q = nu.run_cmd([LEARNER, "--connect", addr, "--json", "--quiet",
-                                        "--policy", policy],
+                                        "--policy", policy,
+                                        *(["--no-upgrade"] if via == "tcp" else [])],
                                        capture_output=True, text=True)
                         s = summary(p, log)
                         self.assertEqual(q.returncode, 0, q.stderr)
