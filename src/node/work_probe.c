@@ -48,7 +48,7 @@ static double probe_step_ns(ro_node_t *n)
     float *box = NULL;
     ro_step_t *st = NULL;
     double ns = 0;
-    if (ro__env_create(k, &env, n->env_args, n->nenv_args, seed, err, sizeof err) != 0)
+    if (ro__env_create(k, &env, n->env_args, n->nenv_args, seed, 0, err, sizeof err) != 0)
         return 0;
     if (!k->vt2) {
         if (ro__env_layout_of(k->vt, NULL, env, &own, err, sizeof err) != 0)
@@ -107,7 +107,11 @@ void ro__node_choose_workers(ro_node_t *n)
 {
     if (n->cfg.learner != RO_LEARNER_REMOTE || n->cfg.workers_given ||
         (!n->kind.vt && !n->kind.vt2))
-        return; /* other modes' policy runs on workers; --print-topology opened no env */
+        return;       /* other modes' policy runs on workers; --print-topology opened no env */
+    if (n->kind.py) { /* its steps cross to a worker process: dearer than any hand-off */
+        snprintf(n->threads_why, sizeof n->threads_why, " (chosen: a Python env)");
+        return;
+    }
     const double step_ns = probe_step_ns(n);
     uint32_t batch = n->cfg.batch ? n->cfg.batch : (n->cfg.num_envs + 1) / 2; /* make_hub's */
     const double frame_ns = step_ns * batch;
