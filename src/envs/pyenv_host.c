@@ -448,6 +448,9 @@ int ro__pyhost_configure(ro_pyhost_t *h, const ro_env_arg_t *args, size_t nargs,
 {
     if (h->procs)
         return ro__errorf(err, errlen, RO_EINVAL, "env '%s': configured twice", h->name);
+    if (nenvs > RO_PYENV_MAX_ENVS) /* a file's word, maybe: bounded before it sizes anything */
+        return ro__errorf(err, errlen, RO_EINVAL, "env '%s': %u envs; at most %u", h->name, nenvs,
+                          RO_PYENV_MAX_ENVS);
     nenvs = nenvs ? nenvs : 1;
     nprocs = nprocs == 0 ? 1 : nprocs > nenvs ? nenvs : nprocs;
     h->nenvs = nenvs;

@@ -30,6 +30,9 @@
 
 typedef struct ro_pyhost ro_pyhost_t;
 
+/* The most envs of one host (the node's --num-envs limit). */
+#define RO_PYENV_MAX_ENVS (1u << 20)
+
 /* The seconds a worker may take for one command before it counts as hung
  * (its first command, starting Python and making its envs, gets 10x). */
 #define RO_PYENV_TIMEOUT_S 60

@@ -141,8 +141,9 @@ static const ro_flag_t replay_flags[] = {
      .help = "--dump/--stats: only these episodes; or ENV:EPISODE:\nthat env's episode, "
              "sought from its last snapshot\nbefore it (--verify/--dump)"},
     {RO_FLAG_STRING, "plugin", "PATH", AT(o.plugin),
-     .help = "the recording's plugin env (its name must match the\nheader's): a plugin is "
-             "loaded only from here, never\nbecause a file names it"},
+     .help = "the recording's plugin env, or Python env (gym:ID,\npy:MODULE:CALLABLE); its name "
+             "must match the\nheader's: code is loaded only from here, never\nbecause a file "
+             "names it"},
     {RO_FLAG_STRING, "token-file", "FILE", AT(token_file),
      .help = "--serve: learners must present this token (required\noff loopback)"},
     {RO_FLAG_SECONDS, "hello-timeout", "S", AT(hello_timeout),

@@ -96,8 +96,9 @@ int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHea
         /* Never the header's env_spec: a file must not make us load code. */
         return ro__errorf(err, errlen, RO_EINVAL,
                           "the recording's env '%s' is not built in (it was recorded with --env "
-                          "'%s'): give the plugin with --plugin PATH; rollout-replay never loads "
-                          "code because a file names it",
+                          "'%s'): give the plugin with --plugin PATH (a Python env: --plugin "
+                          "gym:ID or py:MODULE:CALLABLE); rollout-replay never loads code because "
+                          "a file names it",
                           env, spec);
     } else if (h->layout) {
         rc = ro__errorf(err, errlen, RO_EINVAL,
@@ -118,6 +119,8 @@ int ro__recorded_env_open(ro_recorded_env_t *e, const Rollout__V1__TrajectoryHea
     uint32_t ignored;
     rc = ro__env_kind_check_args(&e->kind, in, h->n_env_args, e->args, &e->nargs, &ignored, err,
                                  errlen);
+    if (rc == 0) /* a Python env: one worker process for the recorded envs */
+        rc = ro__env_kind_pool(&e->kind, e->args, e->nargs, h->num_envs, 1, 0, err, errlen);
     if (rc == 0)
         rc = check_spaces(e, h, env, err, errlen);
     if (rc == 0)

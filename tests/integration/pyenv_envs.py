@@ -18,7 +18,7 @@ class Drift(gym.Env):
     MultiBinary). Its noise comes from reset(seed=...): episodes depend on
     the seed and the actions only."""
 
-    def __init__(self, fault=None, at=30, once=None, horizon=40):
+    def __init__(self, fault=None, at=30, once=None, horizon=40, noisy=False):
         self.observation_space = spaces.Dict({
             "pos": spaces.Box(-np.inf, np.inf, (2,), np.float64),
             "frame": spaces.Box(0, 255, (3, 4), np.uint8),
@@ -28,12 +28,14 @@ class Drift(gym.Env):
         self.action_space = spaces.Tuple((spaces.Discrete(3),
                                           spaces.Box(-1.0, 1.0, (2,), np.float32)))
         self.fault, self.at, self.once, self.horizon = fault, int(at), once, int(horizon)
+        # noisy: noise from the OS, not the seed (an env replay must catch).
+        self.noise = np.random.default_rng() if noisy else None
         self.steps = 0
         self.pos = np.zeros(2)
         self.t = 0
 
     def _obs(self):
-        frame = np.full((3, 4), (self.t * 7) % 256, np.uint8)
+        frame = np.full((3, 4), self.t % 256, np.uint8)
         bits = np.array([self.t % 2, (self.t // 2) % 2, self.pos[0] > 0], np.int8)
         return {"pos": self.pos.copy(), "frame": frame, "phase": self.t % 5, "bits": bits}
 
@@ -64,7 +66,7 @@ class Drift(gym.Env):
         self._maybe_fault()
         d, box = action
         self.pos = self.pos + 0.1 * np.asarray(box, np.float64) + 0.05 * (int(d) - 1) \
-            + self.np_random.normal(0.0, 0.05, 2)
+            + (self.noise or self.np_random).normal(0.0, 0.05, 2)
         self.t += 1
         reward = float(-np.abs(self.pos).sum())
         term = bool(np.abs(self.pos).max() > 1.5)
