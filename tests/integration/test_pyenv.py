@@ -73,20 +73,23 @@ class PyEnv(nu.TempDirCase):
 
     def test_fault_raise(self):
         s, log = self.fault("raise")
-        self.assertEqual(s["env_failures"], 1)
+        self.assertEqual(s["env_failures"], 1, log)
         self.assertIn("RuntimeError: injected fault", log)
         self.assertIn("Traceback (most recent call last)", log)
 
     def test_fault_sigkill(self):
         s, log = self.fault("kill")
-        self.assertEqual(s["env_failures"], 2)  # both envs of the killed worker
+        self.assertEqual(s["env_failures"], 2, log)  # both envs of the killed worker
         self.assertIn("was killed by signal 9", log)
         self.assertIn("restarting it", log)
 
     def test_fault_hang(self):
-        s, log = self.fault("hang", "--env-timeout", 2)
-        self.assertEqual(s["env_failures"], 2)
-        self.assertIn("did not answer within 2000 ms", log)
+        # A worker slower than --env-timeout is a hung one too: on a loaded
+        # machine another may overrun it; each costs its process's 2 envs.
+        s, log = self.fault("hang", "--env-timeout", 5)
+        self.assertGreaterEqual(s["env_failures"], 2, log)
+        self.assertEqual(s["env_failures"] % 2, 0, log)
+        self.assertIn("did not answer within 5000 ms", log)
 
 
 if __name__ == "__main__":
