@@ -1,23 +1,43 @@
 #!/usr/bin/python3
-"""Learners against the node's own speed, in one run (issue: learners at
-local speed). Every case runs CartPole with an MLP(64,64) policy; the cases
-run in turn, round after round (--rounds), and each ratio is the median of
-its per-round ratios, so that a figure and its reference are measured
-minutes apart at most on a machine whose speed drifts.
+"""Learners against the node's own speed, in one run (issues: learners at
+local speed; fast by default). Every case runs CartPole with an MLP(64,64)
+policy; the cases run in turn, round after round (--rounds), and each ratio
+is the median of its per-round ratios, so that a figure and its reference
+are measured minutes apart at most on a machine whose speed drifts.
+
+The default-flag cases (docs/operations.md "What the defaults do"): nothing
+but the mode, the envs and the address, as the README shows them:
+
+  seed-256     rollout-node --learner remote --num-envs 256 --listen
+               127.0.0.1:P + rollout-learner --connect 127.0.0.1:P, against
+               local-256 (rollout-node --num-envs 256)
+  seed-2048    the same at 2048 envs, against local-2048
+  stream->C    rollout-node --learner stream --num-envs N --listen 127.0.0.1:P
+               + rollout-learner --connect 127.0.0.1:P: the transitions the
+               learner received per second, against local (N envs)
+  *-netns      the same three with the node and the learner in two network
+               namespaces joined by a veth pair (as root, with iproute2; the
+               learner reaches the node's private socket file, which refuses
+               it: it stays on TCP), against *-netns-before: the defaults of
+               before the same-host upgrade and threads chosen for the work,
+               spelled out (node --workers <CPUs> --spin-us 0, learner
+               --workers 1 --spin-us 0 --no-upgrade), in the same namespaces
+
+The recipe's cases, flags spelled out:
 
   local        rollout-node, W workers (the reference)
-  stream->C    rollout-node --learner stream (W workers) + rollout-learner on
-               the same cores, over a Unix-domain socket: the transitions the
+  stream->C-unix  rollout-node --learner stream (W workers) + rollout-learner
+               on the same cores, over a Unix-domain socket: the transitions the
                learner received per second, read in the node's shared memory
   stream->C-sock, stream->C-tcp  the same with the segments' bytes on the
                socket (--no-shared-memory), and over TCP on 127.0.0.1
+               (--no-upgrade)
   stream->py   the same node + rollout_client.Stream in Python (received/s)
-  seed-256     --learner remote, 256 envs: node --workers 0 + rollout-learner
+  seed-256-unix  --learner remote, 256 envs: node --workers 0 + rollout-learner
                --workers 0 (one thread each: a core's worth each; their loops
                spin while an answer is due, --spin-us 50), the learner's
                batch the node's frame (128: two frames in flight), against
-               local 256 envs on 2 workers; over TCP on 127.0.0.1
-  seed-256-unix  the same over a Unix-domain socket (--listen unix:PATH),
+               local 256 envs on 2 workers, over a Unix-domain socket (--listen unix:PATH),
                observations and actions in shared memory (every frame
                checked to be), the node's frames in the frame ring while
                the learner is awake
@@ -26,7 +46,7 @@ minutes apart at most on a machine whose speed drifts.
   seed-256-unix-bytes  the same with the columns in the frames
                (rollout-learner --no-shared-memory)
   seed-256-unix-nospin  seed-256-unix with --spin-us 0 on both sides
-  seed-2048(-unix, -unix-bytes) the same at 2048 envs, batch 256
+  seed-2048-unix(-bytes) the same at 2048 envs, batch 256
   bound-*      bench_roundtrip: SEED-sized frames bounced between two
                processes with every batch in flight and no work: the most
                steps/s a SEED node could reach on this machine then
@@ -47,6 +67,7 @@ usage: bench_learners.py BUILD_DIR [--seconds S] [--rounds N] [--out DIR]
                          [--envs N] [--workers W] [--only LIST] [--quick]
 """
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -60,7 +81,13 @@ ROOT = os.path.dirname(HERE)
 
 # Targets from the issue: a ratio against the reference, or an absolute rate.
 TARGETS = {
-    "stream->C": ("ratio", 0.9),
+    "seed-256": ("ratio", 0.5),
+    "seed-2048": ("ratio", 0.6),
+    "stream->C": ("ratio", 0.85),
+    "seed-256-netns": ("ratio", 1.0),
+    "seed-2048-netns": ("ratio", 1.0),
+    "stream->C-netns": ("ratio", 1.0),
+    "stream->C-unix": ("ratio", 0.9),
     "stream->py": ("rate", 5e6),
     "seed-256-unix": ("ratio", 0.5),
     "seed-2048-unix": ("ratio", 0.85),
@@ -222,6 +249,98 @@ def run_seed(build, envs, batch, secs, unix=False, learner_args=(), spin=None):
     return s["sps"], (pr.cpu + lr.cpu) / s["steps"] * 1e9
 
 
+class Netns:
+    """Two network namespaces joined by a veth pair, for the cross-namespace
+    cases: the node's (10.N.1.2) and the learner's (10.N.1.1). Deleted at
+    exit. why says why there are none (not root, no iproute2)."""
+
+    def __init__(self):
+        self.ok, self.why = False, ""
+        self.ip = shutil.which("ip") or ("/usr/sbin/ip" if os.access("/usr/sbin/ip", os.X_OK)
+                                         else None)
+        pid = os.getpid()
+        self.node_ns, self.learner_ns = f"robn{pid}", f"robl{pid}"
+        net = 1 + pid % 250
+        self.node_ip, learner_ip = f"10.{net}.1.2", f"10.{net}.1.1"
+        if self.ip is None:
+            self.why = "iproute2's ip is not installed"
+            return
+        steps = [["netns", "add", self.node_ns], ["netns", "add", self.learner_ns],
+                 ["-n", self.learner_ns, "link", "add", "v0", "type", "veth", "peer", "name",
+                  "v0", "netns", self.node_ns],
+                 ["-n", self.learner_ns, "addr", "add", f"{learner_ip}/24", "dev", "v0"],
+                 ["-n", self.node_ns, "addr", "add", f"{self.node_ip}/24", "dev", "v0"]]
+        for ns in (self.learner_ns, self.node_ns):
+            steps += [["-n", ns, "link", "set", "v0", "up"], ["-n", ns, "link", "set", "lo", "up"]]
+        atexit.register(self.delete)
+        for st in steps:
+            p = subprocess.run([self.ip, *st], capture_output=True, text=True)
+            if p.returncode != 0:
+                self.why = f"ip {' '.join(st)}: {p.stderr.strip()}"
+                return
+        self.token = f"/tmp/bench_learners.{pid}.token"
+        with open(os.open(self.token, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write("bench-netns\n")
+        self.ok = True
+
+    def prefix(self, ns):
+        return [self.ip, "netns", "exec", ns]
+
+    def delete(self):
+        for ns in (self.node_ns, self.learner_ns):
+            subprocess.run([self.ip, "netns", "del", ns], capture_output=True)
+        if self.ok and os.path.exists(self.token):
+            os.unlink(self.token)
+
+
+NETNS = None
+
+
+def run_default(build, mode, envs, secs, netns=False, before=False):
+    """A default-flag case: node --learner MODE --num-envs ENVS --listen
+    127.0.0.1:0 and rollout-learner --connect ADDR, nothing else. netns: the
+    node and the learner in two network namespaces (a token, which any
+    non-loopback listener needs, on both); before: the defaults of before
+    the same-host upgrade and the threads chosen, spelled out."""
+    node_args = ["--learner", mode, "--num-envs", envs, "--seconds", secs]
+    learner_args = []
+    if before:
+        if mode == "remote":
+            node_args += ["--workers", os.cpu_count(), "--spin-us", 0]
+        learner_args += ["--workers", 1, "--spin-us", 0, "--no-upgrade"]
+    node_pre = learner_pre = []
+    listen = True
+    if netns:
+        node_pre, learner_pre = NETNS.prefix(NETNS.node_ns), NETNS.prefix(NETNS.learner_ns)
+        listen = f"{NETNS.node_ip}:0"
+        node_args += ["--token-file", NETNS.token]
+        learner_args += ["--token-file", NETNS.token]
+    argv = [*node_pre, f"{build}/rollout-node", "--json", "--quiet", *map(str, node_args),
+            "--listen", "127.0.0.1:0" if listen is True else listen]
+    pr = Proc(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    addr = listening(pr.p)
+    lr = Proc([*learner_pre, f"{build}/rollout-learner", "--connect", addr, "--json", "--quiet",
+               *map(str, learner_args)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+              text=True)
+    s = finish(pr)
+    ls = finish(lr)
+    ln = ls["nodes"][0]
+    want_up = not netns and not before
+    if ln["upgraded"] != want_up:
+        raise RuntimeError(f"{mode} {envs}: upgraded {ln['upgraded']}, expected {want_up}")
+    if mode == "stream":
+        if ls["steps"] != s["steps"]:
+            raise RuntimeError(f"stream: the learner got {ls['steps']} of {s['steps']} steps")
+        got, shared = ln["segments"], ln["segments_in_memory"]
+        sps = ls["sps"]
+    else:
+        got, shared = ln["frames"], ln["frames_in_memory"]
+        sps = s["sps"]
+    if got == 0 or shared != (got if want_up else 0):
+        raise RuntimeError(f"{mode} {envs}: {shared} of {got} in shared memory")
+    return sps, (pr.cpu + lr.cpu) / s["steps"] * 1e9
+
+
 def vecenv_cases(build, secs, rounds, out):
     """bench_vecenv.py's figures (random, MLP, forward alone), if present."""
     script = os.path.join(HERE, "bench_vecenv.py")
@@ -264,32 +383,52 @@ def main():
         a.seconds, a.rounds = 0.5, 1
     os.makedirs(a.out, exist_ok=True)
     b, s, w, e = a.build, a.seconds, a.workers, a.envs
+    global NETNS
+    NETNS = Netns()
+    if not NETNS.ok:
+        print(f"bench_learners: no cross-namespace cases: {NETNS.why}", file=sys.stderr)
     cases = {
+        # The defaults: what the README's commands do.
         "local": lambda: run_local(b, e, w, s),
-        "stream->C": lambda: run_stream_c(b, e, w, s, unix=True),
-        "stream->C-sock": lambda: run_stream_c(b, e, w, s, True, ("--no-shared-memory",)),
-        "stream->C-tcp": lambda: run_stream_c(b, e, w, s),
-        "stream->py": lambda: run_stream_py(b, e, w, s),
+        "stream->C": lambda: run_default(b, "stream", e, s),
         "local-256": lambda: run_local(b, 256, 2, s),
-        "seed-256": lambda: run_seed(b, 256, 128, s),
+        "seed-256": lambda: run_default(b, "remote", 256, s),
+        "local-2048": lambda: run_local(b, 2048, 2, s),
+        "seed-2048": lambda: run_default(b, "remote", 2048, s),
+    }
+    if NETNS.ok:
+        for name, mode, envs in (("seed-256", "remote", 256), ("seed-2048", "remote", 2048),
+                                 ("stream->C", "stream", e)):
+            cases[name + "-netns-before"] = (
+                lambda mode=mode, envs=envs: run_default(b, mode, envs, s, True, True))
+            cases[name + "-netns"] = (
+                lambda mode=mode, envs=envs: run_default(b, mode, envs, s, True))
+    cases.update({
+        # The recipe, flags spelled out.
+        "stream->C-unix": lambda: run_stream_c(b, e, w, s, unix=True),
+        "stream->C-sock": lambda: run_stream_c(b, e, w, s, True, ("--no-shared-memory",)),
+        "stream->C-tcp": lambda: run_stream_c(b, e, w, s, learner_args=("--no-upgrade",)),
+        "stream->py": lambda: run_stream_py(b, e, w, s),
         "seed-256-unix": lambda: run_seed(b, 256, 128, s, unix=True),
         "seed-256-unix-noring": lambda: run_seed(b, 256, 128, s, True, ("--no-ring",)),
         "seed-256-unix-bytes": lambda: run_seed(b, 256, 128, s, True, ("--no-shared-memory",)),
         "seed-256-unix-nospin": lambda: run_seed(b, 256, 128, s, unix=True, spin=0),
         "bound-256-tcp": lambda: run_roundtrip(b, 256, 128, "tcp", s),
         "bound-256-unix": lambda: run_roundtrip(b, 256, 128, "unix", s),
-        "local-2048": lambda: run_local(b, 2048, 2, s, ("--batch", 256)),
-        "seed-2048": lambda: run_seed(b, 2048, 256, s),
+        "local-2048-b256": lambda: run_local(b, 2048, 2, s, ("--batch", 256)),
         "seed-2048-unix": lambda: run_seed(b, 2048, 256, s, unix=True),
         "seed-2048-unix-bytes": lambda: run_seed(b, 2048, 256, s, True, ("--no-shared-memory",)),
         "bound-2048-tcp": lambda: run_roundtrip(b, 2048, 256, "tcp", s),
-    }
-    refs = {"stream->C": "local", "stream->C-sock": "local", "stream->C-tcp": "local",
-            "seed-256": "local-256", "seed-256-unix": "local-256", "seed-256-unix-noring": "local-256",
-            "seed-256-unix-bytes": "local-256", "seed-256-unix-nospin": "local-256",
-            "bound-256-tcp": "local-256", "bound-256-unix": "local-256",
-            "seed-2048": "local-2048", "seed-2048-unix": "local-2048",
-            "seed-2048-unix-bytes": "local-2048", "bound-2048-tcp": "local-2048"}
+    })
+    refs = {"stream->C": "local", "stream->C-unix": "local", "stream->C-sock": "local",
+            "stream->C-tcp": "local", "seed-256": "local-256", "seed-256-unix": "local-256",
+            "seed-256-unix-noring": "local-256", "seed-256-unix-bytes": "local-256",
+            "seed-256-unix-nospin": "local-256", "bound-256-tcp": "local-256",
+            "bound-256-unix": "local-256", "seed-2048": "local-2048",
+            "seed-2048-unix": "local-2048-b256", "seed-2048-unix-bytes": "local-2048-b256",
+            "bound-2048-tcp": "local-2048-b256",
+            "seed-256-netns": "seed-256-netns-before", "seed-2048-netns": "seed-2048-netns-before",
+            "stream->C-netns": "stream->C-netns-before"}
     only = set(filter(None, a.only.split(",")))
     if only:
         need = only | {refs[c] for c in only if c in refs}
@@ -322,7 +461,8 @@ def main():
             f.write(f"{name},{sps:.0f},{cpu:.1f},{'' if ratio is None else f'{ratio:.3f}'},"
                     f"{ref},{'' if not t else t[1]}\n")
     with open(os.path.join(a.out, "learners.md"), "w") as f:
-        f.write(f"Measured by `bench/bench_learners.py` ({a.rounds} rounds of {s:g} s; "
+        cmd = " ".join(["bench/bench_learners.py", *sys.argv[1:]])
+        f.write(f"Measured by `{cmd}` ({a.rounds} rounds of {s:g} s; "
                 f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end; "
                 f"{os.cpu_count()} CPUs).\n\n")
         f.write("| case | steps/s (median) | CPU ms per M steps | ratio | against | target | "

@@ -59,7 +59,7 @@ static int plan_workers(ro_node_t *n, char *err, size_t errlen)
         ((rc = ro__topology_restrict(&n->topo, n->cfg.numa_node, err, errlen)) ||
          (rc = ro__topology_bind(&n->topo, n->cfg.numa_node, err, errlen))))
         return rc;
-    ro__node_choose_workers(n); /* before the plan: it may put the envs on the loop */
+    ro__node_choose_workers(n); /* with the CPUs known: it may put the envs on the loop */
     n->nworkers = n->cfg.envs_on_loop ? 0 : n->cfg.workers ? (int)n->cfg.workers : n->topo.ncpus;
     /* --workers 0: no worker, but the envs' memory still has a place (the
      * first CPU's node), planned as if for one worker. */

@@ -30,8 +30,9 @@
 struct ro_node;
 /* work_probe.c: a SEED node (--learner remote) without --workers times its
  * env's step and puts the envs on the loop thread when a frame's steps cost
- * less than a hand-off to workers (and sets its spin). After open_env,
- * before plan_workers; a no-op otherwise. */
+ * less than a hand-off to workers and one CPU is all it has (and sets its
+ * spin). After open_env and the topology, before the worker plan; a no-op
+ * otherwise. */
 void ro__node_choose_workers(struct ro_node *n);
 
 struct ro_node {
