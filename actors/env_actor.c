@@ -348,6 +348,47 @@ static void step_all2(ro_env_shard_t *s)
     atomic_store_explicit(&s->return_pub, s->return_sum, memory_order_relaxed);
 }
 
+/* A learner's reseed (hub_reseed.c) instead of a step: every env starts a
+ * new episode (the one it was in is left unfinished, as a recording then
+ * shows), re-created first from (the learner's seed, --node-index, its
+ * index) when the reseed has a seed, exactly as a node started with that
+ * --seed creates it; then the envs are reset as at the start. An env that
+ * cannot be re-created keeps its instance and counts as an env failure. */
+static void reseed_all(ro_env_shard_t *s)
+{
+    ro_step_batch_t *b = &s->xchg;
+    const uint32_t A = b->agents ? b->agents : 1, ne = b->n / A;
+    const uint64_t node_seed = ro__node_seed(b->reseed_seed, s->node_index);
+    ro__crash_ctx.what = "create";
+    for (uint32_t j = 0; j < ne; j++) {
+        s->ep_num[j]++;
+        if (b->reseed != RO_RESEED_SEED)
+            continue;
+        const uint64_t idx = (uint64_t)b->first + j;
+        const uint64_t es = ro__seed_mix(node_seed, idx, RO_STREAM_ENV);
+        char err[160];
+        void *e = NULL;
+        int rc = s->vt ? s->vt->create(&e, s->args, s->nargs, es, err, sizeof err)
+                       : s->vt2->create(&e, s->args, s->nargs, es, err, sizeof err);
+        if (rc != 0) {
+            s->env_failures++;
+            continue;
+        }
+        if (s->vt)
+            s->vt->destroy(s->envs[j]);
+        else
+            s->vt2->destroy(s->envs[j]);
+        s->envs[j] = e;
+        for (uint32_t a = 0; a < A; a++)
+            ro__rng_init(&b->act_rng[(size_t)j * A + a],
+                         ro__seed_mix(node_seed, idx * A + a, RO_STREAM_ACTION));
+    }
+    if (s->vt2)
+        reset_all2(s);
+    else
+        reset_all(s);
+}
+
 /* The step (or reset) goes to the learner, or the shard is done. */
 static void offer(ro_env_shard_t *s)
 {
@@ -396,6 +437,10 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
             step_all(s);
         after_step(s, false);
         break;
+    case RO_MSG_RESEED:
+        reseed_all(s);
+        after_step(s, true);
+        break;
     case RO_MSG_START:
         if (s->vt2)
             reset_all2(s);
@@ -434,6 +479,7 @@ int ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
     s->check_finite = w->check_finite;
     s->record_episodes = w->record_episodes;
     s->histos = w->histos;
+    s->node_index = w->node_index;
     if (!w->runq)
         return ro__actor_init_loop(&s->actor, "env", env_actor_behaviour, w->loop, w->home);
     /* A few messages per run: a shard never has more than one queued. */

@@ -178,6 +178,8 @@ int ro__env_shard_init_kind(ro_env_shard_t *s, const ro_env_kind_t *kind,
         return ro__errorf(err, errlen, RO_EINVAL, "env shard: one vtable, and a layout for ABI 2");
     s->vt = vt;
     s->vt2 = vt2;
+    s->args = args;
+    s->nargs = nargs;
     ro_step_batch_t *b = &s->xchg;
     const uint32_t agents = vt2 ? lay->agents : 1;
     b->layout = lay;

@@ -46,6 +46,11 @@ typedef struct ro_env_shard {
     ro_histo_pub_t *histos;
     struct ro_rec_port *rec;       /* --record: this shard's recorder port, or NULL */
     struct ro_stream_port *stream; /* --learner stream: this shard's port, or NULL */
+    /* A learner's reseed re-creates the envs: create()'s arguments (the
+     * node's, alive for the run) and the node's --node-index. */
+    const ro_env_arg_t *args;
+    size_t nargs;
+    uint32_t node_index;
 
     /* Every per-env array (here and in xchg) lives in mem, each on its own
      * cache line. */

@@ -189,4 +189,11 @@ int ro__hub_upgrade_admit(ro_session_t *s, const Rollout__V1__Hello *hello, char
  * learners that leave a batch unanswered for learner_timeout_s. */
 void ro__hub_start_watchdog(ro_hub_t *h);
 
+/* hub_reseed.c */
+/* How the hub fails a session that broke a rule: error frame, log, close. */
+typedef void (*ro_hub_fail_fn)(ro_session_t *s, int code, const char *fmt, ...);
+/* ro__hub_reseed resets, instead of stepping, the envs of every frame
+ * awaiting learner s's answer (Frame{reseed}), or fails s naming why not. */
+void ro__hub_reseed(ro_session_t *s, const Rollout__V1__Reseed *r, ro_hub_fail_fn fail);
+
 #endif

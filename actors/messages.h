@@ -15,6 +15,7 @@ enum ro_msg_type {
     RO_MSG_TICK,        /* timer -> learner: a max-wait deadline may have passed */
     RO_MSG_LANE_DONE,   /* learner -> node: every shard of mine is done */
     RO_MSG_STOP,        /* remote hub -> env actor: finish without stepping */
+    RO_MSG_RESEED,      /* remote hub -> env actor: reset (reseed) instead of stepping */
     RO_MSG_POLICY,      /* node -> learner lane: switch to the policy in swap_to */
     RO_MSG_POLICY_DONE, /* learner lane -> node: switched (or could not) */
     /* recorder -> env actor: a chunk is yours; record the step, then report */

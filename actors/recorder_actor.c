@@ -346,11 +346,11 @@ bool ro__recorder_capture(ro_rec_port_t *p, bool start)
     if (r->drop) {
         if (start) {
             /* A lost reset is no env step, but the file says something is missing. */
-            p->dropped++;
+            ro__rec_port_skip(p, true);
         } else {
             /* Steps lost in drop mode still advance the counters, so
              * episode and step numbers in the file stay those of the node. */
-            ro__rec_port_skip(p);
+            ro__rec_port_skip(p, false);
             /* Relaxed: a statistic. */
             atomic_fetch_add_explicit(&r->dropped_steps, p->batch->n, memory_order_relaxed);
         }

@@ -145,6 +145,19 @@ static void put_entry(const ro_rec_rows_t *rr, ro_rec_chunk_t *c, const ro_step_
         memset(c->obs + k * od, 0, od * sizeof(float));
 }
 
+/* The flags of a start's reset rows: a learner's reseed starts a new
+ * episode of every env (env_actor.c), re-created from its seed with one. */
+static uint32_t start_flags(ro_rec_port_t *p, ro_rec_chunk_t *c, uint32_t j)
+{
+    const ro_step_batch_t *s = p->batch;
+    if (s->reseed == RO_RESEED_NONE)
+        return RO_TRAJ_RESET;
+    p->episode[j]++;
+    p->step[j] = 0;
+    c->reseed = s->reseed_seed;
+    return RO_TRAJ_RESET | RO_TRAJ_RESTART | (s->reseed == RO_RESEED_SEED ? RO_TRAJ_RESEEDED : 0u);
+}
+
 static void fill_abi1(const ro_rec_rows_t *rr, ro_rec_port_t *p, ro_rec_chunk_t *c, bool start)
 {
     const ro_step_batch_t *s = p->batch;
@@ -152,7 +165,7 @@ static void fill_abi1(const ro_rec_rows_t *rr, ro_rec_port_t *p, ro_rec_chunk_t 
     for (uint32_t j = 0; j < s->n; j++) {
         const float *o = s->obs + (size_t)j * od;
         if (start) {
-            put_entry(rr, c, s, j, p->episode[j], 0, RO_TRAJ_RESET, o);
+            put_entry(rr, c, s, j, p->episode[j], 0, start_flags(p, c, j), o);
             continue;
         }
         uint32_t flags = (s->terminated[j] ? RO_TRAJ_TERMINATED : 0u) |
@@ -224,8 +237,9 @@ static void fill_abi2(const ro_rec_rows_t *rr, ro_rec_port_t *p, ro_rec_chunk_t 
     for (uint32_t j = 0; j < ne; j++) {
         const size_t r0 = (size_t)j * A;
         if (start) {
+            uint32_t flags = start_flags(p, c, j);
             for (uint32_t a = 0; a < A; a++)
-                put_row(rr, c, s, j, a, p->episode[j], 0, RO_TRAJ_RESET, SRC_OBS);
+                put_row(rr, c, s, j, a, p->episode[j], 0, flags, SRC_OBS);
             continue;
         }
         /* The agents of an env end (or fail) together (env_actor.c). */
@@ -257,6 +271,7 @@ void ro__rec_chunk_fill(const ro_rec_rows_t *rr, ro_rec_port_t *p, ro_rec_chunk_
     c->port = p;
     c->count = 0;
     c->nsnap = 0;
+    c->reseed = 0;
     c->dropped = p->dropped;
     p->dropped = 0;
     if (rr->abi2)
@@ -265,12 +280,16 @@ void ro__rec_chunk_fill(const ro_rec_rows_t *rr, ro_rec_port_t *p, ro_rec_chunk_
         fill_abi1(rr, p, c, start);
 }
 
-void ro__rec_port_skip(ro_rec_port_t *p)
+void ro__rec_port_skip(ro_rec_port_t *p, bool start)
 {
     const ro_step_batch_t *s = p->batch;
     const uint32_t A = s->agents ? s->agents : 1;
     p->dropped++;
-    for (uint32_t j = 0; j < s->n / A; j++) {
+    for (uint32_t j = 0; start && s->reseed != RO_RESEED_NONE && j < s->n / A; j++) {
+        p->episode[j]++;
+        p->step[j] = 0;
+    }
+    for (uint32_t j = 0; !start && j < s->n / A; j++) {
         p->step[j]++;
         if (s->terminated[(size_t)j * A] || s->truncated[(size_t)j * A]) {
             p->episode[j]++;
@@ -285,6 +304,7 @@ void ro__rec_chunk_batch(const ro_rec_rows_t *rr, const ro_rec_chunk_t *c, ro_re
     rollout__v1__transition_batch__init(b);
     const size_t n = c->count;
     b->dropped = c->dropped;
+    b->reseed = c->reseed;
     b->n_env = b->n_episode = b->n_step = b->n_flags = b->n_reward = n;
     b->env = c->env;
     b->episode = c->episode;

@@ -45,6 +45,7 @@ struct ro_rec_chunk {
     ro_rec_port_t *port;
     uint32_t count;   /* rows filled */
     uint64_t dropped; /* shard steps dropped just before this one */
+    uint64_t reseed;  /* its reset rows flagged RO_TRAJ_RESEEDED: the learner's seed */
     uint32_t *env;
     uint32_t *agent; /* ABI 2 */
     uint64_t *episode;
@@ -94,9 +95,9 @@ void ro__rec_chunk_carve(const ro_rec_rows_t *rr, ro_rec_chunk_t *c, char *mem);
  * thread. */
 void ro__rec_chunk_fill(const ro_rec_rows_t *rr, ro_rec_port_t *p, ro_rec_chunk_t *c, bool start);
 
-/* ro__rec_port_skip advances the port's counters over a dropped step. The
- * shard's thread. */
-void ro__rec_port_skip(ro_rec_port_t *p);
+/* ro__rec_port_skip advances the port's counters over a dropped step (or
+ * start: a reseed's starts new episodes). The shard's thread. */
+void ro__rec_port_skip(ro_rec_port_t *p, bool start);
 
 /* ro__rec_chunk_batch views c as a batch in out (record number unset;
  * out->snap and snapp, if rr has snapshots, set by the caller). The I/O

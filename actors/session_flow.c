@@ -107,23 +107,31 @@ ro_batch_item_t *ro__flow_answer(ro_flow_t *f, ro_sent_batch_t **pool,
     return items;
 }
 
-ro_batch_item_t *ro__flow_reclaim(ro_flow_t *f, ro_sent_batch_t **pool, uint64_t *resent)
+ro_batch_item_t *ro__flow_take_awaiting(ro_flow_t *f, ro_sent_batch_t **pool, uint64_t *frames)
 {
     ro_batch_item_t *all = NULL, **tail = &all;
-    *resent = 0;
+    *frames = 0;
     while (f->inflight_head) {
         ro_sent_batch_t *b = f->inflight_head;
         f->inflight_head = b->next;
         *tail = b->items;
         while (*tail)
             tail = &(*tail)->next;
-        *resent += b->items != NULL;
+        *frames += b->items != NULL;
         b->items = NULL;
         b->next = *pool;
         *pool = b;
     }
     f->inflight_tail = &f->inflight_head;
     f->inflight_rows = 0;
+    return all;
+}
+
+ro_batch_item_t *ro__flow_reclaim(ro_flow_t *f, ro_sent_batch_t **pool, uint64_t *resent)
+{
+    ro_batch_item_t *all = ro__flow_take_awaiting(f, pool, resent), **tail = &all;
+    while (*tail)
+        tail = &(*tail)->next;
     uint32_t rows;
     *tail = ro__batcher_take_all(&f->pending, &rows);
     return all;

@@ -83,6 +83,11 @@ ro_batch_item_t *ro__flow_answer(ro_flow_t *f, ro_sent_batch_t **pool,
                                  const Rollout__V1__Actions *a, const ro_space_t *act, char *err,
                                  size_t errlen);
 
+/* ro__flow_take_awaiting takes every step batch of the frames awaiting the
+ * learner's answer (oldest frame first), linked through next: those frames
+ * are answered (the learner's Reseed). */
+ro_batch_item_t *ro__flow_take_awaiting(ro_flow_t *f, ro_sent_batch_t **pool, uint64_t *frames);
+
 /* ro__flow_reclaim empties the session: every step batch in flight (oldest
  * frame first), then every pending one, linked through next. *resent
  * counts the frames that were in flight. */

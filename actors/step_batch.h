@@ -70,6 +70,11 @@ typedef struct ro_step_batch {
     int32_t *act_i;          /* [n x act_ndisc] discrete actions */
     float *act_f;            /* [n x act_dim] box actions (ABI 2: act_nbox used) */
     uint64_t policy_version; /* of the policy that chose these actions */
+    /* With RO_MSG_RESEED (a learner's Reseed): RO_RESEED_SEED re-creates
+     * the envs from reseed_seed before resetting them, RO_RESEED_RESET
+     * only resets them; RO_RESEED_NONE at the first start. */
+    uint8_t reseed;
+    uint64_t reseed_seed;
     /* Stream mode: what the policy said of its actions (ro_act_stats_t);
      * written only by a learner asked for them. */
     float *logp;    /* [n] */
@@ -84,6 +89,9 @@ typedef struct ro_step_batch {
     float *rstate;
     uint32_t state_floats;
 } ro_step_batch_t;
+
+/* ro_step_batch_t.reseed. */
+enum { RO_RESEED_NONE = 0, RO_RESEED_RESET = 1, RO_RESEED_SEED = 2 };
 
 /* ro__step_batch_of finds the batch a to_learner message belongs to. */
 static inline ro_step_batch_t *ro__step_batch_of(ro_msg_t *to_learner)

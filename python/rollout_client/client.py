@@ -448,6 +448,27 @@ class Client(ObservationChecks):
         return c
 
     # -- closing ----------------------------------------------------------------
+    def _reseed(self, seed=None):
+        """Frame{reseed} to every open node (docs/protocol.md "Reseed"):
+        each resets, instead of stepping, the envs of every frame awaiting
+        this learner's answer (re-created from (seed, its node index, env)
+        first when seed is an int) and sends their first observations in
+        new frames. Those frames count as answered here: the caller (a
+        VecEnv that holds every env of its nodes) drops their batches. A
+        node shared with other learners refuses with an error frame, which
+        the next receive raises as RemoteError."""
+        f = self._pb.Frame()
+        f.reseed.has_seed = seed is not None
+        f.reseed.seed = 0 if seed is None else int(seed)
+        body = encode_frame(f.SerializeToString())
+        for c in self._conns:
+            if not c.open:
+                continue
+            c.unanswered.clear()
+            c.outbuf += body
+            self._flush(c)
+        self._ready.clear()
+
     def _close_conn(self, c):
         if not c.open:
             return

@@ -249,38 +249,34 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
             raise RuntimeError(f"{what} on a closed VecEnv")
 
     def _check_seed(self, seed):
-        """Refuse a seed the nodes do not run with (before anything is
-        received)."""
+        """One int seed in [0, 2**64) (or None); per-env seeds are refused:
+        a node seeds env i from (the seed, its --node-index, i)."""
         if isinstance(seed, (list, tuple, np.ndarray)):
             if all(s is None for s in seed):
                 return None
             raise ValueError(
                 "reset(seed=[...]): per-env seeds cannot be set from a learner; a node seeds "
-                "env i from (its --seed, its --node-index, i): pass one int, the nodes' seed "
-                f"({', '.join(str(i.seed) for i in self.nodes)})")
-        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
-            raise ValueError(f"reset(seed={seed!r}): a seed is an int")
-        wrong = [i for i in self.nodes if i.seed != int(seed)]
-        if wrong:
-            raise ValueError(
-                f"reset(seed={int(seed)}): node(s) "
-                + ", ".join(f"{i.address} run(s) with seed {i.seed}" for i in wrong)
-                + "; a learner cannot reseed a node's envs: start the node with --seed "
-                f"{int(seed)} (launch_node(seed={int(seed)})) to get these episodes")
+                "env i from (the seed, its --node-index, i): pass one int")
+        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or \
+                not 0 <= int(seed) < 1 << 64:
+            raise ValueError(f"reset(seed={seed!r}): a seed is an int in [0, 2**64)")
         return int(seed)
 
     def reset(self, *, seed=None, options=None):
-        """Wait for the first observation of every env; returns (obs,
-        infos): obs [num_envs, *obs_shape]; infos["step"] each env's step
-        count (0 for an env that has not stepped), infos["episode_start"]
-        and infos["is_first"] (see step()).
+        """Start new episodes in every env; returns (obs, infos): obs
+        [num_envs, *obs_shape]; infos["step"] each env's step count,
+        infos["episode_start"] and infos["is_first"] (see step()).
 
-        A node resets its envs itself at episode ends, so reset() is called
-        once; a second call raises RuntimeError (episodes in flight cannot
-        be restarted). ``seed`` is honoured when it is every node's run seed
-        and no env has stepped yet (a fresh node: the episodes are then
-        those of ``rollout-node --seed S``), refused with ValueError
-        otherwise. No options are taken (ValueError)."""
+        As Gymnasium's, any number of times: ``seed=S`` seeds env i of a
+        node from (S, its --node-index, i), as ``rollout-node --seed S``
+        does (a node that already runs with S and has not stepped is used
+        as it is); ``seed=None`` the first time takes each env's first
+        observation, and afterwards starts new episodes with the envs'
+        random streams continuing. A later reset is a Reseed to every node
+        (docs/protocol.md "Reseed"): each must have this VecEnv as its sole
+        learner (a node shared with others refuses by name: RemoteError).
+        Options: ``{"reset_mask": mask}`` with autoreset_mode "disabled"
+        (autoreset.py); no other (ValueError)."""
         return self._mark_first(self._reset(seed, options))
 
     def _reset(self, seed, options):
@@ -293,35 +289,56 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         if options:
             raise ValueError(f"reset(options={options!r}): a node takes no reset options "
                              "(autoreset_mode 'disabled' takes reset_mask once envs ran)")
-        if self._started:
-            raise RuntimeError(
-                "reset() was already called: a node resets each env itself when its episode "
-                "ends (Gymnasium's same-step autoreset), and episodes in flight cannot be "
-                "restarted from a learner; to start over, start a new node (launch_node) and "
-                "make a new VecEnv")
         if seed is not None:
             seed = self._check_seed(seed)
-        if self.layout is not None:
-            out = self._abi2_reset(seed)
-            if self._disabled is not None:
-                self._disabled.started(out[0])
-            return out
-        self._collect()
-        if seed is not None and (self._step != 0).any():
-            k = int(np.flatnonzero(self._step != 0)[0])
-            raise ValueError(
-                f"reset(seed={seed}): {int((self._step != 0).sum())} envs have stepped already "
-                f"({self._env_label(k)} is at step {int(self._step[k])}: another learner ran "
-                "them), so their episodes are not those of the seed; use a fresh node, or "
-                "reset() without a seed")
+        if self._started and self._mode == "async":
+            raise RuntimeError(
+                "reset() on an asynchronous VecEnv (send()/recv() were called): envs are in "
+                "flight at their nodes; make a new VecEnv, or use step() to reset at will")
+        if not self._started:
+            self._collect2() if self.layout is not None else self._collect()
+        if self._started or (seed is not None and not self._runs_with(seed)):
+            self._restart(seed)
         self._started = True
         if seed is not None:
             super().reset(seed=seed)  # gymnasium's np_random, as its envs do
-        infos = {"step": self._step.copy(), "episode_start": self._flags[2].copy()}
-        obs = self._obs.reshape((self.num_envs,) + self.obs_shape).copy()
+        if self.layout is not None:
+            out = self._obs2({k: v.copy() for k, v in self._t.items()}), self._infos2()
+        else:
+            infos = {"step": self._step.copy(), "episode_start": self._flags[2].copy()}
+            out = self._obs.reshape((self.num_envs,) + self.obs_shape).copy(), infos
         if self._disabled is not None:
-            self._disabled.started(obs)
-        return obs, infos
+            self._disabled.started(out[0])
+        return out
+
+    def _runs_with(self, seed):
+        """Whether every env is at the start of a node run with seed (its
+        first observations are then those of the seed): no reseed needed."""
+        return all(i.seed == seed for i in self.nodes) and not (self._step != 0).any()
+
+    def _restart(self, seed):
+        """reset() with every env here (step() and reset() wait for all):
+        a Reseed to each node (Client._reseed), then every env's first
+        observation of its new episode."""
+        self._lane_detach()
+        self._lane, self._lane_tried = None, False  # the next step() may take it again
+        self._outstanding.clear()
+        self._state[:] = 0  # every env in flight (vecenv_async.py), as at the start
+        self._frame_of[:] = -1
+        self._frames.clear()
+        self._nflight = self.num_envs
+        self.client._reseed(seed)
+        self._have[:] = False
+        if self.layout is not None:
+            self._fresh2()
+            self._collect2()
+        else:
+            self._fresh()
+            self._collect()
+        self._ep_return[:] = 0.0
+        self._ep_length[:] = 0
+        if self._disabled is not None:
+            self._disabled.waiting[:] = False
 
     def step(self, actions):
         """Send one action per env (shape [num_envs] for discrete spaces,

@@ -21,7 +21,7 @@ from .errors import ConnectionClosed, ProtocolError
 
 
 class Abi2Mixin:
-    """The env ABI 2 half of VecEnv: _abi2_init, _abi2_reset, _abi2_step."""
+    """The env ABI 2 half of VecEnv: _abi2_init, _collect2, _abi2_step."""
 
     def _abi2_init(self, infos, batch_size):
         first = infos[0]
@@ -115,16 +115,6 @@ class Abi2Mixin:
         if self._mask is not None:
             infos["action_mask"] = self._mask
         return infos
-
-    def _abi2_reset(self, seed=None):
-        self._collect2()
-        if seed is not None and (self._step != 0).any():
-            k = int(np.flatnonzero(self._step != 0)[0])
-            raise ValueError(f"reset(seed={seed}): {self._label2(k)} is at step "
-                             f"{int(self._step[k])} already (another learner ran it): use a "
-                             "fresh node, or reset() without a seed")
-        self._started = True
-        return self._obs2({k: v.copy() for k, v in self._t.items()}), self._infos2()
 
     def _abi2_step(self, actions):
         # Checked as a whole before anything is sent: a refused action

@@ -448,6 +448,7 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
                  * throughput lines carry each interval's episodes. */
                 .record_episodes = n->cfg.metrics != NULL && n->cfg.metrics_episodes,
                 .histos = n->histos ? &n->histos[2 * i] : NULL,
+                .node_index = n->cfg.node_index,
             };
             if ((rc = ro__env_shard_wire(&n->shards[i], &w)) != 0)
                 return ro__errorf(err, errlen, RO_EIO, "cannot put env shard %u on the loop: %s", i,

@@ -170,8 +170,11 @@ static int process_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, 
     if (sel && r->o.dump && selected_episode(r, ep) && r->dump_on)
         ro__replay_dump(&r->rows, r->hdr, r->agents, r->o.out, b, k);
 
+    /* A learner's Reseed (RESTART) cuts an active episode: the next one follows it. */
     bool follows =
-        reset ? (e->phase == P_NEW && ep == 0) || (e->phase == P_ENDED && ep == e->episode + 1)
+        reset ? (e->phase == P_NEW && ep == 0) ||
+                    ((e->phase == P_ENDED || (e->phase == P_ACTIVE && (fl & RO_TRAJ_RESTART))) &&
+                     ep == e->episode + 1)
               : e->phase == P_ACTIVE && ep == e->episode && step == e->step + 1;
     if (!follows) {
         if ((e->verifiable || e->phase == P_NEW) && r->o.verify && sel &&

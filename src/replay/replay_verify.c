@@ -10,9 +10,9 @@
 #include "replay/replay_internal.h"
 #include "trajectory/format.h"
 
-int ro__replay_create_env(struct ro_replay *r, uint32_t i)
+/* create_env_from makes env i as a node started with h's seed made it. */
+static int create_env_from(struct ro_replay *r, const Rollout__V1__TrajectoryHeader *h, uint32_t i)
 {
-    const Rollout__V1__TrajectoryHeader *h = r->hdr;
     char err[512] = "";
     void *e;
     if (ro__recorded_env_create(&r->renv, h, i, &e, err, sizeof err) != 0) {
@@ -44,6 +44,29 @@ int ro__replay_create_env(struct ro_replay *r, uint32_t i)
     r->act_n = discrete ? as.n : 0;
     r->envs[i].env = e;
     return RO_REPLAY_OK;
+}
+
+int ro__replay_create_env(struct ro_replay *r, uint32_t i)
+{
+    return create_env_from(r, r->hdr, i);
+}
+
+/* env_for_reset readies env i for reset entry k: made at its first, and
+ * re-made from the record's reseed seed where the entry says the node did
+ * (a learner's Reseed: docs/replay.md). */
+static int env_for_reset(struct ro_replay *r, const Rollout__V1__TransitionBatch *b, size_t k)
+{
+    env_state_t *e = &r->envs[b->env[k]];
+    if (e->env && !(b->flags[k] & RO_TRAJ_RESEEDED))
+        return RO_REPLAY_OK;
+    if (!(b->flags[k] & RO_TRAJ_RESEEDED))
+        return ro__replay_create_env(r, b->env[k]);
+    Rollout__V1__TrajectoryHeader h = *r->hdr;
+    h.seed = b->reseed;
+    if (e->env)
+        ro__recorded_env_destroy(&r->renv, e->env);
+    e->env = NULL;
+    return create_env_from(r, &h, b->env[k]);
 }
 
 static uint32_t bits(float f)
@@ -93,8 +116,8 @@ static int verify_rows(struct ro_replay *r, const Rollout__V1__TransitionBatch *
 {
     env_state_t *e = &r->envs[b->env[k]];
     bool reset = b->flags[k] & RO_TRAJ_RESET;
-    if (reset && !e->env) {
-        int rc = ro__replay_create_env(r, b->env[k]);
+    if (reset) {
+        int rc = env_for_reset(r, b, k);
         if (rc)
             return rc;
     }
@@ -125,11 +148,9 @@ int ro__replay_verify_entry(struct ro_replay *r, const Rollout__V1__TransitionBa
     env_state_t *e = &r->envs[i];
     uint32_t flags = b->flags[k];
     if (flags & RO_TRAJ_RESET) {
-        if (!e->env) {
-            int rc = ro__replay_create_env(r, i);
-            if (rc)
-                return rc;
-        }
+        int rc = env_for_reset(r, b, k);
+        if (rc)
+            return rc;
         r->renv.kind.vt->reset(e->env, r->buf);
         r->verified_resets++;
         return compare_obs(r, b, k);

@@ -18,6 +18,7 @@ enum {
     RO_EACCES = -EACCES,       /* a peer presented a wrong or missing token */
     RO_ETIMEDOUT = -ETIMEDOUT, /* a peer did not answer in time */
     RO_ESHUTDOWN = -ESHUTDOWN, /* the node is stopping: do not come back */
+    RO_EBUSY = -EBUSY,         /* shared: a sole user's request (a learner's reseed) refused */
     RO_ENOBUFS = -ENOBUFS,     /* a peer stopped reading: too much is queued for it */
 };
 

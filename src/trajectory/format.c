@@ -85,7 +85,8 @@ static size_t batch_size(const Rollout__V1__TransitionBatch *b, batch_sizes_t *z
     z->flags = u32s_size(b->flags, b->n_flags);
     z->action = i32s_size(b->action, b->n_action);
     return (b->record ? 1 + ro__varint_size(b->record) : 0) +
-           (b->dropped ? 1 + ro__varint_size(b->dropped) : 0) + field_size(z->env) +
+           (b->dropped ? 1 + ro__varint_size(b->dropped) : 0) +
+           (b->reseed ? 2 + ro__varint_size(b->reseed) : 0) + field_size(z->env) +
            field_size(z->episode) + field_size(z->step) + field_size(z->flags) +
            field_size(4 * b->n_reward) + field_size(z->action) + field_size(4 * b->n_action_box) +
            field_size(4 * b->n_obs) + ro__traj_packed_rows_size(b) + snapshots_size(b);
@@ -132,6 +133,10 @@ size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out)
     if (b->dropped) {
         *p++ = 2 << 3;
         p += ro__varint_put(p, b->dropped);
+    }
+    if (b->reseed) { /* field 17, a varint: its key takes two bytes */
+        p += ro__varint_put(p, 17u << 3);
+        p += ro__varint_put(p, b->reseed);
     }
     if (z.env) {
         p = put_head(p, 3, z.env);
@@ -265,10 +270,16 @@ int ro__traj_validate_batch(const Rollout__V1__TrajectoryHeader *h,
     for (size_t k = 0; !why && k < n; k++) {
         if (b->env[k] >= h->num_envs)
             why = "env index out of range";
-        else if (b->flags[k] > 15)
+        else if (b->flags[k] > 63)
             why = "unknown flags";
-        else if ((b->flags[k] & RO_TRAJ_RESET) && (b->step[k] != 0 || b->flags[k] != RO_TRAJ_RESET))
+        else if ((b->flags[k] & RO_TRAJ_RESET) &&
+                 (b->step[k] != 0 ||
+                  (b->flags[k] & ~(uint32_t)(RO_TRAJ_RESTART | RO_TRAJ_RESEEDED)) != RO_TRAJ_RESET))
             why = "a reset entry with a step or flags";
+        else if ((b->flags[k] & (RO_TRAJ_RESTART | RO_TRAJ_RESEEDED)) &&
+                 (b->flags[k] & (RO_TRAJ_RESTART | RO_TRAJ_RESEEDED | RO_TRAJ_RESET)) !=
+                     (RO_TRAJ_RESET | RO_TRAJ_RESTART | (b->flags[k] & RO_TRAJ_RESEEDED)))
+            why = "a restart flag outside a reset entry";
         else if (!(b->flags[k] & RO_TRAJ_RESET) && b->step[k] == 0)
             why = "a step entry with step 0";
     }

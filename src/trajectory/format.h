@@ -38,6 +38,11 @@ enum {
     RO_TRAJ_TRUNCATED = 2,
     RO_TRAJ_FAILED = 4, /* the step failed or was not finite; obs is zeros */
     RO_TRAJ_RESET = 8,  /* a reset entry: step 0, no action, no reward */
+    /* With RESET, a learner's Reseed (docs/protocol.md): the episode before
+     * was cut there (RESTART), and with RESEEDED the env was re-created
+     * from the record's reseed seed first. */
+    RO_TRAJ_RESTART = 16,
+    RO_TRAJ_RESEEDED = 32,
 };
 
 /* ro__traj_frame_size returns the bytes one framed record of a payload

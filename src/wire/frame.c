@@ -231,6 +231,8 @@ const char *ro__frame_kind(const ro_frame_t *f)
         return "segment_ack";
     case ROLLOUT__V1__FRAME__BODY_UPGRADE:
         return "upgrade";
+    case ROLLOUT__V1__FRAME__BODY_RESEED:
+        return "reseed";
     default:
         return "empty";
     }
