@@ -60,6 +60,17 @@ class CartPoles:
         self.t[idx] = np.where(done, 0, self.t[idx])
         return new, np.ones(len(idx)), terminated, truncated, done, final
 
+    def restart(self, idx, seed=None):
+        """A learner's Reseed: envs idx start new episodes (from a fresh
+        random stream of seed when given); returns their first batch."""
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        z = len(idx)
+        self.state[idx] = self.rng.uniform(-0.05, 0.05, (z, 4))
+        self.t[idx] = 0
+        return (idx, self.state[idx].copy(), np.zeros(z), np.zeros(z, bool), np.zeros(z, bool),
+                np.ones(z, bool), np.full((z, 4), np.nan))
+
 
 class FakeNode:
     """``with FakeNode(num_envs=8) as node: Client(node.address)``.
@@ -208,6 +219,15 @@ class FakeNode:
                 if kind == "error":
                     self.learner_errors.append(f.error)
                     break
+                if kind == "reseed":  # every batch awaiting an answer starts over
+                    seed = f.reseed.seed if f.reseed.has_seed else None
+                    waiting, outstanding = list(outstanding.values()), {}
+                    for grp in waiting:
+                        seq += 1
+                        outstanding[seq] = self._send_obs(sock, seq,
+                                                          self.envs.restart(grp[0], seed))
+                        seed = None  # one stream for the node, as its envs share it
+                    continue
                 if kind != "actions":
                     self._error(sock, 71, f"unexpected {kind}")
                     break

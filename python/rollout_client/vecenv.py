@@ -16,12 +16,12 @@ has delivered its next transition.
 Auto-reset is the node's (docs/env-api.md), Gymnasium's SAME_STEP mode: the
 step that ends an episode returns that episode's reward and flags, the
 first observation of the next episode, and the ended episode's last
-observation in ``infos["final_obs"]`` (mask ``infos["_final_obs"]``). The
-protocol has no remote reset: ``reset()`` waits for the first observation
-of every env, once; ``reset(seed=S)`` is honoured when S is the seed every
-node runs with (env i of a node is seeded from (its --seed, its
---node-index, i)) and its envs have not stepped yet, and refused with
-ValueError otherwise.
+observation in ``infos["final_obs"]`` (mask ``infos["_final_obs"]``).
+``reset(seed=S)`` / ``reset()`` any number of times, as Gymnasium's: env i
+of a node is seeded from (S, its --node-index, i), as ``rollout-node --seed
+S`` seeds it; a reset after the first is a Reseed to each node
+(docs/protocol.md "Reseed"), which a node refuses while other learners
+share it.
 
 Env ABI 2 nodes (typed tensors, composite actions, masks, agents as rows)
 get Gymnasium-shaped Dict / Tuple / MultiDiscrete / MultiBinary spaces:

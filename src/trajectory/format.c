@@ -134,10 +134,6 @@ size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out)
         *p++ = 2 << 3;
         p += ro__varint_put(p, b->dropped);
     }
-    if (b->reseed) { /* field 17, a varint: its key takes two bytes */
-        p += ro__varint_put(p, 17u << 3);
-        p += ro__varint_put(p, b->reseed);
-    }
     if (z.env) {
         p = put_head(p, 3, z.env);
         for (size_t i = 0; i < b->n_env; i++)
@@ -171,6 +167,10 @@ size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out)
         const ProtobufCMessage *m = &b->snapshots[i]->base;
         p = put_head(p, 14, protobuf_c_message_get_packed_size(m));
         p += protobuf_c_message_pack(m, p);
+    }
+    if (b->reseed) { /* field 17, a varint, last as protobuf-c writes it */
+        p += ro__varint_put(p, 17u << 3);
+        p += ro__varint_put(p, b->reseed);
     }
     (void)total;
     return (size_t)(p - out);

@@ -88,22 +88,26 @@ class Checklist:
         with self.assertRaises(ValueError) as cm:
             env.reset(options={"reset_mask": np.ones(env.num_envs, bool)})
         self.assertIn("no reset options", str(cm.exception))
-        with self.assertRaises(ValueError) as cm:
-            env.reset(seed=wrong_seed)
-        self.assertIn(f"--seed {wrong_seed}", str(cm.exception))
+        for bad in (-1, 1.5, True, 1 << 64):
+            with self.assertRaises(ValueError) as cm:
+                env.reset(seed=bad)
+            self.assertIn("a seed is an int", str(cm.exception))
         with self.assertRaises(ValueError) as cm:
             env.reset(seed=[seed] * env.num_envs)
         self.assertIn("per-env seeds", str(cm.exception))
-        obs, infos = env.reset(seed=seed)  # the nodes' seed, envs fresh: honoured
+        obs, infos = env.reset(seed=seed)  # the nodes' seed, envs fresh: honoured as they are
         self.assertIsInstance(infos, dict)
         self.assertEqual(obs.shape, env.observation_space.shape)
         self.assertEqual(obs.dtype, env.observation_space.dtype)
         self.assertTrue(env.observation_space.contains(obs), obs)
         self.assertTrue((infos["step"] == 0).all())
         self.assertTrue(infos["episode_start"].all())
-        with self.assertRaises(RuntimeError) as cm:
-            env.reset()
-        self.assertIn("already called", str(cm.exception))
+        # Any number of times, as Gymnasium's: each later one is a Reseed.
+        for again in (wrong_seed, None, seed):
+            obs, infos = env.reset(seed=again)
+            self.assertTrue(env.observation_space.contains(obs), obs)
+            self.assertTrue(infos["episode_start"].all())
+            self.assertTrue(infos["is_first"].all())
         return obs
 
     def check_steps(self, env, policy, obs, steps):
@@ -278,11 +282,14 @@ class WithFakeNode(Checklist, unittest.TestCase):
         self.assertEqual(rc.parse_address("node-3.cluster:5555"), ("node-3.cluster", 5555))
 
 
-class WithRealNode(Checklist, unittest.TestCase):
+class WithRealNode(Checklist, nu.TempDirCase):
     def launch(self, env="cartpole", num_envs=8, **kw):
         node = rc.launch_node(env=env, num_envs=num_envs, node=NODE, **kw)
         self.addCleanup(node.stop)
         return node
+
+    def sock(self, name):
+        return self.path(name + ".sock")
 
     def test_checklist_cartpole(self):
         node = self.launch(num_envs=8, seed=5)
@@ -354,18 +361,96 @@ class WithRealNode(Checklist, unittest.TestCase):
         np.testing.assert_array_equal(runs[0], runs[1])
         self.assertFalse(np.array_equal(runs[0][0], runs[2][0]))
 
-    def test_seed_refused_after_another_learner(self):
-        node = self.launch(num_envs=4, seed=1)
+    def trace(self, env, obs, steps=40):
+        """obs, then the observations and rewards of `steps` balancing steps."""
+        out = [obs.copy()]
+        for _ in range(steps):
+            obs, rew, *_ = env.step(balance(obs))
+            out += [obs.copy(), rew[:, None].astype(obs.dtype)]
+        return np.concatenate(out, axis=1)
+
+    def test_reseed_at_will(self):
+        """reset(seed=S) any number of times (issue 29): the episodes are
+        those of a fresh node run with --seed S, after the envs stepped,
+        again and again; reset() without a seed starts new episodes with
+        the envs' streams going on (other ones); the same as make_vec's in
+        this process (env i seeded from (S, i) by both)."""
+        fresh = self.launch(num_envs=6, seed=31, workers=2, listen="unix:" + self.sock("f"))
+        with rc.VecEnv(fresh.address, timeout=GUARD) as env:
+            want = self.trace(env, env.reset(seed=31)[0])
+        node = self.launch(num_envs=6, seed=4, workers=2, listen="unix:" + self.sock("n"))
         with rc.VecEnv(node.address, timeout=GUARD) as env:
             obs, _ = env.reset()
-            for _ in range(3):
-                obs, *_ = env.step(balance(obs))
-        with rc.VecEnv(node.address, timeout=GUARD) as env:
-            with self.assertRaises(ValueError) as cm:
-                env.reset(seed=1)  # right seed, but the envs have stepped
-            self.assertIn("stepped already", str(cm.exception))
-            obs, infos = env.reset()  # without a seed: fine
-            self.assertTrue((infos["step"] >= 3).all())
+            self.trace(env, obs, 25)
+            for _ in range(2):  # after steps, and twice in a row
+                obs, infos = env.reset(seed=31)
+                self.assertTrue(infos["episode_start"].all())
+                np.testing.assert_array_equal(self.trace(env, obs), want)
+            obs, infos = env.reset()
+            self.assertTrue(infos["episode_start"].all())
+            self.assertFalse(np.array_equal(obs, want[:, :4]))
+        local = rc.make_vec("CartPole-v1", num_envs=6, autoreset_mode="same_step")
+        try:
+            np.testing.assert_array_equal(self.trace(local, local.reset(seed=31)[0]), want)
+        finally:
+            local.close()
+        self.assertEqual(node.stop(), 0)
+        self.assertEqual(node.summary()["learners_rejected"], 0)
+
+    def test_reseed_refused_while_shared(self):
+        """A node that serves two learners refuses a reseed by name (an
+        error frame, EBUSY) and goes on serving the other learner."""
+        node = self.launch(num_envs=4, seed=1, extra_args=["--batch", 1])
+        with rc.Client(node.address, connect_timeout=GUARD) as a, \
+                rc.Client(node.address, connect_timeout=GUARD) as b:
+            held = None
+            while held is None:  # a answers until the node hands b some envs
+                batch = a.recv(timeout=GUARD)
+                a.send_actions(batch, np.zeros(len(batch), np.int64))
+                held = b.recv(timeout=0)
+            a._reseed(3)
+            with self.assertRaises(rc.RemoteError) as cm:
+                while True:
+                    a.recv(timeout=GUARD)
+            self.assertEqual(cm.exception.code, 16)
+            self.assertIn("reseed refused: 2 learners share this node's envs",
+                          str(cm.exception))
+            b.send_actions(held, np.zeros(len(held), np.int64))
+            self.assertIsNotNone(b.recv(timeout=GUARD))  # b is served on
+        self.assertEqual(node.stop(), 0)
+
+    def test_recording_spans_reseeds(self):
+        """rollout-node --record over reseeds (with and without a seed),
+        env ABI 1 and 2: rollout-replay --verify replays it bit for bit,
+        re-creating the reseeded envs from the recorded seed."""
+        plugins = os.path.join(BUILD, "examples")
+        for env_name, plugin in (("cartpole", None), ("pendulum", None),
+                                 ("catch", os.path.join(plugins, "libro_env_catch.so"))):
+            with self.subTest(env_name):
+                traj = os.path.join(self.tmp, env_name + ".traj")
+                node = self.launch(env=plugin or env_name, num_envs=5, seed=2, workers=2,
+                                   listen="unix:" + self.sock(env_name),
+                                   extra_args=["--record", traj])
+                with rc.VecEnv(node.address, timeout=GUARD) as env:
+                    env.action_space.seed(0)
+                    env.reset()
+                    for seed in (9, None, 9, 1 << 63):
+                        for _ in range(23):
+                            env.step(env.action_space.sample())
+                        env.reset(seed=seed)
+                    env.step(env.action_space.sample())
+                self.assertEqual(node.stop(), 0)
+                cmd = [os.path.join(BUILD, "rollout-replay"), "--verify"]
+                cmd += ["--plugin", plugin] if plugin else []
+                p = nu.run_cmd(cmd + [traj], timeout=GUARD, capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("replayed bit for bit", p.stderr)
+                self.assertIn("0 env(s) not verified to the end", p.stderr)
+                dump = nu.run_cmd([os.path.join(BUILD, "rollout-replay"), "--dump"]
+                                  + (["--plugin", plugin] if plugin else []) + [traj],
+                                  timeout=GUARD, capture_output=True, text=True)
+                resets = dump.stdout.count('"reset":true')
+                self.assertGreaterEqual(resets, 5 * 5)  # the start and four reseeds at least
 
     def test_rejected_actions_leave_vecenv_usable(self):
         node = self.launch(num_envs=8)

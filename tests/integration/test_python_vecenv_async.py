@@ -145,7 +145,7 @@ class Async(unittest.TestCase):
         env.async_reset()
         with self.assertRaisesRegex(RuntimeError, "async_reset\\(\\) after"):
             env.async_reset()  # repeated async reset: refused, nothing waits
-        with self.assertRaisesRegex(RuntimeError, "already called"):
+        with self.assertRaisesRegex(RuntimeError, "reset\\(\\) on an asynchronous VecEnv"):
             env.reset()
         env.send(np.zeros(0, np.int64), np.zeros(0, np.int64))  # an empty batch: nothing to do
         obs, _, _, _, infos = env.recv()
@@ -175,7 +175,7 @@ class Async(unittest.TestCase):
         env.send(balance(obs[1:]), ids[1:])  # every frame is whole: in flight
         with self.assertRaisesRegex(ValueError, "stepping at its node"):
             env.send(np.zeros(1, np.int64), ids[:1])
-        with self.assertRaisesRegex(RuntimeError, "already called"):
+        with self.assertRaisesRegex(RuntimeError, "reset\\(\\) on an asynchronous VecEnv"):
             env.reset()  # a reset of envs in flight: refused, nothing waits
         obs2, rew, term, trunc, infos = env.recv()  # still usable
         self.assertEqual(sorted(infos["env_id"].tolist()), list(range(8)))

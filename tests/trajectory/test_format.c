@@ -13,6 +13,7 @@
 
 #include <string.h>
 
+#include "runtime/error.h"
 #include "traj_fixture.h"
 
 /* The one-pass encoder gives protobuf-c's bytes exactly. */
@@ -25,6 +26,7 @@ static void test_encoder_matches_protobuf_c(void **state)
         make_batch(&d, i * 7919u);
         d.b.record = i % 3 ? (uint64_t)i * 1000003u : 0;
         d.b.dropped = i % 5 ? 0 : i;
+        d.b.reseed = i % 7 ? 0 : (uint64_t)i << (i % 64); /* a learner's reseed: field 17 */
         d.episode[1] = (uint64_t)i << (i % 60);
         d.env[0] = i * 2654435761u;
         d.action[2] = (int32_t)(i % 4) - 2; /* negative: 10-byte varints */
@@ -113,9 +115,40 @@ static void test_invalid_records(void **state)
     }
 }
 
+/* A learner's reseed: reset entries may say RESTART, and RESEEDED with it;
+ * no step entry says either, and no other bit is known. */
+static void test_restart_flags(void **state)
+{
+    (void)state;
+    fixture_file_t f;
+    make_header(&f);
+    char why[160];
+    static const struct {
+        uint32_t flags;
+        bool ok;
+    } cases[] = {
+        {RO_TRAJ_RESET | RO_TRAJ_RESTART, true},
+        {RO_TRAJ_RESET | RO_TRAJ_RESTART | RO_TRAJ_RESEEDED, true},
+        {RO_TRAJ_RESET | RO_TRAJ_RESEEDED, false}, /* re-created, but no restart */
+        {RO_TRAJ_RESET | RO_TRAJ_RESTART | RO_TRAJ_TERMINATED, false},
+        {RO_TRAJ_TERMINATED | RO_TRAJ_RESTART, false}, /* a step entry */
+        {RO_TRAJ_RESET | RO_TRAJ_RESTART | 64, false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        batch_data_t d;
+        make_batch(&d, 1);
+        d.flags[0] = cases[c].flags;
+        d.step[0] = cases[c].flags & RO_TRAJ_RESET ? 0 : 3;
+        d.b.reseed = 99;
+        int rc = ro__traj_validate_batch(&f.hdr, &d.b, why, sizeof why);
+        assert_int_equal(rc, cases[c].ok ? 0 : RO_EBADMSG);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_restart_flags),
         cmocka_unit_test(test_encoder_matches_protobuf_c),
         cmocka_unit_test(test_invalid_records),
     };
