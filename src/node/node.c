@@ -444,8 +444,7 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
                 /* --steps counts rows (agent steps): per env, steps / rows. */
                 .quota = n->cfg.steps ? (n->cfg.steps + total_rows - 1) / total_rows : 0,
                 .check_finite = n->cfg.check_finite,
-                /* --metrics-episodes: one line per episode; otherwise the
-                 * throughput lines carry each interval's episodes. */
+                /* --metrics-episodes: a line per episode (else per interval). */
                 .record_episodes = n->cfg.metrics != NULL && n->cfg.metrics_episodes,
                 .histos = n->histos ? &n->histos[2 * i] : NULL,
                 .node_index = n->cfg.node_index,
