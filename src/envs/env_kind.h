@@ -47,7 +47,7 @@ int ro__env_layout_of(const ro_env_vtable_t *vt, const ro_env2_vtable_t *vt2, vo
 /*
  * ro__env_kind_pool readies a kind for nenvs instances before any is made:
  * nothing for a C env; for a Python env (envs/pyenv_host.h) its worker
- * processes, nprocs of them (0: one), each env made with args, a command
+ * processes, nprocs of them (0: one per allowed CPU), each env made with args, a command
  * timeout of timeout_ms (0: the default). Main thread. 0, or a negative code
  * with err.
  */

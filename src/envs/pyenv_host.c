@@ -3,6 +3,7 @@
  */
 #include "envs/pyenv_host.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -365,8 +366,9 @@ static int py_step(void *env, const ro_actions_t *act, const ro_obs_out_t *obs, 
     if (!e->stepped)
         ro__pyhost_step_group((void *const *)&env, 1, act->discrete, act->box, NULL);
     e->stepped = false;
-    if (e->rc)
+    if (e->rc) {
         return e->rc;
+    }
     /* The row is this env's alone until its next command (the mapping
      * never moves once made): copied, then checked by the caller. */
     copy_obs(e, e->h->spec.off_obs, obs);
@@ -452,7 +454,11 @@ int ro__pyhost_configure(ro_pyhost_t *h, const ro_env_arg_t *args, size_t nargs,
         return ro__errorf(err, errlen, RO_EINVAL, "env '%s': %u envs; at most %u", h->name, nenvs,
                           RO_PYENV_MAX_ENVS);
     nenvs = nenvs ? nenvs : 1;
-    nprocs = nprocs == 0 ? 1 : nprocs > nenvs ? nenvs : nprocs;
+    if (nprocs == 0) { /* one per CPU this process may run on */
+        cpu_set_t set;
+        nprocs = sched_getaffinity(0, sizeof set, &set) == 0 ? (uint32_t)CPU_COUNT(&set) : 1;
+    }
+    nprocs = nprocs > nenvs ? nenvs : nprocs;
     h->nenvs = nenvs;
     h->per = (nenvs + nprocs - 1) / nprocs;
     h->nprocs = (nenvs + h->per - 1) / h->per;

@@ -47,8 +47,8 @@ int ro__pyhost_open(ro_pyhost_t **out, const char *name, char *err, size_t errle
 const ro_env2_vtable_t *ro__pyhost_vtable(const ro_pyhost_t *h);
 
 /*
- * ro__pyhost_configure starts the pool: nprocs processes (0: 1; at most
- * nenvs) for nenvs envs, each made with args as keyword arguments, a
+ * ro__pyhost_configure starts the pool: nprocs processes (0: one per CPU
+ * this process may run on; at most nenvs) for nenvs envs, each made with args as keyword arguments, a
  * command timeout of timeout_ms (0: RO_PYENV_TIMEOUT_S), and waits for each
  * to report its spaces (checked, and the same from all). Once, before any
  * create. 0, or a negative code with err (the Python traceback in it).

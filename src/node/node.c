@@ -106,9 +106,9 @@ static int open_env(ro_node_t *n, char *err, size_t errlen)
         return rc;
     rc = ro__env_kind_check_args(&n->kind, n->cfg.env_args, n->cfg.nenv_args, n->env_args,
                                  &n->nenv_args, &n->max_steps, err, errlen);
-    if (rc == 0) /* a Python env's worker processes: one per worker by default */
+    if (rc == 0) /* a Python env's processes: one per worker (0: per allowed CPU) by default */
         rc = ro__env_kind_pool(&n->kind, n->env_args, n->nenv_args, n->cfg.num_envs,
-                               n->cfg.env_procs ? n->cfg.env_procs : (uint32_t)n->nworkers,
+                               n->cfg.env_procs ? n->cfg.env_procs : n->cfg.workers,
                                n->cfg.env_timeout_s * 1000u, err, errlen);
     if (rc || !n->kind.vt2)
         return rc; /* ABI 1: the layout comes from shard 0's first env (make_layout) */
