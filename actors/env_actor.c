@@ -368,16 +368,11 @@ static void reseed_all(ro_env_shard_t *s)
         const uint64_t es = ro__seed_mix(node_seed, idx, RO_STREAM_ENV);
         char err[160];
         void *e = NULL;
-        int rc = s->vt ? s->vt->create(&e, s->args, s->nargs, es, err, sizeof err)
-                       : s->vt2->create(&e, s->args, s->nargs, es, err, sizeof err);
-        if (rc != 0) {
+        if (ro__env_create(&s->kind, &e, s->args, s->nargs, es, (uint32_t)idx, err, sizeof err)) {
             s->env_failures++;
             continue;
         }
-        if (s->vt)
-            s->vt->destroy(s->envs[j]);
-        else
-            s->vt2->destroy(s->envs[j]);
+        ro__env_destroy(&s->kind, s->envs[j]);
         s->envs[j] = e;
         for (uint32_t a = 0; a < A; a++)
             ro__rng_init(&b->act_rng[(size_t)j * A + a],

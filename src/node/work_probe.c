@@ -53,7 +53,9 @@ static double probe_step_ns(ro_node_t *n)
     float *box = NULL;
     ro_step_t *st = NULL;
     double ns = 0;
-    if (ro__env_create(k, &env, n->env_args, n->nenv_args, seed, 0, err, sizeof err) != 0)
+    /* A Python env steps in its own processes (and env 0 must not move
+     * before the run): the default plan stands. */
+    if (k->py || ro__env_create(k, &env, n->env_args, n->nenv_args, seed, 0, err, sizeof err) != 0)
         return 0;
     if (!k->vt2) {
         if (ro__env_layout_of(k->vt, NULL, env, &own, err, sizeof err) != 0)

@@ -10,6 +10,7 @@ Run as: test_pyenv_modes.py ROLLOUT_NODE PLUGIN_SO (rollout-learner and
 rollout-replay lie beside the node)."""
 import json
 import os
+import signal
 import sys
 import unittest
 
@@ -71,6 +72,25 @@ class Seed(nu.TempDirCase):
             self.assertGreater(len(v.episode_returns), 0)
         s = nu.json_summary(p, log)
         self.assertEqual(s["env_failures"], 0, log.text())
+
+
+    def first_obs(self, node_seed, reseed=None):
+        """A SEED node's first observations (pos) after VecEnv.reset(seed=reseed)."""
+        p, addr, log = nu.start_listening("remote", "--env", DRIFT, "--num-envs", 4, "--quiet",
+                                          "--seed", node_seed, "--seconds", 0)
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S) as v:
+            obs, _ = v.reset(seed=reseed)
+            pos = obs["pos"].copy()
+        p.send_signal(signal.SIGINT)
+        self.assertEqual(nu.json_summary(p, log)["env_failures"], 0, log.text())
+        return pos
+
+    def test_reseed_equals_a_fresh_node(self):
+        # A learner's reset(seed=S) re-makes each env as a node started with
+        # --seed S makes it: its worker resets it with that env's seed.
+        fresh = self.first_obs(7)
+        np.testing.assert_array_equal(self.first_obs(1, reseed=7), fresh)
+        self.assertFalse(np.array_equal(self.first_obs(1), fresh))
 
 
 class Stream(nu.TempDirCase):
