@@ -22,6 +22,7 @@ from typing import Any
 
 import gymnasium
 
+from .python_env import is_python_env
 from .vector import RolloutVectorEnv
 
 NAMESPACE = "rollout"
@@ -38,6 +39,7 @@ BUILTIN: dict[str, str] = {
     "Burn-v0": "burn",
 }
 PLUGIN_ID = "Plugin-v0"
+PYTHON_ID = "Python-v0"
 
 
 def _make_builtin(name: str, num_envs: int = 1, **kwargs: Any) -> RolloutVectorEnv:
@@ -54,6 +56,14 @@ def _make_plugin(num_envs: int = 1, plugin: str | None = None,
     return RolloutVectorEnv(path, num_envs, **kwargs)
 
 
+def _make_python(num_envs: int = 1, env: str | None = None,
+                 **kwargs: Any) -> RolloutVectorEnv:
+    if not env or not is_python_env(env):
+        raise ValueError(f"{NAMESPACE}/{PYTHON_ID} needs env='gym:ID' or env='py:MODULE:CALLABLE' "
+                         f"(got {env!r}): docs/env-api.md, Python envs")
+    return RolloutVectorEnv(env, num_envs, **kwargs)
+
+
 def register_envs() -> None:
     """Registers every ``rollout/`` id (again: a no-op for those present)."""
     for gym_id, name in BUILTIN.items():
@@ -63,18 +73,27 @@ def register_envs() -> None:
     full = f"{NAMESPACE}/{PLUGIN_ID}"
     if full not in gymnasium.registry:
         gymnasium.register(full, vector_entry_point=_make_plugin)
+    full = f"{NAMESPACE}/{PYTHON_ID}"
+    if full not in gymnasium.registry:
+        gymnasium.register(full, vector_entry_point=_make_python)
 
 
 def make_vec(env_id: str, num_envs: int = 1, **kwargs: Any) -> RolloutVectorEnv:
     """A :class:`RolloutVectorEnv` of ``num_envs`` envs: ``env_id`` is a
     ``rollout/`` id (``"rollout/Hopper-v5"``; the prefix may be left out),
     a built-in env name (``"hopper"``) or a plugin path (``".so"``).
+    a Python env (``"gym:CartPole-v1"``, ``"py:mymodule:make_env"``: its
+    workers are processes, docs/env-api.md) or a plugin path (``.so``).
     ``kwargs`` as ``gymnasium.make_vec``'s for these ids."""
+    if is_python_env(env_id):  # before the plugin rule: gym:ALE/Pong-v5 has a '/'
+        return _make_python(num_envs, env=env_id, **kwargs)
     gym_id = env_id.split("/", 1)[1] if env_id.startswith(NAMESPACE + "/") else env_id
     if gym_id in BUILTIN:
         return _make_builtin(BUILTIN[gym_id], num_envs, **kwargs)
     if gym_id == PLUGIN_ID:
         return _make_plugin(num_envs, **kwargs)
+    if gym_id == PYTHON_ID:
+        return _make_python(num_envs, **kwargs)
     if gym_id.endswith(".so") or os.sep in gym_id:
         return _make_plugin(num_envs, plugin=gym_id, **kwargs)
     if gym_id in BUILTIN.values():

@@ -42,6 +42,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from . import _native
+from .python_env import is_python_env, python_env_args
 
 _MODES = {AutoresetMode.NEXT_STEP: 0, AutoresetMode.SAME_STEP: 1, AutoresetMode.DISABLED: 2}
 _DTYPES: dict[str, type[np.generic]] = {"float32": np.float32, "uint8": np.uint8,
@@ -135,7 +136,10 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         if not 0 <= self._seed < 2**64:
             raise ValueError(f"seed {seed}: expected 0 <= seed < 2**64")
         engine_mod = _native.load("_engine")
-        args = [_env_arg(k, v) for k, v in env_args.items()]
+        if is_python_env(env):
+            args = python_env_args(env_args)
+        else:
+            args = [_env_arg(k, v) for k, v in env_args.items()]
         self._engine = engine_mod.Engine(env, int(num_envs), self._seed, args, _MODES[mode],
                                          -1 if num_threads is None else int(num_threads),
                                          bool(check_finite), int(batch_size or 0))

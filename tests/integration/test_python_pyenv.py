@@ -1,0 +1,114 @@
+"""Python envs through make_vec (issue 33 point 1): make_vec("gym:ID") and
+gymnasium.make_vec("rollout/Python-v0", env=...) run Gymnasium envs in env
+worker processes behind rollout's in-process engine: trajectories that do
+not depend on the number of processes, Gymnasium's NEXT_STEP autoreset,
+reseeding, Dict observations, refusals by name, and no process left after
+close(). No clock: every check is on what the envs return.
+
+Run as: test_python_pyenv.py BUILD_DIR"""
+import os
+import subprocess
+import sys
+import unittest
+
+BUILD = os.path.abspath(sys.argv[1])
+del sys.argv[1:2]
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+os.environ.setdefault("ROLLOUT_PROTO_OUT", os.path.join(BUILD, "proto"))
+os.environ["PYTHONPATH"] = HERE + os.pathsep + os.environ.get("PYTHONPATH", "")
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+
+import rollout_client as rc  # noqa: E402
+
+
+def workers_of_this_process():
+    """The env worker processes this process started (their command lines)."""
+    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(os.getpid())],
+                         capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "rollout_client.env_worker" in line]
+
+
+def run(v, steps, seed):
+    """obs, rewards and flags of `steps` steps of seeded random actions."""
+    rng = np.random.default_rng(seed)
+    obs, _ = v.reset(seed=seed)
+    out = [obs.copy()]
+    for _ in range(steps):
+        a = rng.integers(0, 2, v.num_envs)
+        obs, r, te, tr, _ = v.step(a)
+        out += [obs.copy(), r.copy(), te.copy(), tr.copy()]
+    return out
+
+
+class MakeVec(unittest.TestCase):
+    def test_cartpole_independent_of_processes(self):
+        ref = None
+        for threads in (1, 2, 3):
+            with self.subTest(num_threads=threads):
+                v = rc.make_vec("gym:CartPole-v1", 6, num_threads=threads)
+                self.assertEqual(len(workers_of_this_process()), threads)
+                self.assertEqual(v.single_observation_space.shape, (4,))
+                self.assertEqual(v.single_action_space, gym.spaces.Discrete(2))
+                got = run(v, 150, seed=11)
+                v.close()
+                self.assertEqual(workers_of_this_process(), [])
+                if ref is None:
+                    ref = got
+                    continue
+                for a, b in zip(got, ref):
+                    np.testing.assert_array_equal(a, b)
+
+    def test_next_step_autoreset(self):
+        v = rc.make_vec("gym:CartPole-v1", 4, num_threads=2)
+        obs, _ = v.reset(seed=2)
+        ended = np.zeros(4, bool)
+        seen = 0
+        for _ in range(300):
+            obs, r, te, tr, _ = v.step(np.zeros(4, np.int64))  # always left: short episodes
+            # The step after an end is the reset: reward 0, not ended.
+            self.assertTrue(np.all(r[ended] == 0.0))
+            self.assertFalse(np.any((te | tr)[ended]))
+            seen += int(ended.sum())
+            ended = te | tr
+        self.assertGreater(seen, 4)
+        v.close()
+
+    def test_reseed_repeats(self):
+        v = rc.make_vec("gym:CartPole-v1", 3, num_threads=1)
+        a = run(v, 40, seed=5)
+        b = run(v, 40, seed=5)
+        c = run(v, 40, seed=6)
+        v.close()
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+        self.assertFalse(np.array_equal(a[0], c[0]))
+
+    def test_gymnasium_id_dict_observations(self):
+        v = gym.make_vec("rollout/Python-v0", num_envs=3, env="py:pyenv_envs:drift",
+                         horizon=7, num_threads=1)
+        sp = v.single_observation_space
+        self.assertEqual(list(sp.spaces), ["bits", "frame", "phase", "pos"])
+        obs, _ = v.reset(seed=1)
+        self.assertEqual(obs["frame"].shape, (3, 3, 4))
+        for t in range(1, 8):
+            obs, r, te, tr, _ = v.step(v.action_space.sample())
+            if t < 7:
+                np.testing.assert_array_equal(obs["frame"][:, 0, 0], [t] * 3)
+        self.assertTrue(np.all(tr))  # horizon=7 reached the env as an int
+        v.close()
+
+    def test_refusals_named(self):
+        with self.assertRaisesRegex(TypeError, "literals only"):
+            rc.make_vec("gym:CartPole-v1", 2, render_fn=lambda: 0)
+        with self.assertRaisesRegex(ValueError, "needs env='gym:ID'"):
+            gym.make_vec("rollout/Python-v0", num_envs=2, env="cartpole")
+        with self.assertRaisesRegex(Exception, "rollout cannot carry a Text space"):
+            rc.make_vec("py:pyenv_envs:texty", 2)
+        self.assertEqual(workers_of_this_process(), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
