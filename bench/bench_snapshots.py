@@ -55,12 +55,17 @@ def node_run(node, args, seconds=None, steps=None, record=None, every=0):
 
 
 def timed(cmd):
+    """Runs cmd: (wall seconds, its stderr, its CPU seconds: user + system,
+    what other load on a shared machine does not add to)."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     dt = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         sys.exit(f"{cmd}: exit {p.returncode}: {p.stderr}")
-    return dt, p.stderr
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return dt, p.stderr, cpu
 
 
 def load():
@@ -108,24 +113,26 @@ def main():
             m_on["record_snapshots"], m_off["record_bytes"], m_on["record_bytes"]))
         print(lines[-1], flush=True)
     lines += ["", f"Seeking: rollout-replay --verify --from N-1000 on a cartpole recording of N "
-              f"steps (64 envs, --snapshot-every {K}), wall time:", "",
-              "| N steps | file bytes | record s | --from N-1000 s | steps re-stepped | full --verify s |",
-              "|---|---|---|---|---|---|"]
+              f"steps (64 envs, --snapshot-every {K}), wall time and rollout-replay's CPU time "
+              f"(user + system):", "",
+              "| N steps | file bytes | record s | --from N-1000 s | --from N-1000 CPU s |"
+              " steps re-stepped | full --verify s |",
+              "|---|---|---|---|---|---|---|"]
     for n in [int(float(x)) for x in a.seek_steps.split(",") if x]:
         f = os.path.join(d, "seek.traj")
         s = node_run(a.node, ["--env", "cartpole", "--num-envs", "64", "--policy", "random"],
                      steps=n, record=f, every=K)
         size = os.path.getsize(f)
-        seek_s, err = timed([a.replay, "--verify", "--from", str(n - 1000), f])
+        seek_s, err, seek_cpu = timed([a.replay, "--verify", "--from", str(n - 1000), f])
         m = re.search(r"verify OK: (\d+) steps", err)
         restepped = int(m.group(1)) if m else -1
         full_s = timed([a.replay, "--verify", f])[0] if n <= 10_000_000 else float("nan")
         os.unlink(f)
-        csv.append("seek,%d,%d,%.3f,%.4f,%d,%.3f" % (n, size, s["seconds"], seek_s, restepped,
-                                                     full_s))
+        csv.append("seek,%d,%d,%.3f,%.4f,%.4f,%d,%.3f" % (n, size, s["seconds"], seek_s, seek_cpu,
+                                                          restepped, full_s))
         full = "%.2f" % full_s if full_s == full_s else "not run"
-        lines.append("| %s | %s | %.1f | %.3f | %s | %s |" % (
-            f"{n:,}", f"{size:,}", s["seconds"], seek_s, f"{restepped:,}", full))
+        lines.append("| %s | %s | %.1f | %.3f | %.3f | %s | %s |" % (
+            f"{n:,}", f"{size:,}", s["seconds"], seek_s, seek_cpu, f"{restepped:,}", full))
         print(lines[-1], flush=True)
     os.rmdir(d)
     lines += ["", f"after: {load()}"]
