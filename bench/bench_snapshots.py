@@ -5,11 +5,12 @@
         [--repeats 5] [--dir DIR] [--seek-steps 1e6,1e7,1e8] [--out docs/benchmarks]
 
 1. Cost: each case records with and without --snapshot-every 10000,
-   alternately, --repeats times; the medians of steps/s (and of the node's
+   alternately, --repeats times (--seconds each, or a step count that
+   gives every env 3 snapshots); the medians of steps/s (and of the node's
    CPU time per step, less sensitive to other load) are compared: on / off.
 2. Seek: for each size N in --seek-steps, records a cartpole run of N steps
    with --snapshot-every 10000, then times rollout-replay --verify --from
-   N-1000 (reaching the recording's last steps) and, for sizes up to 1e7,
+   N-1000 (reaching the recording's last steps) three times, the median and, for sizes up to 1e7,
    a full --verify for comparison. The files go to --dir and are deleted.
 
 The load average before and after is printed: the machine may be shared.
@@ -27,12 +28,15 @@ import tempfile
 import time
 
 K = 10000
+# (name, node args, env steps per run: None for --seconds). A case must
+# take several K steps per env in a run, or it writes no snapshot and
+# measures nothing: the fast envs do so within --seconds on any machine.
 CASES = [
-    ("cartpole + MLP(64,64), 64 envs", ["--env", "cartpole", "--num-envs", "64"]),
-    ("pendulum + MLP(64,64), 64 envs", ["--env", "pendulum", "--num-envs", "64"]),
-    # MuJoCo's full state (warm start included): 4 envs, so that each takes
-    # its 10000 steps within the run.
-    ("hopper + MLP(64,64), 4 envs", ["--env", "hopper", "--num-envs", "4"]),
+    ("cartpole + MLP(64,64), 64 envs", ["--env", "cartpole", "--num-envs", "64"], None),
+    ("pendulum + MLP(64,64), 64 envs", ["--env", "pendulum", "--num-envs", "64"], None),
+    # MuJoCo's full state (warm start included): 4 envs of 3 K steps each,
+    # by step count (a loaded machine takes fewer in --seconds).
+    ("hopper + MLP(64,64), 4 envs", ["--env", "hopper", "--num-envs", "4"], 4 * 3 * K),
 ]
 
 
@@ -88,16 +92,18 @@ def main():
     csv = ["kind,case,off_sps,on_sps,ratio,off_cpu_ns,on_cpu_ns,ratio_cpu,snapshots,bytes_off,"
            "bytes_on"]
     lines += [f"Cost of --snapshot-every {K} on a recording run (medians of {a.repeats}, "
-              f"{a.seconds:g} s each, alternating):", "",
+              f"{a.seconds:g} s each or hopper's {CASES[2][2]:,} steps, alternating; CPU time: the "
+              f"node's user + system per step, which others' load does not add to):", "",
               "| case | record steps/s | + snapshots steps/s | on ÷ off | on ÷ off, CPU time |"
               " snapshots | bytes off | bytes on |",
               "|---|---|---|---|---|---|---|---|"]
-    for name, args in CASES:
+    for name, args, steps in CASES:
         off, on = [], []
         for _ in range(a.repeats):
             for every, acc in ((0, off), (K, on)):
                 f = os.path.join(d, "t.traj")
-                acc.append(node_run(a.node, args, seconds=a.seconds, record=f, every=every))
+                acc.append(node_run(a.node, args, seconds=None if steps else a.seconds,
+                                    steps=steps, record=f, every=every))
                 os.unlink(f)
         o_sps = statistics.median(x["sps"] for x in off)
         n_sps = statistics.median(x["sps"] for x in on)
@@ -113,8 +119,8 @@ def main():
             m_on["record_snapshots"], m_off["record_bytes"], m_on["record_bytes"]))
         print(lines[-1], flush=True)
     lines += ["", f"Seeking: rollout-replay --verify --from N-1000 on a cartpole recording of N "
-              f"steps (64 envs, --snapshot-every {K}), wall time and rollout-replay's CPU time "
-              f"(user + system):", "",
+              f"steps (64 envs, --snapshot-every {K}), the median of 3 seeks: wall time and "
+              f"rollout-replay's CPU time (user + system):", "",
               "| N steps | file bytes | record s | --from N-1000 s | --from N-1000 CPU s |"
               " steps re-stepped | full --verify s |",
               "|---|---|---|---|---|---|---|"]
@@ -123,13 +129,18 @@ def main():
         s = node_run(a.node, ["--env", "cartpole", "--num-envs", "64", "--policy", "random"],
                      steps=n, record=f, every=K)
         size = os.path.getsize(f)
-        seek_s, err, seek_cpu = timed([a.replay, "--verify", "--from", str(n - 1000), f])
+        # Three seeks: the median (the slowest in the CSV), so that one
+        # descheduling on a shared machine does not make the figure.
+        seeks = sorted(timed([a.replay, "--verify", "--from", str(n - 1000), f])
+                       for _ in range(3))
+        seek_s, err, seek_cpu = seeks[1]
+        slowest = seeks[2][0]
         m = re.search(r"verify OK: (\d+) steps", err)
         restepped = int(m.group(1)) if m else -1
         full_s = timed([a.replay, "--verify", f])[0] if n <= 10_000_000 else float("nan")
         os.unlink(f)
-        csv.append("seek,%d,%d,%.3f,%.4f,%.4f,%d,%.3f" % (n, size, s["seconds"], seek_s, seek_cpu,
-                                                          restepped, full_s))
+        csv.append("seek,%d,%d,%.3f,%.4f,%.4f,%.4f,%d,%.3f" % (
+            n, size, s["seconds"], seek_s, seek_cpu, slowest, restepped, full_s))
         full = "%.2f" % full_s if full_s == full_s else "not run"
         lines.append("| %s | %s | %.1f | %.3f | %.3f | %s | %s |" % (
             f"{n:,}", f"{size:,}", s["seconds"], seek_s, seek_cpu, f"{restepped:,}", full))
