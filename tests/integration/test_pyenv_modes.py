@@ -130,6 +130,19 @@ class Replay(nu.TempDirCase):
                 self.assertEqual(p.returncode, 0, p.stderr)
                 self.assertIn("verify OK: 600 steps", p.stderr)
 
+    def test_atari_verifies(self):
+        try:
+            import ale_py  # noqa: F401
+            import cv2  # noqa: F401
+        except ImportError as e:
+            raise unittest.SkipTest(f"Atari needs ale-py and opencv-python-headless: {e}")
+        env = "py:rollout_client.atari:make"
+        path = self.record(env, "--env-arg", "game=Breakout", "--policy", "random")
+        p = nu.run_cmd([REPLAY, "--verify", "--plugin", env, path], capture_output=True,
+                       text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("verify OK: 600 steps", p.stderr)
+
     def test_nondeterministic_env_reported(self):
         path = self.record(DRIFT, "--env-arg", "noisy=True")
         p = nu.run_cmd([REPLAY, "--verify", "--plugin", DRIFT, path], capture_output=True,

@@ -100,6 +100,31 @@ class MakeVec(unittest.TestCase):
         self.assertTrue(np.all(tr))  # horizon=7 reached the env as an int
         v.close()
 
+    def test_atari_uint8_frames_end_to_end(self):
+        try:
+            import ale_py  # noqa: F401
+            import cv2  # noqa: F401
+        except ImportError as e:
+            raise unittest.SkipTest(f"Atari needs ale-py and opencv-python-headless: {e}")
+        v = rc.make_vec("py:rollout_client.atari:make", 2, game="Breakout", num_threads=2)
+        sp = v.single_observation_space
+        self.assertEqual((sp.dtype, sp.shape), (np.uint8, (4, 84, 84)))
+        self.assertEqual(v.single_action_space, gym.spaces.Discrete(4))
+        obs, _ = v.reset(seed=3)
+        fire = np.ones(2, np.int64)
+        shifted = 0
+        for t in range(60):
+            nxt, r, te, tr, _ = v.step(fire if t % 10 == 0 else v.action_space.sample())
+            self.assertEqual((nxt.dtype, nxt.shape), (np.uint8, (2, 4, 84, 84)))
+            live = ~(te | tr)
+            # FrameStackObservation: the newest three frames move down one.
+            np.testing.assert_array_equal(nxt[live, :3], obs[live, 1:])
+            shifted += int(live.sum())
+            obs = nxt
+        self.assertGreater(shifted, 100)
+        self.assertGreater(int(obs.max()), 0)  # a screen, not zeros
+        v.close()
+
     def test_refusals_named(self):
         with self.assertRaisesRegex(TypeError, "literals only"):
             rc.make_vec("gym:CartPole-v1", 2, render_fn=lambda: 0)
