@@ -100,12 +100,18 @@ static void step_all(ro_env_shard_t *s)
 {
     ro_step_batch_t *b = &s->xchg;
     const size_t od = b->obs_dim;
+    const uint8_t *hold = b->nheld ? b->hold : NULL; /* NULL: every env steps */
     /* For the crash report: a few stores per step, no branch, no syscall. */
     ro_crash_ctx_t *cx = &ro__crash_ctx;
     cx->env_name = s->vt->name;
     uint64_t t_ns = 0; /* read once a shard step, when an episode ends */
     for (uint32_t j = 0; j < b->n; j++) {
         float *o = b->obs + j * od;
+        if (hold && hold[j]) { /* the learner's NEXT_STEP: the same observation again */
+            b->reward[j] = 0.0f;
+            b->terminated[j] = b->truncated[j] = b->has_final[j] = 0;
+            continue;
+        }
         cx->what = "step";
         cx->env = b->first + j;
         cx->episode = s->ep_num[j];
@@ -277,6 +283,7 @@ static void step_all2(ro_env_shard_t *s)
     ro_step_batch_t *b = &s->xchg;
     const ro_space_layout_t *lay = b->layout;
     const uint32_t A = b->agents, ne = b->n / A;
+    const uint8_t *hold = b->nheld ? b->hold : NULL; /* NULL: every env steps */
     ro_crash_ctx_t *cx = &ro__crash_ctx;
     cx->env_name = s->vt2->name;
     uint64_t t_ns = 0;
@@ -287,6 +294,13 @@ static void step_all2(ro_env_shard_t *s)
                        lay->nbox ? b->act_f : NULL, NULL);
     for (uint32_t j = 0; j < ne; j++) {
         const size_t r0 = (size_t)j * A;
+        if (hold && hold[j]) { /* the learner's NEXT_STEP: the same observation again */
+            memset(b->reward + r0, 0, A * sizeof *b->reward);
+            memset(b->terminated + r0, 0, A);
+            memset(b->truncated + r0, 0, A);
+            memset(b->has_final + r0, 0, A);
+            continue;
+        }
         cx->what = "step";
         cx->env = b->first + j;
         cx->episode = s->ep_num[j];

@@ -399,6 +399,8 @@ static void encode_and_write(ro_recorder_t *r, ro_rec_chunk_t *c)
         r->lost_steps += ro__rec_chunk_steps(c); /* after a write error, chunks are only recycled */
         return;
     }
+    if (c->count == 0 && c->nsnap == 0 && c->dropped == 0)
+        return; /* every env of the shard was held (NEXT_STEP): nothing happened */
     /* Columns point into the chunk: nothing is copied before packing. */
     ro_rec_batch_t *rb = &r->rb;
     ro__rec_chunk_batch(&r->rows, c, rb);

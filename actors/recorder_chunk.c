@@ -168,6 +168,8 @@ static void fill_abi1(const ro_rec_rows_t *rr, ro_rec_port_t *p, ro_rec_chunk_t 
             put_entry(rr, c, s, j, p->episode[j], 0, start_flags(p, c, j), o);
             continue;
         }
+        if (s->nheld && s->hold[j])
+            continue; /* not stepped (NEXT_STEP): nothing happened to record */
         uint32_t flags = (s->terminated[j] ? RO_TRAJ_TERMINATED : 0u) |
                          (s->truncated[j] ? RO_TRAJ_TRUNCATED : 0u);
         bool ended = flags != 0;
@@ -242,6 +244,8 @@ static void fill_abi2(const ro_rec_rows_t *rr, ro_rec_port_t *p, ro_rec_chunk_t 
                 put_row(rr, c, s, j, a, p->episode[j], 0, flags, SRC_OBS);
             continue;
         }
+        if (s->nheld && s->hold[j])
+            continue; /* not stepped (NEXT_STEP): nothing happened to record */
         /* The agents of an env end (or fail) together (env_actor.c). */
         bool ended = false;
         for (uint32_t a = 0; a < A; a++)
@@ -290,6 +294,8 @@ void ro__rec_port_skip(ro_rec_port_t *p, bool start)
         p->step[j] = 0;
     }
     for (uint32_t j = 0; !start && j < s->n / A; j++) {
+        if (s->nheld && s->hold[j])
+            continue;
         p->step[j]++;
         if (s->terminated[(size_t)j * A] || s->truncated[(size_t)j * A]) {
             p->episode[j]++;

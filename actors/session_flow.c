@@ -1,7 +1,9 @@
 #include "actors/session_flow.h"
 
 #include <stdio.h>
+#include <string.h>
 
+#include "actors/step_batch.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "wire/seed_ring.h"
@@ -61,6 +63,39 @@ int ro__flow_send(ro_flow_t *f, ro_sent_batch_t **pool, ro_obs_encoder_t *enc, r
     return ro__conn_send(c, &fr);
 }
 
+/* apply_hold marks the frame's envs that Actions.hold names (NEXT_STEP:
+ * not stepped this time) in their shards' batches, and clears the others;
+ * an env not in the frame (or a batch without a hold column) is a
+ * protocol error. */
+static int apply_hold(const Rollout__V1__Actions *a, ro_batch_item_t *items, char *err,
+                      size_t errlen)
+{
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        ro_step_batch_t *sb = ro__step_batch_of_item(it);
+        if (sb->hold && sb->nheld)
+            memset(sb->hold, 0, sb->n / (sb->agents ? sb->agents : 1));
+        sb->nheld = 0;
+    }
+    for (size_t k = 0; k < a->n_hold; k++) {
+        uint32_t e = a->hold[k];
+        ro_batch_item_t *it = items;
+        for (; it; it = it->next) {
+            ro_step_batch_t *sb = ro__step_batch_of_item(it);
+            uint32_t ne = sb->n / (sb->agents ? sb->agents : 1);
+            if (sb->hold && e >= sb->first && e - sb->first < ne) {
+                sb->nheld += !sb->hold[e - sb->first];
+                sb->hold[e - sb->first] = 1;
+                break;
+            }
+        }
+        if (!it)
+            return ro__errorf(err, errlen, RO_EPROTO,
+                              "actions for seq %llu hold env %u, which is not in that frame",
+                              (unsigned long long)a->seq, e);
+    }
+    return 0;
+}
+
 ro_batch_item_t *ro__flow_answer(ro_flow_t *f, ro_sent_batch_t **pool,
                                  const Rollout__V1__Actions *a, const ro_space_t *act, char *err,
                                  size_t errlen)
@@ -92,6 +127,8 @@ ro_batch_item_t *ro__flow_answer(ro_flow_t *f, ro_sent_batch_t **pool,
         rc = ro__actions_apply_memory(a, b->items, act, f->mem_layout, f->act_mem, err, errlen);
     else
         rc = ro__actions_apply(a, b->items, b->rows, act, err, errlen);
+    if (rc == 0)
+        rc = apply_hold(a, b->items, err, errlen);
     if (rc != 0) {
         f->error = rc;
         return NULL;

@@ -75,6 +75,12 @@ typedef struct ro_step_batch {
      * only resets them; RO_RESEED_NONE at the first start. */
     uint8_t reseed;
     uint64_t reseed_seed;
+    /* [envs] 1: not stepped this time (Actions.hold, a learner's NEXT_STEP
+     * autoreset): the env keeps its observation, with reward 0 and no
+     * flags. Written with the actions by the holder, read by the env
+     * actor and its recorder port. */
+    uint8_t *hold;
+    uint32_t nheld; /* envs hold marks: 0 (the usual) skips every look at it */
     /* Stream mode: what the policy said of its actions (ro_act_stats_t);
      * written only by a learner asked for them. */
     float *logp;    /* [n] */

@@ -367,14 +367,15 @@ def check_actions(lay, actions, rows, mask, clip_box=True, where=None):
     return d, b
 
 
-def actions_message(seq, disc, box):
+def actions_message(seq, disc, box, hold=None):
     """The bytes of Frame{actions} answering seq with rows x ndisc entries
-    and rows x nbox floats (checked: entries are non-negative)."""
+    and rows x nbox floats (checked: entries are non-negative), and hold
+    (env indices not to step: Actions.hold)."""
     d = wire.encode_varints(disc.reshape(-1)) if disc.size else b""
     f = np.ascontiguousarray(box, "<f4").tobytes() if box.size else b""
     inner = (b"\x08" + wire.encode_varint(seq) if seq else b"") + \
         (b"\x12" + wire.encode_varint(len(d)) + d if d else b"") + \
-        (b"\x1a" + wire.encode_varint(len(f)) + f if f else b"")
+        (b"\x1a" + wire.encode_varint(len(f)) + f if f else b"") + wire.hold_field(hold)
     return b"\x22" + wire.encode_varint(len(inner)) + inner
 
 

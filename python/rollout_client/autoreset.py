@@ -1,6 +1,17 @@
-"""Gymnasium's DISABLED autoreset mode for a VecEnv (``VecEnv(...,
-autoreset_mode="disabled")``).
+"""Gymnasium's NEXT_STEP and DISABLED autoreset modes for a VecEnv
+(``VecEnv(..., autoreset_mode="next_step" | "disabled")``), over the node's
+same-step resets.
 
+NEXT_STEP (:class:`NextStepAutoreset`): the step that ends an episode
+returns its **last** observation (no ``final_obs``); the env's next step
+is its reset: its action is ignored, and the VecEnv answers the env's frame
+holding it (Actions.hold, docs/protocol.md "Holding an env"): the node
+does not step it and sends the next episode's first observation again,
+with reward 0 and no flags, which is what Gymnasium's reset step returns.
+The transitions are those of the same-step mode, each episode's first
+observation shown one step later.
+
+DISABLED:
 A node resets each env itself the moment its episode ends (docs/env-api.md):
 there is no remote reset, and none is needed here. In DISABLED mode the
 VecEnv shows the user Gymnasium's view of the same events: the step that
@@ -14,33 +25,61 @@ a mask that names an env whose episode has not ended (a node cannot cut an
 episode short). The trajectories are those of the same-step mode, seen
 another way.
 """
+import gymnasium
 import numpy as np
 
-from . import spaces
+
+_MODES = {"samestep": "same_step", "nextstep": "next_step", "disabled": "disabled"}
 
 
 def parse_mode(mode):
-    """``"same_step"`` / ``"disabled"`` (or Gymnasium's AutoresetMode
-    members, or None for same-step) as a bool: disabled or not."""
-    if mode is None:
-        return False
+    """``"next_step"`` / ``"same_step"`` / ``"disabled"`` (any case, or
+    Gymnasium's AutoresetMode members) as one of those names; None is
+    ``default``."""
     name = getattr(mode, "value", mode)
-    if isinstance(name, str):
-        key = name.lower().replace("_", "")
-        if key == "samestep":
-            return False
-        if key == "disabled":
-            return True
-    raise ValueError(f"autoreset_mode={mode!r}: a node resets envs at the step that ends "
-                     "them; 'same_step' (default) and 'disabled' are offered")
+    key = name.lower().replace("_", "") if isinstance(name, str) else None
+    if key in _MODES:
+        return _MODES[key]
+    raise ValueError(f"autoreset_mode={mode!r}: 'next_step', 'same_step' or 'disabled' "
+                     "(gymnasium.vector.AutoresetMode)")
+
+
+def gym_mode(name):
+    """Gymnasium's AutoresetMode member named name ("next_step", ...)."""
+    return getattr(gymnasium.vector.AutoresetMode, name.upper())
 
 
 def disabled_mode():
-    """Gymnasium's DISABLED member, or ours when gymnasium is absent."""
-    g = spaces.GYMNASIUM
-    if g is not None and hasattr(g.vector, "AutoresetMode"):
-        return g.vector.AutoresetMode.DISABLED
-    return spaces.AutoresetMode.DISABLED
+    """Gymnasium's DISABLED member."""
+    return gym_mode("disabled")
+
+
+class NextStepAutoreset:
+    """The VecEnv's NEXT_STEP-mode state: which rows (envs, or env ABI 2
+    rows) ended at the last step, so that their next step is their reset."""
+
+    def __init__(self, num_rows):
+        self.pending = np.zeros(num_rows, bool)
+
+    def held(self, rows):
+        """Of the global rows of one frame, those whose step is a reset."""
+        return rows[self.pending[rows]]
+
+    def stepped(self, out):
+        """step()'s same-step result shown the NEXT_STEP way (in place);
+        returns it and the rows that were held (their step was a reset)."""
+        obs, reward, terminated, truncated, infos = out
+        held = self.pending.copy()
+        has_final = infos.pop("_final_obs")
+        infos.pop("has_final_obs", None)
+        final = infos.pop("final_obs")
+        done = terminated | truncated
+        if done.any():
+            # The ended episode's last observation (an env failure that cut
+            # it without one keeps the next episode's first: docs/env-api.md).
+            _put(obs, final, done & has_final)
+        self.pending = done.copy()
+        return out, held
 
 
 def _copy(x):

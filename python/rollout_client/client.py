@@ -423,26 +423,28 @@ class Client(ObservationChecks):
         """Send actions that check_actions returned for this batch."""
         self._flush(self._queue_checked(batch, actions))
 
-    def _queue_checked(self, batch, actions):
+    def _queue_checked(self, batch, actions, hold=None):
         """Queue the answer of batch (actions that check_actions returned)
         without sending it yet: a caller with several batches to answer
-        sends them together (_flush). Returns the connection."""
+        sends them together (_flush). ``hold``: the node's env indices of
+        the batch not to step (Actions.hold: NEXT_STEP). Returns the
+        connection."""
         c = self._answerable(batch)
         if batch.in_memory and c.info.layout is None:  # into the node's memory, at the batch's env rows
             rows = slice(*batch.env_range) if batch.env_range is not None else batch.env
             act = c.mem.act
             act[rows] = actions if act.ndim == 1 else np.reshape(actions, (-1, act.shape[1]))
-            body = wire.actions_in_memory(batch.seq)
+            body = wire.actions_in_memory(batch.seq, hold)
         elif c.info.layout is not None and batch.in_memory:  # at the batch's rows
             c.mem.act[batch.env] = actions[0]
             c.mem.act_box[batch.env] = actions[1]
-            body = wire.actions_in_memory(batch.seq)
+            body = wire.actions_in_memory(batch.seq, hold)
         elif c.info.layout is not None:
-            body = abi2.actions_message(batch.seq, *actions)
+            body = abi2.actions_message(batch.seq, *actions, hold=hold)
         elif c.info.action_kind == "discrete":
-            body = wire.actions_message(batch.seq, discrete=actions)
+            body = wire.actions_message(batch.seq, discrete=actions, hold=hold)
         else:
-            body = wire.actions_message(batch.seq, box=actions)
+            body = wire.actions_message(batch.seq, box=actions, hold=hold)
         c.outbuf += encode_frame(body, c.info.max_frame or None)
         c.unanswered.discard(batch.seq)
         return c

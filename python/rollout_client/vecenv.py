@@ -69,9 +69,9 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
                  autoreset_mode=None, **client_kwargs):
         self.closed = True  # until the connections exist (gymnasium's __del__ reads it)
         self._last_seen = None  # per row: the step last handed out (_mark_first)
-        disabled = autoreset.parse_mode(autoreset_mode)
-        if disabled and batch_size is not None:
-            raise ValueError("autoreset_mode 'disabled' works with step(): not with batch_size "
+        mode = "same_step" if autoreset_mode is None else autoreset.parse_mode(autoreset_mode)
+        if mode != "same_step" and batch_size is not None:
+            raise ValueError(f"autoreset_mode '{mode}' works with step(): not with batch_size "
                              "(send()/recv())")
         self.client = nodes if isinstance(nodes, Client) else Client(nodes, **client_kwargs)
         self.closed = False
@@ -86,7 +86,7 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
             except ValueError:
                 self.client.close("spaces differ or bad arguments")
                 raise
-            self._autoreset_init(disabled)
+            self._autoreset_init(mode)
             return
         for info in infos[1:]:
             if not _same_spaces(first, info):
@@ -135,14 +135,28 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         except ValueError:
             self.close("bad batch_size")
             raise
-        self._autoreset_init(disabled)
+        self._autoreset_init(mode)
 
-    def _autoreset_init(self, disabled):
+    def _autoreset_init(self, mode):
         """The autoreset mode: same-step (the node's own), or Gymnasium's
-        DISABLED shown over it (autoreset.py)."""
-        self._disabled = autoreset.DisabledAutoreset(self.num_envs) if disabled else None
-        if disabled:
-            self.metadata["autoreset_mode"] = autoreset.disabled_mode()
+        NEXT_STEP or DISABLED shown over it (autoreset.py)."""
+        self._disabled = autoreset.DisabledAutoreset(self.num_envs) \
+            if mode == "disabled" else None
+        self._next = autoreset.NextStepAutoreset(self.num_envs) if mode == "next_step" else None
+        if self._next is not None:
+            self._lane_tried = True  # the lane steps every env: holding one is the Python's
+        self.metadata["autoreset_mode"] = autoreset.gym_mode(mode)
+
+    def _hold_of(self, b, g):
+        """NEXT_STEP: the node's env indices of frame b (rows g) whose step
+        is their reset (Actions.hold), or None."""
+        if self._next is None or not self._next.pending.any():
+            return None
+        rows = np.arange(g.start, g.stop) if isinstance(g, slice) else np.asarray(g, np.int64)
+        held = self._next.held(rows) - int(self.offsets[b.node])
+        if not len(held):
+            return None
+        return np.unique(held // self.agents) if self.layout is not None else held
 
     def _label(self, k):
         return self._label2(k) if self.layout is not None else self._env_label(k)
@@ -321,7 +335,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         a Reseed to each node (Client._reseed), then every env's first
         observation of its new episode."""
         self._lane_detach()
-        self._lane, self._lane_tried = None, False  # the next step() may take it again
+        # The next step() may take the lane again (not in NEXT_STEP mode: _autoreset_init).
+        self._lane, self._lane_tried = None, self._next is not None
         self._outstanding.clear()
         self._state[:] = 0  # every env in flight (vecenv_async.py), as at the start
         self._frame_of[:] = -1
@@ -339,6 +354,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         self._ep_length[:] = 0
         if self._disabled is not None:
             self._disabled.waiting[:] = False
+        if self._next is not None:
+            self._next.pending[:] = False
 
     def step(self, actions):
         """Send one action per env (shape [num_envs] for discrete spaces,
@@ -405,6 +422,12 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         if self._disabled is not None:
             self._disabled.check_step(self._label)
             return self._disabled.stepped(self._step_same_step(actions))
+        if self._next is not None:
+            out, held = self._next.stepped(self._step_same_step(actions))
+            if held.any():  # a reset, not a step: no transition, no episode step
+                self._ep_length[held] -= 1
+                self.total_steps -= int(held.sum())
+            return out
         return self._step_same_step(actions)
 
     def _step_same_step(self, actions):
@@ -426,7 +449,7 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         queued = 0
         try:
             for b, g in outstanding:
-                c = self.client._queue_checked(b, wire[g])
+                c = self.client._queue_checked(b, wire[g], self._hold_of(b, g))
                 conns[id(c)] = c
                 queued += 1
         finally:

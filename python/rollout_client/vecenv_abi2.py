@@ -124,7 +124,7 @@ class Abi2Mixin:
         conns, queued = {}, 0
         try:
             for b, g in self._outstanding:
-                c = self.client._queue_checked(b, (disc[g], box[g]))
+                c = self.client._queue_checked(b, (disc[g], box[g]), self._hold_of(b, g))
                 conns[id(c)] = c
                 queued += 1
         finally:

@@ -369,27 +369,41 @@ class _Ragged(list):
     like the [3, n] array, so that the client can name the bad field."""
 
 
-def actions_message(seq, discrete=None, box=None):
+def actions_message(seq, discrete=None, box=None, hold=None):
     """The bytes of Frame{actions} answering ``seq`` (frame it with
     framing.encode_frame): ``discrete`` (non-negative integers, any integer
-    array) or ``box`` (float32 values, any shape, row-major). They are the
-    bytes protobuf writes for the same message."""
+    array) or ``box`` (float32 values, any shape, row-major), and ``hold``
+    (env indices not to step: Actions.hold). They are the bytes protobuf
+    writes for the same message."""
     if discrete is not None:
         packed, tag = encode_varints(discrete), b"\x12"
     else:
         packed, tag = np.ascontiguousarray(box, _F32).tobytes(), b"\x1a"
     inner = (b"\x08" + encode_varint(seq) if seq else b"") + \
         (tag + encode_varint(len(packed)) + packed if packed else b"")
-    return b"\x22" + encode_varint(len(inner)) + inner
+    return b"\x22" + encode_varint(len(inner) + hold_size(hold)) + inner + hold_field(hold)
 
 
-def actions_in_memory(seq):
+def actions_in_memory(seq, hold=None):
     """The bytes of Frame{actions} answering the in-memory frame ``seq``
-    (Actions.in_memory: the actions are in the connection's action memory)."""
-    inner = (b"\x08" + encode_varint(seq) if seq else b"") + b"\x20\x01"
+    (Actions.in_memory: the actions are in the connection's action memory),
+    with ``hold`` as actions_message's."""
+    inner = (b"\x08" + encode_varint(seq) if seq else b"") + b"\x20\x01" + hold_field(hold)
     return b"\x22" + encode_varint(len(inner)) + inner
 
 
-__all__ = ["ObsFrame", "actions_in_memory", "actions_message", "decode_varints", "encode_varint", "encode_varints",
+def hold_field(hold):
+    """Actions.hold (field 5, packed) of env indices, or b"" for none."""
+    if hold is None or not len(hold):
+        return b""
+    packed = encode_varints(np.asarray(hold, np.int64))
+    return b"\x2a" + encode_varint(len(packed)) + packed
+
+
+def hold_size(hold):
+    return len(hold_field(hold))
+
+
+__all__ = ["ObsFrame", "actions_in_memory", "actions_message", "hold_field", "decode_varints", "encode_varint", "encode_varints",
            "fields", "observations_from_pb", "parse_observations", "read_varint",
            "remember_env"]

@@ -397,6 +397,69 @@ class WithRealNode(Checklist, nu.TempDirCase):
         self.assertEqual(node.stop(), 0)
         self.assertEqual(node.summary()["learners_rejected"], 0)
 
+    def test_next_step_with_gymnasium_wrappers(self):
+        """autoreset_mode="next_step" (Gymnasium's default; issue 29):
+        Gymnasium's own wrappers over the remote VecEnv, unchanged, give
+        the very transitions and infos of the same wrappers over make_vec's
+        in-process engine, step for step, over many episode ends: the
+        node holds each ended env for its reset step (Actions.hold)."""
+        import gymnasium
+        from gymnasium.wrappers import vector as wv
+
+        def wrap(env, box):
+            env = wv.RecordEpisodeStatistics(env)
+            env = wv.NormalizeObservation(env)
+            env = wv.NormalizeReward(env)
+            env = wv.TransformObservation(env, lambda o: o * 2.0, env.observation_space)
+            if box:
+                env = wv.ClipAction(env)
+            return wv.DictInfoToList(env)
+
+        for name, gym_id, box in (("cartpole", "CartPole-v1", False),
+                                  ("pendulum", "Pendulum-v1", True)):
+            with self.subTest(name):
+                node = self.launch(env=name, num_envs=6, seed=8, workers=2,
+                                   listen="unix:" + self.sock(name))
+                remote = rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="next_step")
+                self.assertIs(remote.metadata["autoreset_mode"],
+                              gymnasium.vector.AutoresetMode.NEXT_STEP)
+                a, b = wrap(remote, box), wrap(rc.make_vec(gym_id, num_envs=6), box)
+                try:
+                    oa, _ = a.reset(seed=5)
+                    ob, _ = b.reset(seed=5)
+                    np.testing.assert_array_equal(oa, ob)
+                    remote.action_space.seed(3)
+                    ended = 0
+                    for t in range(420):
+                        act = remote.action_space.sample() * (2.5 if box else 1)  # clipped
+                        ra, rb = a.step(act), b.step(act)
+                        for k in range(4):
+                            np.testing.assert_array_equal(ra[k], rb[k], err_msg=f"step {t}")
+                        ea = [i.get("episode") for i in ra[4]]
+                        eb = [i.get("episode") for i in rb[4]]
+                        for x, y in zip(ea, eb):
+                            self.assertEqual(x is None, y is None, f"step {t}")
+                            if x is not None:  # RecordEpisodeStatistics' own key
+                                self.assertEqual((x["r"], x["l"]), (y["r"], y["l"]))
+                                ended += 1
+                    self.assertGreater(ended, 6)
+                finally:
+                    a.close()
+                    b.close()
+
+    def test_hold_outside_the_frame_refused(self):
+        """Actions.hold naming an env that is not in the frame answered is
+        a protocol error, named."""
+        node = self.launch(num_envs=4, seed=1, extra_args=["--batch", 2, "--shard", 2])
+        with rc.Client(node.address, connect_timeout=GUARD) as cl:
+            b = cl.recv(timeout=GUARD)
+            other = sorted(set(range(4)) - set(b.env.tolist()))[0]
+            cl._flush(cl._queue_checked(b, np.zeros(len(b), np.int64), [other]))
+            with self.assertRaises(rc.RemoteError) as cm:
+                while True:
+                    cl.recv(timeout=GUARD)
+            self.assertIn(f"hold env {other}, which is not in that frame", str(cm.exception))
+
     def test_reseed_refused_while_shared(self):
         """A node that serves two learners refuses a reseed by name (an
         error frame, EBUSY) and goes on serving the other learner."""
@@ -421,17 +484,21 @@ class WithRealNode(Checklist, nu.TempDirCase):
 
     def test_recording_spans_reseeds(self):
         """rollout-node --record over reseeds (with and without a seed),
-        env ABI 1 and 2: rollout-replay --verify replays it bit for bit,
-        re-creating the reseeded envs from the recorded seed."""
-        plugins = os.path.join(BUILD, "examples")
-        for env_name, plugin in (("cartpole", None), ("pendulum", None),
-                                 ("catch", os.path.join(plugins, "libro_env_catch.so"))):
+        env ABI 1 and 2, same-step and next-step (held envs: no entry):
+        rollout-replay --verify replays it bit for bit, re-creating the
+        reseeded envs from the recorded seed."""
+        catch = os.path.join(BUILD, "examples", "libro_env_catch.so")
+        for env_name, plugin, mode in (("cartpole", None, "same_step"),
+                                       ("pendulum", None, "same_step"),
+                                       ("catch", catch, "same_step"),
+                                       ("cartpole_next", "cartpole", "next_step"),
+                                       ("catch_next", catch, "next_step")):
             with self.subTest(env_name):
                 traj = os.path.join(self.tmp, env_name + ".traj")
                 node = self.launch(env=plugin or env_name, num_envs=5, seed=2, workers=2,
                                    listen="unix:" + self.sock(env_name),
                                    extra_args=["--record", traj])
-                with rc.VecEnv(node.address, timeout=GUARD) as env:
+                with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode=mode) as env:
                     env.action_space.seed(0)
                     env.reset()
                     for seed in (9, None, 9, 1 << 63):
@@ -440,6 +507,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
                         env.reset(seed=seed)
                     env.step(env.action_space.sample())
                 self.assertEqual(node.stop(), 0)
+                plugin = plugin if plugin and plugin.endswith(".so") else None
                 cmd = [os.path.join(BUILD, "rollout-replay"), "--verify"]
                 cmd += ["--plugin", plugin] if plugin else []
                 p = nu.run_cmd(cmd + [traj], timeout=GUARD, capture_output=True, text=True)
