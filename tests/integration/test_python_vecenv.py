@@ -645,7 +645,8 @@ class WithRealNode(Checklist, nu.TempDirCase):
         batch_size with it are refused, and the VecEnv stays usable."""
         a_node = self.launch(num_envs=8, seed=21)
         b_node = self.launch(num_envs=8, seed=21)
-        for bad in ({"autoreset_mode": "next_step"},
+        for bad in ({"autoreset_mode": "sometimes"},
+                    {"autoreset_mode": "next_step", "batch_size": 4},
                     {"autoreset_mode": "disabled", "batch_size": 4}):
             with self.assertRaises(ValueError):
                 rc.VecEnv(b_node.address, timeout=GUARD, **bad)
