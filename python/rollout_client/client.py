@@ -487,6 +487,9 @@ class Client(ObservationChecks):
         if any(b.node == c.index for b in self._ready):
             self._ready = collections.deque(b for b in self._ready if b.node != c.index)
         c.unanswered.clear()
+        if c.mem is not None:  # its memories unmapped now, not when collected
+            shared_memory.unmap(c.mem)
+            c.mem = None
 
     def _teardown(self):
         for c in self._conns:

@@ -91,6 +91,33 @@ def map_peer(fds, index, size, address, what, writable=False):
         raise ProtocolError(f"node {address}: mapping its {what}: {e.strerror}") from e
 
 
+def unmap(holder):
+    """Unmap the node's memories now (at close, not at garbage collection):
+    every array (or dict of arrays) attribute of holder is dropped, then
+    each mapping they viewed is closed. A mapping that something else still
+    views (an array a caller kept) cannot close yet: it goes with that
+    array. Returns how many mappings were closed."""
+    maps = []
+    for name, value in list(vars(holder).items()):
+        arrays = value.values() if isinstance(value, dict) else (value,)
+        for a in arrays:
+            while isinstance(a, np.ndarray):
+                a = a.base
+            if isinstance(a, mmap.mmap) and all(a is not m for m in maps):
+                maps.append(a)
+        if isinstance(value, (np.ndarray, dict)):
+            setattr(holder, name, None)
+    a = value = arrays = None  # noqa: F841  (the last views held here)
+    closed = 0
+    for m in maps:
+        try:
+            m.close()
+            closed += 1
+        except BufferError:  # still viewed elsewhere: unmapped when that goes
+            pass
+    return closed
+
+
 def _column(mem, off, count, dtype, name, address):
     """``count`` values of dtype at byte ``off`` of mem, checked to lie inside
     it and be aligned."""

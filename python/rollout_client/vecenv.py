@@ -481,6 +481,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         """Say goodbye to every node (unanswered batches go to the next
         learner)."""
         self._lane_detach()
+        self._lane = None
+        self._outstanding.clear()  # their views of the node's memory: unmapped at close
         self.client.close(reason)
 
     def close(self, reason="learner done", **kwargs):

@@ -447,6 +447,29 @@ class WithRealNode(Checklist, nu.TempDirCase):
                     a.close()
                     b.close()
 
+    def test_close_unmaps_the_memories(self):
+        """close() unmaps the node's memories at once (issue 29: not at
+        garbage collection): /proc/self/maps holds no memfd of the node
+        after it, the VecEnv still referenced; lane or not, env ABI 1 or 2."""
+        def memfds():
+            with open("/proc/self/maps") as f:
+                return sum("memfd:rollout-seed" in line for line in f)
+        catch = os.path.join(BUILD, "examples", "libro_env_catch.so")
+        for k, (env_name, mode) in enumerate((("cartpole", "same_step"),
+                                              ("cartpole", "next_step"), (catch, "same_step"))):
+            with self.subTest(env=os.path.basename(env_name), mode=mode):
+                node = self.launch(env=env_name, num_envs=4, seed=1,
+                                   listen="unix:" + self.sock(f"m{k}"))
+                self.assertEqual(memfds(), 0)
+                env = rc.VecEnv(node.address, timeout=GUARD, autoreset_mode=mode)
+                env.reset()
+                for _ in range(5):
+                    env.step(env.action_space.sample())
+                self.assertEqual(memfds(), 2)  # observation and action memory
+                env.close()
+                self.assertEqual(memfds(), 0)
+                self.assertTrue(env.closed)
+
     def test_hold_outside_the_frame_refused(self):
         """Actions.hold naming an env that is not in the frame answered is
         a protocol error, named."""
