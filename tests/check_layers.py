@@ -3,9 +3,10 @@
 Layers, lowest first: src/runtime; src/spaces; src/wire; src/policy, src/trajectory and
 src/envs (peers: none includes another; a folder inside a layer's folder, as
 src/envs/mujoco, is part of that layer); src/metrics (its event files are
-framed with trajectory's CRC-32C); actors/; the programs src/node,
-src/learner and src/replay (none includes another). A file may include its own
-folder and any lower layer, never a higher one or a peer. And no two modules
+framed with trajectory's CRC-32C); src/vecenv and actors/; the programs
+programs/node, programs/learner and programs/replay, the top layer (none
+includes another, and nothing below includes from programs/). A file may
+include its own folder and any lower layer, never a higher one or a peer. And no two modules
 (a .c with its .h) may depend on each other, directly or around a longer
 circle. Also: no C file in the tree is over 650 lines, and the root holds only
 the files of ROOT_FILES.
@@ -33,10 +34,13 @@ RANK = {
     "src/metrics": 2.5,
     "src/vecenv": 3,
     "actors": 3,
-    "src/node": 4,
-    "src/learner": 4,
-    "src/replay": 4,
+    "programs/node": 4,
+    "programs/learner": 4,
+    "programs/replay": 4,
 }
+# Where an include's name is looked for: the build's include path (the
+# root, src/, and programs/ for what builds on the programs).
+INCLUDE_BASES = ("", "src", "programs")
 MAX_LINES = 650
 # The files the repository's root holds on purpose; anything else tracked
 # there (a stray log, a forgotten output) is a problem.
@@ -56,7 +60,7 @@ def folder_of(path):
 
 def resolve(root, inc):
     """The tree path an include names, or None for system/generated headers."""
-    for base in ("", "src"):
+    for base in INCLUDE_BASES:
         p = os.path.normpath(os.path.join(base, inc))
         if os.path.isfile(os.path.join(root, p)):
             return p
@@ -65,7 +69,7 @@ def resolve(root, inc):
 
 def sources(root):
     out = []
-    for top in ("src", "actors"):
+    for top in ("src", "actors", "programs"):
         for d, _, files in os.walk(os.path.join(root, top)):
             for f in files:
                 if f.endswith((".c", ".h")):
@@ -112,13 +116,23 @@ def cycles(graph):
 
 
 def call_graph(root, build, srcs):
-    """{source: {source it calls}} from the objects' symbol tables."""
-    by_stem = {p.replace("/", "_"): p for p in srcs if p.endswith(".c")}
+    """{source: {source it calls}} from the objects' symbol tables. meson
+    names an object after its source's path from the folder of the
+    meson.build that lists it, '/' as '_' (BUILD/programs/node/X.p/run.c.o
+    for programs/node/run.c; BUILD/X.p/src_wire_frame.c.o for src/wire/frame.c)."""
+    by_stem = {}
+    for p in srcs:
+        if p.endswith(".c"):
+            parts = p.split("/")
+            for i in range(len(parts)):
+                by_stem.setdefault(("/".join(parts[:i]), "_".join(parts[i:])), p)
     objects = {}
     for d, _, files in os.walk(build):
+        folder = os.path.dirname(os.path.relpath(d, build))
         for f in files:
-            if f.endswith(".c.o") and f[:-2] in by_stem:
-                objects.setdefault(by_stem[f[:-2]], os.path.join(d, f))
+            key = (folder, f[:-2])
+            if f.endswith(".c.o") and key in by_stem:
+                objects.setdefault(by_stem[key], os.path.join(d, f))
     defined, used = {}, {}
     for src, obj in objects.items():
         out = subprocess.run(["nm", obj], capture_output=True, text=True).stdout

@@ -12,7 +12,7 @@ from .errors import ProtocolError
 
 # Element types an observation space may declare (Space.dtype): numpy names.
 # What a welcome may ask of us, as rollout-learner bounds it
-# (src/wire/checks.c, src/learner/learner.h): envs (rows) per node, values
+# (src/wire/checks.c, programs/learner/learner.h): envs (rows) per node, values
 # in one space, and the bytes of one observation column (every env's
 # observation), which a VecEnv holds a few of. A welcome over these is
 # refused, naming the field, before anything of its size is allocated.

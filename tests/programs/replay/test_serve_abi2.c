@@ -1,5 +1,5 @@
 /*
- * rollout-replay --serve's env ABI 2 frames (src/replay/serve_abi2.c), on
+ * rollout-replay --serve's env ABI 2 frames (programs/replay/serve_abi2.c), on
  * an env of 2 agents with a uint8 [2] tensor and a masked Discrete(3)
  * action: reset rows become first observations; a step and the reset
  * after it become one episode start whose final tensors are the step's;

@@ -1,4 +1,4 @@
-/* Replay (src/replay.c) against recordings whose every entry the test
+/* Replay (programs/replay/replay.c) against recordings whose every entry the test
  * knows (tests/recording_fixture.h): an untouched one verifies, and one in
  * which the test changed what the env reported is caught at the first
  * entry that differs (env, episode, step, field), not at a later one. */

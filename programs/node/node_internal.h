@@ -1,5 +1,5 @@
 /*
- * The node's insides, shared by the files of src/node/: node.c builds and
+ * The node's insides, shared by the files of programs/node/: node.c builds and
  * frees it, run.c runs it (control actor, signals, shutdown), summary.c
  * reads it (the logger's samples, the summary), policy_swap.c applies
  * pushed policies. Fields say which thread touches them.

@@ -1,5 +1,5 @@
 /*
- * rollout-replay --from (src/replay/seek.c) on recordings with snapshots
+ * rollout-replay --from (programs/replay/seek.c) on recordings with snapshots
  * (format version 3) whose every entry the test knows
  * (tests/recording_fixture.h): from any step, --verify replays bit for bit
  * from the envs' snapshots and starts reading near the step, not at the

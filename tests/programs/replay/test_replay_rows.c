@@ -1,5 +1,5 @@
 /*
- * rollout-replay's env ABI 2 rows (src/replay/replay_rows.c) against a small
+ * rollout-replay's env ABI 2 rows (programs/replay/replay_rows.c) against a small
  * env of the test's own ("twin": two agents, a uint8 and a float32 tensor, a
  * Discrete(3) and a Box(1) part, a mask): rows recorded from one instance
  * verify against a second, bit for bit; a row changed in any field (a
