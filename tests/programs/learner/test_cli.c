@@ -83,13 +83,17 @@ static void test_defaults(void **state)
     assert_int_equal(c.policy.hidden[0], 64);
     assert_int_equal(c.policy.hidden[1], 64);
     assert_int_equal(c.policy.seed, 1);
-    assert_int_equal(c.workers, 1);
+    /* No --workers: threads.c chooses at the first welcome; until then the
+     * loop runs the lane, and spins while it does. */
+    assert_int_equal(c.workers, 0);
+    assert_false(c.workers_given);
+    assert_false(c.spin_given);
     assert_int_equal(c.batch, 1024);
     assert_int_equal(c.max_wait_us, 0);
     assert_int_equal(c.steps, 0);
     assert_true(c.reconnect_s == 60.0);
     assert_true(c.metrics_interval == 1.0);
-    assert_int_equal(c.spin_us, 0); /* workers: the loop is not the data path */
+    assert_int_equal(c.spin_us, 50);
     assert_string_equal(c.name, "rollout-learner");
     assert_null(c.push_policy);
     assert_null(c.tensorboard);
@@ -143,6 +147,8 @@ static void test_values(void **state)
     assert_string_equal(c.connect[0], "a:1");
     assert_string_equal(c.connect[1], "unix:/tmp/n.sock");
     assert_int_equal(c.workers, 3);
+    assert_true(c.workers_given);
+    assert_int_equal(c.spin_us, 0); /* workers: the loop is not the data path */
     assert_int_equal(c.batch, 256);
     assert_int_equal(c.max_wait_us, 500);
     assert_int_equal(c.policy.seed, 42);
@@ -174,7 +180,8 @@ static void test_spin_follows_workers(void **state)
     const char *given[] = {"--connect", "h:1", "--workers", "0", "--spin-us", "0", NULL};
     assert_int_equal(parse(given, &c, err), 0);
     assert_int_equal(c.spin_us, 0);
-    const char *with_workers[] = {"--connect", "h:1", "--spin-us", "20", NULL};
+    assert_true(c.spin_given);
+    const char *with_workers[] = {"--connect", "h:1", "--workers", "2", "--spin-us", "20", NULL};
     assert_int_equal(parse(with_workers, &c, err), 0);
     assert_int_equal(c.spin_us, 20);
 }
