@@ -10,12 +10,14 @@ import os
 import selectors
 import socket
 import time
+from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 
 from . import _proto, abi2, shared_memory, spin, wire
 from .actions import check_actions
 from .address import open_node_socket, parse_address, read_token
+from .batch import Batch
 from .errors import (AuthenticationError, ConnectionClosed, ProtocolError, RemoteError,
                      VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, FrameReader, encode_frame
@@ -99,7 +101,7 @@ class Client(ObservationChecks):
             self.connect()
 
     # -- connection set-up ------------------------------------------------
-    def connect(self):
+    def connect(self) -> "Client":
         """Connect to every node and do the handshakes. Raises
         AuthenticationError / RemoteError when a node refuses,
         VersionMismatch, ProtocolError, or OSError / TimeoutError when a node
@@ -321,7 +323,7 @@ class Client(ObservationChecks):
                 self._sel.modify(c.sock, events, c)
                 c.events = events
 
-    def recv(self, timeout=None):
+    def recv(self, timeout: Optional[float] = None) -> Union[Batch, "abi2.Abi2Batch", None]:
         """The next batch from any node, or None when ``timeout`` seconds
         pass first (None: wait as long as it takes).
 
@@ -365,7 +367,7 @@ class Client(ObservationChecks):
                 return None
         return self._ready.popleft()
 
-    def batches(self, timeout=None):
+    def batches(self, timeout: Optional[float] = None) -> Iterator[Any]:
         """Iterate over batches until every node has said goodbye."""
         while True:
             try:
@@ -379,7 +381,7 @@ class Client(ObservationChecks):
             yield b
 
     # -- sending --------------------------------------------------------------
-    def send_actions(self, batch, actions, clip_box=True):
+    def send_actions(self, batch: Any, actions: Any, clip_box: bool = True) -> None:
         """Answer ``batch`` with one action per row, in the batch's order.
 
         Discrete spaces: integers in [0, n), shape [n]. Box spaces: floats,
@@ -501,7 +503,7 @@ class Client(ObservationChecks):
                 except OSError:
                     pass
 
-    def close(self, reason="learner done", timeout=2.0):
+    def close(self, reason: str = "learner done", timeout: float = 2.0) -> None:
         """Send Frame{goodbye} to every open node (after any queued
         actions), then close. Unanswered batches are left to the node,
         which resends them to the next learner."""
@@ -530,7 +532,7 @@ class Client(ObservationChecks):
         return False
 
     @property
-    def open_nodes(self):
+    def open_nodes(self) -> "list[int]":
         """Indices of the nodes still connected."""
         return [c.index for c in self._conns if c.open]
 

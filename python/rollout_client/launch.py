@@ -26,7 +26,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Optional
+from typing import Any, Optional
 
 _LISTENING = "listening for learners on "
 _live: "list[NodeProcess]" = []
@@ -123,17 +123,17 @@ class NodeProcess:
         self.stdout = self.proc.stdout.read()
 
     @property
-    def running(self):
+    def running(self) -> bool:
         return self.proc.poll() is None
 
-    def summary(self):
+    def summary(self) -> Optional["dict[str, Any]"]:
         """The node's --json summary line (after stop()), or None."""
         for line in self.stdout.splitlines():
             if line.startswith("{"):
                 return _json.loads(line)
         return None
 
-    def stop(self, grace=120.0):
+    def stop(self, grace: float = 120.0) -> Optional[int]:
         """SIGINT, wait up to ``grace`` seconds, then SIGKILL. Returns the
         exit status (0 for a node that stopped cleanly)."""
         if self.proc.poll() is None:

@@ -33,6 +33,7 @@ import math
 import os
 import selectors
 import time
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -627,7 +628,7 @@ class Stream:
             nd.sock.close()
 
     # -- the API ------------------------------------------------------------
-    def recv(self, timeout=None):
+    def recv(self, timeout: Optional[float] = None) -> Optional[SegmentBatch]:
         """The next segment (a SegmentBatch), or None if timeout seconds
         pass first. Acknowledges the segments delivered before. Raises
         ConnectionClosed once every node has closed (a goodbye: clean)."""
@@ -656,7 +657,7 @@ class Stream:
         nd.ack_due = max(nd.ack_due, batch.seq)
         return batch
 
-    def pump(self, timeout=0):
+    def pump(self, timeout: float = 0) -> int:
         """Read what the nodes sent (up to timeout seconds) without
         delivering or acknowledging segments: e.g. to see a push accepted
         while the window is full. Returns the segments now waiting."""
@@ -669,7 +670,7 @@ class Stream:
             self._drain(nd)
         return len(self._ready)
 
-    def push_policy(self, params, nodes=None):
+    def push_policy(self, params: Any, nodes: Optional[Sequence[int]] = None) -> None:
         """Send weights (a rollout_pb2.PolicyParams, e.g. from
         policy_params()) to every node (or those indices): they validate
         them and switch their lanes between two batches. The answer comes
@@ -683,11 +684,11 @@ class Stream:
                 nd.sock.sendall(data)
                 nd.sock.setblocking(False)
 
-    def accepted_version(self, node=0):
+    def accepted_version(self, node: int = 0) -> Optional[int]:
         """The version of the last pushed policy node i accepted, or None."""
         return self._nodes[node].accepted_version
 
-    def close(self, reason="learner done"):
+    def close(self, reason: str = "learner done") -> None:
         """Say goodbye to every node and close."""
         for nd in getattr(self, "_nodes", []):
             if nd.open:

@@ -40,6 +40,7 @@ vecenv_async_abi2.py). A VecEnv is synchronous (``step()``) or
 asynchronous (``send()``/``recv()``), whichever is called first.
 """
 import numbers
+from typing import Any, Optional, Sequence, Union
 
 import gymnasium
 import numpy as np
@@ -161,7 +162,7 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
     def _label(self, k):
         return self._label2(k) if self.layout is not None else self._env_label(k)
 
-    def env_ids(self):
+    def env_ids(self) -> "list[tuple[int, int]]":
         """[(node index, env index)] in global order (env ABI 2: one per row, the
         node's row index)."""
         return [(i.index, e) for i in self.nodes for e in range(i.num_envs)]
@@ -276,7 +277,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
             raise ValueError(f"reset(seed={seed!r}): a seed is an int in [0, 2**64)")
         return int(seed)
 
-    def reset(self, *, seed=None, options=None):
+    def reset(self, *, seed: Union[int, Sequence[Optional[int]], None] = None,
+              options: Optional["dict[str, Any]"] = None) -> "tuple[Any, dict[str, Any]]":
         """Start new episodes in every env; returns (obs, infos): obs
         [num_envs, *obs_shape]; infos["step"] each env's step count,
         infos["episode_start"] and infos["is_first"] (see step()).
@@ -357,7 +359,7 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         if self._next is not None:
             self._next.pending[:] = False
 
-    def step(self, actions):
+    def step(self, actions: Any) -> "tuple[Any, Any, Any, Any, dict[str, Any]]":
         """Send one action per env (shape [num_envs] for discrete spaces,
         [num_envs, *action_shape] for box) and wait for the next transition
         of every env.
@@ -384,7 +386,7 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         """
         return self._mark_first(self._step_actions(actions))
 
-    def recv(self, timeout=None):
+    def recv(self, timeout: Optional[float] = None) -> "tuple[Any, Any, Any, Any, dict[str, Any]]":
         """AsyncMixin.recv, with infos["is_first"] (see step())."""
         return self._mark_first(super().recv(timeout))
 
@@ -477,7 +479,7 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
                  "episode_start": self._flags[2], "step": self._step}
         return self._obs.reshape(shape), self._reward, terminated, truncated, infos
 
-    def close_extras(self, reason="learner done", **kwargs):
+    def close_extras(self, reason: str = "learner done", **kwargs: Any) -> None:
         """Say goodbye to every node (unanswered batches go to the next
         learner)."""
         self._lane_detach()
@@ -485,7 +487,7 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         self._outstanding.clear()  # their views of the node's memory: unmapped at close
         self.client.close(reason)
 
-    def close(self, reason="learner done", **kwargs):
+    def close(self, reason: str = "learner done", **kwargs: Any) -> None:
         """Close the connections (once); ``closed`` is then True."""
         if self.closed:
             return
