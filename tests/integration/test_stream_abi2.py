@@ -66,7 +66,9 @@ class CLearner(nu.TempDirCase):
                     p, addr, log = start_node(env, *env_args, "--num-envs", num_envs,
                                               "--workers", 2, "--shard", 2, "--unroll", 16,
                                               "--steps", n, "--seed", 4, listen=listen)
-                    q = nu.run_cmd([LEARNER, "--connect", addr, "--json", "--quiet"],
+                    # TCP stays TCP (--no-upgrade): the segments carry their bytes.
+                    q = nu.run_cmd([LEARNER, "--connect", addr, "--json", "--quiet",
+                                    *(["--no-upgrade"] if via == "tcp" else [])],
                                    capture_output=True, text=True)
                     s = summary(p, log)
                     self.assertEqual(q.returncode, 0, q.stderr)
