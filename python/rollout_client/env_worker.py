@@ -154,6 +154,9 @@ class Worker:
         while len(self.envs) < n:
             self.envs.append(self.factory())
         self.restarts = [0] * n
+        parts = lay.parts
+        self.simple_discrete: Optional[int] = (
+            parts[0].start if len(parts) == 1 and parts[0].kind == ps.KIND_DISCRETE else None)
         for i in range(n):
             self.first_reset(i, int(self.seeds[i]))
 
@@ -179,22 +182,56 @@ class Worker:
         self.first_reset(i, (int(self.seeds[i]) + GOLDEN * self.restarts[i]) % (1 << 64))
 
     def step(self) -> None:
-        act = self.lay.action
-        for i in np.flatnonzero(self.flags[:, F_GO]).tolist():
-            env = self.envs[i]
+        """Steps the rows whose go flag is set; results written once per
+        command, column by column (numpy's per-element cost paid once)."""
+        idx = np.flatnonzero(self.flags[:, F_GO]).tolist()
+        envs, lay = self.envs, self.lay
+        if self.simple_discrete is not None:  # one Discrete part: plain ints
+            start = self.simple_discrete
+            acts: List[Any] = [a + start for a in self.act_i[idx, 0].tolist()]
+        else:
+            acts = [lay.action(self.act_i[i], self.act_f[i]) for i in idx]
+        single = len(self.obs) == 1 and lay.single_leaf
+        ok: List[int] = []
+        obs: List[Any] = []
+        rew: List[float] = []
+        term: List[bool] = []
+        trunc: List[bool] = []
+        ended: List[int] = []
+        firsts: List[Any] = []
+        for i, a in zip(idx, acts):
+            env = envs[i]
             try:
-                obs, r, term, trunc, _ = env.step(act(self.act_i[i], self.act_f[i]))
-                self.write(self.obs, i, obs)
-                self.reward[i] = r
-                self.flags[i, F_TERM] = bool(term)
-                self.flags[i, F_TRUNC] = bool(trunc)
-                if term or trunc:
-                    first, _ = env.reset()
-                    self.write(self.reset_obs, i, first)
-                    self.flags[i, F_RESET_READY] = 1
+                o, r, te, tr, _ = env.step(a)
+                if te or tr:
+                    firsts.append(env.reset()[0])
+                    ended.append(i)
             except Exception:  # noqa: BLE001 (the env's own failure: counted by the node)
                 self.recreate(i)
-            self.flags[i, F_GO] = 0
+                continue
+            ok.append(i)
+            obs.append(o)
+            rew.append(r)
+            term.append(te)
+            trunc.append(tr)
+        if ok:
+            self.put_rows(self.obs, ok, obs, single)
+            self.reward[ok] = rew
+            self.flags[ok, F_TERM] = term
+            self.flags[ok, F_TRUNC] = trunc
+        if ended:
+            self.put_rows(self.reset_obs, ended, firsts, single)
+            self.flags[ended, F_RESET_READY] = 1
+        self.flags[idx, F_GO] = 0
+
+    def put_rows(self, views: List[np.ndarray], rows: List[int], values: List[Any],
+                 single: bool) -> None:
+        """values[j] (an observation) into row rows[j] of every tensor."""
+        if single:
+            views[0][rows] = np.asarray(values).reshape((len(rows),) + views[0].shape[1:])
+            return
+        for j, i in enumerate(rows):
+            self.write(views, i, values[j])
 
     def reset(self) -> None:
         for i in np.flatnonzero(self.flags[:, F_GO]).tolist():

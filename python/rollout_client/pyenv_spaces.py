@@ -58,6 +58,7 @@ class ActPart:
     low: Optional[np.ndarray] = None
     high: Optional[np.ndarray] = None
     convert: Callable[[np.ndarray, np.ndarray], Any] = field(default=lambda d, b: None)
+    start: int = 0  # Discrete: the space's start
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Layout:
     nbox: int
     flatten: Callable[[Any], List[Any]]
     action: Callable[[np.ndarray, np.ndarray], Any]
+    single_leaf: bool = False  # the observation is one Box (or Discrete...), no Dict or Tuple
 
 
 def _shape(space: Any, where: str) -> Tuple[int, ...]:
@@ -164,7 +166,7 @@ def _act_parts(space: Any, out: List[ActPart], where: str = "action") -> None:
         return
     if isinstance(space, gs.Discrete):
         start = int(space.start)
-        out.append(ActPart(KIND_DISCRETE, int(space.n)))
+        out.append(ActPart(KIND_DISCRETE, int(space.n), start=start))
         out[-1].convert = lambda d, b: int(d[0]) + start
     elif isinstance(space, gs.MultiDiscrete):
         if len(space.shape) != 1:
@@ -218,7 +220,8 @@ def layout_of(obs_space: Any, act_space: Any) -> Layout:
 
     from gymnasium import spaces as gs
     action = _action_builder(parts, act_space, isinstance(act_space, (gs.Tuple, gs.Dict)))
-    return Layout(tensors, parts, ndisc, nbox, flatten, action)
+    single = not isinstance(obs_space, (gs.Dict, gs.Tuple))
+    return Layout(tensors, parts, ndisc, nbox, flatten, action, single)
 
 
 def _action_builder(parts: Sequence[ActPart], space: Any,

@@ -120,3 +120,8 @@ int ro__env_kind_pool(ro_env_kind_t *k, const ro_env_arg_t *args, size_t nargs, 
         return 0;
     return ro__pyhost_configure(k->py, args, nargs, nenvs, nprocs, timeout_ms, err, errlen);
 }
+
+uint32_t ro__env_kind_group(const ro_env_kind_t *k)
+{
+    return k->py ? ro__pyhost_group(k->py) : 0;
+}

@@ -54,4 +54,9 @@ int ro__env_layout_of(const ro_env_vtable_t *vt, const ro_env2_vtable_t *vt2, vo
 int ro__env_kind_pool(ro_env_kind_t *k, const ro_env_arg_t *args, size_t nargs, uint32_t nenvs,
                       uint32_t nprocs, uint32_t timeout_ms, char *err, size_t errlen);
 
+/* ro__env_kind_group is a Python env's envs per worker process (envs [g x
+ * group, (g+1) x group) share process g: step them together), or 0 for a C
+ * env. After ro__env_kind_pool. */
+uint32_t ro__env_kind_group(const ro_env_kind_t *k);
+
 #endif

@@ -507,6 +507,11 @@ int ro__pyhost_create(ro_pyhost_t *h, void **env, uint64_t seed, uint32_t index,
     return 0;
 }
 
+uint32_t ro__pyhost_group(const ro_pyhost_t *h)
+{
+    return h->per;
+}
+
 uint64_t ro__pyhost_failures(const ro_pyhost_t *h)
 {
     /* Relaxed: a statistic. */

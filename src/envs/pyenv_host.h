@@ -48,10 +48,10 @@ const ro_env2_vtable_t *ro__pyhost_vtable(const ro_pyhost_t *h);
 
 /*
  * ro__pyhost_configure starts the pool: nprocs processes (0: one per CPU
- * this process may run on; at most nenvs) for nenvs envs, each made with args as keyword arguments, a
- * command timeout of timeout_ms (0: RO_PYENV_TIMEOUT_S), and waits for each
- * to report its spaces (checked, and the same from all). Once, before any
- * create. 0, or a negative code with err (the Python traceback in it).
+ * this process may run on; at most nenvs) for nenvs envs, each made with args as keyword arguments,
+ * a command timeout of timeout_ms (0: RO_PYENV_TIMEOUT_S), and waits for each to report its spaces
+ * (checked, and the same from all). Once, before any create. 0, or a negative code with err (the
+ * Python traceback in it).
  */
 int ro__pyhost_configure(ro_pyhost_t *h, const ro_env_arg_t *args, size_t nargs, uint32_t nenvs,
                          uint32_t nprocs, uint32_t timeout_ms, char *err, size_t errlen);
@@ -67,6 +67,9 @@ int ro__pyhost_create(ro_pyhost_t *h, void **env, uint64_t seed, uint32_t index,
  * outcome. The thread owning the instances. */
 void ro__pyhost_step_group(void *const *envs, uint32_t n, const int32_t *disc, const float *box,
                            const uint8_t *skip);
+
+/* ro__pyhost_group is the envs per process (after configure). */
+uint32_t ro__pyhost_group(const ro_pyhost_t *h);
 
 /* ro__pyhost_failures is the env failures its workers caused so far (raises
  * and restarts, per env). Any thread. */

@@ -191,6 +191,7 @@ int ro__vec_new(ro_vec_t **out, const ro_vec_config_t *cfg, char *err, size_t er
     uint32_t procs = cfg->threads > 0 ? (uint32_t)cfg->threads : allowed_cpus();
     if ((rc = ro__env_kind_pool(&v->kind, v->args, v->nargs, v->n, procs, 0, err, errlen)))
         goto fail;
+    v->group = ro__env_kind_group(&v->kind);
     rc = ro__env_kind_layout(&v->kind, v->args, v->nargs, ro__seed_mix(cfg->seed, 0, RO_STREAM_ENV),
                              &v->lay, err, errlen);
     if (rc)
@@ -273,7 +274,10 @@ int ro__vec_step(ro_vec_t *v, char *err, size_t errlen)
                               "with reset(options={'reset_mask': mask})",
                               (size_t)(e - v->ended));
     }
-    ro__vec_pool_run(&v->pool, ro__vec_step_part, v, v->n);
+    if (v->group) /* a Python env: one item per worker process, one command each */
+        ro__vec_pool_run(&v->pool, ro__vec_step_groups_part, v, (v->n + v->group - 1) / v->group);
+    else
+        ro__vec_pool_run(&v->pool, ro__vec_step_part, v, v->n);
     /* Failures are rare: one pass over n bytes finds them. */
     if (memchr(v->failed, 1, v->n))
         for (uint32_t j = 0; j < v->n; j++)

@@ -120,6 +120,15 @@ void ro__vec_step_part(void *ctx, uint32_t b, uint32_t e)
         step_one(v, j);
 }
 
+void ro__vec_step_groups_part(void *ctx, uint32_t b, uint32_t e)
+{
+    ro_vec_t *v = ctx;
+    for (uint32_t g = b; g < e; g++) {
+        const uint32_t end = (g + 1) * v->group;
+        ro__vec_step_part(ctx, g * v->group, end < v->n ? end : v->n);
+    }
+}
+
 void ro__vec_step_ids_part(void *ctx, uint32_t b, uint32_t e)
 {
     ro_vec_t *v = ctx;
