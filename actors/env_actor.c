@@ -67,7 +67,7 @@ static void begin_episode(ro_env_shard_t *s, uint32_t j, float *o)
     s->ep_return[j] = 0.0;
 }
 
-static void reset_all(ro_env_shard_t *s)
+static void reset_flat(ro_env_shard_t *s)
 {
     ro__crash_ctx.env_name = s->vt->name;
     ro_step_batch_t *b = &s->xchg;
@@ -96,7 +96,7 @@ static void fail_env(ro_env_shard_t *s, uint32_t j, float *o)
     begin_episode(s, j, o);
 }
 
-static void step_all(ro_env_shard_t *s)
+static void step_flat(ro_env_shard_t *s)
 {
     ro_step_batch_t *b = &s->xchg;
     const size_t od = b->obs_dim;
@@ -205,10 +205,10 @@ static bool finite_rows(const ro_step_batch_t *b, uint32_t j, const ro_step_t *s
     return !bad;
 }
 
-/* begin_episode2 resets env j (every agent). A reset whose mask corners an
+/* begin_typed_episode resets env j (every agent). A reset whose mask corners an
  * entry counts as a failure and allows every value of that env's rows:
  * the env broke its contract, and retrying could loop forever. */
-static void begin_episode2(ro_env_shard_t *s, uint32_t j)
+static void begin_typed_episode(ro_env_shard_t *s, uint32_t j)
 {
     ro_step_batch_t *b = &s->xchg;
     void *t[RO_ENV_MAX_TENSORS];
@@ -225,7 +225,7 @@ static void begin_episode2(ro_env_shard_t *s, uint32_t j)
     s->ep_return[j] = 0.0;
 }
 
-static void reset_all2(ro_env_shard_t *s)
+static void reset_typed(ro_env_shard_t *s)
 {
     ro_step_batch_t *b = &s->xchg;
     ro__crash_ctx.env_name = s->vt2->name;
@@ -233,7 +233,7 @@ static void reset_all2(ro_env_shard_t *s)
         ro__crash_ctx.env = b->first + j;
         ro__crash_ctx.episode = s->ep_num[j];
         ro__crash_ctx.step = 0;
-        begin_episode2(s, j);
+        begin_typed_episode(s, j);
     }
     memset(b->reward, 0, b->n * sizeof *b->reward);
     memset(b->terminated, 0, b->n);
@@ -252,7 +252,7 @@ static void end_rows(ro_step_batch_t *b, uint32_t j, const ro_step_t *st, bool e
         /* The episode ends for all: those that did not terminate are cut. */
         b->truncated[r] = st[a].truncated != 0 || (end && !st[a].terminated);
         b->has_final[r] = end;
-        b->episode_start[r] = 0; /* begin_episode2 sets it after an end */
+        b->episode_start[r] = 0; /* begin_typed_episode sets it after an end */
     }
 }
 
@@ -278,7 +278,7 @@ static void metrics_of(ro_env_shard_t *s, uint32_t j)
         }
 }
 
-static void step_all2(ro_env_shard_t *s)
+static void step_typed(ro_env_shard_t *s)
 {
     ro_step_batch_t *b = &s->xchg;
     const ro_space_layout_t *lay = b->layout;
@@ -325,7 +325,7 @@ static void step_all2(ro_env_shard_t *s)
                 b->terminated[r0 + a] = b->has_final[r0 + a] = 0;
                 b->truncated[r0 + a] = 1;
             }
-            begin_episode2(s, j);
+            begin_typed_episode(s, j);
             continue;
         }
         s->ep_len[j]++;
@@ -352,11 +352,11 @@ static void step_all2(ro_env_shard_t *s)
         if (s->histos)
             count_episode(s, j);
         s->ep_num[j]++;
-        begin_episode2(s, j);
+        begin_typed_episode(s, j);
     }
     cx->env_name = NULL;
     b->steps++;
-    /* Relaxed: statistics, as step_all. */
+    /* Relaxed: statistics, as step_flat. */
     atomic_store_explicit(&s->steps, b->steps * b->n, memory_order_relaxed);
     atomic_store_explicit(&s->episodes_pub, s->episodes, memory_order_relaxed);
     atomic_store_explicit(&s->return_pub, s->return_sum, memory_order_relaxed);
@@ -393,9 +393,9 @@ static void reseed_all(ro_env_shard_t *s)
                          ro__seed_mix(node_seed, idx * A + a, RO_STREAM_ACTION));
     }
     if (s->vt2)
-        reset_all2(s);
+        reset_typed(s);
     else
-        reset_all(s);
+        reset_flat(s);
 }
 
 /* The step (or reset) goes to the learner, or the shard is done. */
@@ -441,9 +441,9 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
         if (s->stream)
             ro__stream_capture_action(s->stream, &s->xchg, s->ep_num, s->ep_len);
         if (s->vt2)
-            step_all2(s);
+            step_typed(s);
         else
-            step_all(s);
+            step_flat(s);
         after_step(s, false);
         break;
     case RO_MSG_RESEED:
@@ -452,9 +452,9 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
         break;
     case RO_MSG_START:
         if (s->vt2)
-            reset_all2(s);
+            reset_typed(s);
         else
-            reset_all(s);
+            reset_flat(s);
         after_step(s, true);
         break;
     case RO_MSG_STOP: /* no actions will come: the node is stopping */

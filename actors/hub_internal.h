@@ -144,28 +144,6 @@ struct ro_hub {
     ro_hub_stats_t stats;
 };
 
-/* hub_state.c */
-/* ro__hub_least_loaded is the attached learner holding the fewest envs. */
-ro_session_t *ro__hub_least_loaded(ro_hub_t *h);
-/* ro__hub_set_owner moves shard i (rows envs) to session `to` (or none). */
-void ro__hub_set_owner(ro_hub_t *h, uint32_t i, uint32_t rows, ro_session_t *to);
-/* ro__hub_state_new allocates the hub and its bookkeeping (no handle yet).
- * 0, or RO_ENOMEM with *out to free (ro__hub_free) unless NULL. */
-int ro__hub_state_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches,
-                      uint32_t nshards, uint32_t num_envs, const ro_space_t *obs,
-                      const ro_space_t *act, ro_actor_t *control, const ro_hub_opts_t *o);
-
-/* ro__hub_seed_memory gives session s (SEED mode, a learner on this host
- * that asked for it) the node's observation memory, made now if it is the
- * first, and action memory of its own; with ring (Hello.seed_ring) a frame
- * ring too (wire/seed_ring.h; without one, logged, frames go on the
- * socket). Returns false, logging why once, when the host has none (the
- * session's frames then carry the columns). */
-bool ro__hub_seed_memory(ro_session_t *s, bool ring);
-
-/* ro__hub_send_welcome answers a good hello. 0 or the conn's error. */
-int ro__hub_send_welcome(ro_session_t *s);
-
 /* hub_admit.c */
 /* ro__hub_upgrade_open opens the private Unix-domain socket beside a TCP
  * listener, in a new owner-only directory, accepting with cb; where it

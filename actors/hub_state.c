@@ -3,6 +3,8 @@
  * shard, the welcome, the stream-mode settings, the statistics. Calls
  * nothing of learner_hub.c.
  */
+#include "actors/hub_state.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -22,6 +22,9 @@
  * and action ranges are checked; a bad one gets an Error frame, the
  * connection is closed with a log line, and the node keeps serving the
  * other learners.
+ *
+ * This file is the hub's life (learner_hub.c); what it holds and says
+ * (its state, stream mode, stats, the welcome) is hub_state.h's.
  */
 #ifndef RO_LEARNER_HUB_H
 #define RO_LEARNER_HUB_H
@@ -32,6 +35,7 @@
 
 #include <uv.h>
 
+#include "actors/hub_state.h"
 #include "actors/hub_types.h"
 #include "actors/step_batch.h"
 #include "rollout.pb-c.h"
@@ -50,27 +54,6 @@ int ro__hub_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *batches
                 uint32_t num_envs, const ro_space_t *obs, const ro_space_t *act,
                 ro_actor_t *control, const ro_hub_opts_t *o, char *err, size_t errlen);
 
-struct ro_seg_pool;
-
-/* ro__hub_stream switches a new hub to stream mode (docs/protocol.md): its
- * learners get the segments of pool, each session at most `window`
- * unacknowledged (unless its hello asks otherwise), none whose oldest
- * action is more than max_lag policy versions behind (0: any). Shards go
- * to local lanes; they send the hub their segments. Before the loop runs.
- * 0 or RO_ENOMEM. */
-int ro__hub_stream(ro_hub_t *h, struct ro_seg_pool *pool, uint32_t window, uint32_t max_lag);
-
-/* ro__hub_policy_version tells the hub the version of the node's own
- * policy at start; pushes accepted later supersede it (stream mode: lag is
- * counted from the newest). Loop thread. */
-void ro__hub_policy_version(ro_hub_t *h, uint64_t version);
-
-/* ro__hub_actor is the actor shards offer their step batches to. */
-ro_actor_t *ro__hub_actor(ro_hub_t *h);
-
-/* ro__hub_address writes the bound address ("127.0.0.1:40123"). */
-void ro__hub_address(const ro_hub_t *h, char *buf, size_t len);
-
 /* ro__hub_upgrade_address writes the private socket same-host learners
  * move to ("unix:PATH"), or "" when there is none (hub_admit.c). */
 void ro__hub_upgrade_address(const ro_hub_t *h, char *buf, size_t len);
@@ -85,11 +68,5 @@ void ro__hub_stop(ro_hub_t *h);
 /* ro__hub_close says goodbye to the learners still attached and closes
  * every handle (after stop). Loop thread. */
 void ro__hub_close(ro_hub_t *h);
-
-/* ro__hub_stats copies the counters and reads the gauges. Loop thread. */
-void ro__hub_stats(const ro_hub_t *h, ro_hub_stats_t *out);
-
-/* ro__hub_free frees the hub after its handles closed. */
-void ro__hub_free(ro_hub_t *h);
 
 #endif

@@ -13,6 +13,7 @@
 #include "actors/batcher.h"
 #include "rollout.pb-c.h"
 #include "rollout/env.h"
+#include "wire/obs_frame.h"
 #include "wire/seed_memory.h"
 
 /* Scratch for one Observations frame of up to max_rows envs. One owner. */
@@ -28,9 +29,7 @@ typedef struct ro_obs_encoder {
      * rows, the final rows, the mask rows, and the messages' tensors. */
     const struct ro_space_layout *lay;
     uint8_t *tensor[RO_ENV_MAX_TENSORS], *final_tensor[RO_ENV_MAX_TENSORS], *mask;
-    Rollout__V1__NamedTensor nt[2][RO_ENV_MAX_TENSORS];
-    Rollout__V1__NamedTensor *ntp[2][RO_ENV_MAX_TENSORS];
-    uint32_t shape[2][RO_ENV_MAX_TENSORS][RO_SPACE_MAX_DIMS + 1];
+    ro_obs_tensors_t msgs;
 } ro_obs_encoder_t;
 
 /* ro__obs_encoder_init allocates scratch for max_rows envs of obs_dim
@@ -74,8 +73,8 @@ int ro__actions_apply(const Rollout__V1__Actions *a, ro_batch_item_t *items, uin
  * pairs at most: an insertion sort. Returns the values left. */
 size_t ro__merge_ranges(uint32_t *r, size_t nvalues);
 
-/* obs_codec_abi2.c: the same for an env of env ABI 2 (layout lay, not
- * ABI 1 shaped; docs/protocol.md "SEED mode and env ABI 2"). */
+/* The same for an env of env ABI 2 (layout lay, not ABI 1 shaped; the
+ * frame's typed tensors, docs/protocol.md "SEED mode and env ABI 2"). */
 
 /* ro__obs_encoder_init_abi2 is ro__obs_encoder_init for rows of lay (lay
  * outlives the encoder): max_rows rows of every tensor, final tensor and

@@ -159,8 +159,8 @@ void ro__seg_layout(ro_seg_layout_t *lay, uint32_t T, const ro_space_t *obs, con
     size_layout(lay);
 }
 
-void ro__seg_layout2(ro_seg_layout_t *lay, uint32_t T, const ro_space_layout_t *sp,
-                     uint32_t max_rows)
+void ro__seg_layout_typed(ro_seg_layout_t *lay, uint32_t T, const ro_space_layout_t *sp,
+                          uint32_t max_rows)
 {
     memset(lay, 0, sizeof *lay);
     lay->T = T;
@@ -333,8 +333,8 @@ void ro__stream_port_resume(ro_stream_port_t *p)
 
 /* Row t of an ABI 2 segment: each tensor, the actions, the mask, the log-
  * probabilities and is_first; episode and step are each row's env's. */
-static void capture_action2(ro_segment_t *s, const ro_step_batch_t *b, const uint64_t *ep_num,
-                            const uint32_t *ep_len)
+static void capture_action_typed(ro_segment_t *s, const ro_step_batch_t *b, const uint64_t *ep_num,
+                                 const uint32_t *ep_len)
 {
     const ro_space_layout_t *sp = s->lay->space;
     const uint32_t n = b->n, A = b->agents;
@@ -378,7 +378,7 @@ void ro__stream_capture_action(ro_stream_port_t *p, const ro_step_batch_t *b,
     s->version_min = b->policy_version < s->version_min ? b->policy_version : s->version_min;
     s->version_max = b->policy_version > s->version_max ? b->policy_version : s->version_max;
     if (lay->space) {
-        capture_action2(s, b, ep_num, ep_len);
+        capture_action_typed(s, b, ep_num, ep_len);
         return;
     }
     memcpy((float *)s->col[RO_SEG_OBS] + row * od, b->obs, n * od * sizeof(float));
@@ -437,7 +437,7 @@ static void hand_over(ro_stream_port_t *p, const ro_step_batch_t *b, bool last)
 
 /* Row t's outcome in an ABI 2 segment: rewards, flags, and the final
  * observations of the rows whose step ended their env's episode. */
-static void capture_outcome2(ro_segment_t *s, const ro_step_batch_t *b)
+static void capture_outcome_typed(ro_segment_t *s, const ro_step_batch_t *b)
 {
     const ro_space_layout_t *sp = s->lay->space;
     const uint32_t n = b->n;
@@ -459,7 +459,7 @@ static void capture_outcome2(ro_segment_t *s, const ro_step_batch_t *b)
 }
 
 /* Row t's outcome in an ABI 1 segment. */
-static void capture_outcome1(ro_segment_t *s, const ro_step_batch_t *b)
+static void capture_outcome_flat(ro_segment_t *s, const ro_step_batch_t *b)
 {
     const uint32_t n = b->n;
     const size_t row = (size_t)s->t * n, od = s->lay->obs_dim;
@@ -480,9 +480,9 @@ bool ro__stream_capture_outcome(ro_stream_port_t *p, const ro_step_batch_t *b)
 {
     ro_segment_t *s = p->cur;
     if (s->lay->space)
-        capture_outcome2(s, b);
+        capture_outcome_typed(s, b);
     else
-        capture_outcome1(s, b);
+        capture_outcome_flat(s, b);
     s->t++;
     if (s->t < s->lay->T)
         return true;

@@ -153,11 +153,11 @@ void ro__seg_layout_state(ro_seg_layout_t *lay, uint32_t hid, bool lstm);
  * "gru:H" (state/h only) or "lstm:H" into buf, or "" (none). */
 void ro__seg_layout_cell(const ro_seg_layout_t *lay, char *buf, size_t len);
 
-/* ro__seg_layout2 makes the layout of an env ABI 2 env's segments (sp,
+/* ro__seg_layout_typed makes the layout of an env ABI 2 env's segments (sp,
  * which must outlive it), shards of at most max_rows rows (envs x agents).
  * Column names come from the env's tensor names. */
-void ro__seg_layout2(ro_seg_layout_t *lay, uint32_t T, const struct ro_space_layout *sp,
-                     uint32_t max_rows);
+void ro__seg_layout_typed(ro_seg_layout_t *lay, uint32_t T, const struct ro_space_layout *sp,
+                          uint32_t max_rows);
 
 /* ro__seg_col_bytes is how many bytes column c of s holds now (its rows
  * filled, or K for the final columns); 0 for an absent one. */

@@ -340,7 +340,7 @@ static int make_stream(ro_node_t *n, char *err, size_t errlen)
         ro__seg_layout(&lay, n->cfg.unroll, &n->obs_space, &n->act_space,
                        ro__policy_log_std(n->policy) != NULL, max_shard);
     else
-        ro__seg_layout2(&lay, n->cfg.unroll, &n->layout, max_shard);
+        ro__seg_layout_typed(&lay, n->cfg.unroll, &n->layout, max_shard);
     uint32_t hid; /* a recurrent policy: each row's state at the segment's start */
     const ro_cell_t cell = ro__policy_cell(n->policy, &hid);
     if (cell)

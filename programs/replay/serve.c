@@ -22,6 +22,7 @@
 #include "runtime/error.h"
 #include "runtime/clock.h"
 #include "runtime/rng.h"
+#include "wire/obs_frame.h"
 #include "runtime/text.h"
 #include "trajectory/reader.h"
 #include "wire/checks.h"
@@ -211,18 +212,10 @@ static Rollout__V1__TransitionBatch *next_batch(serve_t *s)
 static void ob_abi1(serve_t *s, Rollout__V1__Observations *ob, size_t rows, uint32_t nfin)
 {
     size_t od = s->obs_dim;
-    ob->n_env = ob->n_step = ob->n_reward = ob->n_terminated = ob->n_truncated =
-        ob->n_episode_start = rows;
-    ob->env = s->env;
-    ob->step = s->step;
-    ob->reward = s->rew;
-    ob->terminated = s->term;
-    ob->truncated = s->trunc;
-    ob->episode_start = s->start;
+    ro_obs_cols_t cols = {s->env, s->step, s->rew, s->term, s->trunc, s->start, s->fidx};
+    ro__obs_frame_cols(ob, ob->seq, &cols, rows, nfin);
     ob->n_obs = rows * od;
     ob->obs = s->obs;
-    ob->n_final_index = nfin;
-    ob->final_index = s->fidx;
     ob->n_final_obs = nfin * od;
     ob->final_obs = s->fin;
 }

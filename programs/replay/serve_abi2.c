@@ -10,8 +10,8 @@
 
 #include "runtime/error.h"
 #include "trajectory/format.h"
+#include "wire/obs_frame.h"
 #include "wire/seed_abi2.h"
-#include "wire/dtype.h"
 
 /* --serve holds a few arrays per row: this many rows at most. */
 #define MAX_ROWS (1u << 24)
@@ -77,17 +77,7 @@ int ro__serve2_init(ro_serve2_t *v, const Rollout__V1__TrajectoryHeader *h,
     v->ans_f = calloc(n * lay->nbox + 1, sizeof *v->ans_f);
     if (!v->at || !v->at_gen || !v->steps || !v->answered || !v->ans_i || !v->ans_f)
         return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for %zu rows", n);
-    for (uint32_t k = 0; k < lay->ntensors; k++)
-        for (int f = 0; f < 2; f++) {
-            Rollout__V1__NamedTensor *t = &v->nt[f][k];
-            rollout__v1__named_tensor__init(t);
-            t->name = (char *)lay->t[k].name;
-            t->dtype = ro__wire_dtype(lay->t[k].dtype);
-            memcpy(&v->shape[f][k][1], lay->t[k].shape, lay->t[k].ndim * sizeof(uint32_t));
-            t->shape = v->shape[f][k];
-            t->n_shape = lay->t[k].ndim + 1;
-            v->ntp[f][k] = t;
-        }
+    ro__obs_tensors_init(&v->msgs, lay, 0);
     return 0;
 }
 
@@ -265,30 +255,9 @@ void ro__serve2_frame(ro_serve2_t *v, uint64_t seq, Rollout__V1__Observations *o
 {
     const ro_space_layout_t *lay = v->lay;
     const size_t n = v->n;
-    o->seq = seq;
-    o->n_env = o->n_step = o->n_reward = o->n_terminated = o->n_truncated = o->n_episode_start = n;
-    o->env = v->row;
-    o->step = v->step;
-    o->reward = v->rew;
-    o->terminated = v->term;
-    o->truncated = v->trunc;
-    o->episode_start = v->start;
-    o->n_final_index = v->nfin;
-    o->final_index = v->fidx;
-    for (uint32_t k = 0; k < lay->ntensors; k++) {
-        const size_t rb = lay->t[k].row_bytes;
-        v->shape[0][k][0] = (uint32_t)n;
-        v->nt[0][k].data.len = n * rb;
-        v->nt[0][k].data.data = v->tensor[k];
-        v->shape[1][k][0] = v->nfin;
-        v->nt[1][k].data.len = v->nfin * rb;
-        v->nt[1][k].data.data = v->fin[k];
-    }
-    o->n_tensors = o->n_final_tensors = lay->ntensors;
-    o->tensors = v->ntp[0];
-    o->final_tensors = v->ntp[1];
-    o->mask.len = n * lay->mask_width;
-    o->mask.data = v->mask;
+    ro_obs_cols_t cols = {v->row, v->step, v->rew, v->term, v->trunc, v->start, v->fidx};
+    ro__obs_frame_cols(o, seq, &cols, n, v->nfin);
+    ro__obs_frame_tensors(o, &v->msgs, lay, v->tensor, v->fin, v->mask, n, v->nfin);
 }
 
 int ro__serve2_answer(ro_serve2_t *v, const Rollout__V1__Actions *a, char *err, size_t errlen)

@@ -16,6 +16,7 @@
 #include "rollout.pb-c.h"
 #include "spaces/layout.h"
 #include "trajectory/abi2_format.h"
+#include "wire/obs_frame.h"
 
 typedef struct ro_serve2 {
     const ro_space_layout_t *lay; /* the re-created env's (its bounds too); not owned */
@@ -31,9 +32,7 @@ typedef struct ro_serve2 {
     float *rew;
     protobuf_c_boolean *term, *trunc, *start;
     uint8_t *tensor[RO_ENV_MAX_TENSORS], *fin[RO_ENV_MAX_TENSORS], *mask;
-    Rollout__V1__NamedTensor nt[2][RO_ENV_MAX_TENSORS];
-    Rollout__V1__NamedTensor *ntp[2][RO_ENV_MAX_TENSORS];
-    uint32_t shape[2][RO_ENV_MAX_TENSORS][RO_SPACE_MAX_DIMS + 1];
+    ro_obs_tensors_t msgs; /* the frame's tensor messages */
     /* Per row (num_rows): its position in the frame being built (valid
      * where at_gen is the frame's), its steps served, and the learner's
      * answer to its last observation. */

@@ -168,12 +168,12 @@ static int check_state_ops(const ro_env_state_ops_t *ops, const char *origin, co
 }
 
 /*
- * check_vtable2 validates an ABI 2 vtable as check_vtable does an ABI 1 one
+ * check_vtable_abi2 validates an ABI 2 vtable as check_vtable does an ABI 1 one
  * and copies it into *copy (fields past the plugin's size zeroed: the
  * plugin predates them).
  */
-static int check_vtable2(const ro_env2_vtable_t *vt, const char *origin, ro_env2_vtable_t *copy,
-                         char *err, size_t errlen)
+static int check_vtable_abi2(const ro_env2_vtable_t *vt, const char *origin, ro_env2_vtable_t *copy,
+                             char *err, size_t errlen)
 {
     if (vt->abi_version != RO_ENV_ABI2_VERSION) {
         set_err(err, errlen,
@@ -211,9 +211,10 @@ static int check_vtable2(const ro_env2_vtable_t *vt, const char *origin, ro_env2
     return rc;
 }
 
-/* open_plugin2 takes an ABI 2 entry point: its vtable, checked and copied
+/* open_plugin_abi2 takes an ABI 2 entry point: its vtable, checked and copied
  * into the kind. */
-static int open_plugin2(ro_env_kind_t *out, void *sym, const char *path, char *err, size_t errlen)
+static int open_plugin_abi2(ro_env_kind_t *out, void *sym, const char *path, char *err,
+                            size_t errlen)
 {
     ro_env2_plugin_fn fn;
     memcpy(&fn, &sym, sizeof fn);
@@ -227,7 +228,7 @@ static int open_plugin2(ro_env_kind_t *out, void *sym, const char *path, char *e
         set_err(err, errlen, "out of memory loading env plugin '%s'", path);
         return RO_ENOMEM;
     }
-    int rc = check_vtable2(vt, path, copy, err, errlen);
+    int rc = check_vtable_abi2(vt, path, copy, err, errlen);
     if (rc == 0)
         rc = check_state(path, copy->name, copy->state_size, copy->save_state, copy->load_state,
                          &out->state, err, errlen);
@@ -265,7 +266,7 @@ static int open_plugin(ro_env_kind_t *out, const char *path, char *err, size_t e
     dlerror();
     void *sym2 = dlsym(h, RO_ENV2_PLUGIN_SYMBOL);
     if (sym2 != NULL) {
-        if ((rc = open_plugin2(out, sym2, path, err, errlen)) < 0)
+        if ((rc = open_plugin_abi2(out, sym2, path, err, errlen)) < 0)
             goto fail;
         out->dl_handle = h;
         return 0;

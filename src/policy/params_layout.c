@@ -14,22 +14,6 @@
 #include "wire/pb_alloc.h"
 #include "rollout.pb-c.h"
 
-/* part_kind_name is the PolicyLayout name of an action part's kind. */
-static const char *part_kind_name(ro_space_kind_t k)
-{
-    switch (k) {
-    case RO_SPACE_DISCRETE:
-        return "discrete";
-    case RO_SPACE_MULTI_DISCRETE:
-        return "multi_discrete";
-    case RO_SPACE_MULTI_BINARY:
-        return "multi_binary";
-    case RO_SPACE_BOX:
-        return "box";
-    }
-    return "?";
-}
-
 /* part_label is the env-facing name of a part's kind, for messages. */
 static const char *part_label(ro_space_kind_t k)
 {
@@ -69,7 +53,7 @@ int ro__policy_layout_pack(const ro_space_layout_t *lay, uint8_t **buf, size_t *
     size_t h = 0;
     for (uint32_t i = 0; rc == 0 && i < lay->nparts; i++) {
         const ro_part_layout_t *part = &lay->part[i];
-        parts[i] = (char *)part_kind_name(part->kind);
+        parts[i] = (char *)ro__space_kind_name(part->kind);
         for (uint32_t e = part->first; e < part->first + part->n; e++, h++) {
             const bool box = part->kind == RO_SPACE_BOX;
             rollout__v1__policy_head__init(&heads[h]);
@@ -117,17 +101,6 @@ static int unpack(Rollout__V1__PolicyLayout **out, ro_pb_alloc_t *a, const ro_pa
                               : "%s: layout is not a valid PolicyLayout message",
                           name);
     return 0;
-}
-
-/* parse_part gives the kind of a part name, or 0. */
-static ro_space_kind_t parse_part(const char *s)
-{
-    static const ro_space_kind_t kinds[] = {RO_SPACE_DISCRETE, RO_SPACE_MULTI_DISCRETE,
-                                            RO_SPACE_MULTI_BINARY, RO_SPACE_BOX};
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (s && strcmp(s, part_kind_name(kinds[i])) == 0)
-            return kinds[i];
-    return (ro_space_kind_t)0;
 }
 
 /* validate_inputs: the inputs tile [0, obs_dim) in order. */
@@ -186,7 +159,7 @@ static int validate_heads(const ro_params_view_t *p, const Rollout__V1__PolicyLa
         return ro__errorf(err, errlen, RO_EBADMSG, "%s: layout.parts has %zu parts; expected 1..%d",
                           name, m->n_parts, RO_ENV_MAX_PARTS);
     for (size_t i = 0; i < m->n_parts; i++)
-        if (!parse_part(m->parts[i]))
+        if (!ro__space_kind_of(m->parts[i]))
             return ro__errorf(err, errlen, RO_EBADMSG,
                               "%s: layout.parts[%zu] is not discrete, multi_discrete, "
                               "multi_binary or box",
@@ -208,7 +181,7 @@ static int validate_heads(const ro_params_view_t *p, const Rollout__V1__PolicyLa
                               "%s: layout.heads[%zu].part is %u; expected %u..%zu in order", name,
                               h, hd->part, part, m->n_parts - 1);
         part = hd->part;
-        if (g != (parse_part(m->parts[part]) == RO_SPACE_BOX))
+        if (g != (ro__space_kind_of(m->parts[part]) == RO_SPACE_BOX))
             return ro__errorf(err, errlen, RO_EBADMSG,
                               "%s: layout.heads[%zu] is %s but part %u is %s", name, h, hd->kind,
                               part, m->parts[part]);
@@ -302,10 +275,10 @@ static int check_actions(const Rollout__V1__PolicyLayout *m, const ro_space_layo
     size_t h = 0;
     for (uint32_t i = 0; i < lay->nparts; i++) {
         const ro_part_layout_t *part = &lay->part[i];
-        if (parse_part(m->parts[i]) != part->kind)
+        if (ro__space_kind_of(m->parts[i]) != part->kind)
             return ro__errorf(err, errlen, RO_EINVAL,
                               "%s: action part %u is %s but the env's is %s", name, i, m->parts[i],
-                              part_kind_name(part->kind));
+                              ro__space_kind_name(part->kind));
         for (uint32_t e = 0; e < part->n; e++, h++) {
             if (h >= m->n_heads || m->heads[h]->part != i)
                 return ro__errorf(err, errlen, RO_EINVAL,

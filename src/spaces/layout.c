@@ -42,6 +42,33 @@ const char *ro__dtype_name(ro_dtype_t d)
     return "?";
 }
 
+/* The part kinds, in the order of their values. */
+static const ro_space_kind_t part_kinds[] = {RO_SPACE_DISCRETE, RO_SPACE_MULTI_DISCRETE,
+                                             RO_SPACE_MULTI_BINARY, RO_SPACE_BOX};
+
+const char *ro__space_kind_name(ro_space_kind_t k)
+{
+    switch (k) {
+    case RO_SPACE_DISCRETE:
+        return "discrete";
+    case RO_SPACE_MULTI_DISCRETE:
+        return "multi_discrete";
+    case RO_SPACE_MULTI_BINARY:
+        return "multi_binary";
+    case RO_SPACE_BOX:
+        return "box";
+    }
+    return NULL;
+}
+
+ro_space_kind_t ro__space_kind_of(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof part_kinds / sizeof part_kinds[0]; i++)
+        if (strcmp(name, ro__space_kind_name(part_kinds[i])) == 0)
+            return part_kinds[i];
+    return (ro_space_kind_t)0;
+}
+
 /* name_ok: 1..RO_ENV_MAX_NAME-1 characters of [A-Za-z0-9_]. */
 static bool name_ok(const char *s)
 {

@@ -128,4 +128,13 @@ bool ro__layout_mask_ok(const ro_space_layout_t *lay, const uint8_t *mask_row, u
 /* ro__dtype_name: "uint8", "int32", "float32", or "?". */
 const char *ro__dtype_name(ro_dtype_t d);
 
+/* ro__space_kind_name is an action part kind's name in the files and
+ * messages that record a layout (a trajectory header's, a policy file's):
+ * "discrete", "multi_discrete", "multi_binary", "box"; NULL for none. */
+const char *ro__space_kind_name(ro_space_kind_t k);
+
+/* ro__space_kind_of is the part kind ro__space_kind_name calls name
+ * (NULL or unknown: 0, no kind). */
+ro_space_kind_t ro__space_kind_of(const char *name);
+
 #endif

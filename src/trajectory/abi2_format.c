@@ -17,32 +17,6 @@
 #define MAX_VALUES RO_LAYOUT_MAX_VALUES
 #define MAX_ENTRIES RO_LAYOUT_MAX_ENTRIES
 
-const char *ro__traj_action_kind_name(ro_space_kind_t k)
-{
-    switch (k) {
-    case RO_SPACE_DISCRETE:
-        return "discrete";
-    case RO_SPACE_MULTI_DISCRETE:
-        return "multi_discrete";
-    case RO_SPACE_MULTI_BINARY:
-        return "multi_binary";
-    case RO_SPACE_BOX:
-        return "box";
-    }
-    return NULL;
-}
-
-/* kind_of is the part kind a header names, or 0. */
-static ro_space_kind_t kind_of(const char *s)
-{
-    static const ro_space_kind_t kinds[] = {RO_SPACE_DISCRETE, RO_SPACE_MULTI_DISCRETE,
-                                            RO_SPACE_MULTI_BINARY, RO_SPACE_BOX};
-    for (size_t i = 0; s && i < sizeof kinds / sizeof kinds[0]; i++)
-        if (strcmp(s, ro__traj_action_kind_name(kinds[i])) == 0)
-            return kinds[i];
-    return (ro_space_kind_t)0;
-}
-
 static uint32_t elem_size(ro_dtype_t d)
 {
     return d == RO_DTYPE_UINT8 ? 1 : 4;
@@ -81,7 +55,7 @@ int ro__traj_layout_msg_init(ro_traj_layout_msg_t *m, const ro_space_layout_t *l
         const ro_part_layout_t *pl = &lay->part[i];
         Rollout__V1__TrajectoryActionPart *p = &m->p[i];
         rollout__v1__trajectory_action_part__init(p);
-        p->kind = (char *)ro__traj_action_kind_name(pl->kind);
+        p->kind = (char *)ro__space_kind_name(pl->kind);
         p->n = pl->kind == RO_SPACE_DISCRETE ? lay->disc_n[pl->first] : pl->n;
         if (pl->kind == RO_SPACE_MULTI_DISCRETE) {
             memcpy(m->nvec + at, lay->disc_n + pl->first, pl->n * sizeof *m->nvec);
@@ -191,7 +165,7 @@ static int check_tensors(const Rollout__V1__TrajectoryLayout *l, ro_traj_rows_t 
 static int check_part(const Rollout__V1__TrajectoryActionPart *p, size_t i, ro_traj_rows_t *rows,
                       uint64_t *mask, bool deep, char *why, size_t whylen)
 {
-    ro_space_kind_t kind = p ? kind_of(p->kind) : (ro_space_kind_t)0;
+    ro_space_kind_t kind = p ? ro__space_kind_of(p->kind) : (ro_space_kind_t)0;
     if (!kind)
         return ro__errorf(why, whylen, RO_EBADMSG,
                           "layout parts[%zu] has no known kind (discrete, multi_discrete, "

@@ -49,10 +49,6 @@ int ro__traj_layout_msg_init(ro_traj_layout_msg_t *m, const ro_space_layout_t *l
 /* ro__traj_layout_msg_free frees what m owns; a zeroed m is fine. */
 void ro__traj_layout_msg_free(ro_traj_layout_msg_t *m);
 
-/* ro__traj_action_kind_name is a part kind's name in the header
- * ("discrete", "multi_discrete", "multi_binary", "box"), or NULL. */
-const char *ro__traj_action_kind_name(ro_space_kind_t k);
-
 /* ro__traj_layout_rows checks a header's layout (every field of an
  * untrusted file) and derives what its rows hold. 0, or RO_EBADMSG with
  * why naming the field, e.g. "layout tensors[1] ('pos') has 5 dims". */

@@ -57,7 +57,7 @@ static int setup(void **state)
     sp.action_mask = 1;
     char err[256];
     assert_int_equal(ro__layout_from_spaces(&f->space, &sp, "test", err, sizeof err), 0);
-    ro__seg_layout2(&f->lay, T_, &f->space, ROWS);
+    ro__seg_layout_typed(&f->lay, T_, &f->space, ROWS);
     assert_int_equal(ro__seg_pool_init(&f->pool, &f->lay, 2, true), 0);
     *state = f;
     return 0;
