@@ -1,5 +1,5 @@
 /*
- * SEED frames of an env ABI 2 env (actors/obs_codec_abi2.c through
+ * SEED frames of an env ABI 2 env (actors/obs_codec.c through
  * actors/session_flow.c, checked by wire/seed_abi2.c): a layout of 2
  * agents, a uint8 and an int32 tensor, a MultiDiscrete [3, 2] and a Box of
  * 2 in [-1, 1], and an action mask. The encoded Observations frame goes
