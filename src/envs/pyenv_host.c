@@ -4,7 +4,6 @@
 #include "envs/pyenv_host.h"
 
 #include <sched.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +31,10 @@ struct ro_pyhost {
     uint32_t nenvs, nprocs, per;
     int timeout_ms;
     ro_pyspec_t spec;
-    uint64_t *seeds;           /* [nenvs] each env's seed (create; its thread) */
-    ro_pyproc_t *procs;        /* [nprocs], each under its own lock */
-    bool *attached;            /* [nprocs] under the process's lock */
-    uint32_t *logged;          /* [nprocs] under the process's lock */
-    _Atomic uint64_t failures; /* relaxed: a statistic */
+    uint64_t *seeds;    /* [nenvs] each env's seed (create; its thread) */
+    ro_pyproc_t *procs; /* [nprocs], each under its own lock */
+    bool *attached;     /* [nprocs] under the process's lock */
+    uint32_t *logged;   /* [nprocs] under the process's lock */
 };
 
 /* One env: its process and row, and the last group step's outcome for it.
@@ -67,8 +65,9 @@ static void log_failure(ro_pyhost_t *h, uint32_t p, const char *what)
     char shown[4 * PY_ERR_MAX];
     fprintf(stderr, "rollout-node: env '%s': worker %u: %s%s\n", h->name, p,
             ro__text_log(shown, sizeof shown, what, sizeof shown / 4),
-            h->logged[p] == LOGGED_FAILURES ? " (further failures of this worker are counted only)"
-                                            : "");
+            h->logged[p] == LOGGED_FAILURES
+                ? " (later failures of this worker: counted, not logged)"
+                : "");
 }
 
 /* row_of is env row r of process p. */
@@ -168,7 +167,6 @@ static int attach(ro_pyhost_t *h, uint32_t p, char *err, size_t errlen)
  * lock. */
 static void restart(ro_pyhost_t *h, uint32_t p, const char *what)
 {
-    atomic_fetch_add_explicit(&h->failures, rows_of(h, p), memory_order_relaxed);
     char line[PY_ERR_MAX + 512];
     snprintf(line, sizeof line, "%s; restarting it", what);
     log_failure(h, p, line);
@@ -270,7 +268,6 @@ static void step_proc(ro_pyhost_t *h, uint32_t p, pyenv_t *const *envs, const ui
         }
         ro__pyproc_text(pp, text, sizeof text);
         if (text[0]) { /* an env raised: it was made again and reset */
-            atomic_fetch_add_explicit(&h->failures, 1, memory_order_relaxed);
             log_failure(h, p, text);
         }
     } else if (go) {
@@ -416,7 +413,6 @@ int ro__pyhost_open(ro_pyhost_t **out, const char *name, char *err, size_t errle
         .step = py_step,
         .destroy = py_destroy,
     };
-    atomic_init(&h->failures, 0);
     *out = h;
     return 0;
 }
@@ -510,12 +506,6 @@ int ro__pyhost_create(ro_pyhost_t *h, void **env, uint64_t seed, uint32_t index,
 uint32_t ro__pyhost_group(const ro_pyhost_t *h)
 {
     return h->per;
-}
-
-uint64_t ro__pyhost_failures(const ro_pyhost_t *h)
-{
-    /* Relaxed: a statistic. */
-    return atomic_load_explicit(&h->failures, memory_order_relaxed);
 }
 
 void ro__pyhost_close(ro_pyhost_t *h)

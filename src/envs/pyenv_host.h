@@ -71,10 +71,6 @@ void ro__pyhost_step_group(void *const *envs, uint32_t n, const int32_t *disc, c
 /* ro__pyhost_group is the envs per process (after configure). */
 uint32_t ro__pyhost_group(const ro_pyhost_t *h);
 
-/* ro__pyhost_failures is the env failures its workers caused so far (raises
- * and restarts, per env). Any thread. */
-uint64_t ro__pyhost_failures(const ro_pyhost_t *h);
-
 /* ro__pyhost_close stops every process and frees the host. */
 void ro__pyhost_close(ro_pyhost_t *h);
 
