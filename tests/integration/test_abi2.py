@@ -87,7 +87,10 @@ class Abi2(nu.TempDirCase):
     def refused(self, env, *args):
         s, p = nu.run("--env", env, "--num-envs", 4, "--steps", 400, *args, check=False)
         self.assertEqual(p.returncode, 2, p.stderr)
-        self.assertIsNone(s)
+        # --json: the refusal is a line of its own, {"error": why}, and
+        # never a summary.
+        self.assertEqual(list(s), ["error"], s)
+        self.assertIn(s["error"], p.stderr)
         return p.stderr
 
     def test_trainers_push_weights_of_the_envs_layout(self):
