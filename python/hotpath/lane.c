@@ -77,19 +77,20 @@ static void *column(PyObject *o, int typenum, npy_intp rows, npy_intp width, int
 
 static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"fd",       "obs_shape", "m_obs",     "m_final",   "m_reward",
-                            "m_flags",  "m_step",    "m_act",     "discrete",  "action_n",
-                            "state",    "frame_of",  "ep_return", "ep_length", "nflight",
-                            "last_seq", "max_frame", "spin",      "keep",      NULL};
+    static char *names[] = {
+        "fd",      "obs_shape", "m_obs",     "m_final", "m_reward", "m_flags",   "m_step",
+        "m_act",   "discrete",  "action_n",  "state",   "frame_of", "ep_return", "ep_length",
+        "nflight", "last_seq",  "max_frame", "spin",    "keep",     "hold",      NULL};
     int fd, discrete;
     PyObject *shape, *mo, *mf, *mr, *mfl, *ms, *ma, *st, *fo, *er, *el, *spin, *keep;
+    PyObject *hold = Py_None;
     long long action_n;
     Py_ssize_t nflight, max_frame;
     unsigned long long last_seq;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iO!OOOOOOpLOOOOnKnOO", names, &fd, &PyTuple_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iO!OOOOOOpLOOOOnKnOO|O", names, &fd, &PyTuple_Type,
                                      &shape, &mo, &mf, &mr, &mfl, &ms, &ma, &discrete, &action_n,
                                      &st, &fo, &er, &el, &nflight, &last_seq, &max_frame, &spin,
-                                     &keep))
+                                     &keep, &hold))
         return NULL;
     PyArrayObject *sa = ro__hp_array(st, NPY_INT8, 1, 1, "state");
     if (!sa)
@@ -128,7 +129,8 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         !(L->m_step = column(ms, NPY_UINT64, n, 0, 0, "m_step")) ||
         !(L->frame_of = column(fo, NPY_INT64, n, 0, 1, "frame_of")) ||
         !(L->ep_ret = column(er, NPY_FLOAT64, n, 0, 1, "ep_return")) ||
-        !(L->ep_len = column(el, NPY_INT64, n, 0, 1, "ep_length")))
+        !(L->ep_len = column(el, NPY_INT64, n, 0, 1, "ep_length")) ||
+        (hold != Py_None && !(L->hold = column(hold, NPY_UINT8, n, 0, 0, "hold"))))
         goto fail;
     PyArrayObject *act = ro__hp_array(ma, discrete ? NPY_INT32 : NPY_FLOAT32, 0, 1, "m_act");
     if (!act)
@@ -147,7 +149,7 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     L->in = PyMem_RawMalloc(L->in_cap);
     /* A node that keeps to the protocol has at most n frames registered
      * and answers unsent in all (each holds envs of its own): see send(). */
-    L->out_cap = 2 * (size_t)n * ANSWER_MAX;
+    L->out_cap = 2 * (size_t)n * (ANSWER_MAX + HOLD_HEAD + HOLD_MAX);
     L->out = PyMem_RawMalloc(L->out_cap);
     if (!L->frames || !L->free_slots || !L->ready || !L->in || !L->out) {
         PyErr_NoMemory();
@@ -309,7 +311,9 @@ static PyObject *lane_send(Lane *L, PyObject *args)
     int err = ro__hp_lane_flush(L);
     if (err)
         return event("closed", PyUnicode_FromFormat("send failed: %s", strerror(err)));
-    if (L->out_len + (size_t)(L->n - L->nfree) * ANSWER_MAX > L->out_cap)
+    if (L->out_len + (size_t)(L->n - L->nfree) * (ANSWER_MAX + HOLD_HEAD) +
+            (L->hold ? (size_t)L->n * HOLD_MAX : 0) >
+        L->out_cap)
         return event("bad", PyUnicode_FromString(
                                 "the node sends frames for envs whose answers it has not read"));
     if (L->discrete) {
@@ -488,7 +492,7 @@ PyTypeObject ro__hp_lane_type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Lane(fd, obs_shape, m_obs, m_final, m_reward, m_flags, m_step, m_act, "
               "discrete, action_n, state, frame_of, ep_return, ep_length, nflight, last_seq, "
-              "max_frame, spin, keep): one node's asynchronous send()/recv() in C "
+              "max_frame, spin, keep, hold=None): one node's asynchronous send()/recv() in C "
               "(lane.c).",
     .tp_new = lane_new,
     .tp_dealloc = (destructor)lane_dealloc,

@@ -14,7 +14,9 @@
 /* The per-env states of vecenv_async.py. */
 enum { IN_FLIGHT = 0, READY = 1, HANDED = 2, HELD = 3 };
 
-enum { IN_BASE = 1 << 16, ANSWER_MAX = 24 };
+/* ANSWER_MAX: an answer's bytes without a hold list; a hold list adds at
+ * most HOLD_MAX per env and HOLD_HEAD per frame. */
+enum { IN_BASE = 1 << 16, ANSWER_MAX = 24, HOLD_MAX = 3, HOLD_HEAD = 8 };
 
 /* One Observations frame whose answer is not sent yet. */
 typedef struct lane_frame {
@@ -56,6 +58,9 @@ typedef struct {
     uint8_t *in;
     size_t in_cap, in_start, in_end, max_frame;
     int peer_gone; /* the node closed its end: answers are dropped */
+    /* NEXT_STEP: VecEnv's uint8 [n], 1 for an env its next answer holds
+     * (Actions.hold, read when a frame's answer is written); or NULL. */
+    const uint8_t *hold;
     /* Answers not yet written to the socket. */
     uint8_t *out;
     size_t out_len, out_cap;

@@ -145,30 +145,60 @@ int ro__hp_lane_take_frame(Lane *L, const uint8_t *b, size_t len, char *msg, siz
         PyMem_RawFree(rg);
     return out;
 }
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    for (;; v >>= 7) {
+        *p++ = (uint8_t)(v < 0x80 ? v : (v & 0x7F) | 0x80);
+        if (v < 0x80)
+            return p;
+    }
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t k = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        k++;
+    }
+    return k;
+}
+
 /* Appends the answer of frame `slot` (Frame{actions{seq, in_memory}},
- * length-prefixed; wire.actions_in_memory) and frees the slot: its envs
- * are in flight again. */
+ * length-prefixed; wire.actions_in_memory, with Actions.hold listing the
+ * frame's envs that L->hold marks) and frees the slot: its envs are in
+ * flight again. */
 void ro__hp_lane_answer(Lane *L, npy_intp slot)
 {
     lane_frame_t *f = &L->frames[slot];
     uint8_t inner[16], *p = inner;
     if (f->seq) {
         *p++ = 0x08;
-        for (uint64_t v = f->seq;; v >>= 7) {
-            *p++ = (uint8_t)(v < 0x80 ? v : (v & 0x7F) | 0x80);
-            if (v < 0x80)
-                break;
-        }
+        p = put_varint(p, f->seq);
     }
     *p++ = 0x20;
     *p++ = 0x01;
-    size_t il = (size_t)(p - inner);
-    uint8_t *o = L->out + L->out_len; /* out_cap: ANSWER_MAX per frame, n frames */
-    *o++ = (uint8_t)(il + 2);         /* the body: tag, length, inner (< 128 bytes) */
+    size_t hl = (size_t)(p - inner), hb = 0; /* hb: the hold list's packed bytes */
+    for (npy_intp i = 0; L->hold && i < f->npairs; i++)
+        for (uint32_t e = f->ranges[2 * i], end = e + f->ranges[2 * i + 1]; e < end; e++)
+            hb += L->hold[e] ? varint_len(e) : 0;
+    size_t il = hl + (hb ? 1 + varint_len(hb) + hb : 0);
+    /* out_cap: ANSWER_MAX + HOLD_HEAD per frame and HOLD_MAX per env (lane.c). */
+    uint8_t *o = L->out + L->out_len;
+    o = put_varint(o, 1 + varint_len(il) + il); /* the frame: tag, length, inner */
     *o++ = 0x22;
-    *o++ = (uint8_t)il;
-    memcpy(o, inner, il);
-    L->out_len += il + 3;
+    o = put_varint(o, il);
+    memcpy(o, inner, hl);
+    o += hl;
+    if (hb) {
+        *o++ = 0x2a; /* field 5, packed */
+        o = put_varint(o, hb);
+        for (npy_intp i = 0; i < f->npairs; i++)
+            for (uint32_t e = f->ranges[2 * i], end = e + f->ranges[2 * i + 1]; e < end; e++)
+                if (L->hold[e])
+                    o = put_varint(o, e);
+    }
+    L->out_len = (size_t)(o - L->out);
     for (npy_intp i = 0; i < f->npairs; i++) {
         uint32_t first = f->ranges[2 * i], count = f->ranges[2 * i + 1];
         memset(L->state + first, IN_FLIGHT, count);

@@ -144,8 +144,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         self._disabled = autoreset.DisabledAutoreset(self.num_envs) \
             if mode == "disabled" else None
         self._next = autoreset.NextStepAutoreset(self.num_envs) if mode == "next_step" else None
-        if self._next is not None:
-            self._lane_tried = True  # the lane steps every env: holding one is the Python's
+        # NEXT_STEP through the lane: the envs its next answers hold.
+        self._hold_mask = np.zeros(self.num_envs, np.uint8) if self._next is not None else None
         self.metadata["autoreset_mode"] = autoreset.gym_mode(mode)
 
     def _hold_of(self, b, g):
@@ -337,8 +337,7 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         a Reseed to each node (Client._reseed), then every env's first
         observation of its new episode."""
         self._lane_detach()
-        # The next step() may take the lane again (not in NEXT_STEP mode: _autoreset_init).
-        self._lane, self._lane_tried = None, self._next is not None
+        self._lane, self._lane_tried = None, False  # the next step() may take it again
         self._outstanding.clear()
         self._state[:] = 0  # every env in flight (vecenv_async.py), as at the start
         self._frame_of[:] = -1

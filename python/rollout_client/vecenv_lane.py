@@ -58,12 +58,13 @@ class LaneMixin:
         if c is None:
             return False
         m = c.mem
-        keep = (c.sock, m, self._state, self._frame_of, self._ep_return, self._ep_length)
+        hold = getattr(self, "_hold_mask", None)
+        keep = (c.sock, m, self._state, self._frame_of, self._ep_return, self._ep_length, hold)
         lane = hot.Lane(c.sock.fileno(), tuple(self.obs_shape), m.obs, m.final_obs, m.reward,
                         m.flags, m.step, m.act, self.action_kind == "discrete",
                         self.action_n or 0, self._state, self._frame_of, self._ep_return,
                         self._ep_length, self._nflight, c.last_seq, c.reader.max_frame,
-                        self.client._spin, keep)
+                        self.client._spin, keep, hold)
         for b, _ in self._outstanding:
             lane.adopt(b.seq, np.ascontiguousarray(b.ranges, np.uint32), _HANDED)
         self._outstanding.clear()
@@ -95,6 +96,8 @@ class LaneMixin:
         """step() through the lane: every env's action, then every env's
         next transition, env e in row e."""
         n = self.num_envs
+        if self._hold_mask is not None:  # NEXT_STEP: the envs whose step is their reset
+            np.copyto(self._hold_mask, self._next.pending)
         r = self._lane.send(self._all_ids, actions)
         if r is not None:
             self._lane_send(actions, self._all_ids, r)

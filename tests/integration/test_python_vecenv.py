@@ -429,10 +429,13 @@ class WithRealNode(Checklist, nu.TempDirCase):
                     ob, _ = b.reset(seed=5)
                     np.testing.assert_array_equal(oa, ob)
                     remote.action_space.seed(3)
-                    ended = 0
+                    ended = resets = 0
+                    done = np.zeros(6, bool)
                     for t in range(420):
                         act = remote.action_space.sample() * (2.5 if box else 1)  # clipped
                         ra, rb = a.step(act), b.step(act)
+                        resets += int(done.sum())  # this step was those envs' reset
+                        done = ra[2] | ra[3]
                         for k in range(4):
                             np.testing.assert_array_equal(ra[k], rb[k], err_msg=f"step {t}")
                         ea = [i.get("episode") for i in ra[4]]
@@ -443,6 +446,8 @@ class WithRealNode(Checklist, nu.TempDirCase):
                                 self.assertEqual((x["r"], x["l"]), (y["r"], y["l"]))
                                 ended += 1
                     self.assertGreater(ended, 6)
+                    self.assertIsNotNone(remote._lane)  # its holds went in the lane's answers
+                    self.assertEqual(remote.total_steps, 420 * 6 - resets)  # resets: no steps
                 finally:
                     a.close()
                     b.close()
