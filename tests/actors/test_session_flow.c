@@ -270,6 +270,58 @@ static void test_good_answer_discrete(void **state)
     fixture_free(t);
 }
 
+/* Actions.hold (NEXT_STEP): the named envs are marked in their shards'
+ * batches and counted, every other mark of the frame cleared; an env not
+ * in the frame is refused by name. */
+static void test_answer_holds_envs(void **state)
+{
+    (void)state;
+    fixture_t *t = fixture_new(true, 4);
+    uint8_t hold[SHARDS][PER_SHARD] = {{0}};
+    for (uint32_t i = 0; i < SHARDS; i++)
+        t->b[i].hold = hold[i];
+    push(t, 0);
+    push(t, 1);
+    assert_int_equal(send_frame(t), 4); /* seq 1: envs 0-3 */
+    push(t, 2);
+    assert_int_equal(send_frame(t), 2); /* seq 2: envs 4, 5 */
+    char err[ERRLEN];
+    Rollout__V1__Actions a = ROLLOUT__V1__ACTIONS__INIT;
+    a.seq = 2;
+    a.n_discrete = 2;
+    a.discrete = (int32_t[]){0, 0};
+    a.n_hold = 1;
+    a.hold = (uint32_t[]){1}; /* env 1 is in seq 1, not 2 */
+    assert_null(ro__flow_answer(&t->flow, &t->pool, &a, &t->act, err, ERRLEN));
+    assert_non_null(strstr(err, "actions for seq 2 hold env 1, which is not in that frame"));
+    assert_int_equal(t->flow.inflight_rows, 6); /* still in flight */
+    hold[0][0] = 1; /* a mark of an earlier answer (counted): cleared by this one */
+    t->b[0].nheld = 1;
+    a.seq = 1;
+    a.n_discrete = 4;
+    a.discrete = (int32_t[]){0, 1, 2, 0};
+    a.n_hold = 2;
+    a.hold = (uint32_t[]){3, 1};
+    ro_batch_item_t *it = ro__flow_answer(&t->flow, &t->pool, &a, &t->act, err, ERRLEN);
+    if (!it)
+        fail_msg("%s", err);
+    check_list(it, (const uint32_t[]){0, 1}, 2, t);
+    assert_int_equal(hold[0][0], 0);
+    assert_int_equal(hold[0][1], 1);
+    assert_int_equal(hold[1][0], 0);
+    assert_int_equal(hold[1][1], 1);
+    assert_int_equal(t->b[0].nheld, 1);
+    assert_int_equal(t->b[1].nheld, 1);
+    /* A Reseed takes the frames still awaiting an answer: seq 2. */
+    uint64_t frames;
+    it = ro__flow_take_awaiting(&t->flow, &t->pool, &frames);
+    assert_int_equal(frames, 1);
+    check_list(it, (const uint32_t[]){2}, 1, t);
+    assert_int_equal(t->flow.inflight_rows, 0);
+    assert_int_equal(pool_size(t->pool), SHARDS);
+    fixture_free(t);
+}
+
 static void test_good_answer_box(void **state)
 {
     (void)state;
@@ -525,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_bad_answers_change_nothing),
         cmocka_unit_test(test_good_answer_discrete),
         cmocka_unit_test(test_good_answer_box),
+        cmocka_unit_test(test_answer_holds_envs),
         cmocka_unit_test(test_reclaim_order),
         cmocka_unit_test(test_obs_encode),
         cmocka_unit_test(test_obs_encode_memory),
