@@ -16,7 +16,7 @@
 
 #include <uv.h>
 
-#include "actors/batcher.h"
+#include "actors/exchange/batcher.h"
 #include "policy/policy.h"
 #include "runtime/actor.h"
 #include "runtime/rng.h"

@@ -27,7 +27,7 @@
 #include <uv.h>
 
 #include "learner/learner.h"
-#include "actors/batcher.h"
+#include "actors/exchange/batcher.h"
 #include "learner/cli.h"
 #include "learner/forward.h"
 #include "learner/node_link.h"

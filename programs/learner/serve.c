@@ -11,7 +11,7 @@
 #include <uv.h>
 
 #include "learner/learner.h"
-#include "actors/batcher.h"
+#include "actors/exchange/batcher.h"
 #include "learner/frame_ring.h"
 #include "runtime/error.h"
 #include "runtime/thread_guard.h"

@@ -13,12 +13,12 @@
 
 #include <uv.h>
 
-#include "actors/env_actor.h"
-#include "actors/learner_actor.h"
-#include "actors/learner_hub.h"
-#include "actors/logger_actor.h"
-#include "actors/recorder_actor.h"
-#include "actors/segment.h"
+#include "actors/local/env_actor.h"
+#include "actors/local/learner_actor.h"
+#include "actors/hub/learner_hub.h"
+#include "actors/logger/logger_actor.h"
+#include "actors/recorder/recorder_actor.h"
+#include "actors/stream/segment.h"
 #include "envs/registry.h"
 #include "spaces/layout.h"
 #include "node/config.h"

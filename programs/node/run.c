@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "actors/messages.h"
+#include "actors/exchange/messages.h"
 #include "node/node.h"
 #include "node/node_internal.h"
 #include "runtime/clock.h"

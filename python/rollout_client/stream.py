@@ -440,7 +440,7 @@ class Stream:
     def _schema(nd, t, n, k):
         """name -> (dtype, shape) of the tensors a segment of t steps of n
         rows with k final observations holds, from the welcome (the node's
-        segment layout, actors/segment.c); mean and log_std only where
+        segment layout, actors/stream/segment.c); mean and log_std only where
         the actions are a box."""
         f4, i4, u1, u4, u8 = (_DTYPES[c] for c in (1, 2, 3, 4, 5))
         want = {"logp": (f4, (t, n)), "reward": (f4, (t, n)), "terminated": (u1, (t, n)),

@@ -1,6 +1,6 @@
 /*
  * The Observations frame (proto/rollout.proto), filled in one place for
- * every sender: the node's hub (actors/obs_codec.c) and rollout-replay
+ * every sender: the node's hub (actors/hub/obs_codec.c) and rollout-replay
  * --serve, env ABI 1 and ABI 2 alike. A sender keeps its rows in columns
  * of its own; these point a frame at them. The typed tensors' messages
  * (names, dtypes, shapes from an env's layout) are made here too, for a

@@ -42,7 +42,7 @@ TERMINATED, TRUNCATED, START, HAS_FINAL = 1, 2, 4, 8
 
 def obs_frame(seq, ranges, in_memory=True, extra=b""):
     """Frame{observations{seq, in_memory, ranges}} as the node encodes it
-    (actors/obs_codec.c), length-prefixed."""
+    (actors/hub/obs_codec.c), length-prefixed."""
     packed = b"".join(encode_varint(v) for v in ranges)
     inner = b"\x08" + encode_varint(seq)
     if in_memory:

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors/env_actor.h"
+#include "actors/local/env_actor.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
 #include "node/node.h"

@@ -1,0 +1,329 @@
+#include "actors/hub/obs_codec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/exchange/step_batch.h"
+#include "runtime/error.h"
+#include "spaces/layout.h"
+#include "wire/checks.h"
+#include "wire/seed_abi2.h"
+
+int ro__obs_encoder_init(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_dim)
+{
+    memset(e, 0, sizeof *e);
+    size_t mr = max_rows, od = obs_dim;
+    e->max_rows = max_rows;
+    e->obs_dim = obs_dim;
+    e->env = calloc(mr, sizeof *e->env);
+    e->step = calloc(mr, sizeof *e->step);
+    e->obs = calloc(mr * od, sizeof *e->obs);
+    e->final_obs = calloc(mr * od, sizeof *e->final_obs);
+    e->reward = calloc(mr, sizeof *e->reward);
+    e->terminated = calloc(mr, sizeof *e->terminated);
+    e->truncated = calloc(mr, sizeof *e->truncated);
+    e->episode_start = calloc(mr, sizeof *e->episode_start);
+    e->final_index = calloc(mr, sizeof *e->final_index);
+    e->ranges = calloc(2 * mr, sizeof *e->ranges);
+    if (!e->env || !e->step || !e->obs || !e->final_obs || !e->reward || !e->terminated ||
+        !e->truncated || !e->episode_start || !e->final_index || !e->ranges)
+        return RO_ENOMEM;
+    return 0;
+}
+
+void ro__obs_encoder_free(ro_obs_encoder_t *e)
+{
+    free(e->env);
+    free(e->step);
+    free(e->obs);
+    free(e->final_obs);
+    free(e->reward);
+    free(e->terminated);
+    free(e->truncated);
+    free(e->episode_start);
+    free(e->final_index);
+    free(e->ranges);
+    for (uint32_t k = 0; k < RO_ENV_MAX_TENSORS; k++) {
+        free(e->tensor[k]);
+        free(e->final_tensor[k]);
+    }
+    free(e->mask);
+    memset(e, 0, sizeof *e);
+}
+
+/* cols_of: the encoder's per-row columns, as a frame points at them. */
+#define cols_of(e)                                                                                 \
+    ((ro_obs_cols_t){(e)->env, (e)->step, (e)->reward, (e)->terminated, (e)->truncated,            \
+                     (e)->episode_start, (e)->final_index})
+
+void ro__obs_encode(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                    Rollout__V1__Observations *o)
+{
+    const size_t od = e->obs_dim;
+    uint32_t r = 0, nfinal = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        const ro_step_batch_t *b = ro__step_batch_of_item(it);
+        memcpy(e->obs + r * od, b->obs, b->n * od * sizeof(float));
+        for (uint32_t j = 0; j < b->n; j++, r++) {
+            e->env[r] = b->first + j;
+            e->step[r] = b->steps;
+            e->reward[r] = b->reward[j];
+            e->terminated[r] = b->terminated[j];
+            e->truncated[r] = b->truncated[j];
+            e->episode_start[r] = b->episode_start[j];
+            if (b->has_final[j]) {
+                memcpy(e->final_obs + nfinal * od, b->final_obs + j * od, od * sizeof(float));
+                e->final_index[nfinal++] = r;
+            }
+        }
+    }
+    ro__obs_frame_cols(o, seq, &cols_of(e), r, nfinal);
+    o->n_obs = r * od;
+    o->obs = e->obs;
+    o->n_final_obs = nfinal * od;
+    o->final_obs = e->final_obs;
+}
+
+int ro__actions_apply(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
+                      const ro_space_t *act, char *err, size_t errlen)
+{
+    int rc = ro__check_actions(a, rows, act, err, errlen);
+    if (rc)
+        return rc;
+    const bool discrete = act->kind == RO_SPACE_DISCRETE;
+    const size_t ad = ro_space_size(act);
+    size_t r = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        ro_step_batch_t *b = ro__step_batch_of_item(it);
+        if (discrete)
+            memcpy(b->act_i, a->discrete + r, b->n * sizeof(int32_t));
+        else
+            memcpy(b->act_f, a->box + r * ad, (size_t)b->n * ad * sizeof(float));
+        r += b->n;
+    }
+    return 0;
+}
+
+size_t ro__merge_ranges(uint32_t *r, size_t nvalues)
+{
+    for (size_t i = 2; i < nvalues; i += 2) {
+        uint32_t first = r[i], count = r[i + 1];
+        size_t j = i;
+        for (; j > 0 && r[j - 2] > first; j -= 2) {
+            r[j] = r[j - 2];
+            r[j + 1] = r[j - 1];
+        }
+        r[j] = first;
+        r[j + 1] = count;
+    }
+    size_t out = 0;
+    for (size_t i = 0; i < nvalues; i += 2) {
+        if (out > 0 && r[out - 2] + r[out - 1] == r[i]) {
+            r[out - 1] += r[i + 1];
+        } else {
+            r[out++] = r[i];
+            r[out++] = r[i + 1];
+        }
+    }
+    return out;
+}
+
+void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                           const ro_seed_mem_layout_t *l, uint8_t *mem,
+                           Rollout__V1__Observations *o)
+{
+    const size_t od = e->obs_dim, row = od * sizeof(float);
+    float *obs = (float *)(mem + l->obs_off), *fin = (float *)(mem + l->final_off);
+    float *reward = (float *)(mem + l->reward_off);
+    uint64_t *step = (uint64_t *)(mem + l->step_off);
+    uint8_t *flags = mem + l->flags_off;
+    size_t nr = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        const ro_step_batch_t *b = ro__step_batch_of_item(it);
+        const size_t f = b->first;
+        memcpy(obs + f * od, b->obs, b->n * row);
+        memcpy(reward + f, b->reward, b->n * sizeof(float));
+        for (uint32_t j = 0; j < b->n; j++) {
+            step[f + j] = b->steps;
+            flags[f + j] = ro__seed_mem_flags(b->terminated[j], b->truncated[j],
+                                              b->episode_start[j], b->has_final[j]);
+            if (b->has_final[j])
+                memcpy(fin + (f + j) * od, b->final_obs + j * od, row);
+        }
+        e->ranges[nr++] = b->first;
+        e->ranges[nr++] = b->n;
+    }
+    o->seq = seq;
+    o->in_memory = true;
+    o->n_ranges = ro__merge_ranges(e->ranges, nr);
+    o->ranges = e->ranges;
+}
+
+int ro__actions_apply_memory(const Rollout__V1__Actions *a, ro_batch_item_t *items,
+                             const ro_space_t *act, const ro_seed_mem_layout_t *l,
+                             const uint8_t *act_mem, char *err, size_t errlen)
+{
+    if (a->n_discrete || a->n_box)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "actions for seq %llu: in memory, yet %zu values in the frame",
+                          (unsigned long long)a->seq, a->n_discrete + a->n_box);
+    const bool discrete = act->kind == RO_SPACE_DISCRETE;
+    const size_t w = l->act_width;
+    const uint8_t *col = act_mem + l->act_off;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        ro_step_batch_t *b = ro__step_batch_of_item(it);
+        void *dst = discrete ? (void *)b->act_i : (void *)b->act_f;
+        memcpy(dst, col + (size_t)b->first * w * 4, (size_t)b->n * w * 4);
+        int rc = ro__check_action_values(b->act_i, b->act_f, b->n, act, a->seq, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Env ABI 2: rows of typed tensors, final tensors and masks out;
+ * composite actions in, checked against the layout and each row's mask. */
+
+int ro__obs_encoder_init_abi2(ro_obs_encoder_t *e, uint32_t max_rows,
+                              const struct ro_space_layout *lay)
+{
+    int rc = ro__obs_encoder_init(e, max_rows, 1);
+    if (rc)
+        return rc;
+    e->lay = lay;
+    for (uint32_t k = 0; k < lay->ntensors; k++) {
+        e->tensor[k] = malloc((size_t)max_rows * lay->t[k].row_bytes);
+        e->final_tensor[k] = malloc((size_t)max_rows * lay->t[k].row_bytes);
+        if (!e->tensor[k] || !e->final_tensor[k])
+            return RO_ENOMEM;
+    }
+    ro__obs_tensors_init(&e->msgs, lay, 0);
+    if (lay->mask_width && !(e->mask = malloc((size_t)max_rows * lay->mask_width)))
+        return RO_ENOMEM;
+    return 0;
+}
+
+void ro__obs_encode_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                         Rollout__V1__Observations *o)
+{
+    const ro_space_layout_t *lay = e->lay;
+    uint32_t r = 0, nfinal = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        const ro_step_batch_t *b = ro__step_batch_of_item(it);
+        for (uint32_t k = 0; k < lay->ntensors; k++)
+            memcpy(e->tensor[k] + (size_t)r * lay->t[k].row_bytes, b->tensor[k],
+                   (size_t)b->n * lay->t[k].row_bytes);
+        if (lay->mask_width)
+            memcpy(e->mask + (size_t)r * lay->mask_width, b->mask, (size_t)b->n * lay->mask_width);
+        for (uint32_t j = 0; j < b->n; j++, r++) {
+            e->env[r] = b->first * b->agents + j;
+            e->step[r] = b->steps;
+            e->reward[r] = b->reward[j];
+            e->terminated[r] = b->terminated[j];
+            e->truncated[r] = b->truncated[j];
+            e->episode_start[r] = b->episode_start[j];
+            if (!b->has_final[j])
+                continue;
+            for (uint32_t k = 0; k < lay->ntensors; k++) {
+                const size_t rb = lay->t[k].row_bytes;
+                memcpy(e->final_tensor[k] + nfinal * rb, b->final_tensor[k] + j * rb, rb);
+            }
+            e->final_index[nfinal++] = r;
+        }
+    }
+    ro__obs_frame_cols(o, seq, &cols_of(e), r, nfinal);
+    ro__obs_frame_tensors(o, &e->msgs, lay, e->tensor, e->final_tensor, e->mask, r, nfinal);
+}
+
+int ro__actions_apply_abi2(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
+                           const struct ro_space_layout *lay, char *err, size_t errlen)
+{
+    int rc = ro__check_actions_abi2(a, rows, lay, err, errlen);
+    if (rc)
+        return rc;
+    size_t r = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        const ro_step_batch_t *b = ro__step_batch_of_item(it);
+        rc = ro__check_action_rows_abi2(lay->ndisc ? a->discrete + r * lay->ndisc : NULL,
+                                        lay->nbox ? a->box + r * lay->nbox : NULL,
+                                        lay->mask_width ? b->mask : NULL, b->n, lay, a->seq, r, err,
+                                        errlen);
+        if (rc)
+            return rc;
+        r += b->n;
+    }
+    r = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        ro_step_batch_t *b = ro__step_batch_of_item(it);
+        if (lay->ndisc)
+            memcpy(b->act_i, a->discrete + r * lay->ndisc, (size_t)b->n * lay->ndisc * 4);
+        if (lay->nbox)
+            memcpy(b->act_f, a->box + r * lay->nbox, (size_t)b->n * lay->nbox * 4);
+        r += b->n;
+    }
+    return 0;
+}
+
+void ro__obs_encode_memory_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                                const ro_seed_mem_layout_t *l, uint8_t *mem,
+                                Rollout__V1__Observations *o)
+{
+    const ro_space_layout_t *lay = e->lay;
+    float *reward = (float *)(void *)(mem + l->reward_off);
+    uint64_t *step = (uint64_t *)(void *)(mem + l->step_off);
+    uint8_t *flags = mem + l->flags_off;
+    size_t nr = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        const ro_step_batch_t *b = ro__step_batch_of_item(it);
+        const size_t f = (size_t)b->first * b->agents; /* its first row */
+        for (uint32_t k = 0; k < lay->ntensors; k++)
+            memcpy(mem + l->tensor_off[k] + f * l->row_bytes[k], b->tensor[k],
+                   b->n * l->row_bytes[k]);
+        if (lay->mask_width)
+            memcpy(mem + l->mask_off + f * lay->mask_width, b->mask,
+                   (size_t)b->n * lay->mask_width);
+        memcpy(reward + f, b->reward, b->n * sizeof(float));
+        for (uint32_t j = 0; j < b->n; j++) {
+            step[f + j] = b->steps;
+            flags[f + j] = ro__seed_mem_flags(b->terminated[j], b->truncated[j],
+                                              b->episode_start[j], b->has_final[j]);
+            for (uint32_t k = 0; b->has_final[j] && k < lay->ntensors; k++)
+                memcpy(mem + l->final_tensor_off[k] + (f + j) * l->row_bytes[k],
+                       b->final_tensor[k] + j * l->row_bytes[k], l->row_bytes[k]);
+        }
+        e->ranges[nr++] = (uint32_t)f;
+        e->ranges[nr++] = b->n;
+    }
+    o->seq = seq;
+    o->in_memory = true;
+    o->n_ranges = ro__merge_ranges(e->ranges, nr);
+    o->ranges = e->ranges;
+}
+
+int ro__actions_apply_memory_abi2(const Rollout__V1__Actions *a, ro_batch_item_t *items,
+                                  const struct ro_space_layout *lay, const ro_seed_mem_layout_t *l,
+                                  const uint8_t *act_mem, char *err, size_t errlen)
+{
+    if (a->n_discrete || a->n_box)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "actions for seq %llu: in memory, yet %zu values in the frame",
+                          (unsigned long long)a->seq, a->n_discrete + a->n_box);
+    size_t r = 0;
+    for (ro_batch_item_t *it = items; it; it = it->next) {
+        ro_step_batch_t *b = ro__step_batch_of_item(it);
+        const size_t f = (size_t)b->first * b->agents;
+        /* Copied first: the learner may write its memory at any time. */
+        if (lay->ndisc)
+            memcpy(b->act_i, act_mem + l->act_off + f * lay->ndisc * 4,
+                   (size_t)b->n * lay->ndisc * 4);
+        if (lay->nbox)
+            memcpy(b->act_f, act_mem + l->act_box_off + f * lay->nbox * 4,
+                   (size_t)b->n * lay->nbox * 4);
+        int rc = ro__check_action_rows_abi2(b->act_i, b->act_f, lay->mask_width ? b->mask : NULL,
+                                            b->n, lay, a->seq, r, err, errlen);
+        if (rc)
+            return rc;
+        r += b->n;
+    }
+    return 0;
+}

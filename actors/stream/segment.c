@@ -1,0 +1,505 @@
+#include "actors/stream/segment.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors/exchange/messages.h"
+#include "runtime/alloc.h"
+#include "runtime/clock.h"
+#include "runtime/error.h"
+#include "spaces/layout.h"
+#include "wire/dtype.h"
+
+static const char *const col_names[RO_SEG_NCOLS] = {
+    [RO_SEG_OBS] = "obs",
+    [RO_SEG_ACTION] = "action",
+    [RO_SEG_LOGP] = "logp",
+    [RO_SEG_MEAN] = "mean",
+    [RO_SEG_LOG_STD] = "log_std",
+    [RO_SEG_REWARD] = "reward",
+    [RO_SEG_TERMINATED] = "terminated",
+    [RO_SEG_TRUNCATED] = "truncated",
+    [RO_SEG_IS_FIRST] = "is_first",
+    [RO_SEG_EPISODE] = "episode",
+    [RO_SEG_STEP] = "step",
+    [RO_SEG_POLICY_VERSION] = "policy_version",
+    [RO_SEG_NEXT_OBS] = "next_obs",
+    [RO_SEG_FINAL_INDEX] = "final_index",
+    [RO_SEG_FINAL_OBS] = "final_obs",
+    [RO_SEG_STATE_H] = "state/h",
+    [RO_SEG_STATE_C] = "state/c",
+};
+
+const char *ro__seg_col_name(int c)
+{
+    return col_names[c];
+}
+
+/* Count of column d's leading elements for t rows of n and k finals. */
+static size_t lead_count(const ro_seg_col_desc_t *d, uint32_t t, uint32_t n, uint32_t k)
+{
+    switch (d->lead) {
+    case RO_SEG_LEAD_TN:
+        return (size_t)t * n;
+    case RO_SEG_LEAD_T:
+        return t;
+    case RO_SEG_LEAD_N:
+        return n;
+    default:
+        return k;
+    }
+}
+
+/* Bytes of column c for t rows of n envs and k final observations; 0: the
+ * column is absent from this layout. */
+static size_t col_bytes(const ro_seg_layout_t *lay, int c, uint32_t t, uint32_t n, uint32_t k)
+{
+    const ro_seg_col_desc_t *d = &lay->col[c];
+    return d->item ? lead_count(d, t, n, k) * d->item : 0;
+}
+
+size_t ro__seg_col_bytes(const ro_segment_t *s, int c)
+{
+    return col_bytes(s->lay, c, s->t, s->n, s->nfinal);
+}
+
+uint32_t ro__seg_col_shape(const ro_segment_t *s, int c, uint32_t *shape)
+{
+    const ro_seg_col_desc_t *d = &s->lay->col[c];
+    uint32_t k = 0;
+    switch (d->lead) {
+    case RO_SEG_LEAD_TN:
+        shape[k++] = s->t;
+        shape[k++] = s->n;
+        break;
+    case RO_SEG_LEAD_T:
+        shape[k++] = s->t;
+        break;
+    case RO_SEG_LEAD_N:
+        shape[k++] = s->n;
+        break;
+    default:
+        shape[k++] = s->nfinal;
+        break;
+    }
+    for (uint32_t i = 0; i < d->ndim; i++)
+        shape[k++] = d->shape[i];
+    return k;
+}
+
+/* Describe column c: name, dtype, leading dims, the dims after them (nd of
+ * shape), and its element size; item bytes per leading element follow. */
+static void describe(ro_seg_layout_t *lay, int c, const char *prefix, const char *name,
+                     uint8_t dtype, uint8_t lead, uint32_t nd, const uint32_t *shape, size_t elem)
+{
+    ro_seg_col_desc_t *d = &lay->col[c];
+    snprintf(d->name, sizeof d->name, "%s%s", prefix, name);
+    d->dtype = dtype;
+    d->lead = lead;
+    d->ndim = nd;
+    d->item = elem;
+    for (uint32_t i = 0; i < nd; i++) {
+        d->shape[i] = shape[i];
+        d->item *= shape[i];
+    }
+}
+
+/* Each column at its cache-line-rounded place: the bytes of one segment. */
+static void size_layout(ro_seg_layout_t *lay)
+{
+    size_t total = 0;
+    const uint32_t T = lay->T, max_n = lay->max_n;
+    for (uint32_t c = 0; c < lay->ncols; c++) {
+        /* Room for every row, and a final observation for every step. */
+        size_t b = col_bytes(lay, (int)c, T, max_n, T * max_n);
+        total += (b + RO_CACHE_LINE - 1) / RO_CACHE_LINE * RO_CACHE_LINE;
+    }
+    lay->bytes = total;
+}
+
+void ro__seg_layout(ro_seg_layout_t *lay, uint32_t T, const ro_space_t *obs, const ro_space_t *act,
+                    bool gaussian, uint32_t max_n)
+{
+    memset(lay, 0, sizeof *lay);
+    lay->T = T;
+    lay->obs_dim = (uint32_t)ro_space_size(obs);
+    lay->obs_ndim = obs->ndim;
+    for (uint32_t d = 0; d < obs->ndim && d < 4; d++)
+        lay->obs_shape[d] = obs->shape[d];
+    lay->discrete = act->kind == RO_SPACE_DISCRETE;
+    lay->act_dim = (uint32_t)ro_space_size(act);
+    lay->gaussian = gaussian && !lay->discrete;
+    lay->max_n = max_n;
+    lay->ncols = RO_SEG_NCOLS;
+    const uint32_t on = lay->obs_ndim < 4 ? lay->obs_ndim : 4, *os = lay->obs_shape;
+    const uint32_t ad[1] = {lay->act_dim};
+    const uint8_t TN = RO_SEG_LEAD_TN, F = RO_DT_FLOAT32;
+    describe(lay, RO_SEG_OBS, "", "obs", F, TN, on, os, 4);
+    if (lay->discrete)
+        describe(lay, RO_SEG_ACTION, "", "action", RO_DT_INT32, TN, 0, NULL, 4);
+    else
+        describe(lay, RO_SEG_ACTION, "", "action", F, TN, 1, ad, 4);
+    describe(lay, RO_SEG_LOGP, "", "logp", F, TN, 0, NULL, 4);
+    if (lay->gaussian) {
+        describe(lay, RO_SEG_MEAN, "", "mean", F, TN, 1, ad, 4);
+        describe(lay, RO_SEG_LOG_STD, "", "log_std", F, RO_SEG_LEAD_T, 1, ad, 4);
+    }
+    describe(lay, RO_SEG_REWARD, "", "reward", F, TN, 0, NULL, 4);
+    describe(lay, RO_SEG_TERMINATED, "", "terminated", RO_DT_UINT8, TN, 0, NULL, 1);
+    describe(lay, RO_SEG_TRUNCATED, "", "truncated", RO_DT_UINT8, TN, 0, NULL, 1);
+    describe(lay, RO_SEG_IS_FIRST, "", "is_first", RO_DT_UINT8, TN, 0, NULL, 1);
+    describe(lay, RO_SEG_EPISODE, "", "episode", RO_DT_UINT32, TN, 0, NULL, 4);
+    describe(lay, RO_SEG_STEP, "", "step", RO_DT_UINT32, TN, 0, NULL, 4);
+    describe(lay, RO_SEG_POLICY_VERSION, "", "policy_version", RO_DT_UINT64, RO_SEG_LEAD_T, 0, NULL,
+             8);
+    describe(lay, RO_SEG_NEXT_OBS, "", "next_obs", F, RO_SEG_LEAD_N, on, os, 4);
+    describe(lay, RO_SEG_FINAL_INDEX, "", "final_index", RO_DT_INT32, RO_SEG_LEAD_K, 0, NULL, 4);
+    describe(lay, RO_SEG_FINAL_OBS, "", "final_obs", F, RO_SEG_LEAD_K, on, os, 4);
+    size_layout(lay);
+}
+
+void ro__seg_layout_typed(ro_seg_layout_t *lay, uint32_t T, const ro_space_layout_t *sp,
+                          uint32_t max_rows)
+{
+    memset(lay, 0, sizeof *lay);
+    lay->T = T;
+    lay->max_n = max_rows;
+    lay->space = sp;
+    lay->ncols = RO_SEG2_NCOLS;
+    const uint8_t TN = RO_SEG_LEAD_TN, F = RO_DT_FLOAT32, U8 = RO_DT_UINT8;
+    for (uint32_t k = 0; k < sp->ntensors; k++) {
+        const ro_tensor_layout_t *t = &sp->t[k];
+        const uint8_t dt = (uint8_t)ro__wire_dtype(t->dtype); /* RO_DT_* are DType's numbers */
+        describe(lay, RO_SEG2_OBS + (int)k, "obs/", t->name, dt, TN, t->ndim, t->shape, t->elem);
+        describe(lay, RO_SEG2_NEXT_OBS + (int)k, "next_obs/", t->name, dt, RO_SEG_LEAD_N, t->ndim,
+                 t->shape, t->elem);
+        describe(lay, RO_SEG2_FINAL_OBS + (int)k, "final_obs/", t->name, dt, RO_SEG_LEAD_K, t->ndim,
+                 t->shape, t->elem);
+    }
+    const uint32_t nd[1] = {sp->ndisc}, nb[1] = {sp->nbox}, mw[1] = {sp->mask_width};
+    if (sp->ndisc)
+        describe(lay, RO_SEG2_ACTION, "", "action", RO_DT_INT32, TN, 1, nd, 4);
+    if (sp->nbox)
+        describe(lay, RO_SEG2_ACTION_BOX, "", "action_box", F, TN, 1, nb, 4);
+    if (sp->mask_width)
+        describe(lay, RO_SEG2_MASK, "", "mask", U8, TN, 1, mw, 1);
+    describe(lay, RO_SEG2_LOGP, "", "logp", F, TN, 0, NULL, 4);
+    describe(lay, RO_SEG2_REWARD, "", "reward", F, TN, 0, NULL, 4);
+    describe(lay, RO_SEG2_TERMINATED, "", "terminated", U8, TN, 0, NULL, 1);
+    describe(lay, RO_SEG2_TRUNCATED, "", "truncated", U8, TN, 0, NULL, 1);
+    describe(lay, RO_SEG2_IS_FIRST, "", "is_first", U8, TN, 0, NULL, 1);
+    describe(lay, RO_SEG2_EPISODE, "", "episode", RO_DT_UINT32, TN, 0, NULL, 4);
+    describe(lay, RO_SEG2_STEP, "", "step", RO_DT_UINT32, TN, 0, NULL, 4);
+    describe(lay, RO_SEG2_POLICY_VERSION, "", "policy_version", RO_DT_UINT64, RO_SEG_LEAD_T, 0,
+             NULL, 8);
+    describe(lay, RO_SEG2_FINAL_INDEX, "", "final_index", RO_DT_INT32, RO_SEG_LEAD_K, 0, NULL, 4);
+    size_layout(lay);
+}
+
+void ro__seg_layout_state(ro_seg_layout_t *lay, uint32_t hid, bool lstm)
+{
+    const bool abi2 = lay->space != NULL;
+    const uint32_t shape[1] = {hid};
+    const int h = abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H,
+              c = abi2 ? RO_SEG2_STATE_C : RO_SEG_STATE_C;
+    describe(lay, h, "", "state/h", RO_DT_FLOAT32, RO_SEG_LEAD_N, 1, shape, 4);
+    if (lstm)
+        describe(lay, c, "", "state/c", RO_DT_FLOAT32, RO_SEG_LEAD_N, 1, shape, 4);
+    size_layout(lay);
+}
+
+void ro__seg_layout_cell(const ro_seg_layout_t *lay, char *buf, size_t len)
+{
+    const bool abi2 = lay->space != NULL;
+    const ro_seg_col_desc_t *h = &lay->col[abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H];
+    const ro_seg_col_desc_t *c = &lay->col[abi2 ? RO_SEG2_STATE_C : RO_SEG_STATE_C];
+    if (h->item)
+        snprintf(buf, len, "%s:%u", c->item ? "lstm" : "gru", h->shape[0]);
+    else if (len)
+        buf[0] = 0;
+}
+
+int ro__seg_pool_init(ro_seg_pool_t *p, const ro_seg_layout_t *lay, uint32_t nsegs, bool shared)
+{
+    memset(p, 0, sizeof *p);
+    p->lay = *lay;
+    ro__grant_pool_init(&p->pool);
+    p->segs = calloc(nsegs, sizeof *p->segs);
+    char err[256];
+    if (nsegs && lay->bytes > SIZE_MAX / nsegs)
+        return RO_ENOMEM;
+    /* Shared memory when a learner may map it; private memory where the
+     * kernel has no memfd (segments then go over the socket only). */
+    if (shared && ro__shared_mem_create(&p->shm, "rollout-segments", (size_t)nsegs * lay->bytes,
+                                        false, err, sizeof err) == 0)
+        p->mem = p->shm.base;
+    else
+        p->mem = ro__calloc_lines(nsegs, lay->bytes);
+    if (!p->segs || !p->mem)
+        return RO_ENOMEM;
+    p->nsegs = nsegs;
+    for (uint32_t i = 0; i < nsegs; i++) {
+        ro_segment_t *s = &p->segs[i];
+        s->lay = &p->lay;
+        s->pool = p;
+        s->msg.type = RO_MSG_SEGMENT;
+        s->mem = (char *)p->mem + (size_t)i * lay->bytes;
+        char *m = s->mem;
+        for (int c = 0; c < (int)lay->ncols; c++) {
+            size_t b = col_bytes(lay, c, lay->T, lay->max_n, lay->T * lay->max_n);
+            s->col[c] = b ? m : NULL;
+            m += (b + RO_CACHE_LINE - 1) / RO_CACHE_LINE * RO_CACHE_LINE;
+        }
+        ro__grant_pool_give(&p->pool, &s->item);
+    }
+    return 0;
+}
+
+void ro__seg_pool_free(ro_seg_pool_t *p)
+{
+    ro__grant_pool_destroy(&p->pool);
+    free(p->segs);
+    if (p->shm.base)
+        ro__shared_mem_release(&p->shm);
+    else
+        free(p->mem);
+    memset(p, 0, sizeof *p);
+}
+
+void ro__seg_pool_give(ro_seg_pool_t *p, ro_segment_t *list)
+{
+    ro_pool_item_t *items = NULL;
+    while (list) {
+        ro_segment_t *s = list;
+        list = s->next;
+        s->next = NULL;
+        s->item.next = items;
+        items = &s->item;
+    }
+    ro__grant_pool_give(&p->pool, items);
+}
+
+void ro__stream_port_init(ro_stream_port_t *p, ro_seg_pool_t *pool, ro_actor_t *hub, uint32_t shard,
+                          ro_actor_t *env_actor)
+{
+    memset(p, 0, sizeof *p);
+    p->pool = pool;
+    p->hub = hub;
+    p->shard = shard;
+    p->resume_msg.type = RO_MSG_STREAM_RESUME;
+    p->waiter.to = env_actor;
+    p->waiter.msg = &p->resume_msg;
+    atomic_init(&p->wait_ns, 0);
+    atomic_init(&p->waits, 0);
+}
+
+/* A fresh segment for the port's shard. */
+static void start_segment(ro_stream_port_t *p, ro_segment_t *s)
+{
+    s->shard = p->shard;
+    s->shard_seq = p->next_seq++;
+    s->t = 0;
+    s->nfinal = 0;
+    s->last = false;
+    s->conn_seq = 0;
+    s->acked = false;
+    s->next = NULL;
+    p->cur = s;
+}
+
+bool ro__stream_port_ready(ro_stream_port_t *p)
+{
+    if (p->cur)
+        return true;
+    ro_pool_item_t *it = ro__grant_pool_take(&p->pool->pool, &p->waiter);
+    if (!it) {
+        p->wait_since_ns = ro__now_ns();
+        /* Relaxed: a statistic. */
+        atomic_fetch_add_explicit(&p->waits, 1, memory_order_relaxed);
+        return false;
+    }
+    start_segment(p, ro__container_of(it, ro_segment_t, item));
+    return true;
+}
+
+void ro__stream_port_resume(ro_stream_port_t *p)
+{
+    ro_pool_item_t *it = ro__grant_pool_claim(&p->pool->pool, &p->waiter);
+    /* Relaxed: a statistic. */
+    atomic_fetch_add_explicit(&p->wait_ns, ro__now_ns() - p->wait_since_ns, memory_order_relaxed);
+    start_segment(p, ro__container_of(it, ro_segment_t, item));
+}
+
+/* Row t of an ABI 2 segment: each tensor, the actions, the mask, the log-
+ * probabilities and is_first; episode and step are each row's env's. */
+static void capture_action_typed(ro_segment_t *s, const ro_step_batch_t *b, const uint64_t *ep_num,
+                                 const uint32_t *ep_len)
+{
+    const ro_space_layout_t *sp = s->lay->space;
+    const uint32_t n = b->n, A = b->agents;
+    const size_t row = (size_t)s->t * n;
+    for (uint32_t k = 0; k < sp->ntensors; k++) {
+        const size_t rb = sp->t[k].row_bytes;
+        memcpy((uint8_t *)s->col[RO_SEG2_OBS + k] + row * rb, b->tensor[k], n * rb);
+    }
+    if (sp->ndisc)
+        memcpy((int32_t *)s->col[RO_SEG2_ACTION] + row * sp->ndisc, b->act_i,
+               (size_t)n * sp->ndisc * sizeof(int32_t));
+    if (sp->nbox)
+        memcpy((float *)s->col[RO_SEG2_ACTION_BOX] + row * sp->nbox, b->act_f,
+               (size_t)n * sp->nbox * sizeof(float));
+    if (sp->mask_width)
+        memcpy((uint8_t *)s->col[RO_SEG2_MASK] + row * sp->mask_width, b->mask,
+               (size_t)n * sp->mask_width);
+    memcpy((float *)s->col[RO_SEG2_LOGP] + row, b->logp, n * sizeof(float));
+    memcpy((uint8_t *)s->col[RO_SEG2_IS_FIRST] + row, b->episode_start, n);
+    uint32_t *ep = (uint32_t *)s->col[RO_SEG2_EPISODE] + row;
+    uint32_t *st = (uint32_t *)s->col[RO_SEG2_STEP] + row;
+    for (uint32_t j = 0; j < n; j++) {
+        ep[j] = (uint32_t)ep_num[j / A];
+        st[j] = ep_len[j / A];
+    }
+    ((uint64_t *)s->col[RO_SEG2_POLICY_VERSION])[s->t] = b->policy_version;
+}
+
+void ro__stream_capture_action(ro_stream_port_t *p, const ro_step_batch_t *b,
+                               const uint64_t *ep_num, const uint32_t *ep_len)
+{
+    ro_segment_t *s = p->cur;
+    const ro_seg_layout_t *lay = s->lay;
+    const uint32_t t = s->t, n = b->n;
+    const size_t row = (size_t)t * n, od = lay->obs_dim, ad = lay->act_dim;
+    if (t == 0) {
+        s->first_env = b->first;
+        s->n = n;
+        s->version_min = s->version_max = b->policy_version;
+    }
+    s->version_min = b->policy_version < s->version_min ? b->policy_version : s->version_min;
+    s->version_max = b->policy_version > s->version_max ? b->policy_version : s->version_max;
+    if (lay->space) {
+        capture_action_typed(s, b, ep_num, ep_len);
+        return;
+    }
+    memcpy((float *)s->col[RO_SEG_OBS] + row * od, b->obs, n * od * sizeof(float));
+    if (lay->discrete)
+        memcpy((int32_t *)s->col[RO_SEG_ACTION] + row, b->act_i, n * sizeof(int32_t));
+    else
+        memcpy((float *)s->col[RO_SEG_ACTION] + row * ad, b->act_f, n * ad * sizeof(float));
+    memcpy((float *)s->col[RO_SEG_LOGP] + row, b->logp, n * sizeof(float));
+    if (lay->gaussian) {
+        memcpy((float *)s->col[RO_SEG_MEAN] + row * ad, b->mean, n * ad * sizeof(float));
+        memcpy((float *)s->col[RO_SEG_LOG_STD] + (size_t)t * ad, b->log_std, ad * sizeof(float));
+    }
+    memcpy((uint8_t *)s->col[RO_SEG_IS_FIRST] + row, b->episode_start, n);
+    uint32_t *ep = (uint32_t *)s->col[RO_SEG_EPISODE] + row;
+    uint32_t *st = (uint32_t *)s->col[RO_SEG_STEP] + row;
+    for (uint32_t j = 0; j < n; j++) {
+        ep[j] = (uint32_t)ep_num[j];
+        st[j] = ep_len[j];
+    }
+    ((uint64_t *)s->col[RO_SEG_POLICY_VERSION])[t] = b->policy_version;
+}
+
+void ro__stream_capture_state(ro_stream_port_t *p, const ro_step_batch_t *b)
+{
+    ro_segment_t *s = p->cur;
+    const bool abi2 = s->lay->space != NULL;
+    float *h = s->col[abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H];
+    float *c = s->col[abi2 ? RO_SEG2_STATE_C : RO_SEG_STATE_C];
+    if (!h || !b->rstate)
+        return;
+    const uint32_t hid = s->lay->col[abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H].shape[0];
+    for (uint32_t j = 0; j < b->n; j++) {
+        const float *row = b->rstate + (size_t)j * b->state_floats;
+        const bool zero = b->episode_start[j] != 0; /* the learner will zero it too */
+        for (uint32_t k = 0; k < hid; k++)
+            h[(size_t)j * hid + k] = zero ? 0.0f : row[k];
+        for (uint32_t k = 0; c && k < hid; k++)
+            c[(size_t)j * hid + k] = zero ? 0.0f : row[hid + k];
+    }
+}
+
+/* Hand the segment to the hub (with the observation after its last row). */
+static void hand_over(ro_stream_port_t *p, const ro_step_batch_t *b, bool last)
+{
+    ro_segment_t *s = p->cur;
+    p->cur = NULL;
+    s->last = last;
+    const ro_space_layout_t *sp = s->lay->space;
+    if (sp)
+        for (uint32_t k = 0; k < sp->ntensors; k++)
+            memcpy(s->col[RO_SEG2_NEXT_OBS + k], b->tensor[k], (size_t)b->n * sp->t[k].row_bytes);
+    else
+        memcpy(s->col[RO_SEG_NEXT_OBS], b->obs, (size_t)b->n * s->lay->obs_dim * sizeof(float));
+    ro__actor_send(p->hub, &s->msg);
+}
+
+/* Row t's outcome in an ABI 2 segment: rewards, flags, and the final
+ * observations of the rows whose step ended their env's episode. */
+static void capture_outcome_typed(ro_segment_t *s, const ro_step_batch_t *b)
+{
+    const ro_space_layout_t *sp = s->lay->space;
+    const uint32_t n = b->n;
+    const size_t row = (size_t)s->t * n;
+    memcpy((float *)s->col[RO_SEG2_REWARD] + row, b->reward, n * sizeof(float));
+    memcpy((uint8_t *)s->col[RO_SEG2_TERMINATED] + row, b->terminated, n);
+    memcpy((uint8_t *)s->col[RO_SEG2_TRUNCATED] + row, b->truncated, n);
+    for (uint32_t j = 0; j < n; j++) {
+        if (!b->has_final[j])
+            continue;
+        ((int32_t *)s->col[RO_SEG2_FINAL_INDEX])[s->nfinal] = (int32_t)(row + j);
+        for (uint32_t k = 0; k < sp->ntensors; k++) {
+            const size_t rb = sp->t[k].row_bytes;
+            memcpy((uint8_t *)s->col[RO_SEG2_FINAL_OBS + k] + (size_t)s->nfinal * rb,
+                   b->final_tensor[k] + j * rb, rb);
+        }
+        s->nfinal++;
+    }
+}
+
+/* Row t's outcome in an ABI 1 segment. */
+static void capture_outcome_flat(ro_segment_t *s, const ro_step_batch_t *b)
+{
+    const uint32_t n = b->n;
+    const size_t row = (size_t)s->t * n, od = s->lay->obs_dim;
+    memcpy((float *)s->col[RO_SEG_REWARD] + row, b->reward, n * sizeof(float));
+    memcpy((uint8_t *)s->col[RO_SEG_TERMINATED] + row, b->terminated, n);
+    memcpy((uint8_t *)s->col[RO_SEG_TRUNCATED] + row, b->truncated, n);
+    for (uint32_t j = 0; j < n; j++) {
+        if (!b->has_final[j])
+            continue;
+        ((int32_t *)s->col[RO_SEG_FINAL_INDEX])[s->nfinal] = (int32_t)(row + j);
+        memcpy((float *)s->col[RO_SEG_FINAL_OBS] + (size_t)s->nfinal * od, b->final_obs + j * od,
+               od * sizeof(float));
+        s->nfinal++;
+    }
+}
+
+bool ro__stream_capture_outcome(ro_stream_port_t *p, const ro_step_batch_t *b)
+{
+    ro_segment_t *s = p->cur;
+    if (s->lay->space)
+        capture_outcome_typed(s, b);
+    else
+        capture_outcome_flat(s, b);
+    s->t++;
+    if (s->t < s->lay->T)
+        return true;
+    hand_over(p, b, false);
+    return ro__stream_port_ready(p);
+}
+
+void ro__stream_port_finish(ro_stream_port_t *p, const ro_step_batch_t *b)
+{
+    if (!p->cur)
+        return;
+    /* Even an empty segment goes: it tells the hub the shard is done (the
+     * hub recycles a segment with no rows). */
+    if (p->cur->t == 0) {
+        p->cur->first_env = b->first;
+        p->cur->n = b->n;
+        p->cur->version_min = p->cur->version_max = b->policy_version;
+    }
+    hand_over(p, b, true);
+}
