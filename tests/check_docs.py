@@ -2,7 +2,9 @@
 """Every relative link in the repository's Markdown files points at a file
 that exists, and every #anchor at a heading of that file (GitHub's slugs);
 no Markdown file cites a .md file that the repository does not have (as
-results.md once cited a "DESIGN.md").
+results.md once cited a "DESIGN.md"); and every file or folder of the tree
+a document names in `code` spans (`src/wire/conn.c`, `actors/hub/`, or a
+source named from its layer as its #include names it, `wire/conn.c`) exists.
 
 Run as: check_docs.py SOURCE_ROOT. Prints one line per broken link, exits 1
 if there is any.
@@ -14,6 +16,31 @@ import sys
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 CITE = re.compile(r"\b([A-Za-z][\w-]*\.md)\b")
+# A path in a code span: from the root's folders, or a source named as its
+# #include names it (from src/ or programs/: "wire/conn.c", "node/node.h").
+CODE = re.compile(r"`([^`\s]+)`")
+TOP = ("src/", "actors/", "programs/", "include/", "proto/", "tests/", "bench/", "python/",
+       "examples/", "docs/", ".ci/")
+LAYER = re.compile(r"^(runtime|spaces|wire|policy|trajectory|envs|metrics|vecenv|node|learner|"
+                   r"replay)/[\w/]+\.[ch]$")
+PATH = re.compile(r"^[\w./-]+$")
+
+
+def named_path_missing(root, token):
+    """The tree path a code span names, if it names one that is missing;
+    None for a path that exists or a span that names none."""
+    token = token.rstrip(".,:;")
+    if not PATH.match(token) or any(re.fullmatch(r"[A-Z_]+", part) for part in token.split("/")):
+        return None  # not a path, or a pattern (tests/fuzz/corpus/NAME/)
+    if token.startswith(TOP) and ("." in os.path.basename(token.rstrip("/"))
+                                  or token.endswith("/")):
+        return None if os.path.exists(os.path.join(root, token)) else token
+    if LAYER.match(token):
+        for base in ("src", "programs"):
+            if os.path.exists(os.path.join(root, base, token)):
+                return None
+        return token
+    return None
 
 
 def slug(heading):
@@ -71,6 +98,10 @@ def main():
                     bad.append(f"{rel}:{no}: link to {target}: no such file")
                 elif anchor and dest.endswith(".md") and anchor not in anchors(dest):
                     bad.append(f"{rel}:{no}: link to {target}: no heading with that anchor")
+            for m in CODE.finditer(line):
+                missing = named_path_missing(root, m.group(1))
+                if missing:
+                    bad.append(f"{rel}:{no}: names {missing}, which the tree lacks")
             for m in CITE.finditer(line):
                 if m.group(1) not in names and not m.group(1).startswith("rollout-"):
                     bad.append(f"{rel}:{no}: cites {m.group(1)}, which the repository lacks")
