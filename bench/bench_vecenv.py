@@ -149,7 +149,7 @@ def main():
     print(f"rollout_client from {os.path.dirname(rc.__file__)}; {n} envs; "
           f"{a.repeats} x {a.seconds:g} s per case; load average {load0}", flush=True)
     with rc.NodeProcess(os.path.join(a.build, "rollout-node"), *args, **listen) as node:
-        env = rc.VecEnv(node.address, timeout=120)
+        env = rc.VecEnv(node.address, timeout=120, autoreset_mode="same_step")
         pid = node.proc.pid
         obs, _ = env.reset()
         rng = np.random.default_rng(1)

@@ -161,7 +161,7 @@ def open_env(args, name, env_name):
         addresses = [node.address]
     try:
         env = rc.VecEnv(addresses, name=name, connect_timeout=args.connect_timeout,
-                        **token_args(args))
+                        **token_args(args), autoreset_mode="same_step")
     except BaseException:
         if node is not None:
             node.stop()

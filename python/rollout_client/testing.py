@@ -31,9 +31,19 @@ class CartPoles:
         self.steps = np.zeros(n, np.int64)
         self.max_episode_steps = max_episode_steps
 
-    def step(self, idx, actions):
-        """Step envs idx; returns (obs, reward, terminated, truncated,
-        episode_start, final_obs rows or NaN)."""
+    def step(self, idx, actions, held=None):
+        """Step envs idx (not those ``held`` marks: Actions.hold, their
+        first observation again); returns (obs, reward, terminated,
+        truncated, episode_start, final_obs rows or NaN)."""
+        if held is not None and held.any():
+            out = [np.empty((len(idx), 4)), np.zeros(len(idx)), np.zeros(len(idx), bool),
+                   np.zeros(len(idx), bool), np.ones(len(idx), bool),
+                   np.full((len(idx), 4), np.nan)]
+            out[0][held] = self.state[idx[held]]
+            if (~held).any():
+                for k, v in enumerate(self.step(idx[~held], np.asarray(actions)[~held])):
+                    out[k][~held] = v
+            return tuple(out)
         x, x_dot, th, th_dot = self.state[idx].T
         force = np.where(np.asarray(actions) == 1, _FORCE, -_FORCE)
         cos, sin = np.cos(th), np.sin(th)
@@ -240,8 +250,12 @@ class FakeNode:
                 if len(a.discrete) != len(idx) or any(v not in (0, 1) for v in a.discrete):
                     self._error(sock, 71, f"seq {a.seq}: bad actions {list(a.discrete)}")
                     break
+                held = np.isin(idx, np.array(a.hold, np.int64))
+                if int(held.sum()) != len(set(a.hold)):
+                    self._error(sock, 71, f"actions for seq {a.seq} hold an env not in it")
+                    break
                 self.actions.append((idx.copy(), np.array(a.discrete)))
-                out = self.envs.step(idx, np.array(a.discrete))
+                out = self.envs.step(idx, np.array(a.discrete), held)
                 self.steps += len(idx)
                 if self.max_steps and self.steps >= self.max_steps:
                     self._send(sock, goodbye=self.pb.Goodbye(reason="steps done"))

@@ -13,10 +13,13 @@ Envs are ordered by (node index, env index): global env ``k`` is env
 outstanding batch with its slice of ``actions`` and waits until every env
 has delivered its next transition.
 
-Auto-reset is the node's (docs/env-api.md), Gymnasium's SAME_STEP mode: the
-step that ends an episode returns that episode's reward and flags, the
-first observation of the next episode, and the ended episode's last
-observation in ``infos["final_obs"]`` (mask ``infos["_final_obs"]``).
+Auto-reset: Gymnasium's NEXT_STEP mode by default (autoreset.py: the
+node holds an ended env for its reset step, Actions.hold); SAME_STEP, the
+node's own (docs/env-api.md), with ``autoreset_mode="same_step"`` or
+``batch_size``: the step that ends an episode returns that episode's reward
+and flags, the first observation of the next episode, and the ended
+episode's last observation in ``infos["final_obs"]`` (mask
+``infos["_final_obs"]``); DISABLED with ``autoreset_mode="disabled"``.
 ``reset(seed=S)`` / ``reset()`` any number of times, as Gymnasium's: env i
 of a node is seeded from (S, its --node-index, i), as ``rollout-node --seed
 S`` seeds it; a reset after the first is a Reseed to each node
@@ -70,7 +73,10 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
                  autoreset_mode=None, **client_kwargs):
         self.closed = True  # until the connections exist (gymnasium's __del__ reads it)
         self._last_seen = None  # per row: the step last handed out (_mark_first)
-        mode = "same_step" if autoreset_mode is None else autoreset.parse_mode(autoreset_mode)
+        # Gymnasium's default, NEXT_STEP; send()/recv() (batch_size) show the
+        # node's own same-step resets.
+        mode = ("same_step" if batch_size is not None else "next_step") \
+            if autoreset_mode is None else autoreset.parse_mode(autoreset_mode)
         if mode != "same_step" and batch_size is not None:
             raise ValueError(f"autoreset_mode '{mode}' works with step(): not with batch_size "
                              "(send()/recv())")
@@ -363,9 +369,12 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         [num_envs, *action_shape] for box) and wait for the next transition
         of every env.
 
-        Returns (obs, rewards, terminations, truncations, infos). ``obs`` rows
-        of envs whose episode ended are the first observation of the next
-        episode. ``infos`` holds arrays over envs: ``final_obs`` (the ended
+        Returns (obs, rewards, terminations, truncations, infos). In the
+        default NEXT_STEP mode an ended episode's row is its last
+        observation and the env's next step is its reset (autoreset.py); in
+        SAME_STEP mode ``obs`` rows of envs whose episode ended are the
+        first observation of the next episode and ``infos`` holds arrays
+        over envs: ``final_obs`` (the ended
         episode's last observation; NaN rows, or 0 for integer dtypes, where
         absent) with mask ``_final_obs`` (also ``has_final_obs``),
         ``rollout_episode`` = {"r": return, "l": length} with mask

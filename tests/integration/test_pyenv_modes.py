@@ -48,7 +48,7 @@ class Seed(nu.TempDirCase):
         n, per = 4, 100
         p, addr, log = nu.start_listening("remote", "--env", DRIFT, "--num-envs", n, "--quiet",
                                           "--steps", n * per, "--seed", 2)
-        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S) as v:
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, autoreset_mode="same_step") as v:
             sp = v.single_observation_space.spaces
             # In the order of the env's Dict (Gymnasium sorts its keys).
             want = {"bits": (np.uint8, (3,)), "frame": (np.uint8, (3, 4)),
@@ -78,7 +78,7 @@ class Seed(nu.TempDirCase):
         """A SEED node's first observations (pos) after VecEnv.reset(seed=reseed)."""
         p, addr, log = nu.start_listening("remote", "--env", DRIFT, "--num-envs", 4, "--quiet",
                                           "--seed", node_seed, "--seconds", 0)
-        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S) as v:
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, autoreset_mode="same_step") as v:
             obs, _ = v.reset(seed=reseed)
             pos = obs["pos"].copy()
         p.send_signal(signal.SIGINT)

@@ -192,7 +192,8 @@ class AgainstFakeNode(unittest.TestCase):
     def test_vecenv_over_two_nodes(self):
         with FakeNode(num_envs=5, groups=2, seed=1) as n0, \
                 FakeNode(num_envs=3, groups=2, seed=2) as n1:
-            with rc.VecEnv([n0.address, n1.address], timeout=GUARD) as env:
+            with rc.VecEnv([n0.address, n1.address], timeout=GUARD,
+                           autoreset_mode="same_step") as env:
                 self.assertEqual(env.num_envs, 8)
                 self.assertEqual(env.env_ids()[:6], [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4),
                                                       (1, 0)])
@@ -421,7 +422,7 @@ class AgainstRealNode(unittest.TestCase):
 
     def test_vecenv_actions_reach_their_envs(self):
         node = self.start()
-        with rc.VecEnv([node.address], timeout=GUARD) as env:
+        with rc.VecEnv([node.address], timeout=GUARD, autoreset_mode="same_step") as env:
             obs, _ = env.reset()
             truncated_with_final = terminated = 0
             for _ in range(1100):
@@ -436,7 +437,7 @@ class AgainstRealNode(unittest.TestCase):
     def test_box_actions_pendulum(self):
         node = NodeProcess(NODE, "--env", "pendulum", "--num-envs", 4, "--seconds", 0, "--quiet")
         self.addCleanup(node.stop)
-        with rc.VecEnv([node.address], timeout=GUARD) as env:
+        with rc.VecEnv([node.address], timeout=GUARD, autoreset_mode="same_step") as env:
             info = env.nodes[0]
             self.assertEqual((info.action_kind, info.action_shape), ("box", (1,)))
             self.assertEqual(info.obs_dim, 3)
@@ -488,7 +489,7 @@ class AgainstRealNode(unittest.TestCase):
             send(s, hello=rc.pb2().Hello(protocol_version=1, role="learner", name="dies"))
             self.assertEqual(read_frame(s).WhichOneof("body"), "welcome")
         try:
-            with rc.VecEnv([node.address], timeout=GUARD) as env:
+            with rc.VecEnv([node.address], timeout=GUARD, autoreset_mode="same_step") as env:
                 obs, _ = env.reset()  # every env's observation arrives again
                 self.assertEqual(obs.shape, (8, 4))
                 env.step(np.zeros(8, np.int64))

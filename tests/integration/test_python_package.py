@@ -39,7 +39,8 @@ try:
     mujoco = list(h.reset(seed=0)[0].shape)
 except ValueError as e:
     mujoco = str(e)
-with FakeNode(num_envs=4, groups=2) as node, rc.VecEnv(node.address, timeout=120) as venv:
+with FakeNode(num_envs=4, groups=2) as node, \
+        rc.VecEnv(node.address, timeout=120, autoreset_mode="same_step") as venv:
     venv.reset()
     for _ in range(10):
         venv.step(venv.action_space.sample())

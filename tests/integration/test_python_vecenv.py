@@ -150,7 +150,7 @@ class WithFakeNode(Checklist, unittest.TestCase):
     def test_gymnasium_checklist(self):
         with FakeNode(num_envs=5, groups=2, seed=1, max_episode_steps=60) as n0, \
                 FakeNode(num_envs=3, groups=2, seed=2, max_episode_steps=60) as n1:
-            env = rc.VecEnv([n0.address, n1.address], timeout=GUARD)
+            env = rc.VecEnv([n0.address, n1.address], timeout=GUARD, autoreset_mode="same_step")
             with env:
                 self.assertEqual(env.num_envs, 8)
                 self.check_paths(env)
@@ -170,7 +170,7 @@ class WithFakeNode(Checklist, unittest.TestCase):
         import gymnasium
         with FakeNode(num_envs=4, groups=2, seed=5, max_episode_steps=30) as node:
             env = gymnasium.wrappers.vector.RecordEpisodeStatistics(
-                rc.VecEnv(node.address, timeout=GUARD))
+                rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step"))
             obs, _ = env.reset()
             seen = 0
             for _ in range(100):
@@ -190,7 +190,7 @@ class WithFakeNode(Checklist, unittest.TestCase):
         """infos["is_first"] (issue 34): every row at reset, then exactly the
         episode starts while this VecEnv sees every step; recv() too."""
         with FakeNode(num_envs=4, groups=2, seed=6, max_episode_steps=20) as node:
-            with rc.VecEnv(node.address, timeout=GUARD) as env:
+            with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
                 obs, infos = env.reset()
                 self.assertTrue(infos["is_first"].all())
                 starts = 0
@@ -214,7 +214,7 @@ class WithFakeNode(Checklist, unittest.TestCase):
 
     def test_rejected_action_leaves_vecenv_usable(self):
         with FakeNode(num_envs=6, groups=3, seed=3) as node:
-            with rc.VecEnv(node.address, timeout=GUARD) as env:
+            with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
                 obs, _ = env.reset()
                 obs, *_ = env.step(balance(obs))
                 bad = balance(obs)
@@ -238,7 +238,7 @@ class WithFakeNode(Checklist, unittest.TestCase):
 
     def test_integer_observations(self):
         with FakeNode(num_envs=4, groups=2, obs_dtype="int16", max_episode_steps=20) as node:
-            with rc.VecEnv(node.address, timeout=GUARD) as env:
+            with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
                 self.check_spaces(env, (4,), np.int16)
                 self.assertEqual(env.single_observation_space.low.tolist(), [-32768] * 4)
                 obs, _ = env.reset()
@@ -255,14 +255,14 @@ class WithFakeNode(Checklist, unittest.TestCase):
     def test_host_names_and_ipv6(self):
         with FakeNode(num_envs=2, groups=1) as node:
             port = node.address.rsplit(":", 1)[1]
-            with rc.VecEnv(f"localhost:{port}", timeout=GUARD) as env:
+            with rc.VecEnv(f"localhost:{port}", timeout=GUARD, autoreset_mode="same_step") as env:
                 env.reset()
                 env.step(np.zeros(2, np.int64))
         if not ipv6_loopback():
             self.skipTest("no IPv6 loopback here")
         with FakeNode(num_envs=2, groups=1, host="::1") as node:
             self.assertTrue(node.address.startswith("[::1]:"))
-            with rc.VecEnv(node.address, timeout=GUARD) as env:
+            with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
                 env.reset()
                 env.step(np.zeros(2, np.int64))
 
@@ -293,7 +293,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
 
     def test_checklist_cartpole(self):
         node = self.launch(num_envs=8, seed=5)
-        env = rc.VecEnv(node.address, timeout=GUARD)
+        env = rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step")
         with env:
             self.check_paths(env)
             self.check_spaces(env, (4,))
@@ -310,7 +310,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
         changes nothing the VecEnv returns later: 256 envs, several frames
         per step, 50 steps kept and compared with copies taken at once."""
         node = self.launch(num_envs=256, seed=3)
-        with rc.VecEnv(node.address, timeout=GUARD) as env:
+        with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
             obs, _ = env.reset()
             kept, copies = [], []
             for _ in range(50):
@@ -331,7 +331,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
 
     def test_checklist_pendulum_box_actions(self):
         node = self.launch(env="pendulum", num_envs=4, seed=2)
-        with rc.VecEnv(node.address, timeout=GUARD) as env:
+        with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
             self.check_paths(env)
             self.check_spaces(env, (3,))
             self.assertEqual(env.single_action_space.low.tolist(), [-2.0])
@@ -350,7 +350,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
         runs = []
         for seed in (11, 11, 12):
             node = self.launch(num_envs=4, seed=seed)
-            with rc.VecEnv(node.address, timeout=GUARD) as env:
+            with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
                 obs, _ = env.reset(seed=seed)
                 trace = [obs]
                 for _ in range(30):
@@ -376,10 +376,10 @@ class WithRealNode(Checklist, nu.TempDirCase):
         the envs' streams going on (other ones); the same as make_vec's in
         this process (env i seeded from (S, i) by both)."""
         fresh = self.launch(num_envs=6, seed=31, workers=2, listen="unix:" + self.sock("f"))
-        with rc.VecEnv(fresh.address, timeout=GUARD) as env:
+        with rc.VecEnv(fresh.address, timeout=GUARD, autoreset_mode="same_step") as env:
             want = self.trace(env, env.reset(seed=31)[0])
         node = self.launch(num_envs=6, seed=4, workers=2, listen="unix:" + self.sock("n"))
-        with rc.VecEnv(node.address, timeout=GUARD) as env:
+        with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
             obs, _ = env.reset()
             self.trace(env, obs, 25)
             for _ in range(2):  # after steps, and twice in a row
@@ -398,7 +398,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
         self.assertEqual(node.summary()["learners_rejected"], 0)
 
     def test_next_step_with_gymnasium_wrappers(self):
-        """autoreset_mode="next_step" (Gymnasium's default; issue 29):
+        """autoreset_mode="next_step", the default as Gymnasium's (issue 29):
         Gymnasium's own wrappers over the remote VecEnv, unchanged, give
         the very transitions and infos of the same wrappers over make_vec's
         in-process engine, step for step, over many episode ends: the
@@ -420,9 +420,12 @@ class WithRealNode(Checklist, nu.TempDirCase):
             with self.subTest(name):
                 node = self.launch(env=name, num_envs=6, seed=8, workers=2,
                                    listen="unix:" + self.sock(name))
-                remote = rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="next_step")
+                remote = rc.VecEnv(node.address, timeout=GUARD)  # the default: NEXT_STEP
                 self.assertIs(remote.metadata["autoreset_mode"],
                               gymnasium.vector.AutoresetMode.NEXT_STEP)
+                with rc.VecEnv(node.address, timeout=GUARD, batch_size=3) as asynchronous:
+                    self.assertIs(asynchronous.metadata["autoreset_mode"],  # send()/recv()
+                                  gymnasium.vector.AutoresetMode.SAME_STEP)
                 a, b = wrap(remote, box), wrap(rc.make_vec(gym_id, num_envs=6), box)
                 try:
                     oa, _ = a.reset(seed=5)
@@ -550,7 +553,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
 
     def test_rejected_actions_leave_vecenv_usable(self):
         node = self.launch(num_envs=8)
-        with rc.VecEnv(node.address, timeout=GUARD) as env:
+        with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
             obs, _ = env.reset()
             bad = balance(obs)
             bad[3] = -1
@@ -562,7 +565,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
             self.assertGreaterEqual(len(env.episode_returns), 8)
             self.assertGreater(np.mean(env.episode_returns), 400)
         node2 = self.launch(env="pendulum", num_envs=4)
-        with rc.VecEnv(node2.address, timeout=GUARD) as env:
+        with rc.VecEnv(node2.address, timeout=GUARD, autoreset_mode="same_step") as env:
             env.reset()
             nan = np.zeros((4, 1), np.float32)
             nan[2, 0] = np.nan
@@ -582,7 +585,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
         self.addCleanup(os.rmdir, d)
         node = self.launch(num_envs=2, listen=f"unix:{d}/node.sock")
         self.assertEqual(node.address, f"unix:{d}/node.sock")
-        with rc.VecEnv(node.address, timeout=GUARD) as env:
+        with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
             env.reset(seed=None)
             obs, *_ = env.step(np.zeros(2, np.int64))
             self.assertEqual(obs.shape, (2, 4))
@@ -604,7 +607,8 @@ class WithRealNode(Checklist, nu.TempDirCase):
         for shm in (True, False):
             node = self.launch(num_envs=64, seed=9, listen=f"unix:{d}/node.sock",
                                extra_args=["--shard", "16", "--batch", "32"])
-            with rc.VecEnv(node.address, timeout=GUARD, shared_memory=shm) as env:
+            with rc.VecEnv(node.address, timeout=GUARD, shared_memory=shm,
+                           autoreset_mode="same_step") as env:
                 self.assertEqual(env.client._conns[0].mem is not None, shm)
                 obs, _ = env.reset(seed=9)
                 trace = [obs]
@@ -656,7 +660,8 @@ class WithRealNode(Checklist, nu.TempDirCase):
                 while c.recv(timeout=GUARD) is not None:
                     pass
             self.assertIn("outside [0, 2)", str(cm.exception))
-        with rc.VecEnv(node.address, timeout=GUARD) as env:  # the node serves on
+        # the node serves on
+        with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
             env.reset()
             obs, *_ = env.step(np.zeros(8, np.int64))
             self.assertTrue(np.isfinite(obs).all())
@@ -678,7 +683,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
                     {"autoreset_mode": "disabled", "batch_size": 4}):
             with self.assertRaises(ValueError):
                 rc.VecEnv(b_node.address, timeout=GUARD, **bad)
-        with rc.VecEnv(a_node.address, timeout=GUARD) as same, \
+        with rc.VecEnv(a_node.address, timeout=GUARD, autoreset_mode="same_step") as same, \
                 rc.VecEnv(b_node.address, timeout=GUARD, autoreset_mode="disabled") as dis:
             self.assertEqual(getattr(dis.metadata["autoreset_mode"], "value", None), "Disabled")
             oa, _ = same.reset(seed=21)
@@ -713,7 +718,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
     def test_launch_node_by_host_name(self):
         node = self.launch(num_envs=2, listen="localhost:0")
         port = node.address.rsplit(":", 1)[1]
-        with rc.VecEnv(f"localhost:{port}", timeout=GUARD) as env:
+        with rc.VecEnv(f"localhost:{port}", timeout=GUARD, autoreset_mode="same_step") as env:
             env.reset()
             env.step(np.zeros(2, np.int64))
 
@@ -723,7 +728,7 @@ class WithRealNode(Checklist, nu.TempDirCase):
         self.assertIn("--num-envs", str(cm.exception))
         with rc.launch_node(env="pendulum", num_envs=2, node=NODE, seed=4) as node:
             self.assertTrue(node.running)
-            with rc.VecEnv(node.address, timeout=GUARD) as env:
+            with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
                 self.assertEqual(env.nodes[0].seed, 4)
                 self.assertEqual(env.nodes[0].env, "pendulum")
         self.assertFalse(node.running)

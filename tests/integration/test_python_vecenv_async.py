@@ -57,7 +57,7 @@ class Async(unittest.TestCase):
 
     def sync_trajectories(self, addresses, steps):
         """Each env's first `steps` transitions under step() and balance."""
-        with rc.VecEnv(addresses, timeout=GUARD) as env:
+        with rc.VecEnv(addresses, timeout=GUARD, autoreset_mode="same_step") as env:
             obs, _ = env.reset()
             out = []
             for _ in range(steps):
@@ -207,7 +207,7 @@ class Async(unittest.TestCase):
 
     def test_sync_after_async_refused_and_the_reverse(self):
         node = self.launch(num_envs=4)
-        with rc.VecEnv(node.address, timeout=GUARD) as env:
+        with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
             obs, _ = env.reset()
             env.step(balance(obs))
             with self.assertRaisesRegex(RuntimeError, "synchronous now"):

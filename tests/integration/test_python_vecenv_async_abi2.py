@@ -77,7 +77,7 @@ class AsyncAbi2(nu.TempDirCase):
 
     def sync_run(self, plugin, env_args, num_envs, nvec, listen):
         p, addr, log = self.node(plugin, env_args, num_envs, listen)
-        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S) as v:
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, autoreset_mode="same_step") as v:
             rows = np.arange(v.num_envs)
             actor = Actor(v.num_envs, nvec)
             obs, infos = v.reset()

@@ -146,7 +146,8 @@ class PythonVecEnv(nu.TempDirCase):
                     tensors, check_action = self.spaces_of(name)
                     rng = np.random.default_rng(3)
                     rows = num_envs * agents
-                    with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S) as v:
+                    with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S,
+                                   autoreset_mode="same_step") as v:
                         self.assertEqual(v.num_envs, rows)
                         ospace = v.single_observation_space
                         boxes = ospace.spaces if len(tensors) > 1 else {tensors[0][0]: ospace}
@@ -198,7 +199,7 @@ class PythonVecEnv(nu.TempDirCase):
                                   "--seed", 6, "--shard", 2, listen=listen)
         rng = np.random.default_rng(5)
         seen = []
-        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S) as v:
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, autoreset_mode="same_step") as v:
             in_memory = v.client._conns[0].mem is not None
             obs, infos = v.reset()
             while True:
@@ -248,7 +249,7 @@ class PythonVecEnv(nu.TempDirCase):
                                     listen="127.0.0.1:0")
         rng = np.random.default_rng(1)
         ended = 0
-        with rc.VecEnv([a_addr], timeout=nu.HANG_GUARD_S) as same, \
+        with rc.VecEnv([a_addr], timeout=nu.HANG_GUARD_S, autoreset_mode="same_step") as same, \
                 rc.VecEnv([b_addr], timeout=nu.HANG_GUARD_S, autoreset_mode="disabled") as dis:
             oa, ia = same.reset()
             dis.reset()
@@ -274,7 +275,7 @@ class PythonVecEnv(nu.TempDirCase):
     def test_masked_action_refused_by_name(self):
         p, addr, log = start_node(GRID, "--num-envs", 4, "--steps", 4 * 2 * 30, "--seed", 2)
         rng = np.random.default_rng(0)
-        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S) as v:
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, autoreset_mode="same_step") as v:
             obs, infos = v.reset()
             m = infos["action_mask"]
             a = masked_random(rng, m)
