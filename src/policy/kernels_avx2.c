@@ -9,25 +9,9 @@
 #pragma GCC target("avx2,fma")
 #endif
 #define RO_SIMD RO_SIMD_AVX2
-#include "policy/kernels.h"
-#include "policy/simd.h"
-#include "policy/kernel_math.h"
-#include "policy/kernel_dense.h"
-#include "policy/kernel_sample.h"
-#include "policy/kernel_cell.h"
+#include "policy/kernel_build.h"
 
-const ro_kernels_t ro__kernels_avx2 = {
-    .path = RO_KERNELS_AVX2,
-    .name = "avx2",
-    .lanes = VF_LANES,
-    .dense = kernel_dense,
-    .act = kernel_act,
-    .categorical = kernel_categorical,
-    .gaussian = kernel_gaussian,
-    .exp_weight = kernel_exp_weight,
-    .gru = kernel_gru,
-    .lstm = kernel_lstm,
-};
+RO_KERNEL_TABLE(ro__kernels_avx2, RO_KERNELS_AVX2, "avx2");
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -10,25 +10,9 @@
 #pragma GCC target("avx512f,avx512dq,avx2,fma")
 #endif
 #define RO_SIMD RO_SIMD_AVX512
-#include "policy/kernels.h"
-#include "policy/simd.h"
-#include "policy/kernel_math.h"
-#include "policy/kernel_dense.h"
-#include "policy/kernel_sample.h"
-#include "policy/kernel_cell.h"
+#include "policy/kernel_build.h"
 
-const ro_kernels_t ro__kernels_avx512 = {
-    .path = RO_KERNELS_AVX512,
-    .name = "avx512",
-    .lanes = VF_LANES,
-    .dense = kernel_dense,
-    .act = kernel_act,
-    .categorical = kernel_categorical,
-    .gaussian = kernel_gaussian,
-    .exp_weight = kernel_exp_weight,
-    .gru = kernel_gru,
-    .lstm = kernel_lstm,
-};
+RO_KERNEL_TABLE(ro__kernels_avx512, RO_KERNELS_AVX512, "avx512");
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif

@@ -9,22 +9,6 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 #define RO_SIMD RO_SIMD_SCALAR
-#include "policy/kernels.h"
-#include "policy/simd.h"
-#include "policy/kernel_math.h"
-#include "policy/kernel_dense.h"
-#include "policy/kernel_sample.h"
-#include "policy/kernel_cell.h"
+#include "policy/kernel_build.h"
 
-const ro_kernels_t ro__kernels_scalar = {
-    .path = RO_KERNELS_SCALAR,
-    .name = "scalar",
-    .lanes = VF_LANES,
-    .dense = kernel_dense,
-    .act = kernel_act,
-    .categorical = kernel_categorical,
-    .gaussian = kernel_gaussian,
-    .exp_weight = kernel_exp_weight,
-    .gru = kernel_gru,
-    .lstm = kernel_lstm,
-};
+RO_KERNEL_TABLE(ro__kernels_scalar, RO_KERNELS_SCALAR, "scalar");
