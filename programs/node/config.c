@@ -122,14 +122,7 @@ static const ro_flag_t node_flags[] = {
     {.kind = RO_FLAG_SECTION, .name = "policy"},
     {RO_FLAG_FN, "policy", "random|mlp|FILE", 0, .parse = parse_policy,
      .help = "random actions, a seeded MLP (default), or an MLP\nloaded from a PolicyParams file"},
-    {RO_FLAG_FN, "hidden", "H1,H2,...", AT(policy), .parse = ro__flag_hidden,
-     .help = "MLP hidden widths (default 64,64)"},
-    {RO_FLAG_FN, "recurrent", "gru:H|lstm:H", AT(policy), .parse = ro__flag_recurrent,
-     .help =
-         "a GRU or LSTM cell of H units (up to 512) after the\nhidden layers; its state is kept "
-         "per env row,\nzeroed at each episode start (default none)"},
-    {RO_FLAG_FN, "activation", "tanh|relu", AT(policy), .parse = ro__flag_activation,
-     .help = "MLP activation (default tanh)"},
+    RO_POLICY_MODEL_FLAGS(AT(policy)),
     {RO_FLAG_FN, "gemm", "exact|openblas", AT(policy), .parse = ro__flag_gemm,
      .help = "dense-layer kernel: exact (default) gives every env\nthe same actions whatever the "
              "batching; openblas\nuses cblas_sgemm, whose rounding depends on the batch"},

@@ -23,6 +23,21 @@ int ro__flag_gemm(void *spec, const char *value, char *err, size_t errlen);
  * whether this CPU runs it is checked when the policy is built. */
 int ro__flag_kernels(void *spec, const char *value, char *err, size_t errlen);
 
+/* RO_POLICY_MODEL_FLAGS(OFFSET) is the flag table entries (runtime/flags.h)
+ * of the MLP's shape, --hidden, --recurrent and --activation, for a
+ * program's table whose ro_policy_spec_t lies at OFFSET: the node and
+ * rollout-learner name and document them alike. */
+/* clang-format off */
+#define RO_POLICY_MODEL_FLAGS(OFFSET)                                                              \
+    {RO_FLAG_FN, "hidden", "H1,H2,...", (OFFSET), .parse = ro__flag_hidden,                        \
+     .help = "MLP hidden widths (default 64,64)"},                                                 \
+    {RO_FLAG_FN, "recurrent", "gru:H|lstm:H", (OFFSET), .parse = ro__flag_recurrent,               \
+     .help = "a GRU or LSTM cell of H units (up to 512) after the\nhidden layers; its state "       \
+             "is kept per env row,\nzeroed at each episode start (default none)"},                 \
+    {RO_FLAG_FN, "activation", "tanh|relu", (OFFSET), .parse = ro__flag_activation,                \
+     .help = "MLP activation (default tanh)"}
+/* clang-format on */
+
 /* ro__policy_flags_check refuses the flags given (hidden, activation, gemm:
  * whether each appeared) that spec makes meaningless: any of them or
  * --recurrent with --policy random (no MLP), --hidden, --activation or
