@@ -120,7 +120,12 @@ static void print_summary(const ro_summary_t *s, bool json)
            (unsigned long long)s->dropped_metrics);
     /* The MuJoCo the build's MuJoCo envs run on, whatever env ran: null
      * when the build has none (docs/env-api.md). */
-    printf("\"mujoco_version\":");
+    printf("\"env_error\":"); /* a Python env's last failure, its traceback: null if none */
+    if (s->env_error[0])
+        ro__json_string(stdout, s->env_error, sizeof s->env_error);
+    else
+        printf("null");
+    printf(",\"mujoco_version\":");
     if (s->mujoco_version)
         ro__json_string(stdout, s->mujoco_version, RO_TEXT_SHOW_MAX);
     else

@@ -30,6 +30,7 @@ typedef struct ro_summary {
     uint64_t env_failures;
     uint64_t mujoco_warnings;   /* MuJoCo warnings in this process's envs (not printed) */
     const char *mujoco_version; /* the MuJoCo the envs run on ("4.0.0"); NULL: none built */
+    char env_error[3328];       /* a Python env's last failure (its traceback); "": none */
     uint64_t dropped_metrics;
     uint64_t batches;
     double mean_batch;

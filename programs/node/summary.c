@@ -174,6 +174,7 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     s->mean_batch = s->batches ? s->mean_batch / (double)s->batches : 0.0;
     s->mujoco_warnings = ro__mj_warning_count();
     s->mujoco_version = ro__mj_version();
+    ro__env_kind_last_error(&n->kind, s->env_error, sizeof s->env_error);
     s->mean_return = s->episodes ? return_sum / (double)s->episodes : 0.0;
     s->seconds = n->t_end_ns > n->t_start_ns ? (double)(n->t_end_ns - n->t_start_ns) * 1e-9 : 0;
     s->sps = s->seconds > 0 ? (double)s->steps / s->seconds : 0;

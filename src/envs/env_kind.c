@@ -125,3 +125,11 @@ uint32_t ro__env_kind_group(const ro_env_kind_t *k)
 {
     return k->py ? ro__pyhost_group(k->py) : 0;
 }
+
+void ro__env_kind_last_error(const ro_env_kind_t *k, char *buf, size_t len)
+{
+    if (len)
+        buf[0] = '\0';
+    if (k->py)
+        ro__pyhost_last_error(k->py, buf, len);
+}

@@ -54,6 +54,10 @@ int ro__env_layout_of(const ro_env_vtable_t *vt, const ro_env2_vtable_t *vt2, vo
 int ro__env_kind_pool(ro_env_kind_t *k, const ro_env_arg_t *args, size_t nargs, uint32_t nenvs,
                       uint32_t nprocs, uint32_t timeout_ms, char *err, size_t errlen);
 
+/* ro__env_kind_last_error: a Python env's last failure (its traceback, or
+ * how its worker died) into buf, "" if none or for a C env. Any thread. */
+void ro__env_kind_last_error(const ro_env_kind_t *k, char *buf, size_t len);
+
 /* ro__env_kind_group is a Python env's envs per worker process (envs [g x
  * group, (g+1) x group) share process g: step them together), or 0 for a C
  * env. After ro__env_kind_pool. */

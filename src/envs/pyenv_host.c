@@ -31,10 +31,12 @@ struct ro_pyhost {
     uint32_t nenvs, nprocs, per;
     int timeout_ms;
     ro_pyspec_t spec;
-    uint64_t *seeds;    /* [nenvs] each env's seed (create; its thread) */
-    ro_pyproc_t *procs; /* [nprocs], each under its own lock */
-    bool *attached;     /* [nprocs] under the process's lock */
-    uint32_t *logged;   /* [nprocs] under the process's lock */
+    uint64_t *seeds;                   /* [nenvs] each env's seed (create; its thread) */
+    ro_pyproc_t *procs;                /* [nprocs], each under its own lock */
+    bool *attached;                    /* [nprocs] under the process's lock */
+    uint32_t *logged;                  /* [nprocs] under the process's lock */
+    pthread_mutex_t last_lock;         /* guards last_error: any process's failure writes it */
+    char last_error[PY_ERR_MAX + 256]; /* the last failure's text ("" if none) */
 };
 
 /* One env: its process and row, and the last group step's outcome for it.
@@ -60,6 +62,9 @@ bool ro__pyhost_is_name(const char *name)
  * text escaped into it), for the first few; the rest are counted only. */
 static void log_failure(ro_pyhost_t *h, uint32_t p, const char *what)
 {
+    pthread_mutex_lock(&h->last_lock);
+    snprintf(h->last_error, sizeof h->last_error, "worker %u: %s", p, what);
+    pthread_mutex_unlock(&h->last_lock);
     if (h->logged[p]++ >= LOGGED_FAILURES)
         return;
     char shown[4 * PY_ERR_MAX];
@@ -402,6 +407,7 @@ int ro__pyhost_open(ro_pyhost_t **out, const char *name, char *err, size_t errle
     if (!h)
         return ro__errorf(err, errlen, RO_ENOMEM, "out of memory");
     memcpy(h->name, name, len + 1);
+    pthread_mutex_init(&h->last_lock, NULL);
     h->vt = (ro_env2_vtable_t){
         .abi_version = RO_ENV_ABI2_VERSION,
         .size = sizeof h->vt,
@@ -503,6 +509,13 @@ int ro__pyhost_create(ro_pyhost_t *h, void **env, uint64_t seed, uint32_t index,
     return 0;
 }
 
+void ro__pyhost_last_error(ro_pyhost_t *h, char *buf, size_t len)
+{
+    pthread_mutex_lock(&h->last_lock);
+    snprintf(buf, len, "%s", h->last_error);
+    pthread_mutex_unlock(&h->last_lock);
+}
+
 uint32_t ro__pyhost_group(const ro_pyhost_t *h)
 {
     return h->per;
@@ -522,5 +535,6 @@ void ro__pyhost_close(ro_pyhost_t *h)
     free(h->seeds);
     free(h->argv);
     free(h->argbuf);
+    pthread_mutex_destroy(&h->last_lock);
     free(h);
 }

@@ -68,6 +68,10 @@ int ro__pyhost_create(ro_pyhost_t *h, void **env, uint64_t seed, uint32_t index,
 void ro__pyhost_step_group(void *const *envs, uint32_t n, const int32_t *disc, const float *box,
                            const uint8_t *skip);
 
+/* ro__pyhost_last_error copies the text of the last failure (a worker's
+ * Python traceback, or how it died) into buf; "" if none. Any thread. */
+void ro__pyhost_last_error(ro_pyhost_t *h, char *buf, size_t len);
+
 /* ro__pyhost_group is the envs per process (after configure). */
 uint32_t ro__pyhost_group(const ro_pyhost_t *h);
 

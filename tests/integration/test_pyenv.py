@@ -28,6 +28,7 @@ class PyEnv(nu.TempDirCase):
                                   "--steps", 8 * 200, "--seed", 4, tag="cp")
         self.assertEqual(s["env"], "gym:CartPole-v1")
         self.assertEqual(s["env_failures"], 0)
+        self.assertIsNone(s["env_error"])
         self.assertEqual(s["steps"], 8 * 200)
         self.assertEqual(sorted(eps), list(range(8)))
         # An untrained policy on CartPole: short episodes, each at least 8 steps.
@@ -76,11 +77,15 @@ class PyEnv(nu.TempDirCase):
         self.assertEqual(s["env_failures"], 1, log)
         self.assertIn("RuntimeError: injected fault", log)
         self.assertIn("Traceback (most recent call last)", log)
+        # ... and in --json's summary, whole.
+        self.assertIn("Traceback (most recent call last)", s["env_error"])
+        self.assertIn("RuntimeError: injected fault", s["env_error"])
 
     def test_fault_sigkill(self):
         s, log = self.fault("kill")
         self.assertEqual(s["env_failures"], 2, log)  # both envs of the killed worker
         self.assertIn("was killed by signal 9", log)
+        self.assertIn("was killed by signal 9", s["env_error"])
         self.assertIn("restarting it", log)
 
     def test_fault_hang(self):
