@@ -22,7 +22,7 @@ PufferLib: ``pip install pufferlib==3.0.0`` fails here (its setup.py
 downloads raylib from the network at build time); ``pufferlib-core`` ships a
 wheel with the same ``pufferlib.vector`` but pins torch 2.9.0 (this project
 pins 2.13.0), so it is not in python/requirements.txt: install it apart,
-``pip install --no-deps --target DIR pufferlib-core==3.0.23 psutil==7.2.2``,
+``pip install --no-deps --target DIR pufferlib-core==3.0.23 psutil==7.1.3``,
 and pass ``--pufferlib-path DIR``. Without it the PufferLib column says why.
 
 Writes pyenv.csv, pyenv.md and pyenv.png into --out (default
