@@ -14,7 +14,7 @@ from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 
-from . import _proto, abi2, shared_memory, spin, wire
+from . import _proto, abi2, shared_memory, spin, upgrade, wire
 from .actions import check_actions
 from .address import open_node_socket, parse_address, read_token
 from .batch import Batch
@@ -48,6 +48,7 @@ class _Conn:
         self.events = 0          # the selector events registered for sock
         self.last_step = np.zeros(0, np.int64)  # per env (row): the last step delivered, or -1
         self.node_id = None      # whose envs last_step describes
+        self.upgraded = False    # moved from TCP to the node's private socket (upgrade.py)
 
 
 class Client(ObservationChecks):
@@ -71,12 +72,22 @@ class Client(ObservationChecks):
     sleeps (spin.py: bounded, and adaptive: spins that keep running out are
     stopped for a while). Default: 200 when every node is on this host
     (``unix:PATH``), where an answer takes tens of microseconds and a
-    wake-up as long; 0 (never) otherwise.
+    wake-up as long; 0 (never) otherwise. Nodes reached over TCP that
+    moved to their private socket (``upgrade``) count as on this host.
+
+    ``upgrade`` (default True): over TCP, ask each node for the same-host
+    upgrade (docs/protocol.md "Same-host upgrade"): a node on this host
+    moves the connection to its private Unix-domain socket, with shared
+    memory as ``unix:PATH`` has; any failure there goes back to TCP. Each
+    outcome is logged on the ``rollout_client`` logger ("on this host:
+    moved from TCP to unix:PATH" or "staying on TCP: ..."), and
+    ``client.upgraded[i]`` says whether node i moved. ``upgrade=False``
+    stays on TCP.
     """
 
     def __init__(self, addresses, token=None, token_file=None, name=None,
                  max_frame=DEFAULT_MAX_FRAME, connect_timeout=10.0, connect=True,
-                 shared_memory=True, spin_us=None):
+                 shared_memory=True, spin_us=None, upgrade=True):
         if isinstance(addresses, str):
             addresses = [addresses]
         if not addresses:
@@ -87,7 +98,9 @@ class Client(ObservationChecks):
         self._name = name or f"rollout_client/{os.getpid()}"
         self._connect_timeout = connect_timeout
         self._shared_memory = shared_memory
+        self._upgrade = bool(upgrade)
         self._conns = [_Conn(i, a, max_frame) for i, a in enumerate(addresses)]
+        self._spin_auto = spin_us is None  # chosen again once the transports are known
         if spin_us is None:
             local = all(parse_address(a)[1] is None for a in addresses)  # unix:PATH
             spin_us = spin.DEFAULT_UNIX_US if local else 0
@@ -97,6 +110,7 @@ class Client(ObservationChecks):
         self._early = []  # connections whose reader holds frames that came with a welcome
         self._pb = _proto.load()
         self.nodes = []
+        self.upgraded: "list[bool]" = []
         if connect:
             self.connect()
 
@@ -114,13 +128,44 @@ class Client(ObservationChecks):
             self._teardown()
             raise
         self.nodes = [c.info for c in self._conns]
+        self.upgraded = [c.upgraded for c in self._conns]
+        if self._spin_auto and all(shared_memory.local(c.sock) for c in self._conns):
+            self._spin = spin.Spin(spin.DEFAULT_UNIX_US)  # every node on this host after all
         return self
 
     def _handshake(self, c):
         deadline = time.monotonic() + self._connect_timeout
-        c.sock = open_node_socket(c.address, deadline)
+        ask = self._upgrade and parse_address(c.address)[1] is not None  # over TCP
+        c.upgraded = False
+        fds = []  # what comes with the welcome: its memories (SCM_RIGHTS)
+        try:
+            first = self._hello(c, open_node_socket(c.address, deadline), deadline, fds,
+                                upgrade_=ask)
+            if first.WhichOneof("body") == "upgrade":
+                if not ask:
+                    self._fail(c, "an upgrade we did not ask for")
+                try:
+                    offer = upgrade.check_offer(first.upgrade)
+                except ProtocolError as e:
+                    self._fail(c, str(e))
+                self._close_conn(c)  # the TCP connection: its part is done
+                first = self._upgraded(c, offer, deadline, fds)
+                if first is None:  # back to TCP, not asking again
+                    first = self._hello(c, open_node_socket(c.address, deadline), deadline,
+                                        fds)
+            self._welcome(c, first, fds)
+        finally:
+            shared_memory.close_fds(fds)  # the mappings keep the memory
+
+    def _hello(self, c, sock, deadline, fds, upgrade_=False, nonce=None):
+        """Say our hello to the node on sock (c's socket from now on: a
+        fresh reader) and return its first frame, parsed. ``upgrade_``: ask
+        for the same-host upgrade (over TCP); ``nonce``: the one its offer
+        gave (on its private socket)."""
+        c.sock = sock
         c.open = True
-        c.shared = self._shared_memory and shared_memory.local(c.sock)
+        c.reader = FrameReader(c.reader.max_frame, where=c.address)
+        c.shared = self._shared_memory and shared_memory.local(sock)
         pb = self._pb
         hello = pb.Frame()
         hello.hello.protocol_version = PROTOCOL_VERSION
@@ -129,15 +174,39 @@ class Client(ObservationChecks):
         hello.hello.name = self._name
         hello.hello.shared_memory = hello.hello.seed_memory = c.shared
         hello.hello.seed_memory_abi2 = c.shared  # env ABI 2 columns too (abi2.py)
-        c.sock.sendall(encode_frame(hello.SerializeToString()))
-        fds = []  # what comes with the welcome: its memories (SCM_RIGHTS)
-        try:
-            self._welcome(c, deadline, fds)
-        finally:
-            shared_memory.close_fds(fds)  # the mappings keep the memory
+        hello.hello.upgrade = upgrade_
+        if nonce is not None:
+            hello.hello.upgrade_nonce = nonce
+        sock.sendall(encode_frame(hello.SerializeToString()))
+        return self._first_frame(c, deadline, fds)
 
-    def _welcome(self, c, deadline, fds):
-        """Read and check c's welcome; map the memories it offers from fds."""
+    def _upgraded(self, c, offer, deadline, fds):
+        """Move c to the node's private socket (upgrade.py): the first
+        frame there, a welcome from the node that made the offer, or None
+        (logged, the socket closed, what came with it too) when the move
+        failed and c goes back to TCP."""
+        deadline = min(deadline, time.monotonic() + upgrade.ATTEMPT_S)
+        try:
+            first = self._hello(c, upgrade.open_private(offer, deadline), deadline, fds,
+                                nonce=offer.nonce)
+            kind = first.WhichOneof("body")
+            if kind == "error":
+                raise ConnectionClosed(f"refused: {first.error.message[:200]}")
+            if kind == "welcome":
+                upgrade.check_welcome_id(offer, first.welcome.node_id)
+            upgrade.moved(c.address, offer, c.shared)
+            c.upgraded = True
+            return first
+        except (OSError, ProtocolError, ConnectionClosed) as e:
+            why = e
+        self._close_conn(c)
+        shared_memory.close_fds(fds)
+        fds.clear()
+        upgrade.staying(c.address, offer, why)
+        return None
+
+    def _first_frame(self, c, deadline, fds):
+        """The node's first frame on c, parsed (what comes with it in fds)."""
         span = None
         while span is None:
             left = deadline - time.monotonic()
@@ -156,7 +225,11 @@ class Client(ObservationChecks):
                 raise ConnectionClosed(f"node {c.address} closed the connection during the "
                                        "handshake (no welcome)")
             span = self._next_frame(c)
-        first = self._parse(c, bytes(c.reader.mv[span[0]:span[1]]))
+        return self._parse(c, bytes(c.reader.mv[span[0]:span[1]]))
+
+    def _welcome(self, c, first, fds):
+        """Check c's welcome (its first frame); map the memories it offers
+        from fds."""
         kind = first.WhichOneof("body")
         if kind == "error":
             raise self._remote_error(c, first.error)

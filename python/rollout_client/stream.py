@@ -20,8 +20,8 @@ mask, several agents), ``b.obs`` is a dict of the env's tensors by name
 The arrays are views into the bytes received: nothing is copied after the
 socket read. They stay valid as long as you keep them (or the batch): the
 receive buffer they view is never written again, so a batch you keep is
-never overwritten by later ones. From a node on this host (``unix:PATH``)
-the segments come as references into the node's memory, mapped read-only
+never overwritten by later ones. From a node on this host (``unix:PATH``,
+or ``HOST:PORT`` moved there by the same-host upgrade) the segments come as references into the node's memory, mapped read-only
 (``shared_memory=True``, the default; docs/protocol.md): each is copied
 once out of it, into memory of its own, for the same guarantee. ``poison=True`` (a debug mode) fills a
 batch's bytes with 0xFF when you call ``batch.release()``, so that code
@@ -37,7 +37,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import _proto, shared_memory, wire
+from . import _proto, shared_memory, upgrade, wire
 from .address import open_node_socket, parse_address, read_token
 from .client import PROTOCOL_VERSION
 from .errors import (AuthenticationError, ConnectionClosed, FrameTooLarge, ProtocolError,
@@ -179,6 +179,7 @@ class _Node:
         self.open = False
         self.goodbye = None
         self.accepted_version = None  # of our last policy push the node accepted
+        self.upgraded = False  # moved from TCP to the node's private socket (upgrade.py)
 
 
 class Stream:
@@ -190,11 +191,18 @@ class Stream:
     versions behind. A segment is acknowledged by a later recv(): once half
     the window is delivered, or when recv() would wait, so the node sends on
     while you train on the last one.
+
+    ``upgrade`` (default True): over TCP, ask each node for the same-host
+    upgrade (docs/protocol.md "Same-host upgrade"): a node on this host
+    moves the stream to its private Unix-domain socket and shared memory;
+    any failure there goes back to TCP. Logged on the ``rollout_client``
+    logger; ``stream.upgraded[i]`` says whether node i moved.
+    ``upgrade=False`` stays on TCP.
     """
 
     def __init__(self, addresses, token=None, token_file=None, name=None, window=0,
                  max_policy_lag=0, max_frame=DEFAULT_MAX_FRAME, connect_timeout=30.0,
-                 poison=False, shared_memory=True):
+                 poison=False, shared_memory=True, upgrade=True):
         if isinstance(addresses, str):
             addresses = [addresses]
         if not addresses:
@@ -207,6 +215,7 @@ class Stream:
         self._max_frame = max_frame
         self._poison = poison
         self._shared_memory = shared_memory
+        self._upgrade = bool(upgrade)
         self._pb = _proto.load()
         self._sel = selectors.DefaultSelector()
         self._nodes = [_Node(i, a) for i, a in enumerate(addresses)]
@@ -218,6 +227,7 @@ class Stream:
             self.close()
             raise
         self.welcomes = [nd.welcome for nd in self._nodes]
+        self.upgraded = [nd.upgraded for nd in self._nodes]
 
     # -- connections ------------------------------------------------------
     def _map(self, nd, w):
@@ -233,22 +243,23 @@ class Stream:
                                         nd.address, "segment memory")
 
     def _connect(self, nd, deadline):
-        nd.sock = open_node_socket(nd.address, deadline)
-        nd.shared = self._shared_memory and shared_memory.local(nd.sock)
-        nd.open = True
-        f = self._pb.Frame()
-        f.hello.protocol_version = PROTOCOL_VERSION
-        f.hello.role = "learner"
-        f.hello.token = self._token
-        f.hello.name = self._name
-        f.hello.window = self._window
-        f.hello.max_policy_lag = self._max_lag
-        f.hello.shared_memory = nd.shared
-        nd.sock.sendall(encode_frame(f.SerializeToString()))
-        nd.sock.settimeout(max(0.1, deadline - time.monotonic()))
-        nd.fds = [] if nd.shared else None
+        ask = self._upgrade and parse_address(nd.address)[1] is not None  # over TCP
+        nd.upgraded = False
         try:
-            self._welcome(nd)
+            first = self._hello(nd, open_node_socket(nd.address, deadline), deadline,
+                                upgrade_=ask)
+            if first.WhichOneof("body") == "upgrade":
+                if not ask:
+                    raise ProtocolError(f"node {nd.address}: an upgrade we did not ask for")
+                try:
+                    offer = upgrade.check_offer(first.upgrade)
+                except ProtocolError as e:
+                    raise ProtocolError(f"node {nd.address}: {e}") from None
+                self._close_node(nd)  # the TCP connection: its part is done
+                first = self._upgraded(nd, offer, deadline)
+                if first is None:  # back to TCP, not asking again
+                    first = self._hello(nd, open_node_socket(nd.address, deadline), deadline)
+            self._welcome(nd, first)
         finally:
             if nd.fds:
                 shared_memory.close_fds(nd.fds)  # the mapping keeps the memory
@@ -257,33 +268,87 @@ class Stream:
         self._sel.register(nd.sock, selectors.EVENT_READ, nd)
         self._drain(nd)  # segments that came with the welcome: no read will announce them
 
-    def _welcome(self, nd):
-        """Read and check nd's welcome; map the segment memory it offers."""
-        while nd.welcome is None:
-            body = self._next_frame(nd, block=True)
-            if body is None:
-                raise ConnectionClosed(f"node {nd.address} closed during the handshake")
-            g = self._pb.Frame()
+    def _hello(self, nd, sock, deadline, upgrade_=False, nonce=None):
+        """Say our hello to the node on sock (nd's socket from now on, read
+        from an empty buffer) and return its first frame, parsed.
+        ``upgrade_``: ask for the same-host upgrade (over TCP); ``nonce``:
+        the one its offer gave (on its private socket)."""
+        nd.sock = sock
+        nd.open = True
+        nd.start = nd.end = 0
+        nd.shared = self._shared_memory and shared_memory.local(sock)
+        if nd.fds:
+            shared_memory.close_fds(nd.fds)
+        nd.fds = [] if nd.shared else None
+        f = self._pb.Frame()
+        f.hello.protocol_version = PROTOCOL_VERSION
+        f.hello.role = "learner"
+        f.hello.token = self._token
+        f.hello.name = self._name
+        f.hello.window = self._window
+        f.hello.max_policy_lag = self._max_lag
+        f.hello.shared_memory = nd.shared
+        f.hello.upgrade = upgrade_
+        if nonce is not None:
+            f.hello.upgrade_nonce = nonce
+        sock.sendall(encode_frame(f.SerializeToString()))
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        body = self._next_frame(nd, block=True)
+        if body is None:
+            raise ConnectionClosed(f"node {nd.address} closed during the handshake")
+        g = self._pb.Frame()
+        try:
             g.ParseFromString(bytes(body))
-            kind = g.WhichOneof("body")
+        except Exception as e:  # protobuf raises DecodeError; be broad on purpose
+            raise ProtocolError(f"node {nd.address}: undecodable frame in the handshake: "
+                                f"{e}") from None
+        return g
+
+    def _upgraded(self, nd, offer, deadline):
+        """Move nd to the node's private socket (upgrade.py): the first
+        frame there, a welcome from the node that made the offer, or None
+        (logged, the socket closed) when the move failed and nd goes back
+        to TCP."""
+        deadline = min(deadline, time.monotonic() + upgrade.ATTEMPT_S)
+        try:
+            first = self._hello(nd, upgrade.open_private(offer, deadline), deadline,
+                                nonce=offer.nonce)
+            kind = first.WhichOneof("body")
             if kind == "error":
-                err = AuthenticationError if g.error.code == 13 else RemoteError
-                raise err(g.error.code, g.error.message, nd.address)
-            if kind != "welcome":
-                raise ProtocolError(f"node {nd.address}: expected welcome, got {kind}")
-            if g.welcome.protocol_version != PROTOCOL_VERSION:
-                raise VersionMismatch(PROTOCOL_VERSION, g.welcome.protocol_version, nd.address)
-            if g.welcome.mode != "stream":
-                raise ProtocolError(f"node {nd.address} runs mode {g.welcome.mode or 'seed'!r}, "
-                                    "not stream (start it with --learner stream)")
-            nd.welcome = g.welcome
-            nd.layout = StreamLayout(g.welcome.layout) if g.welcome.HasField("layout") else None
-            nd.cell = _cell(nd.address, g.welcome.recurrent)
-            self._map(nd, g.welcome)
-            # Half the window per ack: the node always has room to send on,
-            # and a learner that keeps up sends few acks (each one wakes
-            # the node's loop).
-            nd.ack_every = max(1, g.welcome.window // 2)
+                raise ConnectionClosed(f"refused: {first.error.message[:200]}")
+            if kind == "welcome":
+                upgrade.check_welcome_id(offer, first.welcome.node_id)
+            upgrade.moved(nd.address, offer, nd.shared)
+            nd.upgraded = True
+            return first
+        except (OSError, ProtocolError, ConnectionClosed) as e:
+            why = e
+        self._close_node(nd)
+        upgrade.staying(nd.address, offer, why)
+        return None
+
+    def _welcome(self, nd, g):
+        """Check nd's welcome (its first frame, g); map the segment memory
+        it offers."""
+        kind = g.WhichOneof("body")
+        if kind == "error":
+            err = AuthenticationError if g.error.code == 13 else RemoteError
+            raise err(g.error.code, g.error.message, nd.address)
+        if kind != "welcome":
+            raise ProtocolError(f"node {nd.address}: expected welcome, got {kind}")
+        if g.welcome.protocol_version != PROTOCOL_VERSION:
+            raise VersionMismatch(PROTOCOL_VERSION, g.welcome.protocol_version, nd.address)
+        if g.welcome.mode != "stream":
+            raise ProtocolError(f"node {nd.address} runs mode {g.welcome.mode or 'seed'!r}, "
+                                "not stream (start it with --learner stream)")
+        nd.welcome = g.welcome
+        nd.layout = StreamLayout(g.welcome.layout) if g.welcome.HasField("layout") else None
+        nd.cell = _cell(nd.address, g.welcome.recurrent)
+        self._map(nd, g.welcome)
+        # Half the window per ack: the node always has room to send on,
+        # and a learner that keeps up sends few acks (each one wakes
+        # the node's loop).
+        nd.ack_every = max(1, g.welcome.window // 2)
 
     def _fill(self, nd, block):
         """Read more bytes into nd's buffer; False on EOF. A frame that does
