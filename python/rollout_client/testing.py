@@ -94,25 +94,37 @@ class FakeNode:
     declared in the welcome; for an integer dtype the observations sent are
     the CartPole state times 100, rounded and clipped to the dtype's
     range), ``node_seed`` and ``node_index`` (the seed and node index
-    announced in the welcome).
+    announced in the welcome), ``node_id`` (the welcome's), ``unix_path``
+    (listen on a Unix-domain socket there instead of TCP), ``offer``
+    ((path, nonce, node_id): a hello that asks for the same-host upgrade
+    gets this Frame{upgrade} instead of a welcome, whatever it says; with
+    ``offer_unasked`` every hello does).
     """
 
     def __init__(self, num_envs=8, groups=2, token="", seed=0, shuffle=True,
                  protocol_version=1, max_steps=0, max_frame=1 << 20, max_episode_steps=500,
-                 host="127.0.0.1", obs_dtype="", node_seed=7, node_index=0):
+                 host="127.0.0.1", obs_dtype="", node_seed=7, node_index=0, node_id=1234,
+                 unix_path=None, offer=None, offer_unasked=False):
         self.pb = _proto.load()
         self.num_envs, self.groups, self.token = num_envs, groups, token
         self.shuffle, self.protocol_version = shuffle, protocol_version
         self.max_steps, self.max_frame = max_steps, max_frame
         self.max_episode_steps = max_episode_steps
         self.obs_dtype, self.node_seed = obs_dtype, node_seed
-        self.node_index = node_index
+        self.node_index, self.node_id = node_index, node_id
+        self.offer, self.offer_unasked = offer, offer_unasked
         self.envs = CartPoles(num_envs, seed, max_episode_steps)
         self.rng = np.random.default_rng(seed + 1)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.srv = socket.create_server((host, 0), family=family)
-        port = self.srv.getsockname()[1]
-        self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if unix_path is not None:
+            self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.srv.bind(unix_path)
+            self.srv.listen()
+            self.address = "unix:" + unix_path
+        else:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            self.srv = socket.create_server((host, 0), family=family)
+            port = self.srv.getsockname()[1]
+            self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self.actions = []      # (env indices, actions) of every answer, in order
         self.hellos = []       # every Hello received
         self.errors_sent = []  # (code, message)
@@ -145,7 +157,7 @@ class FakeNode:
         spec.observation.dtype = self.obs_dtype
         spec.action.kind = "discrete"
         spec.action.n = 2
-        return pb.Welcome(protocol_version=self.protocol_version, node_id=1234, spec=spec,
+        return pb.Welcome(protocol_version=self.protocol_version, node_id=self.node_id, spec=spec,
                           seed=self.node_seed, max_frame=self.max_frame,
                           node_index=self.node_index)
 
@@ -159,7 +171,8 @@ class FakeNode:
                 continue
             except OSError:
                 return
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if sock.family != socket.AF_UNIX:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with sock:
                 try:
                     self._session(sock)
@@ -200,6 +213,13 @@ class FakeNode:
             return
         if self.token and hello.hello.token != self.token:
             self._error(sock, 13, "wrong token")
+            return
+        if self.offer is not None and (hello.hello.upgrade or self.offer_unasked):
+            path, nonce, node_id = self.offer
+            self._send(sock, upgrade=self.pb.Upgrade(path=path, nonce=nonce, node_id=node_id))
+            for f in frames:  # until the learner closes this connection
+                if f.WhichOneof("body") == "error":
+                    self.learner_errors.append(f.error)
             return
         self._send(sock, welcome=self._welcome())
         seq = 0

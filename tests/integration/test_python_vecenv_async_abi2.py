@@ -77,7 +77,9 @@ class AsyncAbi2(nu.TempDirCase):
 
     def sync_run(self, plugin, env_args, num_envs, nvec, listen):
         p, addr, log = self.node(plugin, env_args, num_envs, listen)
-        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, autoreset_mode="same_step") as v:
+        # TCP stays TCP (upgrade=False): the frames carry the columns.
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, autoreset_mode="same_step",
+                       upgrade=False) as v:
             rows = np.arange(v.num_envs)
             actor = Actor(v.num_envs, nvec)
             obs, infos = v.reset()
@@ -95,7 +97,8 @@ class AsyncAbi2(nu.TempDirCase):
 
     def async_run(self, plugin, env_args, num_envs, nvec, listen, batch_size, start):
         p, addr, log = self.node(plugin, env_args, num_envs, listen)
-        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, batch_size=batch_size) as v:
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, batch_size=batch_size,
+                       upgrade=False) as v:
             in_memory = v.client._conns[0].mem is not None
             n = v.num_envs
             actor = Actor(n, nvec)
@@ -188,7 +191,7 @@ class AsyncAbi2(nu.TempDirCase):
     def misuse(self, listen):
         p, addr, log = self.node(GRID, [], 4, listen)
         rng = np.random.default_rng(0)
-        v = rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, batch_size=8)
+        v = rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, batch_size=8, upgrade=False)
         self.addCleanup(v.close)
         with self.assertRaisesRegex(RuntimeError, "async_reset"):
             v.recv()

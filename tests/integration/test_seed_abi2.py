@@ -146,8 +146,9 @@ class PythonVecEnv(nu.TempDirCase):
                     tensors, check_action = self.spaces_of(name)
                     rng = np.random.default_rng(3)
                     rows = num_envs * agents
-                    with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S,
-                                   autoreset_mode="same_step") as v:
+                    # TCP stays TCP (upgrade=False): the frames carry the columns.
+                    with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, autoreset_mode="same_step",
+                                   upgrade=via == "unix") as v:
                         self.assertEqual(v.num_envs, rows)
                         ospace = v.single_observation_space
                         boxes = ospace.spaces if len(tensors) > 1 else {tensors[0][0]: ospace}
@@ -199,7 +200,9 @@ class PythonVecEnv(nu.TempDirCase):
                                   "--seed", 6, "--shard", 2, listen=listen)
         rng = np.random.default_rng(5)
         seen = []
-        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, autoreset_mode="same_step") as v:
+        # TCP stays TCP (upgrade=False): the frames carry the columns.
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, autoreset_mode="same_step",
+                       upgrade=False) as v:
             in_memory = v.client._conns[0].mem is not None
             obs, infos = v.reset()
             while True:

@@ -180,7 +180,8 @@ class PythonStream(nu.TempDirCase):
             with self.subTest(listen):
                 p, addr, log = start_node("--num-envs", 32, "--unroll", 8, "--seconds", 0,
                                           listen=listen)
-                with rc.Stream([addr], poison=True) as st:
+                # TCP stays TCP (upgrade=False): off the socket.
+                with rc.Stream([addr], poison=True, upgrade=False) as st:
                     a = st.recv(timeout=nu.HANG_GUARD_S)
                     self.assertEqual(a.in_memory, listen.startswith("unix:"))
                     obs, act = a.obs.copy(), a.action.copy()
