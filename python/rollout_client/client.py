@@ -85,6 +85,8 @@ class Client(ObservationChecks):
     stays on TCP.
     """
 
+    upgraded: "list[bool]"
+
     def __init__(self, addresses, token=None, token_file=None, name=None,
                  max_frame=DEFAULT_MAX_FRAME, connect_timeout=10.0, connect=True,
                  shared_memory=True, spin_us=None, upgrade=True):
@@ -110,7 +112,7 @@ class Client(ObservationChecks):
         self._early = []  # connections whose reader holds frames that came with a welcome
         self._pb = _proto.load()
         self.nodes = []
-        self.upgraded: "list[bool]" = []
+        self.upgraded = []  # per node: moved to its private socket (see above)
         if connect:
             self.connect()
 
