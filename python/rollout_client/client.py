@@ -194,10 +194,10 @@ class Client(ObservationChecks):
             kind = first.WhichOneof("body")
             if kind == "error":
                 raise ConnectionClosed(f"refused: {first.error.message[:200]}")
-            if kind == "welcome":
+            if kind == "welcome":  # anything else: _welcome names it, as over TCP
                 upgrade.check_welcome_id(offer, first.welcome.node_id)
-            upgrade.moved(c.address, offer, c.shared)
-            c.upgraded = True
+                upgrade.moved(c.address, offer, c.shared)
+                c.upgraded = True
             return first
         except (OSError, ProtocolError, ConnectionClosed) as e:
             why = e

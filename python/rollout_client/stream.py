@@ -316,10 +316,10 @@ class Stream:
             kind = first.WhichOneof("body")
             if kind == "error":
                 raise ConnectionClosed(f"refused: {first.error.message[:200]}")
-            if kind == "welcome":
+            if kind == "welcome":  # anything else: _welcome names it, as over TCP
                 upgrade.check_welcome_id(offer, first.welcome.node_id)
-            upgrade.moved(nd.address, offer, nd.shared)
-            nd.upgraded = True
+                upgrade.moved(nd.address, offer, nd.shared)
+                nd.upgraded = True
             return first
         except (OSError, ProtocolError, ConnectionClosed) as e:
             why = e
