@@ -39,6 +39,9 @@ class Async(unittest.TestCase):
     """Over TCP: vecenv_async.py's Python does the work."""
 
     lane = False  # whether a one-node VecEnv here takes the lane (vecenv_lane.py)
+    # Over TCP the Python path, so the same-host upgrade is declined here
+    # (upgrade=False): the node's memory would hand the VecEnv to the lane.
+    client_args = {"upgrade": False}
 
     def launch(self, num_envs=16, seed=11, env="cartpole", extra=()):
         node = rc.launch_node(env=env, num_envs=num_envs, seed=seed, node=NODE,
@@ -57,7 +60,8 @@ class Async(unittest.TestCase):
 
     def sync_trajectories(self, addresses, steps):
         """Each env's first `steps` transitions under step() and balance."""
-        with rc.VecEnv(addresses, timeout=GUARD, autoreset_mode="same_step") as env:
+        with rc.VecEnv(addresses, timeout=GUARD, autoreset_mode="same_step",
+                       **self.client_args) as env:
             obs, _ = env.reset()
             out = []
             for _ in range(steps):
@@ -70,7 +74,7 @@ class Async(unittest.TestCase):
         """The same under send/recv: start "async_reset" (first observations
         through recv) or "reset" (reset() then send for all envs)."""
         got = None
-        with rc.VecEnv(addresses, timeout=GUARD, batch_size=batch_size) as env:
+        with rc.VecEnv(addresses, timeout=GUARD, batch_size=batch_size, **self.client_args) as env:
             n = env.num_envs
             got = [[] for _ in range(n)]
             if start == "reset":
@@ -122,7 +126,7 @@ class Async(unittest.TestCase):
         """Pendulum: box actions of shape [k, 1] reach their envs; episodes
         of 200 steps end truncated with a final observation."""
         node = self.launch(env="pendulum", num_envs=4, seed=2)
-        with rc.VecEnv(node.address, timeout=GUARD, batch_size=3) as env:
+        with rc.VecEnv(node.address, timeout=GUARD, batch_size=3, **self.client_args) as env:
             env.async_reset()
             finals = 0
             while len(env.episode_lengths) < 4:
@@ -138,7 +142,7 @@ class Async(unittest.TestCase):
 
     def test_misuse_fails_at_once_and_leaves_it_usable(self):
         node = self.launch(num_envs=8, extra=["--workers", 1, "--shard", 4, "--batch", 4])
-        env = rc.VecEnv(node.address, timeout=GUARD, batch_size=8)
+        env = rc.VecEnv(node.address, timeout=GUARD, batch_size=8, **self.client_args)
         self.addCleanup(env.close)
         with self.assertRaisesRegex(RuntimeError, "async_reset"):
             env.recv()
@@ -191,7 +195,7 @@ class Async(unittest.TestCase):
         envs are in flight and handed out: recv() raises ConnectionClosed
         with clean set, and so does every call after it."""
         node = self.launch(num_envs=8, extra=["--batch", 8])
-        env = rc.VecEnv(node.address, timeout=GUARD, batch_size=4)
+        env = rc.VecEnv(node.address, timeout=GUARD, batch_size=4, **self.client_args)
         self.addCleanup(env.close)
         env.async_reset()
         obs, _, _, _, infos = env.recv()
@@ -207,7 +211,8 @@ class Async(unittest.TestCase):
 
     def test_sync_after_async_refused_and_the_reverse(self):
         node = self.launch(num_envs=4)
-        with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step") as env:
+        with rc.VecEnv(node.address, timeout=GUARD, autoreset_mode="same_step",
+                       **self.client_args) as env:
             obs, _ = env.reset()
             env.step(balance(obs))
             with self.assertRaisesRegex(RuntimeError, "synchronous now"):
@@ -215,7 +220,8 @@ class Async(unittest.TestCase):
             with self.assertRaisesRegex(RuntimeError, "synchronous now"):
                 env.send(np.zeros(4, np.int64), np.arange(4))
         with self.assertRaisesRegex(ValueError, "batch_size"):
-            rc.VecEnv(self.launch(num_envs=4).address, timeout=GUARD, batch_size=5)
+            rc.VecEnv(self.launch(num_envs=4).address, timeout=GUARD, batch_size=5,
+                      **self.client_args)
 
 
 class AsyncLane(Async):
@@ -223,6 +229,7 @@ class AsyncLane(Async):
     one-node VecEnv takes the lane (lane.c), two nodes stay in Python."""
 
     lane = True
+    client_args: "dict[str, bool]" = {}
 
     @classmethod
     def setUpClass(cls):
