@@ -138,7 +138,8 @@ class PythonStream(nu.TempDirCase):
         p, addr, log = start_node(env, *env_args, "--num-envs", 4, "--shard", 2, "--unroll", 8,
                                   "--steps", n, "--seed", 9, listen=listen)
         got = []
-        with rc.Stream([addr], shared_memory=shared) as st:
+        # TCP stays TCP (upgrade=False): the segments carry their bytes.
+        with rc.Stream([addr], shared_memory=shared, upgrade=False) as st:
             while True:
                 try:
                     b = st.recv(timeout=nu.HANG_GUARD_S)
