@@ -149,7 +149,8 @@ def main():
     print(f"rollout_client from {os.path.dirname(rc.__file__)}; {n} envs; "
           f"{a.repeats} x {a.seconds:g} s per case; load average {load0}", flush=True)
     with rc.NodeProcess(os.path.join(a.build, "rollout-node"), *args, **listen) as node:
-        env = rc.VecEnv(node.address, timeout=120, autoreset_mode="same_step")
+        # TCP stays TCP (upgrade=False), as its label says.
+        env = rc.VecEnv(node.address, timeout=120, autoreset_mode="same_step", upgrade=False)
         pid = node.proc.pid
         obs, _ = env.reset()
         rng = np.random.default_rng(1)
@@ -210,7 +211,7 @@ def main():
                 args2 += ["--spin-us", str(a.async_spin_us)]
             node2 = rc.NodeProcess(os.path.join(a.build, "rollout-node"), *args2,
                                    **(listen2 if a.unix else {}))
-            env2 = rc.VecEnv(node2.address, timeout=120, batch_size=n)
+            env2 = rc.VecEnv(node2.address, timeout=120, batch_size=n, upgrade=False)
             env2.async_reset()
             state2 = {"policy_s": 0.0, "step_s": 0.0}
 
