@@ -119,16 +119,28 @@ class CLearner(nu.TempDirCase):
         self.assertNotEqual(ls["nodes"][0]["node_id"], ls["nodes"][1]["node_id"])
 
     def test_two_learners_split_envs(self):
-        node, addr = w.start_node(nu.NODE, "--num-envs", 64, "--steps", 64 * 400,
-                                  "--shard", 4)
+        # The node runs until stopped: with a fixed step count the first
+        # learner (on shared memory since the same-host upgrade) could take
+        # every step before the second attached. Stopped once both were
+        # attached and it stepped on, the node's steps are the sum of both
+        # learners', each of which answered some.
+        m = self.path("m.jsonl")
+        node, addr = w.start_node(nu.NODE, "--num-envs", 64, "--seconds", 0, "--shard", 4,
+                                  "--metrics", m, "--metrics-every", 0.05)
         ps = [nu.spawn([LEARNER, "--connect", addr, "--json", "--quiet"],
                        stdout=subprocess.PIPE, text=True) for _ in range(2)]
-        outs = [p.communicate(timeout=nu.HANG_GUARD_S)[0] for p in ps]
+        mt = nu.Metrics(m)
+        nu.wait_for(lambda: mt.tput("learners") == 2, "both learners attached", proc=node)
+        both = mt.tput("steps")
+        nu.wait_for(lambda: mt.tput("steps") >= both + 64 * 100,
+                    "the node stepping with two learners", proc=node)
+        node.send_signal(signal.SIGTERM)
         s, _ = finish(node)
-        self.assertEqual(s["steps"], 64 * 400)
+        outs = [p.communicate(timeout=nu.HANG_GUARD_S)[0] for p in ps]
         self.assertEqual(s["learners_attached"], 2)
         steps = [json.loads(o.strip().splitlines()[-1])["nodes"][0]["steps"] for o in outs]
-        self.assertEqual(sum(steps), 64 * 400)
+        self.assertEqual(sum(steps), s["steps"])
+        self.assertTrue(all(k > 0 for k in steps), steps)
 
     def test_a_node_stopped_by_a_signal_and_its_learner_count_the_same_steps(self):
         # Issue 31: the node counts the env steps it took; the learner
