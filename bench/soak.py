@@ -133,16 +133,16 @@ class Node:
                 self.log.append(line.rstrip())
 
 
-def await_restart(pid, seen, procs, guard_s):
+def await_restart(pid, before, procs, guard_s):
     """await_restart waits, after a worker was killed, until the node runs
-    procs workers again with one not seen before (its restart); returns the
-    seconds that took, or None if the guard ran out first."""
+    procs workers again, one of them not among those running at the kill
+    (before), its restart: pids wrap, so one seen long ago may come back;
+    the linux allocator reaches the killed pid again only after a full wrap.
+    Returns the seconds that took, or None if the guard ran out first."""
     t = time.monotonic()
     while time.monotonic() - t < guard_s:
         workers = worker_pids(pid)[0]
-        fresh = [w for w in workers if w not in seen]
-        if fresh and len(workers) == procs:
-            seen.update(fresh)
+        if len(workers) == procs and set(workers) - before:
             return time.monotonic() - t
         time.sleep(0.1)
     return None
@@ -221,7 +221,6 @@ def main():
     node = Node(a.build, a.num_envs, extra, py)
     gen = 0  # learner generations, or with --python-env worker kills so far
     learner = None if py else start_learner(a.build, node.addr, gen)
-    seen = set(worker_pids(node.p.pid)[0]) if py else set()
     restart_s = []  # per kill: seconds until a new worker appeared (None: never)
     t0 = time.monotonic()
     end = t0 + a.minutes * 60.0
@@ -250,7 +249,8 @@ def main():
         if py and now >= next_swap and now < end and workers:
             os.kill(workers[gen % len(workers)], signal.SIGKILL)
             kills["SIGKILL"] += 1
-            restart_s.append(await_restart(node.p.pid, seen, a.env_procs, a.restart_guard_s))
+            restart_s.append(await_restart(node.p.pid, set(workers), a.env_procs,
+                                           a.restart_guard_s))
             gen += 1
             gen_start_steps[gen] = node.progress[1]
             next_swap = now + period
