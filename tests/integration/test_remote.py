@@ -797,17 +797,33 @@ class Reattach(nu.TempDirCase):
         compared play the same envs (a node without --seed draws its own)."""
         node, addr = w.start_node(nu.NODE, "--num-envs", 24, "--steps", 24 * 300,
                                   "--shard", 3, "--metrics", metrics, "--metrics-episodes",
-                                  "--max-wait-us", 0, "--seed", 1)
-        first = fixed_learner(addr)
+                                  "--metrics-interval", 0.05, "--max-wait-us", 0, "--seed", 1)
         if kill_after_frames:
-            for i, _ in enumerate(first.stdout):
-                if i + 1 >= kill_after_frames:
-                    break
+            # A paced learner answers exactly that many frames and holds the
+            # next: once the node reports envs in flight with every answer
+            # stepped, frames it sent are unanswered when the learner is
+            # killed, and must go again to the next (a learner killed with
+            # nothing in flight, as a loaded machine could time it, tests
+            # no resend).
+            first = fixed_learner(addr, "--paced", stdin=subprocess.PIPE)
+            answered = Lines(first.stdout)  # kept: the rows answered are summed
+            first.stdin.write("\n" * kill_after_frames)
+            first.stdin.flush()
+            wait_for(lambda: answered.count("answered") == kill_after_frames,
+                     f"the learner answering {kill_after_frames} frames", proc=first)
+            rows = sum(int(line.split()[2]) for line in list(answered.lines))
+            m = nu.Metrics(metrics)
+
+            def held():
+                r = m.next_tput()
+                return r if r["steps"] == rows and r["envs_in_flight"] > 0 else None
+            wait_for(held, f"a throughput line with {rows} steps and envs in flight", proc=node)
             first.send_signal(signal.SIGKILL)
             first.wait()
             second = fixed_learner(addr)
             second.communicate(timeout=nu.HANG_GUARD_S)
         else:
+            first = fixed_learner(addr)
             first.communicate(timeout=nu.HANG_GUARD_S)
         s, err = finish(node)
         self.assertEqual(node.returncode, 0, err)
