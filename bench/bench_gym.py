@@ -7,9 +7,9 @@ Gymnasium's own vector envs (its numpy CartPoleVectorEnv where it has one;
 SyncVectorEnv; AsyncVectorEnv at N <= --async-max, one process per env),
 and two references: the envs alone (the engine's envs stepped in C on its
 own threads, no Python between steps: ``Engine.run_steps``), and for MuJoCo
-a raw loop of the same MuJoCo's ``mj_step`` on one core times the CPUs
-(``bench_mujoco --raw-envs N``: C, N simulations of the env's model, the
-env's termination and reset, nothing else).
+a raw loop of the same MuJoCo's ``mj_step`` (``bench_mujoco --raw-envs N``:
+C, N simulations of the env's model, the env's termination and reset,
+nothing else) on one core times the CPUs, and on every CPU at once.
 
 Cases per (env, N), for CartPole-v1, Pendulum-v1, Hopper-v5, HalfCheetah-v5
 and N = 8, 64, 1024: ``step()`` with random actions (16 batches drawn
@@ -137,22 +137,36 @@ MJ_NAMES = {"Hopper-v5": "hopper", "HalfCheetah-v5": "half_cheetah", "Walker2d-v
             "Ant-v5": "ant", "InvertedPendulum-v5": "inverted_pendulum"}
 
 
-def mj_raw_case(gid: str, n: int, build: str) -> Callable[[], int]:
-    """The machine's limit for N MuJoCo envs on one core: bench_mujoco's raw
-    loop (C, one thread) over N simulations of the env's model, each its own
+def mj_raw_case(gid: str, n: int, build: str, cores: int) -> Callable[[], int]:
+    """The machine's limit for N MuJoCo envs: bench_mujoco's raw loop (C,
+    one thread) over the same simulations of the env's model, each its own
     mjData as each env has, uniform random controls, mj_step x frame_skip per
     env step and the env's own termination test and reset, so that it visits
     the states and touches the memory the envs do; no observations, rewards
-    or Python. It times itself: the case has `measure` instead of steps."""
+    or Python. With cores > 1, one loop pinned to each of that many CPUs at
+    once, N/cores simulations each, their rates summed: what the cores give
+    together (two vCPUs may share one physical core's units, or its caches
+    and memory bandwidth). It times itself: the case has `measure` instead
+    of steps."""
     exe = os.path.join(build, "bench", "bench_mujoco")
     if not os.access(exe, os.X_OK):
         raise FileNotFoundError(f"{exe} (build the project first: meson compile -C {build})")
+    cpus = sorted(os.sched_getaffinity(0))[:cores]
+    per = max(1, -(-n // cores))
+
+    def pinned(cpu: int) -> Callable[[], None]:
+        return lambda: os.sched_setaffinity(0, {cpu})
 
     def measure(seconds: float) -> tuple[float, float]:
-        out = subprocess.run([exe, "--env", MJ_NAMES[gid], "--raw-envs", str(n), "--seconds",
-                              str(seconds)], capture_output=True, text=True, check=True)
-        _, sps, cpu = out.stdout.split()
-        return float(sps), float(cpu)
+        procs = [subprocess.Popen([exe, "--env", MJ_NAMES[gid], "--raw-envs", str(per),
+                                   "--seconds", str(seconds)], stdout=subprocess.PIPE, text=True,
+                                  preexec_fn=pinned(c)) for c in cpus]
+        outs = [p.communicate()[0].split() for p in procs]
+        if any(p.returncode for p in procs):
+            raise RuntimeError(f"{exe} failed: {outs}")
+        sps = sum(float(o[1]) for o in outs)
+        cpu = statistics.mean(float(o[2]) for o in outs)
+        return sps, cpu
 
     def step() -> int:
         raise RuntimeError("the raw loop is measured whole (measure)")
@@ -259,7 +273,9 @@ def cases_for(gid: str, n: int, async_max: int, build: str) -> dict[str, Callabl
     if n <= async_max:
         out["gymnasium-async"] = lambda: gym_case(gid, n, "async")
     if gid in MJ_NAMES:
-        out["mj_step-raw-1core"] = lambda: mj_raw_case(gid, n, build)
+        out["mj_step-raw-1core"] = lambda: mj_raw_case(gid, n, build, 1)
+        if CPUS > 1:
+            out["mj_step-raw-all-cores"] = lambda: mj_raw_case(gid, n, build, CPUS)
     out.update(mlp_cases(gid, n))
     return out
 
@@ -308,7 +324,7 @@ def main() -> None:
                     env.close()
                 sps = statistics.median(figures[name])
                 rows.append({"env": gid, "num_envs": n, "case": name, "steps_per_s": sps,
-                             "us_per_call": (n / sps * 1e6) if name != "mj_step-raw-1core"
+                             "us_per_call": (n / sps * 1e6) if not name.startswith("mj_step-raw")
                              else 1e6 / sps, "cpu_us_per_step":
                              statistics.median(cpus[name]) * 1e6, "rollout_threads": threads})
                 print(f"{gid:15s} N={n:5d} {name:18s} {sps / 1e6:9.3f} M steps/s", flush=True)
@@ -383,20 +399,25 @@ def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str) -> None:
                          f"{(ro / fw if fw else float('nan')):.2f} |")
     mj = [(gid, n) for gid in envs for n in sizes if fig(gid, n, "mj_step-raw-1core")]
     if mj:
-        lines += ["", "MuJoCo against the machine: rollout's env-steps/s ÷ (a raw `mj_step` loop "
-                  f"on one core × {CPUS} CPUs): bench_mujoco's raw loop in C over N "
+        lines += ["", "MuJoCo against the machine: bench_mujoco's raw loop in C over N "
                   "simulations of the same model (one mjData each, as each env has), random "
                   "controls, mj_step × frame skip and the env's termination and reset, nothing "
-                  "else. The CPU-time ratio is the raw loop's CPU time per env step ÷ "
-                  "rollout's (its process, every thread): what other processes on a shared "
-                  "machine move least.", "",
-                  "| env | N | rollout | raw mj_step, 1 core | ratio (per core) | "
-                  "CPU-time ratio |", "| --- | --- | --- | --- | --- | --- |"]
+                  f"else; on one core alone, and on all {CPUS} CPUs at once (one loop pinned to "
+                  f"each, N/{CPUS} simulations each, rates summed). Per core: rollout ÷ (the "
+                  f"one-core loop × {CPUS}), the issue's figure; against all cores: rollout ÷ "
+                  "the loops on every core at once, what the cores give together. The CPU-time "
+                  "ratio is the one-core loop's CPU time per env step ÷ rollout's (its "
+                  "process, every thread).", "",
+                  "| env | N | rollout | raw, 1 core | raw, all cores at once | "
+                  "ratio (per core) | ratio (all cores at once) | CPU-time ratio |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for gid, n in mj:
             ro, raw = fig(gid, n, "rollout"), fig(gid, n, "mj_step-raw-1core")
+            allc = fig(gid, n, "mj_step-raw-all-cores")
             c_ro, c_raw = cpu_of(gid, n, "rollout"), cpu_of(gid, n, "mj_step-raw-1core")
-            lines.append(f"| {gid} | {n} | {m(ro)} | {m(raw)} | "
+            lines.append(f"| {gid} | {n} | {m(ro)} | {m(raw)} | {m(allc)} | "
                          f"{(ro / (raw * CPUS) if ro and raw else float('nan')):.2f} | "
+                         f"{(ro / allc if ro and allc else float('nan')):.2f} | "
                          f"{(c_raw / c_ro if c_ro and c_raw else float('nan')):.2f} |")
     with open(os.path.join(out, "gym.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
