@@ -154,13 +154,13 @@ def mj_raw_case(gid: str, n: int, build: str, cores: int) -> Callable[[], int]:
     cpus = sorted(os.sched_getaffinity(0))[:cores]
     per = max(1, -(-n // cores))
 
-    def pinned(cpu: int) -> Callable[[], None]:
-        return lambda: os.sched_setaffinity(0, {cpu})
-
     def measure(seconds: float) -> tuple[float, float]:
-        procs = [subprocess.Popen([exe, "--env", MJ_NAMES[gid], "--raw-envs", str(per),
-                                   "--seconds", str(seconds)], stdout=subprocess.PIPE, text=True,
-                                  preexec_fn=pinned(c)) for c in cpus]
+        # taskset pins each loop: a preexec_fn would make Popen fork this
+        # process, whose address space (torch, EnvPool) the kernel may refuse
+        # to duplicate (ENOMEM); without one it spawns with vfork.
+        procs = [subprocess.Popen(["taskset", "-c", str(c), exe, "--env", MJ_NAMES[gid],
+                                   "--raw-envs", str(per), "--seconds", str(seconds)],
+                                  stdout=subprocess.PIPE, text=True) for c in cpus]
         outs = [p.communicate()[0].split() for p in procs]
         if any(p.returncode for p in procs):
             raise RuntimeError(f"{exe} failed: {outs}")
