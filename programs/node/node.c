@@ -225,8 +225,8 @@ static int make_policy(ro_node_t *n, char *err, size_t errlen)
     if (n->kind.vt2) {
         rc = ro__policy_new_layout(&n->policy, &spec, &n->layout, err, errlen);
     } else {
-        ro_space_t os, as;
-        n->kind.vt->spaces(n->shards[0].envs[0], &os, &as);
+        ro_space_t os, as; /* the layout's copies, as make_lanes' */
+        ro__layout_abi1_view(&n->layout, &os, &as);
         rc = ro__policy_new(&n->policy, &spec, &os, &as, err, errlen);
     }
     if (rc)
@@ -376,13 +376,12 @@ static int make_stream(ro_node_t *n, char *err, size_t errlen)
 
 static int make_lanes(ro_node_t *n, char *err, size_t errlen)
 {
-    /* Spaces point into env 0 of shard 0, alive until the envs are
-     * destroyed; an ABI 2 env's (ABI 1 shaped, or refused by the modes that
-     * read them) into the layout. */
-    if (n->kind.vt)
-        n->kind.vt->spaces(n->shards[0].envs[0], &n->obs_space, &n->act_space);
-    else
-        ro__layout_abi1_view(&n->layout, &n->obs_space, &n->act_space);
+    /* Spaces point into the layout, which owns copies of the bounds: never
+     * into an env, which a reseed (Frame{reseed}) destroys and re-creates
+     * while the hub checks actions against these bounds. An ABI 2 env that
+     * is not ABI 1 shaped leaves them zero (the modes that read them refuse
+     * it). */
+    ro__layout_abi1_view(&n->layout, &n->obs_space, &n->act_space);
     /* Shards, batches and lanes count rows: an env of A agents is A rows. */
     const uint32_t shard_rows = n->shard_size * n->layout.agents;
     const uint64_t total_rows = (uint64_t)n->cfg.num_envs * n->layout.agents;
