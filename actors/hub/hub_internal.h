@@ -12,6 +12,7 @@
 
 #include <uv.h>
 
+#include "actors/exchange/step_batch.h"
 #include "actors/hub/hub_types.h"
 #include "actors/hub/obs_codec.h"
 #include "actors/stream/segment.h"

@@ -11,7 +11,7 @@
 #include "runtime/error.h"
 #include "actors/exchange/messages.h"
 #include "actors/recorder/recorder_actor.h"
-#include "actors/stream/segment.h"
+#include "actors/stream/stream_port.h"
 #include "envs/env_kind.h"
 #include "envs/env_ops.h"
 #include "envs/registry.h"

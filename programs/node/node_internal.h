@@ -18,7 +18,7 @@
 #include "actors/hub/learner_hub.h"
 #include "actors/logger/logger_actor.h"
 #include "actors/recorder/recorder_actor.h"
-#include "actors/stream/segment.h"
+#include "actors/stream/stream_port.h"
 #include "envs/registry.h"
 #include "spaces/layout.h"
 #include "node/config.h"

@@ -25,6 +25,7 @@
 
 #include "actors/exchange/messages.h"
 #include "actors/stream/segment.h"
+#include "actors/stream/stream_port.h"
 #include "loop_fixture.h"
 #include "runtime/alloc.h"
 #include "step_batch_fixture.h"

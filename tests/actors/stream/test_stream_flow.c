@@ -28,6 +28,7 @@
 
 #include "actors/exchange/messages.h"
 #include "actors/stream/stream_flow.h"
+#include "actors/stream/stream_port.h"
 #include "loop_fixture.h"
 #include "runtime/error.h"
 #include "step_batch_fixture.h"
