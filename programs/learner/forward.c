@@ -36,11 +36,10 @@ static void run_job(ro_lane_t *ln, ro_job_t *j)
          * episode starts are applied already. */
         const ro_policy_carry_t carry = {.state = j->state};
         const ro_policy_carry_t *c = j->state ? &carry : NULL;
-        if (fw->layout)
-            ro__policy_act_masked(fw->policy, ln->ws, j->rows, j->rowrng, j->mask, j->act_i,
-                                  j->act_f, NULL, c);
-        else
-            ro__policy_act(fw->policy, ln->ws, j->rows, j->rowrng, j->act_i, j->act_f, NULL, c);
+        /* Any layout (an ABI 1 env's too): a policy that is not composite
+         * acts as ro__policy_act does. */
+        ro__policy_act_masked(fw->policy, ln->ws, j->rows, j->rowrng, j->mask, j->act_i, j->act_f,
+                              NULL, c);
     } else {
         j->failed = true; /* out of memory: the loop answers nothing, the node resends */
     }

@@ -81,9 +81,6 @@ typedef struct ro_forward {
     bool inline_lane;          /* W = 0: submit runs the job and calls on_done */
     const ro_policy_t *policy; /* set before the first job; read-only then */
     uint32_t obs_dim;
-    /* Env ABI 2 (set with policy): the layout; the lanes then act with
-     * ro__policy_act_masked and the jobs' masks. NULL: ABI 1. */
-    const struct ro_space_layout *layout;
     ro_loop_home_t done_home;
     ro_actor_t done; /* loop actor: jobs come back here */
     ro_job_done_fn on_done;

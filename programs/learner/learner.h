@@ -1,8 +1,9 @@
 /*
  * rollout-learner's state, shared by main.c (start-up, signals, the
  * summary), serve.c (links' callbacks, jobs, the loop's turns), welcome.c
- * (the spec, a node's memory) and frame_ring.c (a SEED node's frame ring):
- * main.c calls serve.c, serve.c the other two, never the other way. Loop
+ * (the spec, a node's memory), frame_rows.c (a frame's rows and actions)
+ * and frame_ring.c (a SEED node's frame ring): main.c calls serve.c,
+ * serve.c the other three, never the other way. Loop
  * thread, except where a field says a lane touches it.
  */
 #ifndef RO_LEARNER_H
@@ -102,9 +103,11 @@ typedef struct learner {
     float *bounds[4]; /* copies of the box bounds: obs low/high, act low/high */
     ro_space_t obs_space, act_space;
     ro_policy_t *policy; /* read-only once built: shared by the lanes */
-    /* SEED nodes of an env ABI 2 env (seed_abi2.c): the welcome's layout;
-     * rows are envs x agents, actions act_ndisc entries and act_dim (its
-     * nbox) floats a row. act_ndisc is 1 for ABI 1 spaces. */
+    /* The env's layout (welcome.c): an env ABI 2 node's, or an ABI 1
+     * node's spaces adapted to one (one float32 tensor, one action part),
+     * which every path past the welcome reads; abi2: the node speaks ABI 2
+     * frames (typed tensors). Rows are envs x agents; the lanes' actions
+     * are act_ndisc entries (1 for ABI 1 spaces) and act_dim floats apart. */
     bool abi2;
     ro_space_layout_t lay;
     uint32_t act_ndisc;
@@ -177,32 +180,30 @@ int ro__learner_choose_threads(learner_t *L, uint32_t rows, bool local, ro_job_d
 int ro__learner_welcome(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, bool *misfit,
                         char *err, size_t errlen);
 
-/* seed_abi2.c */
+/* welcome.c, for stream nodes too */
 /* ro__learner_check_welcome_abi2: what every welcome with an env ABI 2
  * layout must say, SEED or stream: our protocol version, a spec of 1 to
  * MAX_NUM_ENVS envs. 0, or RO_EPROTO with one line in err. */
 int ro__learner_check_welcome_abi2(const Rollout__V1__Welcome *w, char *err, size_t errlen);
-/* ro__learner_adopt_layout: a SEED welcome with an env ABI 2 layout. The
- * first builds the policy for it (ro__policy_new_layout; on failure
- * L->err and exit code 2 are set: stop); every later one must match it.
- * *rows gets the node's rows (num_envs x agents). 0, or a negative code
- * with one line in err. */
-int ro__learner_adopt_layout(learner_t *L, const Rollout__V1__Welcome *w, uint32_t *rows, char *err,
-                             size_t errlen);
-/* ro__learner_rows_abi2 flattens a checked frame's p->item.rows rows into
- * p->obs_copy (obs_width floats a row), the mask rows after them (p->mask;
- * NULL without a mask); p->obs points to the rows. */
-void ro__learner_rows_abi2(const learner_t *L, const Rollout__V1__Observations *o, ro_pending_t *p);
-/* ro__learner_rows_memory_abi2 is ro__learner_rows_abi2 for a frame in
- * node n's memory (ranges checked): the rows flattened into p->obs_copy,
- * their mask rows copied to mask (p->mask). */
-void ro__learner_rows_memory_abi2(const learner_t *L, const node_t *n,
-                                  const Rollout__V1__Observations *o, ro_pending_t *p,
-                                  uint8_t *mask);
-/* ro__learner_write_actions_abi2 writes a frame's rows' entries (act_i,
- * ndisc a row) and floats (act_f, nbox a row) into node n's action memory
- * at their row indices (p->env). */
-void ro__learner_write_actions_abi2(const learner_t *L, node_t *n, const ro_pending_t *p,
-                                    const int32_t *act_i, const float *act_f);
+
+/* frame_rows.c */
+/* ro__learner_rows_bytes: the room a pending frame of rows rows needs
+ * after it (ro_pending_t.obs_copy) for ro__learner_take_rows. */
+size_t ro__learner_rows_bytes(const learner_t *L, const Rollout__V1__Observations *o,
+                              uint32_t rows);
+/* ro__learner_take_rows takes a checked frame's rows into p (its env
+ * indices, the observations the forward pass reads, the mask rows, the
+ * recurrent states) and counts their steps. A frame in node n's memory is
+ * read out of it here (ranges checked), and what it holds is checked as it
+ * is read (each value read once): a NaN or infinite observation or reward,
+ * or flags no node writes, are refused by name, never used. 0, or a
+ * negative code (RO_ERANGE, RO_ENOMEM) with one line in err. */
+int ro__learner_take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *o,
+                          ro_pending_t *p, char *err, size_t errlen);
+/* ro__learner_write_actions writes a frame's rows' entries (act_i,
+ * act_ndisc apart) and floats (act_f, act_dim apart) into node n's action
+ * memory at their row indices (p->env). */
+void ro__learner_write_actions(const learner_t *L, node_t *n, const ro_pending_t *p,
+                               const int32_t *act_i, const float *act_f);
 
 #endif

@@ -354,7 +354,7 @@ static void on_connect(ro_conn_t *c, int status)
     l->shared = l->o.shared_memory && c->local;
     h.shared_memory = l->shared;
     h.seed_memory = h.shared_memory;      /* SEED frames in memory too (serve.c maps it) */
-    h.seed_memory_abi2 = h.shared_memory; /* env ABI 2 columns too (seed_abi2.c reads them) */
+    h.seed_memory_abi2 = h.shared_memory; /* env ABI 2 columns too (frame_rows.c reads them) */
     h.seed_ring = h.shared_memory && l->o.seed_ring; /* frames in a ring (serve.c takes them) */
     /* Over TCP, the node may offer its private socket; there, its nonce. */
     l->asked = l->o.upgrade && !c->local && !l->upgrade_failed;

@@ -3,7 +3,6 @@
  * segments, connections going down), batching frames into jobs for the
  * forward-pass lanes and answering them. Calls nothing of main.c.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,129 +98,6 @@ static int on_welcome(ro_link_t *l, const Rollout__V1__Welcome *w, char *err, si
     return rc;
 }
 
-/* Steps and episode returns. A batch sent again after a reconnect repeats
- * (env, step) pairs already counted: those are skipped, so every env step
- * is counted once however often it was served. Steps are rows (env ABI 2:
- * agent steps, as the node's summary counts them); an episode is an env's,
- * which ends for all its agents at once (env-api.md): it counts once, on
- * agent 0's row, and its return is the agents' mean, as the node counts
- * it. */
-static void count_step(learner_t *L, node_t *n, uint32_t e, uint64_t step, float reward, bool done)
-{
-    if (step < n->next_step[e])
-        return;
-    n->next_step[e] = step + 1;
-    n->steps++;
-    L->steps++;
-    n->ep_ret[e] += reward;
-    if (done) {
-        const uint32_t agents = L->abi2 && L->lay.agents ? L->lay.agents : 1;
-        n->episodes += e % agents == 0;
-        n->return_sum += n->ep_ret[e] / agents;
-        if (L->met.on && agents == 1) /* several agents: their rows hold shares of it */
-            ro__histo_add(&L->met.ret_iv, n->ep_ret[e]);
-        n->ep_ret[e] = 0.0;
-    }
-}
-
-/* take_states gives each row of p the state its step starts from
- * (state_table.h), when the policy is recurrent: row i's env (row) index,
- * step and episode start. 0 or RO_ENOMEM. */
-static int take_states(node_t *n, ro_pending_t *p, const uint64_t *step,
-                       const protobuf_c_boolean *start, const uint8_t *flags)
-{
-    ro_state_table_t *t = &n->rstate;
-    const size_t rows = p->item.rows, f = t->floats;
-    if (!f)
-        return 0;
-    p->rs = malloc(rows * 2 * f * sizeof(float) + rows * sizeof(uint64_t));
-    if (!p->rs)
-        return RO_ENOMEM;
-    p->rs_step = (uint64_t *)(p->rs + rows * 2 * f);
-    for (size_t i = 0; i < rows; i++) {
-        const uint32_t e = p->env[i];
-        /* a frame's columns are per row; memory's per env index */
-        const uint64_t k = flags ? step[e] : step[i];
-        const bool first = flags ? (flags[e] & RO_SEEDMEM_EPISODE_START) != 0 : start[i] != 0;
-        float *in = p->rs + i * 2 * f;
-        ro__state_table_take(t, e, k, first, in);
-        memcpy(in + f, in, f * sizeof(float)); /* the lane works on the copy */
-        p->rs_step[i] = k;
-    }
-    return 0;
-}
-
-/* A frame's rows into p: its env indices and observations, counted. A
- * frame in memory is read out of it here, on arrival (ranges checked), and
- * what it holds is checked as it is read (each value read once): a NaN or
- * infinite observation or reward, or flags no node writes, are refused by
- * name, never used. 0, or RO_ERANGE with one line in err. */
-static int take_rows(learner_t *L, node_t *n, const Rollout__V1__Observations *o, ro_pending_t *p,
-                     char *err, size_t errlen)
-{
-    if (!o->in_memory) {
-        for (size_t i = 0; i < o->n_env; i++)
-            count_step(L, n, o->env[i], o->step[i], o->reward[i],
-                       o->terminated[i] || o->truncated[i]);
-        p->env = o->env;
-        p->obs = o->obs;
-        p->mask = NULL;
-        if (L->abi2) /* typed tensors, flattened here; the mask beside them */
-            ro__learner_rows_abi2(L, o, p);
-        return take_states(n, p, o->step, o->episode_start, NULL) == 0
-                   ? 0
-                   : ro__errorf(err, errlen, RO_ENOMEM, "out of memory for recurrent states");
-    }
-    p->mask = NULL;
-    const uint8_t *mem = n->seed_obs.base;
-    const ro_seed_mem_layout_t *lay = &n->seed_lay;
-    const size_t od = L->obs_dim;
-    const unsigned long long seq = (unsigned long long)o->seq;
-    const float *obs = (const float *)(mem + lay->obs_off);
-    const float *reward = (const float *)(mem + lay->reward_off);
-    const uint64_t *step = (const uint64_t *)(mem + lay->step_off);
-    const uint8_t *flags = mem + lay->flags_off;
-    uint32_t *env = (uint32_t *)(p->obs_copy + (size_t)p->item.rows * od);
-    size_t r = 0;
-    for (size_t k = 0; k < o->n_ranges; k += 2) {
-        const uint32_t first = o->ranges[k], count = o->ranges[k + 1];
-        if (!L->abi2) /* ABI 2: flattened below */
-            memcpy(p->obs_copy + r * od, obs + (size_t)first * od,
-                   (size_t)count * od * sizeof(float));
-        for (uint32_t e = first; e < first + count; e++, r++) {
-            const float rw = reward[e];
-            const uint8_t fl = flags[e];
-            if (!isfinite(rw))
-                return ro__errorf(err, errlen, RO_ERANGE,
-                                  "observations %llu in memory: the reward of env %u is %s", seq, e,
-                                  isnan(rw) ? "NaN" : "infinite");
-            if (fl & ~(RO_SEEDMEM_TERMINATED | RO_SEEDMEM_TRUNCATED | RO_SEEDMEM_EPISODE_START |
-                       RO_SEEDMEM_HAS_FINAL))
-                return ro__errorf(err, errlen, RO_ERANGE,
-                                  "observations %llu in memory: the flags of env %u are 0x%02x, "
-                                  "bits no node sets",
-                                  seq, e, fl);
-            env[r] = e;
-            count_step(L, n, e, step[e], rw,
-                       (fl & (RO_SEEDMEM_TERMINATED | RO_SEEDMEM_TRUNCATED)) != 0);
-        }
-    }
-    p->env = env;
-    p->obs = p->obs_copy;
-    if (take_states(n, p, step, NULL, flags) != 0)
-        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for recurrent states");
-    if (L->abi2) /* the rows' tensors flattened, their mask after env */
-        ro__learner_rows_memory_abi2(L, n, o, p, (uint8_t *)(env + p->item.rows));
-    for (size_t i = 0; i < r * od; i++) /* our copy: what the forward pass will read */
-        if (!isfinite(p->obs_copy[i]))
-            return ro__errorf(err, errlen, RO_ERANGE,
-                              "observations %llu in memory: the observation of env %u holds %s "
-                              "(value %zu)",
-                              seq, env[i / od], isnan(p->obs_copy[i]) ? "NaN" : "an infinity",
-                              i % od);
-    return 0;
-}
-
 /* An Observations frame, from the socket (f) or the ring (f NULL: o is
  * the caller's), checked and pending for a forward pass; true if taken
  * (then f is the pending frame's to free). */
@@ -244,10 +120,7 @@ static bool take_observations(learner_t *L, ro_link_t *l, const Rollout__V1__Obs
     uint32_t rows = (uint32_t)o->n_env;
     if (o->in_memory) /* checked: the ranges add up to at most num_envs */
         (void)ro__seed_mem_rows(o->ranges, o->n_ranges, n->num_envs, &rows, err, sizeof err);
-    const size_t row_bytes = L->obs_dim * sizeof(float) + sizeof(uint32_t);
-    const size_t abi2_bytes =
-        L->obs_dim * sizeof(float) + L->lay.mask_width + (o->in_memory ? sizeof(uint32_t) : 0);
-    const size_t extra = L->abi2 ? rows * abi2_bytes : o->in_memory ? rows * row_bytes : 0;
+    const size_t extra = ro__learner_rows_bytes(L, o, rows);
     ro_pending_t *p = malloc(sizeof *p + extra);
     if (!p) {
         ro__link_fail(l, "out of memory");
@@ -260,7 +133,7 @@ static bool take_observations(learner_t *L, ro_link_t *l, const Rollout__V1__Obs
     p->gen = l->gen;
     p->item.rows = rows;
     p->rs = NULL;
-    if (take_rows(L, n, o, p, err, sizeof err) != 0) {
+    if (ro__learner_take_rows(L, n, o, p, err, sizeof err) != 0) {
         free(p->rs);
         free(p);
         ro__link_fail(l, "%s", err);
@@ -386,23 +259,6 @@ const ro_link_ops_t ro__learner_link_ops = {
     .on_down = on_down,
 };
 
-/* A frame's actions into the node's action memory, at its env rows. */
-static void write_actions(const learner_t *L, node_t *n, const ro_pending_t *p,
-                          const int32_t *act_i, const float *act_f)
-{
-    uint8_t *col = (uint8_t *)n->seed_act.base + n->seed_lay.act_off;
-    if (L->discrete) {
-        int32_t *dst = (int32_t *)col;
-        for (size_t i = 0; i < p->item.rows; i++)
-            dst[p->env[i]] = act_i[i];
-        return;
-    }
-    const size_t ad = L->act_dim;
-    float *dst = (float *)col;
-    for (size_t i = 0; i < p->item.rows; i++)
-        memcpy(dst + (size_t)p->env[i] * ad, act_f + i * ad, ad * sizeof(float));
-}
-
 /* Back from a lane: one Actions frame per Observations frame of the job. */
 void ro__learner_job_done(void *ctx, ro_job_t *j)
 {
@@ -418,24 +274,16 @@ void ro__learner_job_done(void *ctx, ro_job_t *j)
         for (size_t i = 0; current && p->rs && i < it->rows; i++) /* the answer goes: kept */
             ro__state_table_commit(&n->rstate, p->env[i], p->rs_step[i], p->rs + i * 2 * sf,
                                    p->rs + (i * 2 + 1) * sf);
-        if (p->in_memory && current && L->abi2) { /* every row's entries and floats */
-            ro__learner_write_actions_abi2(L, n, p, j->act_i + (size_t)r * L->act_ndisc,
-                                           j->act_f + (size_t)r * L->act_dim);
+        const int32_t *act_i = j->act_i + (size_t)r * L->act_ndisc;
+        const float *act_f = j->act_f + (size_t)r * L->act_dim;
+        if (p->in_memory && current) { /* this connection's memory: mapped */
+            ro__learner_write_actions(L, n, p, act_i, act_f);
             a.in_memory = true;
-        } else if (p->in_memory && current) { /* this connection's memory: mapped */
-            write_actions(L, n, p, j->act_i + r, j->act_f + (size_t)r * L->act_dim);
-            a.in_memory = true;
-        } else if (L->abi2) { /* every row's entries and floats, in order */
-            a.n_discrete = (size_t)it->rows * L->act_ndisc;
-            a.discrete = j->act_i + (size_t)r * L->act_ndisc;
-            a.n_box = (size_t)it->rows * L->act_dim;
-            a.box = j->act_f + (size_t)r * L->act_dim;
-        } else if (L->discrete) {
-            a.n_discrete = it->rows;
-            a.discrete = j->act_i + r;
-        } else {
-            a.n_box = (size_t)it->rows * L->act_dim;
-            a.box = j->act_f + (size_t)r * L->act_dim;
+        } else { /* every row's entries and floats, in order (ABI 1: one or the other) */
+            a.n_discrete = (size_t)it->rows * L->lay.ndisc;
+            a.discrete = a.n_discrete ? (int32_t *)act_i : NULL;
+            a.n_box = (size_t)it->rows * L->lay.nbox;
+            a.box = a.n_box ? (float *)act_f : NULL;
         }
         ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
         f.body_case = ROLLOUT__V1__FRAME__BODY_ACTIONS;
@@ -477,7 +325,7 @@ static void submit_batch(learner_t *L)
     /* + 1: an ABI 2 action may have no discrete entries, or no floats. */
     j->act_i = calloc((size_t)j->rows * L->act_ndisc + 1, sizeof *j->act_i);
     j->act_f = calloc((size_t)j->rows * L->act_dim + 1, sizeof *j->act_f);
-    const size_t mw = L->abi2 ? L->lay.mask_width : 0;
+    const size_t mw = L->lay.mask_width;
     j->mask = mw ? malloc((size_t)j->rows * mw) : NULL;
     const bool cell = ro__policy_state_floats(L->policy) > 0;
     j->state = cell ? calloc(j->rows, sizeof *j->state) : NULL;

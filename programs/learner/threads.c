@@ -29,7 +29,7 @@ static uint64_t time_pass(const learner_t *L, uint32_t rows)
 {
     const ro_policy_t *p = L->policy;
     const uint32_t sf = ro__policy_state_floats(p);
-    const uint32_t ai = L->abi2 ? L->act_ndisc : 1, af = L->act_dim ? L->act_dim : 1;
+    const uint32_t ai = L->act_ndisc ? L->act_ndisc : 1, af = L->act_dim ? L->act_dim : 1;
     ro_policy_ws_t *ws = NULL;
     ro_rng_t *rng = calloc(rows, sizeof *rng);
     ro_rng_t **rngs = calloc(rows, sizeof *rngs);
@@ -50,10 +50,7 @@ static uint64_t time_pass(const learner_t *L, uint32_t rows)
     const ro_policy_carry_t carry = {.state = state};
     for (int k = 0; k < 3; k++) {
         uint64_t t0 = ro__now_ns();
-        if (L->abi2)
-            ro__policy_act_masked(p, ws, rows, rngs, NULL, act_i, act_f, NULL, sf ? &carry : NULL);
-        else
-            ro__policy_act(p, ws, rows, rngs, act_i, act_f, NULL, sf ? &carry : NULL);
+        ro__policy_act_masked(p, ws, rows, rngs, NULL, act_i, act_f, NULL, sf ? &carry : NULL);
         uint64_t dt = ro__now_ns() - t0;
         best = k == 0 || dt < best ? (dt ? dt : 1) : best;
     }

@@ -2,8 +2,12 @@
  * rollout-learner's welcomes: a node's spec or layout adopted (the policy
  * built on the first), a stream node's rules, a SEED node's shared memory
  * and frame ring mapped, and the per-env state of a first welcome or a
- * reconnect. Called by serve.c; calls nothing of it.
+ * reconnect. This is where an env ABI 1 node's spaces are adapted to a
+ * layout (docs/protocol.md "SEED mode and env ABI 2"), and its memory's
+ * columns seen as that layout's: past it, frame_rows.c and serve.c have
+ * one path. Called by serve.c; calls nothing of it.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +58,8 @@ static int adopt_spec(learner_t *L, const Rollout__V1__Welcome *w, bool *misfit,
     if (copy_bounds(&os, &L->bounds[0], &L->bounds[1]) ||
         copy_bounds(&as, &L->bounds[2], &L->bounds[3]))
         return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for the env spaces");
+    if (ro__layout_from_abi1(&L->lay, &os, &as, "the node's env", err, errlen) != 0)
+        return RO_EPROTO;
     L->have_spec = true;
     L->obs_dim = od;
     L->act_dim = ad;
@@ -69,6 +75,87 @@ static int adopt_spec(learner_t *L, const Rollout__V1__Welcome *w, bool *misfit,
         L->exit_code = 2;
         *misfit = true;
         return RO_EINVAL;
+    }
+    L->fw.policy = L->policy;
+    L->fw.obs_dim = L->obs_dim;
+    return 0;
+}
+
+/* same_layout: what a reconnecting (or second) node must share with the
+ * first one's layout. */
+static bool same_layout(const ro_space_layout_t *a, const ro_space_layout_t *b)
+{
+    if (a->agents != b->agents || a->ntensors != b->ntensors || a->obs_width != b->obs_width ||
+        a->ndisc != b->ndisc || a->nbox != b->nbox || a->mask_width != b->mask_width ||
+        a->head_width != b->head_width || a->nparts != b->nparts)
+        return false;
+    for (uint32_t k = 0; k < a->ntensors; k++)
+        if (strcmp(a->t[k].name, b->t[k].name) != 0 || a->t[k].dtype != b->t[k].dtype ||
+            a->t[k].size != b->t[k].size)
+            return false;
+    for (uint32_t e = 0; e < a->ndisc; e++)
+        if (a->disc_n[e] != b->disc_n[e])
+            return false;
+    for (uint32_t j = 0; j < a->nbox; j++)
+        if (a->box_low[j] != b->box_low[j] || a->box_high[j] != b->box_high[j])
+            return false;
+    return true;
+}
+
+int ro__learner_check_welcome_abi2(const Rollout__V1__Welcome *w, char *err, size_t errlen)
+{
+    const Rollout__V1__EnvSpec *spec = w->spec;
+    if (w->protocol_version != RO_PROTOCOL_VERSION)
+        return ro__errorf(err, errlen, RO_EPROTO, "protocol version %u (this learner speaks %u)",
+                          w->protocol_version, RO_PROTOCOL_VERSION);
+    if (!spec || spec->num_envs < 1 || spec->num_envs > MAX_NUM_ENVS)
+        return ro__errorf(err, errlen, RO_EPROTO, "welcome spec num_envs %u outside [1, %u]",
+                          spec ? spec->num_envs : 0, MAX_NUM_ENVS);
+    return 0;
+}
+
+/* adopt_layout: a SEED welcome with an env ABI 2 layout. The first builds
+ * the policy for it (ro__policy_new_layout; on failure L->err and exit
+ * code 2 are set, and RO_EINVAL returned: stop); every later one must
+ * match it. *rows gets the node's rows (num_envs x agents). 0, or a
+ * negative code with one line in err. */
+static int adopt_layout(learner_t *L, const Rollout__V1__Welcome *w, uint32_t *rows, char *err,
+                        size_t errlen)
+{
+    const Rollout__V1__EnvSpec *spec = w->spec;
+    int rc = ro__learner_check_welcome_abi2(w, err, errlen);
+    if (rc)
+        return rc;
+    ro_space_layout_t lay;
+    rc = ro__layout_from_wire(&lay, w->layout, err, errlen);
+    if (rc)
+        return rc;
+    if ((uint64_t)spec->num_envs * lay.agents > MAX_NUM_ENVS) {
+        ro__layout_free(&lay);
+        return ro__errorf(err, errlen, RO_EPROTO, "welcome: %u envs of %u agents: over %u rows",
+                          spec->num_envs, lay.agents, MAX_NUM_ENVS);
+    }
+    *rows = spec->num_envs * lay.agents;
+    if (L->have_spec) {
+        bool same = L->abi2 && same_layout(&L->lay, &lay);
+        ro__layout_free(&lay);
+        return same ? 0
+                    : ro__errorf(err, errlen, RO_EPROTO,
+                                 "its env layout differs from the first "
+                                 "node's");
+    }
+    L->lay = lay;
+    L->abi2 = true;
+    L->have_spec = true;
+    L->obs_dim = lay.obs_width;
+    L->act_ndisc = lay.ndisc;
+    L->act_dim = lay.nbox;
+    L->discrete = false;
+    char perr[256] = "";
+    if (ro__policy_new_layout(&L->policy, &L->cfg.policy, &L->lay, perr, sizeof perr) != 0) {
+        snprintf(L->err, sizeof L->err, "%s", perr);
+        L->exit_code = 2;
+        return ro__errorf(err, errlen, RO_EINVAL, "%s", perr);
     }
     L->fw.policy = L->policy;
     L->fw.obs_dim = L->obs_dim;
@@ -164,6 +251,23 @@ static int welcome_stream(node_t *n, const Rollout__V1__Welcome *w, char *err, s
     return 0;
 }
 
+/* abi1_memory_view: an ABI 1 node's checked memory columns (one float
+ * observation, int32 or float actions at act_off) seen as the adapted
+ * layout's, as an ABI 2 node's memory describes them: one tensor at the
+ * observation column, the discrete entries or box floats at act_off. */
+static void abi1_memory_view(const learner_t *L, ro_seed_mem_layout_t *ml)
+{
+    ml->ntensors = 1;
+    ml->row_bytes[0] = (uint64_t)L->obs_dim * sizeof(float);
+    ml->tensor_off[0] = ml->obs_off;
+    ml->final_tensor_off[0] = ml->final_off;
+    ml->mask_width = 0;
+    ml->mask_off = 0;
+    ml->ndisc = L->lay.ndisc;
+    ml->nbox = L->lay.nbox;
+    ml->act_box_off = ml->act_off;
+}
+
 /* This connection's SEED memory, if the node offered it (we asked only
  * where we can map it): checked against the spaces, then mapped. */
 static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, uint32_t rows,
@@ -182,6 +286,8 @@ static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *
                                           &n->seed_lay, err, errlen);
     if (rc)
         return rc;
+    if (!L->abi2)
+        abi1_memory_view(L, &n->seed_lay);
     char why[300];
     const ro_link_t *l = &n->link;
     if (ro__shared_mem_map_peer(&n->seed_obs, l->fds, l->nfds, m->obs_fd, m->obs_bytes, false,
@@ -217,8 +323,8 @@ int ro__learner_welcome(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, 
         return 0;
     }
     uint32_t envs = 0;
-    int rc = w->layout ? ro__learner_adopt_layout(L, w, &envs, err, errlen)
-                       : adopt_spec(L, w, misfit, err, errlen);
+    int rc =
+        w->layout ? adopt_layout(L, w, &envs, err, errlen) : adopt_spec(L, w, misfit, err, errlen);
     if (rc == RO_EINVAL && w->layout)
         *misfit = true;
     if (rc)

@@ -441,6 +441,10 @@ void ro__layout_flatten(const ro_space_layout_t *lay, const uint8_t *const *tens
                         float *out)
 {
     const size_t w = lay->obs_width;
+    if (lay->ntensors == 1 && lay->t[0].dtype == RO_DTYPE_FLOAT32) { /* rows already flat */
+        memcpy(out, tensors[0], (size_t)nrows * lay->t[0].row_bytes);
+        return;
+    }
     for (uint32_t k = 0; k < lay->ntensors; k++) {
         const ro_tensor_layout_t *t = &lay->t[k];
         const uint8_t *src = tensors[k];
