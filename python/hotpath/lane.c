@@ -130,7 +130,7 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         !(L->frame_of = column(fo, NPY_INT64, n, 0, 1, "frame_of")) ||
         !(L->ep_ret = column(er, NPY_FLOAT64, n, 0, 1, "ep_return")) ||
         !(L->ep_len = column(el, NPY_INT64, n, 0, 1, "ep_length")) ||
-        (hold != Py_None && !(L->hold = column(hold, NPY_UINT8, n, 0, 0, "hold"))))
+        (hold != Py_None && !(L->hold = column(hold, NPY_BOOL, n, 0, 1, "hold"))))
         goto fail;
     PyArrayObject *act = ro__hp_array(ma, discrete ? NPY_INT32 : NPY_FLOAT32, 0, 1, "m_act");
     if (!act)
@@ -493,7 +493,8 @@ PyTypeObject ro__hp_lane_type = {
     .tp_doc = "Lane(fd, obs_shape, m_obs, m_final, m_reward, m_flags, m_step, m_act, "
               "discrete, action_n, state, frame_of, ep_return, ep_length, nflight, last_seq, "
               "max_frame, spin, keep, hold=None): one node's asynchronous send()/recv() in C "
-              "(lane.c).",
+              "(lane.c); hold: NEXT_STEP's marks, a bool array of one per env that the lane "
+              "keeps (lane.h), or None for the node's same-step resets.",
     .tp_new = lane_new,
     .tp_dealloc = (destructor)lane_dealloc,
     .tp_methods = lane_methods,

@@ -58,9 +58,14 @@ typedef struct {
     uint8_t *in;
     size_t in_cap, in_start, in_end, max_frame;
     int peer_gone; /* the node closed its end: answers are dropped */
-    /* NEXT_STEP: VecEnv's uint8 [n], 1 for an env its next answer holds
-     * (Actions.hold, read when a frame's answer is written); or NULL. */
-    const uint8_t *hold;
+    /* NEXT_STEP (Gymnasium's default autoreset), or NULL (same-step):
+     * VecEnv's bool [n], 1 for an env whose transition handed out last
+     * ended its episode. Its frame's answer holds it (Actions.hold), so the
+     * transition that comes next is its reset step, which recv() counts as
+     * no step; recv() shows an ended episode's last observation as the
+     * env's row (no final_obs) and sets the mark from the flags. Only this
+     * lane writes it while it serves (lane_gather.c, lane_state.c). */
+    npy_bool *hold;
     /* Answers not yet written to the socket. */
     uint8_t *out;
     size_t out_len, out_cap;

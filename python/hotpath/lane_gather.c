@@ -7,8 +7,10 @@
 #include <string.h>
 
 /* The infos dict of recv() (vecenv_async.py's _transitions): o holds the
- * arrays ro__hp_lane_gather made. NULL on error. */
-static PyObject *lane_infos(PyObject **o, int with_ids)
+ * arrays ro__hp_lane_gather made. with_final: the same-step keys
+ * final_obs, _final_obs and has_final_obs (NEXT_STEP has none). NULL on
+ * error. */
+static PyObject *lane_infos(PyObject **o, int with_ids, int with_final)
 {
     /* The keys, made once (interned, never freed: the module lives as long
      * as the interpreter), and which of o each maps to. */
@@ -31,8 +33,10 @@ static PyObject *lane_infos(PyObject **o, int with_ids)
     PyObject *ep = PyDict_New(), *infos = PyDict_New();
     int bad = !ep || !infos || PyDict_SetItem(ep, k_r, o[9]) < 0 ||
               PyDict_SetItem(ep, k_l, o[10]) < 0 || PyDict_SetItem(infos, k_episode, ep) < 0;
-    for (int i = with_ids ? 0 : 1; !bad && i < NKEYS; i++) /* keys[0]: env_id */
-        bad = PyDict_SetItem(infos, keys[i], o[which[i]]) < 0;
+    for (int i = with_ids ? 0 : 1; !bad && i < NKEYS; i++) { /* keys[0]: env_id */
+        if (with_final || (which[i] != 5 && which[i] != 6))
+            bad = PyDict_SetItem(infos, keys[i], o[which[i]]) < 0;
+    }
     Py_XDECREF(ep);
     if (bad) {
         Py_XDECREF(infos);
@@ -75,7 +79,10 @@ fail:
  * first five (vecenv_lane.py); stepped counts the transitions, ended is
  * None or the (returns, lengths) lists of the episodes counted. Rows are
  * in arrival order, with infos["env_id"]; `ordered` (want is every env,
- * each READY once: step()) puts env e's in row e, without env_id. */
+ * each READY once: step()) puts env e's in row e, without env_id.
+ * NEXT_STEP (L->hold, lane.h): a held env's row is its reset step (no
+ * transition), an ended episode's row its last observation (the node's
+ * final one), and each env's mark is set from its flags; no final_obs. */
 PyObject *ro__hp_lane_gather(Lane *L, npy_intp want, int ordered)
 {
     npy_intp k = want, d = L->d;
@@ -88,13 +95,15 @@ PyObject *ro__hp_lane_gather(Lane *L, npy_intp want, int ordered)
     o[2] = PyArray_SimpleNew(1, &k, NPY_BOOL);              /* terminated */
     o[3] = PyArray_SimpleNew(1, &k, NPY_BOOL);              /* truncated */
     o[4] = PyArray_SimpleNew(1, &k, NPY_INT64);             /* env_id */
-    o[5] = PyArray_SimpleNew(L->obs_nd, dims, NPY_FLOAT32); /* final obs */
-    o[6] = PyArray_SimpleNew(1, &k, NPY_BOOL);              /* has_final */
-    o[7] = PyArray_SimpleNew(1, &k, NPY_BOOL);              /* episode_start */
-    o[8] = PyArray_SimpleNew(1, &k, NPY_UINT64);            /* step */
-    o[9] = PyArray_SimpleNew(1, &k, NPY_FLOAT64);           /* episode return */
-    o[10] = PyArray_SimpleNew(1, &k, NPY_INT64);            /* episode length */
-    o[11] = PyArray_SimpleNew(1, &k, NPY_BOOL);             /* counted */
+    int next = L->hold != NULL;
+    /* final obs (NEXT_STEP: none; o[5] then a placeholder, never handed out) */
+    o[5] = next ? Py_NewRef(Py_None) : PyArray_SimpleNew(L->obs_nd, dims, NPY_FLOAT32);
+    o[6] = PyArray_SimpleNew(1, &k, NPY_BOOL);    /* has_final */
+    o[7] = PyArray_SimpleNew(1, &k, NPY_BOOL);    /* episode_start */
+    o[8] = PyArray_SimpleNew(1, &k, NPY_UINT64);  /* step */
+    o[9] = PyArray_SimpleNew(1, &k, NPY_FLOAT64); /* episode return */
+    o[10] = PyArray_SimpleNew(1, &k, NPY_INT64);  /* episode length */
+    o[11] = PyArray_SimpleNew(1, &k, NPY_BOOL);   /* counted */
     for (int i = 0; i < 12; i++) {
         if (!o[i]) {
             for (int j = 0; j < 12; j++)
@@ -105,7 +114,7 @@ PyObject *ro__hp_lane_gather(Lane *L, npy_intp want, int ordered)
 #define COL(i, T) ((T *)PyArray_DATA((PyArrayObject *)o[i]))
     /* Each a fresh array of its own: restrict lets the passes vectorise. */
     float *restrict obs = COL(0, float), *restrict reward = COL(1, float);
-    float *restrict fin = COL(5, float);
+    float *restrict fin = next ? NULL : COL(5, float);
     npy_bool *restrict term = COL(2, npy_bool), *restrict trunc = COL(3, npy_bool);
     npy_bool *restrict hasf = COL(6, npy_bool), *restrict start = COL(7, npy_bool);
     npy_bool *restrict counted = COL(11, npy_bool);
@@ -126,8 +135,10 @@ PyObject *ro__hp_lane_gather(Lane *L, npy_intp want, int ordered)
         /* Branch-free passes (a batch is a thousand rows, and this runs
          * cold after the user's policy): the few final observations are
          * copied over the NaN fill afterwards. */
-        for (npy_intp c = 0; c < take * d; c++)
-            fin[at * d + c] = NAN;
+        if (!next) {
+            for (npy_intp c = 0; c < take * d; c++)
+                fin[at * d + c] = NAN;
+        }
         /* The flags, each byte read once (the node may rewrite it
          * meanwhile): into hasf first, then decoded from there. */
         memcpy(hasf + at, L->m_flags + first, (size_t)take);
@@ -144,18 +155,26 @@ PyObject *ro__hp_lane_gather(Lane *L, npy_intp want, int ordered)
          * first observation, no transition. */
         double *restrict ep_ret = L->ep_ret + first;
         int64_t *restrict ep_len = L->ep_len + first;
+        npy_bool *restrict held = next ? L->hold + first : NULL;
         for (npy_intp j = 0; j < take; j++) {
             npy_intp i = at + j;
-            int st = step[i] != 0;
+            /* NEXT_STEP: a held env's transition is its reset step. */
+            int st = (step[i] != 0) & !(next && held[j]);
             int count = ro__hp_episode_row(&ep_ret[j], &ep_len[j], reward[i], st, term[i], trunc[i],
                                            hasf[i], &out_ret[i], &out_len[i]);
             counted[i] = (npy_bool)count;
             stepped += st;
             ended += count;
+            if (next) /* its next answer holds it for its reset step */
+                held[j] = term[i] | trunc[i];
         }
         for (npy_intp j = 0; j < take; j++) {
-            if (hasf[at + j])
+            if (!hasf[at + j])
+                continue;
+            if (!next) /* the few final observations over the NaN fill */
                 memcpy(fin + (at + j) * d, L->m_final + (first + j) * d, row);
+            else if (term[at + j] | trunc[at + j]) /* the episode's last observation */
+                memcpy(obs + (at + j) * d, L->m_final + (first + j) * d, row);
         }
         got += take;
         if ((uint32_t)take == run[1]) {
@@ -167,7 +186,7 @@ PyObject *ro__hp_lane_gather(Lane *L, npy_intp want, int ordered)
         }
     }
     L->nready -= k;
-    PyObject *infos = lane_infos(o, !ordered);
+    PyObject *infos = lane_infos(o, !ordered, !next);
     PyObject *eps = !infos  ? NULL
                     : ended ? lane_ended(k, ended, counted, out_ret, out_len)
                             : Py_NewRef(Py_None);

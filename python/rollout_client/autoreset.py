@@ -56,7 +56,9 @@ def disabled_mode():
 
 class NextStepAutoreset:
     """The VecEnv's NEXT_STEP-mode state: which rows (envs, or env ABI 2
-    rows) ended at the last step, so that their next step is their reset."""
+    rows) ended in the transition handed out last, so that their next step
+    is their reset. ``pending`` is written in place only: the lane
+    (python/hotpath/lane.h) keeps it itself while it serves."""
 
     def __init__(self, num_rows):
         self.pending = np.zeros(num_rows, bool)
@@ -65,11 +67,12 @@ class NextStepAutoreset:
         """Of the global rows of one frame, those whose step is a reset."""
         return rows[self.pending[rows]]
 
-    def stepped(self, out):
-        """step()'s same-step result shown the NEXT_STEP way (in place);
-        returns it and the rows that were held (their step was a reset)."""
+    def stepped(self, out, rows=None):
+        """A same-step result (step()'s for every row, or recv()'s for
+        ``rows``) shown the NEXT_STEP way (in place); returns it and a mask
+        over its rows of those that were held (their step was a reset)."""
         obs, reward, terminated, truncated, infos = out
-        held = self.pending.copy()
+        held = self.pending.copy() if rows is None else self.pending[rows]
         has_final = infos.pop("_final_obs")
         infos.pop("has_final_obs", None)
         final = infos.pop("final_obs")
@@ -78,7 +81,10 @@ class NextStepAutoreset:
             # The ended episode's last observation (an env failure that cut
             # it without one keeps the next episode's first: docs/env-api.md).
             _put(obs, final, done & has_final)
-        self.pending = done.copy()
+        if rows is None:
+            self.pending[:] = done
+        else:
+            self.pending[rows] = done
         return out, held
 
 
@@ -95,12 +101,30 @@ def _put(dst, src, mask):
         dst[mask] = src[mask]
 
 
+def _alloc(x, n):
+    """Zeros of n rows shaped as x's rows (an array or a dict of them)."""
+    if isinstance(x, dict):
+        return {k: np.zeros((n,) + v.shape[1:], v.dtype) for k, v in x.items()}
+    return np.zeros((n,) + x.shape[1:], x.dtype)
+
+
+def _put_rows(dst, at, src, mask):
+    """dst[at[mask]] = src[mask], for arrays or dicts of arrays."""
+    if isinstance(dst, dict):
+        for k in dst:
+            dst[k][at[mask]] = src[k][mask]
+    else:
+        dst[at[mask]] = src[mask]
+
+
 class DisabledAutoreset:
     """The VecEnv's DISABLED-mode state: which envs wait for their reset,
     the first observation each will get, and the last observation handed
-    out (what reset() starts from)."""
+    out (what reset() starts from; under send()/recv(), zeros for an env
+    recv() has not returned yet)."""
 
     def __init__(self, num_envs):
+        self.num_envs = num_envs
         self.waiting = np.zeros(num_envs, bool)
         self.first = None  # the next episode's first observation, rows of waiting envs
         self.last = None   # the observations last handed out
@@ -108,6 +132,19 @@ class DisabledAutoreset:
     def started(self, obs):
         """reset(): the first observations of every env."""
         self.last = _copy(obs)
+
+    def check_send(self, ids, label):
+        """Before send(): none of the envs ids may wait for its reset."""
+        ids = np.asarray(ids)
+        if ids.ndim != 1 or ids.dtype.kind not in "iu":
+            return  # send() refuses them by name
+        ids = ids[(ids >= 0) & (ids < self.num_envs)]
+        bad = ids[self.waiting[ids]]
+        if len(bad):
+            raise ValueError(
+                f"send(): {label(int(bad[0]))} ended its episode and was not reset: call "
+                "reset(options={'reset_mask': mask}) for it before sending its action "
+                "(autoreset_mode 'disabled')")
 
     def check_step(self, label):
         """Before step(): no env may be waiting for its reset."""
@@ -118,24 +155,30 @@ class DisabledAutoreset:
                 f"({label(k)} first): call reset(options={{'reset_mask': mask}}) for them "
                 "before stepping (autoreset_mode 'disabled')")
 
-    def stepped(self, out):
-        """step()'s same-step result (obs, reward, terminated, truncated,
-        infos), shown the DISABLED way; returns it."""
+    def stepped(self, out, rows=None):
+        """A same-step result (obs, reward, terminated, truncated, infos),
+        step()'s for every env or recv()'s for the envs ``rows``, shown the
+        DISABLED way; returns it."""
         obs, reward, terminated, truncated, infos = out
         done = terminated | truncated
         has_final = infos.pop("_final_obs")
         infos.pop("has_final_obs", None)
         final = infos.pop("final_obs")
+        at = np.arange(self.num_envs) if rows is None else np.asarray(rows, np.int64)
+        if self.first is None:
+            self.first = _alloc(obs, self.num_envs)
+        if self.last is None:
+            self.last = _alloc(obs, self.num_envs)
         if done.any():
-            if self.first is None:
-                self.first = _copy(obs)
-            else:
-                _put(self.first, obs, done)
+            _put_rows(self.first, at, obs, done)
             # The ended episode's last observation (an env failure that cut
             # it without one keeps the next episode's first: docs/env-api.md).
             _put(obs, final, done & has_final)
-            self.waiting |= done
-        self.last = _copy(obs)
+            self.waiting[at[done]] = True
+        if rows is None:
+            self.last = _copy(obs)
+        else:
+            _put_rows(self.last, at, obs, np.ones(len(at), bool))
         return obs, reward, terminated, truncated, infos
 
     def reset(self, mask, n, label):

@@ -13,10 +13,11 @@ Envs are ordered by (node index, env index): global env ``k`` is env
 outstanding batch with its slice of ``actions`` and waits until every env
 has delivered its next transition.
 
-Auto-reset: Gymnasium's NEXT_STEP mode by default (autoreset.py: the
-node holds an ended env for its reset step, Actions.hold); SAME_STEP, the
-node's own (docs/env-api.md), with ``autoreset_mode="same_step"`` or
-``batch_size``: the step that ends an episode returns that episode's reward
+Auto-reset, for step() and send()/recv() alike: Gymnasium's NEXT_STEP mode
+by default (autoreset.py: the node holds an ended env for its reset step,
+Actions.hold; the lane keeps the holds in C); SAME_STEP, the node's own
+(docs/env-api.md), with ``autoreset_mode="same_step"``: the step that ends
+an episode returns that episode's reward
 and flags, the first observation of the next episode, and the ended
 episode's last observation in ``infos["final_obs"]`` (mask
 ``infos["_final_obs"]``); DISABLED with ``autoreset_mode="disabled"``.
@@ -24,7 +25,7 @@ episode's last observation in ``infos["final_obs"]`` (mask
 of a node is seeded from (S, its --node-index, i), as ``rollout-node --seed
 S`` seeds it; a reset after the first is a Reseed to each node
 (docs/protocol.md "Reseed"), which a node refuses while other learners
-share it.
+share it; an asynchronous VecEnv first waits for its envs in flight.
 
 Env ABI 2 nodes (typed tensors, composite actions, masks, agents as rows)
 get Gymnasium-shaped Dict / Tuple / MultiDiscrete / MultiBinary spaces:
@@ -73,13 +74,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
                  autoreset_mode=None, **client_kwargs):
         self.closed = True  # until the connections exist (gymnasium's __del__ reads it)
         self._last_seen = None  # per row: the step last handed out (_mark_first)
-        # Gymnasium's default, NEXT_STEP; send()/recv() (batch_size) show the
-        # node's own same-step resets.
-        mode = ("same_step" if batch_size is not None else "next_step") \
-            if autoreset_mode is None else autoreset.parse_mode(autoreset_mode)
-        if mode != "same_step" and batch_size is not None:
-            raise ValueError(f"autoreset_mode '{mode}' works with step(): not with batch_size "
-                             "(send()/recv())")
+        # Gymnasium's default, NEXT_STEP, for step() and send()/recv() alike.
+        mode = "next_step" if autoreset_mode is None else autoreset.parse_mode(autoreset_mode)
         self.client = nodes if isinstance(nodes, Client) else Client(nodes, **client_kwargs)
         self.closed = False
         self.timeout = timeout
@@ -149,9 +145,9 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         NEXT_STEP or DISABLED shown over it (autoreset.py)."""
         self._disabled = autoreset.DisabledAutoreset(self.num_envs) \
             if mode == "disabled" else None
+        # NEXT_STEP through the lane: its pending marks are the lane's holds
+        # (vecenv_lane.py), kept in C.
         self._next = autoreset.NextStepAutoreset(self.num_envs) if mode == "next_step" else None
-        # NEXT_STEP through the lane: the envs its next answers hold.
-        self._hold_mask = np.zeros(self.num_envs, np.uint8) if self._next is not None else None
         self.metadata["autoreset_mode"] = autoreset.gym_mode(mode)
 
     def _hold_of(self, b, g):
@@ -314,12 +310,11 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         if seed is not None:
             seed = self._check_seed(seed)
         if self._started and self._mode == "async":
-            raise RuntimeError(
-                "reset() on an asynchronous VecEnv (send()/recv() were called): envs are in "
-                "flight at their nodes; make a new VecEnv, or use step() to reset at will")
+            self._drain()  # every env back from its node: all can be restarted
         if not self._started:
             self._collect2() if self.layout is not None else self._collect()
-        if self._started or (seed is not None and not self._runs_with(seed)):
+        restarted = self._started or (seed is not None and not self._runs_with(seed))
+        if restarted:
             self._restart(seed)
         self._started = True
         if seed is not None:
@@ -331,6 +326,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
             out = self._obs.reshape((self.num_envs,) + self.obs_shape).copy(), infos
         if self._disabled is not None:
             self._disabled.started(out[0])
+        if restarted and self._mode == "async":
+            self._rejoin()  # the new first observations are handed out
         return out
 
     def _runs_with(self, seed):
@@ -348,6 +345,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         self._state[:] = 0  # every env in flight (vecenv_async.py), as at the start
         self._frame_of[:] = -1
         self._frames.clear()
+        self._ready.clear()
+        self._nready = 0
         self._nflight = self.num_envs
         self.client._reseed(seed)
         self._have[:] = False
@@ -432,13 +431,20 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         if self._disabled is not None:
             self._disabled.check_step(self._label)
             return self._disabled.stepped(self._step_same_step(actions))
-        if self._next is not None:
-            out, held = self._next.stepped(self._step_same_step(actions))
-            if held.any():  # a reset, not a step: no transition, no episode step
-                self._ep_length[held] -= 1
-                self.total_steps -= int(held.sum())
-            return out
-        return self._step_same_step(actions)
+        out = self._step_same_step(actions)
+        if self._next is not None and self._lane is None:  # (the lane shows it in C)
+            out = self._next_step_rows(out, None)
+        return out
+
+    def _next_step_rows(self, out, rows):
+        """A same-step result of every row (rows None) or of rows, shown the
+        NEXT_STEP way (autoreset.py); a held row's step was its reset, not
+        a step: no transition, no episode step."""
+        out, held = self._next.stepped(out, rows)
+        if held.any():
+            self._ep_length[held if rows is None else rows[held]] -= 1
+            self.total_steps -= int(held.sum())
+        return out
 
     def _step_same_step(self, actions):
         """step() in the node's own autoreset mode."""

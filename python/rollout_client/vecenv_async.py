@@ -22,6 +22,13 @@ recv() refuses at once (RuntimeError) to wait for envs that cannot come:
 those HANDED or HELD come back only after send(). Every array recv()
 returns is new and the caller's.
 
+Autoreset modes as step()'s (autoreset.py): in NEXT_STEP an env that
+recv() returned with its episode's end is held in its frame's answer
+(the lane keeps those marks in C); in DISABLED send() refuses it until
+reset(options={"reset_mask": ...}). reset() and async_reset() work at
+any time: they first wait for the envs in flight (_drain), so that every
+frame awaits an answer, then restart every env with a Reseed.
+
 This is a mixin of VecEnv (vecenv.py), which owns the connections, the
 per-env receive arrays (``_ingest``) and the episode counters. For env ABI
 2 nodes the envs here are rows (envs x agents) and the receiving, action
@@ -29,6 +36,7 @@ checks and returned arrays are vecenv_async_abi2.py's.
 """
 import collections
 
+import gymnasium
 import numpy as np
 
 from .actions import check_actions
@@ -118,28 +126,57 @@ class AsyncMixin:
         answerable by send()."""
         first = self._mode is None
         self._enter("async", what)
-        if first and self.layout is not None:
+        if first:
+            self._rejoin()
+
+    def _rejoin(self, state=HANDED):
+        """The frames outstanding (reset() handed them out: HANDED; or
+        async_reset()'s: READY) become send()/recv()'s, in the lane when
+        this VecEnv may take it (vecenv_lane.py)."""
+        if self.layout is not None:
             self._async2_own()
-        if first and self._lane_start():  # vecenv_lane.py: took the frames outstanding
+        if self._lane_start(state):
             return
         for b, g in self._outstanding:
-            self._adopt(b, _ids(g), HANDED)
+            self._adopt(b, _ids(g), state)
         self._outstanding.clear()
 
+    def _drain(self):
+        """Before a reset of an asynchronous VecEnv: wait until no env is in
+        flight (each answered env's next observation came), so that every
+        frame awaits this VecEnv's answer and a Reseed restarts them all.
+        What comes is dropped: the reset starts new episodes."""
+        timeout = self.timeout
+        if self._lane is not None:
+            ready, flight = self._lane_counts()
+            if ready + flight:
+                self._lane_recv(ready + flight, timeout)
+            return
+        while self._nflight:
+            self._recv_one(timeout, self._nflight)
+
     # -- the API ----------------------------------------------------------------
-    def async_reset(self):
+    def async_reset(self, *, seed=None):
         """Start without waiting: recv() returns each env's first observation
-        as it arrives (``infos["step"]`` 0). Like reset(), once per VecEnv: a
-        node resets its envs itself at episode ends, and a second call
-        raises RuntimeError rather than wait for envs that are in flight."""
+        as it arrives (``infos["step"]`` 0). Any number of times, as
+        reset(): a later call waits for the envs in flight, then restarts
+        every env (a Reseed; ``seed`` as reset() takes it), and recv()
+        returns the new first observations."""
         self._check_open("async_reset()")
+        if seed is not None:
+            seed = self._check_seed(seed)
+        self._enter("async", "async_reset()")
         if self._started:
-            raise RuntimeError(
-                "async_reset() after reset() or async_reset(): a node resets each env itself "
-                "when its episode ends, and envs in flight cannot be restarted from a learner; "
-                "make a new VecEnv on a new node to start over")
+            self._drain()
+            self._restart(seed)
+        elif seed is not None:  # every first observation here: is it seed's?
+            self._collect2() if self.layout is not None else self._collect()
+            if not self._runs_with(seed):
+                self._restart(seed)
         self._started = True
-        self._go_async("async_reset()")
+        if seed is not None:
+            gymnasium.vector.VectorEnv.reset(self, seed=seed)  # its np_random, as reset()'s
+        self._rejoin(READY)
 
     def send(self, actions, env_ids):
         """Actions for the envs ``env_ids`` (global ids, as recv() returned
@@ -156,6 +193,8 @@ class AsyncMixin:
                 raise RuntimeError("call reset() or async_reset() before send()")
             self._go_async("send()")  # may take the lane
             lane = self._lane
+        if self._disabled is not None:  # an env that ended waits for its reset
+            self._disabled.check_send(env_ids, self._label)
         if lane is not None:  # vecenv_lane.py: one C call, when it takes them as they are
             r = lane.send(env_ids, actions)
             if r is not None:
@@ -212,7 +251,9 @@ class AsyncMixin:
                     if self.layout is None and self.action_kind == "discrete" and \
                             self.action_n <= 128 and not fr.batch.in_memory:
                         acts = acts.astype(np.uint8)  # one varint byte each
-                    c = self.client._queue_checked(fr.batch, acts)
+                    # NEXT_STEP: the envs whose step is their reset are held.
+                    c = self.client._queue_checked(fr.batch, acts,
+                                                   self._hold_of(fr.batch, fr.ids))
                     conns[id(c)] = c
         finally:
             for c in conns.values():
@@ -236,16 +277,23 @@ class AsyncMixin:
                 if got[6] is not None:
                     self.episode_returns.extend(got[6][0])
                     self.episode_lengths.extend(got[6][1])
-                return got[:5]
-            return self._lane_recv(self.batch_size, self.timeout if timeout is None else timeout,
-                                   got)
+                out = got[:5]
+            else:
+                out = self._lane_recv(self.batch_size,
+                                      self.timeout if timeout is None else timeout, got)
+            if self._disabled is not None:  # (NEXT_STEP: the lane shows it in C)
+                out = self._disabled.stepped(out, out[4]["env_id"])
+            return out
         self._check_open("recv()")
         if not self._started:
             raise RuntimeError("call reset() or async_reset() before recv()")
         self._go_async("recv()")  # may take the lane
         want = self.batch_size
         if self._lane is not None:
-            return self._lane_recv(want, self.timeout if timeout is None else timeout)
+            out = self._lane_recv(want, self.timeout if timeout is None else timeout)
+            if self._disabled is not None:  # (NEXT_STEP: the lane shows it in C)
+                out = self._disabled.stepped(out, out[4]["env_id"])
+            return out
         while self._nready < want:
             coming = self._nflight
             if self._nready + coming < want:
@@ -253,8 +301,14 @@ class AsyncMixin:
             self._recv_one(self.timeout if timeout is None else timeout, coming)
         ids, first = self._take(want)
         if self.layout is not None:
-            return self._async2_transitions(ids)
-        return self._transitions(ids, first)
+            out = self._async2_transitions(ids)
+        else:
+            out = self._transitions(ids, first)
+        if self._disabled is not None:
+            return self._disabled.stepped(out, ids)
+        if self._next is not None:
+            return self._next_step_rows(out, ids)
+        return out
 
     # -- internals ----------------------------------------------------------------
     def _refuse(self, ids, bad, why):

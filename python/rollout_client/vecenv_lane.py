@@ -49,16 +49,18 @@ class LaneMixin:
     _lane = None
     _lane_tried = False  # step() asks once whether it may take the lane
 
-    def _lane_start(self):
+    def _lane_start(self, outstanding=_HANDED):
         """Take the lane when this VecEnv may (see the module): the frames
-        handed out by reset()/step() become HANDED in it, those the client
-        queued READY, and the bytes read but not framed yet move to it.
-        True when it was taken."""
+        handed out by reset()/step() become HANDED in it (``outstanding``:
+        READY for async_reset()'s), those the client queued READY, and the
+        bytes read but not framed yet move to it. True when it was taken.
+        In NEXT_STEP mode the lane keeps the hold marks itself (lane.h):
+        the autoreset state's ``pending`` array is the lane's."""
         c = _conn(self)
         if c is None:
             return False
         m = c.mem
-        hold = getattr(self, "_hold_mask", None)
+        hold = self._next.pending if self._next is not None else None
         keep = (c.sock, m, self._state, self._frame_of, self._ep_return, self._ep_length, hold)
         lane = hot.Lane(c.sock.fileno(), tuple(self.obs_shape), m.obs, m.final_obs, m.reward,
                         m.flags, m.step, m.act, self.action_kind == "discrete",
@@ -66,7 +68,7 @@ class LaneMixin:
                         self._ep_length, self._nflight, c.last_seq, c.reader.max_frame,
                         self.client._spin, keep, hold)
         for b, _ in self._outstanding:
-            lane.adopt(b.seq, np.ascontiguousarray(b.ranges, np.uint32), _HANDED)
+            lane.adopt(b.seq, np.ascontiguousarray(b.ranges, np.uint32), outstanding)
         self._outstanding.clear()
         cl = self.client
         while cl._ready:
@@ -96,8 +98,6 @@ class LaneMixin:
         """step() through the lane: every env's action, then every env's
         next transition, env e in row e."""
         n = self.num_envs
-        if self._hold_mask is not None:  # NEXT_STEP: the envs whose step is their reset
-            np.copyto(self._hold_mask, self._next.pending)
         r = self._lane.send(self._all_ids, actions)
         if r is not None:
             self._lane_send(actions, self._all_ids, r)

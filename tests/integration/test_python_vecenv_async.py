@@ -1,9 +1,10 @@
 """VecEnv's EnvPool-style asynchronous stepping (send/recv) against real
 nodes: every env's trajectory is the one synchronous step() gives, whatever
-the batch size and however frames are split; the misuses others deadlock on
-(repeated async resets, empty batches, a reset while envs are in flight,
-recv() of envs that cannot come) fail at once with a clear error and leave
-the VecEnv usable.
+the batch size and however frames are split; in Gymnasium's NEXT_STEP (the
+default) and SAME_STEP modes they are make_vec's in this process, after
+reset(seed=...) at any time; DISABLED shows the same-step run's episodes;
+the misuses others deadlock on (empty batches, recv() of envs that cannot
+come) fail at once with a clear error and leave the VecEnv usable.
 
 Run as: test_python_vecenv_async.py ROLLOUT_NODE BUILD_DIR. Every wait is
 for an observation or an exit, with GUARD as the only clock.
@@ -58,6 +59,145 @@ class Async(unittest.TestCase):
         if len(env.nodes) == 1 and env._mode == "async":
             self.assertEqual(env._lane is not None, self.lane)
 
+    @staticmethod
+    def chaotic(obs):
+        """An action per env from its own observation only, that ends
+        CartPole episodes every few dozen steps."""
+        return (np.abs(obs[:, 0] * 1e4).astype(np.int64) + (obs[:, 2] > 0)) % 2
+
+    def local_trajectories(self, seed, n, steps, mode):
+        """make_vec's (in this process) first observations after
+        reset(seed=seed) and each env's `steps` transitions under chaotic."""
+        env = rc.make_vec("CartPole-v1", num_envs=n, autoreset_mode=mode)
+        try:
+            obs, _ = env.reset(seed=seed)
+            first = obs.copy()
+            out = [[] for _ in range(n)]
+            for _ in range(steps):
+                obs, rew, term, trunc, _ = env.step(self.chaotic(obs))
+                for k in range(n):
+                    out[k].append((obs[k].copy(), rew[k], term[k], trunc[k]))
+        finally:
+            env.close()
+        return first, out
+
+    def collect(self, env, obs, steps):
+        """Each env's transitions under send/recv and chaotic until every
+        env has `steps`: from reset()'s obs, or (obs None) from the first
+        observations recv() returns (returned too)."""
+        n = env.num_envs
+        got = [[] for _ in range(n)]
+        first = np.zeros((n, 4), np.float32)
+        started = np.full(n, obs is not None)
+        if obs is not None:
+            env.send(self.chaotic(obs), np.arange(n))
+        while min(len(g) for g in got) < steps:
+            obs, rew, term, trunc, infos = env.recv()
+            self.check_lane(env)
+            ids = infos["env_id"]
+            for j, k in enumerate(ids.tolist()):
+                if not started[k]:  # its first observation: no transition
+                    started[k] = True
+                    first[k] = obs[j]
+                else:
+                    got[k].append((obs[j].copy(), rew[j], term[j], trunc[j]))
+            env.send(self.chaotic(obs), ids)
+        return first, [g[:steps] for g in got]
+
+    def assert_same(self, got, want, what):
+        ends = 0
+        for k, (w, g) in enumerate(zip(want, got)):
+            self.assertEqual(len(g), len(w))
+            for t, (x, y) in enumerate(zip(w, g)):
+                np.testing.assert_array_equal(x[0], y[0], err_msg=f"{what}: env {k} step {t} obs")
+                self.assertEqual((x[1], x[2], x[3]), (y[1], y[2], y[3]),
+                                 f"{what}: env {k} step {t}")
+                ends += bool(x[2] or x[3])
+        self.assertGreater(ends, 2 * len(want), f"{what}: too few episode ends to tell")
+
+    def test_autoreset_modes_equal_make_vec(self):
+        """send()/recv() in NEXT_STEP (the default, as Gymnasium's) and
+        SAME_STEP, batches of 3 over frames of 4: reset(seed=31) on a node
+        run with another seed that already stepped, with envs in flight,
+        answered and handed out, gives make_vec's first observations, and
+        every env's transitions are make_vec's in the same mode over many
+        episode ends (NEXT_STEP: ended envs held for their reset step);
+        async_reset(seed=31) then starts them over again."""
+        n, steps = 8, 60
+        node = self.launch(num_envs=n, seed=4, extra=["--workers", 1, "--shard", 4,
+                                                      "--batch", 4])
+        for mode in ("next_step", "same_step"):
+            with self.subTest(mode):
+                first, want = self.local_trajectories(31, n, steps, mode)
+                with rc.VecEnv(node.address, timeout=GUARD, batch_size=3,
+                               autoreset_mode=None if mode == "next_step" else mode,
+                               **self.client_args) as env:
+                    self.assertEqual(env.metadata["autoreset_mode"].name, mode.upper())
+                    env.async_reset()
+                    for _ in range(6):
+                        obs, _, _, _, infos = env.recv()
+                        env.send(self.chaotic(obs), infos["env_id"])
+                    obs, _, _, _, infos = env.recv()
+                    env.send(self.chaotic(obs[:1]), infos["env_id"][:1])  # two still handed out
+                    total = env.total_steps
+                    obs, infos = env.reset(seed=31)
+                    np.testing.assert_array_equal(obs, first)
+                    self.assertTrue(infos["episode_start"].all())
+                    got = self.collect(env, obs, steps)[1]
+                    self.assert_same(got, want, f"{mode} after reset(seed=31)")
+                    # NEXT_STEP: the reset steps (the held envs') count no step.
+                    self.assertLess(env.total_steps - total, n * steps + 3 * n)
+                    env.async_reset(seed=31)
+                    got_first, got = self.collect(env, None, steps)
+                    np.testing.assert_array_equal(got_first, first)
+                    self.assert_same(got, want, f"{mode} after async_reset(seed=31)")
+        self.assertEqual(node.stop(), 0)
+
+    def test_autoreset_disabled(self):
+        """DISABLED under send()/recv(): the step that ends an episode gives
+        its last observation (the same-step run's final_obs) and the env
+        waits: send() refuses it by name until reset(options={"reset_mask":
+        ...}) hands out its next episode's first observation (the same-step
+        run's), from where it steps on as the same-step run's env."""
+        n, steps = 4, 80
+        same = []
+        with rc.VecEnv(self.launch(num_envs=n, seed=7).address, timeout=GUARD, batch_size=n,
+                       autoreset_mode="same_step", **self.client_args) as env:
+            env.async_reset()
+            obs, _, _, _, infos = env.recv()
+            for _ in range(steps):
+                order = np.argsort(infos["env_id"])
+                env.send(self.chaotic(obs), infos["env_id"])
+                obs, rew, term, trunc, infos = env.recv()
+                order = np.argsort(infos["env_id"])
+                same.append((obs[order].copy(), infos["final_obs"][order].copy(), rew[order],
+                             term[order], trunc[order]))
+        with rc.VecEnv(self.launch(num_envs=n, seed=7).address, timeout=GUARD, batch_size=n,
+                       autoreset_mode="disabled", **self.client_args) as env:
+            env.async_reset()
+            obs, _, _, _, infos = env.recv()
+            resets = 0
+            for t in range(steps):
+                env.send(self.chaotic(obs), infos["env_id"])
+                obs, rew, term, trunc, infos = env.recv()
+                self.assertNotIn("final_obs", infos)
+                order = np.argsort(infos["env_id"])
+                s_obs, s_final, s_rew, s_term, s_trunc = same[t]
+                done = (term | trunc)[order]
+                np.testing.assert_array_equal(rew[order], s_rew, err_msg=f"step {t}")
+                np.testing.assert_array_equal(term[order], s_term, err_msg=f"step {t}")
+                np.testing.assert_array_equal(trunc[order], s_trunc, err_msg=f"step {t}")
+                np.testing.assert_array_equal(obs[order], np.where(done[:, None], s_final, s_obs),
+                                              err_msg=f"step {t}")
+                if done.any():
+                    with self.assertRaisesRegex(ValueError, "ended its episode and was not reset"):
+                        env.send(self.chaotic(obs), infos["env_id"])
+                    first, _ = env.reset(options={"reset_mask": done})
+                    np.testing.assert_array_equal(first[done], s_obs[done], err_msg=f"step {t}")
+                    obs[order[done]] = first[done]  # (env k is row order[k])
+                    resets += 1
+            self.assertGreater(resets, 3)
+
     def sync_trajectories(self, addresses, steps):
         """Each env's first `steps` transitions under step() and balance."""
         with rc.VecEnv(addresses, timeout=GUARD, autoreset_mode="same_step",
@@ -74,7 +214,8 @@ class Async(unittest.TestCase):
         """The same under send/recv: start "async_reset" (first observations
         through recv) or "reset" (reset() then send for all envs)."""
         got = None
-        with rc.VecEnv(addresses, timeout=GUARD, batch_size=batch_size, **self.client_args) as env:
+        with rc.VecEnv(addresses, timeout=GUARD, batch_size=batch_size,
+                       autoreset_mode="same_step", **self.client_args) as env:
             n = env.num_envs
             got = [[] for _ in range(n)]
             if start == "reset":
@@ -126,7 +267,8 @@ class Async(unittest.TestCase):
         """Pendulum: box actions of shape [k, 1] reach their envs; episodes
         of 200 steps end truncated with a final observation."""
         node = self.launch(env="pendulum", num_envs=4, seed=2)
-        with rc.VecEnv(node.address, timeout=GUARD, batch_size=3, **self.client_args) as env:
+        with rc.VecEnv(node.address, timeout=GUARD, batch_size=3, autoreset_mode="same_step",
+                       **self.client_args) as env:
             env.async_reset()
             finals = 0
             while len(env.episode_lengths) < 4:
@@ -147,10 +289,6 @@ class Async(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "async_reset"):
             env.recv()
         env.async_reset()
-        with self.assertRaisesRegex(RuntimeError, "async_reset\\(\\) after"):
-            env.async_reset()  # repeated async reset: refused, nothing waits
-        with self.assertRaisesRegex(RuntimeError, "reset\\(\\) on an asynchronous VecEnv"):
-            env.reset()
         env.send(np.zeros(0, np.int64), np.zeros(0, np.int64))  # an empty batch: nothing to do
         obs, _, _, _, infos = env.recv()
         self.check_lane(env)
@@ -179,8 +317,6 @@ class Async(unittest.TestCase):
         env.send(balance(obs[1:]), ids[1:])  # every frame is whole: in flight
         with self.assertRaisesRegex(ValueError, "stepping at its node"):
             env.send(np.zeros(1, np.int64), ids[:1])
-        with self.assertRaisesRegex(RuntimeError, "reset\\(\\) on an asynchronous VecEnv"):
-            env.reset()  # a reset of envs in flight: refused, nothing waits
         obs2, rew, term, trunc, infos = env.recv()  # still usable
         self.assertEqual(sorted(infos["env_id"].tolist()), list(range(8)))
         self.assertTrue((infos["step"] == 1).all())
