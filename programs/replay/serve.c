@@ -18,7 +18,7 @@
 #include <uv.h>
 
 #include "replay/recorded_env.h"
-#include "replay/serve_abi2.h"
+#include "replay/serve_rows.h"
 #include "runtime/error.h"
 #include "runtime/clock.h"
 #include "runtime/rng.h"
@@ -47,30 +47,13 @@ typedef struct serve {
     const Rollout__V1__TrajectoryHeader *hdr; /* the first file's */
     ro_traj_reader_t rd;
     bool rd_open;
-    ro_space_t os, as;
-    uint32_t num_envs, obs_dim, act_dim;
-    bool discrete;
-    bool abi2;      /* a format version 2 recording: v2 builds the frames */
-    ro_serve2_t v2; /* its rows, frames and answers */
+    uint32_t num_envs;
+    ro_space_layout_t abi1_lay; /* an ABI 1 env's spaces as a layout (rows' layout) */
+    ro_serve_rows_t rows_v;     /* the rows, frames and answers */
     bool welcomed, done;
     int status;
-    /* The frame in flight: its envs, for its answer. */
-    uint64_t seq;
-    uint32_t rows;
-    /* Scratch of one frame: one row per env that stepped or was reset. */
-    uint32_t *env, *fidx;
-    uint64_t *step;
-    float *obs, *fin, *rew;
-    protobuf_c_boolean *term, *trunc, *start;
-    size_t cap; /* rows the scratch holds */
-    /* Per env: the learner's answer to its last observation, to compare
-     * with the action the recording shows for the env's next step. */
-    bool *answered;
-    int32_t *ans_i;
-    float *ans_f;
-    uint64_t *steps;
-    uint64_t compared, mismatches, frames, served_rows;
-    char first_mismatch[200];
+    uint64_t seq; /* the frame in flight */
+    uint64_t frames, served_rows;
 } serve_t;
 
 static void finish(serve_t *s, int status, const char *why)
@@ -85,97 +68,6 @@ static void finish(serve_t *s, int status, const char *why)
         ro__conn_close(c, "the replay is over");
     ro__listener_close(&s->listener);
     uv_close((uv_handle_t *)&s->watchdog, NULL);
-}
-
-/* Compare the learner's last answer for env e with the recorded action of
- * e's next step (entry k of b). */
-static void compare(serve_t *s, const Rollout__V1__TransitionBatch *b, size_t k, uint32_t e)
-{
-    if (!s->answered[e])
-        return;
-    s->answered[e] = false;
-    s->compared++;
-    bool same;
-    char rec[64], got[64];
-    if (s->discrete) {
-        same = b->action[k] == s->ans_i[e];
-        snprintf(rec, sizeof rec, "%d", b->action[k]);
-        snprintf(got, sizeof got, "%d", s->ans_i[e]);
-    } else {
-        same = memcmp(b->action_box + k * s->act_dim, s->ans_f + (size_t)e * s->act_dim,
-                      s->act_dim * sizeof(float)) == 0;
-        snprintf(rec, sizeof rec, "%g...", (double)b->action_box[k * s->act_dim]);
-        snprintf(got, sizeof got, "%g...", (double)s->ans_f[(size_t)e * s->act_dim]);
-    }
-    if (!same && s->mismatches++ == 0)
-        snprintf(s->first_mismatch, sizeof s->first_mismatch,
-                 "env %u, episode %llu, step %u: recorded %s, learner %s", e,
-                 (unsigned long long)b->episode[k], b->step[k], rec, got);
-}
-
-static bool ensure_rows(serve_t *s, size_t n)
-{
-    if (n <= s->cap)
-        return true;
-    size_t od = s->obs_dim;
-    free(s->env), free(s->fidx), free(s->step), free(s->obs), free(s->fin), free(s->rew);
-    free(s->term), free(s->trunc), free(s->start);
-    s->env = calloc(n, sizeof *s->env);
-    s->fidx = calloc(n, sizeof *s->fidx);
-    s->step = calloc(n, sizeof *s->step);
-    s->obs = calloc(n * od, sizeof *s->obs);
-    s->fin = calloc(n * od, sizeof *s->fin);
-    s->rew = calloc(n, sizeof *s->rew);
-    s->term = calloc(n, sizeof *s->term);
-    s->trunc = calloc(n, sizeof *s->trunc);
-    s->start = calloc(n, sizeof *s->start);
-    s->cap = n;
-    if (s->env && s->fidx && s->step && s->obs && s->fin && s->rew && s->term && s->trunc &&
-        s->start)
-        return true;
-    s->cap = 0;
-    return false;
-}
-
-/* The rows of one recorded batch: 0 if it has none. */
-static int fill_rows(serve_t *s, const Rollout__V1__TransitionBatch *b, uint32_t *nfin)
-{
-    size_t n = b->n_env, od = s->obs_dim, rows = 0;
-    if (!ensure_rows(s, n + 1))
-        return -1;
-    memset(s->start, 0, n * sizeof *s->start);
-    *nfin = 0;
-    for (size_t k = 0; k < n; k++) {
-        uint32_t e = b->env[k], fl = b->flags[k];
-        const float *o = b->obs + k * od;
-        if (!(fl & RO_TRAJ_RESET)) { /* a step: its action answers e's previous observation */
-            compare(s, b, k, e);
-            s->env[rows] = e;
-            s->rew[rows] = b->reward[k];
-            s->term[rows] = (fl & RO_TRAJ_TERMINATED) != 0;
-            s->trunc[rows] = (fl & (RO_TRAJ_TRUNCATED | RO_TRAJ_FAILED)) != 0;
-            memcpy(s->obs + rows * od, o, od * sizeof(float));
-            s->steps[e]++;
-            s->step[rows] = s->steps[e];
-            rows++;
-        } else if (rows > 0 && s->env[rows - 1] == e) { /* the reset after e's last step */
-            if (!(b->flags[k - 1] & RO_TRAJ_FAILED)) {
-                memcpy(s->fin + *nfin * od, s->obs + (rows - 1) * od, od * sizeof(float));
-                s->fidx[(*nfin)++] = (uint32_t)(rows - 1);
-            }
-            memcpy(s->obs + (rows - 1) * od, o, od * sizeof(float));
-            s->start[rows - 1] = 1;
-        } else { /* a first observation (start of the run) */
-            s->env[rows] = e;
-            s->rew[rows] = 0;
-            s->term[rows] = s->trunc[rows] = 0;
-            s->start[rows] = 1;
-            memcpy(s->obs + rows * od, o, od * sizeof(float));
-            s->step[rows] = s->steps[e];
-            rows++;
-        }
-    }
-    return (int)rows;
 }
 
 /* The next recorded batch with rows, across the files; NULL at the end. */
@@ -208,18 +100,6 @@ static Rollout__V1__TransitionBatch *next_batch(serve_t *s)
     }
 }
 
-/* ob_abi1 points ob at the ABI 1 frame of rows rows fill_rows built. */
-static void ob_abi1(serve_t *s, Rollout__V1__Observations *ob, size_t rows, uint32_t nfin)
-{
-    size_t od = s->obs_dim;
-    ro_obs_cols_t cols = {s->env, s->step, s->rew, s->term, s->trunc, s->start, s->fidx};
-    ro__obs_frame_cols(ob, ob->seq, &cols, rows, nfin);
-    ob->n_obs = rows * od;
-    ob->obs = s->obs;
-    ob->n_final_obs = nfin * od;
-    ob->final_obs = s->fin;
-}
-
 /* Send the next Observations frame, or the goodbye at the end. */
 static void send_next(serve_t *s)
 {
@@ -230,31 +110,22 @@ static void send_next(serve_t *s)
             finish(s, 0, "end of the recording");
             return;
         }
-        uint32_t nfin = 0;
         char err[256];
-        int rows = s->abi2 ? ro__serve2_fill(&s->v2, b, err, sizeof err) : fill_rows(s, b, &nfin);
+        int rows = ro__serve_rows_fill(&s->rows_v, b, err, sizeof err);
         ro__traj_batch_free(&s->rd, b);
-        if (rows < 0 && s->abi2) {
+        if (rows < 0) {
             fprintf(s->log, "rollout-replay: %s: %s\n", s->files[s->file].name, err);
             finish(s, 1, err);
-            return;
-        }
-        if (rows < 0) {
-            finish(s, 1, "out of memory");
             return;
         }
         if (rows == 0)
             continue;
         Rollout__V1__Observations ob = ROLLOUT__V1__OBSERVATIONS__INIT;
         ob.seq = ++s->seq;
-        if (s->abi2)
-            ro__serve2_frame(&s->v2, ob.seq, &ob);
-        else
-            ob_abi1(s, &ob, (size_t)rows, nfin);
+        ro__serve_rows_frame(&s->rows_v, ob.seq, &ob);
         ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
         f.body_case = ROLLOUT__V1__FRAME__BODY_OBSERVATIONS;
         f.observations = &ob;
-        s->rows = (uint32_t)rows;
         s->frames++;
         s->served_rows += (uint64_t)rows;
         if (ro__conn_send(s->learner, &f) != 0)
@@ -269,25 +140,11 @@ static void on_actions(serve_t *s, const Rollout__V1__Actions *a)
     int rc = a->seq != s->seq ? ro__errorf(err, sizeof err, RO_EPROTO,
                                            "actions for seq %llu; expected those for %llu",
                                            (unsigned long long)a->seq, (unsigned long long)s->seq)
-             : s->abi2        ? ro__serve2_answer(&s->v2, a, err, sizeof err)
-                              : ro__check_actions(a, s->rows, &s->as, err, sizeof err);
+                              : ro__serve_rows_answer(&s->rows_v, a, err, sizeof err);
     if (rc) {
         ro__conn_fail(s->learner, rc, "%s", err);
         finish(s, 1, err);
         return;
-    }
-    if (s->abi2) {
-        send_next(s);
-        return;
-    }
-    for (uint32_t r = 0; r < s->rows; r++) {
-        uint32_t e = s->env[r];
-        s->answered[e] = true;
-        if (s->discrete)
-            s->ans_i[e] = a->discrete[r];
-        else
-            memcpy(s->ans_f + (size_t)e * s->act_dim, a->box + r * s->act_dim,
-                   s->act_dim * sizeof(float));
     }
     send_next(s);
 }
@@ -296,11 +153,12 @@ static void send_welcome(serve_t *s, const Rollout__V1__TrajectoryHeader *h)
 {
     Rollout__V1__Space o = ROLLOUT__V1__SPACE__INIT, a = ROLLOUT__V1__SPACE__INIT;
     uint32_t oshape[RO_SPACE_MAX_DIMS], ashape[RO_SPACE_MAX_DIMS];
-    ro__wire_space(&o, &s->os, oshape);
-    ro__wire_space(&a, &s->as, ashape);
+    const ro_serve_rows_t *v = &s->rows_v;
+    ro__wire_space(&o, &v->os, oshape);
+    ro__wire_space(&a, &v->as, ashape);
     Rollout__V1__EnvSpec spec = ROLLOUT__V1__ENV_SPEC__INIT;
     spec.env = h->env;
-    if (!s->abi2) { /* an env ABI 2 env's welcome has its layout instead */
+    if (v->abi1_frames) { /* an ABI 1 env's spaces; any other's welcome has its layout */
         spec.observation = &o;
         spec.action = &a;
     }
@@ -313,9 +171,9 @@ static void send_welcome(serve_t *s, const Rollout__V1__TrajectoryHeader *h)
     w.seed = h->seed;
     w.node_index = h->node_index;
     w.max_frame = RO_WIRE_DEFAULT_MAX_FRAME;
-    if (s->abi2) {
+    if (!v->abi1_frames) {
         w.mode = "seed";
-        w.layout = &s->v2.lm.msg;
+        w.layout = &s->rows_v.lm.msg;
     }
     ro_frame_t out = ROLLOUT__V1__FRAME__INIT;
     out.body_case = ROLLOUT__V1__FRAME__BODY_WELCOME;
@@ -445,28 +303,28 @@ static int listen_on(serve_t *s, const char *spec)
     return 0;
 }
 
-/* The recorded env's spaces, from one instance made as the node made it. */
-static int env_spaces(serve_t *s, const Rollout__V1__TrajectoryHeader *h, const char *plugin,
-                      ro_recorded_env_t *renv, void **env)
+/* The recorded env as the node made it, and the layout of its rows: a
+ * version 2 header's (matched by the re-created env's), or an ABI 1 env's
+ * spaces, as one instance reports them, adapted to one. */
+static int open_rows(serve_t *s, const Rollout__V1__TrajectoryHeader *h, const char *plugin,
+                     ro_recorded_env_t *renv, void **env)
 {
     char err[512];
-    if (h->layout) { /* format version 2: the env's layout (bounds too), no spaces */
-        int rc = ro__recorded_env_open(renv, h, plugin, err, sizeof err);
-        if (rc == 0) {
-            s->abi2 = true;
-            rc = ro__serve2_init(&s->v2, h, &renv->layout, err, sizeof err);
-        }
-        if (rc)
-            fprintf(s->log, "rollout-replay: %s\n", err);
-        return rc;
+    ro_space_t os, as;
+    const ro_space_layout_t *lay = &renv->layout;
+    int rc = ro__recorded_env_open(renv, h, plugin, err, sizeof err);
+    if (rc == 0 && !h->layout &&
+        (rc = ro__recorded_env_create(renv, h, 0, env, err, sizeof err)) == 0) {
+        renv->kind.vt->spaces(*env, &os, &as);
+        rc = ro__layout_from_abi1(&s->abi1_lay, &os, &as, "the recorded env", err, sizeof err);
+        lay = &s->abi1_lay;
     }
-    if (ro__recorded_env_open(renv, h, plugin, err, sizeof err) != 0 ||
-        ro__recorded_env_create(renv, h, 0, env, err, sizeof err) != 0) {
+    if (rc == 0)
+        rc = ro__serve_rows_init(&s->rows_v, h, lay, h->layout ? NULL : &os, h->layout ? NULL : &as,
+                                 err, sizeof err);
+    if (rc)
         fprintf(s->log, "rollout-replay: %s\n", err);
-        return RO_EINVAL;
-    }
-    renv->kind.vt->spaces(*env, &s->os, &s->as);
-    return 0;
+    return rc;
 }
 
 int ro__replay_serve(const ro_serve_opts_t *o, const ro_serve_file_t *files, size_t nfiles,
@@ -499,27 +357,19 @@ int ro__replay_serve(const ro_serve_opts_t *o, const ro_serve_file_t *files, siz
         free(s);
         return 2;
     }
-    if (env_spaces(s, h, o->plugin, &renv, &env) == 0) {
+    if (open_rows(s, h, o->plugin, &renv, &env) == 0) {
         s->num_envs = h->num_envs;
-        s->obs_dim = h->obs_dim;
-        s->act_dim = h->action_dim;
-        s->discrete = s->as.kind == RO_SPACE_DISCRETE;
-        s->answered = calloc(s->num_envs, sizeof *s->answered);
-        s->ans_i = calloc(s->num_envs, sizeof *s->ans_i);
-        s->ans_f = calloc((size_t)s->num_envs * s->act_dim, sizeof *s->ans_f);
-        s->steps = calloc(s->num_envs, sizeof *s->steps);
         s->hdr = h;
-        if (s->answered && s->ans_i && s->ans_f && s->steps && listen_on(s, o->addr) == 0) {
+        const ro_serve_rows_t *v = &s->rows_v;
+        if (listen_on(s, o->addr) == 0) {
             s->status = 1;
             uv_run(&s->loop, UV_RUN_DEFAULT);
             fprintf(log,
                     "rollout-replay: served %llu observations in %llu frames; compared %llu "
                     "actions with the recording: %llu mismatch(es)%s%s\n",
                     (unsigned long long)s->served_rows, (unsigned long long)s->frames,
-                    (unsigned long long)(s->abi2 ? s->v2.compared : s->compared),
-                    (unsigned long long)(s->abi2 ? s->v2.mismatches : s->mismatches),
-                    (s->abi2 ? s->v2.mismatches : s->mismatches) ? "; first: " : "",
-                    s->abi2 ? s->v2.first_mismatch : s->first_mismatch);
+                    (unsigned long long)v->compared, (unsigned long long)v->mismatches,
+                    v->mismatches ? "; first: " : "", v->first_mismatch);
         }
     }
     uv_run(&s->loop, UV_RUN_DEFAULT); /* closes */
@@ -529,12 +379,10 @@ int ro__replay_serve(const ro_serve_opts_t *o, const ro_serve_file_t *files, siz
         ro__traj_reader_close(&s->rd);
     if (env)
         renv.kind.vt->destroy(env);
-    ro__serve2_free(&s->v2); /* before the layout it points to */
+    ro__serve_rows_free(&s->rows_v); /* before the layouts it points to */
+    ro__layout_free(&s->abi1_lay);
     ro__recorded_env_close(&renv);
     ro__traj_reader_close(&first);
-    free(s->answered), free(s->ans_i), free(s->ans_f), free(s->steps);
-    free(s->env), free(s->fidx), free(s->step), free(s->obs), free(s->fin), free(s->rew);
-    free(s->term), free(s->trunc), free(s->start);
     free(s->learner);
     free(s);
     return status;

@@ -1,8 +1,9 @@
 /*
- * rollout-replay --serve's env ABI 2 frames (serve_abi2.h): recorded rows
- * in, typed rows out; composite actions in, checked and compared.
+ * rollout-replay --serve's rows (serve_rows.h): recorded rows in, a node's
+ * frame out (an obs column or typed tensors); actions in, checked and
+ * compared.
  */
-#include "replay/serve_abi2.h"
+#include "replay/serve_rows.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "runtime/error.h"
 #include "trajectory/format.h"
+#include "wire/checks.h"
 #include "wire/obs_frame.h"
 #include "wire/seed_abi2.h"
 
@@ -39,23 +41,27 @@ static int check_bounds(const Rollout__V1__TrajectoryLayout *l, const ro_space_l
     return 0;
 }
 
-int ro__serve2_init(ro_serve2_t *v, const Rollout__V1__TrajectoryHeader *h,
-                    const ro_space_layout_t *lay, char *err, size_t errlen)
+int ro__serve_rows_init(ro_serve_rows_t *v, const Rollout__V1__TrajectoryHeader *h,
+                        const ro_space_layout_t *lay, const ro_space_t *os, const ro_space_t *as,
+                        char *err, size_t errlen)
 {
     memset(v, 0, sizeof *v);
     v->lay = lay;
     v->agents = lay->agents;
-    if (lay->abi1)
-        return ro__errorf(err, errlen, RO_ENOTSUP,
-                          "--serve does not carry format version 2 recordings of an ABI 1 shaped "
-                          "env yet (a node serves such an env with ABI 1 frames): use --verify, "
-                          "--dump or --stats");
+    v->flat_records = h->layout == NULL;
+    v->abi1_frames = lay->abi1;
+    if (os && as) {
+        v->os = *os;
+        v->as = *as;
+    } else {
+        (void)ro__layout_abi1_view(lay, &v->os, &v->as); /* ABI 1 shaped: a node's spaces */
+    }
     if ((uint64_t)h->num_envs * lay->agents > MAX_ROWS)
         return ro__errorf(err, errlen, RO_ENOTSUP,
                           "%u envs of %u agents are more than the %u rows --serve carries",
                           h->num_envs, lay->agents, MAX_ROWS);
     v->num_rows = h->num_envs * lay->agents;
-    int rc = check_bounds(h->layout, lay, err, errlen);
+    int rc = h->layout ? check_bounds(h->layout, lay, err, errlen) : 0;
     if (rc)
         return rc;
     if (ro__traj_layout_msg_init(&v->lm, lay) != 0)
@@ -82,7 +88,7 @@ int ro__serve2_init(ro_serve2_t *v, const Rollout__V1__TrajectoryHeader *h,
 }
 
 /* free_scratch frees the frame's scratch. */
-static void free_scratch(ro_serve2_t *v)
+static void free_scratch(ro_serve_rows_t *v)
 {
     free(v->row), free(v->src), free(v->fidx), free(v->step), free(v->rew);
     free(v->term), free(v->trunc), free(v->start), free(v->mask);
@@ -96,7 +102,7 @@ static void free_scratch(ro_serve2_t *v)
     v->cap = 0;
 }
 
-void ro__serve2_free(ro_serve2_t *v)
+void ro__serve_rows_free(ro_serve_rows_t *v)
 {
     free_scratch(v);
     free(v->at), free(v->at_gen), free(v->steps), free(v->answered);
@@ -106,7 +112,7 @@ void ro__serve2_free(ro_serve2_t *v)
 }
 
 /* ensure_rows: scratch for n rows of the frame. */
-static bool ensure_rows(ro_serve2_t *v, size_t n)
+static bool ensure_rows(ro_serve_rows_t *v, size_t n)
 {
     if (n <= v->cap)
         return true;
@@ -136,7 +142,7 @@ static bool ensure_rows(ro_serve2_t *v, size_t n)
 
 /* compare: the learner's last answer for row r against the action the
  * recording shows for r's next step (row k of b). */
-static void compare(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, size_t k, uint32_t r)
+static void compare(ro_serve_rows_t *v, const Rollout__V1__TransitionBatch *b, size_t k, uint32_t r)
 {
     if (!v->answered[r])
         return;
@@ -156,17 +162,20 @@ static void compare(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, size_
                      (double)b->action_box[fi + j], (double)v->ans_f[fg + j]);
     if (what[0] && v->mismatches++ == 0)
         snprintf(v->first_mismatch, sizeof v->first_mismatch,
-                 "env %u, agent %u, episode %llu, step %u, %s", b->env[k], b->agent[k],
-                 (unsigned long long)b->episode[k], b->step[k], what);
+                 "env %u, agent %u, episode %llu, step %u, %s", b->env[k],
+                 b->n_agent ? b->agent[k] : 0, (unsigned long long)b->episode[k], b->step[k], what);
 }
 
-/* put_obs: row k of b's tensors and mask into position p of the frame. */
-static void put_obs(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, size_t k, uint32_t p)
+/* put_obs: row k of b's tensors (a version 1 record: its obs, the one
+ * float32 tensor) and mask into position p of the frame. */
+static void put_obs(ro_serve_rows_t *v, const Rollout__V1__TransitionBatch *b, size_t k, uint32_t p)
 {
     const ro_space_layout_t *lay = v->lay;
     for (uint32_t t = 0; t < lay->ntensors; t++) {
         const size_t rb = lay->t[t].row_bytes;
-        memcpy(v->tensor[t] + p * rb, b->tensors[t]->data.data + k * rb, rb);
+        const uint8_t *src = v->flat_records ? (const uint8_t *)(const void *)b->obs /* one */
+                                             : b->tensors[t]->data.data;
+        memcpy(v->tensor[t] + p * rb, src + k * rb, rb);
     }
     const size_t mw = lay->mask_width;
     if (mw)
@@ -174,7 +183,8 @@ static void put_obs(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, size_
 }
 
 /* add_row: a new position of the frame for row r from row k of b. */
-static uint32_t add_row(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, size_t k, uint32_t r)
+static uint32_t add_row(ro_serve_rows_t *v, const Rollout__V1__TransitionBatch *b, size_t k,
+                        uint32_t r)
 {
     uint32_t p = v->n++;
     v->at[r] = p;
@@ -185,7 +195,7 @@ static uint32_t add_row(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, s
 }
 
 /* final_obs: position p's observation (its step's) becomes final. */
-static void final_obs(ro_serve2_t *v, uint32_t p)
+static void final_obs(ro_serve_rows_t *v, uint32_t p)
 {
     const ro_space_layout_t *lay = v->lay;
     for (uint32_t t = 0; t < lay->ntensors; t++) {
@@ -195,7 +205,8 @@ static void final_obs(ro_serve2_t *v, uint32_t p)
     v->fidx[v->nfin++] = p;
 }
 
-int ro__serve2_fill(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, char *err, size_t errlen)
+int ro__serve_rows_fill(ro_serve_rows_t *v, const Rollout__V1__TransitionBatch *b, char *err,
+                        size_t errlen)
 {
     const ro_space_layout_t *lay = v->lay;
     const unsigned long long rec = (unsigned long long)b->record;
@@ -205,7 +216,8 @@ int ro__serve2_fill(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, char 
     v->gen++;
     v->n = v->nfin = 0;
     for (size_t k = 0; k < b->n_env; k++) {
-        const uint32_t e = b->env[k], a = b->agent[k], fl = b->flags[k]; /* checked by the reader */
+        /* Checked by the reader; a version 1 record names no agents. */
+        const uint32_t e = b->env[k], a = b->n_agent ? b->agent[k] : 0, fl = b->flags[k];
         const uint32_t r = e * v->agents + a;
         const bool seen = v->at_gen[r] == v->gen;
         if (!(fl & RO_TRAJ_RESET)) { /* a step: its action answers r's last observation */
@@ -251,20 +263,30 @@ int ro__serve2_fill(ro_serve2_t *v, const Rollout__V1__TransitionBatch *b, char 
     return (int)v->n;
 }
 
-void ro__serve2_frame(ro_serve2_t *v, uint64_t seq, Rollout__V1__Observations *o)
+void ro__serve_rows_frame(ro_serve_rows_t *v, uint64_t seq, Rollout__V1__Observations *o)
 {
     const ro_space_layout_t *lay = v->lay;
     const size_t n = v->n;
     ro_obs_cols_t cols = {v->row, v->step, v->rew, v->term, v->trunc, v->start, v->fidx};
     ro__obs_frame_cols(o, seq, &cols, n, v->nfin);
+    if (v->abi1_frames) { /* as a node sends an ABI 1 env's: the obs columns */
+        const size_t od = lay->obs_width;
+        o->n_obs = n * od;
+        o->obs = (float *)(void *)v->tensor[0];
+        o->n_final_obs = v->nfin * od;
+        o->final_obs = (float *)(void *)v->fin[0];
+        return;
+    }
     ro__obs_frame_tensors(o, &v->msgs, lay, v->tensor, v->fin, v->mask, n, v->nfin);
 }
 
-int ro__serve2_answer(ro_serve2_t *v, const Rollout__V1__Actions *a, char *err, size_t errlen)
+int ro__serve_rows_answer(ro_serve_rows_t *v, const Rollout__V1__Actions *a, char *err,
+                          size_t errlen)
 {
     const ro_space_layout_t *lay = v->lay;
-    int rc = ro__check_actions_abi2(a, v->n, lay, err, errlen);
-    if (rc == 0)
+    int rc = v->abi1_frames ? ro__check_actions(a, v->n, &v->as, err, errlen)
+                            : ro__check_actions_abi2(a, v->n, lay, err, errlen);
+    if (rc == 0 && !v->abi1_frames)
         rc = ro__check_action_rows_abi2(lay->ndisc ? a->discrete : NULL, lay->nbox ? a->box : NULL,
                                         lay->mask_width ? v->mask : NULL, v->n, lay, a->seq, 0, err,
                                         errlen);
