@@ -191,12 +191,7 @@ class Client(ObservationChecks):
         try:
             first = self._hello(c, upgrade.open_private(offer, deadline), deadline, fds,
                                 nonce=offer.nonce)
-            kind = first.WhichOneof("body")
-            if kind == "error":
-                raise ConnectionClosed(f"refused: {first.error.message[:200]}")
-            if kind == "welcome":  # anything else: _welcome names it, as over TCP
-                upgrade.check_welcome_id(offer, first.welcome.node_id)
-                upgrade.moved(c.address, offer, c.shared)
+            if upgrade.first_frame(c.address, offer, c.shared, first):
                 c.upgraded = True
             return first
         except (OSError, ProtocolError, ConnectionClosed) as e:

@@ -313,12 +313,7 @@ class Stream:
         try:
             first = self._hello(nd, upgrade.open_private(offer, deadline), deadline,
                                 nonce=offer.nonce)
-            kind = first.WhichOneof("body")
-            if kind == "error":
-                raise ConnectionClosed(f"refused: {first.error.message[:200]}")
-            if kind == "welcome":  # anything else: _welcome names it, as over TCP
-                upgrade.check_welcome_id(offer, first.welcome.node_id)
-                upgrade.moved(nd.address, offer, nd.shared)
+            if upgrade.first_frame(nd.address, offer, nd.shared, first):
                 nd.upgraded = True
             return first
         except (OSError, ProtocolError, ConnectionClosed) as e:
@@ -710,13 +705,7 @@ class Stream:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return None
-            for key, _ in self._sel.select(left):
-                nd = key.data
-                if not self._fill(nd, False):
-                    self._drain(nd)
-                    self._close_node(nd)
-                    continue
-                self._drain(nd)
+            self._read_ready(left)
         batch = self._ready.popleft()
         nd = self._nodes[batch.node]
         nd.ack_due = max(nd.ack_due, batch.seq)
@@ -726,6 +715,12 @@ class Stream:
         """Read what the nodes sent (up to timeout seconds) without
         delivering or acknowledging segments: e.g. to see a push accepted
         while the window is full. Returns the segments now waiting."""
+        self._read_ready(timeout)
+        return len(self._ready)
+
+    def _read_ready(self, timeout: Optional[float]) -> None:
+        """Read what the nodes that are ready within timeout seconds sent,
+        taking its segments; a node whose stream ended is closed."""
         for key, _ in self._sel.select(timeout):
             nd = key.data
             if not self._fill(nd, False):
@@ -733,7 +728,6 @@ class Stream:
                 self._close_node(nd)
                 continue
             self._drain(nd)
-        return len(self._ready)
 
     def push_policy(self, params: Any, nodes: Optional[Sequence[int]] = None) -> None:
         """Send weights (a rollout_pb2.PolicyParams, e.g. from

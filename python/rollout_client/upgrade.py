@@ -12,7 +12,7 @@ import socket
 import time
 from typing import Any, NamedTuple
 
-from .errors import ProtocolError
+from .errors import ConnectionClosed, ProtocolError
 
 log = logging.getLogger("rollout_client")
 
@@ -75,6 +75,21 @@ def check_welcome_id(offer: Offer, node_id: int) -> None:
                             f"{offer.node_id:016x}: not its socket")
 
 
+def first_frame(address: str, offer: Offer, shared: bool, first: Any) -> bool:
+    """The node's first frame on the private socket: an error raises
+    ConnectionClosed; a welcome must come from the node that made the offer,
+    and then the move is done (logged: True); anything else is for the
+    caller's welcome check to name, as over TCP (False)."""
+    kind = first.WhichOneof("body")
+    if kind == "error":
+        raise ConnectionClosed(f"refused: {first.error.message[:200]}")
+    if kind != "welcome":
+        return False
+    check_welcome_id(offer, first.welcome.node_id)
+    moved(address, offer, shared)
+    return True
+
+
 def moved(address: str, offer: Offer, shared: bool) -> None:
     """Log a done upgrade."""
     log.info("node %s: on this host: moved from TCP to unix:%s, %s", address, offer.path,
@@ -91,4 +106,4 @@ def staying(address: str, offer: Offer, why: object) -> None:
 
 
 __all__ = ["ATTEMPT_S", "MAX_PATH", "NONCE_BYTES", "Offer", "check_offer", "check_welcome_id",
-           "log", "moved", "open_private", "staying"]
+           "first_frame", "log", "moved", "open_private", "staying"]
