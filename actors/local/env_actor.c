@@ -289,9 +289,10 @@ static void step_typed(ro_env_shard_t *s)
     uint64_t t_ns = 0;
     ro_step_t *st = s->agent_steps;
     /* A Python env's shard goes to its worker process at once (one wake
-     * each way); each step() below then reads its env's outcome. */
+     * each way), but the envs held; each step() below then reads its env's
+     * outcome. */
     ro__env_step_group(&s->kind, s->envs, ne, lay->ndisc ? b->act_i : NULL,
-                       lay->nbox ? b->act_f : NULL, NULL);
+                       lay->nbox ? b->act_f : NULL, hold);
     for (uint32_t j = 0; j < ne; j++) {
         const size_t r0 = (size_t)j * A;
         if (hold && hold[j]) { /* the learner's NEXT_STEP: the same observation again */

@@ -30,7 +30,7 @@ import signal
 import struct
 import sys
 import traceback
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -95,6 +95,18 @@ def die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
+class Rows:
+    """Rows of several tensors as one: ``rows[i] = obs`` writes each leaf of
+    an observation (a Dict's or Tuple's) into its tensor's row i."""
+
+    def __init__(self, views: List[np.ndarray], flatten: Any) -> None:
+        self.views, self.flatten = views, flatten
+
+    def __setitem__(self, i: int, obs: Any) -> None:
+        for v, leaf in zip(self.views, self.flatten(obs)):
+            v[i] = leaf
+
+
 class Worker:
     """The shard this process hosts and the views of its shared memory."""
 
@@ -154,19 +166,23 @@ class Worker:
         while len(self.envs) < n:
             self.envs.append(self.factory())
         self.restarts = [0] * n
+        self.all_rows = list(range(n))
+        self.go = self.flags[:, F_GO]
+        leaf = len(self.obs) == 1 and lay.single_leaf
+        self.obs_rows: Any = self.obs[0] if leaf else Rows(self.obs, lay.flatten)
+        self.reset_rows: Any = self.reset_obs[0] if leaf else Rows(self.reset_obs, lay.flatten)
         parts = lay.parts
+        single = len(parts) == 1 and not lay.composite_action
         self.simple_discrete: Optional[int] = (
-            parts[0].start if len(parts) == 1 and parts[0].kind == ps.KIND_DISCRETE else None)
+            parts[0].start if single and parts[0].kind == ps.KIND_DISCRETE else None)
+        self.simple_box: Optional[Tuple[Tuple[int, ...], Any]] = (
+            (parts[0].shape, parts[0].dtype) if single and parts[0].kind == ps.KIND_BOX else None)
         for i in range(n):
             self.first_reset(i, int(self.seeds[i]))
 
-    def write(self, views: List[np.ndarray], i: int, obs: Any) -> None:
-        for v, leaf in zip(views, self.lay.flatten(obs)):
-            v[i] = leaf
-
     def first_reset(self, i: int, seed: int) -> None:
         obs, _ = self.envs[i].reset(seed=seed)
-        self.write(self.reset_obs, i, obs)
+        self.reset_rows[i] = obs
         self.flags[i, F_RESET_READY] = 1
 
     def recreate(self, i: int) -> None:
@@ -182,56 +198,54 @@ class Worker:
         self.first_reset(i, (int(self.seeds[i]) + GOLDEN * self.restarts[i]) % (1 << 64))
 
     def step(self) -> None:
-        """Steps the rows whose go flag is set; results written once per
-        command, column by column (numpy's per-element cost paid once)."""
-        idx = np.flatnonzero(self.flags[:, F_GO]).tolist()
-        envs, lay = self.envs, self.lay
-        if self.simple_discrete is not None:  # one Discrete part: plain ints
-            start = self.simple_discrete
-            acts: List[Any] = [a + start for a in self.act_i[idx, 0].tolist()]
-        else:
-            acts = [lay.action(self.act_i[i], self.act_f[i]) for i in idx]
-        single = len(self.obs) == 1 and lay.single_leaf
-        ok: List[int] = []
-        obs: List[Any] = []
+        """Steps the rows whose go flag is set. Each observation goes
+        straight into its row (one copy); rewards and flags are written once
+        per command, column by column (numpy's per-call cost paid once). All
+        rows set, the usual case, takes slices, not index arrays."""
+        idx = np.flatnonzero(self.go)
+        full = len(idx) == len(self.envs)
+        rows: Any = slice(None) if full else idx
+        order: List[int] = self.all_rows if full else idx.tolist()
+        acts = self.actions(rows, order)
+        envs, obs_rows, reset_rows = self.envs, self.obs_rows, self.reset_rows
         rew: List[float] = []
         term: List[bool] = []
         trunc: List[bool] = []
         ended: List[int] = []
-        firsts: List[Any] = []
-        for i, a in zip(idx, acts):
-            env = envs[i]
+        for i, a in zip(order, acts):
             try:
+                env = envs[i]
                 o, r, te, tr, _ = env.step(a)
+                obs_rows[i] = o
                 if te or tr:
-                    firsts.append(env.reset()[0])
+                    reset_rows[i] = env.reset()[0]
                     ended.append(i)
             except Exception:  # noqa: BLE001 (the env's own failure: counted by the node)
                 self.recreate(i)
-                continue
-            ok.append(i)
-            obs.append(o)
+                r, te, tr = 0.0, False, False  # the node reads the failed flag only
             rew.append(r)
             term.append(te)
             trunc.append(tr)
-        if ok:
-            self.put_rows(self.obs, ok, obs, single)
-            self.reward[ok] = rew
-            self.flags[ok, F_TERM] = term
-            self.flags[ok, F_TRUNC] = trunc
+        flags = self.flags
+        self.reward[rows] = rew
+        flags[rows, F_TERM] = term
+        flags[rows, F_TRUNC] = trunc
         if ended:
-            self.put_rows(self.reset_obs, ended, firsts, single)
-            self.flags[ended, F_RESET_READY] = 1
-        self.flags[idx, F_GO] = 0
+            flags[ended, F_RESET_READY] = 1
+        self.go[rows] = 0
 
-    def put_rows(self, views: List[np.ndarray], rows: List[int], values: List[Any],
-                 single: bool) -> None:
-        """values[j] (an observation) into row rows[j] of every tensor."""
-        if single:
-            views[0][rows] = np.asarray(values).reshape((len(rows),) + views[0].shape[1:])
-            return
-        for j, i in enumerate(rows):
-            self.write(views, i, values[j])
+    def actions(self, rows: Any, order: List[int]) -> Any:
+        """The actions of rows (a slice or index array; order: the same as
+        a list), indexable by position."""
+        if self.simple_discrete is not None:  # one Discrete part: plain ints
+            acts: List[int] = self.act_i[rows, 0].tolist()
+            start = self.simple_discrete
+            return [a + start for a in acts] if start else acts
+        if self.simple_box is not None:  # one Box part: one cast for all rows
+            shape, dtype = self.simple_box
+            return self.act_f[rows, :self.lay.nbox].reshape((len(order),) + shape).astype(dtype)
+        action, act_i, act_f = self.lay.action, self.act_i, self.act_f
+        return [action(act_i[i], act_f[i]) for i in order]
 
     def reset(self) -> None:
         for i in np.flatnonzero(self.flags[:, F_GO]).tolist():
@@ -239,7 +253,7 @@ class Worker:
             self.flags[i, F_SEED] = 0
             try:
                 obs, _ = self.envs[i].reset(seed=seed)
-                self.write(self.reset_obs, i, obs)
+                self.reset_rows[i] = obs
                 self.flags[i, F_RESET_READY] = 1
             except Exception:  # noqa: BLE001
                 self.recreate(i)

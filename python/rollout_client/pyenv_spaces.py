@@ -59,6 +59,7 @@ class ActPart:
     high: Optional[np.ndarray] = None
     convert: Callable[[np.ndarray, np.ndarray], Any] = field(default=lambda d, b: None)
     start: int = 0  # Discrete: the space's start
+    dtype: Any = None  # Box: the space's dtype (what convert casts to)
 
 
 @dataclass
@@ -72,6 +73,7 @@ class Layout:
     flatten: Callable[[Any], List[Any]]
     action: Callable[[np.ndarray, np.ndarray], Any]
     single_leaf: bool = False  # the observation is one Box (or Discrete...), no Dict or Tuple
+    composite_action: bool = False  # the action space is a Tuple or Dict (of any parts)
 
 
 def _shape(space: Any, where: str) -> Tuple[int, ...]:
@@ -186,7 +188,7 @@ def _act_parts(space: Any, out: List[ActPart], where: str = "action") -> None:
         shape = _shape(space, where)
         low, high = _bounds(space, shape)
         dt_x = space.dtype
-        out.append(ActPart(KIND_BOX, int(np.prod(shape)), shape, low=low, high=high))
+        out.append(ActPart(KIND_BOX, int(np.prod(shape)), shape, low=low, high=high, dtype=dt_x))
         out[-1].convert = lambda d, b: b.reshape(shape).astype(dt_x)
     else:
         raise UnsupportedSpace(f"{where}: rollout cannot carry a {type(space).__name__} action "
@@ -219,9 +221,10 @@ def layout_of(obs_space: Any, act_space: Any) -> Layout:
         return acc
 
     from gymnasium import spaces as gs
-    action = _action_builder(parts, act_space, isinstance(act_space, (gs.Tuple, gs.Dict)))
+    composite = isinstance(act_space, (gs.Tuple, gs.Dict))
+    action = _action_builder(parts, act_space, composite)
     single = not isinstance(obs_space, (gs.Dict, gs.Tuple))
-    return Layout(tensors, parts, ndisc, nbox, flatten, action, single)
+    return Layout(tensors, parts, ndisc, nbox, flatten, action, single, composite)
 
 
 def _action_builder(parts: Sequence[ActPart], space: Any,

@@ -204,22 +204,39 @@ static int ready(ro_pyhost_t *h, uint32_t p)
     return h->attached[p] ? 0 : RO_EIO;
 }
 
+/* post hands process p command op (rows written); 0, or a failure after
+ * which the process is restarted. Under its lock. */
+static int post(ro_pyhost_t *h, uint32_t p, uint32_t op)
+{
+    if (ro__pyproc_post(&h->procs[p], op) == 0)
+        return 0;
+    char err[64];
+    snprintf(err, sizeof err, "python env worker %u: cannot wake it", p);
+    ro__pyproc_stop(&h->procs[p]);
+    restart(h, p, err);
+    return RO_EIO;
+}
+
+/* finish waits for process p's posted command; a failure restarts it.
+ * Under its lock. */
+static int finish(ro_pyhost_t *h, uint32_t p)
+{
+    char err[PY_ERR_MAX + 256];
+    int rc = ro__pyproc_wait(&h->procs[p], h->timeout_ms, err, sizeof err);
+    if (rc) {
+        log_traceback(h, p);
+        ro__pyproc_stop(&h->procs[p]);
+        restart(h, p, err);
+    }
+    return rc;
+}
+
 /* command runs op on process p (rows written); a failure restarts it.
  * Under its lock. */
 static int command(ro_pyhost_t *h, uint32_t p, uint32_t op)
 {
-    ro_pyproc_t *pp = &h->procs[p];
-    char err[PY_ERR_MAX + 256];
-    int rc = ro__pyproc_post(pp, op);
-    if (rc == 0 && (rc = ro__pyproc_wait(pp, h->timeout_ms, err, sizeof err)) != 0)
-        log_traceback(h, p);
-    else if (rc)
-        snprintf(err, sizeof err, "python env worker %u: cannot wake it", p);
-    if (rc) {
-        ro__pyproc_stop(pp);
-        restart(h, p, err);
-    }
-    return rc;
+    int rc = post(h, p, op);
+    return rc ? rc : finish(h, p);
 }
 
 /* outcome reads env e's row after a step: its flags checked (the worker
@@ -238,18 +255,31 @@ static void outcome(pyenv_t *e, const ro_pyproc_t *pp)
     row[s->off_flags + PY_F_FAILED] = 0;
 }
 
-/* step_proc steps envs[idx[0..m)] of process p: actions into their rows,
- * one STEP, outcomes out. */
-static void step_proc(ro_pyhost_t *h, uint32_t p, pyenv_t *const *envs, const uint32_t *idx,
-                      uint32_t m, const int32_t *disc, const float *box)
+/* A run of a group: instances [b, e) of one process, its command posted
+ * (or not: nothing to step, or it failed). */
+typedef struct run {
+    uint32_t p, b, e;
+    bool posted;
+} run_t;
+
+/* The most runs posted before the first is waited for. */
+#define MAX_RUNS 64
+
+/* begin_run locks run r's process, writes its instances' actions into
+ * their rows and posts one STEP (the lock is held until end_run). */
+static void begin_run(pyenv_t *const *envs, run_t *r, const int32_t *disc, const float *box,
+                      const uint8_t *skip)
 {
-    ro_pyproc_t *pp = &h->procs[p];
+    ro_pyhost_t *h = envs[r->b]->h;
+    ro_pyproc_t *pp = &h->procs[r->p];
     const ro_pyspec_t *s = &h->spec;
     pthread_mutex_lock(&pp->lock);
-    int rc = ready(h, p);
+    int rc = ready(h, r->p);
     uint32_t go = 0;
-    for (uint32_t i = 0; i < m; i++) {
-        pyenv_t *e = envs[idx[i]];
+    for (uint32_t j = r->b; j < r->e; j++) {
+        pyenv_t *e = envs[j];
+        if (skip && skip[j])
+            continue;
         e->stepped = true;
         e->rc = RO_EIO;
         if (rc || e->gen != pp->gen) { /* restarted since: this env was reset there */
@@ -258,26 +288,39 @@ static void step_proc(ro_pyhost_t *h, uint32_t p, pyenv_t *const *envs, const ui
         }
         uint8_t *row = row_of(h, pp, e->row);
         if (s->ndisc)
-            memcpy(row + s->off_act_i, disc + (size_t)idx[i] * s->ndisc, 4 * (size_t)s->ndisc);
+            memcpy(row + s->off_act_i, disc + (size_t)j * s->ndisc, 4 * (size_t)s->ndisc);
         if (s->nbox)
-            memcpy(row + s->off_act_f, box + (size_t)idx[i] * s->nbox, 4 * (size_t)s->nbox);
+            memcpy(row + s->off_act_f, box + (size_t)j * s->nbox, 4 * (size_t)s->nbox);
         row[s->off_flags + PY_F_GO] = 1;
         go++;
     }
-    if (go && command(h, p, PY_OP_STEP) == 0) {
+    r->posted = go && post(h, r->p, PY_OP_STEP) == 0;
+    if (go && !r->posted)
+        for (uint32_t j = r->b; j < r->e; j++)
+            if (!skip || !skip[j])
+                envs[j]->gen = pp->gen; /* their rows were reset by the restart */
+}
+
+/* end_run waits for run r's command, reads its instances' outcomes and
+ * unlocks its process. */
+static void end_run(pyenv_t *const *envs, const run_t *r, const uint8_t *skip)
+{
+    ro_pyhost_t *h = envs[r->b]->h;
+    ro_pyproc_t *pp = &h->procs[r->p];
+    if (r->posted && finish(h, r->p) == 0) {
         char text[PY_ERR_MAX];
-        for (uint32_t i = 0; i < m; i++) {
-            pyenv_t *e = envs[idx[i]];
-            if (e->gen == pp->gen && e->rc == RO_EIO)
+        for (uint32_t j = r->b; j < r->e; j++) {
+            pyenv_t *e = envs[j];
+            if ((!skip || !skip[j]) && e->gen == pp->gen && e->rc == RO_EIO)
                 outcome(e, pp);
         }
         ro__pyproc_text(pp, text, sizeof text);
-        if (text[0]) { /* an env raised: it was made again and reset */
-            log_failure(h, p, text);
-        }
-    } else if (go) {
-        for (uint32_t i = 0; i < m; i++)
-            envs[idx[i]]->gen = pp->gen; /* their rows were reset by the restart */
+        if (text[0]) /* an env raised: it was made again and reset */
+            log_failure(h, r->p, text);
+    } else if (r->posted) {
+        for (uint32_t j = r->b; j < r->e; j++)
+            if (!skip || !skip[j])
+                envs[j]->gen = pp->gen; /* their rows were reset by the restart */
     }
     pthread_mutex_unlock(&pp->lock);
 }
@@ -286,22 +329,27 @@ void ro__pyhost_step_group(void *const *envs, uint32_t n, const int32_t *disc, c
                            const uint8_t *skip)
 {
     pyenv_t *const *es = (pyenv_t *const *)envs;
-    /* A shard's envs are usually one process's: consecutive runs of the
-     * same process go in one command. */
-    uint32_t idx[256];
+    /* Every process's command is posted before the first is waited for:
+     * they step side by side, one wake each way. A run of one process per
+     * command; processes locked in increasing order (two threads' groups
+     * never wait on each other's locks in a cycle): a run of a process not
+     * above the last locked one waits until the runs posted are done. */
+    run_t runs[MAX_RUNS];
+    uint32_t nruns = 0;
     for (uint32_t j = 0; j < n;) {
-        if (skip && skip[j]) {
+        const uint32_t p = es[j]->p, b = j;
+        while (j < n && es[j]->p == p)
             j++;
-            continue;
+        if (nruns && (nruns == MAX_RUNS || p <= runs[nruns - 1].p)) {
+            for (uint32_t r = 0; r < nruns; r++)
+                end_run(es, &runs[r], skip);
+            nruns = 0;
         }
-        uint32_t p = es[j]->p, m = 0;
-        while (j < n && es[j]->p == p && m < 256) {
-            if (!skip || !skip[j])
-                idx[m++] = j;
-            j++;
-        }
-        step_proc(es[idx[0]]->h, p, es, idx, m, disc, box);
+        runs[nruns] = (run_t){.p = p, .b = b, .e = j};
+        begin_run(es, &runs[nruns++], disc, box, skip);
     }
+    for (uint32_t r = 0; r < nruns; r++)
+        end_run(es, &runs[r], skip);
 }
 
 /* --- the vtable --- */

@@ -64,7 +64,9 @@ int ro__pyhost_create(ro_pyhost_t *h, void **env, uint64_t seed, uint32_t index,
 /* ro__pyhost_step_group steps n instances: instance j with disc + j x ndisc
  * and box + j x nbox (either NULL when the layout has none), but not those
  * with skip[j] (skip may be NULL); each one's step() then returns its
- * outcome. The thread owning the instances. */
+ * outcome. One command per run of instances of one process, every run's
+ * posted before the first is waited for (processes locked in increasing
+ * order). The thread owning the instances. */
 void ro__pyhost_step_group(void *const *envs, uint32_t n, const int32_t *disc, const float *box,
                            const uint8_t *skip);
 

@@ -146,6 +146,15 @@ static int alloc_buffers(ro_vec_t *v)
     v->where = zalloc(n);
     if (!v->ready || !v->pending || !v->job_ids || !v->where)
         return RO_ENOMEM;
+    if (v->group) {
+        v->py_ids = zalloc(n * sizeof *v->py_ids);
+        v->py_envs = zalloc(n * sizeof *v->py_envs);
+        v->py_act_i = zalloc(n * (L->ndisc ? L->ndisc : 1) * sizeof *v->py_act_i);
+        v->py_act_f = zalloc(n * (L->nbox ? L->nbox : 1) * sizeof *v->py_act_f);
+        v->py_skip = zalloc(n);
+        if (!v->py_ids || !v->py_envs || !v->py_act_i || !v->py_act_f || !v->py_skip)
+            return RO_ENOMEM;
+    }
     if (!v->reward || !v->terminated || !v->truncated || !v->failed || !v->ended || !v->act_i ||
         !v->act_f || !v->envs || !v->ep_len)
         return RO_ENOMEM;
@@ -274,8 +283,8 @@ int ro__vec_step(ro_vec_t *v, char *err, size_t errlen)
                               "with reset(options={'reset_mask': mask})",
                               (size_t)(e - v->ended));
     }
-    if (v->group) /* a Python env: one item per worker process, one command each */
-        ro__vec_pool_run(&v->pool, ro__vec_step_groups_part, v, (v->n + v->group - 1) / v->group);
+    if (v->group) /* a Python env: every process's command posted, then each waited for */
+        ro__vec_step_part(v, 0, v->n);
     else
         ro__vec_pool_run(&v->pool, ro__vec_step_part, v, v->n);
     /* Failures are rare: one pass over n bytes finds them. */
@@ -366,6 +375,11 @@ void ro__vec_free(ro_vec_t *v)
     free(v->ready);
     free(v->pending);
     free(v->job_ids);
+    free(v->py_ids);
+    free(v->py_envs);
+    free(v->py_act_i);
+    free(v->py_act_f);
+    free(v->py_skip);
     free(v->where);
     for (size_t i = 0; i < v->nargs; i++) {
         free((char *)v->args[i].key);

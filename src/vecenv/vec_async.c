@@ -34,7 +34,11 @@ static void launch(ro_vec_t *v)
         v->job_ids[i] = v->pending[i];
     v->njob = v->npending;
     v->npending = 0;
-    ro__vec_pool_post(&v->pool, ro__vec_step_ids_part, v, v->njob);
+    if (v->group) /* a Python env: one item per worker process, one command each */
+        ro__vec_pool_post(&v->pool, ro__vec_step_ids_groups_part, v,
+                          (v->n + v->group - 1) / v->group);
+    else
+        ro__vec_pool_post(&v->pool, ro__vec_step_ids_part, v, v->njob);
 }
 
 void ro__vec_async_start(ro_vec_t *v)

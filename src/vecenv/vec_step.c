@@ -120,12 +120,33 @@ void ro__vec_step_part(void *ctx, uint32_t b, uint32_t e)
         step_one(v, j);
 }
 
-void ro__vec_step_groups_part(void *ctx, uint32_t b, uint32_t e)
+void ro__vec_step_ids_groups_part(void *ctx, uint32_t b, uint32_t e)
 {
     ro_vec_t *v = ctx;
+    const ro_space_layout_t *L = &v->lay;
     for (uint32_t g = b; g < e; g++) {
-        const uint32_t end = (g + 1) * v->group;
-        ro__vec_step_part(ctx, g * v->group, end < v->n ? end : v->n);
+        const uint32_t lo = g * v->group, hi = lo + v->group, at = lo;
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < v->njob; i++) {
+            const uint32_t id = v->job_ids[i];
+            if (id < lo || id >= hi)
+                continue;
+            v->py_ids[at + m] = id;
+            v->py_envs[at + m] = v->envs[id];
+            v->py_skip[at + m] = v->ended[id];
+            if (L->ndisc)
+                memcpy(v->py_act_i + (size_t)(at + m) * L->ndisc, v->act_i + (size_t)id * L->ndisc,
+                       L->ndisc * sizeof *v->act_i);
+            if (L->nbox)
+                memcpy(v->py_act_f + (size_t)(at + m) * L->nbox, v->act_f + (size_t)id * L->nbox,
+                       L->nbox * sizeof *v->act_f);
+            m++;
+        }
+        ro__env_step_group(&v->kind, v->py_envs + at, m,
+                           L->ndisc ? v->py_act_i + (size_t)at * L->ndisc : NULL,
+                           L->nbox ? v->py_act_f + (size_t)at * L->nbox : NULL, v->py_skip + at);
+        for (uint32_t i = 0; i < m; i++)
+            step_one(v, v->py_ids[at + i]);
     }
 }
 

@@ -13,9 +13,10 @@
 /* ro__vec_step_part steps envs [b, e) by the engine's autoreset mode. */
 void ro__vec_step_part(void *ctx, uint32_t b, uint32_t e);
 
-/* ro__vec_step_groups_part steps groups [b, e) of a Python env's envs
- * (group g: envs [g x group, (g+1) x group), one worker process's). */
-void ro__vec_step_groups_part(void *ctx, uint32_t b, uint32_t e);
+/* ro__vec_step_ids_groups_part steps the envs of job_ids that worker
+ * processes [b, e) of a Python env host (process g: envs [g x group,
+ * (g+1) x group)), one command per process (asynchronous stepping). */
+void ro__vec_step_ids_groups_part(void *ctx, uint32_t b, uint32_t e);
 
 /* ro__vec_step_ids_part steps envs job_ids[b..e) (asynchronous stepping,
  * vec_async.c). */

@@ -49,7 +49,7 @@ typedef struct ro_vec {
     bool check_finite;
     uint32_t threads;    /* threads stepping: 1 + the pool's helpers */
     double step_cost_ns; /* one env step, measured on a probe instance */
-    uint32_t group;      /* a Python env's envs per worker process (a step job's item); 0: C */
+    uint32_t group;      /* a Python env's envs per worker process (a job's item); 0: C */
     ro_env_arg_t *args;  /* owned copies of the config's args */
     size_t nargs;
 
@@ -86,8 +86,16 @@ typedef struct ro_vec {
     uint32_t *pending; /* envs sent, not yet handed to a job */
     uint32_t npending;
     uint32_t *job_ids; /* the envs of the posted job */
-    uint32_t njob;     /* > 0: a job posted and not yet harvested */
-    uint8_t *where;    /* per env: RO_VEC_READY, _HANDED or _STEPPING */
+    /* A Python env's job, per worker process g from slot g x group: its
+     * envs of job_ids (in job order), their instances, actions and skips
+     * gathered for one command (the helper stepping that process's item). */
+    uint32_t *py_ids;
+    void **py_envs;
+    int32_t *py_act_i; /* [n x ndisc] */
+    float *py_act_f;   /* [n x nbox] */
+    uint8_t *py_skip;
+    uint32_t njob;  /* > 0: a job posted and not yet harvested */
+    uint8_t *where; /* per env: RO_VEC_READY, _HANDED or _STEPPING */
 } ro_vec_t;
 
 #endif

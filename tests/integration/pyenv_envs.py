@@ -3,8 +3,10 @@ composite spaces, seeded randomness, and faults injected on demand (a raise,
 a SIGKILL of the worker, a hang) once per run, marked by a file, so that a
 test sees one fault and the node's recovery from it. Test fixtures only:
 nothing of this ships."""
+import mmap
 import os
 import signal
+import struct
 import time
 
 import gymnasium as gym
@@ -79,9 +81,35 @@ class Texty(gym.Env):
     action_space = spaces.Discrete(2)
 
 
+class Commands(gym.Env):
+    """Observes its worker's command count: the sequence number of the
+    command being served, read from the worker's shared memory (descriptor
+    3, the header word at byte 12: src/envs/pyenv_proto.h's PY_H_SEQ). Envs
+    stepped by one command see the same number."""
+    observation_space = spaces.Box(0, 2**30, (1,), np.int32)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self):
+        self.mm = mmap.mmap(3, 4096, prot=mmap.PROT_READ)
+
+    def _obs(self):
+        return np.array([struct.unpack_from("<I", self.mm, 12)[0]], np.int32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        return self._obs(), 0.0, False, False, {}
+
+
 def drift(**kw):
     return Drift(**kw)
 
 
 def texty():
     return Texty()
+
+
+def commands():
+    return Commands()

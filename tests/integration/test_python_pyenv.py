@@ -86,6 +86,44 @@ class MakeVec(unittest.TestCase):
             np.testing.assert_array_equal(x, y)
         self.assertFalse(np.array_equal(a[0], c[0]))
 
+    def test_send_recv_one_command_per_process(self):
+        # Two processes of 3 envs: every batch sent is one command to each,
+        # so the 3 envs of a process see one command number, one more each
+        # batch (not one command per env).
+        v = rc.make_vec("py:pyenv_envs:commands", 6, num_threads=2)
+        v.async_reset(seed=0)
+        seen = []
+        for _ in range(5):
+            obs, _, _, _, info = v.recv()
+            self.assertEqual(sorted(info["env_id"].tolist()), list(range(6)))
+            seen.append(obs[np.argsort(info["env_id"]), 0])
+            v.send(np.zeros(6, np.int64))
+        v.close()
+        for batch in seen[1:]:
+            self.assertEqual(len(set(batch[:3].tolist())), 1, seen)
+            self.assertEqual(len(set(batch[3:].tolist())), 1, seen)
+        for a, b in zip(seen[1:], seen[2:]):
+            np.testing.assert_array_equal(b, a + 1)
+
+    def test_send_recv_steps_as_step(self):
+        # send/recv of every env takes the same steps as step().
+        v = rc.make_vec("gym:CartPole-v1", 6, num_threads=2)
+        ref = run(v, 60, seed=4)
+        rng = np.random.default_rng(4)
+        v.async_reset(seed=4)
+        got = []
+        for t in range(61):
+            obs, r, te, tr, info = v.recv()
+            order = np.argsort(info["env_id"])
+            got += [obs[order].copy()] + ([] if t == 0 else
+                                           [r[order].copy(), te[order].copy(), tr[order].copy()])
+            if t < 60:
+                v.send(rng.integers(0, 2, 6)[info["env_id"]])
+        v.close()
+        self.assertEqual(len(got), len(ref))
+        for a, b in zip(got, ref):
+            np.testing.assert_array_equal(a, b)
+
     def test_gymnasium_id_dict_observations(self):
         v = gym.make_vec("rollout/Python-v0", num_envs=3, env="py:pyenv_envs:drift",
                          horizon=7, num_threads=1)
