@@ -255,6 +255,10 @@ static void outcome(pyenv_t *e, const ro_pyproc_t *pp)
     row[s->off_flags + PY_F_FAILED] = 0;
 }
 
+/* An instance's rc while its row is in a posted command (never a
+ * step()'s: outcome or a failure replaces it). */
+#define IN_COMMAND 1
+
 /* A run of a group: instances [b, e) of one process, its command posted
  * (or not: nothing to step, or it failed). */
 typedef struct run {
@@ -292,35 +296,38 @@ static void begin_run(pyenv_t *const *envs, run_t *r, const int32_t *disc, const
         if (s->nbox)
             memcpy(row + s->off_act_f, box + (size_t)j * s->nbox, 4 * (size_t)s->nbox);
         row[s->off_flags + PY_F_GO] = 1;
+        e->rc = IN_COMMAND;
         go++;
     }
     r->posted = go && post(h, r->p, PY_OP_STEP) == 0;
     if (go && !r->posted)
         for (uint32_t j = r->b; j < r->e; j++)
-            if (!skip || !skip[j])
+            if (envs[j]->rc == IN_COMMAND) {
+                envs[j]->rc = RO_EIO;
                 envs[j]->gen = pp->gen; /* their rows were reset by the restart */
+            }
 }
 
 /* end_run waits for run r's command, reads its instances' outcomes and
  * unlocks its process. */
-static void end_run(pyenv_t *const *envs, const run_t *r, const uint8_t *skip)
+static void end_run(pyenv_t *const *envs, const run_t *r)
 {
     ro_pyhost_t *h = envs[r->b]->h;
     ro_pyproc_t *pp = &h->procs[r->p];
     if (r->posted && finish(h, r->p) == 0) {
         char text[PY_ERR_MAX];
-        for (uint32_t j = r->b; j < r->e; j++) {
-            pyenv_t *e = envs[j];
-            if ((!skip || !skip[j]) && e->gen == pp->gen && e->rc == RO_EIO)
-                outcome(e, pp);
-        }
+        for (uint32_t j = r->b; j < r->e; j++)
+            if (envs[j]->rc == IN_COMMAND)
+                outcome(envs[j], pp);
         ro__pyproc_text(pp, text, sizeof text);
         if (text[0]) /* an env raised: it was made again and reset */
             log_failure(h, r->p, text);
     } else if (r->posted) {
         for (uint32_t j = r->b; j < r->e; j++)
-            if (!skip || !skip[j])
+            if (envs[j]->rc == IN_COMMAND) {
+                envs[j]->rc = RO_EIO;
                 envs[j]->gen = pp->gen; /* their rows were reset by the restart */
+            }
     }
     pthread_mutex_unlock(&pp->lock);
 }
@@ -342,14 +349,14 @@ void ro__pyhost_step_group(void *const *envs, uint32_t n, const int32_t *disc, c
             j++;
         if (nruns && (nruns == MAX_RUNS || p <= runs[nruns - 1].p)) {
             for (uint32_t r = 0; r < nruns; r++)
-                end_run(es, &runs[r], skip);
+                end_run(es, &runs[r]);
             nruns = 0;
         }
         runs[nruns] = (run_t){.p = p, .b = b, .e = j};
         begin_run(es, &runs[nruns++], disc, box, skip);
     }
     for (uint32_t r = 0; r < nruns; r++)
-        end_run(es, &runs[r], skip);
+        end_run(es, &runs[r]);
 }
 
 /* --- the vtable --- */
