@@ -73,6 +73,33 @@ class Seed(nu.TempDirCase):
         s = nu.json_summary(p, log)
         self.assertEqual(s["env_failures"], 0, log.text())
 
+    def test_next_step_hold_does_not_step_the_env(self):
+        # NEXT_STEP: the step after an episode's end holds the env (the same
+        # first observation again); its worker must not step it meanwhile,
+        # so frame (the env's step count t) goes 0, 0 (held), 1, 2, ...
+        n = 4
+        p, addr, log = nu.start_listening("remote", "--env", DRIFT, "--env-arg", "horizon=5",
+                                          "--num-envs", n, "--quiet", "--steps", n * 60,
+                                          "--seed", 3)
+        with rc.VecEnv([addr], timeout=nu.HANG_GUARD_S, autoreset_mode="next_step") as v:
+            obs, _ = v.reset()
+            t = obs["frame"][:, 0, 0].astype(int)
+            ended = np.zeros(n, bool)
+            holds = 0
+            while True:
+                try:
+                    obs, r, te, tr, _ = v.step(v.action_space.sample())
+                except rc.ConnectionClosed as e:
+                    self.assertTrue(e.clean, e)
+                    break
+                nxt = obs["frame"][:, 0, 0].astype(int)
+                np.testing.assert_array_equal(nxt[ended], 0)
+                np.testing.assert_array_equal(nxt[~ended], t[~ended] + 1)
+                holds += int(ended.sum())
+                t, ended = nxt, te | tr
+            self.assertGreater(holds, n)
+        s = nu.json_summary(p, log)
+        self.assertEqual(s["env_failures"], 0, log.text())
 
     def first_obs(self, node_seed, reseed=None):
         """A SEED node's first observations (pos) after VecEnv.reset(seed=reseed)."""
