@@ -36,6 +36,45 @@ const char *ro__seg_col_name(int c)
     return col_names[c];
 }
 
+static const ro_seg_cols_t abi1_cols = {
+    .obs = RO_SEG_OBS,
+    .next_obs = RO_SEG_NEXT_OBS,
+    .final_obs = RO_SEG_FINAL_OBS,
+    .logp = RO_SEG_LOGP,
+    .reward = RO_SEG_REWARD,
+    .terminated = RO_SEG_TERMINATED,
+    .truncated = RO_SEG_TRUNCATED,
+    .is_first = RO_SEG_IS_FIRST,
+    .episode = RO_SEG_EPISODE,
+    .step = RO_SEG_STEP,
+    .version = RO_SEG_POLICY_VERSION,
+    .final_index = RO_SEG_FINAL_INDEX,
+    .state_h = RO_SEG_STATE_H,
+    .state_c = RO_SEG_STATE_C,
+};
+
+static const ro_seg_cols_t abi2_cols = {
+    .obs = RO_SEG2_OBS,
+    .next_obs = RO_SEG2_NEXT_OBS,
+    .final_obs = RO_SEG2_FINAL_OBS,
+    .logp = RO_SEG2_LOGP,
+    .reward = RO_SEG2_REWARD,
+    .terminated = RO_SEG2_TERMINATED,
+    .truncated = RO_SEG2_TRUNCATED,
+    .is_first = RO_SEG2_IS_FIRST,
+    .episode = RO_SEG2_EPISODE,
+    .step = RO_SEG2_STEP,
+    .version = RO_SEG2_POLICY_VERSION,
+    .final_index = RO_SEG2_FINAL_INDEX,
+    .state_h = RO_SEG2_STATE_H,
+    .state_c = RO_SEG2_STATE_C,
+};
+
+const ro_seg_cols_t *ro__seg_cols(const ro_seg_layout_t *lay)
+{
+    return lay->space ? &abi2_cols : &abi1_cols;
+}
+
 /* Count of column d's leading elements for t rows of n and k finals. */
 static size_t lead_count(const ro_seg_col_desc_t *d, uint32_t t, uint32_t n, uint32_t k)
 {
@@ -105,6 +144,24 @@ static void describe(ro_seg_layout_t *lay, int c, const char *prefix, const char
     }
 }
 
+/* The columns both ABIs' segments have but the observations and actions:
+ * per row its log-probability, reward, flags, episode and step; per step
+ * the policy version; per final observation its row. */
+static void describe_common(ro_seg_layout_t *lay)
+{
+    const ro_seg_cols_t *c = ro__seg_cols(lay);
+    const uint8_t TN = RO_SEG_LEAD_TN, U8 = RO_DT_UINT8;
+    describe(lay, c->logp, "", "logp", RO_DT_FLOAT32, TN, 0, NULL, 4);
+    describe(lay, c->reward, "", "reward", RO_DT_FLOAT32, TN, 0, NULL, 4);
+    describe(lay, c->terminated, "", "terminated", U8, TN, 0, NULL, 1);
+    describe(lay, c->truncated, "", "truncated", U8, TN, 0, NULL, 1);
+    describe(lay, c->is_first, "", "is_first", U8, TN, 0, NULL, 1);
+    describe(lay, c->episode, "", "episode", RO_DT_UINT32, TN, 0, NULL, 4);
+    describe(lay, c->step, "", "step", RO_DT_UINT32, TN, 0, NULL, 4);
+    describe(lay, c->version, "", "policy_version", RO_DT_UINT64, RO_SEG_LEAD_T, 0, NULL, 8);
+    describe(lay, c->final_index, "", "final_index", RO_DT_INT32, RO_SEG_LEAD_K, 0, NULL, 4);
+}
+
 /* Each column at its cache-line-rounded place: the bytes of one segment. */
 static void size_layout(ro_seg_layout_t *lay)
 {
@@ -140,22 +197,13 @@ void ro__seg_layout(ro_seg_layout_t *lay, uint32_t T, const ro_space_t *obs, con
         describe(lay, RO_SEG_ACTION, "", "action", RO_DT_INT32, TN, 0, NULL, 4);
     else
         describe(lay, RO_SEG_ACTION, "", "action", F, TN, 1, ad, 4);
-    describe(lay, RO_SEG_LOGP, "", "logp", F, TN, 0, NULL, 4);
     if (lay->gaussian) {
         describe(lay, RO_SEG_MEAN, "", "mean", F, TN, 1, ad, 4);
         describe(lay, RO_SEG_LOG_STD, "", "log_std", F, RO_SEG_LEAD_T, 1, ad, 4);
     }
-    describe(lay, RO_SEG_REWARD, "", "reward", F, TN, 0, NULL, 4);
-    describe(lay, RO_SEG_TERMINATED, "", "terminated", RO_DT_UINT8, TN, 0, NULL, 1);
-    describe(lay, RO_SEG_TRUNCATED, "", "truncated", RO_DT_UINT8, TN, 0, NULL, 1);
-    describe(lay, RO_SEG_IS_FIRST, "", "is_first", RO_DT_UINT8, TN, 0, NULL, 1);
-    describe(lay, RO_SEG_EPISODE, "", "episode", RO_DT_UINT32, TN, 0, NULL, 4);
-    describe(lay, RO_SEG_STEP, "", "step", RO_DT_UINT32, TN, 0, NULL, 4);
-    describe(lay, RO_SEG_POLICY_VERSION, "", "policy_version", RO_DT_UINT64, RO_SEG_LEAD_T, 0, NULL,
-             8);
     describe(lay, RO_SEG_NEXT_OBS, "", "next_obs", F, RO_SEG_LEAD_N, on, os, 4);
-    describe(lay, RO_SEG_FINAL_INDEX, "", "final_index", RO_DT_INT32, RO_SEG_LEAD_K, 0, NULL, 4);
     describe(lay, RO_SEG_FINAL_OBS, "", "final_obs", F, RO_SEG_LEAD_K, on, os, 4);
+    describe_common(lay);
     size_layout(lay);
 }
 
@@ -184,36 +232,24 @@ void ro__seg_layout_typed(ro_seg_layout_t *lay, uint32_t T, const ro_space_layou
         describe(lay, RO_SEG2_ACTION_BOX, "", "action_box", F, TN, 1, nb, 4);
     if (sp->mask_width)
         describe(lay, RO_SEG2_MASK, "", "mask", U8, TN, 1, mw, 1);
-    describe(lay, RO_SEG2_LOGP, "", "logp", F, TN, 0, NULL, 4);
-    describe(lay, RO_SEG2_REWARD, "", "reward", F, TN, 0, NULL, 4);
-    describe(lay, RO_SEG2_TERMINATED, "", "terminated", U8, TN, 0, NULL, 1);
-    describe(lay, RO_SEG2_TRUNCATED, "", "truncated", U8, TN, 0, NULL, 1);
-    describe(lay, RO_SEG2_IS_FIRST, "", "is_first", U8, TN, 0, NULL, 1);
-    describe(lay, RO_SEG2_EPISODE, "", "episode", RO_DT_UINT32, TN, 0, NULL, 4);
-    describe(lay, RO_SEG2_STEP, "", "step", RO_DT_UINT32, TN, 0, NULL, 4);
-    describe(lay, RO_SEG2_POLICY_VERSION, "", "policy_version", RO_DT_UINT64, RO_SEG_LEAD_T, 0,
-             NULL, 8);
-    describe(lay, RO_SEG2_FINAL_INDEX, "", "final_index", RO_DT_INT32, RO_SEG_LEAD_K, 0, NULL, 4);
+    describe_common(lay);
     size_layout(lay);
 }
 
 void ro__seg_layout_state(ro_seg_layout_t *lay, uint32_t hid, bool lstm)
 {
-    const bool abi2 = lay->space != NULL;
+    const ro_seg_cols_t *c = ro__seg_cols(lay);
     const uint32_t shape[1] = {hid};
-    const int h = abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H,
-              c = abi2 ? RO_SEG2_STATE_C : RO_SEG_STATE_C;
-    describe(lay, h, "", "state/h", RO_DT_FLOAT32, RO_SEG_LEAD_N, 1, shape, 4);
+    describe(lay, c->state_h, "", "state/h", RO_DT_FLOAT32, RO_SEG_LEAD_N, 1, shape, 4);
     if (lstm)
-        describe(lay, c, "", "state/c", RO_DT_FLOAT32, RO_SEG_LEAD_N, 1, shape, 4);
+        describe(lay, c->state_c, "", "state/c", RO_DT_FLOAT32, RO_SEG_LEAD_N, 1, shape, 4);
     size_layout(lay);
 }
 
 void ro__seg_layout_cell(const ro_seg_layout_t *lay, char *buf, size_t len)
 {
-    const bool abi2 = lay->space != NULL;
-    const ro_seg_col_desc_t *h = &lay->col[abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H];
-    const ro_seg_col_desc_t *c = &lay->col[abi2 ? RO_SEG2_STATE_C : RO_SEG_STATE_C];
+    const ro_seg_cols_t *cols = ro__seg_cols(lay);
+    const ro_seg_col_desc_t *h = &lay->col[cols->state_h], *c = &lay->col[cols->state_c];
     if (h->item)
         snprintf(buf, len, "%s:%u", c->item ? "lstm" : "gru", h->shape[0]);
     else if (len)

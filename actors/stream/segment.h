@@ -135,6 +135,18 @@ typedef struct ro_segment {
     void *mem;
 } ro_segment_t;
 
+/* Where the columns both ABIs' segments have lie: ABI 1's after enum
+ * ro_seg_col, ABI 2's after enum ro_seg2_col (obs, next_obs, final_obs:
+ * the first tensor's; tensor k's is + k). */
+typedef struct ro_seg_cols {
+    int obs, next_obs, final_obs;
+    int logp, reward, terminated, truncated, is_first, episode, step, version, final_index;
+    int state_h, state_c;
+} ro_seg_cols_t;
+
+/* ro__seg_cols says where lay's columns lie (its ABI's numbers). */
+const ro_seg_cols_t *ro__seg_cols(const ro_seg_layout_t *lay);
+
 /* ro__seg_layout makes the layout of segments of T rows for envs with
  * these spaces, shards of at most max_n envs; gaussian: the policy reports
  * mean and log_std (a box MLP). */

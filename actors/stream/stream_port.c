@@ -6,25 +6,6 @@
 #include "runtime/clock.h"
 #include "spaces/layout.h"
 
-/* Where each column common to both ABIs lies in a segment: ABI 1 numbers
- * them after enum ro_seg_col, ABI 2 after enum ro_seg2_col. */
-typedef struct col_map {
-    int obs, next_obs, final_obs; /* the first tensor's; tensor k's is + k */
-    int logp, reward, terminated, truncated, is_first, episode, step, version, final_index;
-} col_map_t;
-
-static const col_map_t abi1_cols = {
-    RO_SEG_OBS,     RO_SEG_NEXT_OBS,   RO_SEG_FINAL_OBS,      RO_SEG_LOGP,
-    RO_SEG_REWARD,  RO_SEG_TERMINATED, RO_SEG_TRUNCATED,      RO_SEG_IS_FIRST,
-    RO_SEG_EPISODE, RO_SEG_STEP,       RO_SEG_POLICY_VERSION, RO_SEG_FINAL_INDEX,
-};
-
-static const col_map_t abi2_cols = {
-    RO_SEG2_OBS,     RO_SEG2_NEXT_OBS,   RO_SEG2_FINAL_OBS,      RO_SEG2_LOGP,
-    RO_SEG2_REWARD,  RO_SEG2_TERMINATED, RO_SEG2_TRUNCATED,      RO_SEG2_IS_FIRST,
-    RO_SEG2_EPISODE, RO_SEG2_STEP,       RO_SEG2_POLICY_VERSION, RO_SEG2_FINAL_INDEX,
-};
-
 /* The observation tensors of a segment's rows as b holds them: how many,
  * each one's bytes per row, and where b keeps its rows (fin: the final
  * observations). An ABI 1 env's is its one float32 observation. */
@@ -49,12 +30,6 @@ static void view_obs(const ro_segment_t *s, const ro_step_batch_t *b, bool fin, 
         v->row_bytes[k] = sp->t[k].row_bytes;
         v->src[k] = fin ? b->final_tensor[k] : b->tensor[k];
     }
-}
-
-/* cols_of says where s's columns lie. */
-static const col_map_t *cols_of(const ro_segment_t *s)
-{
-    return s->lay->space ? &abi2_cols : &abi1_cols;
 }
 
 void ro__stream_port_init(ro_stream_port_t *p, ro_seg_pool_t *pool, ro_actor_t *hub, uint32_t shard,
@@ -143,7 +118,7 @@ void ro__stream_capture_action(ro_stream_port_t *p, const ro_step_batch_t *b,
                                const uint64_t *ep_num, const uint32_t *ep_len)
 {
     ro_segment_t *s = p->cur;
-    const col_map_t *c = cols_of(s);
+    const ro_seg_cols_t *c = ro__seg_cols(s->lay);
     const uint32_t n = b->n, A = s->lay->space ? b->agents : 1; /* rows per env */
     const size_t row = (size_t)s->t * n;
     if (s->t == 0) {
@@ -173,12 +148,11 @@ void ro__stream_capture_action(ro_stream_port_t *p, const ro_step_batch_t *b,
 void ro__stream_capture_state(ro_stream_port_t *p, const ro_step_batch_t *b)
 {
     ro_segment_t *s = p->cur;
-    const bool abi2 = s->lay->space != NULL;
-    float *h = s->col[abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H];
-    float *c = s->col[abi2 ? RO_SEG2_STATE_C : RO_SEG_STATE_C];
+    const ro_seg_cols_t *cols = ro__seg_cols(s->lay);
+    float *h = s->col[cols->state_h], *c = s->col[cols->state_c];
     if (!h || !b->rstate)
         return;
-    const uint32_t hid = s->lay->col[abi2 ? RO_SEG2_STATE_H : RO_SEG_STATE_H].shape[0];
+    const uint32_t hid = s->lay->col[cols->state_h].shape[0];
     for (uint32_t j = 0; j < b->n; j++) {
         const float *row = b->rstate + (size_t)j * b->state_floats;
         const bool zero = b->episode_start[j] != 0; /* the learner will zero it too */
@@ -198,14 +172,15 @@ static void hand_over(ro_stream_port_t *p, const ro_step_batch_t *b, bool last)
     obs_views_t v;
     view_obs(s, b, false, &v);
     for (uint32_t k = 0; k < v.n; k++)
-        memcpy(s->col[cols_of(s)->next_obs + (int)k], v.src[k], (size_t)b->n * v.row_bytes[k]);
+        memcpy(s->col[ro__seg_cols(s->lay)->next_obs + (int)k], v.src[k],
+               (size_t)b->n * v.row_bytes[k]);
     ro__actor_send(p->hub, &s->msg);
 }
 
 bool ro__stream_capture_outcome(ro_stream_port_t *p, const ro_step_batch_t *b)
 {
     ro_segment_t *s = p->cur;
-    const col_map_t *c = cols_of(s);
+    const ro_seg_cols_t *c = ro__seg_cols(s->lay);
     const uint32_t n = b->n;
     const size_t row = (size_t)s->t * n;
     memcpy((float *)s->col[c->reward] + row, b->reward, n * sizeof(float));

@@ -7,8 +7,8 @@
  * none is free.
  *
  * Both env ABIs take the same path: an ABI 1 segment is one float32
- * observation tensor with the ABI 1 column numbers (stream_port.c maps
- * them).
+ * observation tensor with the ABI 1 column numbers (ro__seg_cols,
+ * segment.h, says where each column lies).
  */
 #ifndef RO_STREAM_PORT_H
 #define RO_STREAM_PORT_H
