@@ -580,10 +580,11 @@ void ro_node_describe(const ro_node_t *n, char *buf, size_t len)
         off +=
             (size_t)snprintf(cpus + off, sizeof cpus - off, "%s%d", i ? "," : "", n->plan[i].cpu);
     snprintf(buf, len,
-             "env %s x%u | policy %s | %d workers on CPUs %s%s, %d NUMA node(s) | %u lanes, "
+             "env %s x%u | policy %s | %d workers%s%s%s, %d NUMA node(s) | %u lanes, "
              "shards of %u, batch %u, max-wait %llu us | seed %llu%s, node index %u",
-             ro__env_kind_name(&n->kind), n->cfg.num_envs, pol, n->nworkers, cpus, n->threads_why,
-             n->ngroups, n->nlanes, n->shard_size, n->batch, (unsigned long long)n->cfg.max_wait_us,
+             ro__env_kind_name(&n->kind), n->cfg.num_envs, pol, n->nworkers,
+             n->nworkers ? " on CPUs " : "", cpus, n->threads_why, n->ngroups, n->nlanes,
+             n->shard_size, n->batch, (unsigned long long)n->cfg.max_wait_us,
              (unsigned long long)n->cfg.seed, n->cfg.seed_drawn ? " (fresh)" : "",
              n->cfg.node_index);
 }

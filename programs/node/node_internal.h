@@ -55,7 +55,7 @@ struct ro_node {
     /* work_probe.c: a SEED node without --workers timed its env's step
      * (ns; 0: not timed) and says what it chose, for the start line. */
     double env_step_ns;
-    char threads_why[160];
+    char threads_why[192];
 
     ro_policy_t *policy;
     ro_env_shard_t *shards; /* nshards */

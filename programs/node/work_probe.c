@@ -1,17 +1,22 @@
 /*
  * The node's threads chosen for the work (docs/operations.md "Threads
  * chosen for the work"): a SEED node (--learner remote) given no --workers
- * times its env's step on one instance before it plans its workers. The
- * loop thread steps the envs itself (--workers 0: no hand-off, and it spins
- * for the learner's answer, --spin-us 300) when a frame's worth of steps
- * costs less than handing the frame's shards to workers and back and no
- * second CPU could run a worker beside the loop. Otherwise one worker per
- * allowed CPU: measured on the shared 2-CPU machine (load 11-19), a SEED
- * pair of one-thread loops made 0.01-1.6 M steps/s at 256 CartPole envs
- * where the node with its 2 workers and the learner on its loop made
- * 2.2-2.5 M (docs/benchmarks.md). A Python env's step crosses to a worker
- * process: workers, without a probe. Other modes keep their workers (their
- * policy runs on them).
+ * times its env's step on one instance before it plans its workers, and
+ * weighs what workers would save against what they cost: W workers (one
+ * per allowed CPU) step a frame's shards side by side in 1/W of the time,
+ * saving (W-1)/W of a frame's steps, and the frame pays a hand-off to them
+ * and back. When the saving is the smaller, the loop thread steps the envs
+ * itself (--workers 0: no hand-off, and it spins for the learner's answer,
+ * --spin-us 300); otherwise one worker per allowed CPU. On one CPU workers
+ * save nothing; on the 2-CPU machine a frame under 100 us goes on the
+ * loop: 256 or 2048 CartPole envs (frames of 128 and 1024 steps, 10 and
+ * 75 us), where a pair of loops made 2-7x what the node's 2 workers made,
+ * over shared memory and over TCP between two network namespaces alike
+ * (docs/benchmarks/learners.md). The choice follows what is measured, not
+ * the address. A machine so loaded that the loops lose their CPUs is not
+ * measured here: --workers decides there. A Python env's step crosses to a
+ * worker process: workers, without a probe. Other modes keep their workers
+ * (their policy runs on them).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,16 +132,18 @@ void ro__node_choose_workers(ro_node_t *n)
         snprintf(n->threads_why, sizeof n->threads_why, " (the env's step could not be timed)");
         return;
     }
-    const bool loop = frame_ns < HANDOFF_NS && n->topo.ncpus < 2;
+    /* What W workers would save a frame: all of its steps but their 1/W. */
+    const int w = n->topo.ncpus > 1 ? n->topo.ncpus : 1;
+    const double saved_ns = frame_ns * (w - 1) / w;
+    const bool loop = saved_ns < HANDOFF_NS;
     if (loop) {
         n->cfg.envs_on_loop = true;
         if (!n->cfg.spin_given)
             n->cfg.spin_us = LOOP_SPIN_US;
     }
-    snprintf(
-        n->threads_why, sizeof n->threads_why,
-        " (chosen: a step %.0f ns, a frame of %u %.1f us, %s a hand-off's %.0f us, %d CPU%s%s)",
-        step_ns, batch, frame_ns * 1e-3, frame_ns < HANDOFF_NS ? "under" : "over",
-        HANDOFF_NS * 1e-3, n->topo.ncpus, n->topo.ncpus == 1 ? "" : "s",
-        loop ? ": the loop steps the envs" : "");
+    snprintf(n->threads_why, sizeof n->threads_why,
+             " (chosen: a step %.0f ns, a frame of %u %.1f us; %d workers would save %.1f us, %s "
+             "a hand-off's %.0f us%s)",
+             step_ns, batch, frame_ns * 1e-3, w, saved_ns * 1e-3, loop ? "less than" : "more than",
+             HANDOFF_NS * 1e-3, loop ? ": the loop steps the envs" : "");
 }

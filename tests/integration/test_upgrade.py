@@ -227,23 +227,40 @@ class Threads(nu.TempDirCase):
     --workers time their work at start and say what they chose; a flag wins."""
 
     def pair(self, node_args=(), learner_args=()):
+        """The node's summary, the learner's, the node's stderr (its start
+        line included) and the learner's."""
         n = 64 * 200
-        p, addr, log = nu.start_listening("remote", "--num-envs", 64, "--steps", n, *node_args)
+        p = nu.spawn([nu.NODE, "--learner", "remote", "--listen", "127.0.0.1:0", "--json",
+                      "--num-envs", 64, "--steps", n, *node_args],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        head, addr = [], None
+        for line in p.stderr:  # up to the line that says where it listens
+            head.append(line)
+            if "listening for learners on" in line:
+                addr = line.strip().rsplit(" ", 1)[1]
+                break
+        self.assertIsNotNone(addr, f"the node did not start: {''.join(head)}")
+        log = nu.Lines(p.stderr)
         q = nu.run_cmd([LEARNER, "--connect", addr, "--json", *learner_args],
                        capture_output=True, text=True)
         s = nu.json_summary(p, log)
         self.assertEqual(q.returncode, 0, q.stderr)
-        return s, learner_json(q.stdout), log.text(), q.stderr
+        return s, learner_json(q.stdout), "".join(head) + log.text(), q.stderr
 
     def test_chosen_from_what_they_measure(self):
         s, ls, nlog, lerr = self.pair()
         self.assertEqual(s["workers_chosen"], "measured")
         self.assertGreater(s["env_step_ns"], 0)
-        # CartPole's frame of 32 steps costs well under a hand-off to
-        # workers (50 us, unless a step took 1.5 us): with one CPU the loop
-        # steps them, spinning for the learner's answer; with more, workers.
-        if s["env_step_ns"] * 32 < 50000 and s["cpus"] == 1:
+        # The node weighs what its workers, one per CPU, would save a frame
+        # (all of its steps but their 1/W) against a hand-off (50 us):
+        # CartPole's frame of 32 steps saves far less, whatever the CPUs, so
+        # the loop steps it, spinning for the learner's answer.
+        w = max(s["cpus"], 1)
+        saved_ns = s["env_step_ns"] * s["batch"] * (w - 1) / w
+        self.assertIn(f"{w} workers would save", nlog)
+        if saved_ns < 50000:
             self.assertEqual((s["workers"], s["spin_us"]), (0, 300), nlog)
+            self.assertIn("the loop steps the envs", nlog)
         else:
             self.assertEqual((s["workers"], s["spin_us"]), (s["cpus"], 0), nlog)
         self.assertEqual(ls["workers_chosen"], "measured")

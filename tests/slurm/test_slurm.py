@@ -99,17 +99,21 @@ class SlurmCase(unittest.TestCase):
             self.assertFalse(allowed & seen, f"node {t}: CPUs {allowed} bound twice")
             seen |= allowed
             self.assertEqual(n["cpus"], len(allowed))
-            # A SEED node steps its envs on its loop when it has one CPU and
-            # its probe found a frame cheaper than a hand-off
-            # (docs/operations.md, "rollout-node's threads"); else one
-            # worker per CPU, pinned to it.
+            # A SEED node steps its envs on its loop when what its workers,
+            # one per CPU, would save a frame (all of its steps but their
+            # 1/W) is less than a hand-off's 50 us (docs/operations.md,
+            # "rollout-node's threads"); else one worker per CPU, pinned.
+            saved_ns = n["env_step_ns"] * n["batch"] * (1 - 1 / len(allowed))
             if n["workers"] == 0:
-                self.assertEqual((len(allowed), n["workers_chosen"], n["worker_threads"]),
-                                 (1, "measured", []), f"node {t}: no workers: {n}")
+                self.assertEqual((n["workers_chosen"], n["worker_threads"]), ("measured", []),
+                                 f"node {t}: no workers: {n}")
+                self.assertLess(saved_ns, 50000, f"node {t}: workers would have saved more: {n}")
             else:
                 self.assertEqual(n["workers"], len(allowed), f"node {t}: {n}")
                 self.assertEqual({w["cpu"] for w in n["worker_threads"]}, allowed,
                                  f"node {t}: workers not pinned to its CPUs: {n}")
+                if n["workers_chosen"] == "measured" and n["env_step_ns"] > 0:
+                    self.assertGreaterEqual(saved_ns, 50000, f"node {t}: loop was cheaper: {n}")
             self.assertEqual(n["affinity_mismatches"], 0)
             self.assertEqual(n["pin_errors"], 0)
             self.assertEqual(n["learners_attached"], learners, f"node {t}: {n}")
