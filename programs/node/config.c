@@ -106,8 +106,10 @@ static const ro_flag_t node_flags[] = {
      .help = "reset and count envs whose observation or reward\nis NaN or infinite"},
     {.kind = RO_FLAG_SECTION, .name = "scheduling"},
     {RO_FLAG_U32, "workers", "W", AT(workers), 0, 1024,
-     .help = "worker threads (default: one per allowed CPU);\n0 with --learner remote: the envs "
-             "step on the\nloop thread (one thread for a SEED-style node)"},
+     .help = "worker threads (default: one per allowed CPU; a\n--learner remote node times its "
+             "env and takes 0\nwhen workers would save a frame less than a\nhand-off); 0 with "
+             "--learner remote: the envs step\non the loop thread (one thread for a SEED-style "
+             "node)"},
     {RO_FLAG_BOOL, "overcommit", NULL, AT(overcommit),
      .help = "allow more workers than allowed CPUs"},
     {RO_FLAG_U32, "shard", "K", AT(shard), 1, 1u << 20,

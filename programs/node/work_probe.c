@@ -10,13 +10,13 @@
  * --spin-us 300); otherwise one worker per allowed CPU. On one CPU workers
  * save nothing; on the 2-CPU machine a frame under 100 us goes on the
  * loop: 256 or 2048 CartPole envs (frames of 128 and 1024 steps, 10 and
- * 75 us), where a pair of loops made 2-7x what the node's 2 workers made,
- * over shared memory and over TCP between two network namespaces alike
- * (docs/benchmarks/learners.md). The choice follows what is measured, not
- * the address. A machine so loaded that the loops lose their CPUs is not
- * measured here: --workers decides there. A Python env's step crosses to a
- * worker process: workers, without a probe. Other modes keep their workers
- * (their policy runs on them).
+ * 75 us), where a pair of loops outran the node's 2 workers beside the
+ * learner (1.1-4x on an idle machine), over shared memory and over TCP
+ * between two network namespaces alike (docs/benchmarks/learners.md). The
+ * choice follows what is measured, not the address. A machine so loaded
+ * that the loops lose their CPUs is not measured here: --workers decides
+ * there. A Python env's step crosses to a worker process: workers, without
+ * a probe. Other modes keep their workers (their policy runs on them).
  */
 #include <stdio.h>
 #include <stdlib.h>
