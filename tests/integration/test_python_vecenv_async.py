@@ -279,8 +279,11 @@ class Async(unittest.TestCase):
                 self.assertTrue(np.isfinite(infos["final_obs"][infos["_final_obs"]]).all())
                 self.assertTrue(np.isnan(infos["final_obs"][~infos["_final_obs"]]).all())
                 env.send(np.zeros((3, 1), np.float32), infos["env_id"])
-            self.assertEqual(env.episode_lengths[:4], [200] * 4)
-            self.assertEqual(finals, 4)
+            # Every episode that ended came with its final observation; the
+            # last recv may end more than one (which envs a batch of 3 of 4
+            # takes depends on the order the node answers in).
+            self.assertEqual(env.episode_lengths, [200] * len(env.episode_lengths))
+            self.assertEqual(finals, len(env.episode_lengths))
 
     def test_misuse_fails_at_once_and_leaves_it_usable(self):
         node = self.launch(num_envs=8, extra=["--workers", 1, "--shard", 4, "--batch", 4])
