@@ -87,6 +87,11 @@ typedef struct ro_step_batch {
     float *mean;    /* [n x act_dim], a box MLP's */
     float *log_std; /* [act_dim], a box MLP's */
 
+    /* The shard's envs' states, for the holder to save and restore while
+     * it holds the batch (state_port.h); NULL where none is offered. Set
+     * when the env actor is wired. */
+    struct ro_state_port *state;
+
     /* A recurrent policy's state (policy.h's ro_policy_carry_t): [n x
      * state_floats], zeroed at first, NULL without a cell. The local
      * learner reads and updates it while it holds the batch (zeroing a row

@@ -175,4 +175,10 @@ typedef void (*ro_hub_fail_fn)(ro_session_t *s, int code, const char *fmt, ...);
  * awaiting learner s's answer (Frame{reseed}), or fails s naming why not. */
 void ro__hub_reseed(ro_session_t *s, const Rollout__V1__Reseed *r, ro_hub_fail_fn fail);
 
+/* hub_env_state.c */
+/* ro__hub_env_state answers a learner's Frame{get_state} or
+ * Frame{set_state} with Frame{env_states}, or fails s when the frame
+ * breaks the protocol. */
+void ro__hub_env_state(ro_session_t *s, const Rollout__V1__Frame *f, ro_hub_fail_fn fail);
+
 #endif

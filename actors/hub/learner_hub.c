@@ -423,6 +423,10 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
     case ROLLOUT__V1__FRAME__BODY_RESEED: /* hub_reseed.c; a refusal fails s */
         ro__hub_reseed(s, f->reseed, session_fail);
         break;
+    case ROLLOUT__V1__FRAME__BODY_GET_STATE: /* hub_env_state.c */
+    case ROLLOUT__V1__FRAME__BODY_SET_STATE:
+        ro__hub_env_state(s, f, session_fail);
+        break;
     case ROLLOUT__V1__FRAME__BODY_POLICY_PARAMS:
         if (!s->trainer && !(h->segs && h->o.on_policy))
             session_fail(s, RO_EPROTO, "only a trainer (or a stream learner) may push a policy");

@@ -10,6 +10,7 @@
 #include "runtime/crash_report.h"
 #include "runtime/error.h"
 #include "actors/exchange/messages.h"
+#include "actors/local/env_state_port.h"
 #include "actors/recorder/recorder_actor.h"
 #include "actors/stream/stream_port.h"
 #include "envs/env_kind.h"
@@ -490,6 +491,7 @@ int ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
     s->record_episodes = w->record_episodes;
     s->histos = w->histos;
     s->node_index = w->node_index;
+    ro__env_state_port_wire(s);
     if (!w->runq)
         return ro__actor_init_loop(&s->actor, "env", env_actor_behaviour, w->loop, w->home);
     /* A few messages per run: a shard never has more than one queued. */

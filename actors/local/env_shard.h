@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "actors/exchange/state_port.h"
 #include "actors/exchange/step_batch.h"
 #include "envs/registry.h"
 #include "rollout/env.h"
@@ -51,6 +52,10 @@ typedef struct ro_env_shard {
     const ro_env_arg_t *args;
     size_t nargs;
     uint32_t node_index;
+    /* Its envs' states for the batch's holder (env_state_port.c), and the
+     * params hash (envs/env_state.h) of its kind, args and max_steps. */
+    ro_state_port_t state_port;
+    uint64_t state_params;
 
     /* Every per-env array (here and in xchg) lives in mem, each on its own
      * cache line. */

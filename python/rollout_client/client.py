@@ -49,6 +49,7 @@ class _Conn:
         self.last_step = np.zeros(0, np.int64)  # per env (row): the last step delivered, or -1
         self.node_id = None      # whose envs last_step describes
         self.upgraded = False    # moved from TCP to the node's private socket (upgrade.py)
+        self.states = None       # the node's last EnvStates answer (remote_state.py)
 
 
 class Client(ObservationChecks):
@@ -334,6 +335,8 @@ class Client(ObservationChecks):
             self._ready.append(self._checked(c, o))
         elif kind == "error":
             raise self._remote_error(c, frame.error)
+        elif kind == "env_states":  # remote_state.py waits for it
+            c.states = frame.env_states
         elif kind == "goodbye":
             c.goodbye = frame.goodbye.reason
             self._close_conn(c)

@@ -49,7 +49,7 @@ from typing import Any, Optional, Sequence, Union
 import gymnasium
 import numpy as np
 
-from . import autoreset, spaces
+from . import autoreset, remote_state, spaces
 from .actions import check_actions
 from .client import Client
 from .hotpath import hot
@@ -492,6 +492,16 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
                  "_rollout_episode": counted, "episode_return": ep_ret, "episode_length": ep_len,
                  "episode_start": self._flags[2], "step": self._step}
         return self._obs.reshape(shape), self._reward, terminated, truncated, infos
+
+    def get_state(self, env_ids: Any = None) -> "list[bytes]":
+        """Each env's state (of ``env_ids``, default all) as bytes, as
+        make_vec's get_state (remote_state.py, docs/python.md "Env state")."""
+        return remote_state.get_state(self, env_ids)
+
+    def set_state(self, env_ids: Any, states: Sequence[bytes]) -> None:
+        """Restores envs ``env_ids`` from get_state blobs; each one's next
+        step() starts from its state (remote_state.py)."""
+        remote_state.set_state(self, env_ids, states)
 
     def close_extras(self, reason: str = "learner done", **kwargs: Any) -> None:
         """Say goodbye to every node (unanswered batches go to the next

@@ -180,32 +180,42 @@ int ro__env_state_peek(const void *blob, size_t len, ro_env_state_info_t *info, 
     return 0;
 }
 
-int ro__env_state_load(const ro_env_kind_t *k, void *env, uint64_t params, const void *blob,
-                       size_t len, uint64_t *elapsed, char *err, size_t errlen)
+int ro__env_state_check(const ro_env_kind_t *k, void *env, uint64_t params, const void *blob,
+                        size_t len, ro_env_state_info_t *info, char *err, size_t errlen)
 {
     size_t n = 0;
     int rc = state_size(k, env, &n, err, errlen);
     if (rc)
         return rc;
-    ro_env_state_info_t info;
-    if ((rc = ro__env_state_peek(blob, len, &info, err, errlen)))
+    if ((rc = ro__env_state_peek(blob, len, info, err, errlen)))
         return rc;
     const char *name = kind_name(k);
     char shown[96];
-    if (strcmp(info.name, name) != 0)
+    if (strcmp(info->name, name) != 0)
         return ro__errorf(err, errlen, RO_EBADMSG, "env state of env '%s', not of env '%s'",
-                          ro__text_log(shown, sizeof shown, info.name, 63), name);
-    if (info.params != params)
+                          ro__text_log(shown, sizeof shown, info->name, 63), name);
+    if (info->params != params)
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "env state of env '%s' made with other args (params hash %016llx, "
                           "this instance's %016llx)",
-                          name, (unsigned long long)info.params, (unsigned long long)params);
-    if (info.size != n)
+                          name, (unsigned long long)info->params, (unsigned long long)params);
+    if (info->size != n)
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "env state of env '%s' holds %llu bytes; this instance's state takes "
                           "%zu",
-                          name, (unsigned long long)info.size, n);
-    rc = k->state.load_state(env, (const uint8_t *)blob + RO_ENV_STATE_HEADER, n);
+                          name, (unsigned long long)info->size, n);
+    return 0;
+}
+
+int ro__env_state_load(const ro_env_kind_t *k, void *env, uint64_t params, const void *blob,
+                       size_t len, uint64_t *elapsed, char *err, size_t errlen)
+{
+    ro_env_state_info_t info;
+    int rc = ro__env_state_check(k, env, params, blob, len, &info, err, errlen);
+    if (rc)
+        return rc;
+    const char *name = kind_name(k);
+    rc = k->state.load_state(env, (const uint8_t *)blob + RO_ENV_STATE_HEADER, (size_t)info.size);
     if (rc)
         return ro__errorf(err, errlen, rc < 0 ? rc : RO_EINVAL,
                           "env '%s' refused the state's bytes (load_state() returned %d)", name,

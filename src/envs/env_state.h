@@ -77,6 +77,15 @@ int ro__env_state_peek(const void *blob, size_t len, ro_env_state_info_t *info, 
                        size_t errlen);
 
 /*
+ * ro__env_state_check does every check of ro__env_state_load without
+ * loading: a blob that passes is one env's state load_state() may be given
+ * (so a caller restoring several envs checks them all before any env sees
+ * one). *info gets its header. 0, RO_EBADMSG or RO_ENOTSUP with a message.
+ */
+int ro__env_state_check(const ro_env_kind_t *k, void *env, uint64_t params, const void *blob,
+                        size_t len, ro_env_state_info_t *info, char *err, size_t errlen);
+
+/*
  * ro__env_state_load checks blob (ro__env_state_peek, then: the name is
  * the kind's, params the instance's, size its state_size()) and only then
  * hands the state to the env's load_state(). *elapsed (may be NULL) gets

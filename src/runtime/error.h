@@ -20,6 +20,7 @@ enum {
     RO_ESHUTDOWN = -ESHUTDOWN, /* the node is stopping: do not come back */
     RO_EBUSY = -EBUSY,         /* shared: a sole user's request (a learner's reseed) refused */
     RO_ENOBUFS = -ENOBUFS,     /* a peer stopped reading: too much is queued for it */
+    RO_EPERM = -EPERM,         /* refused by how the node runs (set_state while it records) */
 };
 
 /* ro__errorf writes a message into err (errlen bytes; either may be 0) and

@@ -171,6 +171,30 @@ int ro__check_action_values(const int32_t *disc, const float *box, size_t rows,
     return 0;
 }
 
+int ro__check_state_request(const uint32_t *env, size_t nenv, size_t nstate, bool set,
+                            uint32_t num_envs, uint8_t *seen, char *err, size_t errlen)
+{
+    const char *what = set ? "set_state" : "get_state";
+    if (nenv == 0 || nenv > num_envs)
+        return ro__errorf(err, errlen, RO_EPROTO, "%s of %zu envs; the node has %u", what, nenv,
+                          num_envs);
+    if (nstate != (set ? nenv : 0))
+        return ro__errorf(err, errlen, RO_EPROTO, "%s of %zu envs with %zu states (expected %zu)",
+                          what, nenv, nstate, set ? nenv : 0);
+    memset(seen, 0, ((size_t)num_envs + 7) / 8);
+    for (size_t i = 0; i < nenv; i++) {
+        const uint32_t e = env[i];
+        if (e >= num_envs)
+            return ro__errorf(err, errlen, RO_EPROTO, "%s: env %u at %zu is outside [0, %u)", what,
+                              e, i, num_envs);
+        if (seen[e / 8] & (1u << (e % 8)))
+            return ro__errorf(err, errlen, RO_EPROTO, "%s: env %u is named twice (again at %zu)",
+                              what, e, i);
+        seen[e / 8] |= (uint8_t)(1u << (e % 8));
+    }
+    return 0;
+}
+
 int ro__check_space(const Rollout__V1__Space *sp, ro_space_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);

@@ -54,6 +54,14 @@ int ro__check_actions(const Rollout__V1__Actions *a, size_t rows, const ro_space
 int ro__check_action_values(const int32_t *disc, const float *box, size_t rows,
                             const ro_space_t *act, uint64_t seq, char *err, size_t errlen);
 
+/* ro__check_state_request: a GetState's or SetState's (set) env indices,
+ * nenv of them: 1..num_envs, each below num_envs and named once; nstate
+ * states (a SetState's: one per env; a GetState has none). seen is the
+ * caller's scratch of (num_envs + 7) / 8 bytes. RO_EPROTO naming the
+ * first problem. The blobs are env_state.h's to check. */
+int ro__check_state_request(const uint32_t *env, size_t nenv, size_t nstate, bool set,
+                            uint32_t num_envs, uint8_t *seen, char *err, size_t errlen);
+
 /* ro__check_space reads a Space: a discrete one with 1..2^20 actions, or a
  * box of 1..4 dims and at most 2^20 values with that many finite bounds,
  * low <= high. out->low/high point into sp. */

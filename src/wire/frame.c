@@ -233,6 +233,12 @@ const char *ro__frame_kind(const ro_frame_t *f)
         return "upgrade";
     case ROLLOUT__V1__FRAME__BODY_RESEED:
         return "reseed";
+    case ROLLOUT__V1__FRAME__BODY_GET_STATE:
+        return "get_state";
+    case ROLLOUT__V1__FRAME__BODY_SET_STATE:
+        return "set_state";
+    case ROLLOUT__V1__FRAME__BODY_ENV_STATES:
+        return "env_states";
     default:
         return "empty";
     }
