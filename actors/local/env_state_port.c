@@ -88,7 +88,13 @@ static int port_load(ro_state_port_t *p, uint32_t j, const void *blob, size_t le
         return rc;
     }
     /* The episode in progress is left unfinished, as a reseed leaves it;
-     * the restored one counts the blob's steps toward the episode limit. */
+     * the restored one counts the blob's steps toward the episode limit.
+     * Its action mask is unknown until its next observation (a state holds
+     * none): every value is allowed for this step, as make_vec allows. */
+    ro_step_batch_t *b = &s->xchg;
+    if (b->mask)
+        memset(b->mask + (size_t)j * b->agents * b->layout->mask_width, 1,
+               (size_t)b->agents * b->layout->mask_width);
     s->ep_num[j]++;
     s->ep_len[j] = elapsed > UINT32_MAX ? UINT32_MAX : (uint32_t)elapsed;
     s->ep_return[j] = 0.0;

@@ -164,19 +164,25 @@ def set_state(vec: Any, env_ids: Any, states: Sequence[bytes]) -> None:
     states = list(states)
     if len(targets) != len(states):
         raise ValueError(f"set_state: {len(targets)} env ids and {len(states)} states")
-    if len(set(targets)) != len(targets):
-        raise ValueError("set_state: an env is named twice (env ABI 2: two rows of one env)")
-    for i, s in enumerate(states):
+    ids = np.asarray(env_ids).tolist()
+    if len(set(ids)) != len(ids):
+        raise ValueError("set_state: an env id is named twice")
+    blobs: dict[tuple[int, int], bytes] = {}
+    for i, (t, s) in enumerate(zip(targets, states)):
         if not isinstance(s, (bytes, bytearray, memoryview)):
             raise ValueError(f"set_state: state {i} is {type(s).__name__}, not bytes")
+        if blobs.setdefault(t, bytes(s)) != bytes(s):  # env ABI 2: rows of one env
+            raise ValueError(f"set_state: env id {ids[i]} is an agent row of an env named "
+                             "before with another state: an env's rows share one state")
     if not targets:
         return
+    distinct = sorted(blobs)
 
     def body(f: Any, node: int, positions: list[int]) -> None:
-        f.set_state.env.extend(targets[p][1] for p in positions)
-        f.set_state.state.extend(bytes(states[p]) for p in positions)
+        f.set_state.env.extend(distinct[p][1] for p in positions)
+        f.set_state.state.extend(blobs[distinct[p]] for p in positions)
 
-    _answers(vec, targets, body, "set_state")
+    _answers(vec, distinct, body, "set_state")
     _restored(vec, env_ids, states)
 
 
@@ -191,6 +197,10 @@ def _restored(vec: Any, env_ids: Any, states: list[Any]) -> None:
         elapsed = np.repeat([_elapsed(s) for s in states], vec.agents)
     else:
         elapsed = np.asarray([_elapsed(s) for s in states], np.int64)
+    if vec.layout is not None and vec._mask is not None:
+        mask = vec._mask.copy()  # the one handed out stays the caller's
+        mask[rows] = 1  # unknown until the next observation: the node allows all
+        vec._mask = mask
     if vec._next is not None:
         vec._next.pending[rows] = False
     if vec._disabled is not None:
