@@ -196,7 +196,9 @@ void ro__hub_env_state(ro_session_t *s, const Rollout__V1__Frame *f, ro_hub_fail
     if (rc) {
         a.code = (uint32_t)-rc;
         a.error = err;
-        ro__conn_log(&s->conn, "%s of %zu envs refused: %s", what, n, err);
+        if (!s->state_refused) /* once a session: the learner has every refusal's reason */
+            ro__conn_log(&s->conn, "%s of %zu envs refused: %s", what, n, err);
+        s->state_refused = true;
     }
     ro_frame_t fr = ROLLOUT__V1__FRAME__INIT;
     fr.body_case = ROLLOUT__V1__FRAME__BODY_ENV_STATES;

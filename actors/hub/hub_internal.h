@@ -65,6 +65,7 @@ typedef struct ro_session {
     bool answers_asleep;      /* its answer ring marked asleep by us, not yet woken */
     bool via_upgrade;         /* accepted on the private socket (hub_admit.c) */
     bool offered;             /* TCP: its hello was answered with an Upgrade */
+    bool state_refused;       /* a get_state or set_state of it was refused (logged once) */
     struct ro_session *next;
 } ro_session_t;
 

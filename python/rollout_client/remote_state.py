@@ -123,6 +123,11 @@ def _answers(vec: Any, targets: list[tuple[int, int]], body_of: Any, what: str) 
         f = pb.Frame()
         body_of(f, node, positions)
         frames[node] = f.SerializeToString()
+        limit = vec.nodes[node].max_frame
+        if limit and len(frames[node]) > limit:  # the node would close the connection
+            raise RuntimeError(f"{what}: {len(positions)} states take {len(frames[node])} "
+                               f"bytes, over node {vec.nodes[node].address}'s frame limit "
+                               f"({limit}): set fewer envs at a time")
     got = _exchange(vec, frames, what)
     for node, a in got.items():
         c = vec.client._conns[node]

@@ -12,8 +12,10 @@
  * report. The whole input is also read as one frame's body by a stream
  * learner (wire/segment_view.h): parsed in place, its tensors resolved
  * against a small "shared memory" when it says in_memory, checked, and
- * every byte of every tensor then read. (PolicyParams have their own
- * target, fuzz_policy_params.)
+ * every byte of every tensor then read. GetState and SetState frames go
+ * through the node's checks, and a SetState's blobs through the env state
+ * checks into a cartpole instance. (PolicyParams have their own target,
+ * fuzz_policy_params.)
  *
  *     build-fuzz/tests/fuzz/fuzz_frame -max_total_time=60 tests/fuzz/corpus/frame/
  */
@@ -22,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envs/env_state.h"
+#include "envs/registry.h"
 #include "wire/frame.h"
 #include "wire/checks.h"
 #include "spaces/layout.h"
@@ -242,6 +246,35 @@ static void check_upgrade(const Rollout__V1__Upgrade *u)
         __builtin_trap();
 }
 
+/* A GetState or SetState a node accepts names distinct envs below its
+ * num_envs, and a SetState one blob per env; each blob the env state
+ * checks pass is loaded into a cartpole instance, as the hub's state port
+ * does (hub_env_state.c, envs/env_state.c). */
+static void check_state_request(const uint32_t *env, size_t nenv, const ProtobufCBinaryData *st,
+                                size_t nstate, bool set)
+{
+    static void *cart;
+    static const ro_env_kind_t kind = {.vt = &ro__env_cartpole, .state = ro__cartpole_state};
+    enum { NUM_ENVS = 64 };
+    uint8_t seen[(NUM_ENVS + 7) / 8], mine[NUM_ENVS] = {0};
+    char err[256];
+    if (ro__check_state_request(env, nenv, nstate, set, NUM_ENVS, seen, err, sizeof err) != 0)
+        return;
+    for (size_t i = 0; i < nenv; i++)
+        if (env[i] >= NUM_ENVS || mine[env[i]]++)
+            __builtin_trap(); /* passed the check, yet outside the envs or named twice */
+    if (!cart && ro__env_cartpole.create(&cart, NULL, 0, 1, err, sizeof err) != 0)
+        abort();
+    const uint64_t params = ro__env_params_hash("cartpole", NULL, 0, 500);
+    for (size_t i = 0; set && i < nstate; i++) {
+        ro_env_state_info_t info;
+        if (ro__env_state_check(&kind, cart, params, st[i].data, st[i].len, &info, err,
+                                sizeof err) == 0)
+            (void)ro__env_state_load(&kind, cart, params, st[i].data, st[i].len, NULL, err,
+                                     sizeof err);
+    }
+}
+
 /* A oneof member is present whenever its case is set; the receivers
  * check the pointer anyway, and so does this. */
 static void validate(const ro_frame_t *f)
@@ -270,6 +303,15 @@ static void validate(const ro_frame_t *f)
     case ROLLOUT__V1__FRAME__BODY_UPGRADE:
         if (f->upgrade)
             check_upgrade(f->upgrade);
+        break;
+    case ROLLOUT__V1__FRAME__BODY_GET_STATE:
+        if (f->get_state)
+            check_state_request(f->get_state->env, f->get_state->n_env, NULL, 0, false);
+        break;
+    case ROLLOUT__V1__FRAME__BODY_SET_STATE:
+        if (f->set_state)
+            check_state_request(f->set_state->env, f->set_state->n_env, f->set_state->state,
+                                f->set_state->n_state, true);
         break;
     default: /* error, goodbye, policy_accepted: strings and numbers only */
         break;

@@ -178,6 +178,25 @@ class RemoteState(nu.TempDirCase):
             env.step(env.action_space.sample())
         self.assertEqual(node.stop(), 0)
 
+    def test_answer_over_the_frame_limit_refused(self):
+        """States that would make an answer over the node's frame limit are
+        refused by the node, a set_state frame over it by the VecEnv before
+        sending (RuntimeError naming the limit, the connection kept); fewer
+        at a time are served."""
+        node = self.launch(num_envs=8, seed=1, extra_args=["--max-frame-bytes", 1024])
+        with rc.VecEnv(node.address, timeout=GUARD) as env:
+            env.reset()
+            with self.assertRaisesRegex(RuntimeError, "over 1024 bytes, the frame limit"):
+                env.get_state()
+            half = env.get_state(range(4)) + env.get_state(range(4, 8))
+            with self.assertRaisesRegex(RuntimeError, "over node .* frame limit \\(1024\\)"):
+                env.set_state(range(8), half)
+            env.set_state(range(4), half[:4])
+            env.set_state(range(4, 8), half[4:])
+            self.assertEqual(env.get_state(range(4)) + env.get_state(range(4, 8)), half)
+            env.step(env.action_space.sample())
+        self.assertEqual(node.stop(), 0)
+
     def crafted(self, blob):
         """Blobs that are not a state of blob's env, each with the words the
         node's refusal must hold."""
