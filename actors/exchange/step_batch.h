@@ -71,10 +71,14 @@ typedef struct ro_step_batch {
     float *act_f;            /* [n x act_dim] box actions (ABI 2: act_nbox used) */
     uint64_t policy_version; /* of the policy that chose these actions */
     /* With RO_MSG_RESEED (a learner's Reseed): RO_RESEED_SEED re-creates
-     * the envs from reseed_seed before resetting them, RO_RESEED_RESET
-     * only resets them; RO_RESEED_NONE at the first start. */
+     * the envs from reseed_seed before resetting them, RO_RESEED_ENVS
+     * re-creates env j from its own reseed_env[j] where reseed_has[j],
+     * RO_RESEED_RESET only resets them; RO_RESEED_NONE at the first start.
+     * Written by the holder with the message, read by the env actor. */
     uint8_t reseed;
     uint64_t reseed_seed;
+    uint64_t *reseed_env; /* [envs] */
+    uint8_t *reseed_has;  /* [envs] */
     /* [envs] 1: not stepped this time (Actions.hold, a learner's NEXT_STEP
      * autoreset): the env keeps its observation, with reward 0 and no
      * flags. Written with the actions by the holder, read by the env
@@ -102,7 +106,7 @@ typedef struct ro_step_batch {
 } ro_step_batch_t;
 
 /* ro_step_batch_t.reseed. */
-enum { RO_RESEED_NONE = 0, RO_RESEED_RESET = 1, RO_RESEED_SEED = 2 };
+enum { RO_RESEED_NONE = 0, RO_RESEED_RESET = 1, RO_RESEED_SEED = 2, RO_RESEED_ENVS = 3 };
 
 /* ro__step_batch_of finds the batch a to_learner message belongs to. */
 static inline ro_step_batch_t *ro__step_batch_of(ro_msg_t *to_learner)

@@ -28,6 +28,7 @@ typedef struct ro_hub_opts {
     uint32_t max_episode_steps;
     uint32_t spin_us; /* spin this long for actions due (runtime/loop_spin.h); 0: never */
     bool learners;    /* accept role "learner" (the node runs --learner remote) */
+    bool recording;   /* --record: per-env reseeds are refused (hub_reseed.c) */
     /* SEED mode with an env of env ABI 2 that is not ABI 1 shaped: its
      * layout (outlives the hub), which the welcome carries and every
      * frame follows; NULL for ABI 1 spaces. */

@@ -368,20 +368,24 @@ static void step_typed(ro_env_shard_t *s)
  * new episode (the one it was in is left unfinished, as a recording then
  * shows), re-created first from (the learner's seed, --node-index, its
  * index) when the reseed has a seed, exactly as a node started with that
- * --seed creates it; then the envs are reset as at the start. An env that
- * cannot be re-created keeps its instance and counts as an env failure. */
+ * --seed creates it, or from (its own seed, its index) with per-env seeds
+ * (RO_RESEED_ENVS), as make_vec creates env i of a seed list; then the
+ * envs are reset as at the start. An env that cannot be re-created keeps
+ * its instance and counts as an env failure. */
 static void reseed_all(ro_env_shard_t *s)
 {
     ro_step_batch_t *b = &s->xchg;
     const uint32_t A = b->agents ? b->agents : 1, ne = b->n / A;
     const uint64_t node_seed = ro__node_seed(b->reseed_seed, s->node_index);
+    const bool own = b->reseed == RO_RESEED_ENVS;
     ro__crash_ctx.what = "create";
     for (uint32_t j = 0; j < ne; j++) {
         s->ep_num[j]++;
-        if (b->reseed != RO_RESEED_SEED)
+        if (own ? !b->reseed_has[j] : b->reseed != RO_RESEED_SEED)
             continue;
         const uint64_t idx = (uint64_t)b->first + j;
-        const uint64_t es = ro__seed_mix(node_seed, idx, RO_STREAM_ENV);
+        const uint64_t base = own ? b->reseed_env[j] : node_seed;
+        const uint64_t es = ro__seed_mix(base, idx, RO_STREAM_ENV);
         char err[160];
         void *e = NULL;
         if (ro__env_create(&s->kind, &e, s->args, s->nargs, es, (uint32_t)idx, err, sizeof err)) {
@@ -392,7 +396,7 @@ static void reseed_all(ro_env_shard_t *s)
         s->envs[j] = e;
         for (uint32_t a = 0; a < A; a++)
             ro__rng_init(&b->act_rng[(size_t)j * A + a],
-                         ro__seed_mix(node_seed, idx * A + a, RO_STREAM_ACTION));
+                         ro__seed_mix(base, idx * A + a, RO_STREAM_ACTION));
     }
     if (s->vt2)
         reset_typed(s);

@@ -42,7 +42,7 @@ static size_t layout(ro_env_shard_t *s, char *mem)
     const ro_space_layout_t *lay = b->layout;
     const size_t n = b->n, ne = n / b->agents, ad = b->act_dim;
     const uint32_t nt = s->vt2 ? lay->ntensors : 1, nm = s->vt2 ? lay->nmetrics : 0;
-    size_t off = 0, at[23], tat[2][RO_ENV_MAX_TENSORS];
+    size_t off = 0, at[25], tat[2][RO_ENV_MAX_TENSORS];
     at[0] = carve(&off, ne * sizeof(void *));
     at[1] = carve(&off, ne * sizeof(uint32_t));
     at[2] = carve(&off, ne * sizeof(double));
@@ -67,6 +67,8 @@ static size_t layout(ro_env_shard_t *s, char *mem)
     at[20] = carve(&off, nm * sizeof(double));
     at[21] = carve(&off, nm * sizeof(uint64_t));
     at[22] = carve(&off, ne);
+    at[23] = carve(&off, ne * sizeof(uint64_t));
+    at[24] = carve(&off, ne);
     if (mem) {
         s->envs = (void **)(mem + at[0]);
         s->ep_len = (uint32_t *)(mem + at[1]);
@@ -96,6 +98,8 @@ static size_t layout(ro_env_shard_t *s, char *mem)
         s->metric_sum = nm ? (double *)(mem + at[20]) : NULL;
         s->metric_count = nm ? (uint64_t *)(mem + at[21]) : NULL;
         b->hold = (uint8_t *)(mem + at[22]);
+        b->reseed_env = (uint64_t *)(mem + at[23]);
+        b->reseed_has = (uint8_t *)(mem + at[24]);
     }
     return off;
 }

@@ -306,6 +306,7 @@ static int make_hub(ro_node_t *n, char *err, size_t errlen)
         .max_episode_steps = n->max_steps,
         .spin_us = n->cfg.spin_us,
         .learners = true,
+        .recording = n->cfg.record != NULL,
         /* SEED learners of an env ABI 2 env get its layout and typed frames. */
         .layout = !stream && !n->layout.abi1 ? &n->layout : NULL,
         /* Stream learners (and trainers) push the weights the lanes act with. */

@@ -525,24 +525,29 @@ class Client(ObservationChecks):
         return c
 
     # -- closing ----------------------------------------------------------------
-    def _reseed(self, seed=None):
+    def _reseed(self, seed=None, env_seeds=None):
         """Frame{reseed} to every open node (docs/protocol.md "Reseed"):
         each resets, instead of stepping, the envs of every frame awaiting
         this learner's answer (re-created from (seed, its node index, env)
-        first when seed is an int) and sends their first observations in
-        new frames. Those frames count as answered here: the caller (a
-        VecEnv that holds every env of its nodes) drops their batches. A
-        node shared with other learners refuses with an error frame, which
-        the next receive raises as RemoteError."""
-        f = self._pb.Frame()
-        f.reseed.has_seed = seed is not None
-        f.reseed.seed = 0 if seed is None else int(seed)
-        body = encode_frame(f.SerializeToString())
-        for c in self._conns:
+        first when seed is an int; with env_seeds, one list per node of an
+        int or None per env, env i from (its own seed, i), None keeping its
+        stream) and sends their first observations in new frames. Those
+        frames count as answered here: the caller (a VecEnv that holds
+        every env of its nodes) drops their batches. A node shared with
+        other learners refuses with an error frame, which the next receive
+        raises as RemoteError."""
+        for i, c in enumerate(self._conns):
             if not c.open:
                 continue
+            f = self._pb.Frame()
+            f.reseed.has_seed = seed is not None
+            f.reseed.seed = 0 if seed is None else int(seed)
+            if env_seeds is not None:
+                mine = env_seeds[i]
+                f.reseed.seeds.extend(0 if x is None else int(x) for x in mine)
+                f.reseed.unseeded.extend(e for e, x in enumerate(mine) if x is None)
             c.unanswered.clear()
-            c.outbuf += body
+            c.outbuf += encode_frame(f.SerializeToString())
             self._flush(c)
         self._ready.clear()
 

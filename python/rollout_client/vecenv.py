@@ -266,17 +266,33 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
             raise RuntimeError(f"{what} on a closed VecEnv")
 
     def _check_seed(self, seed):
-        """One int seed in [0, 2**64) (or None); per-env seeds are refused:
-        a node seeds env i from (the seed, its --node-index, i)."""
+        """One int seed in [0, 2**64), or Gymnasium's list of one int or
+        None per env (env ABI 2: per row, every row of an env the same):
+        returned as a list of one per env, or None when all are None."""
         if isinstance(seed, (list, tuple, np.ndarray)):
-            if all(s is None for s in seed):
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"reset(seed=[...]): {len(seeds)} seeds for {self.num_envs} "
+                                 "envs: one int (or None) per env")
+            if all(s is None for s in seeds):
                 return None
-            raise ValueError(
-                "reset(seed=[...]): per-env seeds cannot be set from a learner; a node seeds "
-                "env i from (the seed, its --node-index, i): pass one int")
+            for k, s in enumerate(seeds):
+                if s is not None:
+                    self._one_seed(s, f"seed[{k}]")
+            if self.layout is not None and self.agents > 1:
+                a = self.agents
+                if any(seeds[k] != seeds[k - k % a] for k in range(len(seeds))):
+                    raise ValueError("reset(seed=[...]): the rows of an env (its agents) are one "
+                                     "env, seeded once: give them the same seed")
+                seeds = seeds[::a]
+            return [None if s is None else int(s) for s in seeds]
+        return self._one_seed(seed, "seed")
+
+    @staticmethod
+    def _one_seed(seed, what):
         if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or \
                 not 0 <= int(seed) < 1 << 64:
-            raise ValueError(f"reset(seed={seed!r}): a seed is an int in [0, 2**64)")
+            raise ValueError(f"reset({what}={seed!r}): a seed is an int in [0, 2**64)")
         return int(seed)
 
     def reset(self, *, seed: Union[int, Sequence[Optional[int]], None] = None,
@@ -288,7 +304,9 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         As Gymnasium's, any number of times: ``seed=S`` seeds env i of a
         node from (S, its --node-index, i), as ``rollout-node --seed S``
         does (a node that already runs with S and has not stepped is used
-        as it is); ``seed=None`` the first time takes each env's first
+        as it is); ``seed=[s0, s1, ...]`` (one int or None per env) seeds
+        env i of a node from (its own seed, i), as make_vec does for a
+        list, None keeping that env's stream; ``seed=None`` the first time takes each env's first
         observation, and afterwards starts new episodes with the envs'
         random streams continuing. A later reset is a Reseed to every node
         (docs/protocol.md "Reseed"): each must have this VecEnv as its sole
@@ -317,7 +335,7 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         if restarted:
             self._restart(seed)
         self._started = True
-        if seed is not None:
+        if isinstance(seed, int):
             super().reset(seed=seed)  # gymnasium's np_random, as its envs do
         if self.layout is not None:
             out = self._obs2({k: v.copy() for k, v in self._t.items()}), self._infos2()
@@ -333,7 +351,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
     def _runs_with(self, seed):
         """Whether every env is at the start of a node run with seed (its
         first observations are then those of the seed): no reseed needed."""
-        return all(i.seed == seed for i in self.nodes) and not (self._step != 0).any()
+        return isinstance(seed, int) and all(i.seed == seed for i in self.nodes) and \
+            not (self._step != 0).any()
 
     def _restart(self, seed):
         """reset() with every env here (step() and reset() wait for all):
@@ -348,7 +367,12 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         self._ready.clear()
         self._nready = 0
         self._nflight = self.num_envs
-        self.client._reseed(seed)
+        if isinstance(seed, list):  # one per env: each node its own envs'
+            per = self.agents if self.layout is not None else 1
+            cut = [int(o) // per for o in self.offsets]
+            self.client._reseed(None, [seed[a:b] for a, b in zip(cut, cut[1:])])
+        else:
+            self.client._reseed(seed)
         self._have[:] = False
         if self.layout is not None:
             self._fresh2()

@@ -174,7 +174,7 @@ class AsyncMixin:
             if not self._runs_with(seed):
                 self._restart(seed)
         self._started = True
-        if seed is not None:
+        if isinstance(seed, int):
             gymnasium.vector.VectorEnv.reset(self, seed=seed)  # its np_random, as reset()'s
         self._rejoin(READY)
 

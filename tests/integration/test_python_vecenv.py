@@ -93,8 +93,11 @@ class Checklist:
                 env.reset(seed=bad)
             self.assertIn("a seed is an int", str(cm.exception))
         with self.assertRaises(ValueError) as cm:
-            env.reset(seed=[seed] * env.num_envs)
-        self.assertIn("per-env seeds", str(cm.exception))
+            env.reset(seed=[seed] * (env.num_envs + 1))
+        self.assertIn("one int (or None) per env", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            env.reset(seed=[seed] * (env.num_envs - 1) + [-1])
+        self.assertIn("a seed is an int", str(cm.exception))
         obs, infos = env.reset(seed=seed)  # the nodes' seed, envs fresh: honoured as they are
         self.assertIsInstance(infos, dict)
         self.assertEqual(obs.shape, env.observation_space.shape)
@@ -492,25 +495,71 @@ class WithRealNode(Checklist, nu.TempDirCase):
             self.assertIn(f"hold env {other}, which is not in that frame", str(cm.exception))
 
     def test_reseed_refused_while_shared(self):
-        """A node that serves two learners refuses a reseed by name (an
-        error frame, EBUSY) and goes on serving the other learner."""
+        """A node that serves two learners refuses a reseed (one seed, or a
+        seed per env) by name (an error frame, EBUSY) and goes on serving
+        the other learner."""
         node = self.launch(num_envs=4, seed=1, extra_args=["--batch", 1])
-        with rc.Client(node.address, connect_timeout=GUARD) as a, \
-                rc.Client(node.address, connect_timeout=GUARD) as b:
-            held = None
-            while held is None:  # a answers until the node hands b some envs
-                batch = a.recv(timeout=GUARD)
-                a.send_actions(batch, np.zeros(len(batch), np.int64))
-                held = b.recv(timeout=0)
-            a._reseed(3)
+        for seed, env_seeds in ((3, None), (None, [[3, None, 5, 6]])):
+            with rc.Client(node.address, connect_timeout=GUARD) as a, \
+                    rc.Client(node.address, connect_timeout=GUARD) as b:
+                held = None
+                while held is None:  # a answers until the node hands b some envs
+                    batch = a.recv(timeout=GUARD)
+                    a.send_actions(batch, np.zeros(len(batch), np.int64))
+                    held = b.recv(timeout=0)
+                a._reseed(seed, env_seeds)
+                with self.assertRaises(rc.RemoteError) as cm:
+                    while True:
+                        a.recv(timeout=GUARD)
+                self.assertEqual(cm.exception.code, 16)
+                self.assertIn("reseed refused: 2 learners share this node's envs",
+                              str(cm.exception))
+                b.send_actions(held, np.zeros(len(held), np.int64))
+                self.assertIsNotNone(b.recv(timeout=GUARD))  # b is served on
+        self.assertEqual(node.stop(), 0)
+
+    def test_per_env_seeds(self):
+        """reset(seed=[...]), Gymnasium's list (issue 29): env i of the node
+        is re-created from (its own seed, i), as make_vec creates env i of
+        a list, so every seeded env's transitions are make_vec's; None
+        keeps an env's stream (a new episode, not the old one). Seeds that
+        are not one per env of the node, and per-env seeds to a node that
+        records, are refused by name (error frames 71 and 95)."""
+        seeds = [10, None, 12, 1 << 63, None, 15]
+        seeded = np.array([s is not None for s in seeds])
+        local = rc.make_vec("CartPole-v1", num_envs=6)
+        try:
+            want = self.trace(local, local.reset(seed=seeds)[0])
+        finally:
+            local.close()
+        node = self.launch(num_envs=6, seed=4, workers=2, listen="unix:" + self.sock("p"))
+        with rc.VecEnv(node.address, timeout=GUARD) as env:
+            obs, _ = env.reset()
+            before = self.trace(env, obs, 5)
+            for _ in range(2):  # after steps, and twice in a row
+                obs, infos = env.reset(seed=seeds)
+                self.assertTrue(infos["episode_start"].all())
+                got = self.trace(env, obs)
+                np.testing.assert_array_equal(got[seeded], want[seeded])
+                self.assertFalse(np.array_equal(got[~seeded, :4], before[~seeded, :4]))
+        with rc.Client(node.address, connect_timeout=GUARD) as cl:
+            cl.recv(timeout=GUARD)
+            cl._reseed(None, [[1, 2]])
             with self.assertRaises(rc.RemoteError) as cm:
                 while True:
-                    a.recv(timeout=GUARD)
-            self.assertEqual(cm.exception.code, 16)
-            self.assertIn("reseed refused: 2 learners share this node's envs",
+                    cl.recv(timeout=GUARD)
+            self.assertEqual(cm.exception.code, 71)
+            self.assertIn("per-env seeds are one per env of the node (2 seeds, 6 envs)",
                           str(cm.exception))
-            b.send_actions(held, np.zeros(len(held), np.int64))
-            self.assertIsNotNone(b.recv(timeout=GUARD))  # b is served on
+        self.assertEqual(node.stop(), 0)
+        traj = os.path.join(self.tmp, "per_env.traj")
+        node = self.launch(num_envs=4, seed=4, extra_args=["--record", traj])
+        with rc.VecEnv(node.address, timeout=GUARD) as env:
+            env.reset()
+            with self.assertRaises(rc.RemoteError) as cm:
+                env.reset(seed=[1, 2, 3, 4])
+            self.assertEqual(cm.exception.code, 95)
+            self.assertIn("this node records (--record)", str(cm.exception))
         self.assertEqual(node.stop(), 0)
 
     def test_recording_spans_reseeds(self):

@@ -122,13 +122,17 @@ class Async(unittest.TestCase):
         answered and handed out, gives make_vec's first observations, and
         every env's transitions are make_vec's in the same mode over many
         episode ends (NEXT_STEP: ended envs held for their reset step);
-        async_reset(seed=31) then starts them over again."""
+        async_reset(seed=31) then starts them over again, and
+        async_reset(seed=[...]) (a seed per env) gives make_vec's envs of
+        that seed list."""
         n, steps = 8, 60
         node = self.launch(num_envs=n, seed=4, extra=["--workers", 1, "--shard", 4,
                                                       "--batch", 4])
+        listed = [40 + 3 * k for k in range(n)]
         for mode in ("next_step", "same_step"):
             with self.subTest(mode):
                 first, want = self.local_trajectories(31, n, steps, mode)
+                first_l, want_l = self.local_trajectories(listed, n, steps, mode)
                 with rc.VecEnv(node.address, timeout=GUARD, batch_size=3,
                                autoreset_mode=None if mode == "next_step" else mode,
                                **self.client_args) as env:
@@ -151,6 +155,10 @@ class Async(unittest.TestCase):
                     got_first, got = self.collect(env, None, steps)
                     np.testing.assert_array_equal(got_first, first)
                     self.assert_same(got, want, f"{mode} after async_reset(seed=31)")
+                    env.async_reset(seed=listed)
+                    got_first, got = self.collect(env, None, steps)
+                    np.testing.assert_array_equal(got_first, first_l)
+                    self.assert_same(got, want_l, f"{mode} after async_reset(seed=[...])")
         self.assertEqual(node.stop(), 0)
 
     def test_autoreset_disabled(self):
