@@ -18,7 +18,7 @@
 #include "spaces/layout.h"
 #include "trajectory/abi2_format.h"
 #include "wire/frame.h"
-#include "wire/seed_abi2.h"
+#include "wire/typed_checks.h"
 #include "wire/seed_ring.h"
 
 /* The hub's state, before any handle: ownership, the batch pool, the

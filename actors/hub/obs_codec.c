@@ -7,7 +7,7 @@
 #include "runtime/error.h"
 #include "spaces/layout.h"
 #include "wire/checks.h"
-#include "wire/seed_abi2.h"
+#include "wire/typed_checks.h"
 
 int ro__obs_encoder_init(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_dim)
 {
@@ -238,16 +238,16 @@ void ro__obs_encode_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t s
 int ro__actions_apply_abi2(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
                            const struct ro_space_layout *lay, char *err, size_t errlen)
 {
-    int rc = ro__check_actions_abi2(a, rows, lay, err, errlen);
+    int rc = ro__check_actions_typed(a, rows, lay, err, errlen);
     if (rc)
         return rc;
     size_t r = 0;
     for (ro_batch_item_t *it = items; it; it = it->next) {
         const ro_step_batch_t *b = ro__step_batch_of_item(it);
-        rc = ro__check_action_rows_abi2(lay->ndisc ? a->discrete + r * lay->ndisc : NULL,
-                                        lay->nbox ? a->box + r * lay->nbox : NULL,
-                                        lay->mask_width ? b->mask : NULL, b->n, lay, a->seq, r, err,
-                                        errlen);
+        rc = ro__check_action_rows_typed(lay->ndisc ? a->discrete + r * lay->ndisc : NULL,
+                                         lay->nbox ? a->box + r * lay->nbox : NULL,
+                                         lay->mask_width ? b->mask : NULL, b->n, lay, a->seq, r,
+                                         err, errlen);
         if (rc)
             return rc;
         r += b->n;
@@ -319,8 +319,8 @@ int ro__actions_apply_memory_abi2(const Rollout__V1__Actions *a, ro_batch_item_t
         if (lay->nbox)
             memcpy(b->act_f, act_mem + l->act_box_off + f * lay->nbox * 4,
                    (size_t)b->n * lay->nbox * 4);
-        int rc = ro__check_action_rows_abi2(b->act_i, b->act_f, lay->mask_width ? b->mask : NULL,
-                                            b->n, lay, a->seq, r, err, errlen);
+        int rc = ro__check_action_rows_typed(b->act_i, b->act_f, lay->mask_width ? b->mask : NULL,
+                                             b->n, lay, a->seq, r, err, errlen);
         if (rc)
             return rc;
         r += b->n;

@@ -15,7 +15,7 @@
 #include "runtime/error.h"
 #include "runtime/thread_guard.h"
 #include "wire/checks.h"
-#include "wire/seed_abi2.h"
+#include "wire/typed_checks.h"
 
 static node_t *node_of(ro_link_t *l)
 {
@@ -107,7 +107,7 @@ static bool take_observations(learner_t *L, ro_link_t *l, const Rollout__V1__Obs
     node_t *n = node_of(l);
     char err[256];
     ro__loop_spin_answered(&L->spin);
-    if ((L->abi2 ? ro__check_observations_abi2(o, &L->lay, n->num_envs, err, sizeof err)
+    if ((L->abi2 ? ro__check_observations_typed(o, &L->lay, n->num_envs, err, sizeof err)
                  : ro__check_observations(o, L->obs_dim, n->num_envs, err, sizeof err)) != 0) {
         ro__link_fail(l, "%s", err);
         return false;

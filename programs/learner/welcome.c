@@ -19,7 +19,7 @@
 #include "runtime/thread_guard.h"
 #include "trajectory/abi2_format.h"
 #include "wire/checks.h"
-#include "wire/seed_abi2.h"
+#include "wire/typed_checks.h"
 
 /* A copy of a checked box space's bounds, owned by the learner. */
 static int copy_bounds(ro_space_t *sp, float **low, float **high)

@@ -13,7 +13,7 @@
 #include "trajectory/format.h"
 #include "wire/checks.h"
 #include "wire/obs_frame.h"
-#include "wire/seed_abi2.h"
+#include "wire/typed_checks.h"
 
 /* --serve holds a few arrays per row: this many rows at most. */
 #define MAX_ROWS (1u << 24)
@@ -285,11 +285,11 @@ int ro__serve_rows_answer(ro_serve_rows_t *v, const Rollout__V1__Actions *a, cha
 {
     const ro_space_layout_t *lay = v->lay;
     int rc = v->abi1_frames ? ro__check_actions(a, v->n, &v->as, err, errlen)
-                            : ro__check_actions_abi2(a, v->n, lay, err, errlen);
+                            : ro__check_actions_typed(a, v->n, lay, err, errlen);
     if (rc == 0 && !v->abi1_frames)
-        rc = ro__check_action_rows_abi2(lay->ndisc ? a->discrete : NULL, lay->nbox ? a->box : NULL,
-                                        lay->mask_width ? v->mask : NULL, v->n, lay, a->seq, 0, err,
-                                        errlen);
+        rc = ro__check_action_rows_typed(lay->ndisc ? a->discrete : NULL, lay->nbox ? a->box : NULL,
+                                         lay->mask_width ? v->mask : NULL, v->n, lay, a->seq, 0,
+                                         err, errlen);
     if (rc)
         return rc;
     for (uint32_t p = 0; p < v->n; p++) {

@@ -8,7 +8,7 @@
  * env (or a version 2 recording of an env shaped as one: one float32
  * tensor, one agent, one simple action) is served as a node serves it,
  * with an obs column and ABI 1 action checks; any other with typed
- * tensors, masks and composite actions (wire/seed_abi2.h). Used by serve.c
+ * tensors, masks and composite actions (wire/typed_checks.h). Used by serve.c
  * on its loop thread only.
  */
 #ifndef RO_REPLAY_SERVE_ROWS_H

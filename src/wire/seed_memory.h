@@ -45,7 +45,7 @@ typedef struct ro_seed_mem_layout {
     uint32_t act_width; /* values per action: 1 (discrete, int32) or the box's size (float32) */
     uint64_t obs_off, final_off, step_off, reward_off, flags_off, obs_bytes;
     uint64_t act_off, act_bytes;
-    /* Env ABI 2 (seed_abi2.h): num_envs counts rows; per tensor its row
+    /* Env ABI 2 (typed_checks.h): num_envs counts rows; per tensor its row
      * bytes and columns; the mask; the box floats' column (act_off then
      * holds ndisc int32 entries a row). ntensors 0 for ABI 1. */
     uint32_t ntensors, mask_width, ndisc, nbox;

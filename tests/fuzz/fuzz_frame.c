@@ -6,7 +6,7 @@
  * through the validation its receiver applies (src/wire_check.c: hello and
  * actions on the node, welcome and observations on the learner), against
  * a discrete and a box env, and against an env ABI 2 layout (SEED frames
- * of typed tensors, masks and composite actions, wire/seed_abi2.h; a
+ * of typed tensors, masks and composite actions, wire/typed_checks.h; a
  * welcome's layout read back); whatever passes is read in full, so a check
  * that lets an out-of-bounds index or length through shows up as an ASan
  * report. The whole input is also read as one frame's body by a stream
@@ -29,7 +29,7 @@
 #include "wire/frame.h"
 #include "wire/checks.h"
 #include "spaces/layout.h"
-#include "wire/seed_abi2.h"
+#include "wire/typed_checks.h"
 #include "wire/seed_memory.h"
 #include "wire/segment_view.h"
 
@@ -151,7 +151,7 @@ static void read_abi2(const Rollout__V1__Observations *o, const ro_space_layout_
             disc[i]++;
     }
     size_t n = o->n_env < 64 ? o->n_env : 64;
-    (void)ro__check_action_rows_abi2(disc, box, o->mask.data, n, lay, o->seq, 0, err, sizeof err);
+    (void)ro__check_action_rows_typed(disc, box, o->mask.data, n, lay, o->seq, 0, err, sizeof err);
 }
 
 static void check_observations_abi2(const Rollout__V1__Observations *o)
@@ -160,7 +160,7 @@ static void check_observations_abi2(const Rollout__V1__Observations *o)
     const ro_space_layout_t *lay = abi2_layout();
     const uint32_t rows[2] = {8, 1u << 20};
     for (int k = 0; k < 2; k++)
-        if (ro__check_observations_abi2(o, lay, rows[k], err, sizeof err) == 0)
+        if (ro__check_observations_typed(o, lay, rows[k], err, sizeof err) == 0)
             read_abi2(o, lay, rows[k]);
 }
 
@@ -169,9 +169,9 @@ static void check_actions_abi2(const Rollout__V1__Actions *a)
     char err[256];
     const ro_space_layout_t *lay = abi2_layout();
     size_t rows = a->n_discrete;
-    if (ro__check_actions_abi2(a, rows, lay, err, sizeof err) == 0)
-        (void)ro__check_action_rows_abi2(a->discrete, a->box, NULL, rows, lay, a->seq, 0, err,
-                                         sizeof err);
+    if (ro__check_actions_typed(a, rows, lay, err, sizeof err) == 0)
+        (void)ro__check_action_rows_typed(a->discrete, a->box, NULL, rows, lay, a->seq, 0, err,
+                                          sizeof err);
 }
 
 static void check_welcome_layout(const Rollout__V1__Welcome *w)

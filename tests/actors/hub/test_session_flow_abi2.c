@@ -1,6 +1,6 @@
 /*
  * SEED frames of an env ABI 2 env (actors/hub/obs_codec.c through
- * actors/hub/session_flow.c, checked by wire/seed_abi2.c): a layout of 2
+ * actors/hub/session_flow.c, checked by wire/typed_checks.c): a layout of 2
  * agents, a uint8 and an int32 tensor, a MultiDiscrete [3, 2] and a Box of
  * 2 in [-1, 1], and an action mask. The encoded Observations frame goes
  * through protobuf and back and passes the learner's checks with every
@@ -28,7 +28,7 @@
 #include "runtime/error.h"
 #include "spaces/layout.h"
 #include "trajectory/abi2_format.h"
-#include "wire/seed_abi2.h"
+#include "wire/typed_checks.h"
 #include "wire/seed_memory.h"
 
 #define SHARDS 2
@@ -186,7 +186,7 @@ static void test_observations_carry_every_row(void **state)
     Rollout__V1__Observations *o = encode_decode(t);
     char err[256];
     const uint32_t nrows = SHARDS * ROWS;
-    assert_int_equal(ro__check_observations_abi2(o, &t->lay, nrows, err, sizeof err), 0);
+    assert_int_equal(ro__check_observations_typed(o, &t->lay, nrows, err, sizeof err), 0);
     assert_int_equal(o->n_env, nrows);
     assert_int_equal(o->n_obs, 0);
     assert_int_equal(o->n_tensors, 2);
@@ -218,7 +218,7 @@ static void test_observations_carry_every_row(void **state)
     }
     assert_int_equal(o->final_tensors[0]->shape[0], 4);
     /* Fewer rows than the node has: a row index past them is refused. */
-    assert_int_equal(ro__check_observations_abi2(o, &t->lay, nrows - 1, err, sizeof err),
+    assert_int_equal(ro__check_observations_typed(o, &t->lay, nrows - 1, err, sizeof err),
                      RO_EPROTO);
     rollout__v1__observations__free_unpacked(o, NULL);
 }
@@ -359,7 +359,7 @@ static void test_memory_rows(void **state)
     assert_int_equal(o.ranges[1], nrows);
     assert_int_equal(o.n_env, 0);
     char err[256];
-    assert_int_equal(ro__check_observations_abi2(&o, &t->lay, nrows, err, sizeof err), 0);
+    assert_int_equal(ro__check_observations_typed(&o, &t->lay, nrows, err, sizeof err), 0);
     for (uint32_t r = 0; r < nrows; r++) {
         assert_int_equal(obs[l.tensor_off[0] + r * 9 + 4], r * 10 + 4);
         int32_t pos[2];

@@ -23,7 +23,7 @@
 #include "replay/serve_rows.h"
 #include "runtime/error.h"
 #include "wire/checks.h"
-#include "wire/seed_abi2.h"
+#include "wire/typed_checks.h"
 
 #define ROWS 4 /* rows of a batch at most */
 
@@ -151,7 +151,7 @@ static void test_frames_answers_and_mismatches(void **state)
     assert_int_equal(o.tensors[0]->shape[0], 2);
     assert_memory_equal(o.tensors[0]->data.data, ((uint8_t[]){10, 11, 20, 21}), 4);
     assert_int_equal(o.mask.len, 6);
-    assert_int_equal(ro__check_observations_abi2(&o, &f->lay, 4, err, sizeof err), 0);
+    assert_int_equal(ro__check_observations_typed(&o, &f->lay, 4, err, sizeof err), 0);
     /* Answers out of range, or masked, are refused as a node refuses them. */
     assert_int_equal(answer(f, 1, (int32_t[]){3, 0}, err, sizeof err), RO_ERANGE);
     assert_non_null(strstr(err, "row 0 entry 0 is 3, outside [0, 3)"));
@@ -177,7 +177,7 @@ static void test_frames_answers_and_mismatches(void **state)
     assert_int_equal(o.n_final_index, 2);
     assert_memory_equal(o.final_tensors[0]->data.data, ((uint8_t[]){30, 31, 40, 41}), 4);
     assert_memory_equal(o.tensors[0]->data.data, ((uint8_t[]){50, 51, 60, 61}), 4);
-    assert_int_equal(ro__check_observations_abi2(&o, &f->lay, 4, err, sizeof err), 0);
+    assert_int_equal(ro__check_observations_typed(&o, &f->lay, 4, err, sizeof err), 0);
     assert_int_equal(f->v.compared, 2);
     assert_int_equal(f->v.mismatches, 1);
     assert_string_equal(f->v.first_mismatch,

@@ -1,9 +1,9 @@
 /*
- * SEED mode's env ABI 2 frames (seed_abi2.h): the welcome's layout read
+ * SEED mode's env ABI 2 frames (typed_checks.h): the welcome's layout read
  * back, an Observations frame's typed columns and an Actions frame's
  * composite actions checked.
  */
-#include "wire/seed_abi2.h"
+#include "wire/typed_checks.h"
 
 #include <math.h>
 #include <string.h>
@@ -160,8 +160,8 @@ static int check_tensors(Rollout__V1__NamedTensor *const *ts, size_t count, size
     return 0;
 }
 
-int ro__check_observations_abi2(const Rollout__V1__Observations *o, const ro_space_layout_t *lay,
-                                uint32_t num_rows, char *err, size_t errlen)
+int ro__check_observations_typed(const Rollout__V1__Observations *o, const ro_space_layout_t *lay,
+                                 uint32_t num_rows, char *err, size_t errlen)
 {
     const unsigned long long seq = (unsigned long long)o->seq;
     const size_t n = o->n_env;
@@ -201,9 +201,9 @@ int ro__check_observations_abi2(const Rollout__V1__Observations *o, const ro_spa
     return rc;
 }
 
-int ro__check_action_rows_abi2(const int32_t *disc, const float *box, const uint8_t *mask,
-                               size_t rows, const ro_space_layout_t *lay, uint64_t seq_,
-                               size_t first_row, char *err, size_t errlen)
+int ro__check_action_rows_typed(const int32_t *disc, const float *box, const uint8_t *mask,
+                                size_t rows, const ro_space_layout_t *lay, uint64_t seq_,
+                                size_t first_row, char *err, size_t errlen)
 {
     const unsigned long long seq = (unsigned long long)seq_;
     for (size_t r = 0; r < rows; r++) {
@@ -231,8 +231,8 @@ int ro__check_action_rows_abi2(const int32_t *disc, const float *box, const uint
     return 0;
 }
 
-int ro__check_actions_abi2(const Rollout__V1__Actions *a, size_t rows, const ro_space_layout_t *lay,
-                           char *err, size_t errlen)
+int ro__check_actions_typed(const Rollout__V1__Actions *a, size_t rows,
+                            const ro_space_layout_t *lay, char *err, size_t errlen)
 {
     const unsigned long long seq = (unsigned long long)a->seq;
     if (a->in_memory)

@@ -8,8 +8,8 @@
  * functions of untrusted messages: any thread; every count is checked
  * before it is used, and each failure names the field.
  */
-#ifndef RO_WIRE_SEED_ABI2_H
-#define RO_WIRE_SEED_ABI2_H
+#ifndef RO_WIRE_TYPED_CHECKS_H
+#define RO_WIRE_TYPED_CHECKS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -28,7 +28,7 @@ int ro__layout_from_wire(ro_space_layout_t *lay, const Rollout__V1__TrajectoryLa
                          size_t errlen);
 
 /*
- * ro__check_observations_abi2: a frame of n rows (of num_rows: env x
+ * ro__check_observations_typed: a frame of n rows (of num_rows: env x
  * agents) of an env with layout lay: the per-row columns n long, row
  * indices below num_rows, obs and final_obs empty, one tensor per layout
  * tensor (name, dtype, shape [n, ...], n x row bytes of data), one final
@@ -36,25 +36,25 @@ int ro__layout_from_wire(ro_space_layout_t *lay, const Rollout__V1__TrajectoryLa
  * frame in memory: its ranges (of rows) only, no column in the frame. 0 or
  * RO_EPROTO naming the field.
  */
-int ro__check_observations_abi2(const Rollout__V1__Observations *o, const ro_space_layout_t *lay,
-                                uint32_t num_rows, char *err, size_t errlen);
+int ro__check_observations_typed(const Rollout__V1__Observations *o, const ro_space_layout_t *lay,
+                                 uint32_t num_rows, char *err, size_t errlen);
 
 /*
- * ro__check_action_rows_abi2: rows actions of layout lay (disc rows x
+ * ro__check_action_rows_typed: rows actions of layout lay (disc rows x
  * ndisc entries, box rows x nbox floats; NULL when the layout has none),
  * against the rows' mask (rows x mask_width bytes, or NULL), answering
  * seq; first_row names the first row in messages. RO_ERANGE naming the
  * first value out of range, masked, or not finite.
  */
-int ro__check_action_rows_abi2(const int32_t *disc, const float *box, const uint8_t *mask,
-                               size_t rows, const ro_space_layout_t *lay, uint64_t seq,
-                               size_t first_row, char *err, size_t errlen);
+int ro__check_action_rows_typed(const int32_t *disc, const float *box, const uint8_t *mask,
+                                size_t rows, const ro_space_layout_t *lay, uint64_t seq,
+                                size_t first_row, char *err, size_t errlen);
 
-/* ro__check_actions_abi2: an Actions frame for `rows` rows of layout lay
+/* ro__check_actions_typed: an Actions frame for `rows` rows of layout lay
  * carries rows x ndisc discrete entries and rows x nbox box floats and is
  * not in memory (RO_EPROTO); the values are checked by the caller, row by
- * row, with ro__check_action_rows_abi2 and the rows' masks. */
-int ro__check_actions_abi2(const Rollout__V1__Actions *a, size_t rows, const ro_space_layout_t *lay,
-                           char *err, size_t errlen);
+ * row, with ro__check_action_rows_typed and the rows' masks. */
+int ro__check_actions_typed(const Rollout__V1__Actions *a, size_t rows,
+                            const ro_space_layout_t *lay, char *err, size_t errlen);
 
 #endif

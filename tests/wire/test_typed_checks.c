@@ -1,6 +1,6 @@
 /*
  * The learner's checks of SEED frames of an env ABI 2 env
- * (wire/seed_abi2.c): a good Observations frame of 2 rows (a uint8 [2, 2]
+ * (wire/typed_checks.c): a good Observations frame of 2 rows (a uint8 [2, 2]
  * and a float32 [3] tensor, a Discrete(3) masked action) passes; each way
  * of getting it wrong (a tensor's name, dtype, shape or bytes, a final
  * tensor, the mask's length, a row index, obs values beside the tensors,
@@ -20,7 +20,7 @@
 
 #include "runtime/error.h"
 #include "spaces/layout.h"
-#include "wire/seed_abi2.h"
+#include "wire/typed_checks.h"
 
 #define N 2
 
@@ -109,7 +109,7 @@ static void make_frame(frame_t *f)
 static void refused(const frame_t *f, const ro_space_layout_t *lay, const char *says)
 {
     char err[256] = "";
-    assert_int_equal(ro__check_observations_abi2(&f->o, lay, 4, err, sizeof err), RO_EPROTO);
+    assert_int_equal(ro__check_observations_typed(&f->o, lay, 4, err, sizeof err), RO_EPROTO);
     if (!strstr(err, says))
         fail_msg("'%s' does not say '%s'", err, says);
 }
@@ -122,7 +122,7 @@ static void test_observations(void **state)
     frame_t f;
     char err[256];
     make_frame(&f);
-    assert_int_equal(ro__check_observations_abi2(&f.o, &lay, 4, err, sizeof err), 0);
+    assert_int_equal(ro__check_observations_typed(&f.o, &lay, 4, err, sizeof err), 0);
 
     f.t[0].name = "other";
     refused(&f, &lay, "tensors[0] is not 'view' (uint8, [2, ...], 8 bytes)");
@@ -166,11 +166,11 @@ static void test_observations(void **state)
     m.in_memory = true;
     m.ranges = ranges;
     m.n_ranges = 4;
-    assert_int_equal(ro__check_observations_abi2(&m, &lay, 4, err, sizeof err), 0);
+    assert_int_equal(ro__check_observations_typed(&m, &lay, 4, err, sizeof err), 0);
     ranges[3] = 2; /* rows 3 and 4 of 4 */
-    assert_int_equal(ro__check_observations_abi2(&m, &lay, 4, err, sizeof err), RO_EPROTO);
+    assert_int_equal(ro__check_observations_typed(&m, &lay, 4, err, sizeof err), RO_EPROTO);
     m.in_memory = false;
-    assert_int_equal(ro__check_observations_abi2(&m, &lay, 4, err, sizeof err), RO_EPROTO);
+    assert_int_equal(ro__check_observations_typed(&m, &lay, 4, err, sizeof err), RO_EPROTO);
     assert_non_null(strstr(err, "ranges, but not in memory"));
     ro__layout_free(&lay);
 }
@@ -223,20 +223,21 @@ static void test_actions(void **state)
     char err[256];
     const uint8_t mask[2 * 3] = {1, 0, 1, 0, 0, 1};
     const int32_t good[2] = {2, 2}, masked[2] = {0, 0}, out[2] = {3, 2};
-    assert_int_equal(ro__check_action_rows_abi2(good, NULL, mask, 2, &lay, 1, 0, err, sizeof err),
+    assert_int_equal(ro__check_action_rows_typed(good, NULL, mask, 2, &lay, 1, 0, err, sizeof err),
                      0);
     assert_int_equal(
-        ro__check_action_rows_abi2(masked, NULL, mask, 2, &lay, 1, 10, err, sizeof err), RO_ERANGE);
+        ro__check_action_rows_typed(masked, NULL, mask, 2, &lay, 1, 10, err, sizeof err),
+        RO_ERANGE);
     assert_non_null(strstr(err, "row 11 entry 0 is 0, which its mask forbids"));
-    assert_int_equal(ro__check_action_rows_abi2(out, NULL, NULL, 2, &lay, 1, 0, err, sizeof err),
+    assert_int_equal(ro__check_action_rows_typed(out, NULL, NULL, 2, &lay, 1, 0, err, sizeof err),
                      RO_ERANGE);
     assert_non_null(strstr(err, "row 0 entry 0 is 3, outside [0, 3)"));
     Rollout__V1__Actions a = ROLLOUT__V1__ACTIONS__INIT;
     a.n_discrete = 2;
-    assert_int_equal(ro__check_actions_abi2(&a, 2, &lay, err, sizeof err), 0);
-    assert_int_equal(ro__check_actions_abi2(&a, 3, &lay, err, sizeof err), RO_EPROTO);
+    assert_int_equal(ro__check_actions_typed(&a, 2, &lay, err, sizeof err), 0);
+    assert_int_equal(ro__check_actions_typed(&a, 3, &lay, err, sizeof err), RO_EPROTO);
     a.n_box = 1;
-    assert_int_equal(ro__check_actions_abi2(&a, 2, &lay, err, sizeof err), RO_EPROTO);
+    assert_int_equal(ro__check_actions_typed(&a, 2, &lay, err, sizeof err), RO_EPROTO);
     ro__layout_free(&lay);
 }
 
