@@ -254,7 +254,7 @@ static void check_state_request(const uint32_t *env, size_t nenv, const Protobuf
                                 size_t nstate, bool set)
 {
     static void *cart;
-    static const ro_env_kind_t kind = {.vt = &ro__env_cartpole, .state = ro__cartpole_state};
+    const ro_env_kind_t kind = {.vt = &ro__env_cartpole, .state = ro__cartpole_state};
     enum { NUM_ENVS = 64 };
     uint8_t seen[(NUM_ENVS + 7) / 8], mine[NUM_ENVS] = {0};
     char err[256];
