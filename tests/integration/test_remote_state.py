@@ -105,6 +105,12 @@ class RemoteState(nu.TempDirCase):
         env.action_space.seed(seed)
         acts = [env.action_space.sample() for _ in range(before + steps)]
         _, infos = run(env, acts[:before], infos)
+        for _ in range(100):  # NEXT_STEP: no env between its episode's end and its reset
+            if env._next is None or not env._next.pending.any():
+                break
+            _, infos = run(env, [env.action_space.sample()], infos)
+        else:
+            self.fail("an env's reset was pending at each of 100 steps")
         saved = env.get_state()
         self.assertEqual(len(saved), env.num_envs)
         first, _ = run(env, acts[before:], infos, seed=1)
@@ -130,6 +136,42 @@ class RemoteState(nu.TempDirCase):
                         self.assertEqual(env.get_state([2]), [env.get_state()[2]])
                     self.assertEqual(node.stop(), 0)
                     self.assertEqual(node.summary()["learners_rejected"], 0)
+
+    def test_next_step_env_between_end_and_reset(self):
+        """NEXT_STEP: an env whose episode ended at the last step has
+        already started its next one at its node, so its state is that
+        episode's first, whose observation the reset step shows. Restored,
+        it steps from there at once: its rows are the continuing run's
+        from the step after the reset, for the same actions; the others'
+        are the same rows."""
+        node = self.launch(num_envs=4, seed=8)
+        with rc.VecEnv(node.address, timeout=GUARD) as env:
+            env.reset(seed=8)
+            env.action_space.seed(8)
+            for _ in range(500):
+                p = env._next.pending
+                if p.any() and not p.all():
+                    break
+                env.step(env.action_space.sample())
+            else:
+                self.fail("no step left some envs between an episode's end and its reset")
+            pending = env._next.pending.copy()
+            saved = env.get_state()
+            acts = [env.action_space.sample() for _ in range(31)]
+            first, _ = run(env, acts)
+            for k, x in enumerate(first[0][1:]):  # the reset step: reward 0, no flags
+                self.assertFalse(x[pending].any(), f"field {k + 1}")
+            env.set_state(range(4), saved)
+            self.assertFalse(env._next.pending.any())
+            again, _ = run(env, [np.where(pending, acts[t + 1], acts[t]) for t in range(30)])
+            for t in range(30):
+                for k in range(4):
+                    np.testing.assert_array_equal(again[t][k][~pending], first[t][k][~pending],
+                                                  err_msg=f"step {t} field {k}")
+                    np.testing.assert_array_equal(again[t][k][pending],
+                                                  first[t + 1][k][pending],
+                                                  err_msg=f"step {t} field {k} (pending)")
+        self.assertEqual(node.stop(), 0)
 
     def test_abi2_plugin(self):
         """The gridworld plugin (env ABI 2, two agents a row each): an env's
