@@ -273,6 +273,34 @@ static void test_upgrade(void **state)
     assert_int_equal(ro__check_upgrade(&u, err, sizeof err), 0);
 }
 
+/* A GetState's or SetState's envs: 1..num_envs of them, each below
+ * num_envs and named once, one state each for a set; the scratch bitmap
+ * is cleared on every call. */
+static void test_state_request(void **state)
+{
+    (void)state;
+    uint8_t seen[2];
+    const uint32_t ok[] = {9, 0, 3}, dup[] = {1, 4, 1}, out[] = {2, 10};
+    const uint32_t all[11] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9};
+    assert_int_equal(ro__check_state_request(ok, 3, 0, false, 10, seen, err, sizeof err), 0);
+    assert_int_equal(ro__check_state_request(ok, 3, 3, true, 10, seen, err, sizeof err), 0);
+    assert_int_equal(ro__check_state_request(all, 10, 0, false, 10, seen, err, sizeof err), 0);
+    expect_fail(ro__check_state_request(dup, 3, 0, false, 10, seen, err, sizeof err), RO_EPROTO,
+                "get_state: env 1 is named twice (again at 2)");
+    expect_fail(ro__check_state_request(out, 2, 2, true, 10, seen, err, sizeof err), RO_EPROTO,
+                "set_state: env 10 at 1 is outside [0, 10)");
+    expect_fail(ro__check_state_request(ok, 0, 0, false, 10, seen, err, sizeof err), RO_EPROTO,
+                "get_state of 0 envs; the node has 10");
+    expect_fail(ro__check_state_request(all, 11, 0, false, 10, seen, err, sizeof err), RO_EPROTO,
+                "get_state of 11 envs; the node has 10");
+    expect_fail(ro__check_state_request(ok, 3, 2, true, 10, seen, err, sizeof err), RO_EPROTO,
+                "set_state of 3 envs with 2 states (expected 3)");
+    expect_fail(ro__check_state_request(ok, 3, 1, false, 10, seen, err, sizeof err), RO_EPROTO,
+                "get_state of 3 envs with 1 states (expected 0)");
+    /* The same envs again: the bitmap of the last call does not carry over. */
+    assert_int_equal(ro__check_state_request(ok, 3, 0, false, 10, seen, err, sizeof err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_observations),
         cmocka_unit_test(test_first_frame),
         cmocka_unit_test(test_upgrade),
+        cmocka_unit_test(test_state_request),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
