@@ -237,10 +237,13 @@ class Worker:
     def actions(self, rows: Any, order: List[int]) -> Any:
         """The actions of rows (a slice or index array; order: the same as
         a list), indexable by position."""
-        if self.simple_discrete is not None:  # one Discrete part: plain ints
-            acts: List[int] = self.act_i[rows, 0].tolist()
-            start = self.simple_discrete
-            return [a + start for a in acts] if start else acts
+        if self.simple_discrete is not None:  # one Discrete part: numpy int64s
+            # As Gymnasium's vector envs pass them (and Discrete.contains
+            # takes an np.int64 faster than an int).
+            acts = self.act_i[rows, 0].astype(np.int64)
+            if self.simple_discrete:
+                acts += self.simple_discrete
+            return acts
         if self.simple_box is not None:  # one Box part: one cast for all rows
             shape, dtype = self.simple_box
             return self.act_f[rows, :self.lay.nbox].reshape((len(order),) + shape).astype(dtype)
