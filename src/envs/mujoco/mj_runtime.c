@@ -82,11 +82,29 @@ static void install_handlers(void)
     mju_user_warning = on_warning;
 }
 
+/*
+ * timers_off clears MuJoCo's timer callback, process-wide, when something
+ * set it: MuJoCo then calls it twice per pipeline stage of every mj_step,
+ * to fill MjData.timer, which no env reads. The Python bindings set it at
+ * `import mujoco` (Gymnasium's own MuJoCo envs import them), and it made a
+ * Hopper step cost 1.2x the same step without it (docs/env-api.md). Checked
+ * at every guard, not once: the import may come after our first step.
+ */
+static void timers_off(void)
+{
+    /* Relaxed: the pointer is MuJoCo's plain global (its header declares
+     * it, so no _Atomic), read by every mj_step; the GCC builtins make our
+     * accesses atomic, and nothing is ordered by it. */
+    if (__atomic_load_n(&mjcb_time, __ATOMIC_RELAXED) != NULL)
+        __atomic_store_n(&mjcb_time, NULL, __ATOMIC_RELAXED);
+}
+
 int ro__mj_guard(void (*fn)(void *), void *arg)
 {
     /* Once set, a load per call: the handlers must be ours before MuJoCo
      * can raise anything inside fn. */
     pthread_once(&handlers_once, install_handlers);
+    timers_off();
     /* prev is not written after setjmp, so it keeps its value across the
      * longjmp; restoring it lets a guard run inside another. */
     jmp_buf *prev = guard_jmp;
