@@ -498,6 +498,38 @@ static void test_determinism(void **state)
     }
 }
 
+/* Calls of a timer callback someone else installed in the process. */
+static int timer_calls;
+
+static mjtNum counting_timer(void)
+{
+    timer_calls++;
+    return 0;
+}
+
+/* A timer callback set process-wide (as `import mujoco` sets one) is
+ * cleared before the envs simulate, whether set before the first reset or
+ * between steps: MuJoCo never calls it from an env's reset or step. */
+static void test_timer_callback_cleared(void **state)
+{
+    (void)state;
+    void *env = make(&ro__env_hopper, NULL, 0, 9); /* (compiling the model may time itself) */
+    timer_calls = 0;
+    mjcb_time = counting_timer;
+    float obs[MAX_OBS], a[MAX_ACT] = {0.5f, -0.5f, 0.25f};
+    ro__env_hopper.reset(env, obs);
+    assert_null(mjcb_time);
+    for (int t = 0; t < 10; t++) {
+        if (t == 5)
+            mjcb_time = counting_timer; /* as an import after the first steps */
+        ro_step_t st;
+        assert_int_equal(ro__env_hopper.step(env, (ro_action_t){.box = a}, obs, &st), 0);
+        assert_null(mjcb_time);
+    }
+    assert_int_equal(timer_calls, 0);
+    ro__env_hopper.destroy(env);
+}
+
 /* A hopper.xml in the current directory is not what the env loads. */
 static void test_models_not_from_cwd(void **state)
 {
@@ -535,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_models_not_from_cwd),
+        cmocka_unit_test(test_timer_callback_cleared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
