@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "runtime/alloc.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 
@@ -17,9 +18,6 @@
  * before it sleeps: about a step of a tight loop, so such a loop never
  * pays a wake, and an idle pool sleeps soon. */
 #define SPIN_NS 50000u
-/* Chunks per thread of a job: enough that a thread the kernel delays
- * leaves little for the others to wait on. */
-#define CHUNKS_PER_THREAD 8u
 
 static void futex_wait(_Atomic uint32_t *word, uint32_t expect)
 {
@@ -60,39 +58,72 @@ static uint32_t spin_until_changed(_Atomic uint32_t *w, uint32_t v)
     }
 }
 
-/* work takes and runs chunks of generation g until none is left. */
-static void work(ro_vec_pool_t *p, uint32_t g)
+/* A helper: its thread and its home range. */
+struct ro_vec_helper {
+    ro_vec_pool_t *pool;
+    uint32_t home;
+    pthread_t tid;
+};
+
+#define RANGE_WORD(g, next, end) (((uint64_t)(g) << 32) | ((uint64_t)(next) << 16) | (end))
+_Static_assert((RO_VEC_POOL_MAX + 1) * RO_VEC_POOL_CHUNKS <= 0xffffu,
+               "a range word's 16 bits hold every chunk index of a job");
+
+/* claim takes the next chunk of range r if it belongs to job g: its index
+ * in *c, true; false once the range has none left (or is another job's). */
+static bool claim(ro_vec_range_t *r, uint32_t g, uint32_t *c)
 {
-    /* Relaxed: read after the acquire of next (or gen) that showed g; kept
-     * only if the claim below of a chunk of g succeeds. */
-    ro_vec_task_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
-    void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
-    uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
-    uint32_t chunk = atomic_load_explicit(&p->chunk, memory_order_relaxed);
-    uint32_t nchunks = atomic_load_explicit(&p->nchunks, memory_order_relaxed);
-    uint64_t w = atomic_load_explicit(&p->next, memory_order_acquire);
+    /* Acquire: a word of job g orders our reads of the job after the
+     * owner's writes of it (its release of the word). */
+    uint64_t w = atomic_load_explicit(&r->w, memory_order_acquire);
     for (;;) {
-        if ((uint32_t)(w >> 32) != g || (uint32_t)w >= nchunks)
-            return;
-        /* Acq_rel: the claim orders our reads of the job after the
-         * owner's publication of g. */
-        if (!atomic_compare_exchange_weak_explicit(&p->next, &w, w + 1, memory_order_acq_rel,
-                                                   memory_order_acquire))
-            continue;
-        uint32_t b = (uint32_t)w * chunk, e = b + chunk < n ? b + chunk : n;
-        fn(ctx, b, e);
-        /* Release: the chunk's writes before the owner's acquire of done
-         * reaching nchunks; seq_cst against owner_waits (the wake below). */
-        if (atomic_fetch_add_explicit(&p->done, 1, memory_order_seq_cst) + 1 == nchunks &&
-            atomic_load_explicit(&p->owner_waits, memory_order_seq_cst))
-            futex_wake(&p->done, 1);
-        w = atomic_load_explicit(&p->next, memory_order_acquire);
+        const uint32_t next = (uint32_t)(w >> 16) & 0xffffu, end = (uint32_t)w & 0xffffu;
+        if ((uint32_t)(w >> 32) != g || next >= end)
+            return false;
+        /* Acquire as above; the claim itself needs no more: only its
+         * claimer runs the chunk, and done publishes what it wrote. */
+        if (atomic_compare_exchange_weak_explicit(&r->w, &w, w + (1u << 16), memory_order_acquire,
+                                                  memory_order_acquire)) {
+            *c = next;
+            return true;
+        }
+    }
+}
+
+/* work runs chunks of job g, those of range `home` first, then what the
+ * other ranges have left, until none is left. */
+static void work(ro_vec_pool_t *p, uint32_t g, uint32_t home)
+{
+    const uint32_t threads = p->helpers + 1;
+    for (uint32_t k = 0; k < threads; k++) {
+        ro_vec_range_t *r = &p->ranges[(home + k) % threads];
+        uint32_t c;
+        while (claim(r, g, &c)) {
+            /* Relaxed: the claim's acquire ordered these after the job's
+             * publication, and the job cannot change before this chunk is
+             * done. */
+            ro_vec_task_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+            void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
+            const uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+            const uint32_t chunk = atomic_load_explicit(&p->chunk, memory_order_relaxed);
+            const uint32_t b = c * chunk, e = b + chunk < n ? b + chunk : n;
+            fn(ctx, b, e);
+            /* Release: the chunk's writes before the owner's acquire of
+             * done reaching the job's chunks; seq_cst against owner_waits
+             * (the wake below). The count is read from the pool, not kept:
+             * the owner may post no other job before this increment. */
+            if (atomic_fetch_add_explicit(&p->done, 1, memory_order_seq_cst) + 1 ==
+                    (n + chunk - 1) / chunk &&
+                atomic_load_explicit(&p->owner_waits, memory_order_seq_cst))
+                futex_wake(&p->done, 1);
+        }
     }
 }
 
 static void *helper_main(void *arg)
 {
-    ro_vec_pool_t *p = arg;
+    struct ro_vec_helper *h = arg;
+    ro_vec_pool_t *p = h->pool;
     uint32_t seen = 0; /* gen was 0 when the pool started, before this thread */
     for (;;) {
         uint32_t g = spin_until_changed(&p->gen, seen);
@@ -110,7 +141,7 @@ static void *helper_main(void *arg)
         /* Relaxed: stop is written before gen's increment, read after. */
         if (atomic_load_explicit(&p->stop, memory_order_relaxed))
             return NULL;
-        work(p, g);
+        work(p, g, h->home);
     }
 }
 
@@ -121,11 +152,15 @@ int ro__vec_pool_start(ro_vec_pool_t *p, uint32_t helpers, char *err, size_t err
         helpers = RO_VEC_POOL_MAX;
     if (!helpers)
         return 0;
-    p->tids = calloc(helpers, sizeof *p->tids);
-    if (!p->tids)
+    p->hs = calloc(helpers, sizeof *p->hs);
+    p->ranges = ro__calloc_lines(helpers + 1, sizeof *p->ranges);
+    if (!p->hs || !p->ranges) {
+        ro__vec_pool_stop(p);
         return ro__errorf(err, errlen, RO_ENOMEM, "vector engine: out of memory for threads");
+    }
     for (uint32_t i = 0; i < helpers; i++) {
-        int rc = pthread_create(&p->tids[i], NULL, helper_main, p);
+        p->hs[i] = (struct ro_vec_helper){.pool = p, .home = i + 1};
+        int rc = pthread_create(&p->hs[i].tid, NULL, helper_main, &p->hs[i]);
         if (rc) {
             ro__vec_pool_stop(p);
             return ro__errorf(err, errlen, RO_EIO, "vector engine: cannot start thread %u: %s",
@@ -144,18 +179,24 @@ void ro__vec_pool_post(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t 
         fn(ctx, 0, n); /* nothing to hand over: done before it returns */
         return;
     }
-    uint32_t chunk = (n + threads * CHUNKS_PER_THREAD - 1) / (threads * CHUNKS_PER_THREAD);
+    /* At most RO_VEC_POOL_MAX + 1 threads x RO_VEC_POOL_CHUNKS chunks (the
+     * range words hold their indices). */
+    uint32_t chunk = (n + threads * RO_VEC_POOL_CHUNKS - 1) / (threads * RO_VEC_POOL_CHUNKS);
     uint32_t nchunks = (n + chunk - 1) / chunk;
-    /* Relaxed: published by the release of next below. */
+    /* Relaxed: published by the release of the ranges below. */
     atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&p->n, n, memory_order_relaxed);
     atomic_store_explicit(&p->chunk, chunk, memory_order_relaxed);
-    atomic_store_explicit(&p->nchunks, nchunks, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
-    /* Release: the job's fields before its generation. */
-    atomic_store_explicit(&p->next, (uint64_t)g << 32, memory_order_release);
+    /* Thread k's home: chunks [k nchunks / threads, (k + 1) nchunks /
+     * threads), the same for every job over n. Release: the job's fields
+     * before each range's word. */
+    for (uint32_t k = 0; k < threads; k++)
+        atomic_store_explicit(&p->ranges[k].w,
+                              RANGE_WORD(g, k * nchunks / threads, (k + 1) * nchunks / threads),
+                              memory_order_release);
     atomic_store_explicit(&p->gen, g, memory_order_seq_cst);
     if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst))
         futex_wake(&p->gen, INT_MAX);
@@ -175,7 +216,7 @@ void ro__vec_pool_wait(ro_vec_pool_t *p)
     if (!p->job_open)
         return;
     const uint32_t nchunks = p->job_chunks;
-    work(p, p->job_gen); /* what no helper took yet, the owner does */
+    work(p, p->job_gen, 0); /* its home range, then what no helper took yet */
     /* Acquire: every chunk's writes before its increment of done. */
     uint32_t d;
     while ((d = atomic_load_explicit(&p->done, memory_order_acquire)) != nchunks) {
@@ -207,8 +248,9 @@ void ro__vec_pool_stop(ro_vec_pool_t *p)
         atomic_fetch_add_explicit(&p->gen, 1, memory_order_seq_cst);
         futex_wake(&p->gen, INT_MAX);
         for (uint32_t i = 0; i < p->helpers; i++)
-            pthread_join(p->tids[i], NULL);
+            pthread_join(p->hs[i].tid, NULL);
     }
-    free(p->tids);
+    free(p->hs);
+    free(p->ranges);
     memset(p, 0, sizeof *p);
 }

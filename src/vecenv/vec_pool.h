@@ -1,9 +1,14 @@
 /*
  * The vector engine's threads: the calling thread (the owner) plus H
- * helper threads run one job at a time over [0, n), taken in chunks from
- * one shared counter. Whoever is running takes the next chunk, so a helper
- * the kernel has not scheduled (a loaded machine) delays nothing: the owner
- * does its chunks and waits only for chunks already taken.
+ * helper threads run one job at a time over [0, n), taken in chunks. The
+ * chunks are split into one contiguous range per thread, its home: each
+ * thread takes its own range's chunks first, in order, then the chunks
+ * left in the others' ranges. So a job over the same n gives each thread
+ * the same items every time (an env stays on the thread, and in the
+ * caches, that made and stepped it last; neighbouring envs' rows are
+ * written by one thread), and a helper the kernel has not scheduled (a
+ * loaded machine) still delays nothing: the others take its chunks, and
+ * the owner waits only for chunks already taken.
  *
  * A job costs the owner one futex wake when a helper sleeps (none when they
  * spin) and a wait for the last chunk. Helpers spin for a few tens of
@@ -29,26 +34,40 @@ typedef void (*ro_vec_task_fn)(void *ctx, uint32_t begin, uint32_t end);
 /* The most helper threads a pool starts. */
 #define RO_VEC_POOL_MAX 256
 
+/* Chunks per thread of a job (as many as n allows): enough that a thread
+ * the kernel delays leaves little for the others to wait on. */
+#define RO_VEC_POOL_CHUNKS 8u
+
+/* A thread's home range of the posted job's chunks, on a cache line of its
+ * own: next (bits 16-31) is the range's next chunk to take, end (bits 0-15)
+ * one past its last, gen (bits 32-63) the job's generation. One word, so a
+ * claim (a compare-and-swap that bumps next) is of this job's range or
+ * fails. Written by the owner when it posts a job, claimed by any thread. */
+typedef struct ro_vec_range {
+    alignas(64) _Atomic uint64_t w;
+} ro_vec_range_t;
+
+struct ro_vec_helper;
+
 typedef struct ro_vec_pool {
     /* Owner only. */
     uint32_t helpers; /* 0: the owner runs every job alone */
-    pthread_t *tids;
+    struct ro_vec_helper *hs;
     bool job_open;       /* a posted job not yet waited for */
     uint32_t job_gen;    /* its generation */
     uint32_t job_chunks; /* its chunks */
 
     /* The job: written by the owner (relaxed) before it publishes the
-     * job's generation in `next` (release); a helper reads them after
-     * seeing that generation (acquire) and keeps what it read only if its
-     * claim of a chunk of that generation succeeds. */
+     * job's ranges (release); a thread reads them only after a claim of a
+     * chunk of the job (acquire), which the owner cannot outrun: it writes
+     * the next job's only once every chunk of this one is done. */
     _Atomic(ro_vec_task_fn) fn;
     _Atomic(void *) ctx;
-    _Atomic uint32_t n, chunk, nchunks;
+    _Atomic uint32_t n, chunk;
+    ro_vec_range_t *ranges; /* [1 + helpers]: the owner's home is 0, helper i's i + 1 */
 
-    /* Shared, each on its own line. next: the generation (high 32 bits)
-     * and the next chunk to take (low 32). gen: the helpers' futex word (a
-     * new job, or stop). done: chunks finished, the owner's futex word. */
-    alignas(64) _Atomic uint64_t next;
+    /* Shared, each on its own line. gen: the helpers' futex word (a new
+     * job, or stop). done: chunks finished, the owner's futex word. */
     alignas(64) _Atomic uint32_t gen;
     _Atomic uint32_t sleepers; /* helpers asleep or about to be */
     _Atomic bool stop;
@@ -62,7 +81,8 @@ typedef struct ro_vec_pool {
 int ro__vec_pool_start(ro_vec_pool_t *p, uint32_t helpers, char *err, size_t errlen);
 
 /* ro__vec_pool_run runs fn over [0, n) in chunks on the owner and the
- * helpers, and returns when every chunk is done. */
+ * helpers, and returns when every chunk is done. Jobs over the same n split
+ * alike: thread k's home range is the same chunks each time. */
 void ro__vec_pool_run(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n);
 
 /* ro__vec_pool_post hands fn over [0, n) to the helpers and returns at

@@ -18,6 +18,10 @@
  *
  * MuJoCo's handler pointers are process-wide: a plugin that also uses
  * MuJoCo in the same process shares them.
+ *
+ * Timers: MuJoCo's timer callback (mjcb_time, also process-wide) is cleared
+ * before every guarded call when something set it (`import mujoco` does):
+ * it would time every stage of every step into timers no env reads.
  */
 #ifndef RO_ENVS_MUJOCO_MJ_RUNTIME_H
 #define RO_ENVS_MUJOCO_MJ_RUNTIME_H
@@ -45,7 +49,8 @@ void ro__mj_model_release(const mjModel *m);
  * 0, or RO_EIO when MuJoCo raised an error inside fn (the call was cut
  * short where the error happened; whatever mjData fn worked on must be
  * reset before it is used again). The message is kept for
- * ro__mj_last_error. Guards may nest. Any thread.
+ * ro__mj_last_error. Clears MuJoCo's timer callback first. Guards may
+ * nest. Any thread.
  */
 int ro__mj_guard(void (*fn)(void *), void *arg);
 
