@@ -27,9 +27,16 @@ S`` seeds it; a reset after the first is a Reseed to each node
 (docs/protocol.md "Reseed"), which a node refuses while other learners
 share it; an asynchronous VecEnv first waits for its envs in flight.
 
-Env ABI 2 nodes (typed tensors, composite actions, masks, agents as rows)
-get Gymnasium-shaped Dict / Tuple / MultiDiscrete / MultiBinary spaces:
-vecenv_abi2.py.
+One implementation for both env ABIs (issue 30): an env ABI 1 node's
+spaces are adapted to an env ABI 2 layout (vecenv_layout.py: one tensor
+"obs", one agent), and every env is a row of that layout. Env ABI 2 nodes
+(typed tensors, composite actions, masks, agents as rows) get
+Gymnasium-shaped Dict / Tuple / MultiDiscrete / MultiBinary spaces
+(docs/python.md "Env ABI 2 nodes"): observations as a dict of batched
+arrays (or one array), ``infos["env_id"]`` and ``infos["agent_id"]`` say
+which env and agent each row is, ``infos["action_mask"]`` which discrete
+values each row may take, and ``step(actions)`` takes the action space's
+batched form, refusing an out-of-range or masked action by name.
 
 VecEnv needs to receive every env of its nodes; when other learners share a
 node's envs it waits until ``timeout`` and raises TimeoutError naming the
@@ -39,8 +46,8 @@ Asynchronous stepping, EnvPool's way (vecenv_async.py): ``VecEnv(...,
 batch_size=B)``, ``async_reset()`` (or ``reset()``), then ``recv()`` returns
 the next B envs whose observation came in, with ``infos["env_id"]``, and
 ``send(actions, env_ids)`` answers them; the node steps those while the
-policy works on the next batch (env ABI 2 nodes: over rows,
-vecenv_async_abi2.py). A VecEnv is synchronous (``step()``) or
+policy works on the next batch (env ABI 2 nodes: over rows). A VecEnv is
+synchronous (``step()``) or
 asynchronous (``send()``/``recv()``), whichever is called first.
 """
 import numbers
@@ -49,17 +56,17 @@ from typing import Any, Optional, Sequence, Union
 import gymnasium
 import numpy as np
 
-from . import autoreset, remote_state, spaces
-from .actions import check_actions
+from . import abi2, autoreset, remote_state, spaces
 from .client import Client
 from .hotpath import hot
 from .errors import ConnectionClosed, ProtocolError
-from .vecenv_abi2 import Abi2Mixin
+from .vecenv_actions import Actions
 from .vecenv_async import AsyncMixin
-from .vecenv_async_abi2 import Abi2AsyncMixin
 from .vecenv_lane import LaneMixin
+from .vecenv_layout import RowLayout
 
-class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.VectorEnv):
+
+class VecEnv(AsyncMixin, LaneMixin, gymnasium.vector.VectorEnv):
     """``VecEnv(["127.0.0.1:7000"])``, ``VecEnv("host:7000")`` or
     ``VecEnv(client)``. ``timeout`` bounds each wait for observations, in
     seconds; ``clip_box`` clips box actions to the action space's bounds;
@@ -81,48 +88,36 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         self.timeout = timeout
         self.clip_box = clip_box
         infos = self.client.nodes
-        first = infos[0]
-        self.layout = None
-        if any(i.layout is not None for i in infos):  # env ABI 2 (vecenv_abi2.py)
-            try:
-                self._abi2_init(infos, batch_size)
-            except ValueError:
-                self.client.close("spaces differ or bad arguments")
-                raise
-            self._autoreset_init(mode)
-            return
-        for info in infos[1:]:
-            if not _same_spaces(first, info):
-                self.client.close("spaces differ")
-                raise ValueError(f"node {info.address} has other spaces than {first.address}: "
-                                 "a VecEnv needs the same observation and action spaces")
+        try:
+            rows = RowLayout(infos)
+        except ValueError:
+            self.client.close("spaces differ")
+            raise
+        self._row_layout = rows
+        self.layout = rows.abi2  # the nodes' env ABI 2 layout, None for env ABI 1 nodes
         self.nodes = infos
-        self.obs_shape = first.obs_shape
-        self.obs_dim = first.obs_dim
-        self.action_kind = first.action_kind
-        self.action_n = first.action_n
-        self.action_shape = first.action_shape
+        self.agents = rows.agents
+        self._actions = Actions(rows, clip_box)
+        self._dict_obs = rows.dict_obs
+        first = infos[0]
+        if rows.abi1 is not None:  # an env ABI 1 node's own figures (the lane reads them)
+            self.obs_shape = first.obs_shape
+            self.obs_dim = first.obs_dim
+            self.action_kind = first.action_kind
+            self.action_n = first.action_n
+            self.action_shape = first.action_shape
+            self.action_size = first.action_size
+        self._obs_dtype = rows.tensors[0][1]  # (the lane takes float32 alone)
         self.offsets = np.cumsum([0] + [i.num_envs for i in infos])
-        self.num_envs = int(self.offsets[-1])
+        self.num_envs = n = int(self.offsets[-1])
         self.metadata = {"autoreset_mode": spaces.same_step_mode()}
-        self.single_observation_space = spaces.box(
-            first.obs_low.reshape(first.obs_shape), first.obs_high.reshape(first.obs_shape),
-            first.obs_shape, first.obs_dtype)
-        if first.action_kind == "discrete":
-            self.single_action_space = spaces.discrete(first.action_n)
-        else:
-            inf = np.full(first.action_shape, np.inf, np.float32)
-            low = first.action_low.reshape(first.action_shape) if first.action_low is not None \
-                else -inf
-            high = first.action_high.reshape(first.action_shape) \
-                if first.action_high is not None else inf
-            self.single_action_space = spaces.box(low, high, first.action_shape, np.float32)
-        self.observation_space = spaces.batch(self.single_observation_space, self.num_envs)
-        self.action_space = spaces.batch(self.single_action_space, self.num_envs)
-
-        n = self.num_envs
-        self._obs_dtype = first.obs_dtype
-        self._final_fill = np.nan if self._obs_dtype.kind == "f" else 0
+        self.single_observation_space = rows.single_observation_space
+        self.single_action_space = rows.single_action_space
+        self.observation_space = spaces.batch(self.single_observation_space, n)
+        self.action_space = spaces.batch(self.single_action_space, n)
+        # Row k: env (global, over the nodes' envs in order) and agent.
+        self._agent_id = np.arange(n, dtype=np.int64) % rows.agents
+        self._env_id = np.arange(n, dtype=np.int64) // rows.agents
         self._fresh()
         self._have = np.zeros(n, bool)
         self._outstanding = []  # (batch, its rows: a slice or global indices)
@@ -132,7 +127,6 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         self.episode_returns = []  # every finished episode's return, in order seen
         self.episode_lengths = []
         self.total_steps = 0       # env transitions received after reset()
-        self.action_size = first.action_size
         try:
             self._async_init(batch_size)
         except ValueError:
@@ -152,43 +146,49 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
 
     def _hold_of(self, b, g):
         """NEXT_STEP: the node's env indices of frame b (rows g) whose step
-        is their reset (Actions.hold), or None."""
+        is their reset (Actions.hold: an env, all its rows), or None."""
         if self._next is None or not self._next.pending.any():
             return None
         rows = np.arange(g.start, g.stop) if isinstance(g, slice) else np.asarray(g, np.int64)
         held = self._next.held(rows) - int(self.offsets[b.node])
         if not len(held):
             return None
-        return np.unique(held // self.agents) if self.layout is not None else held
+        return np.unique(held // self.agents) if self.agents > 1 else held
 
     def _label(self, k):
-        return self._label2(k) if self.layout is not None else self._env_label(k)
+        """What row k is, for messages."""
+        node = int(np.searchsorted(self.offsets, k, side="right")) - 1
+        r = k - int(self.offsets[node])
+        if self.layout is None:
+            return f"env {k} (node {self.nodes[node].address} env {r})"
+        return (f"env {int(self._env_id[k])} agent {int(self._agent_id[k])} (row {k}: node "
+                f"{self.nodes[node].address} env {r // self.agents})")
 
     def env_ids(self) -> "list[tuple[int, int]]":
         """[(node index, env index)] in global order (env ABI 2: one per row, the
         node's row index)."""
         return [(i.index, e) for i in self.nodes for e in range(i.num_envs)]
 
-    def _env_label(self, k):
-        node = int(np.searchsorted(self.offsets, k, side="right")) - 1
-        return f"env {k} (node {self.nodes[node].address} env {k - int(self.offsets[node])})"
-
+    # -- the rows' arrays and what fills them -----------------------------------
     def _fresh(self):
-        """New arrays for the next transitions: step() hands them out as
-        they are (no copies), so they are never written again. _ingest
-        writes every row of each (step() waits for every env)."""
-        n, d = self.num_envs, self.obs_dim
-        self._obs = np.empty((n, d), self._obs_dtype)
+        """New arrays for the next transitions, one per tensor of a row and
+        per column: step() hands them out as they are (no copies), so they
+        are never written again. _ingest writes every row of each frame."""
+        n = self.num_envs
+        self._t = {name: np.empty((n,) + shape, dt) for name, dt, shape in self._row_layout.tensors}
+        self._final = {name: np.empty((n,) + shape, dt)
+                       for name, dt, shape in self._row_layout.tensors}
+        self._has_final = np.empty(n, bool)
         self._reward = np.empty(n, np.float32)
         self._flags = np.empty((3, n), bool)  # terminated, truncated, episode_start
         self._step = np.empty(n, np.uint64)
-        self._final = np.empty((n, d), self._obs_dtype)
-        self._has_final = np.empty(n, bool)
+        w = self._row_layout.mask_width
+        self._mask = np.ones((n, w), np.uint8) if w else None
 
     def _collect(self):
-        """Receive until every env has one observation waiting."""
-        missing = self.num_envs - int(np.count_nonzero(self._have))
+        """Receive until every row has one observation waiting."""
         have = self._have
+        missing = self.num_envs - int(np.count_nonzero(have))
         while missing > 0:
             if len(self.client.open_nodes) != len(self.nodes):
                 gone = [i.address for i in self.nodes if i.index not in self.client.open_nodes]
@@ -197,69 +197,111 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
                                        clean=True, reason="node closed")
             b = self.client._recv_frame(self.timeout)  # views: copied below, at once
             if b is None:
-                left = [self.env_ids()[k] for k in np.flatnonzero(~have)[:8]]
+                left = [self._label(int(k)) for k in np.flatnonzero(~have)[:4]]
                 raise TimeoutError(
                     f"no observation for {missing} of {self.num_envs} envs "
-                    f"after {self.timeout:g}s (first (node, env): {left}); is another "
+                    f"after {self.timeout:g}s (first: {left}); is another "
                     "learner sharing these envs?")
-            g = self._ingest(b)
-            # Each frame's envs are distinct (the client checked); one env in
-            # two frames shows as a count that does not add up (below).
+            g = self._rows_of(b)
+            if have[g].any():
+                raise ProtocolError(f"node {self.nodes[b.node].address}: an env came twice "
+                                    "before its action was answered")
+            self._ingest(b, g)
             have[g] = True
             self._outstanding.append((b, g))
             missing -= len(b.env)
-        if missing or not have.all():
-            raise ProtocolError(f"node(s) {', '.join(i.address for i in self.nodes)}: an env "
-                                "came twice before its action was answered")
 
-    def _ingest(self, b):
-        """Write frame b's transitions into the per-env arrays, every row of
-        its envs (a final observation or the fill, has_final); returns its
-        envs (a slice or global indices)."""
-        off, d = int(self.offsets[b.node]), self.obs_dim
-        if b.env_range is not None:  # one range of envs, in order
-            g = slice(off + b.env_range[0], off + b.env_range[1])
-        else:
-            g = off + b.env if off else b.env
+    def _rows_of(self, b):
+        """Frame b's rows: a slice when they are one range in order, else
+        global indices."""
+        off = int(self.offsets[b.node])
+        if b.env_range is not None:
+            return slice(off + b.env_range[0], off + b.env_range[1])
+        return off + b.env.astype(np.int64)
+
+    def _ingest(self, b, g):
+        """Frame b's transitions into the rows g, every column (a final
+        observation or the fill, has_final). The one place that knows the
+        wire's two forms: an env ABI 2 frame's tensors, or an env ABI 1
+        frame's observations as the one tensor "obs" (vecenv_layout.py),
+        from the frame or the node's shared memory."""
+        if isinstance(b, abi2.Abi2Batch):
+            self._put_rows(g, b.tensors, b.final_index, b.final_tensors)
+            self._reward[g] = b.reward
+            self._flags[:, g] = (b.terminated, b.truncated, b.episode_start)
+            self._step[g] = b.step
+            if self._mask is not None:
+                self._mask[g] = b.mask
+            return
         if b.in_memory:
-            return self._ingest_memory(b, g, off)
-        self._obs[g] = b.obs.reshape(-1, d)
+            self._ingest_memory(b, g)
+            return
+        n = len(b.env)
+        shape = self._row_layout.tensors[0][2]
+        fin = b.final_obs.reshape((-1,) + shape) if len(b.final_index) else None
+        self._put_rows(g, {"obs": b.obs.reshape((n,) + shape)}, b.final_index, {"obs": fin})
         self._reward[g] = b.reward
         self._flags[:, g] = b.flags
         self._step[g] = b.step
-        self._final[g] = self._final_fill
-        self._has_final[g] = False
-        if len(b.final_index):
-            rows = b.final_index + (off + b.env_range[0]) if b.env_range is not None \
-                else g[b.final_index]
-            self._final[rows] = b.final_obs.reshape(-1, d)
-            self._has_final[rows] = True
         b.obs = b.reward = b.final_obs = None  # views of the receive buffer: not kept
-        return g
 
-    def _ingest_memory(self, b, g, off):
-        """_ingest for a frame whose columns are in the node's shared memory
-        (docs/protocol.md): read once, straight into the per-env arrays, by
+    def _put_rows(self, g, tensors, final_index, final_tensors):
+        """Each tensor's rows, and the final ones where final_index says
+        (the fill elsewhere: NaN, or 0 for integer dtypes)."""
+        for name, a in tensors.items():
+            self._t[name][g] = a
+            f = self._final[name]
+            f[g] = self._row_layout.fill(f.dtype)
+        self._has_final[g] = False
+        if len(final_index):
+            rows = np.arange(g.start, g.stop)[final_index] if isinstance(g, slice) \
+                else g[final_index]
+            for name, a in final_tensors.items():
+                self._final[name][rows] = a
+            self._has_final[rows] = True
+
+    def _ingest_memory(self, b, g):
+        """An env ABI 1 frame whose columns are in the node's shared memory
+        (docs/protocol.md): read once, straight into the rows' arrays, by
         _hotpath.take_frame (float32 observations, the node's memory's own
         dtype; other dtypes are converted here)."""
         mem = self.client._conns[b.node].mem
-        same = self._obs.dtype == np.float32
+        n = self.num_envs
+        obs, final = self._t["obs"].reshape(n, -1), self._final["obs"].reshape(n, -1)
+        same = obs.dtype == np.float32
         try:
-            hot.take_frame(b.ranges, off, mem.obs, mem.final_obs, mem.reward, mem.flags,
-                           mem.step, self._obs if same else None, self._final if same else None,
-                           self._reward, self._flags, self._step, self._has_final)
+            hot.take_frame(b.ranges, int(self.offsets[b.node]), mem.obs, mem.final_obs,
+                           mem.reward, mem.flags, mem.step, obs if same else None,
+                           final if same else None, self._reward, self._flags, self._step,
+                           self._has_final)
         except ValueError as e:  # the client checked the ranges: a bug if seen
             raise ProtocolError(f"node {self.nodes[b.node].address}: {e}") from None
         if not same:
             rows = slice(*b.env_range) if b.env_range is not None else b.env
-            self._obs[g] = mem.obs[rows]
-            self._final[g] = self._final_fill
+            obs[g] = mem.obs[rows]
+            final[g] = self._row_layout.fill(final.dtype)
             k = np.flatnonzero(self._has_final[g])
             if len(k):
                 src = k + b.env_range[0] if b.env_range is not None else b.env[k]
                 dst = k + g.start if isinstance(g, slice) else g[k]
-                self._final[dst] = mem.final_obs[src]
-        return g
+                final[dst] = mem.final_obs[src]
+
+    def _obs_of(self, arrays):
+        """Observations as the space's batched form: one tensor's array, or
+        a dict of them."""
+        return arrays if self._dict_obs else next(iter(arrays.values()))
+
+    def _infos(self, copy=False):
+        """step()'s and reset()'s infos columns (copy: the caller's, for
+        arrays a later frame would write)."""
+        c = np.copy if copy else (lambda a: a)
+        infos = {"step": c(self._step), "episode_start": c(self._flags[2])}
+        if self.layout is not None:
+            infos["env_id"] = self._env_id.copy()
+            infos["agent_id"] = self._agent_id.copy()
+            if self._mask is not None:
+                infos["action_mask"] = c(self._mask)
+        return infos
 
     def _check_open(self, what):
         if self.closed:
@@ -320,7 +362,9 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         if self._disabled is not None and self._started and options and \
                 set(options) == {"reset_mask"} and seed is None:
             obs = self._disabled.reset(options["reset_mask"], self.num_envs, self._label)
-            infos = self._infos2() if self.layout is not None else {}
+            # (no step columns: the rows reset are not all of them)
+            infos = {k: v for k, v in self._infos(copy=True).items()
+                     if k not in ("step", "episode_start")}
             return obs, infos
         if options:
             raise ValueError(f"reset(options={options!r}): a node takes no reset options "
@@ -330,18 +374,14 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         if self._started and self._mode == "async":
             self._drain()  # every env back from its node: all can be restarted
         if not self._started:
-            self._collect2() if self.layout is not None else self._collect()
+            self._collect()
         restarted = self._started or (seed is not None and not self._runs_with(seed))
         if restarted:
             self._restart(seed)
         self._started = True
         if isinstance(seed, int):
             super().reset(seed=seed)  # gymnasium's np_random, as its envs do
-        if self.layout is not None:
-            out = self._obs2({k: v.copy() for k, v in self._t.items()}), self._infos2()
-        else:
-            infos = {"step": self._step.copy(), "episode_start": self._flags[2].copy()}
-            out = self._obs.reshape((self.num_envs,) + self.obs_shape).copy(), infos
+        out = self._obs_of({k: v.copy() for k, v in self._t.items()}), self._infos(copy=True)
         if self._disabled is not None:
             self._disabled.started(out[0])
         if restarted and self._mode == "async":
@@ -374,12 +414,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         else:
             self.client._reseed(seed)
         self._have[:] = False
-        if self.layout is not None:
-            self._fresh2()
-            self._collect2()
-        else:
-            self._fresh()
-            self._collect()
+        self._fresh()
+        self._collect()
         self._ep_return[:] = 0.0
         self._ep_length[:] = 0
         if self._disabled is not None:
@@ -419,25 +455,22 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
 
     def recv(self, timeout: Optional[float] = None) -> "tuple[Any, Any, Any, Any, dict[str, Any]]":
         """AsyncMixin.recv, with infos["is_first"] (see step())."""
-        return self._mark_first(super().recv(timeout))
+        out = super().recv(timeout)
+        return self._mark_first(out, np.asarray(out[-1]["env_id"], np.int64))
 
-    def _mark_first(self, out):
+    def _mark_first(self, out, rows=None):
         """infos["is_first"]: the rows a recurrent learner starts from zeros
         (issue 34): an episode's first observation, or a row whose previous
         step this VecEnv did not see (another learner served it; a node that
-        restarted). What Client's Batch.is_first says, for the VecEnv's rows:
-        so Python users keep no bookkeeping."""
+        restarted). What Client's Batch.is_first says, for the VecEnv's rows
+        (every row in order, or recv()'s rows): so Python users keep no
+        bookkeeping."""
         infos = out[-1]
         if "step" not in infos or "episode_start" not in infos:
             return out
         step = np.asarray(infos["step"], np.int64).reshape(-1)
         start = np.asarray(infos["episode_start"], bool).reshape(-1)
-        if "env_id" in infos:
-            rows = np.asarray(infos["env_id"], np.int64).reshape(-1)
-            if "agent_id" in infos:
-                rows = rows * self.agents + np.asarray(infos["agent_id"], np.int64).reshape(-1)
-        else:
-            rows = np.arange(len(step))
+        rows = np.arange(len(step)) if rows is None else rows
         if self._last_seen is None or len(self._last_seen) <= int(rows.max(initial=0)):
             grown = np.full(int(rows.max(initial=0)) + 1, -2, np.int64)
             if self._last_seen is not None:
@@ -472,16 +505,11 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
 
     def _step_same_step(self, actions):
         """step() in the node's own autoreset mode."""
-        if self.layout is not None:
-            return self._abi2_step(actions)
         if self._lane is not None or (not self._lane_tried and self._lane_sync_start()):
             return self._lane_step(actions)  # vecenv_lane.py: one C call each way
-        info0 = self.nodes[0]
         # Checked as a whole before anything is sent: a refused action
         # leaves every batch outstanding and the VecEnv as it was.
-        wire = check_actions(info0, actions, self.num_envs, self.clip_box, self._env_label)
-        if self.action_kind == "discrete" and self.action_n <= 128:
-            wire = wire.astype(np.uint8)  # in [0, n): one varint byte each, written as is
+        acts = self._actions.check(actions, self.num_envs, self._mask, self._label)
         # Every answer is queued, then each node's are sent at once: one
         # send per node and step.
         conns = {}
@@ -489,7 +517,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         queued = 0
         try:
             for b, g in outstanding:
-                c = self.client._queue_checked(b, wire[g], self._hold_of(b, g))
+                wire = self._actions.wire(tuple(a[g] for a in acts), b)
+                c = self.client._queue_checked(b, wire, self._hold_of(b, g))
                 conns[id(c)] = c
                 queued += 1
         finally:
@@ -500,9 +529,8 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         self._have[:] = False
         self._fresh()
         self._collect()
-        n = self.num_envs
-        self.total_steps += n
-        final, has_final = self._final, self._has_final
+        self.total_steps += self.num_envs
+        has_final = self._has_final
         terminated, truncated = self._flags[0], self._flags[1]
         ep_ret, ep_len, counted, _, ended = hot.episodes(
             self._reward, terminated, truncated, has_final, None, 0, self._ep_return,
@@ -510,12 +538,12 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         if ended:
             self.episode_returns.extend(ep_ret[counted].tolist())
             self.episode_lengths.extend(ep_len[counted].tolist())
-        shape = (n,) + self.obs_shape
-        infos = {"final_obs": final.reshape(shape), "_final_obs": has_final,
-                 "has_final_obs": has_final, "rollout_episode": {"r": ep_ret, "l": ep_len},
-                 "_rollout_episode": counted, "episode_return": ep_ret, "episode_length": ep_len,
-                 "episode_start": self._flags[2], "step": self._step}
-        return self._obs.reshape(shape), self._reward, terminated, truncated, infos
+        infos = self._infos()
+        infos.update({"final_obs": self._obs_of(self._final), "_final_obs": has_final,
+                      "has_final_obs": has_final, "rollout_episode": {"r": ep_ret, "l": ep_len},
+                      "_rollout_episode": counted, "episode_return": ep_ret,
+                      "episode_length": ep_len})
+        return self._obs_of(self._t), self._reward, terminated, truncated, infos
 
     def get_state(self, env_ids: Any = None) -> "list[bytes]":
         """Each env's state (of ``env_ids``, default all) as bytes, as
@@ -560,16 +588,6 @@ class VecEnv(AsyncMixin, LaneMixin, Abi2AsyncMixin, Abi2Mixin, gymnasium.vector.
         return (f"VecEnv({', '.join(i.address for i in self.nodes)}, "
                 f"num_envs={self.num_envs})")
 
-
-def _same_spaces(a, b):
-    def eq(x, y):
-        return (x is None and y is None) or (x is not None and y is not None
-                                             and np.array_equal(x, y))
-    return (a.obs_shape == b.obs_shape and a.obs_dtype == b.obs_dtype
-            and np.array_equal(a.obs_low, b.obs_low) and np.array_equal(a.obs_high, b.obs_high)
-            and a.action_kind == b.action_kind and a.action_n == b.action_n
-            and a.action_shape == b.action_shape and eq(a.action_low, b.action_low)
-            and eq(a.action_high, b.action_high))
 
 
 __all__ = ["VecEnv"]

@@ -30,16 +30,18 @@ any time: they first wait for the envs in flight (_drain), so that every
 frame awaits an answer, then restart every env with a Reseed.
 
 This is a mixin of VecEnv (vecenv.py), which owns the connections, the
-per-env receive arrays (``_ingest``) and the episode counters. For env ABI
-2 nodes the envs here are rows (envs x agents) and the receiving, action
-checks and returned arrays are vecenv_async_abi2.py's.
+per-row receive arrays (``_ingest``) and the episode counters; one
+implementation for both env ABIs (vecenv_layout.py). For env ABI 2 nodes
+the envs here are rows (envs x agents): ``recv()`` hands out rows, and
+``send(actions, env_ids)`` takes the action space's batched form for them,
+checked against the masks those rows came with, each row's action held in
+its frame's answer until the frame's last row has one.
 """
 import collections
 
 import gymnasium
 import numpy as np
 
-from .actions import check_actions
 from .errors import ConnectionClosed, ProtocolError
 from .hotpath import hot
 
@@ -107,19 +109,10 @@ class AsyncMixin:
             raise ProtocolError(f"{self._label(bad)} came again before its action was sent")
         self._nflight -= len(ids)
         self._next_key += 1
-        if self.layout is not None:  # env ABI 2: rows (vecenv_async_abi2.py)
-            self._frames[key] = _Frame(batch, ids, self._async2_acts(len(ids)))
-        else:
-            self._frames[key] = _Frame(batch, ids, self._new_acts(len(ids)))
+        self._frames[key] = _Frame(batch, ids, self._actions.blank(len(ids)))
         if state == READY:
             self._ready.append((ids, rows if isinstance(rows, int) else None))
             self._nready += len(ids)
-
-    def _new_acts(self, n):
-        """An env ABI 1 frame's answer of n envs, before its actions come."""
-        wire_dtype = np.int64 if self.action_kind == "discrete" else np.float32
-        shape = (n,) if self.action_kind == "discrete" else (n, self.action_size)
-        return np.zeros(shape, wire_dtype)
 
     def _go_async(self, what):
         """Enter async mode; the frames reset() or step() handed out become
@@ -133,8 +126,6 @@ class AsyncMixin:
         """The frames outstanding (reset() handed them out: HANDED; or
         async_reset()'s: READY) become send()/recv()'s, in the lane when
         this VecEnv may take it (vecenv_lane.py)."""
-        if self.layout is not None:
-            self._async2_own()
         if self._lane_start(state):
             return
         for b, g in self._outstanding:
@@ -149,8 +140,12 @@ class AsyncMixin:
         timeout = self.timeout
         if self._lane is not None:
             ready, flight = self._lane_counts()
-            if ready + flight:
+            if ready + flight:  # taken as recv() takes them, then not counted
+                steps, ended = self.total_steps, len(self.episode_returns)
                 self._lane_recv(ready + flight, timeout)
+                self.total_steps = steps
+                del self.episode_returns[ended:]
+                del self.episode_lengths[ended:]
             return
         while self._nflight:
             self._recv_one(timeout, self._nflight)
@@ -166,13 +161,22 @@ class AsyncMixin:
         if seed is not None:
             seed = self._check_seed(seed)
         self._enter("async", "async_reset()")
+        collected = self._started or seed is not None
         if self._started:
             self._drain()
             self._restart(seed)
         elif seed is not None:  # every first observation here: is it seed's?
-            self._collect2() if self.layout is not None else self._collect()
+            self._collect()
             if not self._runs_with(seed):
                 self._restart(seed)
+        if collected:
+            # A restarted env's first observation comes with its node's step
+            # count (a reset is no step), which recv() takes for a
+            # transition (only step 0 is none): taken off here, so that it
+            # counts none.
+            counted = self._step != 0
+            self._ep_length[counted] = -1
+            self.total_steps -= int(np.count_nonzero(counted))
         self._started = True
         if isinstance(seed, int):
             gymnasium.vector.VectorEnv.reset(self, seed=seed)  # its np_random, as reset()'s
@@ -207,10 +211,7 @@ class AsyncMixin:
         ids = ids.astype(np.int64, copy=False)
         k = len(ids)
         if k == 0:
-            if self.layout is not None:
-                self._async2_check(actions, ids)
-            else:
-                check_actions(self.nodes[0], actions, 0, self.clip_box)
+            self._actions.check(actions, 0, self._masks(ids), self._label)
             return
         # hold() checks the envs and takes them all, or none; actions the
         # checks refuse then give them back: on ValueError nothing was taken.
@@ -218,11 +219,8 @@ class AsyncMixin:
         if bad >= 0:
             self._refuse(ids, bad, frames)
         try:
-            if self.layout is not None:
-                wire = self._async2_check(actions, ids)
-            else:
-                wire = check_actions(self.nodes[0], actions, k, self.clip_box,
-                                     lambda r: self._env_label(int(ids[r])))
+            acts = self._actions.check(actions, k, self._masks(ids),
+                                       lambda r: self._label(int(ids[r])))
         except BaseException:
             self._state[ids] = HANDED
             raise
@@ -238,21 +236,16 @@ class AsyncMixin:
                     parts.append((key, mine, int(np.count_nonzero(mine))))
             for key, mine, count in parts:
                 fr = self._frames[key]
-                if self.layout is not None:
-                    self._async2_hold(fr, pos, wire, mine)
-                else:
-                    fr.acts[pos[mine]] = wire[mine]
+                for held, given in zip(fr.acts, acts):
+                    held[pos[mine]] = given[mine]
                 fr.left -= count
                 if fr.left == 0:
                     del self._frames[key]
                     self._state[fr.ids] = IN_FLIGHT
                     self._nflight += len(fr.ids)
-                    acts = fr.acts
-                    if self.layout is None and self.action_kind == "discrete" and \
-                            self.action_n <= 128 and not fr.batch.in_memory:
-                        acts = acts.astype(np.uint8)  # one varint byte each
                     # NEXT_STEP: the envs whose step is their reset are held.
-                    c = self.client._queue_checked(fr.batch, acts,
+                    c = self.client._queue_checked(fr.batch,
+                                                   self._actions.wire(fr.acts, fr.batch),
                                                    self._hold_of(fr.batch, fr.ids))
                     conns[id(c)] = c
         finally:
@@ -300,10 +293,7 @@ class AsyncMixin:
                 self._recv_short(want, self._nready + coming)
             self._recv_one(self.timeout if timeout is None else timeout, coming)
         ids, first = self._take(want)
-        if self.layout is not None:
-            out = self._async2_transitions(ids)
-        else:
-            out = self._transitions(ids, first)
+        out = self._transitions(ids, first)
         if self._disabled is not None:
             return self._disabled.stepped(out, ids)
         if self._next is not None:
@@ -341,18 +331,12 @@ class AsyncMixin:
             raise ConnectionClosed(f"node(s) {', '.join(gone)} closed: this VecEnv "
                                    "cannot step their envs any more",
                                    clean=True, reason="node closed")
-        if self.layout is not None:  # env ABI 2: rows (vecenv_async_abi2.py)
-            got = self._async2_ingest(timeout)
-            if got is None:
-                raise TimeoutError(f"recv(): no observation after {timeout:g}s ({coming} rows "
-                                   "are stepping at their nodes)")
-            self._adopt(got[1], got[0], READY)
-            return
         b = self.client._recv_frame(timeout)
         if b is None:
             raise TimeoutError(f"recv(): no observation after {timeout:g}s ({coming} envs "
                                "are stepping at their nodes)")
-        g = self._ingest(b)
+        g = self._rows_of(b)
+        self._ingest(b, g)
         self._adopt(b, _ids(g), READY, g.start if isinstance(g, slice) else None)
 
     def _take(self, want):
@@ -391,12 +375,19 @@ class AsyncMixin:
     def _transitions(self, ids, first):
         """What recv() returns for ids (first: the first of them when they
         are one range in order, else None): gathered copies (the caller's),
-        by _hotpath in one pass, and the episodes they end."""
+        by _hotpath in one pass over every column, and the episodes they
+        end."""
         rows = first if first is not None else ids
-        obs, reward, step, has_final, final, flags = hot.gather(
-            rows, len(ids), (self._obs, self._reward, self._step, self._has_final, self._final),
-            self._flags)
-        terminated, truncated, start = flags[0], flags[1], flags[2]
+        names = list(self._t)
+        cols = [self._reward, self._step, self._has_final]
+        cols += [self._t[k] for k in names] + [self._final[k] for k in names]
+        if self._mask is not None:
+            cols.append(self._mask)
+        got = hot.gather(rows, len(ids), tuple(cols), self._flags)
+        reward, step, has_final = got[0], got[1], got[2]
+        t = len(names)
+        obs, final = dict(zip(names, got[3:3 + t])), dict(zip(names, got[3 + t:3 + 2 * t]))
+        terminated, truncated, start = got[-1][0], got[-1][1], got[-1][2]
         # A first observation (step 0) is no transition.
         ep_ret, ep_len, counted, nstepped, ended = hot.episodes(
             reward, terminated, truncated, has_final, step, rows, self._ep_return,
@@ -405,13 +396,20 @@ class AsyncMixin:
         if ended:
             self.episode_returns.extend(ep_ret[counted].tolist())
             self.episode_lengths.extend(ep_len[counted].tolist())
-        shape = (len(ids),) + self.obs_shape
-        infos = {"env_id": ids.copy(), "final_obs": final.reshape(shape),
+        infos = {"env_id": ids.copy(), "final_obs": self._obs_of(final),
                  "_final_obs": has_final, "has_final_obs": has_final,
                  "rollout_episode": {"r": ep_ret, "l": ep_len}, "_rollout_episode": counted,
                  "episode_return": ep_ret, "episode_length": ep_len,
                  "episode_start": start, "step": step}
-        return obs.reshape(shape), reward, terminated, truncated, infos
+        if self.layout is not None:
+            infos["agent_id"] = self._agent_id[ids]
+            if self._mask is not None:
+                infos["action_mask"] = got[3 + 2 * t]
+        return self._obs_of(obs), reward, terminated, truncated, infos
+
+    def _masks(self, ids):
+        """The action masks rows ids were handed out with (None: no mask)."""
+        return self._mask[ids] if self._mask is not None else None
 
 
 __all__ = ["AsyncMixin", "IN_FLIGHT", "READY", "HANDED", "HELD"]

@@ -22,7 +22,6 @@ the shared memory agreed is a protocol error here.
 """
 import numpy as np
 
-from .actions import check_actions
 from .errors import ConnectionClosed, ProtocolError
 from .hotpath import hot
 from .vecenv_async import HANDED as _HANDED, READY as _READY
@@ -190,9 +189,8 @@ class LaneMixin:
         self._refuse(ids, int(r[0]), r[1])
 
     def _lane_checked(self, actions, ids):
-        wire = check_actions(self.nodes[0], actions, len(ids), self.clip_box,
-                             lambda r: self._env_label(int(ids[r])))
-        return np.ascontiguousarray(wire)
+        wire = self._actions.check(actions, len(ids), None, lambda r: self._label(int(ids[r])))
+        return np.ascontiguousarray(wire[0])
 
     def _lane_detach(self):
         """Close time: the answers the lane has not written go first in the

@@ -81,14 +81,19 @@ class Async(unittest.TestCase):
             env.close()
         return first, out
 
-    def collect(self, env, obs, steps):
+    def collect(self, env, obs, steps, total):
         """Each env's transitions under send/recv and chaotic until every
         env has `steps`: from reset()'s obs, or (obs None) from the first
-        observations recv() returns (returned too)."""
+        observations recv() returns (returned too). Checks that
+        total_steps, `total` before the reset, counts every transition but
+        NEXT_STEP's reset steps."""
         n = env.num_envs
         got = [[] for _ in range(n)]
         first = np.zeros((n, 4), np.float32)
         started = np.full(n, obs is not None)
+        ended = np.zeros(n, bool)
+        resets = 0
+        next_step = env.metadata["autoreset_mode"].name == "NEXT_STEP"
         if obs is not None:
             env.send(self.chaotic(obs), np.arange(n))
         while min(len(g) for g in got) < steps:
@@ -101,7 +106,10 @@ class Async(unittest.TestCase):
                     first[k] = obs[j]
                 else:
                     got[k].append((obs[j].copy(), rew[j], term[j], trunc[j]))
+                    resets += bool(next_step and ended[k])
+                    ended[k] = term[j] or trunc[j]
             env.send(self.chaotic(obs), ids)
+        self.assertEqual(env.total_steps - total, sum(map(len, got)) - resets)
         return first, [g[:steps] for g in got]
 
     def assert_same(self, got, want, what):
@@ -147,16 +155,16 @@ class Async(unittest.TestCase):
                     obs, infos = env.reset(seed=31)
                     np.testing.assert_array_equal(obs, first)
                     self.assertTrue(infos["episode_start"].all())
-                    got = self.collect(env, obs, steps)[1]
+                    got = self.collect(env, obs, steps, total)[1]
                     self.assert_same(got, want, f"{mode} after reset(seed=31)")
-                    # NEXT_STEP: the reset steps (the held envs') count no step.
-                    self.assertLess(env.total_steps - total, n * steps + 3 * n)
+                    total = env.total_steps
                     env.async_reset(seed=31)
-                    got_first, got = self.collect(env, None, steps)
+                    got_first, got = self.collect(env, None, steps, total)
                     np.testing.assert_array_equal(got_first, first)
                     self.assert_same(got, want, f"{mode} after async_reset(seed=31)")
+                    total = env.total_steps
                     env.async_reset(seed=listed)
-                    got_first, got = self.collect(env, None, steps)
+                    got_first, got = self.collect(env, None, steps, total)
                     np.testing.assert_array_equal(got_first, first_l)
                     self.assert_same(got, want_l, f"{mode} after async_reset(seed=[...])")
         self.assertEqual(node.stop(), 0)
