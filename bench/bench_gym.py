@@ -6,7 +6,8 @@ side in one run (issue 29): rollout's in-process engine with its defaults
 Gymnasium's own vector envs (its numpy CartPoleVectorEnv where it has one;
 SyncVectorEnv; AsyncVectorEnv at N <= --async-max, one process per env),
 and two references: the envs alone (the engine's envs stepped in C on its
-own threads, no Python between steps: ``Engine.run_steps``), and for MuJoCo
+own threads with the same 16 action batches as ``step()``, cycled, no
+Python between steps: ``Engine.run_steps``), and for MuJoCo
 a raw loop of the same MuJoCo's ``mj_step`` (``bench_mujoco --raw-envs N``:
 C, N simulations of the env's model, the env's termination and reset,
 nothing else) on one core times the CPUs, and on every CPU at once.
@@ -106,12 +107,16 @@ def rollout_case(gid: str, n: int) -> Callable[[], int]:
 def envs_alone_case(gid: str, n: int) -> Callable[[], int]:
     env = gym.make_vec(f"rollout/{gid}", num_envs=n)
     env.reset(seed=0)
-    env.step(env.action_space.sample())
+    # The actions step() is timed with, cycled in C: one action repeated
+    # would visit other states (a MuJoCo body that falls or not) at another
+    # cost per step.
+    split = getattr(env.unwrapped, "_split_actions")
+    batches = [split(a) for a in actions_for(env.action_space, n)]
     engine = getattr(env.unwrapped, "_engine")
     k = 64
 
     def step() -> int:
-        engine.run_steps(k)
+        engine.run_steps(k, batches)
         return n * k
     step.env = env  # type: ignore[attr-defined]
     return step

@@ -482,28 +482,39 @@ static PyObject *engine_recv(EngineObject *self, PyObject *unused)
 }
 
 PyDoc_STRVAR(run_steps_doc,
-             "run_steps(k) -> ns\n\n"
-             "Steps every env k times with the actions of the last step() (or zeros), in C with "
-             "no Python between steps, and returns the nanoseconds it took: the envs' own "
-             "stepping on the engine's threads, the reference the benchmarks hold step() to "
-             "(bench/bench_gym.py).");
+             "run_steps(k, batches=None) -> ns\n\n"
+             "Steps every env k times, in C with no Python between steps, and returns the "
+             "nanoseconds it took: the envs' own stepping on the engine's threads, the reference "
+             "the benchmarks hold step() to (bench/bench_gym.py). The actions: batch i %% m of "
+             "batches (m (discrete, box) pairs as step() takes), or without them those of the "
+             "last step() (or zeros).");
 
 static PyObject *engine_run_steps(EngineObject *self, PyObject *args)
 {
     unsigned int k;
-    if (!PyArg_ParseTuple(args, "I", &k))
+    PyObject *batches = Py_None;
+    if (!PyArg_ParseTuple(args, "I|O", &k, &batches))
         return NULL;
     ro_vec_t *v = ready(self);
     if (!v)
+        return NULL;
+    void *cycle = NULL;
+    uint32_t m = 0;
+    if (batches != Py_None && ro__eng_take_cycle(v, batches, &cycle, &m) < 0)
         return NULL;
     char err[256];
     int rc = 0;
     uint64_t t0 = ro__now_ns();
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS for (unsigned int i = 0; i < k && !rc; i++) rc =
-        ro__vec_step(v, err, sizeof err);
+    Py_BEGIN_ALLOW_THREADS for (unsigned int i = 0; i < k && !rc; i++)
+    {
+        if (cycle) /* a copy of the rows, as step() makes of its actions */
+            ro__eng_put_cycle(v, cycle, i % m);
+        rc = ro__vec_step(v, err, sizeof err);
+    }
     Py_END_ALLOW_THREADS self->busy = 0;
     uint64_t ns = ro__now_ns() - t0;
+    free(cycle);
     if (rc) {
         PyErr_SetString(PyExc_ValueError, err);
         return NULL;

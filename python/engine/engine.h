@@ -41,4 +41,15 @@ PyObject *ro__eng_doubles(const double *x, const uint32_t *ids, uint32_t k);
 int ro__eng_take_discrete(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k);
 int ro__eng_take_box(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k);
 
+/* ro__eng_take_cycle checks a sequence of m action batches of every env,
+ * each a (discrete, box) pair as step() takes, and copies them into one new
+ * block (*out, free() it; *m its batches): the actions run_steps cycles
+ * through. Leaves the engine's action rows at the last batch. 0, or -1 with
+ * a Python error naming the problem. */
+int ro__eng_take_cycle(ro_vec_t *v, PyObject *batches, void **out, uint32_t *m);
+
+/* ro__eng_put_cycle writes batch j of a block of ro__eng_take_cycle into
+ * the engine's action rows. No Python: runs without the GIL. */
+void ro__eng_put_cycle(ro_vec_t *v, const void *block, uint32_t j);
+
 #endif

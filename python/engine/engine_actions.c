@@ -2,6 +2,7 @@
  * engine's action rows (engine.h). */
 #include "engine.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int shape_error(PyArrayObject *a, uint32_t k, uint32_t per, const char *what)
@@ -87,4 +88,61 @@ int ro__eng_take_box(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k
             memcpy(v->act_f + (size_t)ids[i] * per, x + (size_t)i * per, per * sizeof(float));
     Py_DECREF(c);
     return 0;
+}
+
+/* The bytes of one batch of a cycle: every env's discrete row, then every
+ * env's box row. */
+static size_t cycle_bytes(const ro_vec_t *v, size_t *disc)
+{
+    *disc = (size_t)v->n * v->lay.ndisc * sizeof(int32_t);
+    return *disc + (size_t)v->n * v->lay.nbox * sizeof(float);
+}
+
+void ro__eng_put_cycle(ro_vec_t *v, const void *block, uint32_t j)
+{
+    size_t disc, all = cycle_bytes(v, &disc);
+    const uint8_t *b = (const uint8_t *)block + j * all;
+    if (disc)
+        memcpy(v->act_i, b, disc);
+    if (all > disc)
+        memcpy(v->act_f, b + disc, all - disc);
+}
+
+int ro__eng_take_cycle(ro_vec_t *v, PyObject *batches, void **out, uint32_t *m)
+{
+    PyObject *seq = PySequence_Fast(batches, "actions: a sequence of (discrete, box) batches");
+    if (!seq)
+        return -1;
+    const Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    size_t disc, all = cycle_bytes(v, &disc);
+    uint8_t *block = k > 0 && k <= 1024 ? malloc((size_t)k * (all ? all : 1)) : NULL;
+    if (!block) {
+        if (k > 0 && k <= 1024)
+            PyErr_NoMemory();
+        else
+            PyErr_Format(PyExc_ValueError, "actions: 1 to 1024 batches are needed, got %zd", k);
+        goto fail;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, j), *d, *b;
+        if (!PyTuple_Check(pair) || !PyArg_ParseTuple(pair, "OO", &d, &b)) {
+            PyErr_Format(PyExc_TypeError, "actions: batch %zd is not a (discrete, box) pair", j);
+            goto fail;
+        }
+        if ((v->lay.ndisc && ro__eng_take_discrete(v, d, NULL, v->n) < 0) ||
+            (v->lay.nbox && ro__eng_take_box(v, b, NULL, v->n) < 0))
+            goto fail;
+        if (disc)
+            memcpy(block + (size_t)j * all, v->act_i, disc);
+        if (all > disc)
+            memcpy(block + (size_t)j * all + disc, v->act_f, all - disc);
+    }
+    Py_DECREF(seq);
+    *out = block;
+    *m = (uint32_t)k;
+    return 0;
+fail:
+    free(block);
+    Py_DECREF(seq);
+    return -1;
 }

@@ -264,6 +264,34 @@ class Seeding(unittest.TestCase):
         env.close()
 
 
+class RunSteps(unittest.TestCase):
+    def test_cycled_batches_equal_step(self):
+        """Engine.run_steps(k, batches), the benchmarks' envs alone, steps
+        with batch i % m at step i: the transitions step() gives with the
+        same actions (a box and a discrete env), and bad batches refused."""
+        for gid, draw in (("rollout/Pendulum-v1",
+                           lambda r: r.uniform(-2, 2, size=(4, 1)).astype(np.float32)),
+                          ("rollout/CartPole-v1", lambda r: r.integers(0, 2, size=4))):
+            rng = np.random.default_rng(1)
+            acts = [draw(rng) for _ in range(3)]
+            ref, alone = rc.make_vec(gid, 4), rc.make_vec(gid, 4)
+            ref.reset(seed=2)
+            alone.reset(seed=2)
+            for t in range(10):
+                ref.step(acts[t % 3])
+            engine = alone.unwrapped._engine
+            engine.run_steps(10, [alone.unwrapped._split_actions(a) for a in acts])
+            a, b = ref.step(acts[0]), alone.step(acts[0])
+            for x, y in zip(a[:4], b[:4]):
+                np.testing.assert_array_equal(x, y)
+            with self.assertRaisesRegex(ValueError, "1 to 1024 batches"):
+                engine.run_steps(1, [])
+            with self.assertRaisesRegex(TypeError, "batch 0 is not a"):
+                engine.run_steps(1, [acts[0]])
+            ref.close()
+            alone.close()
+
+
 class Async(unittest.TestCase):
     def test_send_recv_equals_step(self):
         """EnvPool's API: batches come back in the order they were sent, and
