@@ -94,6 +94,7 @@ static void engine_dealloc(EngineObject *self)
 {
     ro__vec_free(self->v);
     PyMem_Free(self->ids);
+    free(self->cycle);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -485,9 +486,9 @@ PyDoc_STRVAR(run_steps_doc,
              "run_steps(k, batches=None) -> ns\n\n"
              "Steps every env k times, in C with no Python between steps, and returns the "
              "nanoseconds it took: the envs' own stepping on the engine's threads, the reference "
-             "the benchmarks hold step() to (bench/bench_gym.py). The actions: batch i %% m of "
-             "batches (m (discrete, box) pairs as step() takes), or without them those of the "
-             "last step() (or zeros).");
+             "the benchmarks hold step() to (bench/bench_gym.py). Step i's actions: batch i %% m "
+             "of the last batches given (m (discrete, box) pairs as step() takes, converted once "
+             "and kept), or without any those of the last step() (or zeros).");
 
 static PyObject *engine_run_steps(EngineObject *self, PyObject *args)
 {
@@ -498,10 +499,15 @@ static PyObject *engine_run_steps(EngineObject *self, PyObject *args)
     ro_vec_t *v = ready(self);
     if (!v)
         return NULL;
-    void *cycle = NULL;
-    uint32_t m = 0;
-    if (batches != Py_None && ro__eng_take_cycle(v, batches, &cycle, &m) < 0)
-        return NULL;
+    void *cycle;
+    uint32_t m;
+    if (batches != Py_None) {
+        if (ro__eng_take_cycle(v, batches, &cycle, &m) < 0)
+            return NULL;
+        free(self->cycle);
+        self->cycle = cycle, self->cycle_m = m;
+    }
+    cycle = self->cycle, m = self->cycle_m;
     char err[256];
     int rc = 0;
     uint64_t t0 = ro__now_ns();
@@ -514,7 +520,6 @@ static PyObject *engine_run_steps(EngineObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS self->busy = 0;
     uint64_t ns = ro__now_ns() - t0;
-    free(cycle);
     if (rc) {
         PyErr_SetString(PyExc_ValueError, err);
         return NULL;

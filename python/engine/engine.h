@@ -22,6 +22,8 @@ typedef struct {
     int busy;      /* a call runs with the GIL released */
     uint32_t *ids; /* [n]: the envs of the last recv() */
     int last_recv; /* the last results came from recv(): rows ids[0..batch) */
+    void *cycle;   /* run_steps' action batches (ro__eng_take_cycle), or NULL */
+    uint32_t cycle_m;
 } EngineObject;
 
 /* ro__eng_rows returns rows ids[0..k) (ids NULL: rows 0..k-1) of every

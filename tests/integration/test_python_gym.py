@@ -267,8 +267,9 @@ class Seeding(unittest.TestCase):
 class RunSteps(unittest.TestCase):
     def test_cycled_batches_equal_step(self):
         """Engine.run_steps(k, batches), the benchmarks' envs alone, steps
-        with batch i % m at step i: the transitions step() gives with the
-        same actions (a box and a discrete env), and bad batches refused."""
+        with batch i % m at its step i, and keeps the batches for the next
+        calls: the transitions step() gives with the same actions (a box and
+        a discrete env); bad batches refused by name."""
         for gid, draw in (("rollout/Pendulum-v1",
                            lambda r: r.uniform(-2, 2, size=(4, 1)).astype(np.float32)),
                           ("rollout/CartPole-v1", lambda r: r.integers(0, 2, size=4))):
@@ -277,10 +278,11 @@ class RunSteps(unittest.TestCase):
             ref, alone = rc.make_vec(gid, 4), rc.make_vec(gid, 4)
             ref.reset(seed=2)
             alone.reset(seed=2)
-            for t in range(10):
+            for t in range(9):
                 ref.step(acts[t % 3])
             engine = alone.unwrapped._engine
-            engine.run_steps(10, [alone.unwrapped._split_actions(a) for a in acts])
+            engine.run_steps(3, [alone.unwrapped._split_actions(a) for a in acts])
+            engine.run_steps(6)  # the batches kept: each call cycles them from the first
             a, b = ref.step(acts[0]), alone.step(acts[0])
             for x, y in zip(a[:4], b[:4]):
                 np.testing.assert_array_equal(x, y)
