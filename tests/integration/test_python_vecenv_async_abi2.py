@@ -111,11 +111,18 @@ class AsyncAbi2(nu.TempDirCase):
                 v.send(actor.act(rows, infos.get("action_mask")), rows)
             else:
                 v.async_reset()
+            seen = np.full(n, start == "reset")
             while min(len(g) for g in got) <= STEPS:
                 obs, rew, term, trunc, infos = v.recv()
                 ids = infos["env_id"]
                 self.assertEqual(len(ids), batch_size)
                 np.testing.assert_array_equal(infos["agent_id"], ids % v.agents)
+                # is_first, by row: a row this VecEnv saw step on starts
+                # from zeros only where its episode starts.
+                np.testing.assert_array_equal(infos["is_first"][seen[ids]],
+                                              infos["episode_start"][seen[ids]])
+                self.assertTrue(infos["is_first"][~seen[ids]].all())
+                seen[ids] = True
                 for j, k in enumerate(ids.tolist()):
                     first = infos["step"][j] == 0
                     got[k].append(record(obs, j, infos) if first else
