@@ -1,10 +1,10 @@
 """The remote VecEnv's ``get_state`` and ``set_state`` (docs/python.md "Env
-state"): Frame{get_state} / Frame{set_state} to each node whose envs are
+state (remote)"): Frame{get_state} / Frame{set_state} to each node whose envs are
 named, each answered by Frame{env_states} (docs/protocol.md "Env state").
 
 A node takes and sets the states of envs its learner holds: every env of
-a synchronous VecEnv after ``reset()`` or ``step()``, or those an
-asynchronous one received and has not sent. The semantics are
+a synchronous VecEnv after ``reset()`` or ``step()``, or of an asynchronous
+one once it has received every env (none in flight). The semantics are
 ``make_vec``'s (vector.py): a state is bytes per env (the same blob both
 give, so either takes the other's); ``set_state`` returns nothing, and each
 restored env's next ``step()`` starts from its restored state (the
@@ -12,7 +12,7 @@ observation of that state is the one returned where it was saved; the
 arrays handed out before keep the rows they had). A refusal raises and
 changes nothing: NotImplementedError naming the env for an env without
 state support, ValueError for a blob that is not a state of the env or an
-env the VecEnv does not hold, RuntimeError for the rest (a node shared
+env id out of range or named twice, RuntimeError for the rest (a node shared
 with other learners, a recording node, an answer over the frame limit).
 The connection goes on.
 """
