@@ -64,6 +64,9 @@ static int fake_load(ro_state_port_t *p, uint32_t j, const void *blob, size_t le
 {
     fake_port_t *f = (fake_port_t *)p;
     int rc = fake_check(p, j, blob, len, err, errlen);
+    if (rc == 0 && ((const uint8_t *)blob)[2] == 0xEE) /* the env refuses what passed */
+        return ro__errorf(err, errlen, RO_EINVAL, "fake: env %u refused the state's bytes",
+                          f->first + j);
     if (rc == 0) {
         f->loads++;
         f->loaded[j]++;
@@ -163,6 +166,17 @@ static void test_get_and_set_states(void **state)
     assert_int_equal(ports[0].loaded[0], 1);
     assert_int_equal(ports[1].loaded[1], 1);
     assert_int_equal(ports[0].loads + ports[1].loads, 2);
+
+    /* An env that refuses bytes that passed the checks: named, and the
+     * others of the request are still loaded. */
+    uint8_t refused[BLOB];
+    memcpy(refused, blob[0], BLOB);
+    refused[2] = 0xEE;
+    st[0].data = refused;
+    expect_answer(L, ask(t, L, (const uint32_t[]){3, 0}, 2, st), 22,
+                  "fake: env 3 refused the state's bytes");
+    assert_int_equal(ports[0].loaded[0], 2);
+    assert_int_equal(ports[1].loaded[1], 1);
 
     /* Answered envs step (the fake env actor keeps them): not the learner's now. */
     learner_answer(L, false);
