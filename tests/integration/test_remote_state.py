@@ -236,7 +236,11 @@ class RemoteState(nu.TempDirCase):
             env.set_state(range(4), half[:4])
             env.set_state(range(4, 8), half[4:])
             self.assertEqual(env.get_state(range(4)) + env.get_state(range(4, 8)), half)
-            env.step(env.action_space.sample())
+            *_, infos = env.step(env.action_space.sample())
+            # A restored env's next row is a recurrent policy's first: no state for it.
+            self.assertTrue(infos["is_first"].all())
+            *_, infos = env.step(env.action_space.sample())
+            np.testing.assert_array_equal(infos["is_first"], infos["episode_start"])
         self.assertEqual(node.stop(), 0)
 
     def crafted(self, blob):
