@@ -7,7 +7,7 @@ layout over --listen (another layout is refused by name); weights
 files (--save-policy, --policy FILE) of composite and typed-input policies
 give identical runs and are refused on another layout; ABI 1 plugins
 keep running; --record and rollout-replay carry ABI 2 envs (more in
-test_record_abi2.py). Every run ends by its own --steps: nothing here waits
+test_record_typed.py). Every run ends by its own --steps: nothing here waits
 on the clock."""
 import json
 import os
@@ -22,7 +22,7 @@ import wireutil as w
 GRID = CATCH = REPLAY = None
 
 
-class Abi2(nu.TempDirCase):
+class TypedEnvs(nu.TempDirCase):
     def grid(self, *args):
         return nu.run("--env", GRID, "--num-envs", 16, "--seed", 3, *args)
 
@@ -94,8 +94,8 @@ class Abi2(nu.TempDirCase):
         return p.stderr
 
     def test_trainers_push_weights_of_the_envs_layout(self):
-        # Every mode carries ABI 2 now: stream (test_stream_abi2.py), SEED
-        # (test_seed_abi2.py), and trainers' pushes to a local node with
+        # Every mode carries ABI 2 now: stream (test_stream_typed.py), SEED
+        # (test_seed_typed.py), and trainers' pushes to a local node with
         # --listen: a format-2 file of gridworld's policy (saved by a local
         # run) is taken; a file of catch's layout is refused by name and the
         # node goes on. Each wait is for the trainer's exit or the node's.
@@ -156,9 +156,9 @@ class Abi2(nu.TempDirCase):
         self.assertIn("action_kind is one plain head (format 2) but the env's action is "
                       "composite", err)
 
-    def test_record_and_replay_carry_abi2(self):
+    def test_record_and_replay_carry_typed_envs(self):
         # --record takes ABI 2 envs (format version 2; more in
-        # test_record_abi2.py); an ABI 1 recording is not replayed with an
+        # test_record_typed.py); an ABI 1 recording is not replayed with an
         # ABI 2 plugin.
         g = self.path("g.traj")
         s, _ = self.grid("--policy", "random", "--steps", 16 * 2 * 50, "--record", g)

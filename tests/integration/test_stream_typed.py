@@ -11,7 +11,7 @@ a composite action refused by name.
 Each run ends by its own --steps and the node's goodbye; every wait has the
 hang guard of nodeutil; nothing here decides by the clock.
 
-Run as: test_stream_abi2.py ROLLOUT_NODE PLUGIN_SO GRIDWORLD_SO CATCH_SO
+Run as: test_stream_typed.py ROLLOUT_NODE PLUGIN_SO GRIDWORLD_SO CATCH_SO
 (rollout-learner lies beside the node; rollout_pb2 comes from
 $ROLLOUT_PROTO_OUT).
 """

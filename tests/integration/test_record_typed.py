@@ -84,7 +84,7 @@ def verified(stderr):
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-class RecordAbi2(nu.TempDirCase):
+class RecordTyped(nu.TempDirCase):
     def check_verify(self, s, f, plugin):
         p = replay("--verify", "--plugin", plugin, f)
         self.assertEqual(p.returncode, 0, p.stderr)

@@ -7,7 +7,7 @@ same seed with the same per-row (masked random) action stream; misuses
 (rows not handed out, a masked action, a wrong shape) raise at once with a
 message and leave the VecEnv usable.
 
-Run as: test_python_vecenv_async_abi2.py ROLLOUT_NODE PLUGIN_SO
+Run as: test_python_vecenv_async_typed.py ROLLOUT_NODE PLUGIN_SO
 GRIDWORLD_SO CATCH_SO. Every wait is for an observation or an exit, with
 the hang guard of nodeutil as the only clock.
 """
@@ -19,7 +19,7 @@ import unittest
 import numpy as np
 
 import nodeutil as nu
-from test_seed_abi2 import start_node, summary
+from test_seed_typed import start_node, summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -65,7 +65,7 @@ def runs():
             ("catch multidiscrete", CATCH, ["--env-arg", "action=multidiscrete"], 8, [3, 2]))
 
 
-class AsyncAbi2(nu.TempDirCase):
+class AsyncTyped(nu.TempDirCase):
     def node(self, plugin, env_args, num_envs, listen):
         p, addr, log = start_node(plugin, *env_args, "--num-envs", num_envs, "--seconds", 0,
                                   "--seed", 6, "--shard", 2, listen=listen)
