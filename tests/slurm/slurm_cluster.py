@@ -300,23 +300,30 @@ PartitionName=rollout Nodes={self.short} Default=YES MaxTime=INFINITE State=UP O
             time.sleep(0.5)
 
     # -- stop -------------------------------------------------------------
+    def cancel_all(self):
+        """Cancels every queued job and waits until the queue is empty, so
+        that a failed test's jobs do not hold the node's CPUs from the next
+        test's; returns a list of problems (empty: clean)."""
+        try:
+            jobs = self.cmd("squeue", "-h", "-o", "%i", check=False).split()
+            if not jobs:
+                return []
+            self.cmd("scancel", *jobs, check=False)
+            deadline = time.monotonic() + HANG_GUARD_S
+            while self.cmd("squeue", "-h", "-o", "%i", check=False).strip():
+                if time.monotonic() > deadline:
+                    return [f"jobs still queued {HANG_GUARD_S} s after scancel"]
+                time.sleep(0.5)
+        except (ClusterError, subprocess.TimeoutExpired) as e:
+            return [f"cancelling jobs: {e}"]
+        return []
+
     def stop(self):
         """Cancels every job, stops the daemons, kills anything of the
         cluster still running; returns a list of problems (empty: clean)."""
         problems = []
         if "slurmctld" in self.procs and self.procs["slurmctld"].poll() is None:
-            try:
-                jobs = self.cmd("squeue", "-h", "-o", "%i", check=False).split()
-                if jobs:
-                    self.cmd("scancel", *jobs, check=False)
-                deadline = time.monotonic() + HANG_GUARD_S
-                while self.cmd("squeue", "-h", "-o", "%i", check=False).strip():
-                    if time.monotonic() > deadline:
-                        problems.append(f"jobs still queued {HANG_GUARD_S} s after scancel")
-                        break
-                    time.sleep(0.5)
-            except (ClusterError, subprocess.TimeoutExpired) as e:
-                problems.append(f"cancelling jobs: {e}")
+            problems += self.cancel_all()
         for name in reversed(list(self.procs)):
             p = self.procs[name]
             if p.poll() is None:

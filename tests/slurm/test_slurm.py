@@ -53,6 +53,12 @@ class SlurmCase(unittest.TestCase):
         self.cwd = os.path.join(CLUSTER.dir, self.id().rsplit(".", 1)[1] + f"-{self.sockets}")
         os.makedirs(self.cwd)
 
+    def tearDown(self):
+        # A failed test leaves its jobs queued or running: cancel them, or
+        # they hold the CPUs every later test's job waits for.
+        problems = CLUSTER.cancel_all()
+        self.assertEqual(problems, [], "cancelling this test's jobs")
+
     def run_dir(self, jobid):
         return os.path.join(self.cwd, f"rollout-{jobid}")
 
@@ -83,7 +89,8 @@ class SlurmCase(unittest.TestCase):
     def check_nodes(self, jobid, learners, stepped=True):
         """One node task per socket wrote a summary; each ran on exactly its
         own socket's CPUs, its workers pinned to them, and served `learners`
-        learners (stepping, unless not `stepped`)."""
+        learners (one count, or a list: one per node), stepping unless not
+        `stepped`."""
         run = self.run_dir(jobid)
         with open(os.path.join(run, "addresses")) as f:
             addresses = f.read().split()
@@ -116,7 +123,8 @@ class SlurmCase(unittest.TestCase):
                     self.assertGreaterEqual(saved_ns, 50000, f"node {t}: loop was cheaper: {n}")
             self.assertEqual(n["affinity_mismatches"], 0)
             self.assertEqual(n["pin_errors"], 0)
-            self.assertEqual(n["learners_attached"], learners, f"node {t}: {n}")
+            want = learners[t] if isinstance(learners, list) else learners
+            self.assertEqual(n["learners_attached"], want, f"node {t}: {n}")
             self.assertEqual(n["learners_rejected"], 0)
             if stepped:
                 self.assertGreater(n["steps"], 0)
@@ -144,13 +152,21 @@ class SlurmCase(unittest.TestCase):
                              [f"{CLUSTER.short}:{self.prom_ports[-1]}"])
         return nodes
 
-    def scrape(self, target):
-        """rollout_steps_total's sample from target's /metrics."""
+    def scrape(self, target, name="rollout_steps_total"):
+        """The sample of metric `name` from target's /metrics: (labels, value)."""
         with urllib.request.urlopen(f"http://{target}/metrics", timeout=30) as r:
             text = r.read().decode()
-        m = re.search(r'^rollout_steps_total\{(.*)\} (\d+)$', text, re.M)
-        self.assertTrue(m, f"{target}: no rollout_steps_total in\n{text[:1000]}")
+        m = re.search(rf'^{name}\{{(.*)\}} (\d+)$', text, re.M)
+        self.assertTrue(m, f"{target}: no {name} in\n{text[:1000]}")
         return m.group(1), int(m.group(2))
+
+    def sample(self, target, name):
+        """Metric `name` from target's /metrics, or None while the endpoint
+        does not answer yet (for wait_for)."""
+        try:
+            return self.scrape(target, name)[1]
+        except OSError:
+            return None
 
     def one_job(self):
         """rollout.sbatch: nodes and learner in one job, run to --steps."""
@@ -218,16 +234,21 @@ class SlurmCase(unittest.TestCase):
             state, code = CLUSTER.wait_job(learner1, "the first learner job")
             self.assertEqual((state, code), ("COMPLETED", "0:0"), f"learner job {learner1}")
 
-            def attached_twice():
-                for t in range(len(self.ports)):
-                    try:
-                        with open(os.path.join(run, f"node-{t}.log")) as f:
-                            if f.read().count("': attached") < 2:
-                                return False
-                    except OSError:
-                        return False
-                return True
-            CLUSTER.wait_for("every node logging a second learner attached", attached_twice)
+            # The second learner takes over every node: it says so on its
+            # endpoint (nodes welcomed now), and then each node steps again,
+            # which only its actions make it do now that the first is gone.
+            # Node attach counts cannot say it: the first learner may have
+            # met its budget before some node welcomed it.
+            learner_target = f"{CLUSTER.short}:{self.prom_ports[-1]}"
+            CLUSTER.wait_for("the second learner connected to every node (its "
+                             "rollout_nodes_connected)",
+                             lambda: self.sample(learner_target, "rollout_nodes_connected")
+                             == len(self.ports))
+            node_targets = self.check_targets(nodes_job, learner_too=False)
+            before = [self.scrape(t)[1] for t in node_targets]
+            CLUSTER.wait_for("every node stepping for the second learner",
+                             lambda: all((self.sample(t, "rollout_steps_total") or 0) > b
+                                         for t, b in zip(node_targets, before)))
             # Every target of the run's file_sd list answers a scrape with
             # its own node index; the learner job listed its own.
             for t, target in enumerate(self.check_targets(nodes_job, learner_too=False)):
@@ -244,7 +265,13 @@ class SlurmCase(unittest.TestCase):
             self.assertEqual(state, "CANCELLED")
             state, code = CLUSTER.wait_job(learner2, "the second learner job")
             self.assertEqual((state, code), ("COMPLETED", "0:0"), f"learner job {learner2}")
-            nodes = self.check_nodes(nodes_job, learners=2)
+            # Each node served the second learner, and the first where the
+            # first's summary names the node (its welcome came).
+            first = self.read_json(os.path.join(run, f"learner-{learner1}.json"))
+            welcomed = {n["address"] for n in first["nodes"] if int(n["node_id"], 16) != 0}
+            with open(os.path.join(run, "addresses")) as f:
+                served = [1 + (a in welcomed) for a in f.read().split()]
+            nodes = self.check_nodes(nodes_job, learners=served)
             self.check_learner(os.path.join(run, f"learner-{learner1}.json"), nodes,
                                budget=40000)
             self.check_learner(os.path.join(run, f"learner-{learner2}.json"), nodes)
