@@ -102,7 +102,7 @@ static bool same_layout(const ro_space_layout_t *a, const ro_space_layout_t *b)
     return true;
 }
 
-int ro__learner_check_welcome_abi2(const Rollout__V1__Welcome *w, char *err, size_t errlen)
+int ro__learner_check_layout_welcome(const Rollout__V1__Welcome *w, char *err, size_t errlen)
 {
     const Rollout__V1__EnvSpec *spec = w->spec;
     if (w->protocol_version != RO_PROTOCOL_VERSION)
@@ -123,7 +123,7 @@ static int adopt_layout(learner_t *L, const Rollout__V1__Welcome *w, uint32_t *r
                         size_t errlen)
 {
     const Rollout__V1__EnvSpec *spec = w->spec;
-    int rc = ro__learner_check_welcome_abi2(w, err, errlen);
+    int rc = ro__learner_check_layout_welcome(w, err, errlen);
     if (rc)
         return rc;
     ro_space_layout_t lay;
@@ -170,7 +170,7 @@ static int stream_rules_abi2(const Rollout__V1__Welcome *w, ro_segment_rules_t *
                              size_t errlen)
 {
     const Rollout__V1__EnvSpec *spec = w->spec;
-    int rc = ro__learner_check_welcome_abi2(w, err, errlen);
+    int rc = ro__learner_check_layout_welcome(w, err, errlen);
     if (rc)
         return rc;
     ro_traj_rows_t rows;

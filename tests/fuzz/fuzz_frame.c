@@ -92,7 +92,7 @@ static void check_observations(const Rollout__V1__Observations *o)
 /* An env ABI 2 layout as SEED frames follow it: 2 agents, a uint8 [3, 3]
  * tensor "view" and an int32 [2] "pos", one Discrete(5) entry with its
  * mask, a Box of 2 in [-1, 1]. Built once. */
-static const ro_space_layout_t *abi2_layout(void)
+static const ro_space_layout_t *typed_layout(void)
 {
     static ro_space_layout_t lay;
     static bool built;
@@ -116,8 +116,8 @@ static const ro_space_layout_t *abi2_layout(void)
 }
 
 /* An ABI 2 frame that passed: every row, tensor byte and mask byte read. */
-static void read_abi2(const Rollout__V1__Observations *o, const ro_space_layout_t *lay,
-                      uint32_t rows)
+static void read_typed(const Rollout__V1__Observations *o, const ro_space_layout_t *lay,
+                       uint32_t rows)
 {
     if (o->in_memory) { /* ranges of rows only */
         for (size_t i = 0; i + 1 < o->n_ranges; i += 2)
@@ -154,20 +154,20 @@ static void read_abi2(const Rollout__V1__Observations *o, const ro_space_layout_
     (void)ro__check_action_rows_typed(disc, box, o->mask.data, n, lay, o->seq, 0, err, sizeof err);
 }
 
-static void check_observations_abi2(const Rollout__V1__Observations *o)
+static void check_observations_typed(const Rollout__V1__Observations *o)
 {
     char err[256];
-    const ro_space_layout_t *lay = abi2_layout();
+    const ro_space_layout_t *lay = typed_layout();
     const uint32_t rows[2] = {8, 1u << 20};
     for (int k = 0; k < 2; k++)
         if (ro__check_observations_typed(o, lay, rows[k], err, sizeof err) == 0)
-            read_abi2(o, lay, rows[k]);
+            read_typed(o, lay, rows[k]);
 }
 
-static void check_actions_abi2(const Rollout__V1__Actions *a)
+static void check_actions_typed(const Rollout__V1__Actions *a)
 {
     char err[256];
-    const ro_space_layout_t *lay = abi2_layout();
+    const ro_space_layout_t *lay = typed_layout();
     size_t rows = a->n_discrete;
     if (ro__check_actions_typed(a, rows, lay, err, sizeof err) == 0)
         (void)ro__check_action_rows_typed(a->discrete, a->box, NULL, rows, lay, a->seq, 0, err,
@@ -287,13 +287,13 @@ static void validate(const ro_frame_t *f)
     case ROLLOUT__V1__FRAME__BODY_ACTIONS:
         if (f->actions) {
             check_actions(f->actions);
-            check_actions_abi2(f->actions);
+            check_actions_typed(f->actions);
         }
         break;
     case ROLLOUT__V1__FRAME__BODY_OBSERVATIONS:
         if (f->observations) {
             check_observations(f->observations);
-            check_observations_abi2(f->observations);
+            check_observations_typed(f->observations);
         }
         break;
     case ROLLOUT__V1__FRAME__BODY_WELCOME:
