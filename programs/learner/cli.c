@@ -82,8 +82,7 @@ static const ro_flag_t learner_flags[] = {
      .help = "seconds between TensorBoard events (default 1)"},
     {RO_FLAG_BOOL, "json", NULL, AT(json), .help = "one-line JSON summary on stdout"},
     {RO_FLAG_BOOL, "quiet", NULL, AT(quiet), .help = "no progress lines"},
-    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
-    {RO_FLAG_BOOL, "version", NULL, AT(version), .help = "the version"},
+    RO_FLAGS_HELP_VERSION(ro_learner_cfg_t),
 };
 
 #define NFLAGS (sizeof learner_flags / sizeof learner_flags[0])
@@ -104,10 +103,7 @@ void ro__learner_usage(FILE *f)
 /* Whether the flag called name was given. */
 static bool was_given(const bool *given, const char *name)
 {
-    for (size_t i = 0; i < NFLAGS; i++)
-        if (strcmp(learner_flags[i].name, name) == 0)
-            return given[i];
-    return false;
+    return ro__flags_given(learner_flags, NFLAGS, given, name);
 }
 
 /* Flags that the others given would make meaningless are refused, never

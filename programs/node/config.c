@@ -217,8 +217,7 @@ static const ro_flag_t node_flags[] = {
      .help = "when a write fails (disk full): stop the run\nand exit 1 (default), or go on "
              "unrecorded; the\nfile keeps every whole record either way"},
     {.kind = RO_FLAG_SECTION, .name = "other"},
-    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
-    {RO_FLAG_BOOL, "version", NULL, AT(version), .help = "the version"},
+    RO_FLAGS_HELP_VERSION(ro_config_t),
 };
 
 #define NFLAGS (sizeof node_flags / sizeof node_flags[0])
@@ -234,20 +233,17 @@ void ro__config_usage(FILE *f)
                     node_flags, NFLAGS);
 }
 
-/* The index of a flag in the table, for `given`. */
-static size_t flag_index(const char *name)
+/* Whether the flag called name was given. */
+static bool was_given(const bool *given, const char *name)
 {
-    for (size_t i = 0; i < NFLAGS; i++)
-        if (node_flags[i].kind != RO_FLAG_SECTION && strcmp(node_flags[i].name, name) == 0)
-            return i;
-    return NFLAGS;
+    return ro__flags_given(node_flags, NFLAGS, given, name);
 }
 
 /* The first of names[] (NULL-terminated) that was given, or NULL. */
 static const char *first_given(const bool *given, const char *const *names)
 {
     for (; *names; names++)
-        if (given[flag_index(*names)])
+        if (was_given(given, *names))
             return *names;
     return NULL;
 }
@@ -273,29 +269,29 @@ static int check_combinations(const ro_config_t *c, const bool *given, char *err
                           "--%s: with --learner remote the learners that attach choose the "
                           "actions; this node runs no policy",
                           f);
-    int rc = ro__policy_flags_check(&c->policy, given[flag_index("hidden")],
-                                    given[flag_index("activation")], given[flag_index("gemm")], err,
+    int rc = ro__policy_flags_check(&c->policy, was_given(given, "hidden"),
+                                    was_given(given, "activation"), was_given(given, "gemm"), err,
                                     errlen);
     if (rc)
         return rc;
-    if (c->policy.kind == RO_POLICY_RANDOM && given[flag_index("kernels")])
+    if (c->policy.kind == RO_POLICY_RANDOM && was_given(given, "kernels"))
         return ro__errorf(err, errlen, RO_EINVAL, "--kernels: --policy random runs no MLP");
     if (c->policy.kind == RO_POLICY_RANDOM && c->save_policy)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--save-policy: --policy random has no weights to save");
     if (!c->record && (f = first_given(given, record_flags)))
         return ro__errorf(err, errlen, RO_EINVAL, "--%s: only with --record PATH", f);
-    if (given[flag_index("metrics-episodes")] && !c->metrics)
+    if (was_given(given, "metrics-episodes") && !c->metrics)
         return ro__errorf(err, errlen, RO_EINVAL, "--metrics-episodes: only with --metrics FILE");
     if (!c->metrics && !c->tensorboard && (f = first_given(given, metrics_flags)))
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--%s: only with --metrics FILE or --tensorboard DIR", f);
-    if (given[flag_index("metrics-interval")] && given[flag_index("metrics-every")])
+    if (was_given(given, "metrics-interval") && was_given(given, "metrics-every"))
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--metrics-every: give it or --metrics-interval, not both (both set "
                           "the throughput lines' period; --metrics-every also drops the "
                           "env-failure lines)");
-    if (given[flag_index("metrics-episodes")] && given[flag_index("metrics-every")])
+    if (was_given(given, "metrics-episodes") && was_given(given, "metrics-every"))
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--metrics-episodes: --metrics-every writes throughput lines only");
     if (!remote && !c->listen && (f = first_given(given, peer_flags)))
@@ -303,11 +299,11 @@ static int check_combinations(const ro_config_t *c, const bool *given, char *err
                           "--%s: nothing connects to this node without --listen or --learner "
                           "remote",
                           f);
-    if (given[flag_index("workers")] && c->workers == 0 && !remote)
+    if (was_given(given, "workers") && c->workers == 0 && !remote)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--workers 0: only with --learner remote (the envs then step on the "
                           "loop thread; a local or stream node needs workers for its policy)");
-    if (given[flag_index("overcommit")] && c->workers == 0)
+    if (was_given(given, "overcommit") && c->workers == 0)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--overcommit: only with --workers W (the default is one worker per "
                           "allowed CPU)");
@@ -321,33 +317,33 @@ int ro__config_parse(ro_config_t *c, int argc, char **argv, char *err, size_t er
     int rc = ro__flags_parse(node_flags, NFLAGS, c, given, argc, argv, NULL, err, errlen);
     if (rc)
         return rc;
-    if (!given[flag_index("help")] && !given[flag_index("version")]) {
+    if (!was_given(given, "help") && !was_given(given, "version")) {
         rc = check_combinations(c, given, err, errlen);
         if (rc)
             return rc;
     }
     /* A fresh seed per run, so that two nodes started alike do not play the
      * same episodes; it is printed and recorded, so the run can be repeated. */
-    if (!given[flag_index("seed")] && !c->help && !c->version && !c->print_topology) {
+    if (!was_given(given, "seed") && !c->help && !c->version && !c->print_topology) {
         rc = ro__random_seed(&c->seed, err, errlen);
         if (rc)
             return rc;
         c->seed_drawn = true;
     }
-    c->metrics_throughput_only = given[flag_index("metrics-every")];
-    c->envs_on_loop = given[flag_index("workers")] && c->workers == 0;
-    c->workers_given = given[flag_index("workers")];
-    c->spin_given = given[flag_index("spin-us")];
+    c->metrics_throughput_only = was_given(given, "metrics-every");
+    c->envs_on_loop = was_given(given, "workers") && c->workers == 0;
+    c->workers_given = was_given(given, "workers");
+    c->spin_given = was_given(given, "spin-us");
     /* Spinning pays only where the loop thread is the data path: beside
      * busy workers it would take their CPU. 300 us covers a Python
      * learner's turn between a frame and its answer (VecEnv.step() with
      * random actions: 100-200 us); a turn longer than that (a policy's
      * forward pass) runs the spin out 8 times, then the loop sleeps for the
      * next 256 waits (runtime/loop_spin.h). */
-    if (!given[flag_index("spin-us")])
+    if (!was_given(given, "spin-us"))
         c->spin_us = c->envs_on_loop ? 300 : 0;
     /* --steps alone means "run until the steps are done". */
-    if (given[flag_index("steps")] && !given[flag_index("seconds")])
+    if (was_given(given, "steps") && !was_given(given, "seconds"))
         c->seconds = 0;
     return 0;
 }

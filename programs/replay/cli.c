@@ -163,8 +163,7 @@ static const ro_flag_t replay_flags[] = {
      .help = "the same as --env (with --fork: the envs to fork)"},
     {RO_FLAG_FN, "no-resync", NULL, AT(o.resync), .parse = parse_no_resync,
      .help = "stop at the first damaged record instead of skipping it"},
-    {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
-    {RO_FLAG_BOOL, "version", NULL, AT(version), .help = "the version"},
+    RO_FLAGS_HELP_VERSION(ro_replay_cfg_t),
 };
 
 #define NFLAGS (sizeof replay_flags / sizeof replay_flags[0])

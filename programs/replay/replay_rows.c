@@ -297,6 +297,18 @@ static void put_tensor(FILE *f, ro_dtype_t dt, const uint8_t *p, size_t n)
     fputc(']', f);
 }
 
+/* put_outcome ends row k's JSON line: its reward and flags, the same in
+ * both layouts' dumps. */
+static void put_outcome(FILE *f, const Rollout__V1__TransitionBatch *b, size_t k)
+{
+    uint32_t fl = b->flags[k];
+    fputs(",\"reward\":", f);
+    put_float(f, b->reward[k]);
+    fprintf(f, ",\"terminated\":%s,\"truncated\":%s,\"failed\":%s}\n",
+            fl & RO_TRAJ_TERMINATED ? "true" : "false", fl & RO_TRAJ_TRUNCATED ? "true" : "false",
+            fl & RO_TRAJ_FAILED ? "true" : "false");
+}
+
 void ro__replay_rows_dump(const ro_replay_rows_t *rr, const Rollout__V1__TrajectoryLayout *l,
                           FILE *f, const Rollout__V1__TransitionBatch *b, size_t k)
 {
@@ -334,11 +346,7 @@ void ro__replay_rows_dump(const ro_replay_rows_t *rr, const Rollout__V1__Traject
         }
         fputc('}', f);
     }
-    fputs(",\"reward\":", f);
-    put_float(f, b->reward[k]);
-    fprintf(f, ",\"terminated\":%s,\"truncated\":%s,\"failed\":%s}\n",
-            fl & RO_TRAJ_TERMINATED ? "true" : "false", fl & RO_TRAJ_TRUNCATED ? "true" : "false",
-            fl & RO_TRAJ_FAILED ? "true" : "false");
+    put_outcome(f, b, k);
 }
 
 bool ro__replay_same_layout(const Rollout__V1__TrajectoryHeader *a,
@@ -393,11 +401,7 @@ void ro__replay_dump(const ro_replay_rows_t *rr, const Rollout__V1__TrajectoryHe
         }
         fputc(']', f);
     }
-    fputs(",\"reward\":", f);
-    put_float(f, b->reward[k]);
-    fprintf(f, ",\"terminated\":%s,\"truncated\":%s,\"failed\":%s}\n",
-            fl & RO_TRAJ_TERMINATED ? "true" : "false", fl & RO_TRAJ_TRUNCATED ? "true" : "false",
-            fl & RO_TRAJ_FAILED ? "true" : "false");
+    put_outcome(f, b, k);
 }
 
 /* The "all" line's tail: what the envs were seeded from (docs/replay.md). */

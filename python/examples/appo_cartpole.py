@@ -169,6 +169,21 @@ def merge(segs):
     return t, n, cat
 
 
+def vtrace(a, rho, rew, term, ended, v, nv):
+    """V-trace advantages [T, N] of one group: rho the clipped importance
+    ratios, v the values and nv the next steps' values ([T, N] each);
+    term and ended the steps that ended an episode (terminated, or
+    either)."""
+    delta = rho * (rew + a.gamma * (~term).float() * nv - v)
+    cont = a.gamma * (~ended).float() * (a.gae_lambda * rho)
+    adv = torch.empty(v.shape)
+    acc = torch.zeros(v.shape[1])
+    for i in reversed(range(v.shape[0])):
+        acc = delta[i] + cont[i] * acc
+        adv[i] = acc
+    return adv
+
+
 class Learner:
     def __init__(self, args, model):
         self.args = args
@@ -185,11 +200,7 @@ class Learner:
         """Versions never go back within a shard; with --check-logp, the
         node's log-probs equal those of the actor we pushed as that version."""
         for b in segs:
-            key = (b.node, b.shard)
-            v = b.policy_version.astype(np.int64)
-            if (np.diff(v) < 0).any() or v[0] < self.last_version.get(key, 0):
-                self.regressions += 1
-            self.last_version[key] = int(v[-1])
+            v = self.note_versions(b)
             if not self.args.check_logp:
                 continue
             for ver in np.unique(v):
@@ -204,6 +215,39 @@ class Learner:
                 err = (lp - torch.from_numpy(b.logp[rows].reshape(-1))).abs().max()
                 self.logp_err = max(self.logp_err, float(err))
                 self.logp_err_rows += int(lp.numel())
+
+    def note_versions(self, b):
+        """Counts segment b in regressions if its versions go back within
+        its shard; returns them (int64 [T])."""
+        key = (b.node, b.shard)
+        v = b.policy_version.astype(np.int64)
+        if (np.diff(v) < 0).any() or v[0] < self.last_version.get(key, 0):
+            self.regressions += 1
+        self.last_version[key] = int(v[-1])
+        return v
+
+    def note_lag(self, version, b):
+        """Adds the policy lag of a merged group's rows to the statistics."""
+        lag = version - torch.from_numpy(b["version"]).reshape(-1)
+        self.lag_sum += int(lag.sum())
+        self.lag_rows += len(lag)
+        self.lag_max = max(self.lag_max, int(lag.max()))
+
+    def ppo_step(self, d, logp, logp_old, adv, v, vs):
+        """One gradient step of PPO's clipped loss on a minibatch: d the
+        policy's distribution, logp its log-probs of the actions taken,
+        adv the V-trace advantages (normalised here), v the values and vs
+        their targets."""
+        a = self.args
+        ratio = torch.exp(logp - logp_old)
+        A = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg = -torch.min(ratio * A, torch.clamp(ratio, 1 - a.clip, 1 + a.clip) * A)
+        v_loss = 0.5 * ((v - vs) ** 2).mean()
+        loss = pg.mean() + a.vf_coef * v_loss - a.ent_coef * d.entropy().mean()
+        self.opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.model.parameters(), a.max_grad_norm)
+        self.opt.step()
 
     def pushed(self, version):
         if self.args.check_logp:
@@ -229,20 +273,9 @@ class Learner:
         nv[-1] = vall[t * n:t * n + n]
         nv.view(-1)[torch.from_numpy(b["final_index"])] = vall[t * n + n:]
         logp_old = self.model.dist(obs).log_prob(act)
-        lag = version - torch.from_numpy(b["version"]).reshape(-1)
-        self.lag_sum += int(lag.sum())
-        self.lag_rows += len(lag)
-        self.lag_max = max(self.lag_max, int(lag.max()))
+        self.note_lag(version, b)
         rho = torch.exp(logp_old - mu).clamp(max=a.rho_clip).reshape(t, n)
-        c = a.gae_lambda * rho
-        disc = a.gamma * (~term).float()
-        delta = rho * (rew + disc * nv - v)
-        cont = a.gamma * (~ended).float() * c
-        adv = torch.empty(t, n)
-        acc = torch.zeros(n)
-        for i in reversed(range(t)):
-            acc = delta[i] + cont[i] * acc
-            adv[i] = acc
+        adv = vtrace(a, rho, rew, term, ended, v, nv)
         vs = v + adv
         return obs, act, logp_old, adv.reshape(-1), vs.reshape(-1)
 
@@ -263,16 +296,8 @@ class Learner:
             for s in range(0, size - mb + 1, mb):
                 i = perm[s:s + mb]
                 d = self.model.dist(obs[i])
-                ratio = torch.exp(d.log_prob(act[i]) - logp_old[i])
-                A = adv[i]
-                A = (A - A.mean()) / (A.std() + 1e-8)
-                pg = -torch.min(ratio * A, torch.clamp(ratio, 1 - a.clip, 1 + a.clip) * A)
-                v_loss = 0.5 * ((self.model.value(obs[i]) - vs[i]) ** 2).mean()
-                loss = pg.mean() + a.vf_coef * v_loss - a.ent_coef * d.entropy().mean()
-                self.opt.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.model.parameters(), a.max_grad_norm)
-                self.opt.step()
+                self.ppo_step(d, d.log_prob(act[i]), logp_old[i], adv[i],
+                              self.model.value(obs[i]), vs[i])
 
 
 def actor_params(actor, version):
@@ -293,6 +318,23 @@ def check_spaces(stream, addresses):
                              f"observations {list(sp.observation.shape)}: every node needs the "
                              "first one's discrete action space and observation shape")
     return int(np.prod(w.observation.shape)), int(w.action.n)
+
+
+def recv_batch(stream, batch):
+    """Segments from the stream until they hold batch transitions: returns
+    them, their transitions and the ConnectionClosed that ended them early
+    (None when they are whole)."""
+    segs, got = [], 0
+    try:
+        while got < batch:
+            b = stream.recv(timeout=60)
+            if b is None:
+                raise TimeoutError("no segment from the nodes for 60 s")
+            segs.append(b)
+            got += b.num_transitions
+    except rc.ConnectionClosed as e:
+        return segs, got, e
+    return segs, got, None
 
 
 def last_version_shown(stream, version, learner, guard=60.0):
@@ -361,16 +403,7 @@ def main(argv=None):
     closed = None
     anneal = max(1, args.anneal_steps)
     while steps < args.total_steps and not reached:
-        segs, got = [], 0
-        try:
-            while got < args.batch:
-                b = stream.recv(timeout=60)
-                if b is None:
-                    raise TimeoutError("no segment from the nodes for 60 s")
-                segs.append(b)
-                got += b.num_transitions
-        except rc.ConnectionClosed as e:
-            closed = e
+        segs, got, closed = recv_batch(stream, args.batch)
         for b in segs:
             eps.add(b)
             seen.update(np.unique(b.policy_version).tolist())

@@ -139,15 +139,10 @@ def group(segs):
     return t, n, b
 
 
-class RecurrentLearner:
-    def __init__(self, args, model):
-        self.args = args
-        self.model = model
-        self.opt = torch.optim.Adam(model.parameters(), lr=args.lr, eps=1e-5)
-        self.lag_sum = self.lag_rows = self.lag_max = 0
-        self.logp_err, self.logp_err_rows = 0.0, 0
-        self.history = {}  # version -> the actor pushed with it (--check-state)
-        self.last_version, self.regressions = {}, 0
+class RecurrentLearner(ac.Learner):
+    """appo_cartpole's Learner (its statistics, version checks and PPO
+    step) over a recurrent model: history holds the models pushed
+    (--check-state)."""
 
     def pushed(self, version):
         if self.args.check_state:
@@ -159,11 +154,7 @@ class RecurrentLearner:
         """Versions never go back within a shard; --check-state: the node's
         log-probs are those of the pushed actors unrolled from state/h."""
         for b in segs:
-            key = (b.node, b.shard)
-            v = b.policy_version.astype(np.int64)
-            if (np.diff(v) < 0).any() or v[0] < self.last_version.get(key, 0):
-                self.regressions += 1
-            self.last_version[key] = int(v[-1])
+            v = self.note_versions(b)
             if not self.args.check_state or any(int(x) not in self.history for x in v):
                 continue
             h = torch.from_numpy(b.state["h"].copy())
@@ -210,18 +201,9 @@ class RecurrentLearner:
         nv[-1] = v_next
         nv.view(-1)[torch.from_numpy(b["final_index"])] = v_fin
         logp_old = torch.distributions.Categorical(logits=logits).log_prob(act)
-        lag = version - torch.from_numpy(b["version"]).reshape(-1)
-        self.lag_sum += int(lag.sum())
-        self.lag_rows += len(lag)
-        self.lag_max = max(self.lag_max, int(lag.max()))
+        self.note_lag(version, b)
         rho = torch.exp(logp_old - mu).clamp(max=a.rho_clip).reshape(t, n)
-        delta = rho * (rew + a.gamma * (~term).float() * nv - v)
-        cont = a.gamma * (~ended).float() * a.gae_lambda * rho
-        adv = torch.empty(t, n)
-        acc = torch.zeros(n)
-        for i in reversed(range(t)):
-            acc = delta[i] + cont[i] * acc
-            adv[i] = acc
+        adv = ac.vtrace(a, rho, rew, term, ended, v, nv)
         return logp_old.reshape(t, n), adv, v + adv
 
     def update(self, segs, version, lr):
@@ -247,16 +229,8 @@ class RecurrentLearner:
                     logits, v, _, _ = self.forward(t, len(j), sub)
                     d = torch.distributions.Categorical(logits=logits)
                     lp = d.log_prob(act[:, j].reshape(-1)).reshape(t, len(j))
-                    ratio = torch.exp(lp - logp_old[:, j])
-                    A = adv[:, j]
-                    A = (A - A.mean()) / (A.std() + 1e-8)
-                    pg = -torch.min(ratio * A, torch.clamp(ratio, 1 - a.clip, 1 + a.clip) * A)
-                    v_loss = 0.5 * ((v.reshape(t, len(j)) - vs[:, j]) ** 2).mean()
-                    loss = pg.mean() + a.vf_coef * v_loss - a.ent_coef * d.entropy().mean()
-                    self.opt.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(self.model.parameters(), a.max_grad_norm)
-                    self.opt.step()
+                    self.ppo_step(d, lp, logp_old[:, j], adv[:, j], v.reshape(t, len(j)),
+                                  vs[:, j])
 
 
 def launch(args):
@@ -318,16 +292,7 @@ def main(argv=None):
     anneal = max(1, args.anneal_steps)
     curve = []  # (steps, wall s, last-20 return) at each progress line
     while steps < args.total_steps and not reached:
-        segs, got = [], 0
-        try:
-            while got < args.batch:
-                b = stream.recv(timeout=60)
-                if b is None:
-                    raise TimeoutError("no segment from the node for 60 s")
-                segs.append(b)
-                got += b.num_transitions
-        except rc.ConnectionClosed as e:
-            closed = e
+        segs, got, closed = ac.recv_batch(stream, args.batch)
         for b in segs:
             eps.add(b)
         steps += got

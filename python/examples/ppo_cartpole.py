@@ -55,10 +55,7 @@ def main(argv=None):
     args = pc.finish_args(ap, DEFAULTS, argv)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
-    env, node = pc.open_env(args, "ppo_cartpole", "cartpole")
-    if env.action_kind != "discrete":
-        env.close()
-        sys.exit(f"ppo_cartpole needs a discrete action space, the node has {env.action_kind}")
+    env, node = pc.open_env(args, "ppo_cartpole", "cartpole", "discrete")
     model = ActorCritic(env.obs_dim, env.action_n, args.hidden)
     print(f"ppo: {len(env.nodes)} node(s) {', '.join(i.address for i in env.nodes)}: "
           f"{env.nodes[0].env}, {env.num_envs} envs, obs_dim {env.obs_dim}, {env.action_n} "

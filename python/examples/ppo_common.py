@@ -151,8 +151,9 @@ def token_args(args):
     return {}
 
 
-def open_env(args, name, env_name):
-    """(VecEnv, node or None): the nodes given, or one launched here."""
+def open_env(args, name, env_name, action_kind):
+    """(VecEnv, node or None): the nodes given, or one launched here; exits
+    naming the node's action space unless it is action_kind."""
     node = None
     addresses = args.node
     if args.launch is not None:
@@ -166,6 +167,9 @@ def open_env(args, name, env_name):
         if node is not None:
             node.stop()
         raise
+    if env.action_kind != action_kind:
+        env.close()
+        sys.exit(f"{name} needs a {action_kind} action space, the node has {env.action_kind}")
     return env, node
 
 

@@ -56,10 +56,7 @@ def main(argv=None):
     args = pc.finish_args(ap, DEFAULTS, argv)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
-    env, node = pc.open_env(args, "ppo_pendulum", "pendulum")
-    if env.action_kind != "box":
-        env.close()
-        sys.exit(f"ppo_pendulum needs a box action space, the node has {env.action_kind}")
+    env, node = pc.open_env(args, "ppo_pendulum", "pendulum", "box")
     action_dim = int(np.prod(env.action_shape))
     model = GaussianActorCritic(env.obs_dim, action_dim, args.hidden, args.log_std)
     print(f"ppo: {len(env.nodes)} node(s) {', '.join(i.address for i in env.nodes)}: "

@@ -5,6 +5,8 @@
  * changes. */
 #include "lane.h"
 
+#include "wire/varint.h"
+
 #include <string.h>
 
 /* Registers a frame of k envs in ranges (npairs pairs, checked) whose envs
@@ -145,23 +147,11 @@ int ro__hp_lane_take_frame(Lane *L, const uint8_t *b, size_t len, char *msg, siz
         PyMem_RawFree(rg);
     return out;
 }
+/* put_varint writes v at p (src/wire/varint.c, the tree's one varint
+ * writer) and returns the byte after it. */
 static uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
-    for (;; v >>= 7) {
-        *p++ = (uint8_t)(v < 0x80 ? v : (v & 0x7F) | 0x80);
-        if (v < 0x80)
-            return p;
-    }
-}
-
-static size_t varint_len(uint64_t v)
-{
-    size_t k = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        k++;
-    }
-    return k;
+    return p + ro__varint_put(p, v);
 }
 
 /* Appends the answer of frame `slot` (Frame{actions{seq, in_memory}},
@@ -181,11 +171,11 @@ void ro__hp_lane_answer(Lane *L, npy_intp slot)
     size_t hl = (size_t)(p - inner), hb = 0; /* hb: the hold list's packed bytes */
     for (npy_intp i = 0; L->hold && i < f->npairs; i++)
         for (uint32_t e = f->ranges[2 * i], end = e + f->ranges[2 * i + 1]; e < end; e++)
-            hb += L->hold[e] ? varint_len(e) : 0;
-    size_t il = hl + (hb ? 1 + varint_len(hb) + hb : 0);
+            hb += L->hold[e] ? ro__varint_size(e) : 0;
+    size_t il = hl + (hb ? 1 + ro__varint_size(hb) + hb : 0);
     /* out_cap: ANSWER_MAX + HOLD_HEAD per frame and HOLD_MAX per env (lane.c). */
     uint8_t *o = L->out + L->out_len;
-    o = put_varint(o, 1 + varint_len(il) + il); /* the frame: tag, length, inner */
+    o = put_varint(o, 1 + ro__varint_size(il) + il); /* the frame: tag, length, inner */
     *o++ = 0x22;
     o = put_varint(o, il);
     memcpy(o, inner, hl);

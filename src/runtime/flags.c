@@ -155,6 +155,14 @@ int ro__flags_parse(const ro_flag_t *flags, size_t n, void *cfg, bool *given, in
     return 0;
 }
 
+bool ro__flags_given(const ro_flag_t *flags, size_t n, const bool *given, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (flags[i].kind != RO_FLAG_SECTION && strcmp(flags[i].name, name) == 0)
+            return given[i];
+    return false;
+}
+
 void ro__flags_usage(FILE *f, const char *head, const ro_flag_t *flags, size_t n)
 {
     fputs(head, f);

@@ -52,6 +52,18 @@ typedef struct ro_flag {
 int ro__flags_parse(const ro_flag_t *flags, size_t n, void *cfg, bool *given, int argc, char **argv,
                     int *operands, char *err, size_t errlen);
 
+/* ro__flags_given tells whether the flag called name (not a section) was
+ * given, from the given[] that ro__flags_parse filled for flags[0..n). */
+bool ro__flags_given(const ro_flag_t *flags, size_t n, const bool *given, const char *name);
+
+/* RO_FLAGS_HELP_VERSION(type) is the two rows every program's table ends
+ * with: --help and --version into type's bool fields help and version. */
+#define RO_FLAGS_HELP_VERSION(type)                                                                \
+    {RO_FLAG_BOOL, "help", NULL, offsetof(type, help), .help = "this text"},                       \
+    {                                                                                              \
+        RO_FLAG_BOOL, "version", NULL, offsetof(type, version), .help = "the version"              \
+    }
+
 /* ro__flags_usage writes `head` (the usage line and what the program does),
  * then one line per flag, aligned, with the sections as headings. */
 void ro__flags_usage(FILE *f, const char *head, const ro_flag_t *flags, size_t n);

@@ -324,12 +324,30 @@ static void test_usage(void **state)
     free(text);
 }
 
+/* ro__flags_given answers by name from what the parser saw; a section's
+ * heading or an unknown name was never given. */
+static void test_given(void **state)
+{
+    (void)state;
+    cfg_t c;
+    defaults(&c);
+    bool given[NF];
+    char err[ERRLEN] = "";
+    const char *const args[] = {"--mode", "safe", "--verbose", NULL};
+    assert_int_equal(parse(&c, given, NULL, err, args), 0);
+    assert_true(ro__flags_given(flags, NF, given, "verbose"));
+    assert_true(ro__flags_given(flags, NF, given, "mode"));
+    assert_false(ro__flags_given(flags, NF, given, "steps"));
+    assert_false(ro__flags_given(flags, NF, given, "output"));
+    assert_false(ro__flags_given(flags, NF, given, "no-such-flag"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values_land), cmocka_unit_test(test_operands),
         cmocka_unit_test(test_errors),      cmocka_unit_test(test_value_parsers),
-        cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_usage),       cmocka_unit_test(test_given),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
