@@ -128,35 +128,52 @@ size_t ro__merge_ranges(uint32_t *r, size_t nvalues)
     return out;
 }
 
+/* put_steps writes step batch b's rewards, step counts and flags at rows
+ * f.. of the SEED memory mem (laid out as l): the columns both env ABIs
+ * share. */
+static void put_steps(const ro_step_batch_t *b, size_t f, const ro_seed_mem_layout_t *l,
+                      uint8_t *mem)
+{
+    float *reward = (float *)(void *)(mem + l->reward_off);
+    uint64_t *step = (uint64_t *)(void *)(mem + l->step_off);
+    uint8_t *flags = mem + l->flags_off;
+    memcpy(reward + f, b->reward, b->n * sizeof(float));
+    for (uint32_t j = 0; j < b->n; j++) {
+        step[f + j] = b->steps;
+        flags[f + j] = ro__seed_mem_flags(b->terminated[j], b->truncated[j], b->episode_start[j],
+                                          b->has_final[j]);
+    }
+}
+
+/* memory_frame finishes an in_memory Observations frame o: seq, and the
+ * nr entries of (first, count) pairs in e->ranges merged into runs. */
+static void memory_frame(ro_obs_encoder_t *e, size_t nr, uint64_t seq, Rollout__V1__Observations *o)
+{
+    o->seq = seq;
+    o->in_memory = true;
+    o->n_ranges = ro__merge_ranges(e->ranges, nr);
+    o->ranges = e->ranges;
+}
+
 void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
                            const ro_seed_mem_layout_t *l, uint8_t *mem,
                            Rollout__V1__Observations *o)
 {
     const size_t od = e->obs_dim, row = od * sizeof(float);
     float *obs = (float *)(mem + l->obs_off), *fin = (float *)(mem + l->final_off);
-    float *reward = (float *)(mem + l->reward_off);
-    uint64_t *step = (uint64_t *)(mem + l->step_off);
-    uint8_t *flags = mem + l->flags_off;
     size_t nr = 0;
     for (ro_batch_item_t *it = items; it; it = it->next) {
         const ro_step_batch_t *b = ro__step_batch_of_item(it);
         const size_t f = b->first;
         memcpy(obs + f * od, b->obs, b->n * row);
-        memcpy(reward + f, b->reward, b->n * sizeof(float));
-        for (uint32_t j = 0; j < b->n; j++) {
-            step[f + j] = b->steps;
-            flags[f + j] = ro__seed_mem_flags(b->terminated[j], b->truncated[j],
-                                              b->episode_start[j], b->has_final[j]);
+        put_steps(b, f, l, mem);
+        for (uint32_t j = 0; j < b->n; j++)
             if (b->has_final[j])
                 memcpy(fin + (f + j) * od, b->final_obs + j * od, row);
-        }
         e->ranges[nr++] = b->first;
         e->ranges[nr++] = b->n;
     }
-    o->seq = seq;
-    o->in_memory = true;
-    o->n_ranges = ro__merge_ranges(e->ranges, nr);
-    o->ranges = e->ranges;
+    memory_frame(e, nr, seq, o);
 }
 
 int ro__actions_apply_memory(const Rollout__V1__Actions *a, ro_batch_item_t *items,
@@ -269,9 +286,6 @@ void ro__obs_encode_memory_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uin
                                 Rollout__V1__Observations *o)
 {
     const ro_space_layout_t *lay = e->lay;
-    float *reward = (float *)(void *)(mem + l->reward_off);
-    uint64_t *step = (uint64_t *)(void *)(mem + l->step_off);
-    uint8_t *flags = mem + l->flags_off;
     size_t nr = 0;
     for (ro_batch_item_t *it = items; it; it = it->next) {
         const ro_step_batch_t *b = ro__step_batch_of_item(it);
@@ -282,22 +296,15 @@ void ro__obs_encode_memory_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uin
         if (lay->mask_width)
             memcpy(mem + l->mask_off + f * lay->mask_width, b->mask,
                    (size_t)b->n * lay->mask_width);
-        memcpy(reward + f, b->reward, b->n * sizeof(float));
-        for (uint32_t j = 0; j < b->n; j++) {
-            step[f + j] = b->steps;
-            flags[f + j] = ro__seed_mem_flags(b->terminated[j], b->truncated[j],
-                                              b->episode_start[j], b->has_final[j]);
+        put_steps(b, f, l, mem);
+        for (uint32_t j = 0; j < b->n; j++)
             for (uint32_t k = 0; b->has_final[j] && k < lay->ntensors; k++)
                 memcpy(mem + l->final_tensor_off[k] + (f + j) * l->row_bytes[k],
                        b->final_tensor[k] + j * l->row_bytes[k], l->row_bytes[k]);
-        }
         e->ranges[nr++] = (uint32_t)f;
         e->ranges[nr++] = b->n;
     }
-    o->seq = seq;
-    o->in_memory = true;
-    o->n_ranges = ro__merge_ranges(e->ranges, nr);
-    o->ranges = e->ranges;
+    memory_frame(e, nr, seq, o);
 }
 
 int ro__actions_apply_memory_abi2(const Rollout__V1__Actions *a, ro_batch_item_t *items,

@@ -34,6 +34,7 @@
 #include "learner/stream_rx.h"
 #include "policy/params.h"
 #include "ro_build_config.h"
+#include "runtime/flags.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "runtime/text.h"
@@ -218,14 +219,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "rollout-learner: %s\n", err);
         return 2;
     }
-    if (L.cfg.help) {
-        ro__learner_usage(stdout);
+    if (ro__flags_answer(L.cfg.help, L.cfg.version, ro__learner_usage, "rollout-learner",
+                         RO_VERSION))
         return 0;
-    }
-    if (L.cfg.version) {
-        printf("rollout-learner %s\n", RO_VERSION);
-        return 0;
-    }
     if (L.cfg.token_file &&
         ro__token_read(L.cfg.token_file, L.token, sizeof L.token, err, sizeof err) != 0) {
         fprintf(stderr, "rollout-learner: %s\n", err);

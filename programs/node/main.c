@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "node/config.h"
+#include "runtime/flags.h"
 #include "runtime/crash_report.h"
 #include "runtime/error.h"
 #include "runtime/text.h"
@@ -210,14 +211,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "rollout-node: %s\n", err);
         return prc == RO_EIO ? 1 : 2; /* no seed from the OS is no bad flag */
     }
-    if (cfg.help) {
-        ro__config_usage(stdout);
+    if (ro__flags_answer(cfg.help, cfg.version, ro__config_usage, "rollout-node", RO_VERSION))
         return 0;
-    }
-    if (cfg.version) {
-        printf("rollout-node %s\n", RO_VERSION);
-        return 0;
-    }
 
     if (cfg.print_topology) {
         if (ro_node_print_topology(&cfg, stdout, err, sizeof err) != 0) {
@@ -231,12 +226,7 @@ int main(int argc, char **argv)
      * them: a stop that comes while the node starts (a launcher that dies:
      * its PR_SET_PDEATHSIG) is then a clean one, the socket file removed. The
      * threads started meanwhile keep them blocked, so they reach the loop. */
-    sigset_t stops;
-    sigemptyset(&stops);
-    sigaddset(&stops, SIGINT);
-    sigaddset(&stops, SIGTERM);
-    sigaddset(&stops, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &stops, NULL);
+    ro_node_stop_signals(SIG_BLOCK);
     ro_node_t *node;
     if (ro_node_new(&node, &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "rollout-node: %s\n", err);

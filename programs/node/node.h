@@ -109,6 +109,13 @@ void ro_node_describe(const ro_node_t *n, char *buf, size_t len);
 void ro_node_listen_address(const ro_node_t *n, char *buf, size_t len, char *local,
                             size_t local_len);
 
+/* ro_node_stop_signals blocks (how: SIG_BLOCK) or unblocks (SIG_UNBLOCK)
+ * in the calling thread the signals that stop a node: SIGINT, SIGTERM and
+ * SIGHUP. main() blocks them before ro_node_new, so that the threads it
+ * starts keep them blocked; ro_node_run unblocks them once it handles
+ * them. Main thread. */
+void ro_node_stop_signals(int how);
+
 /* ro_node_run starts the workers and runs the loop until every env is done
  * (--steps), the time is up (--seconds), or SIGINT/SIGTERM; then stops the
  * workers and flushes the logger. Returns 0, or a negative code after

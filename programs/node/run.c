@@ -175,6 +175,16 @@ static void report_start(ro_node_t *n)
             n->mem_misplaced ? " (SOME MISPLACED)" : "");
 }
 
+void ro_node_stop_signals(int how)
+{
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGHUP);
+    pthread_sigmask(how, &stops, NULL);
+}
+
 int ro_node_run(ro_node_t *n)
 {
     if (n->ran)
@@ -192,12 +202,7 @@ int ro_node_run(ro_node_t *n)
     }
     /* Handled now: one that came while the node started (main.c blocked
      * them) is delivered here, on the loop's thread. */
-    sigset_t stops;
-    sigemptyset(&stops);
-    sigaddset(&stops, SIGINT);
-    sigaddset(&stops, SIGTERM);
-    sigaddset(&stops, SIGHUP);
-    pthread_sigmask(SIG_UNBLOCK, &stops, NULL);
+    ro_node_stop_signals(SIG_UNBLOCK);
     /* Timers only fail on a closing handle. */
     if (n->cfg.seconds > 0)
         uv_timer_start(&n->deadline, on_deadline, (uint64_t)(n->cfg.seconds * 1000.0), 0);

@@ -20,6 +20,7 @@
 #include "replay/replay.h"
 #include "replay/serve.h"
 #include "ro_build_config.h"
+#include "runtime/flags.h"
 #include "runtime/thread_guard.h"
 #include "wire/token.h"
 
@@ -75,14 +76,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "rollout-replay: %s\n", err);
         return 2;
     }
-    if (cfg.help) {
-        ro__replay_usage(stdout);
+    if (ro__flags_answer(cfg.help, cfg.version, ro__replay_usage, "rollout-replay", RO_VERSION))
         return 0;
-    }
-    if (cfg.version) {
-        printf("rollout-replay %s\n", RO_VERSION);
-        return 0;
-    }
     ro_replay_opts_t o = cfg.o;
     o.out = stdout;
     o.log = stderr;

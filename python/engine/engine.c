@@ -19,6 +19,7 @@
 #include "envs/env_kind.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
+#include "spaces/layout.h"
 #include "vecenv/vec.h"
 #include "vecenv/vec_async.h"
 
@@ -128,21 +129,6 @@ static PyObject *shape_of(uint32_t ndim, const uint32_t *shape)
     return t;
 }
 
-static const char *kind_name(ro_space_kind_t k)
-{
-    switch (k) {
-    case RO_SPACE_DISCRETE:
-        return "discrete";
-    case RO_SPACE_BOX:
-        return "box";
-    case RO_SPACE_MULTI_DISCRETE:
-        return "multi_discrete";
-    case RO_SPACE_MULTI_BINARY:
-        return "multi_binary";
-    }
-    return "?";
-}
-
 PyDoc_STRVAR(layout_doc, "layout() -> dict: the env's name, spaces and the engine's choices");
 
 static PyObject *engine_layout(EngineObject *self, PyObject *unused)
@@ -177,7 +163,7 @@ static PyObject *engine_layout(EngineObject *self, PyObject *unused)
             PyObject *nvec = PyList_New(pt->n);
             for (uint32_t i = 0; nvec && i < pt->n; i++)
                 PyList_SET_ITEM(nvec, i, PyLong_FromUnsignedLong(L->disc_n[pt->first + i]));
-            d = Py_BuildValue("{s:s,s:N}", "kind", kind_name(pt->kind), "nvec", nvec);
+            d = Py_BuildValue("{s:s,s:N}", "kind", ro__space_kind_name(pt->kind), "nvec", nvec);
         }
         if (!d)
             goto fail;

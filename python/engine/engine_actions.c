@@ -2,16 +2,22 @@
  * engine's action rows (engine.h). */
 #include "engine.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int shape_error(PyArrayObject *a, uint32_t k, uint32_t per, const char *what)
+/* rows_fit tells whether a holds k rows of per values (what names them in
+ * the ValueError set when it does not). */
+static bool rows_fit(PyArrayObject *a, uint32_t k, uint32_t per, const char *what)
 {
+    if (PyArray_SIZE(a) == (npy_intp)k * per && PyArray_NDIM(a) >= 1 &&
+        PyArray_DIM(a, 0) == (npy_intp)k)
+        return true;
     PyObject *shape = PyObject_GetAttrString((PyObject *)a, "shape");
     PyErr_Format(PyExc_ValueError, "actions: %u envs x %u %s are needed, got shape %R", k, per,
                  what, shape ? shape : Py_None);
     Py_XDECREF(shape);
-    return -1;
+    return false;
 }
 
 int ro__eng_take_discrete(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k)
@@ -35,9 +41,7 @@ int ro__eng_take_discrete(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint3
     if (!c)
         return -1;
     const uint32_t per = L->ndisc;
-    if (PyArray_SIZE(c) != (npy_intp)k * per || PyArray_NDIM(c) < 1 ||
-        PyArray_DIM(c, 0) != (npy_intp)k) {
-        shape_error(c, k, per, "discrete values");
+    if (!rows_fit(c, k, per, "discrete values")) {
         Py_DECREF(c);
         return -1;
     }
@@ -74,9 +78,7 @@ int ro__eng_take_box(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k
         obj, NPY_FLOAT32, 0, 0, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_FORCECAST);
     if (!c)
         return -1;
-    if (PyArray_SIZE(c) != (npy_intp)k * per || PyArray_NDIM(c) < 1 ||
-        PyArray_DIM(c, 0) != (npy_intp)k) {
-        shape_error(c, k, per, "floats");
+    if (!rows_fit(c, k, per, "floats")) {
         Py_DECREF(c);
         return -1;
     }

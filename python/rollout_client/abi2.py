@@ -10,6 +10,7 @@ entries and ``nbox`` floats, the layout's parts in order.
 import numpy as np
 
 from . import shared_memory, spaces, wire
+from .actions import finite_box
 from .errors import ProtocolError
 
 _WIRE_DTYPES = {np.dtype("u1"): 3, np.dtype("<i4"): 2, np.dtype("<f4"): 1}
@@ -318,13 +319,7 @@ def _part(kind, n, nvec, shape, lo, hi, a, rows, clip_box, where, what):
     if a.size != rows * size or a.ndim < 1 or a.shape[0] != rows:
         raise ValueError(f"{what}: box actions for {rows} rows must have shape "
                          f"({rows}, {', '.join(map(str, shape))}), got {a.shape}")
-    if a.dtype.kind not in "fiub":
-        raise ValueError(f"{what}: box actions must be numbers, got dtype {a.dtype}")
-    a = a.astype(np.float32).reshape(rows, size)
-    finite = np.isfinite(a).all(axis=1)
-    if not finite.all():
-        k = int(np.flatnonzero(~finite)[0])
-        raise ValueError(f"{what}: box actions must be finite: {where(k)} has {a[k].tolist()}")
+    a = finite_box(a, rows, size, where, what)
     if clip_box:
         return np.clip(a, lo, hi)
     bad = ((a < lo) | (a > hi)).any(axis=1)

@@ -11,6 +11,22 @@ if TYPE_CHECKING:
     from .welcome import NodeInfo
 
 
+def finite_box(a: np.ndarray, rows: int, size: int, where: Callable[[int], str],
+               what: str = "") -> np.ndarray:
+    """Box actions of the right element count as float32 [rows, size]:
+    ValueError (after ``what``, where given) unless they are numbers and
+    finite, naming the first bad row by ``where(k)``."""
+    head = f"{what}: " if what else ""
+    if a.dtype.kind not in "fiub":
+        raise ValueError(f"{head}box actions must be numbers, got dtype {a.dtype}")
+    a = a.astype(np.float32).reshape(rows, size)
+    finite = np.isfinite(a).all(axis=1)
+    if not finite.all():
+        k = int(np.flatnonzero(~finite)[0])
+        raise ValueError(f"{head}box actions must be finite: {where(k)} has {a[k].tolist()}")
+    return a
+
+
 def check_actions(info: "NodeInfo", actions: Any, n: int, clip_box: bool = True,
                   where: Optional[Callable[[int], str]] = None) -> np.ndarray:
     """The actions for n envs of a node described by ``info`` (a NodeInfo),
@@ -41,13 +57,7 @@ def check_actions(info: "NodeInfo", actions: Any, n: int, clip_box: bool = True,
     if a.size != n * size or (a.ndim > 1 and a.shape[0] != n):
         raise ValueError(f"box actions for {n} envs must have shape "
                          f"({n}, {', '.join(map(str, info.action_shape))}), got {a.shape}")
-    if a.dtype.kind not in "fiub":
-        raise ValueError(f"box actions must be numbers, got dtype {a.dtype}")
-    a = a.astype(np.float32).reshape(n, size)
-    finite = np.isfinite(a).all(axis=1)
-    if not finite.all():
-        k = int(np.flatnonzero(~finite)[0])
-        raise ValueError(f"box actions must be finite: {where(k)} has {a[k].tolist()}")
+    a = finite_box(a, n, size, where)
     low, high = info.action_low, info.action_high
     if low is None or high is None:
         return a
@@ -63,4 +73,4 @@ def check_actions(info: "NodeInfo", actions: Any, n: int, clip_box: bool = True,
     return a
 
 
-__all__ = ["check_actions"]
+__all__ = ["check_actions", "finite_box"]

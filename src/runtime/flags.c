@@ -163,6 +163,16 @@ bool ro__flags_given(const ro_flag_t *flags, size_t n, const bool *given, const 
     return false;
 }
 
+bool ro__flags_answer(bool help, bool version, void (*usage)(FILE *f), const char *program,
+                      const char *version_text)
+{
+    if (help)
+        usage(stdout);
+    else if (version)
+        printf("%s %s\n", program, version_text);
+    return help || version;
+}
+
 void ro__flags_usage(FILE *f, const char *head, const ro_flag_t *flags, size_t n)
 {
     fputs(head, f);

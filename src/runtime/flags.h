@@ -64,6 +64,12 @@ bool ro__flags_given(const ro_flag_t *flags, size_t n, const bool *given, const 
         RO_FLAG_BOOL, "version", NULL, offsetof(type, version), .help = "the version"              \
     }
 
+/* ro__flags_answer answers --help (usage(stdout)) or else --version
+ * ("program version_text" on stdout) when help or version is set, and
+ * says whether it did: the program then exits 0. */
+bool ro__flags_answer(bool help, bool version, void (*usage)(FILE *f), const char *program,
+                      const char *version_text);
+
 /* ro__flags_usage writes `head` (the usage line and what the program does),
  * then one line per flag, aligned, with the sections as headings. */
 void ro__flags_usage(FILE *f, const char *head, const ro_flag_t *flags, size_t n);
