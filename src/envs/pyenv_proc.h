@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "runtime/spin_budget.h"
+
 typedef struct ro_pyproc {
     pthread_mutex_t lock;
     uint32_t index; /* in its host, for messages */
@@ -26,8 +28,13 @@ typedef struct ro_pyproc {
     int life_fd;    /* read end of a pipe only the worker holds open */
     uint8_t *mem;   /* the mapping, never moved once grown */
     size_t bytes;
-    uint32_t seq; /* the last command's */
-    uint32_t gen; /* starts: 1 after the first, +1 per restart */
+    uint32_t seq;       /* the last command's */
+    uint32_t op;        /* the last command */
+    uint32_t gen;       /* starts: 1 after the first, +1 per restart */
+    uint64_t posted_ns; /* when the last command was posted */
+    /* Whether a wait spins before it sleeps (ro__pyproc_wait): the round
+     * trips of STEP and RESET, kept across restarts. */
+    ro_spin_budget_t spin;
 } ro_pyproc_t;
 
 /* ro__pyproc_init makes p's memory (the header and spec area, sealed
@@ -50,7 +57,10 @@ int ro__pyproc_spawn(ro_pyproc_t *p, const char *python, const char *pypath,
 int ro__pyproc_post(ro_pyproc_t *p, uint32_t op);
 
 /*
- * ro__pyproc_wait waits for the posted command: 0 when done; RO_EINVAL when
+ * ro__pyproc_wait waits for the posted command: a STEP or RESET first spins
+ * on the answer word as long as p->spin allows (runtime/spin_budget.h;
+ * x86-64 only, where the worker's stores reach us in order), then sleeps
+ * on the worker's eventfd. 0 when done; RO_EINVAL when
  * the worker reported a fatal error; RO_EIO when it died (err says how);
  * RO_ETIMEDOUT past timeout_ms; RO_EPROTO when it answered out of turn.
  * On any failure the worker is gone (killed and reaped). err gets what
