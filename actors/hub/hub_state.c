@@ -106,7 +106,7 @@ bool ro__hub_seed_memory(ro_session_t *s, bool ring)
         const ro_space_t *act = h->act_space;
         uint32_t width = act->kind == RO_SPACE_DISCRETE ? 1 : (uint32_t)ro_space_size(act);
         if (h->o.layout) /* rows: envs x agents */
-            ro__seed_mem_layout_abi2(&h->seed_lay, h->num_envs * h->o.layout->agents, h->o.layout);
+            ro__seed_mem_layout_typed(&h->seed_lay, h->num_envs * h->o.layout->agents, h->o.layout);
         else
             ro__seed_mem_layout(&h->seed_lay, h->num_envs, (uint32_t)ro_space_size(h->obs_space),
                                 width);
@@ -210,7 +210,7 @@ int ro__hub_send_welcome(ro_session_t *s)
             fds[nfds++] = s->act_mem.fd;
         }
         if (s->flow.obs_mem && abi2) {
-            ro__seed_mem_to_wire_abi2(&h->seed_lay, abi2, 1, 2, &smm, &sm);
+            ro__seed_mem_to_wire_typed(&h->seed_lay, abi2, 1, 2, &smm, &sm);
             w.seed_memory = &sm;
         } else if (s->flow.obs_mem) {
             ro__seed_mem_to_wire(&h->seed_lay, 1, 2, &sm);

@@ -90,7 +90,7 @@ void ro__obs_encode_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t s
 
 /* ro__obs_encode_memory_abi2 is ro__obs_encode_memory for an ABI 2
  * encoder: every column to its rows (first x agents + j) of mem (laid out
- * as l, ro__seed_mem_layout_abi2); o gets seq and the rows as ranges. */
+ * as l, ro__seed_mem_layout_typed); o gets seq and the rows as ranges. */
 void ro__obs_encode_memory_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
                                 const ro_seed_mem_layout_t *l, uint8_t *mem,
                                 Rollout__V1__Observations *o);

@@ -281,7 +281,7 @@ static int map_seed_memory(learner_t *L, node_t *n, const Rollout__V1__Welcome *
         return 0;
     if (!n->link.shared)
         return ro__errorf(err, errlen, RO_EPROTO, "offered shared memory we did not ask for");
-    int rc = L->abi2 ? ro__seed_mem_check_abi2(m, rows, &L->lay, &n->seed_lay, err, errlen)
+    int rc = L->abi2 ? ro__seed_mem_check_typed(m, rows, &L->lay, &n->seed_lay, err, errlen)
                      : ro__seed_mem_check(m, rows, L->obs_dim, L->discrete ? 1 : L->act_dim,
                                           &n->seed_lay, err, errlen);
     if (rc)

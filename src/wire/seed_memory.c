@@ -60,8 +60,8 @@ void ro__seed_mem_layout(ro_seed_mem_layout_t *l, uint32_t num_envs, uint32_t ob
     l->act_bytes = round_up(n * act_width * 4, PAGE);
 }
 
-void ro__seed_mem_layout_abi2(ro_seed_mem_layout_t *l, uint32_t num_rows,
-                              const ro_space_layout_t *lay)
+void ro__seed_mem_layout_typed(ro_seed_mem_layout_t *l, uint32_t num_rows,
+                               const ro_space_layout_t *lay)
 {
     memset(l, 0, sizeof *l);
     const uint64_t n = num_rows;
@@ -181,9 +181,9 @@ int ro__seed_mem_rows(const uint32_t *ranges, size_t nvalues, uint32_t num_envs,
     return 0;
 }
 
-void ro__seed_mem_to_wire_abi2(const ro_seed_mem_layout_t *l, const ro_space_layout_t *lay,
-                               uint32_t obs_index, uint32_t act_index, ro_seed_mem_msg_t *s,
-                               Rollout__V1__SeedMemory *m)
+void ro__seed_mem_to_wire_typed(const ro_seed_mem_layout_t *l, const ro_space_layout_t *lay,
+                                uint32_t obs_index, uint32_t act_index, ro_seed_mem_msg_t *s,
+                                Rollout__V1__SeedMemory *m)
 {
     ro__seed_mem_to_wire(l, obs_index, act_index, m);
     m->obs_offset = m->final_obs_offset = 0;
@@ -227,12 +227,12 @@ static int mem_tensors(Rollout__V1__NamedTensor *const *ts, size_t count, uint32
     return 0;
 }
 
-int ro__seed_mem_check_abi2(const Rollout__V1__SeedMemory *m, uint32_t num_rows,
-                            const ro_space_layout_t *lay, ro_seed_mem_layout_t *out, char *err,
-                            size_t errlen)
+int ro__seed_mem_check_typed(const Rollout__V1__SeedMemory *m, uint32_t num_rows,
+                             const ro_space_layout_t *lay, ro_seed_mem_layout_t *out, char *err,
+                             size_t errlen)
 {
     ro_seed_mem_layout_t want;
-    ro__seed_mem_layout_abi2(&want, num_rows, lay);
+    ro__seed_mem_layout_typed(&want, num_rows, lay);
     int rc = sizes(m, &want, "rows", err, errlen);
     if (rc)
         return rc;

@@ -95,29 +95,29 @@ static inline uint8_t ro__seed_mem_flags(bool terminated, bool truncated, bool e
  * agents is A rows). The columns lie where ro__seed_mem_layout puts an ABI 1
  * env's: one plan for both. */
 
-/* ro__seed_mem_layout_abi2 lays out every column of num_rows rows (each on
+/* ro__seed_mem_layout_typed lays out every column of num_rows rows (each on
  * a cache line; each memory a whole number of pages). */
-void ro__seed_mem_layout_abi2(ro_seed_mem_layout_t *l, uint32_t num_rows,
-                              const ro_space_layout_t *lay);
+void ro__seed_mem_layout_typed(ro_seed_mem_layout_t *l, uint32_t num_rows,
+                               const ro_space_layout_t *lay);
 
 /* The SeedMemory message's typed columns, with the storage they point to:
  * the tensor messages of obs_frame.h, their offsets set. */
 typedef ro_obs_tensors_t ro_seed_mem_msg_t;
 
-/* ro__seed_mem_to_wire_abi2 is ro__seed_mem_to_wire for an ABI 2 layout
+/* ro__seed_mem_to_wire_typed is ro__seed_mem_to_wire for an ABI 2 layout
  * l of lay: m (initialised) points into s and lay until they go. */
-void ro__seed_mem_to_wire_abi2(const ro_seed_mem_layout_t *l, const ro_space_layout_t *lay,
-                               uint32_t obs_index, uint32_t act_index, ro_seed_mem_msg_t *s,
-                               Rollout__V1__SeedMemory *m);
+void ro__seed_mem_to_wire_typed(const ro_seed_mem_layout_t *l, const ro_space_layout_t *lay,
+                                uint32_t obs_index, uint32_t act_index, ro_seed_mem_msg_t *s,
+                                Rollout__V1__SeedMemory *m);
 
-/* ro__seed_mem_check_abi2 is ro__seed_mem_check for num_rows rows of
+/* ro__seed_mem_check_typed is ro__seed_mem_check for num_rows rows of
  * layout lay: sizes no larger than this build lays out plus a page each,
  * every column (one per tensor and final tensor, named and typed as the
  * layout's, shape [num_rows, ...]; step, reward, flags, mask, the two
  * action columns) inside its memory and aligned. Fills out. RO_EPROTO
  * naming the column otherwise. */
-int ro__seed_mem_check_abi2(const Rollout__V1__SeedMemory *m, uint32_t num_rows,
-                            const ro_space_layout_t *lay, ro_seed_mem_layout_t *out, char *err,
-                            size_t errlen);
+int ro__seed_mem_check_typed(const Rollout__V1__SeedMemory *m, uint32_t num_rows,
+                             const ro_space_layout_t *lay, ro_seed_mem_layout_t *out, char *err,
+                             size_t errlen);
 
 #endif

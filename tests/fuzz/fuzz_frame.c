@@ -187,7 +187,7 @@ static void check_welcome_layout(const Rollout__V1__Welcome *w)
     ro_seed_mem_layout_t ml;
     const uint32_t rows = w->spec && w->spec->num_envs <= 4096 ? w->spec->num_envs * lay.agents : 0;
     if (w->seed_memory && rows &&
-        ro__seed_mem_check_abi2(w->seed_memory, rows, &lay, &ml, err, sizeof err) == 0) {
+        ro__seed_mem_check_typed(w->seed_memory, rows, &lay, &ml, err, sizeof err) == 0) {
         for (uint32_t k = 0; k < lay.ntensors; k++)
             if (ml.tensor_off[k] + rows * ml.row_bytes[k] > ml.obs_bytes ||
                 ml.final_tensor_off[k] + rows * ml.row_bytes[k] > ml.obs_bytes)

@@ -181,7 +181,7 @@ static void test_shared_memory(void **state)
     ro_space_layout_t lay;
     make_layout(&lay);
     ro_seed_mem_layout_t l, got;
-    ro__seed_mem_layout_abi2(&l, 6, &lay);
+    ro__seed_mem_layout_typed(&l, 6, &lay);
     assert_int_equal(l.num_envs, 6);
     assert_int_equal(l.ntensors, 2);
     assert_true(l.final_tensor_off[0] >= l.tensor_off[0] + 6 * 4);
@@ -190,28 +190,28 @@ static void test_shared_memory(void **state)
     assert_true(l.act_box_off >= 6 * 4);
     Rollout__V1__SeedMemory m = ROLLOUT__V1__SEED_MEMORY__INIT;
     ro_seed_mem_msg_t s;
-    ro__seed_mem_to_wire_abi2(&l, &lay, 3, 4, &s, &m);
+    ro__seed_mem_to_wire_typed(&l, &lay, 3, 4, &s, &m);
     char err[256];
-    assert_int_equal(ro__seed_mem_check_abi2(&m, 6, &lay, &got, err, sizeof err), 0);
+    assert_int_equal(ro__seed_mem_check_typed(&m, 6, &lay, &got, err, sizeof err), 0);
     assert_int_equal(got.tensor_off[1], l.tensor_off[1]);
     assert_int_equal(got.final_tensor_off[0], l.final_tensor_off[0]);
     assert_int_equal(got.mask_off, l.mask_off);
     /* More rows than the memory holds, a column past its end, a renamed
      * tensor, an oversized memory: refused, naming what. */
-    assert_int_equal(ro__seed_mem_check_abi2(&m, 7, &lay, &got, err, sizeof err), RO_EPROTO);
+    assert_int_equal(ro__seed_mem_check_typed(&m, 7, &lay, &got, err, sizeof err), RO_EPROTO);
     s.t[1][1].offset = m.obs_bytes - 4;
-    assert_int_equal(ro__seed_mem_check_abi2(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
+    assert_int_equal(ro__seed_mem_check_typed(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
     assert_non_null(strstr(err, "final_tensors[1] column"));
     s.t[1][1].offset = l.final_tensor_off[1];
     s.t[0][0].name = "other";
-    assert_int_equal(ro__seed_mem_check_abi2(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
+    assert_int_equal(ro__seed_mem_check_typed(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
     assert_non_null(strstr(err, "tensors[0] is not 'view'"));
     s.t[0][0].name = "view";
     m.act_offset = m.act_bytes - 8; /* 6 entries need 24 bytes */
-    assert_int_equal(ro__seed_mem_check_abi2(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
+    assert_int_equal(ro__seed_mem_check_typed(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
     m.act_offset = l.act_off;
     m.obs_bytes += 2 * 4096;
-    assert_int_equal(ro__seed_mem_check_abi2(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
+    assert_int_equal(ro__seed_mem_check_typed(&m, 6, &lay, &got, err, sizeof err), RO_EPROTO);
     ro__layout_free(&lay);
 }
 

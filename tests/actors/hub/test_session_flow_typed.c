@@ -342,7 +342,7 @@ static void test_memory_rows(void **state)
     fixture_t *t = *state;
     ro_seed_mem_layout_t l;
     const uint32_t nrows = SHARDS * ROWS;
-    ro__seed_mem_layout_abi2(&l, nrows, &t->lay);
+    ro__seed_mem_layout_typed(&l, nrows, &t->lay);
     uint8_t *obs = calloc(1, l.obs_bytes), *act = calloc(1, l.act_bytes);
     assert_true(obs && act);
     t->flow.mem_layout = &l;

@@ -173,7 +173,7 @@ static fixture_t *mem_fixture(void)
     abi2_layout(&lay);
     fixture_t *f = fx_new(&lay, true, 4);
     ro_seed_mem_layout_t *ml = &f->n->seed_lay;
-    ro__seed_mem_layout_abi2(ml, 4, &f->L->lay);
+    ro__seed_mem_layout_typed(ml, 4, &f->L->lay);
     f->obs_mem = aligned_alloc(64, ml->obs_bytes);
     f->act_mem = aligned_alloc(64, ml->act_bytes);
     assert_true(f->obs_mem && f->act_mem);
