@@ -3,7 +3,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "metrics/prom_text.h"
 #include "ro_build_config.h"
@@ -142,28 +141,8 @@ int ro__logger_export_open(ro_logger_export_t *x, uv_loop_t *loop, const ro_logg
         snprintf(v, sizeof v, "all");
     ro__prom_label(x->labels, sizeof x->labels, "numa_node", v);
     ro__prom_label(x->labels, sizeof x->labels, "env", o->env);
-    int rc;
-    if (o->tensorboard) {
-        rc = ro__tb_open(&x->tb, o->tensorboard, "rollout-node", "--tensorboard", err, errlen);
-        if (rc)
-            return rc;
-        x->tb_on = true;
-        fprintf(stderr, "rollout-node: TensorBoard events in %s\n", x->tb.path);
-    }
-    if (o->prometheus) {
-        rc =
-            ro__http_open(&x->http, loop, o->prometheus, "--prometheus", "rollout-node", "/metrics",
-                          "text/plain; version=0.0.4; charset=utf-8", render, x, err, errlen);
-        if (rc) {
-            ro__logger_export_close(x);
-            return rc;
-        }
-        x->prom_on = true;
-        /* Always said: scripts read the port when ADDR asked for port 0. */
-        fprintf(stderr, "rollout-node: serving Prometheus metrics on %s at /metrics\n",
-                x->http.bound);
-    }
-    return 0;
+    return ro__exporters_open(&x->out, loop, o->tensorboard, o->prometheus, "rollout-node", render,
+                              x, err, errlen);
 }
 
 static double per(double a, double b)
@@ -174,8 +153,8 @@ static double per(double a, double b)
 void ro__logger_export_interval(ro_logger_export_t *x, const ro_logger_sample_t *cur,
                                 const ro_logger_sample_t *last, double dt)
 {
-    if (x->tb_on && !x->tb_rc) {
-        ro_tb_writer_t *w = &x->tb;
+    ro_tb_writer_t *w = ro__exporters_tb(&x->out);
+    if (w) {
         double de = (double)(cur->episodes - last->episodes);
         ro__tb_scalar(w, "rollout/steps_per_s", per((double)(cur->steps - last->steps), dt));
         ro__tb_scalar(w, "rollout/episodes", (double)cur->episodes);
@@ -227,22 +206,11 @@ void ro__logger_export_interval(ro_logger_export_t *x, const ro_logger_sample_t 
             ro__tb_histo(w, "rollout/episode_return", &ret);
             ro__tb_histo(w, "rollout/episode_length", &len);
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        x->tb_rc = ro__tb_write(w, (int64_t)cur->steps, (double)ts.tv_sec + ts.tv_nsec * 1e-9);
+        ro__exporters_tb_write(&x->out, cur->steps);
     }
 }
 
 int ro__logger_export_close(ro_logger_export_t *x)
 {
-    int rc = 0;
-    if (x->tb_on) {
-        rc = ro__tb_close(&x->tb);
-        x->tb_on = false;
-    }
-    if (x->prom_on) {
-        ro__http_close(&x->http);
-        x->prom_on = false;
-    }
-    return rc;
+    return ro__exporters_close(&x->out);
 }

@@ -6,7 +6,8 @@
  * TensorBoard event files (--tensorboard DIR: scalars and histograms per
  * interval, metrics/tb_writer.h) and as a Prometheus endpoint
  * (--prometheus ADDR: counters, gauges and histograms since the start,
- * rendered at each scrape, wire/http_endpoint.h).
+ * rendered at each scrape, wire/http_endpoint.h); both opened and closed
+ * by metrics/exporters.h, as rollout-learner's.
  *
  * Loop thread only, as the logger. Large (the endpoint's buffers): it lives
  * inside the logger, inside the node.
@@ -21,10 +22,9 @@
 
 #include "actors/logger/logger_sample.h"
 #include "metrics/histo.h"
-#include "metrics/tb_writer.h"
+#include "metrics/exporters.h"
 #include "rollout/env.h"
 #include "runtime/metrics_ring.h"
-#include "wire/http_endpoint.h"
 
 typedef struct ro_logger_export_opts {
     const char *tensorboard; /* DIR, or NULL */
@@ -42,13 +42,10 @@ typedef struct ro_logger_export_opts {
 
 typedef struct ro_logger_export {
     ro_logger_export_opts_t o;
-    bool tb_on, prom_on;
-    ro_tb_writer_t tb;
-    ro_http_t http;
+    ro_exporters_t out;
     char labels[512];
     /* "env/<name>" tags of an env ABI 2 env's per-episode metrics. */
     char metric_tag[RO_ENV_MAX_METRICS][RO_ENV_MAX_NAME + 8];
-    int tb_rc;
 } ro_logger_export_t;
 
 /* ro__logger_export_open opens what o asks for (neither: nothing). Returns

@@ -20,13 +20,12 @@
 #include "learner/node_link.h"
 #include "learner/stream_rx.h"
 #include "metrics/histo.h"
-#include "metrics/tb_writer.h"
+#include "metrics/exporters.h"
 #include "policy/policy.h"
 #include "policy/state_table.h"
 #include "runtime/loop_spin.h"
 #include "runtime/shared_mem.h"
 #include "spaces/layout.h"
-#include "wire/http_endpoint.h"
 #include "wire/pb_alloc.h"
 #include "wire/seed_memory.h"
 
@@ -68,11 +67,9 @@ typedef struct node {
 
 /* --tensorboard and --prometheus (metrics.c). Loop thread. */
 typedef struct learner_metrics {
-    bool on; /* either asked for: the histograms count */
-    bool tb_on, prom_on;
+    bool on;          /* either asked for: the histograms count */
     uv_timer_t timer; /* an event each --metrics-interval */
-    ro_tb_writer_t tb;
-    ro_http_t http;
+    ro_exporters_t out;
     char labels[256];
     /* This interval's (TensorBoard) and the earlier ones' (Prometheus adds
      * the two): SEED episodes' returns (serve.c counts them) and rows per
@@ -80,7 +77,6 @@ typedef struct learner_metrics {
     ro_histo_t ret_iv, ret_all, rows_iv, rows_all;
     uint64_t last_ns, last_steps, last_batches, last_episodes;
     double last_return;
-    int tb_rc;
 } learner_metrics_t;
 
 typedef struct learner {

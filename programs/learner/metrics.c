@@ -9,7 +9,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "learner/learner.h"
 #include "metrics/prom_text.h"
@@ -99,8 +98,8 @@ static void interval(learner_t *L)
     double dt = (double)(now - m->last_ns) * 1e-9;
     totals_t t;
     sum_nodes(L, &t);
-    if (m->tb_on && !m->tb_rc) {
-        ro_tb_writer_t *w = &m->tb;
+    ro_tb_writer_t *w = ro__exporters_tb(&m->out);
+    if (w) {
         ro__tb_scalar(w, "learner/steps_per_s", per((double)(L->steps - m->last_steps), dt));
         ro__tb_scalar(
             w, "learner/mean_batch",
@@ -117,9 +116,7 @@ static void interval(learner_t *L)
         }
         ro__tb_histo(w, "learner/batch_rows", &m->rows_iv);
         ro__tb_histo(w, "learner/episode_return", &m->ret_iv);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        m->tb_rc = ro__tb_write(w, (int64_t)L->steps, (double)ts.tv_sec + ts.tv_nsec * 1e-9);
+        ro__exporters_tb_write(&m->out, L->steps);
     }
     ro__histo_merge(&m->ret_all, &m->ret_iv);
     ro__histo_merge(&m->rows_all, &m->rows_iv);
@@ -147,28 +144,10 @@ int ro__learner_metrics_open(learner_t *L, char *err, size_t errlen)
     ro__histo_init(&m->rows_iv, ro__histo_size_edges, ro__histo_size_nedges);
     ro__histo_init(&m->rows_all, ro__histo_size_edges, ro__histo_size_nedges);
     ro__prom_label(m->labels, sizeof m->labels, "learner", L->cfg.name);
-    int rc;
-    if (L->cfg.tensorboard) {
-        rc = ro__tb_open(&m->tb, L->cfg.tensorboard, "rollout-learner", "--tensorboard", err,
-                         errlen);
-        if (rc)
-            return rc;
-        m->tb_on = true;
-        fprintf(stderr, "rollout-learner: TensorBoard events in %s\n", m->tb.path);
-    }
-    if (L->cfg.prometheus) {
-        rc = ro__http_open(&m->http, &L->loop, L->cfg.prometheus, "--prometheus", "rollout-learner",
-                           "/metrics", "text/plain; version=0.0.4; charset=utf-8", render, L, err,
-                           errlen);
-        if (rc) {
-            ro__learner_metrics_close(L);
-            return rc;
-        }
-        m->prom_on = true;
-        /* Always said: scripts read the port when ADDR asked for port 0. */
-        fprintf(stderr, "rollout-learner: serving Prometheus metrics on %s at /metrics\n",
-                m->http.bound);
-    }
+    int rc = ro__exporters_open(&m->out, &L->loop, L->cfg.tensorboard, L->cfg.prometheus,
+                                "rollout-learner", render, L, err, errlen);
+    if (rc)
+        return rc;
     m->on = true;
     m->last_ns = ro__now_ns();
     uv_timer_init(&L->loop, &m->timer); /* cannot fail */
@@ -181,19 +160,10 @@ int ro__learner_metrics_open(learner_t *L, char *err, size_t errlen)
 int ro__learner_metrics_close(learner_t *L)
 {
     learner_metrics_t *m = &L->met;
-    int rc = 0;
     if (m->on) {
         interval(L); /* the last one, up to the end */
         uv_close((uv_handle_t *)&m->timer, NULL);
         m->on = false;
     }
-    if (m->tb_on) {
-        rc = ro__tb_close(&m->tb);
-        m->tb_on = false;
-    }
-    if (m->prom_on) {
-        ro__http_close(&m->http);
-        m->prom_on = false;
-    }
-    return rc;
+    return ro__exporters_close(&m->out);
 }
