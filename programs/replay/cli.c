@@ -78,33 +78,6 @@ static int parse_episodes(void *field, const char *value, char *err, size_t errl
     return 0;
 }
 
-/* --from STEP: where in the recording to start (its steps over all envs). */
-static int parse_from(void *field, const char *value, char *err, size_t errlen)
-{
-    ro_replay_opts_t *o = field;
-    int rc = ro__flag_u64("--from", value, 0, UINT64_MAX, &o->from, err, errlen);
-    o->from_set = rc == 0;
-    return rc;
-}
-
-/* --fork STEP. */
-static int parse_fork(void *field, const char *value, char *err, size_t errlen)
-{
-    ro_replay_cfg_t *c = field;
-    int rc = ro__flag_u64("--fork", value, 0, UINT64_MAX, &c->fork_step, err, errlen);
-    c->fork_set = rc == 0;
-    return rc;
-}
-
-/* --seed S (--fork's actions). */
-static int parse_seed(void *field, const char *value, char *err, size_t errlen)
-{
-    ro_replay_cfg_t *c = field;
-    int rc = ro__flag_u64("--seed", value, 0, UINT64_MAX, &c->seed, err, errlen);
-    c->seed_set = rc == 0;
-    return rc;
-}
-
 /* --no-resync clears the default. */
 static int parse_no_resync(void *field, const char *value, char *err, size_t errlen)
 {
@@ -128,7 +101,7 @@ static const ro_flag_t replay_flags[] = {
      .help = "act as a node for one learner (docs/protocol.md):\nstream the recorded "
              "observations in order and count\nthe learner's actions that differ from the "
              "recorded ones"},
-    {RO_FLAG_FN, "fork", "STEP", 0 /* the whole cfg */, .parse = parse_fork,
+    {RO_FLAG_U64, "fork", "STEP", AT(fork_step), 0, UINT64_MAX,
      .help = "replay to step STEP (from snapshots), then go on\nwith --policy for --steps "
              "steps, writing the new\ntransitions to --record OUT (either env ABI)"},
     {RO_FLAG_BOOL, "bisect", NULL, AT(bisect),
@@ -149,7 +122,7 @@ static const ro_flag_t replay_flags[] = {
     {RO_FLAG_SECONDS, "hello-timeout", "S", AT(hello_timeout),
      .help = "--serve: drop a connection that has not said a valid\nhello within S seconds "
              "(default 10; 0: never)"},
-    {RO_FLAG_FN, "from", "STEP", AT(o), .parse = parse_from,
+    {RO_FLAG_U64, "from", "STEP", AT(o.from), 0, UINT64_MAX,
      .help = "--verify/--dump from step STEP (the recording's\nsteps over all envs): each env "
              "starts from its\nlast snapshot before it (--snapshot-every)"},
     {RO_FLAG_STRING, "policy", "FILE|random", AT(policy),
@@ -157,7 +130,7 @@ static const ro_flag_t replay_flags[] = {
     {RO_FLAG_U64, "steps", "N", AT(steps), 1, UINT64_MAX,
      .help = "--fork: env steps to take, over all forked envs"},
     {RO_FLAG_STRING, "record", "OUT", AT(record), .help = "--fork: the new recording"},
-    {RO_FLAG_FN, "seed", "S", 0 /* the whole cfg */, .parse = parse_seed,
+    {RO_FLAG_U64, "seed", "S", AT(seed), 0, UINT64_MAX,
      .help = "--fork: the new actions' seed (default: the\nrecording's)"},
     {RO_FLAG_FN, "env-ids", "LIST", AT(o), .parse = parse_envs,
      .help = "the same as --env (with --fork: the envs to fork)"},
@@ -186,9 +159,14 @@ int ro__replay_cfg_parse(ro_replay_cfg_t *c, int argc, char **argv, char *err, s
     memset(c, 0, sizeof *c);
     c->o.resync = true;
     c->hello_timeout = 10.0;
-    int rc = ro__flags_parse(replay_flags, NFLAGS, c, NULL, argc, argv, &c->files, err, errlen);
+    bool given[NFLAGS];
+    int rc = ro__flags_parse(replay_flags, NFLAGS, c, given, argc, argv, &c->files, err, errlen);
     if (rc || c->help || c->version)
         return rc;
+    /* --episode ENV:EPISODE sets from_set too (from its start). */
+    c->o.from_set |= ro__flags_given(replay_flags, NFLAGS, given, "from");
+    c->fork_set = ro__flags_given(replay_flags, NFLAGS, given, "fork");
+    c->seed_set = ro__flags_given(replay_flags, NFLAGS, given, "seed");
     if (c->serve && (c->o.verify || c->o.dump || c->o.stats || c->o.from_set || c->fork_set ||
                      c->bisect || c->files >= argc))
         return ro__errorf(err, errlen, RO_EINVAL,
