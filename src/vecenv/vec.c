@@ -234,6 +234,9 @@ int ro__vec_new(ro_vec_t **out, const ro_vec_config_t *cfg, char *err, size_t er
     }
     if ((rc = ro__vec_pool_start(&v->pool, v->threads - 1, err, errlen)))
         goto fail;
+    /* Costly envs (MuJoCo's) one to a chunk: a step ends with one env,
+     * not a chunk of them, in flight on the last thread. */
+    ro__vec_pool_set_cost(&v->pool, v->step_cost_ns);
     *out = v;
     return 0;
 fail:

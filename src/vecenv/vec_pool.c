@@ -66,7 +66,8 @@ struct ro_vec_helper {
 };
 
 #define RANGE_WORD(g, next, end) (((uint64_t)(g) << 32) | ((uint64_t)(next) << 16) | (end))
-_Static_assert((RO_VEC_POOL_MAX + 1) * RO_VEC_POOL_CHUNKS <= 0xffffu,
+_Static_assert(RO_VEC_POOL_MAX_CHUNKS <= 0xffffu &&
+                   (RO_VEC_POOL_MAX + 1) * RO_VEC_POOL_CHUNKS <= RO_VEC_POOL_MAX_CHUNKS,
                "a range word's 16 bits hold every chunk index of a job");
 
 /* claim takes the next chunk of range r if it belongs to job g: its index
@@ -171,6 +172,30 @@ int ro__vec_pool_start(ro_vec_pool_t *p, uint32_t helpers, char *err, size_t err
     return 0;
 }
 
+uint32_t ro__vec_pool_chunk(uint32_t n, uint32_t threads, double item_ns)
+{
+    if (!threads)
+        threads = 1;
+    const uint64_t parts = (uint64_t)threads * RO_VEC_POOL_CHUNKS;
+    uint64_t chunk = (n + parts - 1) / parts;
+    if (item_ns > 0) {
+        /* Items worth RO_VEC_POOL_CHUNK_NS; at least one. */
+        const double worth = RO_VEC_POOL_CHUNK_NS / item_ns;
+        const uint64_t cap = worth < 1.0 ? 1 : (uint64_t)worth;
+        if (cap < chunk)
+            chunk = cap;
+    }
+    const uint64_t least = ((uint64_t)n + RO_VEC_POOL_MAX_CHUNKS - 1) / RO_VEC_POOL_MAX_CHUNKS;
+    if (chunk < least)
+        chunk = least;
+    return chunk ? (uint32_t)chunk : 1;
+}
+
+void ro__vec_pool_set_cost(ro_vec_pool_t *p, double item_ns)
+{
+    p->item_ns = item_ns > 0 ? item_ns : 0;
+}
+
 void ro__vec_pool_post(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n)
 {
     ro__vec_pool_wait(p); /* one job at a time */
@@ -179,10 +204,10 @@ void ro__vec_pool_post(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t 
         fn(ctx, 0, n); /* nothing to hand over: done before it returns */
         return;
     }
-    /* At most RO_VEC_POOL_MAX + 1 threads x RO_VEC_POOL_CHUNKS chunks (the
-     * range words hold their indices). */
-    uint32_t chunk = (n + threads * RO_VEC_POOL_CHUNKS - 1) / (threads * RO_VEC_POOL_CHUNKS);
-    uint32_t nchunks = (n + chunk - 1) / chunk;
+    /* At most RO_VEC_POOL_MAX_CHUNKS chunks (the range words hold their
+     * indices). */
+    const uint32_t chunk = ro__vec_pool_chunk(n, threads, p->item_ns);
+    const uint32_t nchunks = (n + chunk - 1) / chunk;
     /* Relaxed: published by the release of the ranges below. */
     atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);

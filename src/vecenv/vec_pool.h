@@ -38,6 +38,16 @@ typedef void (*ro_vec_task_fn)(void *ctx, uint32_t begin, uint32_t end);
  * the kernel delays leaves little for the others to wait on. */
 #define RO_VEC_POOL_CHUNKS 8u
 
+/* A chunk's least work when an item's cost is known
+ * (ro__vec_pool_set_cost), in ns: a claim (a compare-and-swap on a shared
+ * line, a fraction of a microsecond) stays a few percent of it. Items that
+ * cost more than this go one to a chunk, so a job ends with one item, not
+ * one chunk, in flight. */
+#define RO_VEC_POOL_CHUNK_NS 10000.0
+
+/* The most chunks of a job: a range word holds their indices in 16 bits. */
+#define RO_VEC_POOL_MAX_CHUNKS 0xffffu
+
 /* A thread's home range of the posted job's chunks, on a cache line of its
  * own: next (bits 16-31) is the range's next chunk to take, end (bits 0-15)
  * one past its last, gen (bits 32-63) the job's generation. One word, so a
@@ -56,6 +66,7 @@ typedef struct ro_vec_pool {
     bool job_open;       /* a posted job not yet waited for */
     uint32_t job_gen;    /* its generation */
     uint32_t job_chunks; /* its chunks */
+    double item_ns;      /* an item's cost, 0: unknown (ro__vec_pool_set_cost) */
 
     /* The job: written by the owner (relaxed) before it publishes the
      * job's ranges (release); a thread reads them only after a claim of a
@@ -79,6 +90,20 @@ typedef struct ro_vec_pool {
  * the owner). 0, or RO_ENOMEM / RO_EIO with a message in err (no thread
  * left running). */
 int ro__vec_pool_start(ro_vec_pool_t *p, uint32_t helpers, char *err, size_t errlen);
+
+/* ro__vec_pool_chunk: the items per chunk of a job over n items on
+ * `threads` threads, each item costing item_ns (0: unknown). By default
+ * RO_VEC_POOL_CHUNKS chunks per thread; items whose cost is known go in
+ * chunks worth RO_VEC_POOL_CHUNK_NS or less (one item each when an item
+ * costs more), since a job's end waits for the chunk last taken: the
+ * finer, the shorter that wait (the tail of a job of costly envs, MuJoCo's,
+ * whose steps vary with their contacts). Never more than
+ * RO_VEC_POOL_MAX_CHUNKS chunks. */
+uint32_t ro__vec_pool_chunk(uint32_t n, uint32_t threads, double item_ns);
+
+/* ro__vec_pool_set_cost tells the pool an item's cost in ns (0: unknown),
+ * for its jobs' chunks (ro__vec_pool_chunk). Owner only. */
+void ro__vec_pool_set_cost(ro_vec_pool_t *p, double item_ns);
 
 /* ro__vec_pool_run runs fn over [0, n) in chunks on the owner and the
  * helpers, and returns when every chunk is done. Jobs over the same n split
