@@ -10,7 +10,8 @@ own threads with the same 16 action batches as ``step()``, cycled, no
 Python between steps: ``Engine.run_steps``), and for MuJoCo
 a raw loop of the same MuJoCo's ``mj_step`` (``bench_mujoco --raw-envs N``:
 C, N simulations of the env's model, the env's termination and reset,
-nothing else) on one core times the CPUs, and on every CPU at once.
+nothing else) on one core times the cores rollout steps on (its threads:
+the same number of cores on both sides), and on every CPU at once.
 
 Cases per (env, N), for CartPole-v1, Pendulum-v1, Hopper-v5, HalfCheetah-v5
 and N = 8, 64, 1024: ``step()`` with random actions (16 batches drawn
@@ -409,21 +410,27 @@ def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str) -> None:
                   "controls, mj_step × frame skip and the env's termination and reset, nothing "
                   f"else; on one core alone, and on all {CPUS} CPUs at once (one loop pinned to "
                   f"each, N/{CPUS} simulations each, rates summed). Per core: rollout ÷ (the "
-                  f"one-core loop × {CPUS}), the issue's figure; against all cores: rollout ÷ "
-                  "the loops on every core at once, what the cores give together. The CPU-time "
-                  "ratio is the one-core loop's CPU time per env step ÷ rollout's (its "
-                  "process, every thread).", "",
-                  "| env | N | rollout | raw, 1 core | raw, all cores at once | "
-                  "ratio (per core) | ratio (all cores at once) | CPU-time ratio |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "one-core loop × the cores rollout steps on, its threads), the issue's figure, "
+                  "and the same for the envs alone (the engine's threads with no Python between "
+                  "steps); against all cores: rollout ÷ the loops on every core at once, what "
+                  "the cores give together. The CPU-time ratio is the one-core loop's CPU time "
+                  "per env step ÷ rollout's (its process, every thread).", "",
+                  "| env | N | rollout | raw, 1 core | raw, all cores at once | rollout threads | "
+                  "ratio (per core) | envs alone (per core) | ratio (all cores at once) | "
+                  "CPU-time ratio |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for gid, n in mj:
             ro, raw = fig(gid, n, "rollout"), fig(gid, n, "mj_step-raw-1core")
-            allc = fig(gid, n, "mj_step-raw-all-cores")
+            alone, allc = fig(gid, n, "envs-alone"), fig(gid, n, "mj_step-raw-all-cores")
             c_ro, c_raw = cpu_of(gid, n, "rollout"), cpu_of(gid, n, "mj_step-raw-1core")
-            lines.append(f"| {gid} | {n} | {m(ro)} | {m(raw)} | {m(allc)} | "
-                         f"{(ro / (raw * CPUS) if ro and raw else float('nan')):.2f} | "
-                         f"{(ro / allc if ro and allc else float('nan')):.2f} | "
-                         f"{(c_raw / c_ro if c_ro and c_raw else float('nan')):.2f} |")
+            thr = [r["rollout_threads"] for r in rows if (r["env"], r["num_envs"]) == (gid, n)]
+            cores = thr[0] if thr and thr[0] else CPUS
+            nan = float("nan")
+            lines.append(f"| {gid} | {n} | {m(ro)} | {m(raw)} | {m(allc)} | {cores} | "
+                         f"{(ro / (raw * cores) if ro and raw else nan):.2f} | "
+                         f"{(alone / (raw * cores) if alone and raw else nan):.2f} | "
+                         f"{(ro / allc if ro and allc else nan):.2f} | "
+                         f"{(c_raw / c_ro if c_ro and c_raw else nan):.2f} |")
     with open(os.path.join(out, "gym.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     plot(out, rows, envs, sizes)
