@@ -89,38 +89,31 @@ RO_INLINE void dense_tile(const ro_dense_t *l, const float *x, float *y, uint32_
 }
 
 /* dense_cols computes outputs j0 .. j0 + C - 1 for the first nvec vectors
- * of samples: whole tiles of TILE_R vectors, then the rest. */
+ * of samples: whole tiles of TILE_R vectors, then the rest in tiles of 2
+ * and 1 (R a constant in each call, so its loops unroll). */
 RO_INLINE void dense_cols(const ro_dense_t *l, const float *x, float *y, uint32_t j0, const int C,
                           uint32_t nvec, ro_activation_t act)
 {
     uint32_t v = 0;
     for (; v + TILE_R <= nvec; v += TILE_R)
         dense_tile(l, x, y, j0, C, (size_t)v * VF_LANES, TILE_R, act);
-#if TILE_R > 1
-    const size_t s0 = (size_t)v * VF_LANES;
-    switch (nvec - v) {
-    case 1:
-        dense_tile(l, x, y, j0, C, s0, 1, act);
-        break;
 #if TILE_R > 2
-    case 2:
-        dense_tile(l, x, y, j0, C, s0, 2, act);
-        break;
-#endif
-#if TILE_R > 3
-    case 3:
-        dense_tile(l, x, y, j0, C, s0, 3, act);
-        break;
-#endif
-    default:
-        break;
+    if (nvec - v >= 2) {
+        dense_tile(l, x, y, j0, C, (size_t)v * VF_LANES, 2, act);
+        v += 2;
     }
+#endif
+#if TILE_R > 1
+    if (v < nvec)
+        dense_tile(l, x, y, j0, C, (size_t)v * VF_LANES, 1, act);
 #endif
 }
 
 /* kernel_dense: y[j][s] = act(bias[j] + sum_k w[j][k] x[k][s]) for every
  * output j and the lanes of the first n samples, rounded up to whole
- * vectors (the lanes past n hold whatever the inputs there give). */
+ * vectors (the lanes past n hold whatever the inputs there give). Whole
+ * tiles of TILE_C outputs, then the rest (fewer than 8) in tiles of 4, 2
+ * and 1: each output's sum is its own, so the tiling never changes a bit. */
 static void kernel_dense(const ro_dense_t *l, const float *x, float *y, uint32_t n,
                          ro_activation_t act)
 {
@@ -128,33 +121,16 @@ static void kernel_dense(const ro_dense_t *l, const float *x, float *y, uint32_t
     uint32_t j = 0;
     for (; j + TILE_C <= l->out; j += TILE_C)
         dense_cols(l, x, y, j, TILE_C, nvec, act);
-    switch (l->out - j) {
-    case 1:
-        dense_cols(l, x, y, j, 1, nvec, act);
-        break;
-    case 2:
-        dense_cols(l, x, y, j, 2, nvec, act);
-        break;
-    case 3:
-        dense_cols(l, x, y, j, 3, nvec, act);
-        break;
-    case 4:
+    if (l->out - j >= 4) {
         dense_cols(l, x, y, j, 4, nvec, act);
-        break;
-    case 5:
-        dense_cols(l, x, y, j, 5, nvec, act);
-        break;
-#if TILE_C > 6
-    case 6:
-        dense_cols(l, x, y, j, 6, nvec, act);
-        break;
-    case 7:
-        dense_cols(l, x, y, j, 7, nvec, act);
-        break;
-#endif
-    default:
-        break;
+        j += 4;
     }
+    if (l->out - j >= 2) {
+        dense_cols(l, x, y, j, 2, nvec, act);
+        j += 2;
+    }
+    if (j < l->out)
+        dense_cols(l, x, y, j, 1, nvec, act);
 }
 
 /* kernel_act applies an activation to x[0 .. n) in place, any n and any

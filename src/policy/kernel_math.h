@@ -6,6 +6,20 @@
 #ifndef RO_POLICY_KERNEL_MATH_H
 #define RO_POLICY_KERNEL_MATH_H
 
+/* vf_horner and vd_horner: c[0] x^(n-1) + c[1] x^(n-2) + ... + c[n-1] by
+ * Horner's rule, one fused multiply-add a coefficient, written once for
+ * both vector types. The coefficients are constants, so each call unrolls
+ * to its chain of FMAs. */
+#define RO_HORNER(v, scalar)                                                                       \
+    RO_INLINE v v##_horner(v x, const scalar *c, int n)                                            \
+    {                                                                                              \
+        v p = v##_set1(c[0]);                                                                      \
+        _Pragma("GCC unroll 16") for (int i = 1; i < n; i++) p = v##_fma(p, x, v##_set1(c[i]));    \
+        return p;                                                                                  \
+    }
+RO_HORNER(vf, float)
+RO_HORNER(vd, double)
+
 /* relu(x) = x > 0 ? x : 0 as max(0, x) with 0 first: x86's max returns its
  * second operand when either is NaN, so a NaN passes through, and
  * relu(-0) = -0 (0 > -0 is false), as `x < 0 ? 0 : x` gives. */
@@ -35,17 +49,11 @@ RO_INLINE vf vf_tanh(vf x)
 {
     const vf v = vf_clamp(x, vf_set1(TANH_CLAMP));
     const vf s = vf_mul(v, v);
-    vf p = vf_set1(1.519451942e-08f);
-    p = vf_fma(p, s, vf_set1(2.187517384e-05f));
-    p = vf_fma(p, s, vf_set1(3.570632311e-03f));
-    p = vf_fma(p, s, vf_set1(1.344374716e-01f));
-    p = vf_fma(p, s, vf_set1(1.0f));
-    vf q = vf_set1(8.509771874e-07f);
-    q = vf_fma(q, s, vf_set1(3.409567871e-04f));
-    q = vf_fma(q, s, vf_set1(2.616096660e-02f));
-    q = vf_fma(q, s, vf_set1(4.677707553e-01f));
-    q = vf_fma(q, s, vf_set1(1.0f));
-    return vf_div(vf_mul(v, p), q);
+    static const float pc[] = {1.519451942e-08f, 2.187517384e-05f, 3.570632311e-03f,
+                               1.344374716e-01f, 1.0f};
+    static const float qc[] = {8.509771874e-07f, 3.409567871e-04f, 2.616096660e-02f,
+                               4.677707553e-01f, 1.0f};
+    return vf_div(vf_mul(v, vf_horner(s, pc, 5)), vf_horner(s, qc, 5));
 }
 
 /*
@@ -62,13 +70,14 @@ RO_INLINE vf vf_exp_weight(vf d)
     const vf kf = vf_sub(km, vf_set1(0x1.8p23f));
     vf r = vf_fma(kf, vf_set1(-0.693145751953125f), d);
     r = vf_fma(kf, vf_set1(-1.42860677e-06f), r);
-    vf p = vf_set1(1.383683528e-03f);
-    p = vf_fma(p, r, vf_set1(8.374815807e-03f));
-    p = vf_fma(p, r, vf_set1(4.166822508e-02f));
-    p = vf_fma(p, r, vf_set1(1.666641980e-01f));
-    p = vf_fma(p, r, vf_set1(4.999999106e-01f));
-    p = vf_fma(p, r, vf_set1(1.0f));
-    p = vf_fma(p, r, vf_set1(1.0f));
+    static const float pc[] = {1.383683528e-03f,
+                               8.374815807e-03f,
+                               4.166822508e-02f,
+                               1.666641980e-01f,
+                               4.999999106e-01f,
+                               1.0f,
+                               1.0f};
+    const vf p = vf_horner(r, pc, 7);
     const vf scale = vi_float_bits(vi_shl(vi_add(vf_bits(km), vi_set1(127 - 0x4B400000)), 23));
     return vf_select(vf_lt(vf_set1(-87.0f), d), vf_mul(p, scale), vf_set1(0.0f));
 }
@@ -92,17 +101,9 @@ RO_INLINE vd vd_log_unit(vd u)
     const vd e = vd_sub(be, vd_select(big, vd_set1(1022.0), vd_set1(1023.0)));
     const vd s = vd_div(vd_sub(m, vd_set1(1.0)), vd_add(m, vd_set1(1.0)));
     const vd z = vd_mul(s, s);
-    vd t = vd_set1(1.0 / 23);
-    t = vd_fma(t, z, vd_set1(1.0 / 21));
-    t = vd_fma(t, z, vd_set1(1.0 / 19));
-    t = vd_fma(t, z, vd_set1(1.0 / 17));
-    t = vd_fma(t, z, vd_set1(1.0 / 15));
-    t = vd_fma(t, z, vd_set1(1.0 / 13));
-    t = vd_fma(t, z, vd_set1(1.0 / 11));
-    t = vd_fma(t, z, vd_set1(1.0 / 9));
-    t = vd_fma(t, z, vd_set1(1.0 / 7));
-    t = vd_fma(t, z, vd_set1(1.0 / 5));
-    t = vd_fma(t, z, vd_set1(1.0 / 3));
+    static const double tc[] = {1.0 / 23, 1.0 / 21, 1.0 / 19, 1.0 / 17, 1.0 / 15, 1.0 / 13,
+                                1.0 / 11, 1.0 / 9,  1.0 / 7,  1.0 / 5,  1.0 / 3};
+    const vd t = vd_horner(z, tc, 11);
     const vd s2 = vd_add(s, s);
     const vd logm = vd_fma(vd_mul(s2, z), t, s2); /* 2s + 2s z t */
     return vd_fma(e, vd_set1(0x1.62e42feep-1), vd_fma(e, vd_set1(1.9082149292705877e-10), logm));
@@ -123,25 +124,16 @@ RO_INLINE vd vd_cos_2pi(vd u)
     const vd n = vd_sub(vd_add(vd_mul(a, vd_set1(4.0)), round), round);
     const vd th = vd_mul(vd_fma(n, vd_set1(-0.25), a), vd_set1(6.2831853071795862));
     const vd z = vd_mul(th, th);
-    vd sp = vd_set1(2.8114572543455206e-15);
-    sp = vd_fma(sp, z, vd_set1(-7.6471637318198164e-13));
-    sp = vd_fma(sp, z, vd_set1(1.6059043836821613e-10));
-    sp = vd_fma(sp, z, vd_set1(-2.505210838544172e-08));
-    sp = vd_fma(sp, z, vd_set1(2.7557319223985893e-06));
-    sp = vd_fma(sp, z, vd_set1(-1.9841269841269841e-04));
-    sp = vd_fma(sp, z, vd_set1(8.3333333333333332e-03));
-    sp = vd_fma(sp, z, vd_set1(-1.6666666666666666e-01));
-    const vd sn = vd_fma(vd_mul(th, z), sp, th);
-    vd cp = vd_set1(-1.5619206968586225e-16);
-    cp = vd_fma(cp, z, vd_set1(4.7794773323873853e-14));
-    cp = vd_fma(cp, z, vd_set1(-1.1470745597729725e-11));
-    cp = vd_fma(cp, z, vd_set1(2.08767569878681e-09));
-    cp = vd_fma(cp, z, vd_set1(-2.7557319223985888e-07));
-    cp = vd_fma(cp, z, vd_set1(2.4801587301587302e-05));
-    cp = vd_fma(cp, z, vd_set1(-1.3888888888888889e-03));
-    cp = vd_fma(cp, z, vd_set1(4.1666666666666664e-02));
-    cp = vd_fma(cp, z, vd_set1(-0.5));
-    const vd cs = vd_fma(z, cp, vd_set1(1.0));
+    static const double sc[] = {2.8114572543455206e-15, -7.6471637318198164e-13,
+                                1.6059043836821613e-10, -2.505210838544172e-08,
+                                2.7557319223985893e-06, -1.9841269841269841e-04,
+                                8.3333333333333332e-03, -1.6666666666666666e-01};
+    static const double cc[] = {
+        -1.5619206968586225e-16, 4.7794773323873853e-14,  -1.1470745597729725e-11,
+        2.08767569878681e-09,    -2.7557319223985888e-07, 2.4801587301587302e-05,
+        -1.3888888888888889e-03, 4.1666666666666664e-02,  -0.5};
+    const vd sn = vd_fma(vd_mul(th, z), vd_horner(z, sc, 8), th);
+    const vd cs = vd_fma(z, vd_horner(z, cc, 9), vd_set1(1.0));
     const vd zero = vd_set1(0.0);
     const vd res = vd_select(vd_eq(n, vd_set1(1.0)), vd_sub(zero, sn), cs);
     return vd_select(vd_eq(n, vd_set1(2.0)), vd_sub(zero, cs), res);

@@ -1,22 +1,10 @@
 /*
- * The kernels built for AVX2 and FMA: 8 floats a vector. Only called
- * where the CPU has them (kernels.c).
+ * The kernels built for AVX2 and FMA: 8 floats a vector
+ * (kernel_build_x86.h).
  */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC target("avx2,fma")
-#endif
 #define RO_SIMD RO_SIMD_AVX2
-#include "policy/kernel_build.h"
-
-RO_KERNEL_TABLE(ro__kernels_avx2, RO_KERNELS_AVX2, "avx2");
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
-#else
-#include "policy/kernels.h"
-/* Not an x86-64 build: no table (ro__kernels never returns it). */
-const ro_kernels_t ro__kernels_avx2 = {.path = RO_KERNELS_AVX2, .name = "avx2"};
-#endif
+#define RO_X86_TARGET "avx2,fma"
+#define RO_X86_TABLE ro__kernels_avx2
+#define RO_X86_PATH RO_KERNELS_AVX2
+#define RO_X86_NAME "avx2"
+#include "policy/kernel_build_x86.h"

@@ -41,6 +41,20 @@
 
 #define RO_INLINE static inline __attribute__((always_inline))
 
+/* RO_SIMD_OP defines an operation whose body is one expression over its
+ * parameters, and RO_SIMD_DO one that stores: each instruction set's header
+ * is then a table, one line an operation. */
+#define RO_SIMD_OP(type, name, params, expr)                                                       \
+    RO_INLINE type name params                                                                     \
+    {                                                                                              \
+        return expr;                                                                               \
+    }
+#define RO_SIMD_DO(name, params, stmt)                                                             \
+    RO_INLINE void name params                                                                     \
+    {                                                                                              \
+        stmt;                                                                                      \
+    }
+
 #if RO_SIMD == RO_SIMD_AVX512 || RO_SIMD == RO_SIMD_AVX2
 #include <immintrin.h>
 #endif
