@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "envs/env_args.h"
+#include "envs/builtin_env.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
@@ -291,22 +292,5 @@ static int burn_load_state(void *env, const void *buf, size_t len)
     return 0;
 }
 
-const ro_env_state_ops_t ro__burn_state = {
-    .version = RO_ENV_STATE_VERSION,
-    .size = sizeof(ro_env_state_ops_t),
-    .state_size = burn_state_size,
-    .save_state = burn_save_state,
-    .load_state = burn_load_state,
-};
-
-const ro_env_vtable_t ro__env_burn = {
-    .abi_version = RO_ENV_ABI_VERSION,
-    .name = "burn",
-    .arg_keys = burn_arg_keys,
-    .max_episode_steps = 1000,
-    .create = burn_create,
-    .spaces = burn_spaces,
-    .reset = burn_reset,
-    .step = burn_step,
-    .destroy = burn_destroy,
-};
+RO_ENV_STATE_OPS(burn);
+RO_ENV_VTABLE(burn, 1000);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envs/builtin_env.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
@@ -176,54 +177,6 @@ void ro__cartpole_set_state(void *env, const double state[4])
 /* The state (rollout/env.h "Env state"): the RNG, then x, x_dot, theta,
  * theta_dot, host-order float64. Every value of the bytes is a state the
  * step handles (a NaN just terminates), so load takes them as they are. */
-#define CARTPOLE_STATE (sizeof(ro_rng_t) + 4 * sizeof(double))
-
-static size_t cartpole_state_size(void *env)
-{
-    (void)env;
-    return CARTPOLE_STATE;
-}
-
-static int cartpole_save_state(void *env, void *buf, size_t len)
-{
-    cartpole_t *c = env;
-    if (len != CARTPOLE_STATE)
-        return RO_EINVAL;
-    double v[4];
-    ro__cartpole_get_state(c, v);
-    memcpy(buf, &c->rng, sizeof c->rng);
-    memcpy((char *)buf + sizeof c->rng, v, sizeof v);
-    return 0;
-}
-
-static int cartpole_load_state(void *env, const void *buf, size_t len)
-{
-    cartpole_t *c = env;
-    if (len != CARTPOLE_STATE)
-        return RO_EINVAL;
-    double v[4];
-    memcpy(&c->rng, buf, sizeof c->rng);
-    memcpy(v, (const char *)buf + sizeof c->rng, sizeof v);
-    ro__cartpole_set_state(c, v);
-    return 0;
-}
-
-const ro_env_state_ops_t ro__cartpole_state = {
-    .version = RO_ENV_STATE_VERSION,
-    .size = sizeof(ro_env_state_ops_t),
-    .state_size = cartpole_state_size,
-    .save_state = cartpole_save_state,
-    .load_state = cartpole_load_state,
-};
-
-const ro_env_vtable_t ro__env_cartpole = {
-    .abi_version = RO_ENV_ABI_VERSION,
-    .name = "cartpole",
-    .arg_keys = cartpole_arg_keys,
-    .max_episode_steps = 500,
-    .create = cartpole_create,
-    .spaces = cartpole_spaces,
-    .reset = cartpole_reset,
-    .step = cartpole_step,
-    .destroy = cartpole_destroy,
-};
+RO_ENV_RNG_DOUBLES_STATE(cartpole, cartpole_t, 4)
+RO_ENV_STATE_OPS(cartpole);
+RO_ENV_VTABLE(cartpole, 500);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "envs/env_args.h"
+#include "envs/builtin_env.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
@@ -170,54 +171,6 @@ void ro__pendulum_set_state(void *env, const double state[2])
 /* The state (rollout/env.h "Env state"): the RNG, then th and thdot,
  * host-order float64 (sin and cos follow from th; g from the args). Any
  * bytes are a state the step handles, so load takes them as they are. */
-#define PENDULUM_STATE (sizeof(ro_rng_t) + 2 * sizeof(double))
-
-static size_t pendulum_state_size(void *env)
-{
-    (void)env;
-    return PENDULUM_STATE;
-}
-
-static int pendulum_save_state(void *env, void *buf, size_t len)
-{
-    pendulum_t *p = env;
-    if (len != PENDULUM_STATE)
-        return RO_EINVAL;
-    double v[2];
-    ro__pendulum_get_state(p, v);
-    memcpy(buf, &p->rng, sizeof p->rng);
-    memcpy((char *)buf + sizeof p->rng, v, sizeof v);
-    return 0;
-}
-
-static int pendulum_load_state(void *env, const void *buf, size_t len)
-{
-    pendulum_t *p = env;
-    if (len != PENDULUM_STATE)
-        return RO_EINVAL;
-    double v[2];
-    memcpy(&p->rng, buf, sizeof p->rng);
-    memcpy(v, (const char *)buf + sizeof p->rng, sizeof v);
-    ro__pendulum_set_state(p, v);
-    return 0;
-}
-
-const ro_env_state_ops_t ro__pendulum_state = {
-    .version = RO_ENV_STATE_VERSION,
-    .size = sizeof(ro_env_state_ops_t),
-    .state_size = pendulum_state_size,
-    .save_state = pendulum_save_state,
-    .load_state = pendulum_load_state,
-};
-
-const ro_env_vtable_t ro__env_pendulum = {
-    .abi_version = RO_ENV_ABI_VERSION,
-    .name = "pendulum",
-    .arg_keys = pendulum_arg_keys,
-    .max_episode_steps = 200,
-    .create = pendulum_create,
-    .spaces = pendulum_spaces,
-    .reset = pendulum_reset,
-    .step = pendulum_step,
-    .destroy = pendulum_destroy,
-};
+RO_ENV_RNG_DOUBLES_STATE(pendulum, pendulum_t, 2)
+RO_ENV_STATE_OPS(pendulum);
+RO_ENV_VTABLE(pendulum, 200);

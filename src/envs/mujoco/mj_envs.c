@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "runtime/alloc.h"
+#include "envs/builtin_env.h"
 #include "envs/mujoco/mj_args.h"
 #include "envs/mujoco/mj_npsum.h"
 #include "envs/mujoco/mj_registry.h"
@@ -596,13 +597,7 @@ static int mj_load_state(void *env, const void *buf, size_t len)
     return 0;
 }
 
-const ro_env_state_ops_t ro__mj_state = {
-    .version = RO_ENV_STATE_VERSION,
-    .size = sizeof(ro_env_state_ops_t),
-    .state_size = mj_state_size,
-    .save_state = mj_save_state,
-    .load_state = mj_load_state,
-};
+RO_ENV_STATE_OPS(mj);
 
 #define MJ_VTABLE(id, kname, steps)                                                                \
     static int kname##_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_t seed,   \
