@@ -122,12 +122,15 @@ static int get_varint(src_t *s, scan_t *sc, size_t *off, size_t end, uint64_t *v
 }
 
 /* A field's key: its number (never 0) and wire type. */
-static int get_key(src_t *s, scan_t *sc, size_t *off, size_t end, uint64_t *key)
+static int get_key(src_t *s, scan_t *sc, size_t *off, size_t end, unsigned *field, unsigned *wt)
 {
     size_t at_key = *off;
-    int rc = get_varint(s, sc, off, end, key);
-    if (rc == 0 && (*key >> 3 == 0 || *key >> 3 > 536870911u))
+    uint64_t key = 0;
+    int rc = get_varint(s, sc, off, end, &key);
+    if (rc == 0 && (key >> 3 == 0 || key >> 3 > 536870911u))
         rc = bad(sc, "a field number out of range", at_key);
+    *field = (unsigned)(key >> 3);
+    *wt = key & 7;
     return rc;
 }
 
@@ -193,11 +196,10 @@ static int floats(src_t *s, scan_t *sc, tensor_t *t, size_t off, size_t n)
 static int parse_tensor(src_t *s, scan_t *sc, tensor_t *t, size_t off, size_t end)
 {
     while (off < end) {
-        uint64_t key;
-        int rc = get_key(s, sc, &off, end, &key);
+        unsigned field, wt;
+        int rc = get_key(s, sc, &off, end, &field, &wt);
         if (rc)
             return rc;
-        unsigned field = (unsigned)(key >> 3), wt = key & 7;
         if (field == 1 && (wt == 0 || wt == 2)) { /* shape: one varint, or packed */
             size_t stop = end;
             if (wt == 2) {
@@ -260,11 +262,10 @@ static int parse_layer(src_t *s, scan_t *sc, uint32_t l, size_t off, size_t end)
 {
     char what[40];
     while (off < end) {
-        uint64_t key;
-        int rc = get_key(s, sc, &off, end, &key);
+        unsigned field, wt;
+        int rc = get_key(s, sc, &off, end, &field, &wt);
         if (rc)
             return rc;
-        unsigned field = (unsigned)(key >> 3), wt = key & 7;
         static const char *const names[] = {"", "weight", "bias", "kind", "weight_hh", "bias_hh"};
         tensor_t *const t[] = {NULL, &sc->weight[l],    &sc->bias[l],
                                NULL, &sc->weight_hh[l], &sc->bias_hh[l]};
@@ -310,11 +311,11 @@ static int parse_params(src_t *s, scan_t *sc, size_t off, size_t end)
 {
     uint32_t layer = 0;
     while (off < end) {
-        uint64_t key, v = 0;
-        int rc = get_key(s, sc, &off, end, &key);
+        uint64_t v = 0;
+        unsigned field, wt;
+        int rc = get_key(s, sc, &off, end, &field, &wt);
         if (rc)
             return rc;
-        unsigned field = (unsigned)(key >> 3), wt = key & 7;
         switch (field) {
         case 1:
         case 3:

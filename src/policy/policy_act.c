@@ -130,12 +130,16 @@ static void dense_blas(const ro_policy_t *p, uint32_t l, const float *x, uint32_
             p->kern->act(y + (size_t)j * RO_BLOCK, nl, act);
 }
 
-/* ro__policy_forward_block runs the n <= RO_BLOCK rows at rows (row-major,
- * obs_dim floats each) through the MLP and returns the head's outputs, a
- * block [nout][RO_BLOCK] in the scratch. */
-float *ro__policy_forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, const float *rows,
-                                uint32_t n, const ro_policy_carry_t *carry, uint32_t i0)
+/* ro__policy_forward_block runs rows i0 .. i0 + *bn - 1 of ws->in
+ * (row-major, obs_dim floats each; *bn = min(RO_BLOCK, n - i0)) through
+ * the MLP and returns the head's outputs, a block [nout][RO_BLOCK] in the
+ * scratch. */
+float *ro__policy_forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t call_n,
+                                uint32_t i0, const ro_policy_carry_t *carry, uint32_t *bn)
 {
+    const uint32_t n = call_n - i0 < RO_BLOCK ? call_n - i0 : RO_BLOCK;
+    const float *rows = ws->in + (size_t)i0 * p->obs_dim;
+    *bn = n;
     /* Transposed into the block, the lanes past n zeroed: they are
      * computed too (whole vectors), and must hold numbers. */
     const uint32_t od = p->obs_dim, nl = lanes(n);
@@ -180,9 +184,8 @@ void ro__policy_forward(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, fl
         abort();
     }
     for (uint32_t i0 = 0; i0 < n; i0 += RO_BLOCK) {
-        const uint32_t bn = n - i0 < RO_BLOCK ? n - i0 : RO_BLOCK;
-        const float *head =
-            ro__policy_forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn, carry, i0);
+        uint32_t bn;
+        const float *head = ro__policy_forward_block(p, ws, n, i0, carry, &bn);
         for (uint32_t s = 0; s < bn; s++)
             for (uint32_t j = 0; j < p->nout; j++)
                 out[(size_t)(i0 + s) * p->nout + j] = head[(size_t)j * RO_BLOCK + s];
@@ -292,9 +295,8 @@ void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng
         return;
     }
     for (uint32_t i0 = 0; i0 < n; i0 += RO_BLOCK) {
-        const uint32_t bn = n - i0 < RO_BLOCK ? n - i0 : RO_BLOCK;
-        float *head =
-            ro__policy_forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn, carry, i0);
+        uint32_t bn;
+        float *head = ro__policy_forward_block(p, ws, n, i0, carry, &bn);
         int32_t *ai = act_i ? act_i + i0 : NULL;
         float *af = act_f ? act_f + (size_t)i0 * p->act_dim : NULL;
         sample_block(p, ws, head, bn, rngs + i0, ai, af);

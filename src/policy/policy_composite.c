@@ -152,9 +152,8 @@ void ro__policy_act_masked(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n,
         return;
     }
     for (uint32_t i0 = 0; i0 < n; i0 += RO_BLOCK) {
-        const uint32_t bn = n - i0 < RO_BLOCK ? n - i0 : RO_BLOCK;
-        float *head =
-            ro__policy_forward_block(p, ws, ws->in + (size_t)i0 * p->obs_dim, bn, carry, i0);
+        uint32_t bn;
+        float *head = ro__policy_forward_block(p, ws, n, i0, carry, &bn);
         float *lp = logp ? logp + i0 : NULL;
         if (lp)
             memset(lp, 0, bn * sizeof *lp);

@@ -68,11 +68,12 @@ struct ro_policy {
     float *box_std;
 };
 
-/* ro__policy_forward_block (policy_act.c) runs the n <= RO_BLOCK rows at
- * rows through the MLP and returns the head block [nout][RO_BLOCK]. carry
- * (or NULL) holds the states of rows i0 .. i0 + n - 1 of the call. */
-float *ro__policy_forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, const float *rows,
-                                uint32_t n, const ro_policy_carry_t *carry, uint32_t i0);
+/* ro__policy_forward_block (policy_act.c) runs the block of the call's n
+ * rows in ws->in that starts at row i0 (RO_BLOCK rows, fewer at the end:
+ * *bn gets how many) through the MLP and returns the head block
+ * [nout][RO_BLOCK]. carry (or NULL) holds the states of the call's rows. */
+float *ro__policy_forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, uint32_t i0,
+                                const ro_policy_carry_t *carry, uint32_t *bn);
 
 /* ro__policy_cell_block (policy_cell.c) runs the cell over a block: x
  * [in][RO_BLOCK] the torso's output, y [hid][RO_BLOCK] the new h; reads

@@ -69,8 +69,7 @@ ro_space_kind_t ro__space_kind_of(const char *name)
     return (ro_space_kind_t)0;
 }
 
-/* name_ok: 1..RO_ENV_MAX_NAME-1 characters of [A-Za-z0-9_]. */
-static bool name_ok(const char *s)
+bool ro__space_name_ok(const char *s)
 {
     if (!s || !s[0])
         return false;
@@ -140,7 +139,7 @@ static int add_tensor(ro_space_layout_t *lay, uint32_t k, const ro_tensor_space_
 {
     char what[64];
     snprintf(what, sizeof what, "obs[%u]", k);
-    if (!name_ok(ts->name))
+    if (!ro__space_name_ok(ts->name))
         return fail(err, errlen, env,
                     "%s has name %s%s%s; expected 1..%d characters of [A-Za-z0-9_]", what,
                     ts->name ? "'" : "", ts->name ? ts->name : "NULL", ts->name ? "'" : "",
@@ -350,7 +349,7 @@ int ro__layout_set_metrics(ro_space_layout_t *lay, const char *const *names, con
         if (i >= RO_ENV_MAX_METRICS)
             return fail(err, errlen, env_name, "metric_names lists more than %d metrics",
                         RO_ENV_MAX_METRICS);
-        if (!name_ok(names[i]))
+        if (!ro__space_name_ok(names[i]))
             return fail(err, errlen, env_name,
                         "metric_names[%u] is '%s'; expected 1..%d characters of [A-Za-z0-9_]", i,
                         names[i], RO_ENV_MAX_NAME - 1);

@@ -137,4 +137,8 @@ const char *ro__space_kind_name(ro_space_kind_t k);
  * (NULL or unknown: 0, no kind). */
 ro_space_kind_t ro__space_kind_of(const char *name);
 
+/* ro__space_name_ok: s is a tensor or metric name as the env ABI allows
+ * one, 1..RO_ENV_MAX_NAME-1 characters of [A-Za-z0-9_]. */
+bool ro__space_name_ok(const char *s);
+
 #endif

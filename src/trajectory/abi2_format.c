@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "spaces/layout.h"
 #include "wire/varint.h"
 #include "wire/dtype.h"
 
@@ -88,21 +89,6 @@ void ro__traj_layout_msg_free(ro_traj_layout_msg_t *m)
 
 /* ---- checking a header's layout ---- */
 
-/* name_ok: 1..RO_ENV_MAX_NAME-1 characters of [A-Za-z0-9_], as the env ABI. */
-static bool name_ok(const char *s)
-{
-    if (!s || !s[0])
-        return false;
-    for (size_t i = 0; s[i]; i++) {
-        char c = s[i];
-        bool ok =
-            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-        if (!ok || i + 1 >= RO_ENV_MAX_NAME)
-            return false;
-    }
-    return true;
-}
-
 /* shape_size: the product of 1..4 extents each >= 1, at most MAX_VALUES;
  * 0 if the shape is not one. */
 static uint64_t shape_size(const uint32_t *shape, size_t ndim)
@@ -129,7 +115,7 @@ static int check_tensors(const Rollout__V1__TrajectoryLayout *l, ro_traj_rows_t 
     rows->ntensors = (uint32_t)l->n_tensors;
     for (size_t k = 0; k < l->n_tensors; k++) {
         const Rollout__V1__NamedTensor *t = l->tensors[k];
-        if (!t || !name_ok(t->name))
+        if (!t || !ro__space_name_ok(t->name))
             return ro__errorf(why, whylen, RO_EBADMSG,
                               "layout tensors[%zu] has no valid name (1..%d of [A-Za-z0-9_])", k,
                               RO_ENV_MAX_NAME - 1);
@@ -238,7 +224,7 @@ static int derive_rows(const Rollout__V1__TrajectoryLayout *l, ro_traj_rows_t *r
         return ro__errorf(why, whylen, RO_EBADMSG, "layout has %zu metrics; at most %d",
                           l->n_metrics, RO_ENV_MAX_METRICS);
     for (size_t i = 0; deep && i < l->n_metrics; i++)
-        if (!name_ok(l->metrics[i]))
+        if (!ro__space_name_ok(l->metrics[i]))
             return ro__errorf(why, whylen, RO_EBADMSG, "layout metrics[%zu] is not a valid name",
                               i);
     return 0;

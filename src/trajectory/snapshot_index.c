@@ -5,6 +5,7 @@
 #include "trajectory/snapshot_index.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,22 +38,15 @@ static int grow(ro_traj_index_t *ix)
     size_t cap = ix->cap ? 2 * ix->cap : 256;
     if (cap > RO_TRAJ_INDEX_MAX)
         cap = RO_TRAJ_INDEX_MAX;
-    uint64_t *a = realloc(ix->record, cap * sizeof *a);
-    if (a)
-        ix->record = a;
-    uint64_t *b = a ? realloc(ix->offset, cap * sizeof *b) : NULL;
-    if (b)
-        ix->offset = b;
-    uint64_t *c = b ? realloc(ix->steps_after, cap * sizeof *c) : NULL;
-    if (c)
-        ix->steps_after = c;
-    uint64_t *d = c ? realloc(ix->env_steps, cap * sizeof *d) : NULL;
-    if (d)
-        ix->env_steps = d;
-    uint32_t *e = d ? realloc(ix->env, cap * sizeof *e) : NULL;
-    if (!e)
-        return RO_ENOMEM; /* the arrays that grew keep their old entries */
-    ix->env = e;
+    /* One array after the other; the arrays that grew keep their old
+     * entries when one fails. */
+    void *p;
+#define GROW(arr) ((p = realloc(ix->arr, cap * sizeof *ix->arr)) != NULL && (ix->arr = p, true))
+    const bool ok =
+        GROW(record) && GROW(offset) && GROW(steps_after) && GROW(env_steps) && GROW(env);
+#undef GROW
+    if (!ok)
+        return RO_ENOMEM;
     ix->cap = cap;
     return 0;
 }

@@ -127,6 +127,28 @@ static int sizes(const Rollout__V1__SeedMemory *m, const ro_seed_mem_layout_t *w
     return 0;
 }
 
+/* shared_columns: the columns of both env ABIs' memories, the step,
+ * reward and flags of the n rows and their actions (act_row bytes a row,
+ * int32 or float32), checked and taken into l with the memories' sizes. */
+static int shared_columns(const Rollout__V1__SeedMemory *m, uint64_t n, uint64_t act_row,
+                          ro_seed_mem_layout_t *l, char *err, size_t errlen)
+{
+    const uint64_t ob = m->obs_bytes, ab = m->act_bytes;
+    int rc;
+    if ((rc = column(m->step_offset, n * 8, 8, ob, "step", -1, err, errlen)) ||
+        (rc = column(m->reward_offset, n * 4, 4, ob, "reward", -1, err, errlen)) ||
+        (rc = column(m->flags_offset, n, 1, ob, "flags", -1, err, errlen)) ||
+        (rc = column(m->act_offset, n * act_row, 4, ab, "action", -1, err, errlen)))
+        return rc;
+    l->step_off = m->step_offset;
+    l->reward_off = m->reward_offset;
+    l->flags_off = m->flags_offset;
+    l->act_off = m->act_offset;
+    l->obs_bytes = ob;
+    l->act_bytes = ab;
+    return 0;
+}
+
 int ro__seed_mem_check(const Rollout__V1__SeedMemory *m, uint32_t num_envs, uint32_t obs_dim,
                        uint32_t act_width, ro_seed_mem_layout_t *out, char *err, size_t errlen)
 {
@@ -135,24 +157,14 @@ int ro__seed_mem_check(const Rollout__V1__SeedMemory *m, uint32_t num_envs, uint
     int rc = sizes(m, &want, "envs", err, errlen);
     if (rc)
         return rc;
-    const uint64_t n = num_envs, rows = n * obs_dim * sizeof(float);
-    const uint64_t ob = m->obs_bytes, ab = m->act_bytes;
+    const uint64_t n = num_envs, rows = n * obs_dim * sizeof(float), ob = m->obs_bytes;
     if ((rc = column(m->obs_offset, rows, 4, ob, "obs", -1, err, errlen)) ||
         (rc = column(m->final_obs_offset, rows, 4, ob, "final obs", -1, err, errlen)) ||
-        (rc = column(m->step_offset, n * 8, 8, ob, "step", -1, err, errlen)) ||
-        (rc = column(m->reward_offset, n * 4, 4, ob, "reward", -1, err, errlen)) ||
-        (rc = column(m->flags_offset, n, 1, ob, "flags", -1, err, errlen)) ||
-        (rc = column(m->act_offset, n * act_width * 4, 4, ab, "action", -1, err, errlen)))
+        (rc = shared_columns(m, n, (uint64_t)act_width * 4, &want, err, errlen)))
         return rc;
+    want.obs_off = m->obs_offset;
+    want.final_off = m->final_obs_offset;
     *out = want;
-    out->obs_off = m->obs_offset;
-    out->final_off = m->final_obs_offset;
-    out->step_off = m->step_offset;
-    out->reward_off = m->reward_offset;
-    out->flags_off = m->flags_offset;
-    out->obs_bytes = m->obs_bytes;
-    out->act_off = m->act_offset;
-    out->act_bytes = m->act_bytes;
     return 0;
 }
 
@@ -242,20 +254,11 @@ int ro__seed_mem_check_typed(const Rollout__V1__SeedMemory *m, uint32_t num_rows
         (rc = mem_tensors(m->final_tensors, m->n_final_tensors, num_rows, lay, ob, "final_tensors",
                           want.final_tensor_off, err, errlen)) ||
         (rc = column(m->mask_offset, n * lay->mask_width, 1, ob, "mask", -1, err, errlen)) ||
-        (rc = column(m->step_offset, n * 8, 8, ob, "step", -1, err, errlen)) ||
-        (rc = column(m->reward_offset, n * 4, 4, ob, "reward", -1, err, errlen)) ||
-        (rc = column(m->flags_offset, n, 1, ob, "flags", -1, err, errlen)) ||
-        (rc = column(m->act_offset, n * lay->ndisc * 4, 4, ab, "action", -1, err, errlen)) ||
+        (rc = shared_columns(m, n, (uint64_t)lay->ndisc * 4, &want, err, errlen)) ||
         (rc = column(m->act_box_offset, n * lay->nbox * 4, 4, ab, "action box", -1, err, errlen)))
         return rc;
+    want.mask_off = m->mask_offset;
+    want.act_box_off = m->act_box_offset;
     *out = want;
-    out->mask_off = m->mask_offset;
-    out->step_off = m->step_offset;
-    out->reward_off = m->reward_offset;
-    out->flags_off = m->flags_offset;
-    out->obs_bytes = ob;
-    out->act_off = m->act_offset;
-    out->act_box_off = m->act_box_offset;
-    out->act_bytes = ab;
     return 0;
 }
