@@ -183,8 +183,7 @@ void ro__policy_forward(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, fl
         fprintf(stderr, "ro__policy_forward: not an MLP policy\n");
         abort();
     }
-    for (uint32_t i0 = 0; i0 < n; i0 += RO_BLOCK) {
-        uint32_t bn;
+    for (uint32_t i0 = 0, bn; i0 < n; i0 += bn) {
         const float *head = ro__policy_forward_block(p, ws, n, i0, carry, &bn);
         for (uint32_t s = 0; s < bn; s++)
             for (uint32_t j = 0; j < p->nout; j++)
@@ -294,8 +293,7 @@ void ro__policy_act(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n, ro_rng
             logp[i] = lp;
         return;
     }
-    for (uint32_t i0 = 0; i0 < n; i0 += RO_BLOCK) {
-        uint32_t bn;
+    for (uint32_t i0 = 0, bn; i0 < n; i0 += bn) {
         float *head = ro__policy_forward_block(p, ws, n, i0, carry, &bn);
         int32_t *ai = act_i ? act_i + i0 : NULL;
         float *af = act_f ? act_f + (size_t)i0 * p->act_dim : NULL;

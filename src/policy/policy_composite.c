@@ -151,8 +151,7 @@ void ro__policy_act_masked(const ro_policy_t *p, ro_policy_ws_t *ws, uint32_t n,
         }
         return;
     }
-    for (uint32_t i0 = 0; i0 < n; i0 += RO_BLOCK) {
-        uint32_t bn;
+    for (uint32_t i0 = 0, bn; i0 < n; i0 += bn) {
         float *head = ro__policy_forward_block(p, ws, n, i0, carry, &bn);
         float *lp = logp ? logp + i0 : NULL;
         if (lp)

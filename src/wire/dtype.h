@@ -11,17 +11,24 @@
 #include "rollout.pb-c.h"
 #include "rollout/env.h"
 
+/* The env ABI's dtypes and the wire's, pair by pair: the one mapping both
+ * directions read. */
+static const struct ro_wire_dtype_pair {
+    ro_dtype_t env;
+    Rollout__V1__DType wire;
+} ro__wire_dtypes[] = {
+    {RO_DTYPE_UINT8, ROLLOUT__V1__DTYPE__DTYPE_UINT8},
+    {RO_DTYPE_INT32, ROLLOUT__V1__DTYPE__DTYPE_INT32},
+    {RO_DTYPE_FLOAT32, ROLLOUT__V1__DTYPE__DTYPE_FLOAT32},
+};
+#define RO_WIRE_NDTYPES (sizeof ro__wire_dtypes / sizeof ro__wire_dtypes[0])
+
 /* ro__wire_dtype maps an env ABI dtype to the wire's (UNSPECIFIED for none). */
 static inline Rollout__V1__DType ro__wire_dtype(ro_dtype_t d)
 {
-    switch (d) {
-    case RO_DTYPE_UINT8:
-        return ROLLOUT__V1__DTYPE__DTYPE_UINT8;
-    case RO_DTYPE_INT32:
-        return ROLLOUT__V1__DTYPE__DTYPE_INT32;
-    case RO_DTYPE_FLOAT32:
-        return ROLLOUT__V1__DTYPE__DTYPE_FLOAT32;
-    }
+    for (size_t i = 0; i < RO_WIRE_NDTYPES; i++)
+        if (ro__wire_dtypes[i].env == d)
+            return ro__wire_dtypes[i].wire;
     return ROLLOUT__V1__DTYPE__DTYPE_UNSPECIFIED;
 }
 
@@ -29,16 +36,10 @@ static inline Rollout__V1__DType ro__wire_dtype(ro_dtype_t d)
  * env tensor cannot have (a peer's or a file's word: check for 0). */
 static inline ro_dtype_t ro__wire_dtype_to_env(Rollout__V1__DType d)
 {
-    switch (d) {
-    case ROLLOUT__V1__DTYPE__DTYPE_UINT8:
-        return RO_DTYPE_UINT8;
-    case ROLLOUT__V1__DTYPE__DTYPE_INT32:
-        return RO_DTYPE_INT32;
-    case ROLLOUT__V1__DTYPE__DTYPE_FLOAT32:
-        return RO_DTYPE_FLOAT32;
-    default:
-        return (ro_dtype_t)0;
-    }
+    for (size_t i = 0; i < RO_WIRE_NDTYPES; i++)
+        if (ro__wire_dtypes[i].wire == d)
+            return ro__wire_dtypes[i].env;
+    return (ro_dtype_t)0;
 }
 
 #endif

@@ -97,6 +97,11 @@ static int parse_segment(const uint8_t *p, size_t len, ro_segment_view_t *v, cha
                          size_t errlen)
 {
     cursor_t c = {p, p + len};
+    /* The varint fields 1..8, by number: 64-bit ones, the rest 32-bit
+     * (clamped). */
+    uint64_t *const u64[9] = {
+        [1] = &v->seq, [3] = &v->shard_seq, [7] = &v->version_min, [8] = &v->version_max};
+    uint32_t *const u32[9] = {[2] = &v->shard, [4] = &v->first_env, [5] = &v->t, [6] = &v->n};
     while (c.p < c.end) {
         uint32_t f, type;
         uint64_t x = 0;
@@ -104,33 +109,10 @@ static int parse_segment(const uint8_t *p, size_t len, ro_segment_view_t *v, cha
         if (next_field(&c, &f, &type, &x, &b))
             return ro__errorf(err, errlen, RO_EBADMSG, "a segment that is not valid protobuf");
         if (type == 0 && f <= 8 && f != 0) {
-            uint32_t u32 = x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
-            switch (f) {
-            case 1:
-                v->seq = x;
-                break;
-            case 2:
-                v->shard = u32;
-                break;
-            case 3:
-                v->shard_seq = x;
-                break;
-            case 4:
-                v->first_env = u32;
-                break;
-            case 5:
-                v->t = u32;
-                break;
-            case 6:
-                v->n = u32;
-                break;
-            case 7:
-                v->version_min = x;
-                break;
-            case 8:
-                v->version_max = x;
-                break;
-            }
+            if (u64[f])
+                *u64[f] = x;
+            else
+                *u32[f] = x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
         } else if (f == 10 && type == 0) {
             v->in_memory = x != 0;
         } else if (f == 9 && type == 2) {
