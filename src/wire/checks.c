@@ -287,10 +287,17 @@ int ro__check_observations(const Rollout__V1__Observations *o, uint32_t obs_dim,
         o->n_final_index > n || o->n_final_obs != o->n_final_index * obs_dim)
         return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: inconsistent field lengths",
                           seq);
+    return ro__check_observation_rows(o, n, num_envs, "env", err, errlen);
+}
+
+int ro__check_observation_rows(const Rollout__V1__Observations *o, size_t n, uint32_t limit,
+                               const char *what, char *err, size_t errlen)
+{
+    const unsigned long long seq = (unsigned long long)o->seq;
     for (size_t i = 0; i < n; i++)
-        if (o->env[i] >= num_envs)
-            return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: env %u outside [0, %u)",
-                              seq, o->env[i], num_envs);
+        if (o->env[i] >= limit)
+            return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: %s %u outside [0, %u)",
+                              seq, what, o->env[i], limit);
     for (size_t i = 0; i < o->n_final_index; i++)
         if (o->final_index[i] >= n)
             return ro__errorf(err, errlen, RO_EPROTO,

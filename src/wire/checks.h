@@ -78,6 +78,12 @@ int ro__check_welcome(const Rollout__V1__Welcome *w, uint32_t max_envs, ro_space
  * of 16 bytes. RO_EPROTO naming what is wrong. */
 int ro__check_upgrade(const Rollout__V1__Upgrade *u, char *err, size_t errlen);
 
+/* ro__check_observation_rows: the n rows of o name envs (what: "env", or
+ * "row" for a typed frame) below limit, and its final_index lies inside
+ * them. RO_EPROTO naming the first that does not. */
+int ro__check_observation_rows(const Rollout__V1__Observations *o, size_t n, uint32_t limit,
+                               const char *what, char *err, size_t errlen);
+
 /* ro__check_observations: consistent field lengths for obs_dim floats per
  * env, env indices below num_envs, final_index inside the batch; for a
  * frame in_memory, its ranges only (the columns are in the node's memory,

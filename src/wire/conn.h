@@ -21,6 +21,7 @@
 
 #include "wire/addr.h"
 #include "wire/frame.h"
+#include "wire/listener.h"
 #include "wire/pb_alloc.h"
 
 #define RO_CONN_READ_CHUNK 65536
@@ -57,12 +58,7 @@ typedef struct ro_conn_opts {
 struct ro_conn {
     /* The socket: TCP, or a Unix-domain socket ("unix:PATH"); the same
      * stream either way. */
-    union {
-        uv_tcp_t tcp;
-        uv_pipe_t pipe;
-        uv_stream_t stream;
-        uv_handle_t handle;
-    } h;
+    ro_stream_socket_t h;
     bool local; /* h is the pipe */
     uv_connect_t creq;
     const ro_conn_ops_t *ops;

@@ -40,12 +40,7 @@ typedef void (*ro_http_render_fn)(void *ctx, FILE *out);
 typedef struct ro_http ro_http_t;
 
 typedef struct ro_http_conn {
-    union {
-        uv_tcp_t tcp;
-        uv_pipe_t pipe;
-        uv_stream_t stream;
-        uv_handle_t handle;
-    } h;
+    ro_stream_socket_t h;
     uv_timer_t timer;
     uv_write_t wreq;
     uv_shutdown_t sreq;

@@ -25,6 +25,15 @@
 
 typedef struct ro_listener ro_listener_t;
 
+/* An accepted or connected stream socket, TCP or Unix-domain ("unix:PATH"),
+ * as each libuv handle type sees it. */
+typedef union ro_stream_socket {
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+    uv_stream_t stream;
+    uv_handle_t handle;
+} ro_stream_socket_t;
+
 /* A connection was accepted: fd is the owner's from now on (ro__conn_accept
  * takes it, and closes it if it fails). */
 typedef void (*ro_listener_cb)(ro_listener_t *l, int fd);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "wire/checks.h"
 #include "wire/dtype.h"
 
 /* part_of reads action part i of a welcome's layout into *a (pointing
@@ -185,16 +186,9 @@ int ro__check_observations_typed(const Rollout__V1__Observations *o, const ro_sp
         o->n_final_index > n || o->mask.len != n * lay->mask_width)
         return ro__errorf(err, errlen, RO_EPROTO,
                           "observations %llu: inconsistent field lengths for %zu rows", seq, n);
-    for (size_t i = 0; i < n; i++)
-        if (o->env[i] >= num_rows)
-            return ro__errorf(err, errlen, RO_EPROTO, "observations %llu: row %u outside [0, %u)",
-                              seq, o->env[i], num_rows);
-    for (size_t i = 0; i < o->n_final_index; i++)
-        if (o->final_index[i] >= n)
-            return ro__errorf(err, errlen, RO_EPROTO,
-                              "observations %llu: final_index %u outside the batch", seq,
-                              o->final_index[i]);
-    int rc = check_tensors(o->tensors, o->n_tensors, n, lay, "tensors", o->seq, err, errlen);
+    int rc = ro__check_observation_rows(o, n, num_rows, "row", err, errlen);
+    if (rc == 0)
+        rc = check_tensors(o->tensors, o->n_tensors, n, lay, "tensors", o->seq, err, errlen);
     if (rc == 0)
         rc = check_tensors(o->final_tensors, o->n_final_tensors, o->n_final_index, lay,
                            "final_tensors", o->seq, err, errlen);
