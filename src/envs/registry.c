@@ -57,6 +57,16 @@ static void append_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
+/* MISSING_FN: the first function every env needs that vt, a vtable of
+ * either ABI, leaves NULL ("create", ...), or NULL. */
+#define MISSING_FN(vt)                                                                             \
+    (!(vt)->create    ? "create"                                                                   \
+     : !(vt)->spaces  ? "spaces"                                                                   \
+     : !(vt)->reset   ? "reset"                                                                    \
+     : !(vt)->step    ? "step"                                                                     \
+     : !(vt)->destroy ? "destroy"                                                                  \
+                      : NULL)
+
 /*
  * check_common validates what both ABI versions share, so that the rest of
  * the node can call through a vtable without checking again: a name, every
@@ -108,14 +118,7 @@ static int check_vtable(const ro_env_vtable_t *vt, const char *origin, char *err
                 origin, vt->abi_version, RO_ENV_ABI_VERSION);
         return RO_ENOTSUP;
     }
-    const char *missing = NULL;
-    if (!vt->create || !vt->spaces || !vt->reset || !vt->step || !vt->destroy)
-        missing = !vt->create   ? "create"
-                  : !vt->spaces ? "spaces"
-                  : !vt->reset  ? "reset"
-                  : !vt->step   ? "step"
-                                : "destroy";
-    return check_common(origin, vt->name, vt->arg_keys, missing, err, errlen);
+    return check_common(origin, vt->name, vt->arg_keys, MISSING_FN(vt), err, errlen);
 }
 
 /*
@@ -194,14 +197,7 @@ static int check_vtable_abi2(const ro_env2_vtable_t *vt, const char *origin, ro_
     }
     memset(copy, 0, sizeof *copy);
     memcpy(copy, vt, vt->size < sizeof *copy ? vt->size : sizeof *copy);
-    const char *missing = NULL;
-    if (!copy->create || !copy->spaces || !copy->reset || !copy->step || !copy->destroy)
-        missing = !copy->create   ? "create"
-                  : !copy->spaces ? "spaces"
-                  : !copy->reset  ? "reset"
-                  : !copy->step   ? "step"
-                                  : "destroy";
-    int rc = check_common(origin, copy->name, copy->arg_keys, missing, err, errlen);
+    int rc = check_common(origin, copy->name, copy->arg_keys, MISSING_FN(copy), err, errlen);
     if (rc == 0 && !copy->metric_names != !copy->episode_metrics) {
         set_err(err, errlen, "env plugin '%s' (env '%s') sets %s but not %s: give both or neither",
                 origin, copy->name, copy->metric_names ? "metric_names" : "episode_metrics()",

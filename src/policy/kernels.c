@@ -47,15 +47,9 @@ const ro_kernels_t *ro__kernels(ro_kernel_path_t path)
 
 const char *ro__kernels_path_name(ro_kernel_path_t path)
 {
-    switch (path) {
-    case RO_KERNELS_AUTO:
-        return "auto";
-    case RO_KERNELS_SCALAR:
-        return "scalar";
-    case RO_KERNELS_AVX2:
-        return "avx2";
-    case RO_KERNELS_AVX512:
-        return "avx512";
-    }
-    return "?";
+    static const char *const names[] = {[RO_KERNELS_AUTO] = "auto",
+                                        [RO_KERNELS_SCALAR] = "scalar",
+                                        [RO_KERNELS_AVX2] = "avx2",
+                                        [RO_KERNELS_AVX512] = "avx512"};
+    return (unsigned)path < sizeof names / sizeof names[0] ? names[path] : "?";
 }

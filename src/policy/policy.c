@@ -210,6 +210,18 @@ static void random_range(float lo, float hi, float *rlo, float *rhi)
     *rhi = hi;
 }
 
+/* set_bound: box action value j's bounds, the env's [lo, hi], or for the
+ * random policy the range it draws from (random_range). */
+static void set_bound(ro_policy_t *p, uint32_t j, float lo, float hi)
+{
+    if (p->kind == RO_POLICY_RANDOM) {
+        random_range(lo, hi, &p->low[j], &p->high[j]);
+    } else {
+        p->low[j] = lo;
+        p->high[j] = hi;
+    }
+}
+
 /* build_bounds copies the action bounds a box policy needs. */
 static int build_bounds(ro_policy_t *p, const ro_space_t *act)
 {
@@ -217,14 +229,8 @@ static int build_bounds(ro_policy_t *p, const ro_space_t *act)
     if (!p->low)
         return RO_ENOMEM;
     p->high = p->low + p->act_dim;
-    for (uint32_t j = 0; j < p->act_dim; j++) {
-        if (p->kind == RO_POLICY_RANDOM) {
-            random_range(act->low[j], act->high[j], &p->low[j], &p->high[j]);
-        } else {
-            p->low[j] = act->low[j];
-            p->high[j] = act->high[j];
-        }
-    }
+    for (uint32_t j = 0; j < p->act_dim; j++)
+        set_bound(p, j, act->low[j], act->high[j]);
     return 0;
 }
 
@@ -390,12 +396,7 @@ static int new_composite(ro_policy_t **out, const ro_policy_spec_t *spec,
     p->box_log_std = p->high + nb;
     p->box_std = p->box_log_std + nb;
     for (uint32_t j = 0; j < lay->nbox; j++) {
-        if (p->kind == RO_POLICY_RANDOM) {
-            random_range(lay->box_low[j], lay->box_high[j], &p->low[j], &p->high[j]);
-        } else {
-            p->low[j] = lay->box_low[j];
-            p->high[j] = lay->box_high[j];
-        }
+        set_bound(p, j, lay->box_low[j], lay->box_high[j]);
         /* exp in double, rounded once, as finish_policy does */
         p->box_log_std[j] = loaded ? p->params.log_std[j] : 0.0f;
         p->box_std[j] = loaded ? (float)exp((double)p->box_log_std[j]) : 1.0f; /* exp(0) */

@@ -31,15 +31,9 @@ __attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen,
 
 const char *ro__dtype_name(ro_dtype_t d)
 {
-    switch (d) {
-    case RO_DTYPE_UINT8:
-        return "uint8";
-    case RO_DTYPE_INT32:
-        return "int32";
-    case RO_DTYPE_FLOAT32:
-        return "float32";
-    }
-    return "?";
+    static const char *const names[] = {
+        [RO_DTYPE_UINT8] = "uint8", [RO_DTYPE_INT32] = "int32", [RO_DTYPE_FLOAT32] = "float32"};
+    return (unsigned)d < sizeof names / sizeof names[0] && names[d] ? names[d] : "?";
 }
 
 /* The part kinds, in the order of their values. */
@@ -391,6 +385,24 @@ bool ro__layout_abi1_view(const ro_space_layout_t *lay, ro_space_t *obs, ro_spac
     return true;
 }
 
+/* has_dtype: some observation tensor of lay is of dtype d. */
+static bool has_dtype(const ro_space_layout_t *lay, ro_dtype_t d)
+{
+    for (uint32_t k = 0; k < lay->ntensors; k++)
+        if (lay->t[k].dtype == d)
+            return true;
+    return false;
+}
+
+/* has_kind: some action part of lay is of kind k. */
+static bool has_kind(const ro_space_layout_t *lay, ro_space_kind_t k)
+{
+    for (uint32_t i = 0; i < lay->nparts; i++)
+        if (lay->part[i].kind == k)
+            return true;
+    return false;
+}
+
 void ro__layout_abi2_features(const ro_space_layout_t *lay, char *buf, size_t len)
 {
     const char *item[8];
@@ -404,25 +416,15 @@ void ro__layout_abi2_features(const ro_space_layout_t *lay, char *buf, size_t le
         snprintf(tensors, sizeof tensors, "%u observation tensors", lay->ntensors);
         item[n++] = tensors;
     }
-    bool u8 = false, i32 = false;
-    for (uint32_t k = 0; k < lay->ntensors; k++) {
-        u8 |= lay->t[k].dtype == RO_DTYPE_UINT8;
-        i32 |= lay->t[k].dtype == RO_DTYPE_INT32;
-    }
-    if (u8)
+    if (has_dtype(lay, RO_DTYPE_UINT8))
         item[n++] = "uint8 observations";
-    if (i32)
+    if (has_dtype(lay, RO_DTYPE_INT32))
         item[n++] = "int32 observations";
     if (lay->nparts > 1)
         item[n++] = "a Tuple action";
-    bool md = false, mb = false;
-    for (uint32_t i = 0; i < lay->nparts; i++) {
-        md |= lay->part[i].kind == RO_SPACE_MULTI_DISCRETE;
-        mb |= lay->part[i].kind == RO_SPACE_MULTI_BINARY;
-    }
-    if (md)
+    if (has_kind(lay, RO_SPACE_MULTI_DISCRETE))
         item[n++] = "a MultiDiscrete action";
-    if (mb)
+    if (has_kind(lay, RO_SPACE_MULTI_BINARY))
         item[n++] = "a MultiBinary action";
     if (lay->mask_width)
         item[n++] = "an action mask";

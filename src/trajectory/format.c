@@ -98,6 +98,18 @@ static uint8_t *put_head(uint8_t *p, uint32_t field, size_t body)
     return p + ro__varint_put(p, body);
 }
 
+/* put_u32s: a packed field of the n uint32 varints at v, body bytes
+ * (u32s_size); nothing for none. */
+static uint8_t *put_u32s(uint8_t *p, uint32_t field, size_t body, const uint32_t *v, size_t n)
+{
+    if (!body)
+        return p;
+    p = put_head(p, field, body);
+    for (size_t i = 0; i < n; i++)
+        p += ro__varint_put(p, v[i]);
+    return p;
+}
+
 static uint8_t *put_floats(uint8_t *p, uint32_t field, const float *v, size_t n)
 {
     if (!n)
@@ -134,26 +146,14 @@ size_t ro__traj_batch_pack(const Rollout__V1__TransitionBatch *b, uint8_t *out)
         *p++ = 2 << 3;
         p += ro__varint_put(p, b->dropped);
     }
-    if (z.env) {
-        p = put_head(p, 3, z.env);
-        for (size_t i = 0; i < b->n_env; i++)
-            p += ro__varint_put(p, b->env[i]);
-    }
+    p = put_u32s(p, 3, z.env, b->env, b->n_env);
     if (z.episode) {
         p = put_head(p, 4, z.episode);
         for (size_t i = 0; i < b->n_episode; i++)
             p += ro__varint_put(p, b->episode[i]);
     }
-    if (z.step) {
-        p = put_head(p, 5, z.step);
-        for (size_t i = 0; i < b->n_step; i++)
-            p += ro__varint_put(p, b->step[i]);
-    }
-    if (z.flags) {
-        p = put_head(p, 6, z.flags);
-        for (size_t i = 0; i < b->n_flags; i++)
-            p += ro__varint_put(p, b->flags[i]);
-    }
+    p = put_u32s(p, 5, z.step, b->step, b->n_step);
+    p = put_u32s(p, 6, z.flags, b->flags, b->n_flags);
     p = put_floats(p, 7, b->reward, b->n_reward);
     if (z.action) {
         p = put_head(p, 8, z.action);
