@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +15,15 @@
 #include "runtime/clock.h"
 #include "runtime/error.h"
 
-/* How long a helper (and the owner, waiting for the last chunk) spins
+/* How long a helper (and the owner, waiting for the last chunk) waits
  * before it sleeps: about a step of a tight loop, so such a loop never
  * pays a wake, and an idle pool sleeps soon. */
 #define SPIN_NS 50000u
+/* How much of that wait spins on the CPU; the rest yields it at each look,
+ * so a thread the kernel has queued behind the waiter (on a loaded machine,
+ * the pool's own other thread that holds the last chunk) runs meanwhile. A
+ * yield with nothing else to run returns at once. */
+#define PAUSE_NS 2000u
 
 static void futex_wait(_Atomic uint32_t *word, uint32_t expect)
 {
@@ -38,23 +44,29 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* spin_until_changed spins while *w == v for at most SPIN_NS; returns the
- * last value read. Acquire, as every read of a published word. */
+/* spin_until_changed waits while *w == v for at most SPIN_NS, spinning
+ * for PAUSE_NS and then yielding the CPU between looks; returns the last
+ * value read. Acquire, as every read of a published word. */
 static uint32_t spin_until_changed(_Atomic uint32_t *w, uint32_t v)
 {
     uint64_t t0 = 0;
+    bool yielding = false;
     for (uint32_t i = 0;; i++) {
         uint32_t x = atomic_load_explicit(w, memory_order_acquire);
         if (x != v)
             return x;
-        if ((i & 63) == 63) {
+        if (yielding || (i & 15) == 15) { /* the clock, not at every look */
             uint64_t now = ro__now_ns();
             if (!t0)
                 t0 = now;
             else if (now - t0 > SPIN_NS)
                 return x;
+            yielding = now - t0 > PAUSE_NS;
         }
-        cpu_relax();
+        if (yielding)
+            sched_yield();
+        else
+            cpu_relax();
     }
 }
 

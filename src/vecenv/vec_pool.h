@@ -11,9 +11,11 @@
  * the owner waits only for chunks already taken.
  *
  * A job costs the owner one futex wake when a helper sleeps (none when they
- * spin) and a wait for the last chunk. Helpers spin for a few tens of
+ * spin) and a wait for the last chunk. Helpers wait a few tens of
  * microseconds after a job before they sleep, so a tight step loop finds
- * them awake and an idle pool costs no CPU.
+ * them awake and an idle pool costs no CPU; a wait (the owner's for the
+ * last chunk too) spins briefly, then yields the CPU at each look, so on a
+ * loaded machine it does not hold a CPU the thread it waits for needs.
  *
  * Threads: ro__vec_pool_start/run/stop from one thread at a time (the
  * owner); helpers only run the job's function.
