@@ -10,6 +10,7 @@ same attributes and methods that RL code uses: ``shape``, ``dtype``,
 gymnasium is never required.
 """
 import enum
+from typing import Any
 
 import numpy as np
 
@@ -180,13 +181,27 @@ class MultiBinary(Space):
         return f"MultiBinary({self.n})"
 
 
-class Tuple(Space):
-    """A tuple of spaces, one value of each."""
+class _Composite(Space):
+    """What Tuple and Dict share: their member spaces (held as a
+    ``_container``), no shape of their own, indexing into the members, and
+    equality of the members."""
+
+    _container: Any = tuple
 
     def __init__(self, spaces, seed=None):
-        self.spaces = tuple(spaces)
+        self.spaces = self._container(spaces)
         super().__init__((), object, seed)
         self.shape = None
+
+    def __getitem__(self, i):
+        return self.spaces[i]
+
+    def __eq__(self, other):
+        return isinstance(other, type(self)) and self.spaces == other.spaces
+
+
+class Tuple(_Composite):
+    """A tuple of spaces, one value of each."""
 
     def sample(self):
         return tuple(s.sample() for s in self.spaces)
@@ -195,26 +210,17 @@ class Tuple(Space):
         return (isinstance(x, (tuple, list)) and len(x) == len(self.spaces)
                 and all(s.contains(v) for s, v in zip(self.spaces, x)))
 
-    def __getitem__(self, i):
-        return self.spaces[i]
-
     def __len__(self):
         return len(self.spaces)
-
-    def __eq__(self, other):
-        return isinstance(other, Tuple) and self.spaces == other.spaces
 
     def __repr__(self):
         return f"Tuple({', '.join(map(repr, self.spaces))})"
 
 
-class Dict(Space):
+class Dict(_Composite):
     """Named spaces, in order: a value is a dict of one value of each."""
 
-    def __init__(self, spaces, seed=None):
-        self.spaces = dict(spaces)
-        super().__init__((), object, seed)
-        self.shape = None
+    _container = dict
 
     def sample(self):
         return {k: s.sample() for k, s in self.spaces.items()}
@@ -223,14 +229,8 @@ class Dict(Space):
         return (isinstance(x, dict) and x.keys() == self.spaces.keys()
                 and all(s.contains(x[k]) for k, s in self.spaces.items()))
 
-    def __getitem__(self, k):
-        return self.spaces[k]
-
     def keys(self):
         return self.spaces.keys()
-
-    def __eq__(self, other):
-        return isinstance(other, Dict) and self.spaces == other.spaces
 
     def __repr__(self):
         return "Dict(" + ", ".join(f"{k!r}: {s!r}" for k, s in self.spaces.items()) + ")"
