@@ -89,31 +89,39 @@ RO_INLINE void dense_tile(const ro_dense_t *l, const float *x, float *y, uint32_
 }
 
 /* dense_cols computes outputs j0 .. j0 + C - 1 for the first nvec vectors
- * of samples: whole tiles of TILE_R vectors, then the rest in tiles of 2
- * and 1 (R a constant in each call, so its loops unroll). */
+ * of samples: whole tiles of TILE_R vectors, then the rest as one tile (R a
+ * constant in each case, so its loops unroll). */
 RO_INLINE void dense_cols(const ro_dense_t *l, const float *x, float *y, uint32_t j0, const int C,
                           uint32_t nvec, ro_activation_t act)
 {
     uint32_t v = 0;
     for (; v + TILE_R <= nvec; v += TILE_R)
         dense_tile(l, x, y, j0, C, (size_t)v * VF_LANES, TILE_R, act);
-#if TILE_R > 2
-    if (nvec - v >= 2) {
-        dense_tile(l, x, y, j0, C, (size_t)v * VF_LANES, 2, act);
-        v += 2;
-    }
-#endif
 #if TILE_R > 1
-    if (v < nvec)
-        dense_tile(l, x, y, j0, C, (size_t)v * VF_LANES, 1, act);
+    const size_t s0 = (size_t)v * VF_LANES;
+#define DENSE_REST_R(R)                                                                            \
+    case R:                                                                                        \
+        dense_tile(l, x, y, j0, C, s0, R, act);                                                    \
+        break
+    switch (nvec - v) {
+        DENSE_REST_R(1);
+#if TILE_R > 2
+        DENSE_REST_R(2);
+#endif
+#if TILE_R > 3
+        DENSE_REST_R(3);
+#endif
+    default:
+        break;
+    }
+#undef DENSE_REST_R
 #endif
 }
 
 /* kernel_dense: y[j][s] = act(bias[j] + sum_k w[j][k] x[k][s]) for every
  * output j and the lanes of the first n samples, rounded up to whole
- * vectors (the lanes past n hold whatever the inputs there give). Whole
- * tiles of TILE_C outputs, then the rest (fewer than 8) in tiles of 4, 2
- * and 1: each output's sum is its own, so the tiling never changes a bit. */
+ * vectors (the lanes past n hold whatever the inputs there give): whole
+ * tiles of TILE_C outputs, then the rest as one tile. */
 static void kernel_dense(const ro_dense_t *l, const float *x, float *y, uint32_t n,
                          ro_activation_t act)
 {
@@ -121,16 +129,24 @@ static void kernel_dense(const ro_dense_t *l, const float *x, float *y, uint32_t
     uint32_t j = 0;
     for (; j + TILE_C <= l->out; j += TILE_C)
         dense_cols(l, x, y, j, TILE_C, nvec, act);
-    if (l->out - j >= 4) {
-        dense_cols(l, x, y, j, 4, nvec, act);
-        j += 4;
+#define DENSE_REST_C(C)                                                                            \
+    case C:                                                                                        \
+        dense_cols(l, x, y, j, C, nvec, act);                                                      \
+        break
+    switch (l->out - j) {
+        DENSE_REST_C(1);
+        DENSE_REST_C(2);
+        DENSE_REST_C(3);
+        DENSE_REST_C(4);
+        DENSE_REST_C(5);
+#if TILE_C > 6
+        DENSE_REST_C(6);
+        DENSE_REST_C(7);
+#endif
+    default:
+        break;
     }
-    if (l->out - j >= 2) {
-        dense_cols(l, x, y, j, 2, nvec, act);
-        j += 2;
-    }
-    if (j < l->out)
-        dense_cols(l, x, y, j, 1, nvec, act);
+#undef DENSE_REST_C
 }
 
 /* kernel_act applies an activation to x[0 .. n) in place, any n and any
