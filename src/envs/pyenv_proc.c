@@ -223,11 +223,14 @@ int ro__pyproc_post(ro_pyproc_t *p, uint32_t op)
 {
     ro__pyproc_put_u32(p, PY_H_OP, op);
     ro__pyproc_put_u32(p, PY_H_ERR_LEN, 0);
-    ro__pyproc_put_u32(p, PY_H_SEQ, ++p->seq);
+    /* Release: a worker that spins on this word (env_worker.py, x86-64)
+     * reads the rows and header written before it once it sees it; one
+     * that sleeps is woken by the eventfd write, a syscall: they are
+     * visible to it once its read returns. */
+    atomic_store_explicit((_Atomic uint32_t *)(void *)(p->mem + PY_H_SEQ), ++p->seq,
+                          memory_order_release);
     p->op = op;
     p->posted_ns = ro__now_ns();
-    /* The eventfd write is a syscall: the rows and header written before it
-     * are visible to the worker once its read returns. */
     uint64_t one = 1;
     return write(p->wake_fd, &one, sizeof one) == sizeof one ? 0 : RO_EIO;
 }
@@ -257,8 +260,8 @@ static inline void cpu_relax(void)
 
 /* spin_for_ack spins until the worker's ack word is the posted command's
  * (true) or the clock passes deadline (false). Between reads, pauses; each
- * 64 reads, the clock and a sched_yield: a worker that shares our CPU
- * runs at once rather than after our time slice. */
+ * 64 reads, a sched_yield (a worker that shares our CPU runs at once
+ * rather than after our time slice), then the clock. */
 static bool spin_for_ack(const ro_pyproc_t *p, uint64_t deadline)
 {
     /* Acquire: on x86-64 (the only place this runs) a plain load; the
@@ -270,9 +273,12 @@ static bool spin_for_ack(const ro_pyproc_t *p, uint64_t deadline)
                 return true;
             cpu_relax();
         }
+        sched_yield();
+        /* Past the deadline is a miss even if the answer came meanwhile
+         * (the wait then finds the eventfd written): a yield that took that
+         * long means others want the CPU, and it counts towards a rest. */
         if (ro__now_ns() >= deadline)
             return false;
-        sched_yield();
     }
 }
 

@@ -9,6 +9,7 @@ Run as: test_python_pyenv.py BUILD_DIR"""
 import os
 import subprocess
 import sys
+import threading
 import unittest
 
 BUILD = os.path.abspath(sys.argv[1])
@@ -171,6 +172,113 @@ class MakeVec(unittest.TestCase):
         with self.assertRaisesRegex(Exception, "rollout cannot carry a Text space"):
             rc.make_vec("py:pyenv_envs:texty", 2)
         self.assertEqual(workers_of_this_process(), [])
+
+
+class SpinBudgetRule(unittest.TestCase):
+    """rollout_client/spin_budget.py: the rule of src/runtime/spin_budget.h
+    (unit.spin_budget) in Python, fed a history, its budgets checked."""
+
+    def test_short_waits_spin_twice_their_length(self):
+        from rollout_client import spin_budget as sb
+        s = sb.SpinBudget(200e-6)
+        self.assertEqual(s.next(), 200e-6)  # no history: up to the cap
+        s.record(200e-6, 40e-6, True)
+        self.assertAlmostEqual(s.next(), 2 * 40e-6 + sb.SLACK)
+        s.record(90e-6, 80e-6, True)
+        self.assertAlmostEqual(s.rtt, 50e-6)  # a quarter of the difference
+        for _ in range(40):
+            s.record(s.next(), 150e-6, True)
+        self.assertEqual(s.next(), 200e-6)  # the cap
+        self.assertEqual(s.cap, 200e-6)
+
+    def test_long_waits_sleep_until_they_shorten(self):
+        from rollout_client import spin_budget as sb
+        s = sb.SpinBudget(200e-6)
+        s.record(s.next(), 3e-3, False)
+        n = 0
+        while s.rtt > s.cap:
+            self.assertEqual(s.next(), 0.0)
+            s.record(0.0, 30e-6, False)
+            n += 1
+        self.assertEqual((n, s.blocked), (10, 10))
+        self.assertGreater(s.next(), 0.0)
+
+    def test_misses_rest_then_probe(self):
+        from rollout_client import spin_budget as sb
+        s = sb.SpinBudget(200e-6)
+        for _ in range(sb.MISS_STREAK):
+            s.record(s.next(), 60e-6, False)
+        rest = sb.REST_MIN
+        for _ in range(8):
+            self.assertEqual([s.next() for _ in range(rest)], [0.0] * rest)
+            b = s.next()  # the probe
+            self.assertGreater(b, 0.0)
+            s.record(b, 60e-6, False)
+            rest = min(rest * 2, sb.REST_MAX)
+        self.assertEqual(s.quiet, sb.REST_MAX)
+        s.quiet = 0
+        s.record(s.next(), 40e-6, True)  # answered while spinning
+        self.assertEqual((s.rest, s.streak, s.quiet), (sb.REST_MIN, 0, 0))
+        self.assertEqual(sb.SpinBudget(0).next(), 0.0)
+        with self.assertRaises(ValueError):
+            sb.SpinBudget(-1)
+
+
+class AwaitCommand(unittest.TestCase):
+    """env_worker's wait for the node's next command: a command seen while
+    spinning leaves its eventfd count behind, and the wake that count gives
+    later must not pass for a new command."""
+
+    def setUp(self):
+        from rollout_client import env_worker
+        self.ew = env_worker
+        self.fd = os.eventfd(0)
+        self.old_fd = env_worker.FD_WAKE
+        env_worker.FD_WAKE = self.fd
+        self.hdr = memoryview(bytearray(env_worker.HEADER)).cast("I")
+        self.w = object.__new__(env_worker.Worker)
+        self.w.hdr = self.hdr
+
+    def tearDown(self):
+        self.ew.FD_WAKE = self.old_fd
+        os.close(self.fd)
+
+    def post(self, seq):
+        """What the node does: the sequence word, then the eventfd."""
+        self.hdr[self.ew.H_SEQ >> 2] = seq
+        os.eventfd_write(self.fd, 1)
+
+    def test_command_seen_spinning_then_a_late_wake_sleeps_again(self):
+        from rollout_client.spin_budget import SpinBudget
+        s = SpinBudget(60.0)  # a minute: the command is there before it runs out
+        self.post(2)
+        self.w.await_command(s, 1)  # seq 2 is there: a hit, the eventfd not read
+        self.assertEqual((s.hits, s.misses), (1, 0))
+        # The next wait sleeps (no spin) and first meets command 2's count:
+        # seq is still 2, so it sleeps again until command 3.
+        asleep = SpinBudget(0)
+        t = threading.Thread(target=self.post, args=(3,))
+        t.start()
+        self.w.await_command(asleep, 2)
+        t.join()
+        self.assertEqual(self.hdr[self.ew.H_SEQ >> 2], 3)
+        # Whichever count is left now (command 3's, if its wake came after
+        # its word was read), the next wait returns for command 4 only.
+        t = threading.Thread(target=self.post, args=(4,))
+        t.start()
+        self.w.await_command(asleep, 3)
+        t.join()
+        self.assertEqual(self.hdr[self.ew.H_SEQ >> 2], 4)
+
+    def test_sleeps_when_spinning_is_off(self):
+        from rollout_client.spin_budget import SpinBudget
+        s = SpinBudget(0)
+        self.post(5)
+        self.w.await_command(s, 4)
+        self.assertEqual((s.hits, s.misses, s.blocked), (0, 0, 1))
+        os.set_blocking(self.fd, False)
+        with self.assertRaises(BlockingIOError):  # it slept on (and read) the eventfd
+            os.eventfd_read(self.fd)
 
 
 if __name__ == "__main__":
