@@ -24,6 +24,9 @@ wheel with the same ``pufferlib.vector`` but pins torch 2.9.0 (this project
 pins 2.13.0), so it is not in python/requirements.txt: install it apart,
 ``pip install --no-deps --target DIR pufferlib-core==3.0.23 psutil==7.1.3``,
 and pass ``--pufferlib-path DIR``. Without it the PufferLib column says why.
+Its idle workers poll without sleeping for 0.5 s after their last step, so
+the case timed after it starts 0.6 s later (it would otherwise share the
+CPUs with two busy loops).
 
 Writes pyenv.csv, pyenv.md and pyenv.png into --out (default
 docs/benchmarks).
@@ -56,6 +59,10 @@ import rollout_client as rc  # noqa: E402
 from rollout_client import atari  # noqa: E402
 
 Step = Callable[[], int]  # one step of every env; returns the env steps taken
+# PufferLib's Multiprocessing workers poll their semaphore without sleeping
+# for 0.5 s after their last command (pufferlib/vector.py, _worker_process):
+# the case after it waits this long first.
+PUFFER_IDLE_S = 0.6
 
 
 def factory(name: str) -> Callable[[], Any]:
@@ -182,6 +189,10 @@ def main() -> None:
             for _ in range(args.rounds):
                 for c, (step, _) in cases.items():
                     figs[c].append(timed(step, args.seconds))
+                    if c == "pufferlib":
+                        # Its idle workers busy-poll for 0.5 s after their last
+                        # step before they nap: not during the next case.
+                        time.sleep(PUFFER_IDLE_S)
             for c, (_, close) in cases.items():
                 close()
                 med = statistics.median(figs[c])
