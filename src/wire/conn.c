@@ -218,6 +218,54 @@ void ro__conn_log(const ro_conn_t *c, const char *fmt, ...)
             ro__text_log(shown, sizeof shown, msg, sizeof msg));
 }
 
+static void on_handle_closed(uv_handle_t *h);
+
+/* The end of a failed connection's linger: its queue flushed (or the
+ * flush cancelled by the close), or RO_CONN_LINGER_MS passed. Closes the
+ * timer and the socket; on_closed follows the second. */
+static void linger_over(ro_conn_t *c)
+{
+    if (!c->lingering)
+        return;
+    c->lingering = false;
+    c->closes_left = 2;
+    uv_close((uv_handle_t *)&c->linger, on_handle_closed);
+    uv_close(&c->h.handle, on_handle_closed); /* cancels a flush still pending */
+}
+
+static void on_linger_flushed(uv_shutdown_t *req, int status)
+{
+    (void)status; /* flushed, or the peer went: closing either way */
+    linger_over(req->data);
+}
+
+static void on_linger_timeout(uv_timer_t *t)
+{
+    linger_over(t->data);
+}
+
+/* Why: uv_close cancels the writes still queued, and with them the Error
+ * frame that says why the peer is dropped (a learner that reads slowly
+ * then saw only the end of the stream, and took it for a node that left).
+ * So a connection failed with frames queued stops reading and taking
+ * frames, flushes, then closes. False: close it at once. */
+static bool linger_start(ro_conn_t *c, const char *why)
+{
+    if (c->closing || !c->open)
+        return false;
+    c->linger_req.data = c;
+    if (uv_shutdown(&c->linger_req, &c->h.stream, on_linger_flushed) != 0)
+        return false;
+    uv_timer_init(c->h.handle.loop, &c->linger); /* cannot fail */
+    c->linger.data = c;
+    uv_timer_start(&c->linger, on_linger_timeout, RO_CONN_LINGER_MS, 0);
+    c->lingering = true;
+    c->closing = true;
+    snprintf(c->why, sizeof c->why, "%.255s", why);
+    uv_read_stop(&c->h.stream);
+    return true;
+}
+
 static void send_error(ro_conn_t *c, int code, const char *message)
 {
     Rollout__V1__Error e = ROLLOUT__V1__ERROR__INIT;
@@ -238,7 +286,8 @@ void ro__conn_fail(ro_conn_t *c, int code, const char *fmt, ...)
     va_end(ap);
     ro__conn_log(c, "%s; closing", msg);
     send_error(c, code, msg);
-    ro__conn_close(c, msg);
+    if (ro__conn_queued(c) == 0 || !linger_start(c, msg))
+        ro__conn_close(c, msg);
 }
 
 int ro__conn_goodbye(ro_conn_t *c, const char *reason, const uint64_t *env_steps)
@@ -259,6 +308,10 @@ int ro__conn_goodbye(ro_conn_t *c, const char *reason, const uint64_t *env_steps
 static void on_handle_closed(uv_handle_t *h)
 {
     ro_conn_t *c = h->data;
+    if (c->closes_left > 1) { /* the linger timer and the socket: both */
+        c->closes_left--;
+        return;
+    }
     ro__frame_reader_free(&c->rd);
     c->open = false;
     c->ops->on_closed(c);
@@ -272,6 +325,7 @@ void ro__conn_close(ro_conn_t *c, const char *why)
     if (why)
         snprintf(c->why, sizeof c->why, "%s", why);
     uv_read_stop(&c->h.stream);
+    c->closes_left = 1;
     uv_close(&c->h.handle, on_handle_closed);
 }
 

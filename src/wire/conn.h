@@ -68,7 +68,15 @@ struct ro_conn {
     ro_frame_reader_t rd;
     size_t max_queued;
     bool open;    /* between accept/connect and on_closed */
-    bool closing; /* ro__conn_close was called */
+    bool closing; /* ro__conn_close or ro__conn_fail was called */
+    /* ro__conn_fail's last words: frames queued before its Error frame
+     * are flushed (uv_shutdown) before the socket closes, for at most
+     * RO_CONN_LINGER_MS, so that the peer reads why it was closed.
+     * Loop thread only. */
+    uv_shutdown_t linger_req;
+    uv_timer_t linger;
+    bool lingering;
+    uint8_t closes_left; /* handles still closing before on_closed */
     /* The peer broke the connection's rules (bytes that are not frames, a
      * frame over its limit or the budget) or its owner's (wire/gate.h: no
      * hello in time): closed for that, the reason logged and sent. */
@@ -91,6 +99,10 @@ int ro__conn_accept(ro_conn_t *c, uv_loop_t *loop, int fd, const ro_conn_opts_t 
  * Returns 0, or a negative code (no callback will come). */
 int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,
                      const ro_conn_opts_t *o);
+
+/* How long a failed connection may take to flush its last frames (the
+ * Error frame among them) to a peer that reads slowly, before it closes. */
+#define RO_CONN_LINGER_MS 2000
 
 /* ro__conn_send encodes and queues f. Returns 0; RO_EIO if the connection
  * is closing or the write failed; RO_ENOBUFS if the peer has stopped

@@ -5,7 +5,9 @@
  * socket buffers, every frame arrives whole, once and in order. And
  * ro__conn_read_now hands a frame over before it returns, finds the peer's
  * end as the loop's read would, and reads nothing once closed. Every wait
- * is for an event (loop_fixture.h).
+ * is for an event (loop_fixture.h). A connection failed with frames
+ * queued flushes them and its Error frame before it closes, for a bounded
+ * while.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -205,12 +207,114 @@ static void test_read_now(void **state)
     free(t);
 }
 
+/* For test_fail_*: the frames before the Error frame as check_numbered
+ * sees them, then the Error frame's message. */
+static char error_seen[256];
+static uint32_t frames_before_error;
+
+static void numbered_then_error(end_t *e, const ro_frame_t *f)
+{
+    if (f->body_case == ROLLOUT__V1__FRAME__BODY_ERROR) {
+        if (!error_seen[0])
+            frames_before_error = e->frames;
+        snprintf(error_seen, sizeof error_seen, "%s", f->error->message);
+        return;
+    }
+    if (error_seen[0] && !e->disorder[0])
+        snprintf(e->disorder, sizeof e->disorder, "a frame after the Error frame");
+    check_numbered(e, f);
+}
+
+/* Sends numbered frames without running the loop until the server's queue
+ * holds frames (the kernel's buffers are full); the last seq sent. */
+static uint64_t fill_queue(fixture_t *t, float *obs)
+{
+    int32_t acts[NUM_DISCRETE];
+    Rollout__V1__Actions a;
+    Rollout__V1__Observations o;
+    ro_frame_t f;
+    uint64_t seq = 0;
+    uint32_t queued_sends = 0;
+    while (queued_sends < 40) {
+        if (seq >= 200000)
+            fail_msg("200000 frames sent and the connection's queue still empty");
+        numbered_frame(++seq, &f, &a, acts, &o, obs);
+        assert_int_equal(ro__conn_send(&t->srv.c, &f), 0);
+        queued_sends += ro__conn_queued(&t->srv.c) > 0;
+    }
+    return seq;
+}
+
+/* A connection failed while frames wait in its queue still delivers them
+ * and then its Error frame (uv_close alone would cancel them: the peer saw
+ * the end of the stream and not why), then closes; it takes no frame and
+ * reads nothing meanwhile. */
+static void test_fail_flushes_the_queue_then_the_error(void **state)
+{
+    (void)state;
+    fixture_t *t = calloc(1, sizeof *t);
+    float *obs = calloc(NUM_FLOATS, sizeof(float));
+    assert_non_null(t);
+    assert_non_null(obs);
+    connect_pair(t);
+    error_seen[0] = '\0';
+    t->cli.on_each = numbered_then_error;
+    const uint64_t sent = fill_queue(t, obs);
+    ro__conn_fail(&t->srv.c, RO_EPROTO, "the test fails this connection");
+    assert_true(t->srv.c.closing);
+    assert_false(t->srv.closed); /* flushing first */
+    ro_frame_t f = ROLLOUT__V1__FRAME__INIT;
+    f.body_case = ROLLOUT__V1__FRAME__BODY_GOODBYE;
+    Rollout__V1__Goodbye g = ROLLOUT__V1__GOODBYE__INIT;
+    f.goodbye = &g;
+    assert_int_equal(ro__conn_send(&t->srv.c, &f), RO_EIO); /* no frame after the error */
+    loop_wait(&t->loop, both_closed, t, "both ends' on_closed after the server's failure");
+    if (t->cli.disorder[0])
+        fail_msg("%s", t->cli.disorder);
+    assert_string_equal(error_seen, "the test fails this connection");
+    assert_int_equal(frames_before_error, sent);
+    assert_int_equal(t->cli.frames, sent + 1);
+    assert_string_equal(t->srv.why, "the test fails this connection");
+    assert_int_equal(t->cli.alloc.used, 0);
+    ro__listener_close(&t->server);
+    loop_finish(&t->loop);
+    free(obs);
+    free(t);
+}
+
+/* A peer that never reads cannot hold a failed connection open: it closes
+ * after RO_CONN_LINGER_MS with its queue unsent. */
+static void test_fail_to_a_peer_that_does_not_read_still_closes(void **state)
+{
+    (void)state;
+    fixture_t *t = calloc(1, sizeof *t);
+    float *obs = calloc(NUM_FLOATS, sizeof(float));
+    assert_non_null(t);
+    assert_non_null(obs);
+    connect_pair(t);
+    t->cli.on_each = check_numbered;
+    uv_read_stop(&t->cli.c.h.stream); /* the client reads nothing more */
+    fill_queue(t, obs);
+    ro__conn_fail(&t->srv.c, RO_EPROTO, "failed towards a peer that does not read");
+    assert_false(t->srv.closed);
+    loop_wait_flag(&t->loop, &t->srv.closed, "the server's on_closed after its linger");
+    assert_string_equal(t->srv.why, "failed towards a peer that does not read");
+    ro__conn_close(&t->cli.c, "test over");
+    loop_wait_flag(&t->loop, &t->cli.closed, "the client's on_closed");
+    ro__listener_close(&t->server);
+    loop_finish(&t->loop);
+    free(obs);
+    free(t);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as the programs do: a write to a gone peer is an error */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_through_full_buffers),
         cmocka_unit_test(test_read_now),
+        cmocka_unit_test(test_fail_flushes_the_queue_then_the_error),
+        cmocka_unit_test(test_fail_to_a_peer_that_does_not_read_still_closes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
