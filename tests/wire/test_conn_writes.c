@@ -112,6 +112,26 @@ static bool srv_drained(void *ctx)
     return ro__conn_queued(&((fixture_t *)ctx)->srv.c) == 0;
 }
 
+/* A connected pair and a buffer of NUM_FLOATS floats for numbered frames. */
+static fixture_t *pair_with_obs(float **obs)
+{
+    fixture_t *t = calloc(1, sizeof *t);
+    *obs = calloc(NUM_FLOATS, sizeof(float));
+    assert_non_null(t);
+    assert_non_null(*obs);
+    connect_pair(t);
+    return t;
+}
+
+/* Both ends closed: the listener and the loop, then what pair_with_obs gave. */
+static void pair_finish(fixture_t *t, float *obs)
+{
+    ro__listener_close(&t->server);
+    loop_finish(&t->loop);
+    free(obs);
+    free(t);
+}
+
 /* Small frames are written at once when nothing is queued before them,
  * and go behind the queue otherwise (conn.c, DIRECT_MAX). Sent without
  * letting the loop run, until the kernel's buffers are full and frames
@@ -121,11 +141,8 @@ static void test_order_through_full_buffers(void **state)
 {
     (void)state;
     enum { SHORT = 20, AFTER_FULL = 400, AFTER_DRAIN = 100, MAX_SENDS = 200000 };
-    fixture_t *t = calloc(1, sizeof *t);
-    float *obs = calloc(NUM_FLOATS, sizeof(float));
-    assert_non_null(t);
-    assert_non_null(obs);
-    connect_pair(t);
+    float *obs;
+    fixture_t *t = pair_with_obs(&obs);
     t->cli.on_each = check_numbered;
     int32_t acts[NUM_DISCRETE];
     Rollout__V1__Actions a;
@@ -166,10 +183,7 @@ static void test_order_through_full_buffers(void **state)
     assert_int_equal(t->cli.alloc.used, 0);
     ro__conn_close(&t->cli.c, "test over");
     loop_wait(&t->loop, both_closed, t, "both ends' on_closed");
-    ro__listener_close(&t->server);
-    loop_finish(&t->loop);
-    free(obs);
-    free(t);
+    pair_finish(t, obs);
 }
 
 /* ro__conn_read_now: nothing there, nothing happens; a frame there is
@@ -252,11 +266,8 @@ static uint64_t fill_queue(fixture_t *t, float *obs)
 static void test_fail_flushes_the_queue_then_the_error(void **state)
 {
     (void)state;
-    fixture_t *t = calloc(1, sizeof *t);
-    float *obs = calloc(NUM_FLOATS, sizeof(float));
-    assert_non_null(t);
-    assert_non_null(obs);
-    connect_pair(t);
+    float *obs;
+    fixture_t *t = pair_with_obs(&obs);
     error_seen[0] = '\0';
     t->cli.on_each = numbered_then_error;
     const uint64_t sent = fill_queue(t, obs);
@@ -276,10 +287,7 @@ static void test_fail_flushes_the_queue_then_the_error(void **state)
     assert_int_equal(t->cli.frames, sent + 1);
     assert_string_equal(t->srv.why, "the test fails this connection");
     assert_int_equal(t->cli.alloc.used, 0);
-    ro__listener_close(&t->server);
-    loop_finish(&t->loop);
-    free(obs);
-    free(t);
+    pair_finish(t, obs);
 }
 
 /* A peer that never reads cannot hold a failed connection open: it closes
@@ -287,11 +295,8 @@ static void test_fail_flushes_the_queue_then_the_error(void **state)
 static void test_fail_to_a_peer_that_does_not_read_still_closes(void **state)
 {
     (void)state;
-    fixture_t *t = calloc(1, sizeof *t);
-    float *obs = calloc(NUM_FLOATS, sizeof(float));
-    assert_non_null(t);
-    assert_non_null(obs);
-    connect_pair(t);
+    float *obs;
+    fixture_t *t = pair_with_obs(&obs);
     t->cli.on_each = check_numbered;
     uv_read_stop(&t->cli.c.h.stream); /* the client reads nothing more */
     fill_queue(t, obs);
@@ -301,10 +306,7 @@ static void test_fail_to_a_peer_that_does_not_read_still_closes(void **state)
     assert_string_equal(t->srv.why, "failed towards a peer that does not read");
     ro__conn_close(&t->cli.c, "test over");
     loop_wait_flag(&t->loop, &t->cli.closed, "the client's on_closed");
-    ro__listener_close(&t->server);
-    loop_finish(&t->loop);
-    free(obs);
-    free(t);
+    pair_finish(t, obs);
 }
 
 int main(void)
