@@ -7,9 +7,10 @@
 #include "runtime/error.h"
 #include "runtime/flags.h"
 
-/* Comma-separated integers in [0, max] appended to out[*n] (up to cap). */
-static int parse_list(const char *flag, const char *s, uint64_t max, uint64_t *out, size_t *n,
-                      size_t cap, char *err, size_t errlen)
+/* Comma-separated integers in [0, max] appended to f (up to
+ * RO_REPLAY_MAX_FILTER in all). */
+static int parse_list(const char *flag, const char *s, uint64_t max, ro_replay_filter_t *f,
+                      char *err, size_t errlen)
 {
     char buf[1024];
     if (strlen(s) >= sizeof buf || *s == '\0' || s[strlen(s) - 1] == ',')
@@ -22,30 +23,21 @@ static int parse_list(const char *flag, const char *s, uint64_t max, uint64_t *o
         if (*t < '0' || *t > '9')
             goto bad;
         unsigned long long v = strtoull(t, &end, 10);
-        if (errno || *end || v > max || *n == cap)
+        if (errno || *end || v > max || f->n == RO_REPLAY_MAX_FILTER)
             goto bad;
-        out[(*n)++] = v;
+        f->v[f->n++] = v;
     }
     return 0;
 bad:
     return ro__errorf(err, errlen, RO_EINVAL,
-                      "%s '%s': expected up to %zu comma-separated integers", flag, s, cap);
+                      "%s '%s': expected up to %d comma-separated integers", flag, s,
+                      RO_REPLAY_MAX_FILTER);
 }
 
 static int parse_envs(void *field, const char *value, char *err, size_t errlen)
 {
     ro_replay_opts_t *o = field;
-    uint64_t tmp[RO_REPLAY_MAX_FILTER];
-    size_t n = o->nenvs;
-    for (size_t i = 0; i < n; i++)
-        tmp[i] = o->envs[i];
-    int rc = parse_list("--env", value, UINT32_MAX, tmp, &n, RO_REPLAY_MAX_FILTER, err, errlen);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < n; i++)
-        o->envs[i] = (uint32_t)tmp[i];
-    o->nenvs = n;
-    return 0;
+    return parse_list("--env", value, UINT32_MAX, &o->envs, err, errlen);
 }
 
 /* --episode LIST, or ENV:EPISODE: seek to that env's episode. */
@@ -54,25 +46,22 @@ static int parse_episodes(void *field, const char *value, char *err, size_t errl
     ro_replay_opts_t *o = field;
     const char *colon = strchr(value, ':');
     if (!colon)
-        return parse_list("--episode", value, UINT64_MAX, o->episodes, &o->nepisodes,
-                          RO_REPLAY_MAX_FILTER, err, errlen);
+        return parse_list("--episode", value, UINT64_MAX, &o->episodes, err, errlen);
     char env[32];
     size_t el = (size_t)(colon - value);
-    uint64_t e;
-    if (el == 0 || el >= sizeof env || o->nenvs || o->nepisodes || o->episode_seek)
+    if (el == 0 || el >= sizeof env || o->envs.n || o->episodes.n || o->episode_seek)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--episode '%s': ENV:EPISODE (one env's episode, alone: no --env or "
                           "other --episode)",
                           value);
     memcpy(env, value, el);
     env[el] = '\0';
-    int rc = ro__flag_u64("--episode", env, 0, UINT32_MAX, &e, err, errlen);
+    int rc = ro__flag_u64("--episode", env, 0, UINT32_MAX, &o->envs.v[0], err, errlen);
     if (rc == 0)
-        rc = ro__flag_u64("--episode", colon + 1, 0, UINT64_MAX, &o->episodes[0], err, errlen);
+        rc = ro__flag_u64("--episode", colon + 1, 0, UINT64_MAX, &o->episodes.v[0], err, errlen);
     if (rc)
         return rc;
-    o->envs[0] = (uint32_t)e;
-    o->nenvs = o->nepisodes = 1;
+    o->envs.n = o->episodes.n = 1;
     o->episode_seek = o->from_set = true;
     o->from = 0;
     return 0;
@@ -189,7 +178,7 @@ int ro__replay_cfg_parse(ro_replay_cfg_t *c, int argc, char **argv, char *err, s
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--bisect takes two recordings, A.traj [A.traj.1 ...] B.traj "
                           "[B.traj.1 ...], and no other mode");
-    if (c->o.episode_seek && (c->o.nenvs != 1 || c->o.nepisodes != 1))
+    if (c->o.episode_seek && (c->o.envs.n != 1 || c->o.episodes.n != 1))
         return ro__errorf(err, errlen, RO_EINVAL,
                           "--episode ENV:EPISODE names one env's episode alone: no --env or "
                           "other --episode with it");

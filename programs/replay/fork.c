@@ -83,7 +83,7 @@ static int pick_envs(ro_fork_run_t *f)
 {
     struct ro_replay *r = f->r;
     const uint32_t all = r->hdr->num_envs;
-    f->n = r->o.nenvs ? (uint32_t)r->o.nenvs : all;
+    f->n = r->o.envs.n ? (uint32_t)r->o.envs.n : all;
     const size_t rows = (size_t)f->n * f->A;
     f->ids = calloc(f->n, sizeof *f->ids);
     f->episode = calloc(f->n, sizeof *f->episode);
@@ -96,7 +96,7 @@ static int pick_envs(ro_fork_run_t *f)
     if (!ok)
         return ro__fork_fail(f, RO_REPLAY_UNUSABLE, "out of memory");
     for (uint32_t j = 0; j < f->n; j++) {
-        uint32_t i = r->o.nenvs ? r->o.envs[j] : j;
+        uint32_t i = r->o.envs.n ? (uint32_t)r->o.envs.v[j] : j;
         env_state_t *e = &r->envs[i];
         if (!e->env || !e->verifiable || (e->phase != P_ACTIVE && e->phase != P_ENDED))
             return ro__fork_fail(f, RO_REPLAY_UNUSABLE,
@@ -332,7 +332,7 @@ int ro__replay_fork(struct ro_replay *r, const ro_fork_opts_t *fo)
     if (r->unusable || r->diverged || !r->hdr)
         rc = ro__fork_fail(&f, RO_REPLAY_FAILED, "the recording did not replay up to step %" PRIu64,
                            fo->step);
-    f.ids0 = r->o.nenvs ? r->o.envs[0] : 0;
+    f.ids0 = r->o.envs.n ? (uint32_t)r->o.envs.v[0] : 0;
     if (rc == RO_REPLAY_OK && !r->envs[f.ids0].env)
         rc = ro__fork_fail(&f, RO_REPLAY_UNUSABLE,
                            "env %u's state at step %" PRIu64 " is not known (it has no snapshot "

@@ -29,8 +29,8 @@ int ro__replay_new(ro_replay_t **out, const ro_replay_opts_t *o)
     r->o = *o;
     r->seek.from = o->from;
     r->seek.by_episode = o->episode_seek;
-    r->seek.env = o->envs[0];
-    r->seek.episode = o->episodes[0];
+    r->seek.env = (uint32_t)o->envs.v[0];
+    r->seek.episode = o->episodes.v[0];
     r->dump_on = !o->from_set;
     *out = r;
     return 0;
@@ -55,22 +55,13 @@ void ro__replay_free(ro_replay_t *r)
     free(r);
 }
 
-static bool selected_env(const ro_replay_t *r, uint32_t env)
+/* selected: whether v passes the --env or --episode list f. */
+static bool selected(const ro_replay_filter_t *f, uint64_t v)
 {
-    if (r->o.nenvs == 0)
+    if (f->n == 0)
         return true;
-    for (size_t i = 0; i < r->o.nenvs; i++)
-        if (r->o.envs[i] == env)
-            return true;
-    return false;
-}
-
-static bool selected_episode(const ro_replay_t *r, uint64_t ep)
-{
-    if (r->o.nepisodes == 0)
-        return true;
-    for (size_t i = 0; i < r->o.nepisodes; i++)
-        if (r->o.episodes[i] == ep)
+    for (size_t i = 0; i < f->n; i++)
+        if (f->v[i] == v)
             return true;
     return false;
 }
@@ -165,9 +156,9 @@ static int process_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, 
     uint64_t ep = b->episode[k];
     uint32_t step = b->step[k], fl = b->flags[k];
     bool reset = fl & RO_TRAJ_RESET;
-    bool sel = selected_env(r, i);
+    bool sel = selected(&r->o.envs, i);
     r->entries++;
-    if (sel && r->o.dump && selected_episode(r, ep) && r->dump_on)
+    if (sel && r->o.dump && selected(&r->o.episodes, ep) && r->dump_on)
         ro__replay_dump(&r->rows, r->hdr, r->agents, r->o.out, b, k);
 
     /* A learner's Reseed (RESTART) cuts an active episode: the next one follows it. */
@@ -210,7 +201,7 @@ static int process_entry(ro_replay_t *r, const Rollout__V1__TransitionBatch *b, 
         if (fl & (RO_TRAJ_TERMINATED | RO_TRAJ_TRUNCATED)) {
             e->phase = P_ENDED;
             /* A failed step cuts its episode: not a finished episode (as in the node). */
-            if (sel && selected_episode(r, ep) && !(fl & RO_TRAJ_FAILED))
+            if (sel && selected(&r->o.episodes, ep) && !(fl & RO_TRAJ_FAILED))
                 end_episode(e);
         }
     }
@@ -234,10 +225,10 @@ bool ro__replay_same_recording(const Rollout__V1__TrajectoryHeader *a,
 /* Every --env index must be one of the recording's envs. */
 static int check_env_filter(ro_replay_t *r)
 {
-    for (size_t i = 0; i < r->o.nenvs; i++)
-        if (r->o.envs[i] >= r->hdr->num_envs) {
-            fprintf(r->o.log, "rollout-replay: --env %u: %s holds envs 0 to %u only\n",
-                    r->o.envs[i], r->name, r->hdr->num_envs - 1);
+    for (size_t i = 0; i < r->o.envs.n; i++)
+        if (r->o.envs.v[i] >= r->hdr->num_envs) {
+            fprintf(r->o.log, "rollout-replay: --env %" PRIu64 ": %s holds envs 0 to %u only\n",
+                    r->o.envs.v[i], r->name, r->hdr->num_envs - 1);
             return RO_REPLAY_UNUSABLE;
         }
     return RO_REPLAY_OK;
@@ -251,7 +242,7 @@ static int seek_plan(ro_replay_t *r, ro_traj_reader_t *rd)
     if (!want)
         return RO_ENOMEM;
     for (uint32_t i = 0; i < r->hdr->num_envs; i++)
-        want[i] = selected_env(r, i);
+        want[i] = selected(&r->o.envs, i);
     /* A fork's envs are those its first record holds states of. */
     bool fork = r->hdr->parent && r->hdr->parent[0];
     int rc = ro__seek_plan(&r->seek, rd, want, fork, r->o.log, r->name);
@@ -429,7 +420,7 @@ int ro__replay_finish(ro_replay_t *r)
         double rs = 0, rmin = 0, rmax = 0;
         for (uint32_t i = 0; i < r->hdr->num_envs; i++) {
             const env_state_t *e = &r->envs[i];
-            if (!selected_env(r, i) || (e->steps == 0 && e->episodes == 0 && e->phase == P_NEW))
+            if (!selected(&r->o.envs, i) || (e->steps == 0 && e->episodes == 0 && e->phase == P_NEW))
                 continue;
             char name[16];
             snprintf(name, sizeof name, "%u", i);
@@ -486,9 +477,9 @@ int ro__replay_finish(ro_replay_t *r)
     }
     if (r->o.verify && r->o.episode_seek)
         fprintf(r->o.log,
-                "rollout-replay: --episode %u:%" PRIu64 ": %" PRIu64
+                "rollout-replay: --episode %" PRIu64 ":%" PRIu64 ": %" PRIu64
                 " env(s) started from snapshots, reading from record %" PRIu64 "\n",
-                r->o.envs[0], r->o.episodes[0], r->seek.restored,
+                r->o.envs.v[0], r->o.episodes.v[0], r->seek.restored,
                 r->seek.after ? r->seek.start_record : 1);
     else if (r->o.verify && r->o.from_set)
         fprintf(r->o.log,

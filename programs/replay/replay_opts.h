@@ -12,18 +12,22 @@
 
 #define RO_REPLAY_MAX_FILTER 64
 
+/* A --env or --episode list: the values a row must have one of. */
+typedef struct ro_replay_filter {
+    uint64_t v[RO_REPLAY_MAX_FILTER];
+    size_t n; /* 0 = every value */
+} ro_replay_filter_t;
+
 typedef struct ro_replay_opts {
     bool verify, dump, stats;
     bool resync;        /* skip damaged records (default) or stop at the first */
     const char *plugin; /* the recording's plugin env (never loaded from the header) */
-    uint32_t envs[RO_REPLAY_MAX_FILTER];
-    size_t nenvs; /* 0 = every env */
-    uint64_t episodes[RO_REPLAY_MAX_FILTER];
-    size_t nepisodes; /* 0 = every episode (dump and stats) */
+    ro_replay_filter_t envs;     /* env indices (below 2^32) */
+    ro_replay_filter_t episodes; /* dump and stats */
     bool from_set;    /* --from STEP: start every env at its last snapshot before */
     uint64_t from;
     /* --episode ENV:EPISODE: env ENV from its last snapshot before episode
-     * EPISODE (envs[0] and episodes[0] hold them; from_set, from 0). */
+     * EPISODE (envs.v[0] and episodes.v[0] hold them; from_set, from 0). */
     bool episode_seek;
     /* --fork STEP: stop before the entry at step `until`, keeping each
      * env's last observation (fork.h continues from there). */
