@@ -252,16 +252,18 @@ static int load_token(ro_node_t *n, char *err, size_t errlen)
     return rc;
 }
 
-/* --listen with local lanes: trainers may push policies. */
-static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
+/* hub_opts: what every hub of the node takes from it, whoever attaches:
+ * the peers' limits, the token (read here), the env's name and seeds,
+ * pushes to ro__node_policy_push (the caller clears on_policy where none
+ * are taken). 0, or a negative code with one line in err. */
+static int hub_opts(ro_node_t *n, ro_hub_opts_t *o, char *err, size_t errlen)
 {
     int rc = load_token(n, err, errlen);
     if (rc)
         return rc;
-    ro_hub_opts_t o = {
+    *o = (ro_hub_opts_t){
         .listen = n->cfg.listen,
         .token = n->cfg.token_file ? n->token : NULL,
-        .batch = 1,
         .max_frame = n->cfg.max_frame,
         .max_learners = n->cfg.max_learners,
         .hello_timeout_s = n->cfg.hello_timeout,
@@ -269,12 +271,23 @@ static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
         .seed = n->cfg.seed,
         .node_index = n->cfg.node_index,
         .max_episode_steps = n->max_steps,
-        /* An env ABI 2 env: trainers are welcomed with its layout, and their
-         * pushes must be format-2 weights of it (policy_swap.c). */
-        .layout = n->layout.abi1 ? NULL : &n->layout,
         .on_policy = ro__node_policy_push,
         .ctx = n,
     };
+    return 0;
+}
+
+/* --listen with local lanes: trainers may push policies. */
+static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
+{
+    ro_hub_opts_t o;
+    int rc = hub_opts(n, &o, err, errlen);
+    if (rc)
+        return rc;
+    o.batch = 1;
+    /* An env ABI 2 env: trainers are welcomed with its layout, and their
+     * pushes must be format-2 weights of it (policy_swap.c). */
+    o.layout = n->layout.abi1 ? NULL : &n->layout;
     return ro__hub_new(&n->hub, &n->loop, NULL, 0, n->cfg.num_envs, &n->obs_space, &n->act_space,
                        &n->control, &o, err, errlen);
 }
@@ -284,42 +297,35 @@ static int make_trainer_listener(ro_node_t *n, char *err, size_t errlen)
  * --learner stream beside the lanes, taking their segments. */
 static int make_hub(ro_node_t *n, char *err, size_t errlen)
 {
-    int trc = load_token(n, err, errlen);
-    if (trc)
-        return trc;
+    ro_hub_opts_t o;
+    int rc = hub_opts(n, &o, err, errlen);
+    if (rc)
+        return rc;
     n->batch = n->cfg.batch ? n->cfg.batch : (n->cfg.num_envs + 1) / 2;
     if (n->batch < n->shard_size)
         n->batch = n->shard_size;
     bool stream = n->cfg.learner == RO_LEARNER_STREAM;
-    ro_hub_opts_t o = {
-        .listen = n->cfg.listen ? n->cfg.listen : "127.0.0.1:5555",
-        .token = n->cfg.token_file ? n->token : NULL,
-        .batch = n->batch,
-        .max_wait_us = n->cfg.max_wait_us,
-        .max_frame = n->cfg.max_frame,
-        .max_learners = n->cfg.max_learners,
-        .learner_timeout_s = n->cfg.learner_timeout,
-        .hello_timeout_s = n->cfg.hello_timeout,
-        .env_name = ro__env_kind_name(&n->kind),
-        .seed = n->cfg.seed,
-        .node_index = n->cfg.node_index,
-        .max_episode_steps = n->max_steps,
-        .spin_us = n->cfg.spin_us,
-        .learners = true,
-        .recording = n->cfg.record != NULL,
-        /* SEED learners of an env ABI 2 env get its layout and typed frames. */
-        .layout = !stream && !n->layout.abi1 ? &n->layout : NULL,
-        /* Stream learners (and trainers) push the weights the lanes act with. */
-        .on_policy = stream ? ro__node_policy_push : NULL,
-        .ctx = n,
-    };
+    if (!o.listen)
+        o.listen = "127.0.0.1:5555";
+    o.batch = n->batch;
+    o.max_wait_us = n->cfg.max_wait_us;
+    o.learner_timeout_s = n->cfg.learner_timeout;
+    o.spin_us = n->cfg.spin_us;
+    o.learners = true;
+    o.recording = n->cfg.record != NULL;
+    /* SEED learners of an env ABI 2 env get its layout and typed frames. */
+    o.layout = !stream && !n->layout.abi1 ? &n->layout : NULL;
+    /* Stream learners (and trainers) push the weights the lanes act with;
+     * SEED learners push none. */
+    if (!stream)
+        o.on_policy = NULL;
     n->batches = calloc(n->nshards, sizeof *n->batches);
     if (!n->batches)
         return RO_ENOMEM;
     for (uint32_t i = 0; i < n->nshards; i++)
         n->batches[i] = &n->shards[i].xchg;
-    int rc = ro__hub_new(&n->hub, &n->loop, n->batches, n->nshards, n->cfg.num_envs, &n->obs_space,
-                         &n->act_space, &n->control, &o, err, errlen);
+    rc = ro__hub_new(&n->hub, &n->loop, n->batches, n->nshards, n->cfg.num_envs, &n->obs_space,
+                     &n->act_space, &n->control, &o, err, errlen);
     if (rc)
         return rc;
     n->learners_expected = stream ? n->learners_expected + 1 : 1;

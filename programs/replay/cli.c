@@ -29,9 +29,8 @@ static int parse_list(const char *flag, const char *s, uint64_t max, ro_replay_f
     }
     return 0;
 bad:
-    return ro__errorf(err, errlen, RO_EINVAL,
-                      "%s '%s': expected up to %d comma-separated integers", flag, s,
-                      RO_REPLAY_MAX_FILTER);
+    return ro__errorf(err, errlen, RO_EINVAL, "%s '%s': expected up to %d comma-separated integers",
+                      flag, s, RO_REPLAY_MAX_FILTER);
 }
 
 static int parse_envs(void *field, const char *value, char *err, size_t errlen)

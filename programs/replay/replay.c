@@ -420,7 +420,8 @@ int ro__replay_finish(ro_replay_t *r)
         double rs = 0, rmin = 0, rmax = 0;
         for (uint32_t i = 0; i < r->hdr->num_envs; i++) {
             const env_state_t *e = &r->envs[i];
-            if (!selected(&r->o.envs, i) || (e->steps == 0 && e->episodes == 0 && e->phase == P_NEW))
+            if (!selected(&r->o.envs, i) ||
+                (e->steps == 0 && e->episodes == 0 && e->phase == P_NEW))
                 continue;
             char name[16];
             snprintf(name, sizeof name, "%u", i);

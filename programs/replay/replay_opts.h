@@ -20,11 +20,11 @@ typedef struct ro_replay_filter {
 
 typedef struct ro_replay_opts {
     bool verify, dump, stats;
-    bool resync;        /* skip damaged records (default) or stop at the first */
-    const char *plugin; /* the recording's plugin env (never loaded from the header) */
+    bool resync;                 /* skip damaged records (default) or stop at the first */
+    const char *plugin;          /* the recording's plugin env (never loaded from the header) */
     ro_replay_filter_t envs;     /* env indices (below 2^32) */
     ro_replay_filter_t episodes; /* dump and stats */
-    bool from_set;    /* --from STEP: start every env at its last snapshot before */
+    bool from_set;               /* --from STEP: start every env at its last snapshot before */
     uint64_t from;
     /* --episode ENV:EPISODE: env ENV from its last snapshot before episode
      * EPISODE (envs.v[0] and episodes.v[0] hold them; from_set, from 0). */
