@@ -176,12 +176,6 @@ int ro__learner_choose_threads(learner_t *L, uint32_t rows, bool local, ro_job_d
 int ro__learner_welcome(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, bool *misfit,
                         char *err, size_t errlen);
 
-/* welcome.c, for stream nodes too */
-/* ro__learner_check_layout_welcome: what every welcome with an env ABI 2
- * layout must say, SEED or stream: our protocol version, a spec of 1 to
- * MAX_NUM_ENVS envs. 0, or RO_EPROTO with one line in err. */
-int ro__learner_check_layout_welcome(const Rollout__V1__Welcome *w, char *err, size_t errlen);
-
 /* frame_rows.c */
 /* ro__learner_rows_bytes: the room a pending frame of rows rows needs
  * after it (ro_pending_t.obs_copy) for ro__learner_take_rows. */

@@ -102,7 +102,10 @@ static bool same_layout(const ro_space_layout_t *a, const ro_space_layout_t *b)
     return true;
 }
 
-int ro__learner_check_layout_welcome(const Rollout__V1__Welcome *w, char *err, size_t errlen)
+/* check_layout_welcome: what every welcome with an env ABI 2 layout must
+ * say, SEED or stream, before either reads it: our protocol version, a
+ * spec of 1 to MAX_NUM_ENVS envs. 0, or RO_EPROTO with one line in err. */
+static int check_layout_welcome(const Rollout__V1__Welcome *w, char *err, size_t errlen)
 {
     const Rollout__V1__EnvSpec *spec = w->spec;
     if (w->protocol_version != RO_PROTOCOL_VERSION)
@@ -114,20 +117,18 @@ int ro__learner_check_layout_welcome(const Rollout__V1__Welcome *w, char *err, s
     return 0;
 }
 
-/* adopt_layout: a SEED welcome with an env ABI 2 layout. The first builds
- * the policy for it (ro__policy_new_layout; on failure L->err and exit
- * code 2 are set, and RO_EINVAL returned: stop); every later one must
- * match it. *rows gets the node's rows (num_envs x agents). 0, or a
- * negative code with one line in err. */
+/* adopt_layout: a SEED welcome with an env ABI 2 layout (past
+ * check_layout_welcome). The first builds the policy for it
+ * (ro__policy_new_layout; on failure L->err and exit code 2 are set, and
+ * RO_EINVAL returned: stop); every later one must match it. *rows gets
+ * the node's rows (num_envs x agents). 0, or a negative code with one
+ * line in err. */
 static int adopt_layout(learner_t *L, const Rollout__V1__Welcome *w, uint32_t *rows, char *err,
                         size_t errlen)
 {
     const Rollout__V1__EnvSpec *spec = w->spec;
-    int rc = ro__learner_check_layout_welcome(w, err, errlen);
-    if (rc)
-        return rc;
     ro_space_layout_t lay;
-    rc = ro__layout_from_wire(&lay, w->layout, err, errlen);
+    int rc = ro__layout_from_wire(&lay, w->layout, err, errlen);
     if (rc)
         return rc;
     if ((uint64_t)spec->num_envs * lay.agents > MAX_NUM_ENVS) {
@@ -164,15 +165,12 @@ static int adopt_layout(learner_t *L, const Rollout__V1__Welcome *w, uint32_t *r
 
 /* A stream node: nothing to act on; its segments are checked against
  * its spaces and counted. stream_rules_abi2 makes the segment rules of a
- * stream welcome that carries an env ABI 2 layout (checked: every field of
- * it is the node's word, untrusted). */
+ * stream welcome that carries an env ABI 2 layout (check_layout_welcome
+ * passed; checked here: every field of it is the node's word, untrusted). */
 static int stream_rules_abi2(const Rollout__V1__Welcome *w, ro_segment_rules_t *r, char *err,
                              size_t errlen)
 {
     const Rollout__V1__EnvSpec *spec = w->spec;
-    int rc = ro__learner_check_layout_welcome(w, err, errlen);
-    if (rc)
-        return rc;
     ro_traj_rows_t rows;
     char why[200];
     if (ro__traj_layout_rows(w->layout, &rows, why, sizeof why) != 0)
@@ -308,12 +306,6 @@ int ro__learner_welcome(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, 
         L->welcomed_any = true;
         L->t0 = ro__now_ns();
     }
-    if (!L->push && w->mode && strcmp(w->mode, "stream") == 0) {
-        int rc = welcome_stream(n, w, err, errlen);
-        n->rx.returns = L->met.on ? &L->met.ret_iv : NULL; /* --tensorboard, --prometheus */
-        L->threads = ro__thread_count();
-        return rc;
-    }
     if (L->push) { /* --push-policy: the weights, then wait for the answer */
         ro_frame_t out = ROLLOUT__V1__FRAME__INIT;
         out.body_case = ROLLOUT__V1__FRAME__BODY_POLICY_PARAMS;
@@ -322,9 +314,17 @@ int ro__learner_welcome(learner_t *L, node_t *n, const Rollout__V1__Welcome *w, 
             return ro__errorf(err, errlen, RO_EIO, "could not send the policy");
         return 0;
     }
+    int rc = w->layout ? check_layout_welcome(w, err, errlen) : 0;
+    if (rc)
+        return rc;
+    if (w->mode && strcmp(w->mode, "stream") == 0) {
+        rc = welcome_stream(n, w, err, errlen);
+        n->rx.returns = L->met.on ? &L->met.ret_iv : NULL; /* --tensorboard, --prometheus */
+        L->threads = ro__thread_count();
+        return rc;
+    }
     uint32_t envs = 0;
-    int rc =
-        w->layout ? adopt_layout(L, w, &envs, err, errlen) : adopt_spec(L, w, misfit, err, errlen);
+    rc = w->layout ? adopt_layout(L, w, &envs, err, errlen) : adopt_spec(L, w, misfit, err, errlen);
     if (rc == RO_EINVAL && w->layout)
         *misfit = true;
     if (rc)
