@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +36,36 @@ static void print_placement_json(const ro_summary_t *s)
         printf("%s{\"worker\":%d,\"tid\":%d,\"cpu\":%d,\"node\":%d}", w ? "," : "", w,
                s->worker_tid[w], s->worker_cpu[w], s->worker_node[w]);
     printf("]");
+}
+
+/* The JSON summary's stream counters, each key beside the field of the
+ * hub's counters it reports (all uint64_t). */
+#define HUB(field) offsetof(ro_hub_stats_t, field)
+static const struct {
+    const char *key;
+    size_t off;
+} stream_json[] = {
+    {"stream_segments_sent", HUB(segments_sent)},
+    {"stream_segments_acked", HUB(segments_acked)},
+    {"stream_segments_resent", HUB(segments_resent)},
+    {"stream_segments_dropped_lag", HUB(segments_dropped_lag)},
+    {"stream_segments_unsent", HUB(segments_unsent_at_stop)},
+    {"stream_transitions_sent", HUB(transitions_sent)},
+    {"stream_transitions_acked", HUB(transitions_acked)},
+    {"policy_lag_min", HUB(policy_lag_min)},
+    {"policy_lag_max", HUB(policy_lag_max)},
+};
+
+/* The summary's --learner stream fields. */
+static void print_stream_json(const ro_summary_t *s)
+{
+    for (size_t i = 0; i < sizeof stream_json / sizeof stream_json[0]; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&s->hub + stream_json[i].off, sizeof v);
+        printf(",\"%s\":%llu", stream_json[i].key, (unsigned long long)v);
+    }
+    printf(",\"policy_lag_mean\":%.6f,\"stream_waits\":%llu,\"stream_wait_s\":%.6f",
+           s->hub.policy_lag_mean, (unsigned long long)s->stream_waits, s->stream_wait_s);
 }
 
 /* print_env_metrics: one line with each per-episode metric's mean (env
@@ -76,25 +107,24 @@ static void print_summary(const ro_summary_t *s, bool json)
         fprintf(stderr,
                 "record: %llu transitions, %llu bytes in %u file(s), %llu steps dropped, %llu "
                 "waits for the disk\n",
-                (unsigned long long)s->record_transitions, (unsigned long long)s->record_bytes,
-                s->record_files, (unsigned long long)s->record_dropped,
-                (unsigned long long)s->record_waits);
-    if (s->record_failed)
+                (unsigned long long)s->record.transitions, (unsigned long long)s->record.bytes,
+                s->record.files, (unsigned long long)s->record.dropped_steps,
+                (unsigned long long)s->record.waits);
+    if (s->record.failed)
         fprintf(stderr, "record: a write failed; %llu steps were not recorded\n",
-                (unsigned long long)s->record_lost);
-    if (s->stream)
-        fprintf(stderr,
-                "stream: %llu transitions in %llu segments sent, %llu acknowledged, %llu resent, "
-                "%llu dropped for lag, %llu unsent | policy lag %llu..%llu (mean %.2f) | shards "
-                "waited %.2f s for learners\n",
-                (unsigned long long)s->stream_transitions_sent,
-                (unsigned long long)s->stream_segments_sent,
-                (unsigned long long)s->stream_segments_acked,
-                (unsigned long long)s->stream_segments_resent,
-                (unsigned long long)s->stream_segments_dropped_lag,
-                (unsigned long long)s->stream_segments_unsent,
-                (unsigned long long)s->policy_lag_min, (unsigned long long)s->policy_lag_max,
-                s->policy_lag_mean, s->stream_wait_s);
+                (unsigned long long)s->record.lost_steps);
+    if (s->hub.stream)
+        fprintf(
+            stderr,
+            "stream: %llu transitions in %llu segments sent, %llu acknowledged, %llu resent, "
+            "%llu dropped for lag, %llu unsent | policy lag %llu..%llu (mean %.2f) | shards "
+            "waited %.2f s for learners\n",
+            (unsigned long long)s->hub.transitions_sent, (unsigned long long)s->hub.segments_sent,
+            (unsigned long long)s->hub.segments_acked, (unsigned long long)s->hub.segments_resent,
+            (unsigned long long)s->hub.segments_dropped_lag,
+            (unsigned long long)s->hub.segments_unsent_at_stop,
+            (unsigned long long)s->hub.policy_lag_min, (unsigned long long)s->hub.policy_lag_max,
+            s->hub.policy_lag_mean, s->stream_wait_s);
     print_env_metrics(s);
     if (s->mujoco_warnings)
         fprintf(stderr, "mujoco: %llu warnings in the envs' simulations (counted, not printed)\n",
@@ -134,8 +164,8 @@ static void print_summary(const ro_summary_t *s, bool json)
     printf(",");
     printf("\"learners_attached\":%llu,\"learners_rejected\":%llu,\"learners_upgraded\":%llu,"
            "\"batches_resent\":%llu,\"policy_pushes\":%llu,\"policy_version\":%llu,\"env\":",
-           (unsigned long long)s->learners_attached, (unsigned long long)s->learners_rejected,
-           (unsigned long long)s->learners_upgraded, (unsigned long long)s->batches_resent,
+           (unsigned long long)s->hub.attached, (unsigned long long)s->hub.rejected,
+           (unsigned long long)s->hub.upgrades, (unsigned long long)s->hub.batches_resent,
            (unsigned long long)s->policy_pushes, (unsigned long long)s->policy_version);
     ro__json_string(stdout, s->env, RO_TEXT_SHOW_MAX); /* a plugin's name: escaped */
     printf(",\"policy\":");
@@ -147,30 +177,16 @@ static void print_summary(const ro_summary_t *s, bool json)
         printf(",\"record_transitions\":%llu,\"record_dropped\":%llu,\"record_bytes\":%llu,"
                "\"record_files\":%u,\"record_waits\":%llu,\"record_io_busy_s\":%.6f,"
                "\"record_failed\":%s,\"record_lost\":%llu",
-               (unsigned long long)s->record_transitions, (unsigned long long)s->record_dropped,
-               (unsigned long long)s->record_bytes, s->record_files,
-               (unsigned long long)s->record_waits, s->record_io_busy_s,
-               s->record_failed ? "true" : "false", (unsigned long long)s->record_lost);
+               (unsigned long long)s->record.transitions,
+               (unsigned long long)s->record.dropped_steps, (unsigned long long)s->record.bytes,
+               s->record.files, (unsigned long long)s->record.waits, s->record.io_busy_s,
+               s->record.failed ? "true" : "false", (unsigned long long)s->record.lost_steps);
     if (s->recording)
         printf(",\"record_snapshots\":%llu,\"record_snapshot_failures\":%llu",
-               (unsigned long long)s->record_snapshots,
-               (unsigned long long)s->record_snapshot_failures);
-    if (s->stream)
-        printf(",\"stream_segments_sent\":%llu,\"stream_segments_acked\":%llu,"
-               "\"stream_segments_resent\":%llu,\"stream_segments_dropped_lag\":%llu,"
-               "\"stream_segments_unsent\":%llu,\"stream_transitions_sent\":%llu,"
-               "\"stream_transitions_acked\":%llu,\"policy_lag_min\":%llu,"
-               "\"policy_lag_max\":%llu,\"policy_lag_mean\":%.6f,\"stream_waits\":%llu,"
-               "\"stream_wait_s\":%.6f",
-               (unsigned long long)s->stream_segments_sent,
-               (unsigned long long)s->stream_segments_acked,
-               (unsigned long long)s->stream_segments_resent,
-               (unsigned long long)s->stream_segments_dropped_lag,
-               (unsigned long long)s->stream_segments_unsent,
-               (unsigned long long)s->stream_transitions_sent,
-               (unsigned long long)s->stream_transitions_acked,
-               (unsigned long long)s->policy_lag_min, (unsigned long long)s->policy_lag_max,
-               s->policy_lag_mean, (unsigned long long)s->stream_waits, s->stream_wait_s);
+               (unsigned long long)s->record.snapshots,
+               (unsigned long long)s->record.snapshot_failures);
+    if (s->hub.stream)
+        print_stream_json(s);
     print_placement_json(s);
     printf(",\"agents\":%u,\"metrics\":{", s->agents);
     for (uint32_t m = 0; m < s->nmetrics; m++) {

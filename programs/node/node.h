@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "actors/hub/hub_types.h"
+#include "actors/recorder/recorder_actor.h"
 #include "node/config.h"
 #include "rollout/env.h"
 
@@ -41,23 +43,17 @@ typedef struct ro_summary {
     double env_step_ns;         /* the env's step as work_probe.c timed it; 0: not timed */
     uint32_t spin_us;           /* the loop's spin for a learner's actions */
     int lanes;
-    int numa_nodes;             /* NUMA nodes with workers (worker groups) */
-    uint64_t steals;            /* actors run away from their home worker */
-    uint64_t learners_attached; /* --learner remote: hellos accepted */
-    uint64_t learners_rejected; /* closed for bad input or a slow peer */
-    uint64_t learners_upgraded; /* attached through the private socket (same-host upgrade) */
-    uint64_t batches_resent;    /* batches sent again after a learner left */
-    uint64_t policy_pushes;     /* policies pushed by trainers and switched to */
-    uint64_t policy_version;    /* version of the policy the lanes run now (0 if remote) */
-    /* --learner stream (stream set): what the learners were sent and took. */
-    bool stream;
-    uint64_t stream_segments_sent, stream_segments_acked, stream_segments_resent;
-    uint64_t stream_segments_dropped_lag; /* older than --max-policy-lag */
-    uint64_t stream_segments_unsent;      /* dropped: stopped with no learner left */
-    uint64_t stream_transitions_sent, stream_transitions_acked;
-    uint64_t policy_lag_min, policy_lag_max; /* versions behind when sent */
-    double policy_lag_mean;
-    uint64_t stream_waits; /* times a shard waited for a free segment */
+    int numa_nodes;          /* NUMA nodes with workers (worker groups) */
+    uint64_t steals;         /* actors run away from their home worker */
+    uint64_t policy_pushes;  /* policies pushed by trainers and switched to */
+    uint64_t policy_version; /* version of the policy the lanes run now (0 if remote) */
+    /* With a hub (--learner remote or stream, or --listen): its counters at
+     * the stop, zero without one: learners attached, rejected, upgraded
+     * (through the private socket), batches resent after a learner left;
+     * with --learner stream (hub.stream) what the learners were sent and
+     * took (segments_unsent_at_stop: dropped, no learner left). */
+    ro_hub_stats_t hub;
+    uint64_t stream_waits; /* --learner stream: times a shard waited for a free segment */
     double stream_wait_s;  /* shards' time waiting for one (summed over shards) */
     int cpus;              /* allowed CPUs */
     int pin_errors;
@@ -73,16 +69,8 @@ typedef struct ro_summary {
     char metric_name[RO_ENV_MAX_METRICS][RO_ENV_MAX_NAME];
     double metric_mean[RO_ENV_MAX_METRICS];
     uint64_t metric_episodes[RO_ENV_MAX_METRICS];
-    bool recording;              /* --record */
-    uint64_t record_transitions; /* env steps written */
-    uint64_t record_dropped;     /* env steps dropped (--record-full=drop) */
-    uint64_t record_lost;        /* env steps not recorded after a write failed */
-    bool record_failed;          /* a write failed (disk full, I/O error) */
-    uint64_t record_bytes;       /* over every file */
-    uint32_t record_files;
-    uint64_t record_waits;                               /* shard steps that waited for a chunk */
-    uint64_t record_snapshots, record_snapshot_failures; /* env states written, not saved */
-    double record_io_busy_s;                             /* I/O thread busy time */
+    bool recording;             /* --record */
+    ro_recorder_stats_t record; /* the recorder's counters at the stop (recording set) */
     /* Placement, read back from the OS. */
     int numa_node;           /* --numa-node, or -1 */
     bool topology_declared;  /* nodes from --topology / ROLLOUT_TOPOLOGY */

@@ -110,19 +110,10 @@ void ro__node_check_placement(ro_node_t *n)
     }
 }
 
-static void stream_summary(const ro_node_t *n, const ro_hub_stats_t *rs, ro_summary_t *s)
+/* stream_waits: --learner stream: how often and how long the shards
+ * waited for a free segment. */
+static void stream_waits(const ro_node_t *n, ro_summary_t *s)
 {
-    s->stream = true;
-    s->stream_segments_sent = rs->segments_sent;
-    s->stream_segments_acked = rs->segments_acked;
-    s->stream_segments_resent = rs->segments_resent;
-    s->stream_segments_dropped_lag = rs->segments_dropped_lag;
-    s->stream_segments_unsent = rs->segments_unsent_at_stop;
-    s->stream_transitions_sent = rs->transitions_sent;
-    s->stream_transitions_acked = rs->transitions_acked;
-    s->policy_lag_min = rs->policy_lag_min;
-    s->policy_lag_max = rs->policy_lag_max;
-    s->policy_lag_mean = rs->policy_lag_mean;
     uint64_t wait_ns = 0;
     for (uint32_t i = 0; i < n->nshards; i++) {
         /* Relaxed: statistics; the workers are joined. */
@@ -183,19 +174,8 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     s->threads = n->threads_seen;
     s->threads_expected = 1 + n->nworkers + (n->recorder != NULL); /* + the recorder's I/O thread */
     if (n->recorder) {
-        ro_recorder_stats_t rs;
-        ro__recorder_stats(n->recorder, &rs);
         s->recording = true;
-        s->record_transitions = rs.transitions;
-        s->record_dropped = rs.dropped_steps;
-        s->record_lost = rs.lost_steps;
-        s->record_failed = rs.failed;
-        s->record_bytes = rs.bytes;
-        s->record_files = rs.files;
-        s->record_waits = rs.waits;
-        s->record_snapshots = rs.snapshots;
-        s->record_snapshot_failures = rs.snapshot_failures;
-        s->record_io_busy_s = rs.io_busy_s;
+        ro__recorder_stats(n->recorder, &s->record);
     }
     s->workers = n->nworkers;
     s->workers_chosen = n->cfg.workers_given ? "flag" : n->env_step_ns > 0 ? "measured" : "default";
@@ -211,30 +191,20 @@ void ro_node_summary(const ro_node_t *n, ro_summary_t *s)
     s->batch = n->batch;
     snprintf(s->env, sizeof s->env, "%s", ro__env_kind_name(&n->kind));
     env_metrics(n, s);
+    if (n->hub) /* learners, trainers or stream learners attach: count them */
+        ro__hub_stats(n->hub, &s->hub);
     if (n->cfg.learner == RO_LEARNER_REMOTE) {
         snprintf(s->policy, sizeof s->policy, "remote");
-        ro_hub_stats_t rs;
-        ro__hub_stats(n->hub, &rs);
-        s->learners_attached = rs.attached;
-        s->learners_rejected = rs.rejected;
-        s->learners_upgraded = rs.upgrades;
-        s->batches = rs.batches_sent;
-        s->batches_resent = rs.batches_resent;
-        s->mean_batch = rs.batches_sent ? (double)rs.rows_sent / (double)rs.batches_sent : 0.0;
+        s->batches = s->hub.batches_sent;
+        s->mean_batch =
+            s->hub.batches_sent ? (double)s->hub.rows_sent / (double)s->hub.batches_sent : 0.0;
     } else {
         ro__policy_describe(n->policy, s->policy, sizeof s->policy);
         s->policy_pushes = n->policy_pushes;
         s->policy_version = ro__policy_version(n->policy);
-        if (n->hub) { /* trainers (or stream learners) attach: count them */
-            ro_hub_stats_t rs;
-            ro__hub_stats(n->hub, &rs);
-            s->learners_rejected = rs.rejected;
-            s->learners_attached = rs.attached;
-            s->learners_upgraded = rs.upgrades;
-            if (rs.stream)
-                stream_summary(n, &rs, s);
-        }
     }
+    if (s->hub.stream)
+        stream_waits(n, s);
     s->numa_node = n->cfg.numa_node;
     s->topology_declared = n->topo.fake;
     s->os_numa_nodes = ro__topology_os_nodes();
