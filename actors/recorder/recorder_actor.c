@@ -134,10 +134,8 @@ static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
     h->max_record_bytes = (uint32_t)ro__rec_max_record(&r->rows);
     if (!o->layout)
         return 0;
-    /* Version 2: the layout says what the rows hold; obs_dim is a
-     * flattened row's floats, action_dim a row's action values. */
-    if (ro__traj_layout_msg_init(&r->layout, o->layout) != 0)
-        return RO_ENOMEM;
+    /* Version 2: the layout (ro__recorder_new's) says what the rows hold;
+     * obs_dim is a flattened row's floats, action_dim a row's action values. */
     h->layout = &r->layout.msg;
     h->obs_dim = o->layout->obs_width;
     h->action_kind = (char *)"composite";
@@ -173,8 +171,6 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     if (!r)
         return RO_ENOMEM;
     r->w.fd = -1;
-    /* Every env may end an episode: its step and its reset, per row. */
-    ro__rec_rows_init(&r->rows, o->layout, o->obs_dim, o->act_dim, o->discrete, 2 * o->max_shard);
     r->drop = o->drop;
     r->keep_going = o->keep_going;
     r->on_error = o->on_error;
@@ -191,6 +187,21 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     atomic_init(&r->waits, 0);
     atomic_init(&r->snapshot_failures, 0);
     int rc;
+    /* ABI 2: the header's layout first; the rows are what it says, as a
+     * reader of the file will take them. Every env may end an episode: its
+     * step and its reset, per row. */
+    if (o->layout && ro__traj_layout_msg_init(&r->layout, o->layout) != 0) {
+        snprintf(err, errlen, "out of memory for the trajectory layout");
+        rc = RO_ENOMEM;
+        goto fail;
+    }
+    char why[256];
+    rc = ro__rec_rows_init(&r->rows, o->layout ? &r->layout.msg : NULL, o->obs_dim, o->act_dim,
+                           o->discrete, 2 * o->max_shard, why, sizeof why);
+    if (rc) {
+        snprintf(err, errlen, "--record: the env's layout: %s", why);
+        goto fail;
+    }
     if (o->snapshot_every && (rc = snapshot_opts(r, o, err, errlen)) != 0)
         goto fail;
     if (r->rows.snap_cap) {

@@ -7,34 +7,23 @@
 #include <string.h>
 
 #include "actors/exchange/step_batch.h"
-#include "spaces/layout.h"
 #include "trajectory/abi2_format.h"
 #include "trajectory/format.h"
-#include "wire/dtype.h"
 
-void ro__rec_rows_init(ro_rec_rows_t *rr, const ro_space_layout_t *lay, uint32_t obs_dim,
-                       uint32_t act_dim, bool discrete, uint32_t cap)
+int ro__rec_rows_init(ro_rec_rows_t *rr, const Rollout__V1__TrajectoryLayout *layout,
+                      uint32_t obs_dim, uint32_t act_dim, bool discrete, uint32_t cap, char *why,
+                      size_t whylen)
 {
     memset(rr, 0, sizeof *rr);
     rr->cap = cap;
     rr->obs_dim = obs_dim;
     rr->discrete = discrete;
     rr->act_dim = discrete ? 1 : act_dim;
-    if (!lay)
-        return;
+    if (!layout)
+        return 0;
     rr->abi2 = true;
-    rr->agents = lay->agents;
-    rr->ndisc = lay->ndisc;
-    rr->nbox = lay->nbox;
-    rr->mask_width = lay->mask_width;
-    rr->ntensors = lay->ntensors;
-    for (uint32_t k = 0; k < lay->ntensors; k++) {
-        rr->row_bytes[k] = lay->t[k].row_bytes;
-        rr->dtype[k] = ro__wire_dtype(lay->t[k].dtype);
-        rr->ndim[k] = lay->t[k].ndim;
-        memcpy(rr->shape[k], lay->t[k].shape, sizeof rr->shape[k]);
-        memcpy(rr->name[k], lay->t[k].name, sizeof rr->name[k]);
-    }
+    rr->layout = layout;
+    return ro__traj_layout_rows(layout, &rr->row, why, whylen);
 }
 
 /* Bytes of one row's columns other than the ABI's own. */
@@ -53,10 +42,10 @@ size_t ro__rec_chunk_bytes(const ro_rec_rows_t *rr)
     if (!rr->abi2)
         return e * (ROW_COMMON + 4 + 4 * (size_t)rr->act_dim + 4 * (size_t)rr->obs_dim) + 64 +
                snap_bytes(rr);
-    per = ROW_COMMON + 4 * (size_t)rr->ndisc + 4 * (size_t)rr->nbox + rr->mask_width;
+    per = ROW_COMMON + 4 * (size_t)rr->row.ndisc + 4 * (size_t)rr->row.nbox + rr->row.mask_width;
     size_t b = e * per + 64 + snap_bytes(rr);
-    for (uint32_t k = 0; k < rr->ntensors; k++)
-        b += e * rr->row_bytes[k] + 64; /* each tensor aligned */
+    for (uint32_t k = 0; k < rr->row.ntensors; k++)
+        b += e * rr->row.row_bytes[k] + 64; /* each tensor aligned */
     return b;
 }
 
@@ -70,10 +59,11 @@ uint64_t ro__rec_max_record(const ro_rec_rows_t *rr)
             5 + 10 + 5 + 5 + 4 + (rr->discrete ? 10 : 4ull * rr->act_dim) + 4ull * rr->obs_dim;
         return (uint64_t)rr->cap * per + 10 * 16 + 64 + snaps;
     }
-    uint64_t per = 5 + 5 + 10 + 5 + 5 + 4 + 10ull * rr->ndisc + 4ull * rr->nbox + rr->mask_width;
+    uint64_t per =
+        5 + 5 + 10 + 5 + 5 + 4 + 10ull * rr->row.ndisc + 4ull * rr->row.nbox + rr->row.mask_width;
     uint64_t fixed = 16 * 16 + 64;
-    for (uint32_t k = 0; k < rr->ntensors; k++) {
-        per += rr->row_bytes[k];
+    for (uint32_t k = 0; k < rr->row.ntensors; k++) {
+        per += rr->row.row_bytes[k];
         fixed += 16 + RO_ENV_MAX_NAME + 4 + 6 * (RO_SPACE_MAX_DIMS + 1) + 16;
     }
     return (uint64_t)rr->cap * per + fixed + snaps;
@@ -110,11 +100,11 @@ void ro__rec_chunk_carve(const ro_rec_rows_t *rr, ro_rec_chunk_t *c, char *m)
         return;
     }
     c->agent = (uint32_t *)(void *)take(&m, e * 4);
-    c->act_i = (int32_t *)(void *)take(&m, e * 4 * rr->ndisc);
-    c->act_f = (float *)(void *)take(&m, e * 4 * rr->nbox);
-    c->mask = (uint8_t *)take(&m, e * rr->mask_width);
-    for (uint32_t k = 0; k < rr->ntensors; k++)
-        c->tensor[k] = (uint8_t *)take(&m, e * rr->row_bytes[k]);
+    c->act_i = (int32_t *)(void *)take(&m, e * 4 * rr->row.ndisc);
+    c->act_f = (float *)(void *)take(&m, e * 4 * rr->row.nbox);
+    c->mask = (uint8_t *)take(&m, e * rr->row.mask_width);
+    for (uint32_t k = 0; k < rr->row.ntensors; k++)
+        c->tensor[k] = (uint8_t *)take(&m, e * rr->row.row_bytes[k]);
 }
 
 /* ---- ABI 1: one entry per env ---- */
@@ -196,7 +186,7 @@ enum { SRC_OBS, SRC_FINAL, SRC_NONE };
 static void put_row(const ro_rec_rows_t *rr, ro_rec_chunk_t *c, const ro_step_batch_t *s,
                     uint32_t j, uint32_t a, uint64_t ep, uint32_t step, uint32_t flags, int src)
 {
-    const size_t r = (size_t)j * rr->agents + a;
+    const size_t r = (size_t)j * rr->row.agents + a;
     uint32_t k = c->count++;
     c->env[k] = s->first + j;
     c->agent[k] = a;
@@ -206,36 +196,37 @@ static void put_row(const ro_rec_rows_t *rr, ro_rec_chunk_t *c, const ro_step_ba
     bool reset = flags & RO_TRAJ_RESET;
     c->reward[k] = reset ? 0.0f : s->reward[r];
     if (reset) {
-        memset(c->act_i + (size_t)k * rr->ndisc, 0, rr->ndisc * sizeof(int32_t));
-        memset(c->act_f + (size_t)k * rr->nbox, 0, rr->nbox * sizeof(float));
+        memset(c->act_i + (size_t)k * rr->row.ndisc, 0, rr->row.ndisc * sizeof(int32_t));
+        memset(c->act_f + (size_t)k * rr->row.nbox, 0, rr->row.nbox * sizeof(float));
     } else {
-        memcpy(c->act_i + (size_t)k * rr->ndisc, s->act_i + r * rr->ndisc,
-               rr->ndisc * sizeof(int32_t));
-        memcpy(c->act_f + (size_t)k * rr->nbox, s->act_f + r * rr->nbox, rr->nbox * sizeof(float));
+        memcpy(c->act_i + (size_t)k * rr->row.ndisc, s->act_i + r * rr->row.ndisc,
+               rr->row.ndisc * sizeof(int32_t));
+        memcpy(c->act_f + (size_t)k * rr->row.nbox, s->act_f + r * rr->row.nbox,
+               rr->row.nbox * sizeof(float));
     }
-    for (uint32_t t = 0; t < rr->ntensors; t++) {
-        uint8_t *dst = c->tensor[t] + (size_t)k * rr->row_bytes[t];
+    for (uint32_t t = 0; t < rr->row.ntensors; t++) {
+        uint8_t *dst = c->tensor[t] + (size_t)k * rr->row.row_bytes[t];
         const uint8_t *from = src == SRC_OBS ? s->tensor[t] : s->final_tensor[t];
         if (src == SRC_NONE)
-            memset(dst, 0, rr->row_bytes[t]);
+            memset(dst, 0, rr->row.row_bytes[t]);
         else
-            memcpy(dst, from + r * rr->row_bytes[t], rr->row_bytes[t]);
+            memcpy(dst, from + r * rr->row.row_bytes[t], rr->row.row_bytes[t]);
     }
     /* The mask that came with the observation; the node keeps none with a
      * final observation (nothing acts on it): zeros then. */
-    if (rr->mask_width) {
-        uint8_t *dst = c->mask + (size_t)k * rr->mask_width;
+    if (rr->row.mask_width) {
+        uint8_t *dst = c->mask + (size_t)k * rr->row.mask_width;
         if (src == SRC_OBS && s->mask)
-            memcpy(dst, s->mask + r * rr->mask_width, rr->mask_width);
+            memcpy(dst, s->mask + r * rr->row.mask_width, rr->row.mask_width);
         else
-            memset(dst, 0, rr->mask_width);
+            memset(dst, 0, rr->row.mask_width);
     }
 }
 
 static void fill_abi2(const ro_rec_rows_t *rr, ro_rec_port_t *p, ro_rec_chunk_t *c, bool start)
 {
     const ro_step_batch_t *s = p->batch;
-    const uint32_t A = rr->agents, ne = s->n / A;
+    const uint32_t A = rr->row.agents, ne = s->n / A;
     for (uint32_t j = 0; j < ne; j++) {
         const size_t r0 = (size_t)j * A;
         if (start) {
@@ -344,29 +335,30 @@ void ro__rec_chunk_batch(const ro_rec_rows_t *rr, const ro_rec_chunk_t *c, ro_re
     }
     b->n_agent = n;
     b->agent = c->agent;
-    b->n_action = n * rr->ndisc;
-    b->action = rr->ndisc ? c->act_i : NULL;
-    b->n_action_box = n * rr->nbox;
-    b->action_box = rr->nbox ? c->act_f : NULL;
-    b->mask.len = n * rr->mask_width;
-    b->mask.data = rr->mask_width ? c->mask : NULL;
+    b->n_action = n * rr->row.ndisc;
+    b->action = rr->row.ndisc ? c->act_i : NULL;
+    b->n_action_box = n * rr->row.nbox;
+    b->action_box = rr->row.nbox ? c->act_f : NULL;
+    b->mask.len = n * rr->row.mask_width;
+    b->mask.data = rr->row.mask_width ? c->mask : NULL;
     if (!n)
         return;
-    for (uint32_t k = 0; k < rr->ntensors; k++) {
+    for (uint32_t k = 0; k < rr->row.ntensors; k++) {
         Rollout__V1__NamedTensor *t = &out->t[k];
         rollout__v1__named_tensor__init(t);
-        t->name = (char *)rr->name[k];
-        t->dtype = rr->dtype[k];
+        const Rollout__V1__NamedTensor *lt = rr->layout->tensors[k];
+        t->name = lt->name;
+        t->dtype = lt->dtype;
         out->shape[k][0] = (uint32_t)n;
-        memcpy(&out->shape[k][1], rr->shape[k], rr->ndim[k] * sizeof(uint32_t));
+        memcpy(&out->shape[k][1], lt->shape, lt->n_shape * sizeof(uint32_t));
         t->shape = out->shape[k];
-        t->n_shape = rr->ndim[k] + 1;
-        t->data.len = n * rr->row_bytes[k];
+        t->n_shape = lt->n_shape + 1;
+        t->data.len = n * rr->row.row_bytes[k];
         t->data.data = c->tensor[k];
         out->tp[k] = t;
     }
     b->tensors = out->tp;
-    b->n_tensors = rr->ntensors;
+    b->n_tensors = rr->row.ntensors;
 }
 
 uint32_t ro__rec_chunk_steps(const ro_rec_chunk_t *c)

@@ -18,6 +18,7 @@
 #include "rollout/env.h"
 #include "rollout.pb-c.h"
 #include "runtime/grant_pool.h"
+#include "trajectory/abi2_format.h"
 
 /* What the rows of a recording hold. Read-only after ro__rec_rows_init. */
 typedef struct ro_rec_rows {
@@ -26,13 +27,12 @@ typedef struct ro_rec_rows {
     uint32_t cap;     /* rows per chunk */
     uint32_t obs_dim; /* ABI 1: floats per observation */
     uint32_t act_dim; /* ABI 1: floats per box action; 1 for discrete */
-    /* ABI 2 (spaces/layout.h, copied). */
-    uint32_t agents, ndisc, nbox, mask_width, ntensors;
-    size_t row_bytes[RO_ENV_MAX_TENSORS];
-    Rollout__V1__DType dtype[RO_ENV_MAX_TENSORS];
-    uint32_t ndim[RO_ENV_MAX_TENSORS];
-    uint32_t shape[RO_ENV_MAX_TENSORS][RO_SPACE_MAX_DIMS];
-    char name[RO_ENV_MAX_TENSORS][RO_ENV_MAX_NAME];
+    /* ABI 2: the header's layout (the recorder's; outlives the rows), whose
+     * tensors (name, dtype, shape) the batches carry, and what one row of
+     * it holds, as every reader of the file computes it
+     * (ro__traj_layout_rows). */
+    const Rollout__V1__TrajectoryLayout *layout;
+    ro_traj_rows_t row;
     /* --snapshot-every (format version 3): room for snap_cap env states of
      * state_bytes each (env_state.h blobs) per chunk; 0 without. */
     uint32_t snap_cap;
@@ -75,11 +75,13 @@ typedef struct ro_rec_batch {
     Rollout__V1__EnvSnapshot **snapp;
 } ro_rec_batch_t;
 
-struct ro_space_layout;
-/* ro__rec_rows_init sets rr for an ABI 2 env's layout lay, or (lay NULL)
- * an ABI 1 env's observation floats and action; cap rows per chunk. */
-void ro__rec_rows_init(ro_rec_rows_t *rr, const struct ro_space_layout *lay, uint32_t obs_dim,
-                       uint32_t act_dim, bool discrete, uint32_t cap);
+/* ro__rec_rows_init sets rr for an ABI 2 env's recording layout (the
+ * header's: it must outlive rr), or (layout NULL) an ABI 1 env's
+ * observation floats and action; cap rows per chunk. 0, or a negative code
+ * with one line in why if no reader would take the layout. */
+int ro__rec_rows_init(ro_rec_rows_t *rr, const Rollout__V1__TrajectoryLayout *layout,
+                      uint32_t obs_dim, uint32_t act_dim, bool discrete, uint32_t cap, char *why,
+                      size_t whylen);
 
 /* ro__rec_chunk_bytes is the memory of one chunk's columns. */
 size_t ro__rec_chunk_bytes(const ro_rec_rows_t *rr);

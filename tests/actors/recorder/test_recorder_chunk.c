@@ -61,7 +61,7 @@ static int setup(void **state)
     f->port.batch = &f->b;
     f->port.episode = f->episode;
     f->port.step = f->step;
-    ro__rec_rows_init(&f->rr, NULL, OD, 1, true, CAP);
+    assert_int_equal(ro__rec_rows_init(&f->rr, NULL, OD, 1, true, CAP, NULL, 0), 0);
     f->mem = calloc(1, ro__rec_chunk_bytes(&f->rr));
     assert_non_null(f->mem);
     ro__rec_chunk_carve(&f->rr, &f->chunk, f->mem);
