@@ -134,10 +134,7 @@ static int check_combinations(const ro_learner_cfg_t *c, const bool *given, char
 int ro__learner_cfg_parse(ro_learner_cfg_t *c, int argc, char **argv, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
-    c->policy.kind = RO_POLICY_MLP;
-    c->policy.hidden[0] = c->policy.hidden[1] = 64;
-    c->policy.nhidden = 2;
-    c->policy.activation = RO_ACT_TANH;
+    ro__policy_flags_defaults(&c->policy);
     c->policy.seed = 1;
     c->batch = 1024;
     c->max_frame = RO_WIRE_DEFAULT_MAX_FRAME;

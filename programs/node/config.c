@@ -19,11 +19,7 @@ void ro__config_defaults(ro_config_t *c)
     c->env = "cartpole";
     c->num_envs = 256;
     c->max_wait_us = 1000;
-    c->policy.kind = RO_POLICY_MLP;
-    c->policy.hidden[0] = 64;
-    c->policy.hidden[1] = 64;
-    c->policy.nhidden = 2;
-    c->policy.activation = RO_ACT_TANH;
+    ro__policy_flags_defaults(&c->policy);
     c->policy_arg = "mlp";
     c->seed = 1; /* replaced by a fresh one from the OS unless --seed is given */
     c->seconds = 10.0;

@@ -6,6 +6,16 @@
 #include "runtime/error.h"
 #include "runtime/flags.h"
 
+void ro__policy_flags_defaults(void *spec)
+{
+    ro_policy_spec_t *p = spec;
+    memset(p, 0, sizeof *p);
+    p->kind = RO_POLICY_MLP;
+    p->hidden[0] = p->hidden[1] = 64;
+    p->nhidden = 2;
+    p->activation = RO_ACT_TANH;
+}
+
 int ro__flag_hidden(void *spec, const char *s, char *err, size_t errlen)
 {
     ro_policy_spec_t *p = spec;

@@ -23,6 +23,11 @@ int ro__flag_gemm(void *spec, const char *value, char *err, size_t errlen);
  * whether this CPU runs it is checked when the policy is built. */
 int ro__flag_kernels(void *spec, const char *value, char *err, size_t errlen);
 
+/* ro__policy_flags_defaults sets spec (a ro_policy_spec_t) to the policy
+ * the flags' help calls the default: a seeded MLP (--policy mlp) of
+ * hidden widths 64,64 (--hidden) and tanh (--activation); all else zero. */
+void ro__policy_flags_defaults(void *spec);
+
 /* RO_POLICY_MODEL_FLAGS(OFFSET) is the flag table entries (runtime/flags.h)
  * of the MLP's shape, --hidden, --recurrent and --activation, for a
  * program's table whose ro_policy_spec_t lies at OFFSET: the node and
