@@ -27,13 +27,13 @@ void ro__node_sample(void *ctx, ro_logger_sample_t *out)
         out->batches += atomic_load_explicit(&n->lanes[i].batches, memory_order_relaxed);
         out->rows += atomic_load_explicit(&n->lanes[i].rows, memory_order_relaxed);
     }
-    if (n->cfg.learner == RO_LEARNER_REMOTE) {
-        /* The logger samples on the loop thread, the hub's thread. */
+    out->remote = n->cfg.learner == RO_LEARNER_REMOTE;
+    out->stream = n->ports != NULL;
+    if (out->remote || out->stream) {
+        /* The logger samples on the loop thread, the hub's thread. It
+         * shows each mode's counters in that mode only (remote, stream). */
         ro_hub_stats_t rs;
         ro__hub_stats(n->hub, &rs);
-        out->batches = rs.batches_sent;
-        out->rows = rs.rows_sent;
-        out->remote = true;
         out->learners = rs.learners;
         out->envs_in_flight = rs.envs_in_flight;
         out->envs_unsent = rs.envs_unsent;
@@ -42,20 +42,18 @@ void ro__node_sample(void *ctx, ro_logger_sample_t *out)
         out->batches_resent = rs.batches_resent;
         out->spin_hits = rs.spin_hits;
         out->spin_misses = rs.spin_misses;
-    }
-    if (n->ports) { /* --learner stream */
-        ro_hub_stats_t rs;
-        ro__hub_stats(n->hub, &rs);
-        out->stream = true;
-        out->learners = rs.learners;
         out->segments_in_flight = rs.segments_in_flight;
         out->segments_unsent = rs.segments_unsent;
         out->segments_acked = rs.segments_acked;
         out->segments_dropped_lag = rs.segments_dropped_lag;
         out->policy_lag_mean = rs.policy_lag_mean;
-        for (uint32_t i = 0; i < n->nshards; i++) /* relaxed: statistics */
-            out->stream_waits += atomic_load_explicit(&n->ports[i].waits, memory_order_relaxed);
+        if (out->remote) { /* the learners' forward passes, not the lanes' */
+            out->batches = rs.batches_sent;
+            out->rows = rs.rows_sent;
+        }
     }
+    for (uint32_t i = 0; out->stream && i < n->nshards; i++) /* relaxed: statistics */
+        out->stream_waits += atomic_load_explicit(&n->ports[i].waits, memory_order_relaxed);
     if (n->histos) {
         out->histos = true;
         ro__histo_init(&out->ret, ro__histo_return_edges, ro__histo_return_nedges);
