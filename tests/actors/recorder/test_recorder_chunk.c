@@ -1,12 +1,13 @@
 /*
- * The recorder's chunks (actors/recorder/recorder_chunk.c), env ABI 1: a shard's
+ * The recorder's chunks (actors/recorder/recorder_chunk.c). Env ABI 1: a shard's
  * reset and steps copied into a chunk as the trajectory file's entries (a
  * reset entry per env; per step its action, reward and the observation the
  * step saw: the final one where an episode ended, zeros where the step
  * failed, then the next episode's reset), the port's episode and step
  * counters advanced (also over a dropped step, whose count the next chunk
  * carries), and the chunk seen as a TransitionBatch whose columns are the
- * chunk's.
+ * chunk's. Env ABI 2: the rows are what the header's layout says, and a
+ * chunk's batch is a record the readers' own check takes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,8 @@
 
 #include "actors/recorder/recorder_chunk.h"
 #include "actors/exchange/step_batch.h"
+#include "spaces/layout.h"
+#include "trajectory/abi2_format.h"
 #include "trajectory/format.h"
 
 #define N_ 3
@@ -212,6 +215,117 @@ static void test_batch_view(void **state)
     assert_true(rollout__v1__transition_batch__get_packed_size(&v.b) <= ro__rec_max_record(&f->rr));
 }
 
+/* Env ABI 2: two agents; uint8 [3, 2] and int32 [2]; Tuple(Discrete(3),
+ * MultiDiscrete([2, 4]), Box(2)) with a mask (3 + 6 bytes). */
+#define A2 2
+#define E2 2
+#define R2 (A2 * E2)
+static const uint32_t nvec2[2] = {2, 4};
+static const float blo2[2] = {-1.0f, -1.0f}, bhi2[2] = {1.0f, 1.0f};
+
+static void make_layout(ro_space_layout_t *lay)
+{
+    ro_env_spaces_t sp;
+    memset(&sp, 0, sizeof sp);
+    sp.size = sizeof sp;
+    sp.num_agents = A2;
+    sp.num_obs = 2;
+    sp.obs[0] =
+        (ro_tensor_space_t){.name = "img", .dtype = RO_DTYPE_UINT8, .ndim = 2, .shape = {3, 2}};
+    sp.obs[1] =
+        (ro_tensor_space_t){.name = "pos", .dtype = RO_DTYPE_INT32, .ndim = 1, .shape = {2}};
+    sp.num_parts = 3;
+    sp.act[0] = (ro_action_part_t){.kind = RO_SPACE_DISCRETE, .n = 3};
+    sp.act[1] = (ro_action_part_t){.kind = RO_SPACE_MULTI_DISCRETE, .n = 2, .nvec = nvec2};
+    sp.act[2] = (ro_action_part_t){
+        .kind = RO_SPACE_BOX, .ndim = 1, .shape = {2}, .low = blo2, .high = bhi2};
+    sp.action_mask = 1;
+    char err[256];
+    assert_int_equal(ro__layout_from_spaces(lay, &sp, "t2", err, sizeof err), 0);
+}
+
+/* An ABI 2 chunk: its rows are the env layout's as the reader derives them
+ * from the header's layout, and its batch (a start, then a step in which
+ * env 1 ends) passes the reader's check of a version 2 record, its
+ * tensors named and shaped as the layout's. */
+static void test_abi2_rows_as_the_reader_reads_them(void **state)
+{
+    (void)state;
+    ro_space_layout_t lay;
+    make_layout(&lay);
+    ro_traj_layout_msg_t lm;
+    assert_int_equal(ro__traj_layout_msg_init(&lm, &lay), 0);
+    ro_rec_rows_t rr;
+    char why[256] = "";
+    assert_int_equal(ro__rec_rows_init(&rr, &lm.msg, 0, 0, false, 4 * R2, why, sizeof why), 0);
+    assert_true(rr.abi2);
+    assert_int_equal(rr.row.agents, lay.agents);
+    assert_int_equal(rr.row.ntensors, lay.ntensors);
+    assert_int_equal(rr.row.ndisc, lay.ndisc);
+    assert_int_equal(rr.row.nbox, lay.nbox);
+    assert_int_equal(rr.row.mask_width, lay.mask_width);
+    for (uint32_t k = 0; k < lay.ntensors; k++)
+        assert_int_equal(rr.row.row_bytes[k], lay.t[k].row_bytes);
+
+    uint8_t img[R2 * 6], pos[R2 * 8], fimg[R2 * 6], fpos[R2 * 8], mask[R2 * 9];
+    int32_t act_i[R2 * 3];
+    float act_f[R2 * 2], reward[R2];
+    uint8_t term[R2] = {0}, trunc[R2] = {0}, start[R2] = {0}, has_final[R2] = {0};
+    for (size_t i = 0; i < sizeof img; i++)
+        img[i] = (uint8_t)i, fimg[i] = (uint8_t)(100 + i);
+    for (size_t i = 0; i < sizeof pos; i++)
+        pos[i] = (uint8_t)(7 * i), fpos[i] = (uint8_t)(200 + i);
+    memset(mask, 1, sizeof mask);
+    for (uint32_t r = 0; r < R2; r++) {
+        act_i[3 * r] = 2, act_i[3 * r + 1] = 1, act_i[3 * r + 2] = 3;
+        act_f[2 * r] = 0.5f, act_f[2 * r + 1] = -0.5f;
+        reward[r] = (float)r;
+    }
+    ro_step_batch_t b = {.first = 5, .n = R2, .agents = A2, .act_nbox = 2};
+    b.tensor[0] = img, b.tensor[1] = pos;
+    b.final_tensor[0] = fimg, b.final_tensor[1] = fpos;
+    b.mask = mask;
+    b.act_i = act_i, b.act_f = act_f, b.reward = reward;
+    b.terminated = term, b.truncated = trunc, b.episode_start = start, b.has_final = has_final;
+    uint64_t episode[E2] = {0};
+    uint32_t step[E2] = {0};
+    ro_rec_port_t port = {.batch = &b, .episode = episode, .step = step};
+    char *mem = calloc(1, ro__rec_chunk_bytes(&rr));
+    assert_non_null(mem);
+    ro_rec_chunk_t c;
+    memset(&c, 0, sizeof c);
+    ro__rec_chunk_carve(&rr, &c, mem);
+    ro__rec_chunk_fill(&rr, &port, &c, true);
+    term[2] = term[3] = 1; /* env 1's agents end its episode */
+    has_final[2] = has_final[3] = 1;
+    ro__rec_chunk_fill(&rr, &port, &c, false);
+    assert_int_equal(c.count, R2 + R2 + A2); /* resets, the step, env 1's next reset */
+
+    ro_rec_batch_t v;
+    ro__rec_chunk_batch(&rr, &c, &v);
+    Rollout__V1__TrajectoryHeader h;
+    rollout__v1__trajectory_header__init(&h);
+    h.layout = &lm.msg;
+    assert_int_equal(ro__traj_validate_rows(&h, &v.b, why, sizeof why), 0);
+    assert_int_equal(v.b.n_tensors, 2);
+    assert_string_equal(v.b.tensors[0]->name, "img");
+    assert_int_equal(v.b.tensors[0]->n_shape, 3);
+    assert_int_equal(v.b.tensors[0]->shape[0], c.count);
+    assert_int_equal(v.b.tensors[0]->shape[1], 3);
+    assert_int_equal(v.b.tensors[0]->shape[2], 2);
+    assert_string_equal(v.b.tensors[1]->name, "pos");
+    assert_int_equal(v.b.tensors[1]->dtype, ROLLOUT__V1__DTYPE__DTYPE_INT32);
+    /* Env 1, agent 1's step row holds its final observation. */
+    const size_t k = R2 + 3;
+    assert_int_equal(c.env[k], 6);
+    assert_int_equal(c.agent[k], 1);
+    assert_memory_equal(c.tensor[0] + k * 6, fimg + 3 * 6, 6);
+    assert_true(rollout__v1__transition_batch__get_packed_size(&v.b) <= ro__rec_max_record(&rr));
+    free(mem);
+    ro__traj_layout_msg_free(&lm);
+    ro__layout_free(&lay);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +333,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_step_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_skip_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_view, setup, teardown),
+        cmocka_unit_test(test_abi2_rows_as_the_reader_reads_them),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
