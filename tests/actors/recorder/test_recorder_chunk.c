@@ -245,8 +245,8 @@ static void make_layout(ro_space_layout_t *lay)
 }
 
 /* An ABI 2 chunk: its rows are the env layout's as the reader derives them
- * from the header's layout, and its batch (a start, then a step in which
- * env 1 ends) passes the reader's check of a version 2 record, its
+ * from the header's layout, and its batch (a step in which env 1 ends,
+ * after a start) passes the reader's check of a version 2 record, its
  * tensors named and shaped as the layout's. */
 static void test_abi2_rows_as_the_reader_reads_them(void **state)
 {
@@ -296,10 +296,12 @@ static void test_abi2_rows_as_the_reader_reads_them(void **state)
     memset(&c, 0, sizeof c);
     ro__rec_chunk_carve(&rr, &c, mem);
     ro__rec_chunk_fill(&rr, &port, &c, true);
-    term[2] = term[3] = 1; /* env 1's agents end its episode */
+    assert_int_equal(c.count, R2); /* every row's reset */
+    term[2] = term[3] = 1;         /* env 1's agents end its episode */
     has_final[2] = has_final[3] = 1;
     ro__rec_chunk_fill(&rr, &port, &c, false);
-    assert_int_equal(c.count, R2 + R2 + A2); /* resets, the step, env 1's next reset */
+    assert_int_equal(c.count, R2 + A2); /* the step, env 1's next reset */
+    assert_int_equal(c.episode[R2], 1);
 
     ro_rec_batch_t v;
     ro__rec_chunk_batch(&rr, &c, &v);
@@ -316,7 +318,7 @@ static void test_abi2_rows_as_the_reader_reads_them(void **state)
     assert_string_equal(v.b.tensors[1]->name, "pos");
     assert_int_equal(v.b.tensors[1]->dtype, ROLLOUT__V1__DTYPE__DTYPE_INT32);
     /* Env 1, agent 1's step row holds its final observation. */
-    const size_t k = R2 + 3;
+    const size_t k = 3;
     assert_int_equal(c.env[k], 6);
     assert_int_equal(c.agent[k], 1);
     assert_memory_equal(c.tensor[0] + k * 6, fimg + 3 * 6, 6);
