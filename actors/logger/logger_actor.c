@@ -18,20 +18,6 @@ static double secs(const ro_logger_t *lg, uint64_t t_ns)
     return t_ns > lg->t0_ns ? (double)(t_ns - lg->t0_ns) * 1e-9 : 0.0;
 }
 
-/* Appends the decimal digits of v at p; returns the new end. */
-static char *put_u64(char *p, uint64_t v)
-{
-    char tmp[20];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
-}
-
 static char *put_str(char *p, const char *s)
 {
     size_t n = strlen(s);
@@ -55,26 +41,26 @@ static bool episode_line(ro_logger_t *lg, const ro_metric_t *m)
     char buf[320], *p = buf; /* the longest line is about 260 bytes */
     uint64_t us = m->t_ns > lg->t0_ns ? (m->t_ns - lg->t0_ns + 500) / 1000 : 0;
     p = put_str(p, "{\"type\":\"episode\",\"t\":");
-    p = put_u64(p, us / 1000000);
+    p = ro__text_u64(p, us / 1000000);
     *p++ = '.';
     for (uint64_t d = 100000, f = us % 1000000; d; d /= 10)
         *p++ = (char)('0' + f / d % 10);
     p = put_str(p, ",\"env\":");
-    p = put_u64(p, m->env);
+    p = ro__text_u64(p, m->env);
     p = put_str(p, ",\"episode\":");
-    p = put_u64(p, m->episode);
+    p = ro__text_u64(p, m->episode);
     p = put_str(p, ",\"return\":");
     if (v < 0)
         *p++ = '-';
-    p = put_u64(p, (uint64_t)fabs(v));
+    p = ro__text_u64(p, (uint64_t)fabs(v));
     p = put_str(p, ",\"length\":");
-    p = put_u64(p, m->length);
+    p = ro__text_u64(p, m->length);
     p = put_str(p, m->terminated ? ",\"terminated\":true" : ",\"terminated\":false");
     p = put_str(p, m->truncated ? ",\"truncated\":true" : ",\"truncated\":false");
     p = put_str(p, ",\"policy_first\":");
-    p = put_u64(p, m->policy_first);
+    p = ro__text_u64(p, m->policy_first);
     p = put_str(p, ",\"policy_last\":");
-    p = put_u64(p, m->policy_last);
+    p = ro__text_u64(p, m->policy_last);
     p = put_str(p, "}\n");
     fwrite(buf, 1, (size_t)(p - buf), lg->metrics);
     return true;

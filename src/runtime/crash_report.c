@@ -4,6 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/text.h"
+
 _Thread_local ro_crash_ctx_t ro__crash_ctx;
 
 /* Async-signal-safe formatting: no stdio in a signal handler. */
@@ -16,15 +18,9 @@ static size_t put_str(char *buf, size_t at, size_t cap, const char *s)
 
 static size_t put_u64(char *buf, size_t at, size_t cap, uint64_t v)
 {
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n > 0 && at + 1 < cap)
-        buf[at++] = tmp[--n];
-    return at;
+    char digits[RO_TEXT_U64_MAX + 1];
+    *ro__text_u64(digits, v) = '\0';
+    return put_str(buf, at, cap, digits);
 }
 
 static const char *sig_name(int sig)

@@ -64,3 +64,16 @@ void ro__json_double(FILE *f, double v)
     else
         fputs("null", f);
 }
+
+char *ro__text_u64(char *p, uint64_t v)
+{
+    char tmp[RO_TEXT_U64_MAX];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}

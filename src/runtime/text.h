@@ -4,12 +4,14 @@
  * line, a control character could forge lines or drive the terminal (ESC
  * sequences); in a JSON line, a quote or a control character would break
  * the line for every strict parser. Numbers too: NaN and infinities are not
- * JSON. Pure functions: any thread.
+ * JSON. And integers in decimal without stdio (a signal handler, a hot
+ * log line). Pure functions: any thread.
  */
 #ifndef RO_TEXT_H
 #define RO_TEXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* The most bytes of an untrusted string that a log line or a JSON field
@@ -36,5 +38,14 @@ void ro__json_string(FILE *f, const char *s, size_t max);
 /* ro__json_double writes v to f as "%.17g" (it reads back exactly), or
  * null if v is NaN or infinite, which are not JSON numbers. */
 void ro__json_double(FILE *f, double v);
+
+/* The most bytes ro__text_u64 writes: the digits of UINT64_MAX. */
+#define RO_TEXT_U64_MAX 20
+
+/* ro__text_u64 writes the decimal digits of v at p (room for
+ * RO_TEXT_U64_MAX bytes; no NUL) and returns the end. No stdio, locale or
+ * allocation: a signal handler may call it (crash_report.c), and the
+ * logger's episode lines use it where fprintf cost too much. */
+char *ro__text_u64(char *p, uint64_t v);
 
 #endif

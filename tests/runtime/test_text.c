@@ -89,12 +89,31 @@ static void test_json_double(void **state)
     }
 }
 
+/* ro__text_u64 writes exactly the digits snprintf("%llu") would, with no
+ * NUL, and returns their end. */
+static void test_text_u64(void **state)
+{
+    (void)state;
+    const uint64_t cases[] = {0, 7, 10, 99, 100, 1234567890123ull, UINT64_MAX};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char got[RO_TEXT_U64_MAX + 2], want[32];
+        memset(got, '#', sizeof got);
+        int n = snprintf(want, sizeof want, "%llu", (unsigned long long)cases[i]);
+        char *end = ro__text_u64(got, cases[i]);
+        assert_int_equal(end - got, n);
+        assert_int_equal(*end, '#');
+        *end = '\0';
+        assert_string_equal(got, want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_log_escapes_and_caps),
         cmocka_unit_test(test_json_string),
         cmocka_unit_test(test_json_double),
+        cmocka_unit_test(test_text_u64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
