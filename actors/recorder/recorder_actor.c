@@ -12,6 +12,7 @@
 #include "actors/exchange/step_batch.h"
 #include "runtime/error.h"
 #include "runtime/grant_pool.h"
+#include "runtime/mutex.h"
 #include "actors/exchange/messages.h"
 #include "actors/recorder/recorder_chunk.h"
 #include "envs/env_kind.h"
@@ -80,18 +81,6 @@ struct ro_recorder {
     _Atomic uint64_t waits;
     _Atomic uint64_t snapshot_failures;
 };
-
-static void lock(ro_recorder_t *r)
-{
-    if (pthread_mutex_lock(&r->mu) != 0)
-        abort();
-}
-
-static void unlock(ro_recorder_t *r)
-{
-    if (pthread_mutex_unlock(&r->mu) != 0)
-        abort();
-}
 
 static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
 {
@@ -294,12 +283,12 @@ ro_rec_port_t *ro__recorder_port(ro_recorder_t *r, uint32_t i, const ro_step_bat
 static void submit(ro_recorder_t *r, ro_rec_chunk_t *c)
 {
     c->next = NULL;
-    lock(r);
+    ro__mutex_lock(&r->mu);
     *r->q_tail = c;
     r->q_tail = &c->next;
     r->queued++;
     bool wake = r->io_sleeping && r->queued >= r->wake_at;
-    unlock(r);
+    ro__mutex_unlock(&r->mu);
     if (wake)
         pthread_cond_signal(&r->cv);
 }
@@ -342,9 +331,9 @@ bool ro__recorder_capture(ro_rec_port_t *p, bool start)
     ro_rec_chunk_t *c = it ? ro__container_of(it, ro_rec_chunk_t, item) : NULL;
     if (!c) {
         /* The pool is empty: every chunk is queued or being written. */
-        lock(r);
+        ro__mutex_lock(&r->mu);
         bool wake = r->io_sleeping;
-        unlock(r);
+        ro__mutex_unlock(&r->mu);
         if (wake)
             pthread_cond_signal(&r->cv);
     }
@@ -449,7 +438,7 @@ static void *io_main(void *arg)
     ro_recorder_t *r = arg;
     uint64_t unflushed_since = 0; /* 0: the buffer is empty */
     for (;;) {
-        lock(r);
+        ro__mutex_lock(&r->mu);
         if (!r->q_head && !r->stop) {
             /* Sleep until woken (enough chunks, an empty pool, stop) or a
              * short timeout: a slow trickle of chunks still moves. */
@@ -467,7 +456,7 @@ static void *io_main(void *arg)
         r->q_tail = &r->q_head;
         r->queued = 0;
         bool stop = r->stop;
-        unlock(r);
+        ro__mutex_unlock(&r->mu);
         if (!list && stop)
             break;
         if (!list) {
@@ -536,9 +525,9 @@ int ro__recorder_finish(ro_recorder_t *r, char *err, size_t errlen)
         ro__traj_writer_close(&r->w, ignore, sizeof ignore);
         return 0;
     }
-    lock(r);
+    ro__mutex_lock(&r->mu);
     r->stop = true;
-    unlock(r);
+    ro__mutex_unlock(&r->mu);
     pthread_cond_signal(&r->cv);
     pthread_join(r->thread, NULL);
     if (r->keep_going)

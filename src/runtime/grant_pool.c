@@ -3,18 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Programmer errors (a broken mutex) abort: there is nothing to recover. */
-static void lock(ro_grant_pool_t *p)
-{
-    if (pthread_mutex_lock(&p->mu) != 0)
-        abort();
-}
-
-static void unlock(ro_grant_pool_t *p)
-{
-    if (pthread_mutex_unlock(&p->mu) != 0)
-        abort();
-}
+#include "runtime/mutex.h"
 
 void ro__grant_pool_init(ro_grant_pool_t *p)
 {
@@ -33,7 +22,7 @@ void ro__grant_pool_destroy(ro_grant_pool_t *p)
 
 ro_pool_item_t *ro__grant_pool_take(ro_grant_pool_t *p, ro_pool_waiter_t *w)
 {
-    lock(p);
+    ro__mutex_lock(&p->mu);
     ro_pool_item_t *it = p->free_head;
     if (it) {
         p->free_head = it->next;
@@ -46,23 +35,23 @@ ro_pool_item_t *ro__grant_pool_take(ro_grant_pool_t *p, ro_pool_waiter_t *w)
         p->wait_tail = &w->next;
         p->nwaiting++;
     }
-    unlock(p);
+    ro__mutex_unlock(&p->mu);
     return it;
 }
 
 ro_pool_item_t *ro__grant_pool_claim(ro_grant_pool_t *p, ro_pool_waiter_t *w)
 {
-    lock(p); /* acquire what the giver wrote into the item before granting it */
+    ro__mutex_lock(&p->mu); /* acquire what the giver wrote into the item before granting it */
     ro_pool_item_t *it = w->granted;
     w->granted = NULL;
-    unlock(p);
+    ro__mutex_unlock(&p->mu);
     return it;
 }
 
 void ro__grant_pool_give(ro_grant_pool_t *p, ro_pool_item_t *list)
 {
     ro_pool_waiter_t *wake = NULL, **wake_tail = &wake;
-    lock(p);
+    ro__mutex_lock(&p->mu);
     while (list) {
         ro_pool_item_t *it = list;
         list = it->next;
@@ -83,7 +72,7 @@ void ro__grant_pool_give(ro_grant_pool_t *p, ro_pool_item_t *list)
             p->nfree++;
         }
     }
-    unlock(p);
+    ro__mutex_unlock(&p->mu);
     /* Outside the lock: the message may run the waiter at once. */
     while (wake) {
         ro_pool_waiter_t *w = wake;
@@ -94,8 +83,8 @@ void ro__grant_pool_give(ro_grant_pool_t *p, ro_pool_item_t *list)
 
 void ro__grant_pool_counts(ro_grant_pool_t *p, uint32_t *nfree, uint32_t *nwaiting)
 {
-    lock(p);
+    ro__mutex_lock(&p->mu);
     *nfree = p->nfree;
     *nwaiting = p->nwaiting;
-    unlock(p);
+    ro__mutex_unlock(&p->mu);
 }
