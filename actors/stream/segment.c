@@ -36,39 +36,19 @@ const char *ro__seg_col_name(int c)
     return col_names[c];
 }
 
-static const ro_seg_cols_t abi1_cols = {
-    .obs = RO_SEG_OBS,
-    .next_obs = RO_SEG_NEXT_OBS,
-    .final_obs = RO_SEG_FINAL_OBS,
-    .logp = RO_SEG_LOGP,
-    .reward = RO_SEG_REWARD,
-    .terminated = RO_SEG_TERMINATED,
-    .truncated = RO_SEG_TRUNCATED,
-    .is_first = RO_SEG_IS_FIRST,
-    .episode = RO_SEG_EPISODE,
-    .step = RO_SEG_STEP,
-    .version = RO_SEG_POLICY_VERSION,
-    .final_index = RO_SEG_FINAL_INDEX,
-    .state_h = RO_SEG_STATE_H,
-    .state_c = RO_SEG_STATE_C,
-};
+/* SEG_COLS(P) is the ro_seg_cols_t of the enum whose names start with P
+ * (enum ro_seg_col: RO_SEG_, enum ro_seg2_col: RO_SEG2_): both enums name
+ * the shared columns alike, so which field is which column is written once. */
+#define SEG_COLS(P)                                                                                \
+    {                                                                                              \
+        .obs = P##OBS, .next_obs = P##NEXT_OBS, .final_obs = P##FINAL_OBS, .logp = P##LOGP,        \
+        .reward = P##REWARD, .terminated = P##TERMINATED, .truncated = P##TRUNCATED,               \
+        .is_first = P##IS_FIRST, .episode = P##EPISODE, .step = P##STEP,                           \
+        .version = P##POLICY_VERSION, .final_index = P##FINAL_INDEX, .state_h = P##STATE_H,        \
+        .state_c = P##STATE_C,                                                                     \
+    }
 
-static const ro_seg_cols_t abi2_cols = {
-    .obs = RO_SEG2_OBS,
-    .next_obs = RO_SEG2_NEXT_OBS,
-    .final_obs = RO_SEG2_FINAL_OBS,
-    .logp = RO_SEG2_LOGP,
-    .reward = RO_SEG2_REWARD,
-    .terminated = RO_SEG2_TERMINATED,
-    .truncated = RO_SEG2_TRUNCATED,
-    .is_first = RO_SEG2_IS_FIRST,
-    .episode = RO_SEG2_EPISODE,
-    .step = RO_SEG2_STEP,
-    .version = RO_SEG2_POLICY_VERSION,
-    .final_index = RO_SEG2_FINAL_INDEX,
-    .state_h = RO_SEG2_STATE_H,
-    .state_c = RO_SEG2_STATE_C,
-};
+static const ro_seg_cols_t abi1_cols = SEG_COLS(RO_SEG_), abi2_cols = SEG_COLS(RO_SEG2_);
 
 const ro_seg_cols_t *ro__seg_cols(const ro_seg_layout_t *lay)
 {
