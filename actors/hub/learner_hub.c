@@ -69,14 +69,6 @@ static void route_all(ro_hub_t *h, ro_batch_item_t *it)
     }
 }
 
-static void adopt_orphans(ro_hub_t *h)
-{
-    ro_batch_item_t *it = h->orphan_head;
-    h->orphan_head = NULL;
-    h->orphan_tail = &h->orphan_head;
-    route_all(h, it);
-}
-
 /* ---------- stream mode: segments ---------- */
 
 static void stream_send(ro_session_t *s);
@@ -130,11 +122,18 @@ static void route_segments(ro_hub_t *h, ro_segment_t *g)
     }
 }
 
-static void stream_adopt_orphans(ro_hub_t *h)
+/* adopt_orphans routes what waited for a learner: the step batches (SEED
+ * mode) and the segments (stream mode) of the orphan lists, one of which
+ * is always empty. */
+static void adopt_orphans(ro_hub_t *h)
 {
+    ro_batch_item_t *it = h->orphan_head;
     ro_segment_t *g = h->seg_orphans;
+    h->orphan_head = NULL;
+    h->orphan_tail = &h->orphan_head;
     h->seg_orphans = NULL;
     h->seg_orphan_tail = &h->seg_orphans;
+    route_all(h, it);
     route_segments(h, g);
 }
 
@@ -343,10 +342,6 @@ static void on_hello(ro_session_t *s, const Rollout__V1__Hello *hello)
     h->stats.attached++;
     ro__conn_log(&s->conn, "attached (%u learner%s)%s", h->nsessions, h->nsessions == 1 ? "" : "s",
                  s->via_upgrade ? ", moved here from TCP: the same host" : "");
-    if (h->segs) {
-        stream_adopt_orphans(h);
-        return;
-    }
     adopt_orphans(h);
 }
 
