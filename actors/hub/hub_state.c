@@ -63,9 +63,8 @@ int ro__hub_state_new(ro_hub_t **out, uv_loop_t *loop, ro_step_batch_t *const *b
     h->pool = calloc(nshards + 1, sizeof *h->pool);
     if (!h->owner || !h->active || !h->pool)
         return RO_ENOMEM; /* the caller frees h */
-    if (o->layout
-            ? ro__obs_encoder_init_abi2(&h->enc, o->batch + max_shard, o->layout)
-            : ro__obs_encoder_init(&h->enc, o->batch + max_shard, (uint32_t)ro_space_size(obs)))
+    if (ro__obs_encoder_init(&h->enc, o->batch + max_shard, (uint32_t)ro_space_size(obs),
+                             o->layout))
         return RO_ENOMEM;
     for (uint32_t i = 0; i < nshards; i++) {
         h->active[i] = true;

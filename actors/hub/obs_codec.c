@@ -9,7 +9,9 @@
 #include "wire/checks.h"
 #include "wire/typed_checks.h"
 
-int ro__obs_encoder_init(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_dim)
+/* init_columns allocates the per-row columns both ABIs' frames have, and
+ * max_rows observations of obs_dim floats. */
+static int init_columns(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_dim)
 {
     memset(e, 0, sizeof *e);
     size_t mr = max_rows, od = obs_dim;
@@ -56,8 +58,22 @@ void ro__obs_encoder_free(ro_obs_encoder_t *e)
     ((ro_obs_cols_t){(e)->env, (e)->step, (e)->reward, (e)->terminated, (e)->truncated,            \
                      (e)->episode_start, (e)->final_index})
 
-void ro__obs_encode(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
-                    Rollout__V1__Observations *o)
+/* put_row writes row j of step batch b as the frame's row r: the columns
+ * both env ABIs share. The env column holds ABI 1's env index, ABI 2's row
+ * index (first x agents + j; an ABI 1 batch has one agent). */
+static void put_row(ro_obs_encoder_t *e, const ro_step_batch_t *b, uint32_t j, uint32_t r)
+{
+    e->env[r] = b->first * (b->agents ? b->agents : 1) + j;
+    e->step[r] = b->steps;
+    e->reward[r] = b->reward[j];
+    e->terminated[r] = b->terminated[j];
+    e->truncated[r] = b->truncated[j];
+    e->episode_start[r] = b->episode_start[j];
+}
+
+/* encode_flat: the frame of ABI 1 batches, their observations as floats. */
+static void encode_flat(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                        Rollout__V1__Observations *o)
 {
     const size_t od = e->obs_dim;
     uint32_t r = 0, nfinal = 0;
@@ -65,12 +81,7 @@ void ro__obs_encode(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
         const ro_step_batch_t *b = ro__step_batch_of_item(it);
         memcpy(e->obs + r * od, b->obs, b->n * od * sizeof(float));
         for (uint32_t j = 0; j < b->n; j++, r++) {
-            e->env[r] = b->first + j;
-            e->step[r] = b->steps;
-            e->reward[r] = b->reward[j];
-            e->terminated[r] = b->terminated[j];
-            e->truncated[r] = b->truncated[j];
-            e->episode_start[r] = b->episode_start[j];
+            put_row(e, b, j, r);
             if (b->has_final[j]) {
                 memcpy(e->final_obs + nfinal * od, b->final_obs + j * od, od * sizeof(float));
                 e->final_index[nfinal++] = r;
@@ -84,7 +95,8 @@ void ro__obs_encode(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
     o->final_obs = e->final_obs;
 }
 
-int ro__actions_apply(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
+/* apply_flat: a frame's actions for ABI 1 batches, checked against act. */
+static int apply_flat(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
                       const ro_space_t *act, char *err, size_t errlen)
 {
     int rc = ro__check_actions(a, rows, act, err, errlen);
@@ -155,9 +167,10 @@ static void memory_frame(ro_obs_encoder_t *e, size_t nr, uint64_t seq, Rollout__
     o->ranges = e->ranges;
 }
 
-void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
-                           const ro_seed_mem_layout_t *l, uint8_t *mem,
-                           Rollout__V1__Observations *o)
+/* encode_memory_flat: ABI 1 batches' columns into the observation memory. */
+static void encode_memory_flat(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                               const ro_seed_mem_layout_t *l, uint8_t *mem,
+                               Rollout__V1__Observations *o)
 {
     const size_t od = e->obs_dim, row = od * sizeof(float);
     float *obs = (float *)(mem + l->obs_off), *fin = (float *)(mem + l->final_off);
@@ -176,14 +189,11 @@ void ro__obs_encode_memory(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t
     memory_frame(e, nr, seq, o);
 }
 
-int ro__actions_apply_memory(const Rollout__V1__Actions *a, ro_batch_item_t *items,
+/* apply_memory_flat: ABI 1 actions out of the action memory, checked. */
+static int apply_memory_flat(const Rollout__V1__Actions *a, ro_batch_item_t *items,
                              const ro_space_t *act, const ro_seed_mem_layout_t *l,
                              const uint8_t *act_mem, char *err, size_t errlen)
 {
-    if (a->n_discrete || a->n_box)
-        return ro__errorf(err, errlen, RO_EPROTO,
-                          "actions for seq %llu: in memory, yet %zu values in the frame",
-                          (unsigned long long)a->seq, a->n_discrete + a->n_box);
     const bool discrete = act->kind == RO_SPACE_DISCRETE;
     const size_t w = l->act_width;
     const uint8_t *col = act_mem + l->act_off;
@@ -201,11 +211,11 @@ int ro__actions_apply_memory(const Rollout__V1__Actions *a, ro_batch_item_t *ite
 /* Env ABI 2: rows of typed tensors, final tensors and masks out;
  * composite actions in, checked against the layout and each row's mask. */
 
-int ro__obs_encoder_init_abi2(ro_obs_encoder_t *e, uint32_t max_rows,
-                              const struct ro_space_layout *lay)
+int ro__obs_encoder_init(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_dim,
+                         const struct ro_space_layout *lay)
 {
-    int rc = ro__obs_encoder_init(e, max_rows, 1);
-    if (rc)
+    int rc = init_columns(e, max_rows, lay ? 1 : obs_dim);
+    if (rc || !lay)
         return rc;
     e->lay = lay;
     for (uint32_t k = 0; k < lay->ntensors; k++) {
@@ -220,7 +230,8 @@ int ro__obs_encoder_init_abi2(ro_obs_encoder_t *e, uint32_t max_rows,
     return 0;
 }
 
-void ro__obs_encode_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+/* encode_typed: the frame of ABI 2 batches, their rows as typed tensors. */
+static void encode_typed(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
                          Rollout__V1__Observations *o)
 {
     const ro_space_layout_t *lay = e->lay;
@@ -233,12 +244,7 @@ void ro__obs_encode_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t s
         if (lay->mask_width)
             memcpy(e->mask + (size_t)r * lay->mask_width, b->mask, (size_t)b->n * lay->mask_width);
         for (uint32_t j = 0; j < b->n; j++, r++) {
-            e->env[r] = b->first * b->agents + j;
-            e->step[r] = b->steps;
-            e->reward[r] = b->reward[j];
-            e->terminated[r] = b->terminated[j];
-            e->truncated[r] = b->truncated[j];
-            e->episode_start[r] = b->episode_start[j];
+            put_row(e, b, j, r);
             if (!b->has_final[j])
                 continue;
             for (uint32_t k = 0; k < lay->ntensors; k++) {
@@ -252,8 +258,10 @@ void ro__obs_encode_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t s
     ro__obs_frame_tensors(o, &e->msgs, lay, e->tensor, e->final_tensor, e->mask, r, nfinal);
 }
 
-int ro__actions_apply_abi2(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
-                           const struct ro_space_layout *lay, char *err, size_t errlen)
+/* apply_typed: a frame's actions for ABI 2 batches, each row checked
+ * against lay and its mask before any is written. */
+static int apply_typed(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
+                       const struct ro_space_layout *lay, char *err, size_t errlen)
 {
     int rc = ro__check_actions_typed(a, rows, lay, err, errlen);
     if (rc)
@@ -281,7 +289,9 @@ int ro__actions_apply_abi2(const Rollout__V1__Actions *a, ro_batch_item_t *items
     return 0;
 }
 
-void ro__obs_encode_memory_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+/* encode_memory_typed: ABI 2 batches' rows into the observation memory
+ * (laid out by ro__seed_mem_layout_typed). */
+static void encode_memory_typed(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
                                 const ro_seed_mem_layout_t *l, uint8_t *mem,
                                 Rollout__V1__Observations *o)
 {
@@ -307,14 +317,12 @@ void ro__obs_encode_memory_abi2(ro_obs_encoder_t *e, ro_batch_item_t *items, uin
     memory_frame(e, nr, seq, o);
 }
 
-int ro__actions_apply_memory_abi2(const Rollout__V1__Actions *a, ro_batch_item_t *items,
-                                  const struct ro_space_layout *lay, const ro_seed_mem_layout_t *l,
-                                  const uint8_t *act_mem, char *err, size_t errlen)
+/* apply_memory_typed: ABI 2 rows out of the action memory, checked as
+ * apply_typed checks them. */
+static int apply_memory_typed(const Rollout__V1__Actions *a, ro_batch_item_t *items,
+                              const struct ro_space_layout *lay, const ro_seed_mem_layout_t *l,
+                              const uint8_t *act_mem, char *err, size_t errlen)
 {
-    if (a->n_discrete || a->n_box)
-        return ro__errorf(err, errlen, RO_EPROTO,
-                          "actions for seq %llu: in memory, yet %zu values in the frame",
-                          (unsigned long long)a->seq, a->n_discrete + a->n_box);
     size_t r = 0;
     for (ro_batch_item_t *it = items; it; it = it->next) {
         ro_step_batch_t *b = ro__step_batch_of_item(it);
@@ -333,4 +341,33 @@ int ro__actions_apply_memory_abi2(const Rollout__V1__Actions *a, ro_batch_item_t
         r += b->n;
     }
     return 0;
+}
+
+void ro__obs_encode(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
+                    const ro_seed_mem_layout_t *l, uint8_t *mem, Rollout__V1__Observations *o)
+{
+    if (mem && e->lay)
+        encode_memory_typed(e, items, seq, l, mem, o);
+    else if (mem)
+        encode_memory_flat(e, items, seq, l, mem, o);
+    else if (e->lay)
+        encode_typed(e, items, seq, o);
+    else
+        encode_flat(e, items, seq, o);
+}
+
+int ro__actions_apply(const Rollout__V1__Actions *a, ro_batch_item_t *items, uint32_t rows,
+                      const ro_space_t *act, const struct ro_space_layout *lay,
+                      const ro_seed_mem_layout_t *l, const uint8_t *act_mem, char *err,
+                      size_t errlen)
+{
+    if (!a->in_memory)
+        return lay ? apply_typed(a, items, rows, lay, err, errlen)
+                   : apply_flat(a, items, rows, act, err, errlen);
+    if (a->n_discrete || a->n_box)
+        return ro__errorf(err, errlen, RO_EPROTO,
+                          "actions for seq %llu: in memory, yet %zu values in the frame",
+                          (unsigned long long)a->seq, a->n_discrete + a->n_box);
+    return lay ? apply_memory_typed(a, items, lay, l, act_mem, err, errlen)
+               : apply_memory_flat(a, items, act, l, act_mem, err, errlen);
 }

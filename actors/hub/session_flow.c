@@ -44,14 +44,7 @@ int ro__flow_send(ro_flow_t *f, ro_sent_batch_t **pool, ro_obs_encoder_t *enc, r
     *rows = b->rows;
 
     Rollout__V1__Observations o = ROLLOUT__V1__OBSERVATIONS__INIT;
-    if (enc->lay && f->obs_mem)
-        ro__obs_encode_memory_abi2(enc, b->items, b->seq, f->mem_layout, f->obs_mem, &o);
-    else if (enc->lay)
-        ro__obs_encode_abi2(enc, b->items, b->seq, &o);
-    else if (f->obs_mem)
-        ro__obs_encode_memory(enc, b->items, b->seq, f->mem_layout, f->obs_mem, &o);
-    else
-        ro__obs_encode(enc, b->items, b->seq, &o);
+    ro__obs_encode(enc, b->items, b->seq, f->mem_layout, f->obs_mem, &o);
     /* The ring while the learner is awake; the socket when it may sleep
      * (the frame wakes it), the ring is full or the frame too big for it. */
     if (f->rings && o.in_memory &&
@@ -117,16 +110,8 @@ ro_batch_item_t *ro__flow_answer(ro_flow_t *f, ro_sent_batch_t **pool,
                        (unsigned long long)a->seq);
         return NULL;
     }
-    int rc;
-    if (f->layout && a->in_memory)
-        rc = ro__actions_apply_memory_abi2(a, b->items, f->layout, f->mem_layout, f->act_mem, err,
-                                           errlen);
-    else if (f->layout)
-        rc = ro__actions_apply_abi2(a, b->items, b->rows, f->layout, err, errlen);
-    else if (a->in_memory)
-        rc = ro__actions_apply_memory(a, b->items, act, f->mem_layout, f->act_mem, err, errlen);
-    else
-        rc = ro__actions_apply(a, b->items, b->rows, act, err, errlen);
+    int rc = ro__actions_apply(a, b->items, b->rows, act, f->layout, f->mem_layout, f->act_mem, err,
+                               errlen);
     if (rc == 0)
         rc = apply_hold(a, b->items, err, errlen);
     if (rc != 0) {

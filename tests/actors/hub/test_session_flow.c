@@ -61,7 +61,7 @@ static fixture_t *fixture_new(bool discrete, uint32_t batch)
         t->pool_mem[i].next = t->pool;
         t->pool = &t->pool_mem[i];
     }
-    assert_int_equal(ro__obs_encoder_init(&t->enc, batch + PER_SHARD, OBS_DIM), 0);
+    assert_int_equal(ro__obs_encoder_init(&t->enc, batch + PER_SHARD, OBS_DIM, NULL), 0);
     ro__flow_init(&t->flow, batch, FOREVER_NS);
     t->flow.owned_rows = SHARDS * PER_SHARD; /* the hub's bookkeeping */
     if (discrete) {
@@ -394,9 +394,9 @@ static void test_obs_encode(void **state)
     a.item.next = &b.item;
     b.item.next = NULL;
     ro_obs_encoder_t e;
-    assert_int_equal(ro__obs_encoder_init(&e, 5, OBS_DIM), 0);
+    assert_int_equal(ro__obs_encoder_init(&e, 5, OBS_DIM, NULL), 0);
     Rollout__V1__Observations o = ROLLOUT__V1__OBSERVATIONS__INIT;
-    ro__obs_encode(&e, &a.item, 42, &o);
+    ro__obs_encode(&e, &a.item, 42, NULL, NULL, &o);
 
     assert_int_equal(o.seq, 42);
     assert_int_equal(o.n_env, 5);
@@ -471,7 +471,7 @@ static void test_obs_encode_memory(void **state)
     uint32_t rows;
     ro_batch_item_t *items = ro__batcher_take(&t->flow.pending, &rows);
     Rollout__V1__Observations o = ROLLOUT__V1__OBSERVATIONS__INIT;
-    ro__obs_encode_memory(&t->enc, items, 41, &m.lay, m.obs_mem, &o);
+    ro__obs_encode(&t->enc, items, 41, &m.lay, m.obs_mem, &o);
     assert_true(o.in_memory);
     assert_int_equal(o.seq, 41);
     assert_int_equal(o.n_env + o.n_step + o.n_obs + o.n_reward + o.n_final_obs, 0);
@@ -501,7 +501,7 @@ static void test_obs_encode_memory(void **state)
     push(t, 2);
     push(t, 0);
     items = ro__batcher_take(&t->flow.pending, &rows);
-    ro__obs_encode_memory(&t->enc, items, 42, &m.lay, m.obs_mem, &o);
+    ro__obs_encode(&t->enc, items, 42, &m.lay, m.obs_mem, &o);
     assert_int_equal(o.n_ranges, 4); /* in order; apart */
     assert_int_equal(o.ranges[0], 0);
     assert_int_equal(o.ranges[1], PER_SHARD);
@@ -511,7 +511,7 @@ static void test_obs_encode_memory(void **state)
     push(t, 0);
     push(t, 1);
     items = ro__batcher_take(&t->flow.pending, &rows);
-    ro__obs_encode_memory(&t->enc, items, 43, &m.lay, m.obs_mem, &o);
+    ro__obs_encode(&t->enc, items, 43, &m.lay, m.obs_mem, &o);
     assert_int_equal(o.n_ranges, 2);
     assert_int_equal(o.ranges[0], 0);
     assert_int_equal(o.ranges[1], SHARDS * PER_SHARD);

@@ -131,7 +131,7 @@ static int setup(void **state)
         t->pool_mem[i].next = t->pool;
         t->pool = &t->pool_mem[i];
     }
-    assert_int_equal(ro__obs_encoder_init_abi2(&t->enc, SHARDS * ROWS, &t->lay), 0);
+    assert_int_equal(ro__obs_encoder_init(&t->enc, SHARDS * ROWS, 1, &t->lay), 0);
     ro__flow_init(&t->flow, SHARDS * ROWS, FOREVER_NS);
     t->flow.owned_rows = SHARDS * ROWS;
     t->flow.layout = &t->lay;
@@ -169,7 +169,7 @@ static Rollout__V1__Observations *encode_decode(fixture_t *t)
     t->b[1].item.next = NULL;
     t->b[0].item.next = &t->b[1].item;
     Rollout__V1__Observations o = ROLLOUT__V1__OBSERVATIONS__INIT;
-    ro__obs_encode_abi2(&t->enc, &t->b[0].item, 9, &o);
+    ro__obs_encode(&t->enc, &t->b[0].item, 9, NULL, NULL, &o);
     size_t len = rollout__v1__observations__get_packed_size(&o);
     uint8_t *buf = malloc(len);
     assert_non_null(buf);
@@ -352,7 +352,7 @@ static void test_memory_rows(void **state)
     t->b[0].item.next = NULL;
     t->b[1].item.next = &t->b[0].item;
     Rollout__V1__Observations o = ROLLOUT__V1__OBSERVATIONS__INIT;
-    ro__obs_encode_memory_abi2(&t->enc, &t->b[1].item, 3, &l, obs, &o);
+    ro__obs_encode(&t->enc, &t->b[1].item, 3, &l, obs, &o);
     assert_true(o.in_memory);
     assert_int_equal(o.n_ranges, 2);
     assert_int_equal(o.ranges[0], 0);
