@@ -4,71 +4,78 @@
 #include <string.h>
 
 #include "actors/exchange/step_batch.h"
+#include "runtime/alloc.h"
 #include "runtime/error.h"
 #include "spaces/layout.h"
 #include "wire/checks.h"
 #include "wire/typed_checks.h"
 
-/* init_columns allocates the per-row columns both ABIs' frames have, and
- * max_rows observations of obs_dim floats. */
-static int init_columns(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_dim)
+/* CARVE points p at count elements of the block being carved (mem, off). */
+#define CARVE(p, count) ((p) = ro__carve(mem, &off, (count) * sizeof *(p)))
+
+/* carve points the encoder's arrays into mem (NULL: only sizes them) and
+ * returns the bytes they take: the per-row columns both ABIs' frames have,
+ * the in-memory ranges, then ABI 1's observations or ABI 2's tensors, final
+ * tensors and mask. */
+static size_t carve(ro_obs_encoder_t *e, uint8_t *mem)
+{
+    const size_t n = e->max_rows, od = e->obs_dim;
+    const ro_space_layout_t *lay = e->lay;
+    size_t off = 0;
+    CARVE(e->c.env, n);
+    CARVE(e->c.step, n);
+    CARVE(e->c.reward, n);
+    CARVE(e->c.terminated, n);
+    CARVE(e->c.truncated, n);
+    CARVE(e->c.episode_start, n);
+    CARVE(e->c.final_index, n);
+    CARVE(e->ranges, 2 * n);
+    if (!lay) {
+        CARVE(e->obs, n * od);
+        CARVE(e->final_obs, n * od);
+        return off;
+    }
+    for (uint32_t k = 0; k < lay->ntensors; k++) {
+        CARVE(e->tensor[k], n * lay->t[k].row_bytes);
+        CARVE(e->final_tensor[k], n * lay->t[k].row_bytes);
+    }
+    if (lay->mask_width)
+        CARVE(e->mask, n * lay->mask_width);
+    return off;
+}
+
+int ro__obs_encoder_init(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_dim,
+                         const struct ro_space_layout *lay)
 {
     memset(e, 0, sizeof *e);
-    size_t mr = max_rows, od = obs_dim;
     e->max_rows = max_rows;
     e->obs_dim = obs_dim;
-    e->env = calloc(mr, sizeof *e->env);
-    e->step = calloc(mr, sizeof *e->step);
-    e->obs = calloc(mr * od, sizeof *e->obs);
-    e->final_obs = calloc(mr * od, sizeof *e->final_obs);
-    e->reward = calloc(mr, sizeof *e->reward);
-    e->terminated = calloc(mr, sizeof *e->terminated);
-    e->truncated = calloc(mr, sizeof *e->truncated);
-    e->episode_start = calloc(mr, sizeof *e->episode_start);
-    e->final_index = calloc(mr, sizeof *e->final_index);
-    e->ranges = calloc(2 * mr, sizeof *e->ranges);
-    if (!e->env || !e->step || !e->obs || !e->final_obs || !e->reward || !e->terminated ||
-        !e->truncated || !e->episode_start || !e->final_index || !e->ranges)
+    e->lay = lay;
+    if (!(e->mem = ro__calloc_lines(carve(e, NULL), 1)))
         return RO_ENOMEM;
+    carve(e, e->mem);
+    if (lay)
+        ro__obs_tensors_init(&e->msgs, lay, 0);
     return 0;
 }
 
 void ro__obs_encoder_free(ro_obs_encoder_t *e)
 {
-    free(e->env);
-    free(e->step);
-    free(e->obs);
-    free(e->final_obs);
-    free(e->reward);
-    free(e->terminated);
-    free(e->truncated);
-    free(e->episode_start);
-    free(e->final_index);
-    free(e->ranges);
-    for (uint32_t k = 0; k < RO_ENV_MAX_TENSORS; k++) {
-        free(e->tensor[k]);
-        free(e->final_tensor[k]);
-    }
-    free(e->mask);
+    free(e->mem);
     memset(e, 0, sizeof *e);
 }
-
-/* cols_of: the encoder's per-row columns, as a frame points at them. */
-#define cols_of(e)                                                                                 \
-    ((ro_obs_cols_t){(e)->env, (e)->step, (e)->reward, (e)->terminated, (e)->truncated,            \
-                     (e)->episode_start, (e)->final_index})
 
 /* put_row writes row j of step batch b as the frame's row r: the columns
  * both env ABIs share. The env column holds ABI 1's env index, ABI 2's row
  * index (first x agents + j; an ABI 1 batch has one agent). */
 static void put_row(ro_obs_encoder_t *e, const ro_step_batch_t *b, uint32_t j, uint32_t r)
 {
-    e->env[r] = b->first * (b->agents ? b->agents : 1) + j;
-    e->step[r] = b->steps;
-    e->reward[r] = b->reward[j];
-    e->terminated[r] = b->terminated[j];
-    e->truncated[r] = b->truncated[j];
-    e->episode_start[r] = b->episode_start[j];
+    e->c.env[r] = b->first * (b->agents ? b->agents : 1) + j;
+    e->c.step[r] = b->steps;
+    e->c.reward[r] = b->reward[j];
+    e->c.terminated[r] = b->terminated[j];
+    e->c.truncated[r] = b->truncated[j];
+    e->c.episode_start[r] = b->episode_start[j];
 }
 
 /* encode_flat: the frame of ABI 1 batches, their observations as floats. */
@@ -84,11 +91,11 @@ static void encode_flat(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t se
             put_row(e, b, j, r);
             if (b->has_final[j]) {
                 memcpy(e->final_obs + nfinal * od, b->final_obs + j * od, od * sizeof(float));
-                e->final_index[nfinal++] = r;
+                e->c.final_index[nfinal++] = r;
             }
         }
     }
-    ro__obs_frame_cols(o, seq, &cols_of(e), r, nfinal);
+    ro__obs_frame_cols(o, seq, &e->c, r, nfinal);
     o->n_obs = r * od;
     o->obs = e->obs;
     o->n_final_obs = nfinal * od;
@@ -211,25 +218,6 @@ static int apply_memory_flat(const Rollout__V1__Actions *a, ro_batch_item_t *ite
 /* Env ABI 2: rows of typed tensors, final tensors and masks out;
  * composite actions in, checked against the layout and each row's mask. */
 
-int ro__obs_encoder_init(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_dim,
-                         const struct ro_space_layout *lay)
-{
-    int rc = init_columns(e, max_rows, lay ? 1 : obs_dim);
-    if (rc || !lay)
-        return rc;
-    e->lay = lay;
-    for (uint32_t k = 0; k < lay->ntensors; k++) {
-        e->tensor[k] = malloc((size_t)max_rows * lay->t[k].row_bytes);
-        e->final_tensor[k] = malloc((size_t)max_rows * lay->t[k].row_bytes);
-        if (!e->tensor[k] || !e->final_tensor[k])
-            return RO_ENOMEM;
-    }
-    ro__obs_tensors_init(&e->msgs, lay, 0);
-    if (lay->mask_width && !(e->mask = malloc((size_t)max_rows * lay->mask_width)))
-        return RO_ENOMEM;
-    return 0;
-}
-
 /* encode_typed: the frame of ABI 2 batches, their rows as typed tensors. */
 static void encode_typed(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t seq,
                          Rollout__V1__Observations *o)
@@ -251,10 +239,10 @@ static void encode_typed(ro_obs_encoder_t *e, ro_batch_item_t *items, uint64_t s
                 const size_t rb = lay->t[k].row_bytes;
                 memcpy(e->final_tensor[k] + nfinal * rb, b->final_tensor[k] + j * rb, rb);
             }
-            e->final_index[nfinal++] = r;
+            e->c.final_index[nfinal++] = r;
         }
     }
-    ro__obs_frame_cols(o, seq, &cols_of(e), r, nfinal);
+    ro__obs_frame_cols(o, seq, &e->c, r, nfinal);
     ro__obs_frame_tensors(o, &e->msgs, lay, e->tensor, e->final_tensor, e->mask, r, nfinal);
 }
 

@@ -16,20 +16,19 @@
 #include "wire/obs_frame.h"
 #include "wire/seed_memory.h"
 
-/* Scratch for one Observations frame of up to max_rows envs. One owner. */
+/* Scratch for one Observations frame of up to max_rows rows, in one
+ * block (mem). One owner. */
 typedef struct ro_obs_encoder {
     uint32_t max_rows, obs_dim;
-    uint32_t *env;
-    uint64_t *step;
-    float *obs, *reward, *final_obs;
-    protobuf_c_boolean *terminated, *truncated, *episode_start;
-    uint32_t *final_index;
-    uint32_t *ranges; /* [2 x max_rows]: an in-memory frame's (first, count) pairs */
+    ro_obs_cols_t c;        /* the per-row columns, as the frame points at them */
+    float *obs, *final_obs; /* ABI 1: [max_rows x obs_dim] each */
+    uint32_t *ranges;       /* [2 x max_rows]: an in-memory frame's (first, count) pairs */
     /* Env ABI 2 (ro__obs_encoder_init with a layout): the layout, each tensor's
      * rows, the final rows, the mask rows, and the messages' tensors. */
     const struct ro_space_layout *lay;
     uint8_t *tensor[RO_ENV_MAX_TENSORS], *final_tensor[RO_ENV_MAX_TENSORS], *mask;
     ro_obs_tensors_t msgs;
+    void *mem;
 } ro_obs_encoder_t;
 
 /* ro__obs_encoder_init allocates scratch for max_rows rows: of obs_dim

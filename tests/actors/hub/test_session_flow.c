@@ -144,8 +144,8 @@ static void test_send_numbers_frames(void **state)
         push(t, i);
         assert_int_equal(send_frame(t), PER_SHARD);
         /* The encoder holds the frame just sent: this shard's envs. */
-        assert_int_equal(t->enc.env[0], i * PER_SHARD);
-        assert_int_equal(t->enc.env[1], i * PER_SHARD + 1);
+        assert_int_equal(t->enc.c.env[0], i * PER_SHARD);
+        assert_int_equal(t->enc.c.env[1], i * PER_SHARD + 1);
     }
     uint64_t seq = 1;
     for (ro_sent_batch_t *s = t->flow.inflight_head; s; s = s->next, seq++) {
