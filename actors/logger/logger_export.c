@@ -1,6 +1,7 @@
 #include "actors/logger/logger_export.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,83 @@ static uint64_t dropped(const ro_logger_export_t *x)
     for (uint32_t i = 0; i < x->o.nrings; i++)
         n += ro__metrics_ring_dropped(&x->o.rings[i]);
     return n;
+}
+
+/* Where the envs wait, shown while the node has what it counts (remote
+ * learners, stream mode, a recording): one table for both exports, the
+ * Prometheus family prom (type, help) and the TensorBoard tag tb, each
+ * with its unit's scale. */
+enum { REMOTE = 1, STREAM = 2, RECORDING = 4 };
+enum { U32, U64, F64 };
+typedef struct queue_metric {
+    unsigned when; /* shown if the sample has any of these */
+    const char *prom, *type, *help, *tb;
+    size_t off; /* the value in ro_logger_sample_t, of kind */
+    int kind;
+    double prom_scale, tb_scale;
+} queue_metric_t;
+
+#define VAL(kind, field) offsetof(ro_logger_sample_t, field), kind
+
+static const queue_metric_t queue_metrics[] = {
+    {REMOTE | STREAM, "rollout_learners", "gauge", "Learner connections attached",
+     "queues/learners", VAL(U32, learners), 1, 1},
+    {REMOTE, "rollout_envs_in_flight", "gauge", "Envs whose actions a learner owes",
+     "queues/envs_in_flight", VAL(U32, envs_in_flight), 1, 1},
+    {REMOTE, "rollout_envs_unsent", "gauge", "Envs ready, waiting for a batch or a learner",
+     "queues/envs_unsent", VAL(U32, envs_unsent), 1, 1},
+    {REMOTE, "rollout_oldest_wait_seconds", "gauge", "Age of the oldest unanswered batch",
+     "queues/oldest_wait_ms", VAL(U64, oldest_wait_ns), 1e-9, 1e-6},
+    {REMOTE, "rollout_queued_bytes", "gauge", "Bytes queued for learners, not yet sent",
+     "queues/queued_bytes", VAL(U64, queued_bytes), 1, 1},
+    {REMOTE, "rollout_batches_resent_total", "counter",
+     "Batches sent again to a learner after a reconnect", "queues/batches_resent",
+     VAL(U64, batches_resent), 1, 1},
+    {REMOTE, "rollout_spin_hits_total", "counter",
+     "Loop spins (--spin-us) that saw the learner's actions in time", "queues/spin_hits",
+     VAL(U64, spin_hits), 1, 1},
+    {REMOTE, "rollout_spin_misses_total", "counter", "Loop spins that ran out",
+     "queues/spin_misses", VAL(U64, spin_misses), 1, 1},
+    {STREAM, "rollout_segments_in_flight", "gauge", "Segments sent, not acknowledged",
+     "queues/segments_in_flight", VAL(U32, segments_in_flight), 1, 1},
+    {STREAM, "rollout_segments_unsent", "gauge", "Segments waiting for a learner's window",
+     "queues/segments_unsent", VAL(U32, segments_unsent), 1, 1},
+    {STREAM, "rollout_segments_acked_total", "counter", "Segments acknowledged",
+     "queues/segments_acked", VAL(U64, segments_acked), 1, 1},
+    {STREAM, "rollout_stream_waits_total", "counter",
+     "Times an env actor waited for a free segment", "queues/stream_waits", VAL(U64, stream_waits),
+     1, 1},
+    {STREAM, "rollout_segments_dropped_lag_total", "counter",
+     "Segments dropped as too many policy versions behind", "queues/segments_dropped_lag",
+     VAL(U64, segments_dropped_lag), 1, 1},
+    {STREAM, "rollout_policy_lag_mean", "gauge", "Mean policy versions behind of the segments sent",
+     "rollout/policy_lag_mean", VAL(F64, policy_lag_mean), 1, 1},
+    {RECORDING, "rollout_record_waits_total", "counter", "Shard steps that waited for the disk",
+     "queues/record_waits", VAL(U64, record_waits), 1, 1},
+    {RECORDING, "rollout_record_dropped_steps_total", "counter",
+     "Env steps not recorded (--record-full drop)", "queues/record_dropped",
+     VAL(U64, record_dropped), 1, 1},
+};
+
+/* shown: the sample has what m counts. */
+static bool shown(const queue_metric_t *m, const ro_logger_sample_t *s)
+{
+    return ((m->when & REMOTE) && s->remote) || ((m->when & STREAM) && s->stream) ||
+           ((m->when & RECORDING) && s->recording);
+}
+
+/* value_of reads m's value out of s. */
+static double value_of(const queue_metric_t *m, const ro_logger_sample_t *s)
+{
+    const char *p = (const char *)s + m->off;
+    switch (m->kind) {
+    case U32:
+        return *(const uint32_t *)(const void *)p;
+    case U64:
+        return (double)*(const uint64_t *)(const void *)p;
+    default:
+        return *(const double *)(const void *)p;
+    }
 }
 
 /* A counter or gauge family of one sample with the node's labels. */
@@ -81,43 +159,10 @@ static void render(void *ctx, FILE *f)
         "Episode records the logger's rings dropped (full)", (double)dropped(x));
     one(f, x, "rollout_policy_version", "gauge", "Version of the policy acting in this node",
         (double)s.policy_version);
-    if (s.remote || s.stream)
-        one(f, x, "rollout_learners", "gauge", "Learner connections attached", s.learners);
-    if (s.remote) {
-        one(f, x, "rollout_envs_in_flight", "gauge", "Envs whose actions a learner owes",
-            s.envs_in_flight);
-        one(f, x, "rollout_envs_unsent", "gauge", "Envs ready, waiting for a batch or a learner",
-            s.envs_unsent);
-        one(f, x, "rollout_oldest_wait_seconds", "gauge", "Age of the oldest unanswered batch",
-            (double)s.oldest_wait_ns * 1e-9);
-        one(f, x, "rollout_queued_bytes", "gauge", "Bytes queued for learners, not yet sent",
-            (double)s.queued_bytes);
-        one(f, x, "rollout_batches_resent_total", "counter",
-            "Batches sent again to a learner after a reconnect", (double)s.batches_resent);
-        one(f, x, "rollout_spin_hits_total", "counter",
-            "Loop spins (--spin-us) that saw the learner's actions in time", (double)s.spin_hits);
-        one(f, x, "rollout_spin_misses_total", "counter", "Loop spins that ran out",
-            (double)s.spin_misses);
-    }
-    if (s.stream) {
-        one(f, x, "rollout_segments_in_flight", "gauge", "Segments sent, not acknowledged",
-            s.segments_in_flight);
-        one(f, x, "rollout_segments_unsent", "gauge", "Segments waiting for a learner's window",
-            s.segments_unsent);
-        one(f, x, "rollout_segments_acked_total", "counter", "Segments acknowledged",
-            (double)s.segments_acked);
-        one(f, x, "rollout_stream_waits_total", "counter",
-            "Times an env actor waited for a free segment", (double)s.stream_waits);
-        one(f, x, "rollout_segments_dropped_lag_total", "counter",
-            "Segments dropped as too many policy versions behind", (double)s.segments_dropped_lag);
-        one(f, x, "rollout_policy_lag_mean", "gauge",
-            "Mean policy versions behind of the segments sent", s.policy_lag_mean);
-    }
-    if (s.recording) {
-        one(f, x, "rollout_record_waits_total", "counter", "Shard steps that waited for the disk",
-            (double)s.record_waits);
-        one(f, x, "rollout_record_dropped_steps_total", "counter",
-            "Env steps not recorded (--record-full drop)", (double)s.record_dropped);
+    for (size_t i = 0; i < sizeof queue_metrics / sizeof queue_metrics[0]; i++) {
+        const queue_metric_t *m = &queue_metrics[i];
+        if (shown(m, &s))
+            one(f, x, m->prom, m->type, m->help, value_of(m, &s) * m->prom_scale);
     }
     if (s.histos) {
         histo_family(f, x, "rollout_episode_return", "Returns of the finished episodes", &s.ret);
@@ -172,28 +217,10 @@ void ro__logger_export_interval(ro_logger_export_t *x, const ro_logger_sample_t 
             per((double)(cur->rows - last->rows), (double)(cur->batches - last->batches)));
         ro__tb_scalar(w, "rollout/metrics_dropped", (double)dropped(x));
         ro__tb_scalar(w, "rollout/policy_version", (double)cur->policy_version);
-        if (cur->remote || cur->stream)
-            ro__tb_scalar(w, "queues/learners", cur->learners);
-        if (cur->remote) {
-            ro__tb_scalar(w, "queues/envs_in_flight", cur->envs_in_flight);
-            ro__tb_scalar(w, "queues/envs_unsent", cur->envs_unsent);
-            ro__tb_scalar(w, "queues/oldest_wait_ms", (double)cur->oldest_wait_ns * 1e-6);
-            ro__tb_scalar(w, "queues/queued_bytes", (double)cur->queued_bytes);
-            ro__tb_scalar(w, "queues/batches_resent", (double)cur->batches_resent);
-            ro__tb_scalar(w, "queues/spin_hits", (double)cur->spin_hits);
-            ro__tb_scalar(w, "queues/spin_misses", (double)cur->spin_misses);
-        }
-        if (cur->stream) {
-            ro__tb_scalar(w, "queues/segments_in_flight", cur->segments_in_flight);
-            ro__tb_scalar(w, "queues/segments_unsent", cur->segments_unsent);
-            ro__tb_scalar(w, "queues/segments_acked", (double)cur->segments_acked);
-            ro__tb_scalar(w, "queues/stream_waits", (double)cur->stream_waits);
-            ro__tb_scalar(w, "queues/segments_dropped_lag", (double)cur->segments_dropped_lag);
-            ro__tb_scalar(w, "rollout/policy_lag_mean", cur->policy_lag_mean);
-        }
-        if (cur->recording) {
-            ro__tb_scalar(w, "queues/record_waits", (double)cur->record_waits);
-            ro__tb_scalar(w, "queues/record_dropped", (double)cur->record_dropped);
+        for (size_t i = 0; i < sizeof queue_metrics / sizeof queue_metrics[0]; i++) {
+            const queue_metric_t *m = &queue_metrics[i];
+            if (shown(m, cur))
+                ro__tb_scalar(w, m->tb, value_of(m, cur) * m->tb_scale);
         }
         for (uint32_t m = 0; m < cur->nmetrics && m < RO_ENV_MAX_METRICS; m++) {
             /* Names are [A-Za-z0-9_] (checked at load) and stable for the run. */
