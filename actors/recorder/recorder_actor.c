@@ -56,10 +56,9 @@ struct ro_recorder {
 
     ro_rec_chunk_t *chunks;
     uint32_t nchunks;
-    void *chunk_mem;
     ro_rec_port_t *ports;
-    void *port_mem;
     uint32_t nports;
+    void *mem; /* every array above and args, argp, rb's snapshots (carve) */
 
     pthread_t thread;
     bool started, finished;
@@ -93,10 +92,6 @@ static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
     h->snapshot_every = o->snapshot_every;
     h->env = (char *)ro__env_kind_name(o->kind);
     h->env_spec = (char *)o->env_spec;
-    r->args = calloc(o->nenv_args + 1, sizeof *r->args);
-    r->argp = calloc(o->nenv_args + 1, sizeof *r->argp);
-    if (!r->args || !r->argp)
-        return RO_ENOMEM;
     for (size_t i = 0; i < o->nenv_args; i++) {
         rollout__v1__env_arg__init(&r->args[i]);
         /* protobuf-c wants non-const pointers; pack only reads them. */
@@ -154,6 +149,33 @@ static int snapshot_opts(ro_recorder_t *r, const ro_recorder_opts_t *o, char *er
     return 0;
 }
 
+/* carve points the recorder's arrays into mem (NULL: only sizes them) and
+ * returns their bytes, each array on cache lines of its own: the chunks and
+ * their memory (cb_lines each), the ports and their episode and step
+ * counters (max_shard each), the snapshots of the chunk being encoded and
+ * the header's env args. */
+static size_t carve(ro_recorder_t *r, const ro_recorder_opts_t *o, size_t cb_lines, char *mem)
+{
+    const size_t nc = r->nchunks, np = r->nports, per = o->max_shard, na = o->nenv_args + 1;
+    size_t off = 0;
+    r->chunks = ro__carve(mem, &off, nc * sizeof *r->chunks);
+    char *chunk_mem = ro__carve(mem, &off, nc * cb_lines);
+    r->ports = ro__carve(mem, &off, np * sizeof *r->ports);
+    uint64_t *eps = ro__carve(mem, &off, np * per * sizeof *eps);
+    uint32_t *steps = ro__carve(mem, &off, np * per * sizeof *steps);
+    r->rb.snap = ro__carve(mem, &off, r->rows.snap_cap * sizeof *r->rb.snap);
+    r->rb.snapp = ro__carve(mem, &off, r->rows.snap_cap * sizeof *r->rb.snapp);
+    r->args = ro__carve(mem, &off, na * sizeof *r->args);
+    r->argp = ro__carve(mem, &off, na * sizeof *r->argp);
+    for (size_t i = 0; mem && i < nc; i++)
+        ro__rec_chunk_carve(&r->rows, &r->chunks[i], chunk_mem + i * cb_lines);
+    for (size_t i = 0; mem && i < np; i++) {
+        r->ports[i].episode = eps + i * per;
+        r->ports[i].step = steps + i * per;
+    }
+    return off;
+}
+
 int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err, size_t errlen)
 {
     ro_recorder_t *r = ro__calloc_lines(1, sizeof *r);
@@ -193,16 +215,6 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
     }
     if (o->snapshot_every && (rc = snapshot_opts(r, o, err, errlen)) != 0)
         goto fail;
-    if (r->rows.snap_cap) {
-        r->rb.snap = calloc(r->rows.snap_cap, sizeof *r->rb.snap);
-        r->rb.snapp = calloc(r->rows.snap_cap, sizeof *r->rb.snapp);
-        if (!r->rb.snap || !r->rb.snapp) {
-            snprintf(err, errlen, "out of memory for the recorder's snapshots");
-            rc = RO_ENOMEM;
-            goto fail;
-        }
-    }
-
     if (ro__rec_max_record(&r->rows) > RO_TRAJ_MAX_RECORD) {
         snprintf(err, errlen,
                  "--record: one shard step (%u rows x %u floats) exceeds the %u-byte record "
@@ -225,29 +237,18 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
      * gather first (a shard that finds the pool empty wakes it at once). */
     r->wake_at = r->nchunks / 4 ? r->nchunks / 4 : 1;
     size_t cb_lines = (cb + RO_CACHE_LINE - 1) / RO_CACHE_LINE * RO_CACHE_LINE;
-    r->chunks = calloc(r->nchunks, sizeof *r->chunks);
-    r->chunk_mem = ro__calloc_lines(r->nchunks, cb_lines);
     r->nports = o->nshards;
-    r->ports = calloc(r->nports, sizeof *r->ports);
-    r->port_mem = calloc((size_t)r->nports * o->max_shard, sizeof(uint64_t) + sizeof(uint32_t));
-    if (!r->chunks || !r->chunk_mem || !r->ports || !r->port_mem) {
+    if (!(r->mem = ro__calloc_lines(carve(r, o, cb_lines, NULL), 1))) {
         snprintf(err, errlen, "out of memory for the recorder's %u chunks", r->nchunks);
         rc = RO_ENOMEM;
         goto fail;
     }
-    for (uint32_t i = 0; i < r->nchunks; i++) {
-        ro__rec_chunk_carve(&r->rows, &r->chunks[i], (char *)r->chunk_mem + (size_t)i * cb_lines);
+    carve(r, o, cb_lines, r->mem);
+    for (uint32_t i = 0; i < r->nchunks; i++)
         ro__grant_pool_give(&r->pool, &r->chunks[i].item);
-    }
-    /* Every port's episode counters, then every port's step counters: each
-     * array stays aligned for its type. */
-    uint64_t *eps = r->port_mem;
-    uint32_t *steps = (uint32_t *)(eps + (size_t)r->nports * o->max_shard);
     for (uint32_t i = 0; i < r->nports; i++) {
         ro_rec_port_t *p = &r->ports[i];
         p->rec = r;
-        p->episode = eps + (size_t)i * o->max_shard;
-        p->step = steps + (size_t)i * o->max_shard;
         p->resume_msg.type = RO_MSG_RECORD_RESUME;
         p->waiter.msg = &p->resume_msg;
     }
@@ -569,14 +570,7 @@ void ro__recorder_free(ro_recorder_t *r)
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     ro__grant_pool_destroy(&r->pool);
-    free(r->chunks);
-    free(r->chunk_mem);
-    free(r->ports);
-    free(r->port_mem);
-    free(r->args);
-    free(r->argp);
-    free(r->rb.snap);
-    free(r->rb.snapp);
+    free(r->mem);
     ro__traj_layout_msg_free(&r->layout);
     free(r);
 }
