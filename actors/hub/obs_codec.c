@@ -43,6 +43,7 @@ static size_t carve(ro_obs_encoder_t *e, uint8_t *mem)
         CARVE(e->mask, n * lay->mask_width);
     return off;
 }
+#undef CARVE
 
 int ro__obs_encoder_init(ro_obs_encoder_t *e, uint32_t max_rows, uint32_t obs_dim,
                          const struct ro_space_layout *lay)
