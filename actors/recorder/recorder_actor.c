@@ -81,7 +81,9 @@ struct ro_recorder {
     _Atomic uint64_t snapshot_failures;
 };
 
-static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
+/* make_header fills the file's header from o; it points into o and into r
+ * (the env args carved, the layout made, by ro__recorder_new). */
+static void make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
 {
     Rollout__V1__TrajectoryHeader *h = &r->hdr;
     rollout__v1__trajectory_header__init(h);
@@ -117,14 +119,13 @@ static int make_header(ro_recorder_t *r, const ro_recorder_opts_t *o)
     h->mujoco_version = (char *)(o->mujoco_version ? o->mujoco_version : "");
     h->max_record_bytes = (uint32_t)ro__rec_max_record(&r->rows);
     if (!o->layout)
-        return 0;
+        return;
     /* Version 2: the layout (ro__recorder_new's) says what the rows hold;
      * obs_dim is a flattened row's floats, action_dim a row's action values. */
     h->layout = &r->layout.msg;
     h->obs_dim = o->layout->obs_width;
     h->action_kind = (char *)"composite";
     h->action_dim = o->layout->ndisc + o->layout->nbox;
-    return 0;
 }
 
 /* snapshot_opts sets up --snapshot-every: the states' size from the probe
@@ -252,10 +253,7 @@ int ro__recorder_new(ro_recorder_t **out, const ro_recorder_opts_t *o, char *err
         p->resume_msg.type = RO_MSG_RECORD_RESUME;
         p->waiter.msg = &p->resume_msg;
     }
-    if ((rc = make_header(r, o)) != 0) {
-        snprintf(err, errlen, "out of memory for the trajectory header");
-        goto fail;
-    }
+    make_header(r, o);
     rc = ro__traj_writer_open(&r->w, o->path, &r->hdr, o->max_bytes, err, errlen);
     if (rc) {
         char tmp[512];
