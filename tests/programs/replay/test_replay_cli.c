@@ -88,10 +88,10 @@ static void test_defaults_and_values(void **state)
                                             "--plugin", "gym:CartPole-v1", "x.traj", NULL},
                            &c, err),
                      0);
-    assert_int_equal(c.o.nenvs, 3);
-    assert_memory_equal(c.o.envs, ((uint32_t[]){3, 1, 7}), 12);
-    assert_int_equal(c.o.nepisodes, 2);
-    assert_int_equal(c.o.episodes[1], 5);
+    assert_int_equal(c.o.envs.n, 3);
+    assert_memory_equal(c.o.envs.v, ((uint64_t[]){3, 1, 7}), 24);
+    assert_int_equal(c.o.episodes.n, 2);
+    assert_int_equal(c.o.episodes.v[1], 5);
     assert_true(c.o.from_set && c.o.from == 100);
     assert_false(c.o.resync);
     assert_false(c.o.episode_seek);
@@ -109,9 +109,9 @@ static void test_episode_seek(void **state)
         parse((const char *[]){"--verify", "--episode", "2:17", "r.traj", NULL}, &c, err), 0);
     assert_true(c.o.episode_seek && c.o.from_set);
     assert_int_equal(c.o.from, 0);
-    assert_int_equal(c.o.nenvs, 1);
-    assert_int_equal(c.o.envs[0], 2);
-    assert_int_equal(c.o.episodes[0], 17);
+    assert_int_equal(c.o.envs.n, 1);
+    assert_int_equal(c.o.envs.v[0], 2);
+    assert_int_equal(c.o.episodes.v[0], 17);
     refused((const char *[]){"--verify", "--env", "1", "--episode", "2:17", "r.traj", NULL},
             "--episode '2:17': ENV:EPISODE (one env's episode, alone");
     refused((const char *[]){"--verify", "--episode", "2:17", "--env", "1", "r.traj", NULL},
