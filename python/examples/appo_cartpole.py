@@ -337,6 +337,54 @@ def recv_batch(stream, batch):
     return segs, got, None
 
 
+class Run:
+    """The learning loop of the APPO examples (appo_recurrent.py's too):
+    rounds of --batch transitions from the stream, an update each with the
+    step size annealed over --total-steps, and the actor pushed (``params``:
+    version -> its PolicyParams) every --push-every updates, until
+    --total-steps, the --target or the end of the streams (``closed``, the
+    ConnectionClosed that ended them)."""
+
+    def __init__(self, args, stream, learner, params):
+        self.args, self.stream, self.learner, self.params = args, stream, learner, params
+        self.eps = Episodes()
+        self.steps = self.updates = self.version = 0
+        self.pushed = []
+        self.reached = False
+        self.closed = None
+        self.mean20 = float("nan")
+        self.push()  # version 1: the nodes start with their own seeded MLP, version 0
+
+    def push(self):
+        self.version += 1
+        self.stream.push_policy(self.params(self.version))
+        self.learner.pushed(self.version)
+        self.pushed.append(self.version)
+
+    def rounds(self):
+        """Runs the loop, yielding each round's segments (none when the
+        streams ended first) once its figures are in."""
+        a = self.args
+        anneal = max(1, a.anneal_steps)
+        while self.steps < a.total_steps and not self.reached:
+            segs, got, self.closed = recv_batch(self.stream, a.batch)
+            for b in segs:
+                self.eps.add(b)
+            self.steps += got
+            if segs:
+                self.learner.update(segs, self.version,
+                                    a.lr * max(0.0, 1.0 - self.steps / anneal))
+                self.updates += 1
+                if self.updates % a.push_every == 0 and self.closed is None:
+                    self.push()
+            self.mean20 = pc.last20(self.eps.returns)
+            self.reached = (a.target is not None and len(self.eps.returns) >= 20
+                            and self.mean20 >= a.target)
+            yield segs
+            if self.closed is not None:
+                return
+
+
 def last_version_shown(stream, version, learner, guard=60.0):
     """After the run: wait (at most guard seconds) until every node accepted
     our last push and a segment shows it chose actions; returns whether it
@@ -385,55 +433,29 @@ def main(argv=None):
     print(f"appo: {len(addresses)} stream node(s) {', '.join(addresses)}: {w.spec.env}, "
           f"{num_envs} envs, unroll {w.unroll}, window {w.window}; batch {args.batch}, "
           f"{args.epochs} epochs of {args.minibatch}, push every {args.push_every}", flush=True)
-
-    def push(version):
-        stream.push_policy(actor_params(model.actor, version))
-        learner.pushed(version)
-        pushed.append(version)
-
-    pushed = []
-    version = 1  # the nodes start with their own seeded MLP: version 0
-    push(version)
+    run = Run(args, stream, learner, lambda version: actor_params(model.actor, version))
     seen = set()  # versions that chose some streamed action
-    eps = Episodes()
-    steps = updates = 0
-    reached = False
     last_log = t0
     curves = pc.Curves(args.tensorboard)
-    closed = None
-    anneal = max(1, args.anneal_steps)
-    while steps < args.total_steps and not reached:
-        segs, got, closed = recv_batch(stream, args.batch)
+    for segs in run.rounds():
         for b in segs:
-            eps.add(b)
             seen.update(np.unique(b.policy_version).tolist())
-        steps += got
+        now, steps, mean20 = time.monotonic(), run.steps, run.mean20
         if segs:
-            learner.update(segs, version, args.lr * max(0.0, 1.0 - steps / anneal))
-            updates += 1
-            if updates % args.push_every == 0 and closed is None:
-                version += 1
-                push(version)
-        now = time.monotonic()
-        mean20 = pc.last20(eps.returns)
-        reached = (args.target is not None and len(eps.returns) >= 20
-                   and mean20 >= args.target)
-        if segs:
-            curves.add(steps, charts__last20_return=mean20 if eps.returns else None,
-                       charts__steps_per_s=steps / (now - t0), charts__policy_version=version,
+            curves.add(steps, charts__last20_return=mean20 if run.eps.returns else None,
+                       charts__steps_per_s=steps / (now - t0), charts__policy_version=run.version,
                        charts__policy_lag=learner.lag_sum / max(1, learner.lag_rows))
-        if now - last_log >= args.log_interval or reached or closed is not None:
+        if now - last_log >= args.log_interval or run.reached or run.closed is not None:
             last_log = now
             lag = learner.lag_sum / max(1, learner.lag_rows)
-            print(f"steps {steps:7d}  episodes {len(eps.returns):5d}  "
+            print(f"steps {steps:7d}  episodes {len(run.eps.returns):5d}  "
                   f"last-20 return {mean20:8.1f}  {steps / (now - t0):7.0f} steps/s  "
-                  f"{now - t0:6.1f} s  updates {updates}  lag {lag:.2f}", flush=True)
-        if closed is not None:
-            print(f"appo: the nodes closed their streams ({closed})", flush=True)
-            break
+                  f"{now - t0:6.1f} s  updates {run.updates}  lag {lag:.2f}", flush=True)
+    if run.closed is not None:
+        print(f"appo: the nodes closed their streams ({run.closed})", flush=True)
     curves.close()
     wall = time.monotonic() - t0
-    shown = closed is None and last_version_shown(stream, version, learner)
+    shown = run.closed is None and last_version_shown(stream, run.version, learner)
     accepted = [stream.accepted_version(i) for i in range(len(addresses))]
     stream.close("appo done")
     summaries = []
@@ -443,21 +465,21 @@ def main(argv=None):
         summaries.append({"exit": code, **{k: s.get(k) for k in (
             "steps", "policy_pushes", "policy_version", "stream_segments_dropped_lag")}})
     if args.save_policy:
-        pc.save_policy(args.save_policy, model.actor, obs_dim, "discrete", n_act, version)
+        pc.save_policy(args.save_policy, model.actor, obs_dim, "discrete", n_act, run.version)
     seen |= set(learner.last_version.values())
-    print(f"appo: {'reached' if reached else 'did not reach'} a last-20 mean return of "
-          f"{args.target} ({pc.last20(eps.returns):.1f}) in {wall:.2f} s and {steps} env steps, "
-          f"{updates} updates", flush=True)
-    extra = {"criterion": "last20", "versions_pushed": len(pushed), "last_version": version,
-             "accepted_versions": accepted, "last_version_shown": shown,
-             "versions_seen": len(seen - {0}),
-             "foreign_versions": sorted(seen - set(pushed) - {0})[:20],
+    print(f"appo: {'reached' if run.reached else 'did not reach'} a last-20 mean return of "
+          f"{args.target} ({pc.last20(run.eps.returns):.1f}) in {wall:.2f} s and {run.steps} "
+          f"env steps, {run.updates} updates", flush=True)
+    extra = {"criterion": "last20", "versions_pushed": len(run.pushed),
+             "last_version": run.version, "accepted_versions": accepted,
+             "last_version_shown": shown, "versions_seen": len(seen - {0}),
+             "foreign_versions": sorted(seen - set(run.pushed) - {0})[:20],
              "version_regressions": learner.regressions,
              "lag_mean": round(learner.lag_sum / max(1, learner.lag_rows), 3),
              "lag_max": learner.lag_max, "logp_err_max": learner.logp_err,
              "logp_err_rows": learner.logp_err_rows, "node_summaries": summaries}
-    return pc.result(args, steps, updates, reached, wall, eps.returns, num_envs, addresses,
-                     extra)
+    return pc.result(args, run.steps, run.updates, run.reached, wall, run.eps.returns, num_envs,
+                     addresses, extra)
 
 
 if __name__ == "__main__":

@@ -283,52 +283,31 @@ def main(argv=None):
     print(f"appo_recurrent: {w.spec.env} {' '.join(args.env_arg)} ({obs_dim} observed), "
           f"{w.spec.num_envs} envs, unroll {w.unroll}; cell {args.recurrent}; batch "
           f"{args.batch}", flush=True)
-    version, pushed = 1, [1]
-    stream.push_policy(params(version))
-    learner.pushed(version)
-    eps = ac.Episodes()
-    steps = updates = 0
-    reached, closed, last_log = False, None, t0
-    anneal = max(1, args.anneal_steps)
+    run = ac.Run(args, stream, learner, params)
+    last_log = t0
     curve = []  # (steps, wall s, last-20 return) at each progress line
-    while steps < args.total_steps and not reached:
-        segs, got, closed = ac.recv_batch(stream, args.batch)
-        for b in segs:
-            eps.add(b)
-        steps += got
-        if segs:
-            learner.update(segs, version, args.lr * max(0.0, 1.0 - steps / anneal))
-            updates += 1
-            if updates % args.push_every == 0 and closed is None:
-                version += 1
-                stream.push_policy(params(version))
-                learner.pushed(version)
-                pushed.append(version)
-        now = time.monotonic()
-        mean20 = pc.last20(eps.returns)
-        reached = args.target is not None and len(eps.returns) >= 20 and mean20 >= args.target
-        if now - last_log >= args.log_interval or reached or closed is not None:
+    for _ in run.rounds():
+        now, steps, mean20 = time.monotonic(), run.steps, run.mean20
+        if now - last_log >= args.log_interval or run.reached or run.closed is not None:
             last_log = now
             curve.append((steps, round(now - t0, 2), None if np.isnan(mean20) else mean20))
-            print(f"steps {steps:8d}  episodes {len(eps.returns):6d}  last-20 return "
+            print(f"steps {steps:8d}  episodes {len(run.eps.returns):6d}  last-20 return "
                   f"{mean20:7.1f}  {steps / (now - t0):6.0f} steps/s  {now - t0:7.1f} s  "
-                  f"updates {updates}", flush=True)
-        if closed is not None:
-            break
+                  f"updates {run.updates}", flush=True)
     wall = time.monotonic() - t0
     accepted = stream.accepted_version(0)
     stream.close("appo_recurrent done")
     if node:
         node.stop()
     extra = {"criterion": "last20", "cell": args.recurrent, "env_args": args.env_arg,
-             "versions_pushed": len(pushed), "last_version": version,
+             "versions_pushed": len(run.pushed), "last_version": run.version,
              "accepted_version": accepted, "version_regressions": learner.regressions,
              "lag_mean": round(learner.lag_sum / max(1, learner.lag_rows), 3),
              "logp_err_max": learner.logp_err, "logp_err_rows": learner.logp_err_rows,
              "best_last20": max((c[2] for c in curve if c[2] is not None), default=None),
              "curve": curve}
-    return pc.result(args, steps, updates, reached, wall, eps.returns, w.spec.num_envs,
-                     addresses, extra)
+    return pc.result(args, run.steps, run.updates, run.reached, wall, run.eps.returns,
+                     w.spec.num_envs, addresses, extra)
 
 
 if __name__ == "__main__":

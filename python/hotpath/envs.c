@@ -180,6 +180,37 @@ PyObject *ro__hp_first_outside(PyObject *self, PyObject *args)
     return PyLong_FromLong(-1);
 }
 
+/* The per-env table of asynchronous stepping (vecenv_async.py) that
+ * adopt() and hold() move envs through: state int8 [n], and per env its
+ * frame and its row in it, int64 [n] each. */
+typedef struct env_table {
+    int8_t *state;
+    int64_t *frame_of, *pos_of;
+    npy_intp n;
+} env_table_t;
+
+/* env_table reads the table's three arrays (state always written; frame_of
+ * and pos_of when `writable`) into *t; -1 with TypeError or ValueError
+ * (naming the function `fn`) otherwise. */
+static int env_table(PyObject *o_state, PyObject *o_frame_of, PyObject *o_pos_of, int writable,
+                     const char *fn, env_table_t *t)
+{
+    PyArrayObject *state = ro__hp_array(o_state, NPY_INT8, 1, 1, "state");
+    PyArrayObject *frame_of = ro__hp_array(o_frame_of, NPY_INT64, 1, writable, "frame_of");
+    PyArrayObject *pos_of = ro__hp_array(o_pos_of, NPY_INT64, 1, writable, "pos_of");
+    if (!state || !frame_of || !pos_of)
+        return -1;
+    t->n = ro__hp_rows(state);
+    if (ro__hp_rows(frame_of) != t->n || ro__hp_rows(pos_of) != t->n) {
+        PyErr_Format(PyExc_ValueError, "%s: arrays of different lengths", fn);
+        return -1;
+    }
+    t->state = PyArray_DATA(state);
+    t->frame_of = PyArray_DATA(frame_of);
+    t->pos_of = PyArray_DATA(pos_of);
+    return 0;
+}
+
 PyDoc_STRVAR_EXTERN(
     adopt_doc, "adopt(rows, k, state, frame_of, pos_of, key, want, to) -> bad\n\n"
                "A received frame's k envs (rows: an int, the first of k envs in order; or int64 "
@@ -197,34 +228,45 @@ PyObject *ro__hp_adopt(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnOOOLii", &o_rows, &k, &o_state, &o_frame_of, &o_pos_of, &key,
                           &want, &to))
         return NULL;
-    PyArrayObject *state = ro__hp_array(o_state, NPY_INT8, 1, 1, "state");
-    PyArrayObject *frame_of = ro__hp_array(o_frame_of, NPY_INT64, 1, 1, "frame_of");
-    PyArrayObject *pos_of = ro__hp_array(o_pos_of, NPY_INT64, 1, 1, "pos_of");
-    if (!state || !frame_of || !pos_of)
+    env_table_t t;
+    if (env_table(o_state, o_frame_of, o_pos_of, 1, "adopt", &t) < 0)
         return NULL;
-    npy_intp n = ro__hp_rows(state);
-    if (ro__hp_rows(frame_of) != n || ro__hp_rows(pos_of) != n || k < 0) {
-        PyErr_SetString(PyExc_ValueError, "adopt: arrays of different lengths");
-        return NULL;
-    }
     npy_intp first;
     const int64_t *ids;
-    if (ro__hp_env_rows(o_rows, k, n, &first, &ids) < 0)
+    if (ro__hp_env_rows(o_rows, k, t.n, &first, &ids) < 0)
         return NULL;
-    int8_t *st = PyArray_DATA(state);
-    int64_t *fr = PyArray_DATA(frame_of), *pos = PyArray_DATA(pos_of);
     for (npy_intp i = 0; i < k; i++) {
         npy_intp e = ids ? (npy_intp)ids[i] : first + i;
-        if (st[e] != want)
+        if (t.state[e] != want)
             return PyLong_FromSsize_t((Py_ssize_t)e);
     }
     for (npy_intp i = 0; i < k; i++) {
         npy_intp e = ids ? (npy_intp)ids[i] : first + i;
-        st[e] = (int8_t)to;
-        fr[e] = key;
-        pos[e] = i;
+        t.state[e] = (int8_t)to;
+        t.frame_of[e] = key;
+        t.pos_of[e] = i;
     }
     return PyLong_FromLong(-1);
+}
+
+/* The (frame key, env count) pairs hold() collects before it appends them
+ * to its list. */
+enum { FRAME_KEYS = 64 };
+
+/* append_frames appends the n pairs (keys[i], counts[i]) to the list
+ * frames as tuples; -1 with an exception set otherwise. */
+static int append_frames(PyObject *frames, const int64_t *keys, const Py_ssize_t *counts,
+                         Py_ssize_t n)
+{
+    for (Py_ssize_t m = 0; m < n; m++) {
+        PyObject *t = Py_BuildValue("(Ln)", (long long)keys[m], counts[m]);
+        if (!t || PyList_Append(frames, t) < 0) {
+            Py_XDECREF(t);
+            return -1;
+        }
+        Py_DECREF(t);
+    }
+    return 0;
 }
 
 PyDoc_STRVAR_EXTERN(
@@ -244,20 +286,17 @@ PyObject *ro__hp_hold(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOii", &o_ids, &o_state, &o_frame_of, &o_pos_of, &want, &to))
         return NULL;
     PyArrayObject *ida = ro__hp_array(o_ids, NPY_INT64, 1, 0, "ids");
-    PyArrayObject *state = ro__hp_array(o_state, NPY_INT8, 1, 1, "state");
-    PyArrayObject *frame_of = ro__hp_array(o_frame_of, NPY_INT64, 1, 0, "frame_of");
-    PyArrayObject *pos_of = ro__hp_array(o_pos_of, NPY_INT64, 1, 0, "pos_of");
-    if (!ida || !state || !frame_of || !pos_of)
+    env_table_t t;
+    if (!ida || env_table(o_state, o_frame_of, o_pos_of, 0, "hold", &t) < 0)
         return NULL;
-    npy_intp n = ro__hp_rows(state), k = ro__hp_rows(ida);
-    if (ro__hp_rows(frame_of) != n || ro__hp_rows(pos_of) != n || want == to || want == -128 ||
-        to == -128) {
-        PyErr_SetString(PyExc_ValueError, "hold: arrays of different lengths, or bad states");
+    if (want == to || want == -128 || to == -128) {
+        PyErr_SetString(PyExc_ValueError, "hold: bad states (want == to, or -128)");
         return NULL;
     }
+    npy_intp n = t.n, k = ro__hp_rows(ida);
     const int64_t *ids = PyArray_DATA(ida);
-    int8_t *st = PyArray_DATA(state);
-    const int64_t *fr = PyArray_DATA(frame_of), *po = PyArray_DATA(pos_of);
+    int8_t *st = t.state;
+    const int64_t *fr = t.frame_of, *po = t.pos_of;
     /* One pass marks each env taken (TAKEN, a state no caller uses), which
      * finds the repeated ones; a bad env undoes the marks before it. */
     enum { TAKEN = -128 };
@@ -290,8 +329,8 @@ PyObject *ro__hp_hold(PyObject *self, PyObject *args)
     int64_t *pos = PyArray_DATA((PyArrayObject *)o_pos);
     /* The usual answer is one whole frame; a few frames at most otherwise:
      * the linear search over the frames seen is short. */
-    int64_t keys[64];
-    Py_ssize_t counts[64], nkeys = 0;
+    int64_t keys[FRAME_KEYS];
+    Py_ssize_t counts[FRAME_KEYS], nkeys = 0;
     for (npy_intp i = 0; i < k; i++) {
         int64_t key = fr[ids[i]];
         pos[i] = po[ids[i]];
@@ -299,15 +338,9 @@ PyObject *ro__hp_hold(PyObject *self, PyObject *args)
         while (j < nkeys && keys[j] != key)
             j++;
         if (j == nkeys) {
-            if (nkeys == 64) { /* flush the table into the list, start again */
-                for (Py_ssize_t m = 0; m < nkeys; m++) {
-                    PyObject *t = Py_BuildValue("(Ln)", (long long)keys[m], counts[m]);
-                    if (!t || PyList_Append(frames, t) < 0) {
-                        Py_XDECREF(t);
-                        goto fail;
-                    }
-                    Py_DECREF(t);
-                }
+            if (nkeys == FRAME_KEYS) { /* flush the table into the list, start again */
+                if (append_frames(frames, keys, counts, nkeys) < 0)
+                    goto fail;
                 nkeys = j = 0;
             }
             keys[j] = key;
@@ -316,14 +349,8 @@ PyObject *ro__hp_hold(PyObject *self, PyObject *args)
         }
         counts[j]++;
     }
-    for (Py_ssize_t m = 0; m < nkeys; m++) {
-        PyObject *t = Py_BuildValue("(Ln)", (long long)keys[m], counts[m]);
-        if (!t || PyList_Append(frames, t) < 0) {
-            Py_XDECREF(t);
-            goto fail;
-        }
-        Py_DECREF(t);
-    }
+    if (append_frames(frames, keys, counts, nkeys) < 0)
+        goto fail;
     return Py_BuildValue("nNN", (Py_ssize_t)-1, frames, o_pos);
 fail:
     for (npy_intp i = 0; i < k; i++)

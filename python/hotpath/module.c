@@ -80,6 +80,10 @@ int ro__hp_env_rows(PyObject *o, npy_intp k, npy_intp n, npy_intp *first, const 
 {
     *ids = NULL;
     *first = 0;
+    if (k < 0) {
+        PyErr_Format(PyExc_ValueError, "rows: a count of %zd envs", (Py_ssize_t)k);
+        return -1;
+    }
     if (PyLong_Check(o)) {
         Py_ssize_t f = PyLong_AsSsize_t(o);
         if (f == -1 && PyErr_Occurred())

@@ -14,17 +14,17 @@ from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 
-from . import _proto, abi2, shared_memory, spin, upgrade, wire
+from . import abi2, shared_memory, spin, wire
 from .actions import check_actions
-from .address import open_node_socket, parse_address, read_token
+from .address import parse_address
 from .batch import Batch
 from .errors import (AuthenticationError, ConnectionClosed, ProtocolError, RemoteError,
                      VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, FrameReader, encode_frame
+from .links import PROTOCOL_VERSION, NodeLinks, node_addresses
 from .observations import ObservationChecks
 from .welcome import node_info
 
-PROTOCOL_VERSION = 1
 EPROTO, EACCES = 71, 13
 
 
@@ -42,6 +42,7 @@ class _Conn:
         self.unanswered = set()  # seqs delivered to the caller and not answered yet
         self.env_cache = {}      # env field bytes -> validated env indices (wire.py)
         self.shared = False      # a Unix-domain socket on which we asked for the node's memory
+        self.fds = None          # during the handshake: what came with the welcome (SCM_RIGHTS)
         self.mem = None          # shared_memory.SeedMemory, when the node offered it
         self.open = False
         self.goodbye = None      # the node's goodbye reason, once received
@@ -52,7 +53,7 @@ class _Conn:
         self.states = None       # the node's last EnvStates answer (remote_state.py)
 
 
-class Client(ObservationChecks):
+class Client(ObservationChecks, NodeLinks):
     """Connections from one learner to one or more nodes.
 
     ``Client(["127.0.0.1:7000", "10.0.0.2:7000"], token_file="tok")`` connects
@@ -91,27 +92,18 @@ class Client(ObservationChecks):
     def __init__(self, addresses, token=None, token_file=None, name=None,
                  max_frame=DEFAULT_MAX_FRAME, connect_timeout=10.0, connect=True,
                  shared_memory=True, spin_us=None, upgrade=True):
-        if isinstance(addresses, str):
-            addresses = [addresses]
-        if not addresses:
-            raise ValueError("Client needs at least one node address")
-        for a in addresses:
-            parse_address(a)
-        self._token = read_token(token, token_file)
-        self._name = name or f"rollout_client/{os.getpid()}"
+        addresses = node_addresses(addresses, "Client")
+        self._setup(token, token_file, name or f"rollout_client/{os.getpid()}", shared_memory,
+                    upgrade)
         self._connect_timeout = connect_timeout
-        self._shared_memory = shared_memory
-        self._upgrade = bool(upgrade)
         self._conns = [_Conn(i, a, max_frame) for i, a in enumerate(addresses)]
         self._spin_auto = spin_us is None  # chosen again once the transports are known
         if spin_us is None:
             local = all(parse_address(a)[1] is None for a in addresses)  # unix:PATH
             spin_us = spin.DEFAULT_UNIX_US if local else 0
         self._spin = spin.Spin(spin_us)
-        self._sel = selectors.DefaultSelector()
         self._ready = collections.deque()  # decoded batches not yet returned
         self._early = []  # connections whose reader holds frames that came with a welcome
-        self._pb = _proto.load()
         self.nodes = []
         self.upgraded = []  # per node: moved to its private socket (see above)
         if connect:
@@ -126,7 +118,7 @@ class Client(ObservationChecks):
         already opened is closed."""
         try:
             for c in self._conns:
-                self._handshake(c)
+                self._connect_one(c)
         except BaseException:
             self._teardown()
             raise
@@ -136,75 +128,23 @@ class Client(ObservationChecks):
             self._spin = spin.Spin(spin.DEFAULT_UNIX_US)  # every node on this host after all
         return self
 
-    def _handshake(self, c):
-        deadline = time.monotonic() + self._connect_timeout
-        ask = self._upgrade and parse_address(c.address)[1] is not None  # over TCP
-        c.upgraded = False
-        fds = []  # what comes with the welcome: its memories (SCM_RIGHTS)
+    def _connect_one(self, c):
         try:
-            first = self._hello(c, open_node_socket(c.address, deadline), deadline, fds,
-                                upgrade_=ask)
-            if first.WhichOneof("body") == "upgrade":
-                if not ask:
-                    self._fail(c, "an upgrade we did not ask for")
-                try:
-                    offer = upgrade.check_offer(first.upgrade)
-                except ProtocolError as e:
-                    self._fail(c, str(e))
-                self._close_conn(c)  # the TCP connection: its part is done
-                first = self._upgraded(c, offer, deadline, fds)
-                if first is None:  # back to TCP, not asking again
-                    first = self._hello(c, open_node_socket(c.address, deadline), deadline,
-                                        fds)
-            self._welcome(c, first, fds)
+            self._welcome(c, self._handshake(c, time.monotonic() + self._connect_timeout))
         finally:
-            shared_memory.close_fds(fds)  # the mappings keep the memory
+            self._drop_fds(c)  # the mappings keep the memory
 
-    def _hello(self, c, sock, deadline, fds, upgrade_=False, nonce=None):
-        """Say our hello to the node on sock (c's socket from now on: a
-        fresh reader) and return its first frame, parsed. ``upgrade_``: ask
-        for the same-host upgrade (over TCP); ``nonce``: the one its offer
-        gave (on its private socket)."""
-        c.sock = sock
-        c.open = True
+    def _links(self):
+        return self._conns
+
+    def _hello_fields(self, c, hello):
+        hello.seed_memory = c.shared
+        hello.seed_memory_abi2 = c.shared  # env ABI 2 columns too (abi2.py)
+
+    def _first_frame(self, c, deadline):
+        """The node's first frame on c's fresh socket, parsed (what comes
+        with it in c.fds)."""
         c.reader = FrameReader(c.reader.max_frame, where=c.address)
-        c.shared = self._shared_memory and shared_memory.local(sock)
-        pb = self._pb
-        hello = pb.Frame()
-        hello.hello.protocol_version = PROTOCOL_VERSION
-        hello.hello.role = "learner"
-        hello.hello.token = self._token
-        hello.hello.name = self._name
-        hello.hello.shared_memory = hello.hello.seed_memory = c.shared
-        hello.hello.seed_memory_abi2 = c.shared  # env ABI 2 columns too (abi2.py)
-        hello.hello.upgrade = upgrade_
-        if nonce is not None:
-            hello.hello.upgrade_nonce = nonce
-        sock.sendall(encode_frame(hello.SerializeToString()))
-        return self._first_frame(c, deadline, fds)
-
-    def _upgraded(self, c, offer, deadline, fds):
-        """Move c to the node's private socket (upgrade.py): the first
-        frame there, a welcome from the node that made the offer, or None
-        (logged, the socket closed, what came with it too) when the move
-        failed and c goes back to TCP."""
-        deadline = min(deadline, time.monotonic() + upgrade.ATTEMPT_S)
-        try:
-            first = self._hello(c, upgrade.open_private(offer, deadline), deadline, fds,
-                                nonce=offer.nonce)
-            if upgrade.first_frame(c.address, offer, c.shared, first):
-                c.upgraded = True
-            return first
-        except (OSError, ProtocolError, ConnectionClosed) as e:
-            why = e
-        self._close_conn(c)
-        shared_memory.close_fds(fds)
-        fds.clear()
-        upgrade.staying(c.address, offer, why)
-        return None
-
-    def _first_frame(self, c, deadline, fds):
-        """The node's first frame on c, parsed (what comes with it in fds)."""
         span = None
         while span is None:
             left = deadline - time.monotonic()
@@ -213,7 +153,7 @@ class Client(ObservationChecks):
                                    f"{self._connect_timeout:g}s")
             c.sock.settimeout(left)
             try:
-                got = c.reader.fill(c.sock, fds if c.shared else None)
+                got = c.reader.fill(c.sock, c.fds)
             except socket.timeout:
                 continue
             except ConnectionResetError as e:
@@ -225,9 +165,9 @@ class Client(ObservationChecks):
             span = self._next_frame(c)
         return self._parse(c, bytes(c.reader.mv[span[0]:span[1]]))
 
-    def _welcome(self, c, first, fds):
+    def _welcome(self, c, first):
         """Check c's welcome (its first frame); map the memories it offers
-        from fds."""
+        from c.fds."""
         kind = first.WhichOneof("body")
         if kind == "error":
             raise self._remote_error(c, first.error)
@@ -247,9 +187,9 @@ class Client(ObservationChecks):
                 self._fail(c, "offered shared memory we did not ask for")
             i = c.info
             discrete = i.action_kind == "discrete"
-            c.mem = abi2.SeedMemory2(fds, first.welcome.seed_memory, i.layout,
+            c.mem = abi2.SeedMemory2(c.fds, first.welcome.seed_memory, i.layout,
                                      i.num_envs, c.address) if i.layout is not None else \
-                shared_memory.SeedMemory(fds, first.welcome.seed_memory, i.num_envs,
+                shared_memory.SeedMemory(c.fds, first.welcome.seed_memory, i.num_envs,
                                              i.obs_dim, 1 if discrete else i.action_size,
                                              discrete, c.address)
         c.sock.setblocking(False)
@@ -581,33 +521,10 @@ class Client(ObservationChecks):
                 except OSError:
                     pass
 
-    def close(self, reason: str = "learner done", timeout: float = 2.0) -> None:
-        """Send Frame{goodbye} to every open node (after any queued
-        actions), then close. Unanswered batches are left to the node,
-        which resends them to the next learner."""
-        f = self._pb.Frame()
-        f.goodbye.reason = reason
-        bye = encode_frame(f.SerializeToString())
-        for c in self._conns:
-            if not c.open:
-                continue
-            try:
-                c.sock.setblocking(True)
-                c.sock.settimeout(timeout)
-                c.sock.sendall(bytes(c.outbuf) + bye)
-                c.outbuf.clear()
-                c.sock.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-            self._close_conn(c)
-        self._sel.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
+    def _unsent(self, c):
+        data = bytes(c.outbuf)
+        c.outbuf.clear()
+        return data
 
     @property
     def open_nodes(self) -> "list[int]":

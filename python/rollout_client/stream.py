@@ -37,12 +37,11 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from . import _proto, shared_memory, upgrade, wire
-from .address import open_node_socket, parse_address, read_token
-from .client import PROTOCOL_VERSION
+from . import _proto, shared_memory, wire
 from .errors import (AuthenticationError, ConnectionClosed, FrameTooLarge, ProtocolError,
                      RemoteError, VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, decode_varint, encode_frame
+from .links import PROTOCOL_VERSION, NodeLinks, node_addresses
 
 # proto DType -> numpy dtype (little-endian).
 _DTYPES = {1: np.dtype("<f4"), 2: np.dtype("<i4"), 3: np.dtype("u1"), 4: np.dtype("<u4"),
@@ -182,7 +181,7 @@ class _Node:
         self.upgraded = False  # moved from TCP to the node's private socket (upgrade.py)
 
 
-class Stream:
+class Stream(NodeLinks):
     """Segments from one or more stream nodes.
 
     ``window`` asks each node to let this learner hold at most that many
@@ -203,21 +202,12 @@ class Stream:
     def __init__(self, addresses, token=None, token_file=None, name=None, window=0,
                  max_policy_lag=0, max_frame=DEFAULT_MAX_FRAME, connect_timeout=30.0,
                  poison=False, shared_memory=True, upgrade=True):
-        if isinstance(addresses, str):
-            addresses = [addresses]
-        if not addresses:
-            raise ValueError("Stream needs at least one node address")
-        for a in addresses:
-            parse_address(a)
-        self._token = read_token(token, token_file)
-        self._name = name or f"rollout_client.Stream/{os.getpid()}"
+        addresses = node_addresses(addresses, "Stream")
+        self._setup(token, token_file, name or f"rollout_client.Stream/{os.getpid()}",
+                    shared_memory, upgrade)
         self._window, self._max_lag = window, max_policy_lag
         self._max_frame = max_frame
         self._poison = poison
-        self._shared_memory = shared_memory
-        self._upgrade = bool(upgrade)
-        self._pb = _proto.load()
-        self._sel = selectors.DefaultSelector()
         self._nodes = [_Node(i, a) for i, a in enumerate(addresses)]
         self._ready = collections.deque()
         try:
@@ -243,56 +233,26 @@ class Stream:
                                         nd.address, "segment memory")
 
     def _connect(self, nd, deadline):
-        ask = self._upgrade and parse_address(nd.address)[1] is not None  # over TCP
-        nd.upgraded = False
         try:
-            first = self._hello(nd, open_node_socket(nd.address, deadline), deadline,
-                                upgrade_=ask)
-            if first.WhichOneof("body") == "upgrade":
-                if not ask:
-                    raise ProtocolError(f"node {nd.address}: an upgrade we did not ask for")
-                try:
-                    offer = upgrade.check_offer(first.upgrade)
-                except ProtocolError as e:
-                    raise ProtocolError(f"node {nd.address}: {e}") from None
-                self._close_node(nd)  # the TCP connection: its part is done
-                first = self._upgraded(nd, offer, deadline)
-                if first is None:  # back to TCP, not asking again
-                    first = self._hello(nd, open_node_socket(nd.address, deadline), deadline)
-            self._welcome(nd, first)
+            self._welcome(nd, self._handshake(nd, deadline))
         finally:
-            if nd.fds:
-                shared_memory.close_fds(nd.fds)  # the mapping keeps the memory
-            nd.fds = None
+            self._drop_fds(nd)  # the mapping keeps the memory
         nd.sock.setblocking(False)
         self._sel.register(nd.sock, selectors.EVENT_READ, nd)
         self._drain(nd)  # segments that came with the welcome: no read will announce them
 
-    def _hello(self, nd, sock, deadline, upgrade_=False, nonce=None):
-        """Say our hello to the node on sock (nd's socket from now on, read
-        from an empty buffer) and return its first frame, parsed.
-        ``upgrade_``: ask for the same-host upgrade (over TCP); ``nonce``:
-        the one its offer gave (on its private socket)."""
-        nd.sock = sock
-        nd.open = True
+    def _links(self):
+        return getattr(self, "_nodes", [])
+
+    def _hello_fields(self, nd, hello):
+        hello.window = self._window
+        hello.max_policy_lag = self._max_lag
+
+    def _first_frame(self, nd, deadline):
+        """The node's first frame on nd's fresh socket (read from an empty
+        buffer), parsed."""
         nd.start = nd.end = 0
-        nd.shared = self._shared_memory and shared_memory.local(sock)
-        if nd.fds:
-            shared_memory.close_fds(nd.fds)
-        nd.fds = [] if nd.shared else None
-        f = self._pb.Frame()
-        f.hello.protocol_version = PROTOCOL_VERSION
-        f.hello.role = "learner"
-        f.hello.token = self._token
-        f.hello.name = self._name
-        f.hello.window = self._window
-        f.hello.max_policy_lag = self._max_lag
-        f.hello.shared_memory = nd.shared
-        f.hello.upgrade = upgrade_
-        if nonce is not None:
-            f.hello.upgrade_nonce = nonce
-        sock.sendall(encode_frame(f.SerializeToString()))
-        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        nd.sock.settimeout(max(0.1, deadline - time.monotonic()))
         body = self._next_frame(nd, block=True)
         if body is None:
             raise ConnectionClosed(f"node {nd.address} closed during the handshake")
@@ -304,23 +264,8 @@ class Stream:
                                 f"{e}") from None
         return g
 
-    def _upgraded(self, nd, offer, deadline):
-        """Move nd to the node's private socket (upgrade.py): the first
-        frame there, a welcome from the node that made the offer, or None
-        (logged, the socket closed) when the move failed and nd goes back
-        to TCP."""
-        deadline = min(deadline, time.monotonic() + upgrade.ATTEMPT_S)
-        try:
-            first = self._hello(nd, upgrade.open_private(offer, deadline), deadline,
-                                nonce=offer.nonce)
-            if upgrade.first_frame(nd.address, offer, nd.shared, first):
-                nd.upgraded = True
-            return first
-        except (OSError, ProtocolError, ConnectionClosed) as e:
-            why = e
-        self._close_node(nd)
-        upgrade.staying(nd.address, offer, why)
-        return None
+    def _fail(self, nd, message):
+        raise ProtocolError(f"node {nd.address}: {message}") from None
 
     def _welcome(self, nd, g):
         """Check nd's welcome (its first frame, g); map the segment memory
@@ -624,9 +569,9 @@ class Stream:
             nd.accepted_version = g.policy_accepted.version
         elif kind == "goodbye":
             nd.goodbye = g.goodbye.reason
-            self._close_node(nd)
+            self._close_conn(nd)
         elif kind == "error":
-            self._close_node(nd)
+            self._close_conn(nd)
             raise RemoteError(g.error.code, g.error.message, nd.address)
         else:
             raise ProtocolError(f"node {nd.address}: unexpected {kind} frame")
@@ -676,9 +621,9 @@ class Stream:
             pass
         if nd.open:
             self._drain(nd)
-        self._close_node(nd)
+        self._close_conn(nd)
 
-    def _close_node(self, nd):
+    def _close_conn(self, nd):
         if nd.open:
             nd.open = False
             try:
@@ -725,7 +670,7 @@ class Stream:
             nd = key.data
             if not self._fill(nd, False):
                 self._drain(nd)
-                self._close_node(nd)
+                self._close_conn(nd)
                 continue
             self._drain(nd)
 
@@ -746,27 +691,6 @@ class Stream:
     def accepted_version(self, node: int = 0) -> Optional[int]:
         """The version of the last pushed policy node i accepted, or None."""
         return self._nodes[node].accepted_version
-
-    def close(self, reason: str = "learner done") -> None:
-        """Say goodbye to every node and close."""
-        for nd in getattr(self, "_nodes", []):
-            if nd.open:
-                try:
-                    f = self._pb.Frame()
-                    f.goodbye.reason = reason
-                    nd.sock.setblocking(True)
-                    nd.sock.settimeout(2.0)
-                    nd.sock.sendall(encode_frame(f.SerializeToString()))
-                except OSError:
-                    pass
-            self._close_node(nd)
-        self._sel.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def _cell(address, text):
