@@ -23,6 +23,26 @@
 #include "vecenv/vec.h"
 #include "vecenv/vec_async.h"
 
+/* released marks the engine busy and releases the GIL for a call into the
+ * engine (other Python threads run meanwhile; one that calls the engine is
+ * refused: ready()). regained takes the GIL back and ends the busy mark; a
+ * call that failed (rc not 0, err its message) raises ValueError: -1. */
+static PyThreadState *released(EngineObject *self)
+{
+    self->busy = 1;
+    return PyEval_SaveThread();
+}
+
+static int regained(EngineObject *self, PyThreadState *ts, int rc, const char *err)
+{
+    PyEval_RestoreThread(ts);
+    self->busy = 0;
+    if (!rc)
+        return 0;
+    PyErr_SetString(PyExc_ValueError, err);
+    return -1;
+}
+
 static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"env",     "num_envs",     "seed",       "args", "autoreset",
@@ -78,15 +98,14 @@ static int engine_init(EngineObject *self, PyObject *args, PyObject *kw)
         .batch_size = batch_size,
     };
     char err[512] = "";
-    int rc;
     /* Creating envs (a plugin's, MuJoCo's) may take a while: other Python
      * threads run meanwhile. The strings stay alive through seq. */
-    Py_BEGIN_ALLOW_THREADS rc = ro__vec_new(&self->v, &cfg, err, sizeof err);
-    Py_END_ALLOW_THREADS Py_DECREF(seq);
-    if (rc) {
-        PyErr_SetString(PyExc_ValueError, err);
+    PyThreadState *ts = released(self);
+    int rc = ro__vec_new(&self->v, &cfg, err, sizeof err);
+    rc = regained(self, ts, rc, err);
+    Py_DECREF(seq);
+    if (rc < 0)
         return -1;
-    }
     self->ids = PyMem_Calloc(self->v->n, sizeof *self->ids);
     return self->ids ? 0 : (PyErr_NoMemory(), -1);
 }
@@ -212,14 +231,10 @@ static PyObject *engine_step(EngineObject *self, PyObject *args)
             return NULL;
     }
     char err[256];
-    int rc;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS rc = ro__vec_step(v, err, sizeof err);
-    Py_END_ALLOW_THREADS self->busy = 0;
-    if (rc) {
-        PyErr_SetString(PyExc_ValueError, err);
+    PyThreadState *ts = released(self);
+    int rc = ro__vec_step(v, err, sizeof err);
+    if (regained(self, ts, rc, err) < 0)
         return NULL;
-    }
     self->last_recv = 0;
     npy_intp n = v->n;
     PyObject *obs = ro__eng_tensors(v, v->obs, NULL, v->n);
@@ -290,16 +305,11 @@ static PyObject *engine_reset(EngineObject *self, PyObject *args)
     if (mask_arg(o_has, v->n, "has_seed", &has) < 0 || mask_arg(o_mask, v->n, "mask", &mask) < 0)
         goto out;
     char err[512];
-    int rc;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS rc =
-        ro__vec_reset(v, seeds ? PyArray_DATA(seeds) : NULL, has ? PyArray_DATA(has) : NULL,
-                      mask ? PyArray_DATA(mask) : NULL, err, sizeof err);
-    Py_END_ALLOW_THREADS self->busy = 0;
-    if (rc) {
-        PyErr_SetString(PyExc_ValueError, err);
+    PyThreadState *ts = released(self);
+    int rc = ro__vec_reset(v, seeds ? PyArray_DATA(seeds) : NULL, has ? PyArray_DATA(has) : NULL,
+                           mask ? PyArray_DATA(mask) : NULL, err, sizeof err);
+    if (regained(self, ts, rc, err) < 0)
         goto out;
-    }
     self->last_recv = 0;
     ret = ro__eng_tensors(v, v->obs, NULL, v->n);
 out:
@@ -409,16 +419,11 @@ static PyObject *engine_send(EngineObject *self, PyObject *args)
         return NULL;
     }
     char err[256];
-    int rc;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS rc = ro__vec_send(v, id, (uint32_t)k, err, sizeof err);
-    Py_END_ALLOW_THREADS self->busy = 0;
+    PyThreadState *ts = released(self);
+    int rc = ro__vec_send(v, id, (uint32_t)k, err, sizeof err);
+    rc = regained(self, ts, rc, err);
     Py_DECREF(ids);
-    if (rc) {
-        PyErr_SetString(PyExc_ValueError, err);
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    return rc < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 PyDoc_STRVAR(recv_doc, "recv() -> (env_ids, obs, reward, terminated, truncated, ended, failed)\n\n"
@@ -432,14 +437,10 @@ static PyObject *engine_recv(EngineObject *self, PyObject *unused)
     if (!v)
         return NULL;
     char err[256];
-    int rc;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS rc = ro__vec_recv(v, self->ids, err, sizeof err);
-    Py_END_ALLOW_THREADS self->busy = 0;
-    if (rc) {
-        PyErr_SetString(PyExc_ValueError, err);
+    PyThreadState *ts = released(self);
+    int rc = ro__vec_recv(v, self->ids, err, sizeof err);
+    if (regained(self, ts, rc, err) < 0)
         return NULL;
-    }
     self->last_recv = 1;
     const uint32_t k = v->batch;
     npy_intp dk = k;
@@ -497,19 +498,15 @@ static PyObject *engine_run_steps(EngineObject *self, PyObject *args)
     char err[256];
     int rc = 0;
     uint64_t t0 = ro__now_ns();
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS for (unsigned int i = 0; i < k && !rc; i++)
-    {
+    PyThreadState *ts = released(self);
+    for (unsigned int i = 0; i < k && !rc; i++) {
         if (cycle) /* a copy of the rows, as step() makes of its actions */
             ro__eng_put_cycle(v, cycle, i % m);
         rc = ro__vec_step(v, err, sizeof err);
     }
-    Py_END_ALLOW_THREADS self->busy = 0;
     uint64_t ns = ro__now_ns() - t0;
-    if (rc) {
-        PyErr_SetString(PyExc_ValueError, err);
+    if (regained(self, ts, rc, err) < 0)
         return NULL;
-    }
     return PyLong_FromUnsignedLongLong(ns);
 }
 

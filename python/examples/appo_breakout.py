@@ -38,15 +38,18 @@ import threading
 import time
 from typing import Any
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ppo_common as pc  # noqa: E402  (before torch: one thread)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-import rollout_client as rc  # noqa: E402
+rc = pc.rc
+
+# The loss's flags (ppo_common.loss_flags) for this example: no minibatches,
+# the whole segment per epoch; a constant step size.
+LOSS_DEFAULTS = dict(epochs=2, lr=2.5e-4, gamma=0.99, gae_lambda=0.95, clip=0.1, ent_coef=0.01)
 
 
 class CNN(nn.Module):
@@ -75,13 +78,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--procs", type=int, default=2, help="env worker processes")
     ap.add_argument("--unroll", type=int, default=32, help="T of a [T, N] segment")
     ap.add_argument("--total-steps", type=int, default=2_000_000)
-    ap.add_argument("--lr", type=float, default=2.5e-4)
-    ap.add_argument("--gamma", type=float, default=0.99)
-    ap.add_argument("--gae-lambda", type=float, default=0.95)
-    ap.add_argument("--clip", type=float, default=0.1)
-    ap.add_argument("--ent-coef", type=float, default=0.01)
-    ap.add_argument("--vf-coef", type=float, default=0.5)
-    ap.add_argument("--epochs", type=int, default=2)
+    pc.loss_flags(ap, LOSS_DEFAULTS)
     ap.add_argument("--queue", type=int, default=2, help="segments the actor may run ahead")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--report-every", type=int, default=10)

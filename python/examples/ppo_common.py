@@ -65,7 +65,8 @@ def connection_flags(ap, launch_help):
 def run_flags(ap, defaults):
     """--total-steps, --target, --no-target, --quick."""
     ap.add_argument("--total-steps", type=int, default=defaults["total_steps"],
-                    help=f"env steps at most, over all envs (default {defaults['total_steps']})")
+                    help="env steps at most, over all envs; the step size anneals to 0 over "
+                         f"them (default {defaults['total_steps']})")
     ap.add_argument("--target", type=float, default=defaults["target"],
                     help="stop once the last 20 episodes average this (default "
                          f"{defaults['target']}); --no-target never stops early")
@@ -77,16 +78,19 @@ def run_flags(ap, defaults):
 
 
 def loss_flags(ap, defaults):
-    """The clipped-objective PPO loss and its optimiser (both examples)."""
-    ap.add_argument("--minibatch", type=int, default=defaults["minibatch"],
-                    help="samples per minibatch")
+    """The clipped-objective PPO loss and its optimiser (the PPO and APPO
+    examples); --minibatch where the defaults give one (an update on
+    minibatches)."""
+    if "minibatch" in defaults:
+        ap.add_argument("--minibatch", type=int, default=defaults["minibatch"],
+                        help="samples per minibatch")
     ap.add_argument("--epochs", type=int, default=defaults["epochs"],
                     help="passes over each rollout")
-    ap.add_argument("--lr", type=float, default=defaults["lr"],
-                    help="Adam step size, annealed to 0")
+    ap.add_argument("--lr", type=float, default=defaults["lr"], help="Adam step size")
     ap.add_argument("--gamma", type=float, default=defaults["gamma"])
     ap.add_argument("--gae-lambda", type=float, default=defaults["gae_lambda"])
-    ap.add_argument("--clip", type=float, default=0.2, help="PPO clip range")
+    ap.add_argument("--clip", type=float, default=defaults.get("clip", 0.2),
+                    help="PPO clip range")
     ap.add_argument("--ent-coef", type=float, default=defaults["ent_coef"],
                     help="entropy bonus weight")
     ap.add_argument("--vf-coef", type=float, default=0.5, help="value loss weight")
