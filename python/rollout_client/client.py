@@ -21,35 +21,28 @@ from .batch import Batch
 from .errors import (AuthenticationError, ConnectionClosed, ProtocolError, RemoteError,
                      VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, FrameReader, encode_frame
-from .links import PROTOCOL_VERSION, NodeLinks, node_addresses
+from .links import PROTOCOL_VERSION, Link, NodeLinks, node_addresses
 from .observations import ObservationChecks
 from .welcome import node_info
 
 EPROTO, EACCES = 71, 13
 
 
-class _Conn:
+class _Conn(Link):
     """One node connection's state. Touched only by the owning Client."""
 
     def __init__(self, index, address, max_frame):
-        self.index = index
-        self.address = address
-        self.sock = None
+        super().__init__(index, address)
         self.reader = FrameReader(max_frame, where=address)
         self.outbuf = bytearray()
         self.info = None
         self.last_seq = 0
         self.unanswered = set()  # seqs delivered to the caller and not answered yet
         self.env_cache = {}      # env field bytes -> validated env indices (wire.py)
-        self.shared = False      # a Unix-domain socket on which we asked for the node's memory
-        self.fds = None          # during the handshake: what came with the welcome (SCM_RIGHTS)
         self.mem = None          # shared_memory.SeedMemory, when the node offered it
-        self.open = False
-        self.goodbye = None      # the node's goodbye reason, once received
         self.events = 0          # the selector events registered for sock
         self.last_step = np.zeros(0, np.int64)  # per env (row): the last step delivered, or -1
         self.node_id = None      # whose envs last_step describes
-        self.upgraded = False    # moved from TCP to the node's private socket (upgrade.py)
         self.states = None       # the node's last EnvStates answer (remote_state.py)
 
 
@@ -494,15 +487,7 @@ class Client(ObservationChecks, NodeLinks):
     def _close_conn(self, c):
         if not c.open:
             return
-        c.open = False
-        try:
-            self._sel.unregister(c.sock)
-        except (KeyError, ValueError):
-            pass
-        try:
-            c.sock.close()
-        except OSError:
-            pass
+        super()._close_conn(c)
         # Batches of a closed node cannot be answered: drop them.
         if any(b.node == c.index for b in self._ready):
             self._ready = collections.deque(b for b in self._ready if b.node != c.index)

@@ -2,10 +2,10 @@
 token and name they are given, the hello, the same-host upgrade on the way
 to the welcome (upgrade.py), and the goodbye.
 
-Each keeps its own connection objects (client._Conn, stream._Node: index,
-address, sock, open, shared, fds, upgraded) and says, through the methods
+Each keeps its own connection objects (client._Conn, stream._Node: a Link
+and what the class reads and writes on it) and says, through the methods
 NodeLinks leaves to it, what its hello adds, how it reads a node's first
-frame, how it fails a node and how it closes a connection.
+frame and how it fails a node.
 """
 import selectors
 import socket
@@ -32,6 +32,20 @@ def node_addresses(addresses: Union[str, Sequence[str]], who: str) -> "list[str]
     for a in addresses:
         parse_address(a)
     return list(addresses)
+
+
+class Link:
+    """What every connection to a node has. Touched only by its owner."""
+
+    def __init__(self, index: int, address: str) -> None:
+        self.index = index
+        self.address = address
+        self.sock: Optional[socket.socket] = None
+        self.open = False
+        self.shared = False  # a Unix-domain socket on which we asked for the node's memory
+        self.fds: "Optional[list[int]]" = None  # in the handshake: what came with the welcome
+        self.upgraded = False  # moved from TCP to the node's private socket (upgrade.py)
+        self.goodbye: Optional[str] = None  # the node's goodbye reason, once received
 
 
 class NodeLinks:
@@ -67,7 +81,18 @@ class NodeLinks:
         raise NotImplementedError
 
     def _close_conn(self, c: Any) -> None:
-        raise NotImplementedError
+        """Close c (once): out of the selector, its socket closed."""
+        if not c.open:
+            return
+        c.open = False
+        try:
+            self._sel.unregister(c.sock)
+        except (KeyError, ValueError):
+            pass
+        try:
+            c.sock.close()
+        except OSError:
+            pass
 
     def _unsent(self, c: Any) -> bytes:
         """What is queued for c's node and not sent yet (taken): it goes
@@ -175,4 +200,4 @@ class NodeLinks:
         return False
 
 
-__all__ = ["NodeLinks", "PROTOCOL_VERSION", "node_addresses"]
+__all__ = ["Link", "NodeLinks", "PROTOCOL_VERSION", "node_addresses"]

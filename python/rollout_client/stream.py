@@ -41,7 +41,7 @@ from . import _proto, shared_memory, wire
 from .errors import (AuthenticationError, ConnectionClosed, FrameTooLarge, ProtocolError,
                      RemoteError, VersionMismatch)
 from .framing import DEFAULT_MAX_FRAME, decode_varint, encode_frame
-from .links import PROTOCOL_VERSION, NodeLinks, node_addresses
+from .links import PROTOCOL_VERSION, Link, NodeLinks, node_addresses
 
 # proto DType -> numpy dtype (little-endian).
 _DTYPES = {1: np.dtype("<f4"), 2: np.dtype("<i4"), 3: np.dtype("u1"), 4: np.dtype("<u4"),
@@ -158,11 +158,9 @@ class SegmentBatch:
         self._block = None
 
 
-class _Node:
+class _Node(Link):
     def __init__(self, index, address):
-        self.index = index
-        self.address = address
-        self.sock = None
+        super().__init__(index, address)
         self.block = np.empty(0, np.uint8)
         self.mv = memoryview(self.block)  # the same bytes, indexed as ints
         self.start = self.end = 0  # buffered bytes: block[start:end]
@@ -171,14 +169,9 @@ class _Node:
         self.ack_every = 1         # delivered segments per ack while more are buffered
         self.welcome = None
         self.layout = None  # a StreamLayout for an env ABI 2 node
-        self.shared = False  # unix:PATH and we asked for the node's memory
-        self.fds = None  # during the handshake: what came with the welcome (SCM_RIGHTS)
         self.cell = None    # a recurrent node's ("gru" or "lstm", H)
         self.shm = None    # its segment memory, mapped read-only (uint8 array)
-        self.open = False
-        self.goodbye = None
         self.accepted_version = None  # of our last policy push the node accepted
-        self.upgraded = False  # moved from TCP to the node's private socket (upgrade.py)
 
 
 class Stream(NodeLinks):
@@ -622,15 +615,6 @@ class Stream(NodeLinks):
         if nd.open:
             self._drain(nd)
         self._close_conn(nd)
-
-    def _close_conn(self, nd):
-        if nd.open:
-            nd.open = False
-            try:
-                self._sel.unregister(nd.sock)
-            except (KeyError, ValueError):
-                pass
-            nd.sock.close()
 
     # -- the API ------------------------------------------------------------
     def recv(self, timeout: Optional[float] = None) -> Optional[SegmentBatch]:
