@@ -38,8 +38,8 @@ npy_intp ro__hp_row_bytes(PyArrayObject *a);
 
 /* ro__hp_env_rows reads the `rows` argument of episodes(), gather() and
  * adopt(): an int (the first of k envs in order) or an int64 array of k
- * envs, each checked to lie in [0, n). Sets *first or *ids; -1 with an
- * exception set otherwise. */
+ * envs, each checked to lie in [0, n) (and k to be at least 0). Sets
+ * *first or *ids; -1 with an exception set otherwise. */
 int ro__hp_env_rows(PyObject *o, npy_intp k, npy_intp n, npy_intp *first, const int64_t **ids);
 
 /* ro__hp_episode_row is one env's step in the running episode figures,
