@@ -176,7 +176,9 @@ class NodeLinks:
     # -- the goodbye ----------------------------------------------------------
     def close(self, reason: str = "learner done", timeout: float = 2.0) -> None:
         """Send Frame{goodbye} to every open node (after what is queued for
-        it), waiting at most timeout seconds for each, then close."""
+        it), waiting at most timeout seconds for each, then close. What
+        this learner held unanswered (a Client's batches, a Stream's
+        unacknowledged segments) the node gives to the next learner."""
         f = self._pb.Frame()
         f.goodbye.reason = reason
         bye = encode_frame(f.SerializeToString())
