@@ -178,7 +178,7 @@ class NodeLinks:
         """Send Frame{goodbye} to every open node (after what is queued for
         it), waiting at most timeout seconds for each, then close. What
         this learner held unanswered (a Client's batches, a Stream's
-        unacknowledged segments) the node gives to the next learner."""
+        unacknowledged segments) the node hands to another learner."""
         f = self._pb.Frame()
         f.goodbye.reason = reason
         bye = encode_frame(f.SerializeToString())
