@@ -214,22 +214,8 @@ static PyObject *engine_step(EngineObject *self, PyObject *args)
     ro_vec_t *v = ready(self);
     if (!v)
         return NULL;
-    if (v->lay.ndisc) {
-        if (disc == Py_None) {
-            PyErr_SetString(PyExc_TypeError, "actions: the env takes discrete actions");
-            return NULL;
-        }
-        if (ro__eng_take_discrete(v, disc, NULL, v->n) < 0)
-            return NULL;
-    }
-    if (v->lay.nbox) {
-        if (box == Py_None) {
-            PyErr_SetString(PyExc_TypeError, "actions: the env takes box actions");
-            return NULL;
-        }
-        if (ro__eng_take_box(v, box, NULL, v->n) < 0)
-            return NULL;
-    }
+    if (ro__eng_take_actions(v, disc, box, NULL, v->n) < 0)
+        return NULL;
     char err[256];
     PyThreadState *ts = released(self);
     int rc = ro__vec_step(v, err, sizeof err);
@@ -410,11 +396,7 @@ static PyObject *engine_send(EngineObject *self, PyObject *args)
             return NULL;
         }
     /* Only HANDED envs' rows are written: no job reads them. */
-    if ((v->lay.ndisc && (disc == Py_None || ro__eng_take_discrete(v, disc, id, (uint32_t)k))) ||
-        (v->lay.nbox && (box == Py_None || ro__eng_take_box(v, box, id, (uint32_t)k)))) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "actions: the env takes discrete and/or box "
-                                             "actions; one of them is None");
+    if (ro__eng_take_actions(v, disc, box, id, (uint32_t)k) < 0) {
         Py_DECREF(ids);
         return NULL;
     }

@@ -36,12 +36,13 @@ PyObject *ro__eng_tensors(const ro_vec_t *v, uint8_t *const *bufs, const uint32_
 PyObject *ro__eng_bools(const uint8_t *x, const uint32_t *ids, uint32_t k);
 PyObject *ro__eng_doubles(const double *x, const uint32_t *ids, uint32_t k);
 
-/* ro__eng_take_discrete / _box check actions for k envs (a batch of k rows)
- * and write row i into env ids[i]'s action row (ids NULL: env i). -1 with
+/* ro__eng_take_actions checks a batch of actions for k envs (k rows: disc
+ * of the discrete parts, box of the box parts; None where the env has none)
+ * and writes row i into env ids[i]'s action rows (ids NULL: env i). -1 with
  * TypeError or ValueError naming the problem; nothing is half-written that
- * a step could read, since no step runs until they succeed. */
-int ro__eng_take_discrete(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k);
-int ro__eng_take_box(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k);
+ * a step could read, since no step runs until it succeeds. */
+int ro__eng_take_actions(ro_vec_t *v, PyObject *disc, PyObject *box, const uint32_t *ids,
+                         uint32_t k);
 
 /* ro__eng_take_cycle checks a sequence of m action batches of every env,
  * each a (discrete, box) pair as step() takes, and copies them into one new

@@ -20,7 +20,9 @@ static bool rows_fit(PyArrayObject *a, uint32_t k, uint32_t per, const char *wha
     return false;
 }
 
-int ro__eng_take_discrete(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k)
+/* take_discrete / take_box: one kind of a batch (engine.h,
+ * ro__eng_take_actions). */
+static int take_discrete(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k)
 {
     const ro_space_layout_t *L = &v->lay;
     PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(obj, NPY_NOTYPE, 0, 0, 0);
@@ -69,7 +71,7 @@ int ro__eng_take_discrete(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint3
     return 0;
 }
 
-int ro__eng_take_box(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k)
+static int take_box(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k)
 {
     const uint32_t per = v->lay.nbox;
     /* Cast to float32 as Gymnasium's Box would; the env gets the values as
@@ -89,6 +91,22 @@ int ro__eng_take_box(ro_vec_t *v, PyObject *obj, const uint32_t *ids, uint32_t k
         for (uint32_t i = 0; i < k; i++)
             memcpy(v->act_f + (size_t)ids[i] * per, x + (size_t)i * per, per * sizeof(float));
     Py_DECREF(c);
+    return 0;
+}
+
+int ro__eng_take_actions(ro_vec_t *v, PyObject *disc, PyObject *box, const uint32_t *ids,
+                         uint32_t k)
+{
+    const char *missing = v->lay.ndisc && disc == Py_None ? "discrete"
+                          : v->lay.nbox && box == Py_None ? "box"
+                                                          : NULL;
+    if (missing) {
+        PyErr_Format(PyExc_TypeError, "actions: the env takes %s actions, not None", missing);
+        return -1;
+    }
+    if ((v->lay.ndisc && take_discrete(v, disc, ids, k) < 0) ||
+        (v->lay.nbox && take_box(v, box, ids, k) < 0))
+        return -1;
     return 0;
 }
 
@@ -131,8 +149,7 @@ int ro__eng_take_cycle(ro_vec_t *v, PyObject *batches, void **out, uint32_t *m)
             PyErr_Format(PyExc_TypeError, "actions: batch %zd is not a (discrete, box) pair", j);
             goto fail;
         }
-        if ((v->lay.ndisc && ro__eng_take_discrete(v, d, NULL, v->n) < 0) ||
-            (v->lay.nbox && ro__eng_take_box(v, b, NULL, v->n) < 0))
+        if (ro__eng_take_actions(v, d, b, NULL, v->n) < 0)
             goto fail;
         if (disc)
             memcpy(block + (size_t)j * all, v->act_i, disc);
