@@ -197,9 +197,8 @@ class NodeLinks:
     def __enter__(self: _Self) -> _Self:
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         self.close()
-        return False
 
 
 __all__ = ["Link", "NodeLinks", "PROTOCOL_VERSION", "node_addresses"]
