@@ -157,9 +157,9 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
             fprintf(lg->metrics,
                     ",\"learners\":%u,\"envs_in_flight\":%u,\"envs_unsent\":%u,"
                     "\"oldest_wait_ms\":%.3f,\"queued_bytes\":%llu,\"batches_resent\":%llu",
-                    cur.learners, cur.envs_in_flight, cur.envs_unsent,
-                    (double)cur.oldest_wait_ns * 1e-6, (unsigned long long)cur.queued_bytes,
-                    (unsigned long long)cur.batches_resent);
+                    cur.hub.learners, cur.hub.envs_in_flight, cur.hub.envs_unsent,
+                    (double)cur.hub.oldest_wait_ns * 1e-6, (unsigned long long)cur.hub.queued_bytes,
+                    (unsigned long long)cur.hub.batches_resent);
         if (cur.recording)
             fprintf(lg->metrics, ",\"record_waits\":%llu,\"record_dropped\":%llu",
                     (unsigned long long)cur.record_waits, (unsigned long long)cur.record_dropped);
@@ -167,9 +167,9 @@ static void throughput_line(ro_logger_t *lg, uint64_t now)
             fprintf(lg->metrics,
                     ",\"learners\":%u,\"segments_in_flight\":%u,\"segments_unsent\":%u,"
                     "\"segments_acked\":%llu,\"segments_dropped_lag\":%llu,\"stream_waits\":%llu",
-                    cur.learners, cur.segments_in_flight, cur.segments_unsent,
-                    (unsigned long long)cur.segments_acked,
-                    (unsigned long long)cur.segments_dropped_lag,
+                    cur.hub.learners, cur.hub.segments_in_flight, cur.hub.segments_unsent,
+                    (unsigned long long)cur.hub.segments_acked,
+                    (unsigned long long)cur.hub.segments_dropped_lag,
                     (unsigned long long)cur.stream_waits);
         metrics_field(lg, &cur);
         fputs("}\n", lg->metrics);
@@ -201,8 +201,8 @@ static void status(ro_logger_t *lg, uint64_t now, bool final)
              (unsigned long long)cur.episodes, mean);
     if (cur.remote) {
         size_t k = strlen(line);
-        snprintf(line + k, sizeof line - k, " | learners %u, envs waiting %u", cur.learners,
-                 cur.envs_in_flight + cur.envs_unsent);
+        snprintf(line + k, sizeof line - k, " | learners %u, envs waiting %u", cur.hub.learners,
+                 cur.hub.envs_in_flight + cur.hub.envs_unsent);
     }
     if (lg->status_tty)
         fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "actors/hub/hub_types.h"
 #include "metrics/histo.h"
 #include "rollout/env.h"
 
@@ -20,28 +21,19 @@ typedef struct ro_logger_sample {
     uint64_t rows;     /* envs in those forward passes */
     uint64_t episodes; /* finished episodes */
     double return_sum; /* sum of their returns */
-    /* With remote learners (remote set): where the envs wait, from
-     * ro_remote_stats_t. Backpressure from a slow learner shows here. */
+    /* The hub's counters (actors/hub/hub_types.h), read on the loop thread
+     * (its own) with remote learners (remote set: where the envs wait;
+     * backpressure from a slow learner shows here) or with stream learners
+     * (stream set: learners falling behind show here); zero otherwise. */
     bool remote;
-    uint32_t learners;
-    uint32_t envs_in_flight;
-    uint32_t envs_unsent;
-    uint64_t oldest_wait_ns;
-    uint64_t queued_bytes;
-    uint64_t batches_resent;
-    uint64_t spin_hits, spin_misses; /* the loop's spins for due actions (--spin-us) */
+    ro_hub_stats_t hub;
     /* With --record (recording set): where the disk makes the envs wait. */
     bool recording;
     uint64_t record_waits;   /* shard steps that waited for a chunk */
     uint64_t record_dropped; /* env steps dropped (--record-full drop) */
-    /* --learner stream (stream set): learners falling behind show here. */
+    /* --learner stream (stream set): the shards' waits for a segment. */
     bool stream;
-    uint32_t segments_in_flight; /* sent, not acknowledged */
-    uint32_t segments_unsent;    /* full, waiting for a learner's window */
-    uint64_t segments_acked;
     uint64_t stream_waits; /* times a shard waited for a free segment */
-    uint64_t segments_dropped_lag;
-    double policy_lag_mean; /* versions behind at send, over the run */
     /* The version of the policy acting here (0: seeded or random; remote:
      * the learners' business, 0). */
     uint64_t policy_version;

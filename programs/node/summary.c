@@ -30,26 +30,11 @@ void ro__node_sample(void *ctx, ro_logger_sample_t *out)
     out->remote = n->cfg.learner == RO_LEARNER_REMOTE;
     out->stream = n->ports != NULL;
     if (out->remote || out->stream) {
-        /* The logger samples on the loop thread, the hub's thread. It
-         * shows each mode's counters in that mode only (remote, stream). */
-        ro_hub_stats_t rs;
-        ro__hub_stats(n->hub, &rs);
-        out->learners = rs.learners;
-        out->envs_in_flight = rs.envs_in_flight;
-        out->envs_unsent = rs.envs_unsent;
-        out->oldest_wait_ns = rs.oldest_wait_ns;
-        out->queued_bytes = rs.queued_bytes;
-        out->batches_resent = rs.batches_resent;
-        out->spin_hits = rs.spin_hits;
-        out->spin_misses = rs.spin_misses;
-        out->segments_in_flight = rs.segments_in_flight;
-        out->segments_unsent = rs.segments_unsent;
-        out->segments_acked = rs.segments_acked;
-        out->segments_dropped_lag = rs.segments_dropped_lag;
-        out->policy_lag_mean = rs.policy_lag_mean;
+        /* The logger samples on the loop thread, the hub's thread. */
+        ro__hub_stats(n->hub, &out->hub);
         if (out->remote) { /* the learners' forward passes, not the lanes' */
-            out->batches = rs.batches_sent;
-            out->rows = rs.rows_sent;
+            out->batches = out->hub.batches_sent;
+            out->rows = out->hub.rows_sent;
         }
     }
     for (uint32_t i = 0; out->stream && i < n->nshards; i++) /* relaxed: statistics */
