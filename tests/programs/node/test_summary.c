@@ -359,10 +359,10 @@ static void test_sample(void **state)
     assert_true(s->remote && s->stream && s->histos && s->recording);
     assert_int_equal(s->batches, 8);
     assert_int_equal(s->rows, 36);
-    assert_int_equal(s->learners, 2);
-    assert_int_equal(s->envs_in_flight, 5);
-    assert_int_equal(s->oldest_wait_ns, 9);
-    assert_int_equal(s->segments_acked, 11);
+    assert_int_equal(s->hub.learners, 2);
+    assert_int_equal(s->hub.envs_in_flight, 5);
+    assert_int_equal(s->hub.oldest_wait_ns, 9);
+    assert_int_equal(s->hub.segments_acked, 11);
     assert_int_equal(s->stream_waits, 7);
     assert_int_equal(s->ret.n, 2);
     assert_true(s->ret.sum == 16.0);
