@@ -364,6 +364,16 @@ static void step_typed(ro_env_shard_t *s)
     atomic_store_explicit(&s->return_pub, s->return_sum, memory_order_relaxed);
 }
 
+/* reset_envs resets every env of the shard, through its ABI's table: at
+ * the start and after a reseed. */
+static void reset_envs(ro_env_shard_t *s)
+{
+    if (s->vt2)
+        reset_typed(s);
+    else
+        reset_flat(s);
+}
+
 /* A learner's reseed (hub_reseed.c) instead of a step: every env starts a
  * new episode (the one it was in is left unfinished, as a recording then
  * shows), re-created first from (the learner's seed, --node-index, its
@@ -398,10 +408,7 @@ static void reseed_all(ro_env_shard_t *s)
             ro__rng_init(&b->act_rng[(size_t)j * A + a],
                          ro__seed_mix(base, idx * A + a, RO_STREAM_ACTION));
     }
-    if (s->vt2)
-        reset_typed(s);
-    else
-        reset_flat(s);
+    reset_envs(s);
 }
 
 /* The step (or reset) goes to the learner, or the shard is done. */
@@ -457,10 +464,7 @@ static void env_actor_behaviour(ro_actor_t *self, ro_msg_t *msg)
         after_step(s, true);
         break;
     case RO_MSG_START:
-        if (s->vt2)
-            reset_typed(s);
-        else
-            reset_flat(s);
+        reset_envs(s);
         after_step(s, true);
         break;
     case RO_MSG_STOP: /* no actions will come: the node is stopping */
