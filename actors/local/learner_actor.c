@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/alloc.h"
 #include "runtime/clock.h"
 #include "runtime/error.h"
 #include "actors/exchange/messages.h"
@@ -135,6 +136,26 @@ static void learner_behaviour(ro_actor_t *self, ro_msg_t *msg)
     maybe_flush(l);
 }
 
+/* carve points the lane's batch arrays into mem (NULL: only sizes them),
+ * each on cache lines of its own, and returns their bytes: the sampling
+ * streams, the actions (wi entries a row), a composite policy's mask rows
+ * and a recurrent one's (cell) state pointers and episode-start flags. */
+static size_t carve(ro_learner_t *l, void *mem, size_t wi, bool cell)
+{
+    const size_t n = l->max_rows;
+    size_t off = 0;
+    l->rngs = ro__carve(mem, &off, n * sizeof *l->rngs);
+    l->act_i = ro__carve(mem, &off, n * wi * sizeof *l->act_i);
+    l->act_f = ro__carve(mem, &off, n * l->act_dim * sizeof *l->act_f);
+    if (l->composite && l->lay->mask_width)
+        l->mask = ro__carve(mem, &off, n * l->lay->mask_width);
+    if (cell) {
+        l->state = ro__carve(mem, &off, n * sizeof *l->state);
+        l->first = ro__carve(mem, &off, n);
+    }
+    return off;
+}
+
 int ro__learner_init(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, ro_actor_t *control,
                      uint32_t batch, uint64_t max_wait_us, uint32_t shards, uint32_t rows,
                      uint32_t max_shard, bool discrete)
@@ -167,37 +188,17 @@ int ro__learner_init_on(ro_learner_t *l, const ro_policy_t *p, ro_runq_t *runq, 
     l->active_rows = rows;
     l->active_shards = shards;
     l->mem_node = mem_node;
+    const bool cell = ro__policy_state_floats(p) > 0;
     int rc = ro__policy_ws_new_on(&l->ws, p, l->max_rows, mem_node);
     if (rc)
         return rc;
-    if (mem_node >= 0) {
-        /* One block on the lane's node, each array on its own line. */
-        size_t a = ((size_t)l->max_rows * sizeof *l->rngs + 63) / 64 * 64;
-        size_t b = ((size_t)l->max_rows * wi * sizeof *l->act_i + 63) / 64 * 64;
-        l->mem_bytes = a + b + (size_t)l->max_rows * l->act_dim * sizeof *l->act_f;
-        l->mem = ro__numa_alloc(l->mem_bytes, mem_node);
-        if (l->mem) {
-            l->rngs = (ro_rng_t **)l->mem;
-            l->act_i = (int32_t *)((char *)l->mem + a);
-            l->act_f = (float *)((char *)l->mem + a + b);
-        }
-    } else {
-        l->rngs = calloc(l->max_rows, sizeof *l->rngs);
-        l->act_i = calloc((size_t)l->max_rows * wi, sizeof *l->act_i);
-        l->act_f = calloc((size_t)l->max_rows * l->act_dim, sizeof *l->act_f);
-    }
-    if (l->composite && l->lay->mask_width)
-        l->mask = malloc((size_t)l->max_rows * l->lay->mask_width);
-    const bool cell = ro__policy_state_floats(p) > 0;
-    if (cell) {
-        l->state = calloc(l->max_rows, sizeof *l->state);
-        l->first = calloc(l->max_rows, 1);
-    }
-    if (!l->rngs || !l->act_i || !l->act_f || (l->composite && l->lay->mask_width && !l->mask) ||
-        (cell && (!l->state || !l->first))) {
+    /* One block, on the lane's node where it has one. */
+    l->mem_bytes = carve(l, NULL, wi, cell);
+    if (!(l->mem = ro__numa_alloc(l->mem_bytes, mem_node))) {
         ro__learner_destroy(l);
         return RO_ENOMEM;
     }
+    carve(l, l->mem, wi, cell);
     l->timer.msg.type = RO_MSG_TICK;
     l->timer.target = &l->actor;
     l->done_msg.type = RO_MSG_LANE_DONE;
@@ -227,24 +228,9 @@ void ro__learner_destroy(ro_learner_t *l)
 {
     free(l->logp);
     free(l->mean);
-    free(l->mask);
-    free(l->state);
-    free(l->first);
-    l->logp = l->mean = NULL;
-    l->mask = NULL;
-    l->state = NULL;
-    l->first = NULL;
     ro__policy_ws_free(l->ws);
-    if (l->mem) {
-        ro__numa_free(l->mem, l->mem_bytes);
-    } else {
-        free(l->rngs);
-        free(l->act_i);
-        free(l->act_f);
-    }
-    l->mem = NULL;
+    ro__numa_free(l->mem, l->mem_bytes); /* the carved arrays */
+    l->logp = l->mean = NULL;
     l->ws = NULL;
-    l->rngs = NULL;
-    l->act_i = NULL;
-    l->act_f = NULL;
+    l->mem = NULL;
 }

@@ -65,7 +65,7 @@ typedef struct ro_learner {
     ro_msg_t swap_msg, swap_done_msg;
     const ro_policy_t *swap_to;
     bool swap_ok;
-    void *mem;        /* rngs, act_i, act_f in one NUMA block, or NULL (heap) */
+    void *mem;        /* rngs .. first in one block (ro__numa_alloc), on mem_node */
     size_t mem_bytes; /* its size */
     int mem_node;     /* NUMA node of the lane's buffers, -1 if not placed */
 
