@@ -48,15 +48,16 @@ static void push_metric(ro_env_shard_t *s, uint32_t kind, uint32_t j, double val
         .policy_last = s->xchg.policy_version, /* the version that chose this step's action */
     };
     /* Never blocks: a full ring drops and counts. */
-    ro__metrics_ring_push(s->ring, &m);
+    ro__metrics_ring_push(s->rules.ring, &m);
 }
 
 /* env j's episode into the shard's histograms (--tensorboard, --prometheus). */
 static void count_episode(ro_env_shard_t *s, uint32_t j)
 {
-    ro__histo_pub_add(&s->histos[0], ro__histo_return_edges, ro__histo_return_nedges,
+    ro__histo_pub_add(&s->rules.histos[0], ro__histo_return_edges, ro__histo_return_nedges,
                       s->ep_return[j]);
-    ro__histo_pub_add(&s->histos[1], ro__histo_size_edges, ro__histo_size_nedges, s->ep_len[j]);
+    ro__histo_pub_add(&s->rules.histos[1], ro__histo_size_edges, ro__histo_size_nedges,
+                      s->ep_len[j]);
 }
 
 static void begin_episode(ro_env_shard_t *s, uint32_t j, float *o)
@@ -126,27 +127,27 @@ static void step_flat(ro_env_shard_t *s)
             a.box = b->act_f + (size_t)j * b->act_dim;
         ro_step_t st = {0};
         int rc = s->vt->step(s->envs[j], a, o, &st);
-        if (rc != 0 || (s->check_finite && !row_finite(o, b->obs_dim, st.reward))) {
+        if (rc != 0 || (s->rules.check_finite && !row_finite(o, b->obs_dim, st.reward))) {
             fail_env(s, j, o);
             continue;
         }
         s->ep_len[j]++;
         s->ep_return[j] += st.reward;
-        bool trunc = st.truncated || (s->max_steps && s->ep_len[j] >= s->max_steps);
+        bool trunc = st.truncated || (s->rules.max_steps && s->ep_len[j] >= s->rules.max_steps);
         b->reward[j] = st.reward;
         b->terminated[j] = st.terminated != 0;
         b->truncated[j] = trunc;
         if (st.terminated || trunc) {
             memcpy(b->final_obs + j * od, o, od * sizeof(float));
             b->has_final[j] = 1;
-            if (s->record_episodes) {
+            if (s->rules.record_episodes) {
                 t_ns = t_ns ? t_ns : ro__now_ns();
                 push_metric(s, RO_METRIC_EPISODE, j, s->ep_return[j], s->ep_len[j],
                             st.terminated != 0, trunc, t_ns);
             }
             s->episodes++;
             s->return_sum += s->ep_return[j];
-            if (s->histos)
+            if (s->rules.histos)
                 count_episode(s, j);
             s->ep_num[j]++;
             begin_episode(s, j, o);
@@ -318,7 +319,7 @@ static void step_typed(ro_env_shard_t *s)
         obs_out_of(b, j, t, &o);
         memset(st, 0, A * sizeof *st);
         int rc = s->vt2->step(s->envs[j], &act, &o, st);
-        if (rc != 0 || (s->check_finite && !finite_rows(b, j, st)) || !mask_ok(b, j)) {
+        if (rc != 0 || (s->rules.check_finite && !finite_rows(b, j, st)) || !mask_ok(b, j)) {
             s->env_failures++;
             push_metric(s, RO_METRIC_ENV_FAIL, j, 0.0, s->ep_len[j] + 1, false, true, ro__now_ns());
             s->ep_num[j]++;
@@ -331,7 +332,7 @@ static void step_typed(ro_env_shard_t *s)
             continue;
         }
         s->ep_len[j]++;
-        bool end = s->max_steps && s->ep_len[j] >= s->max_steps, term = false;
+        bool end = s->rules.max_steps && s->ep_len[j] >= s->rules.max_steps, term = false;
         double rsum = 0.0;
         for (uint32_t a = 0; a < A; a++) {
             rsum += st[a].reward;
@@ -345,13 +346,13 @@ static void step_typed(ro_env_shard_t *s)
         for (uint32_t k = 0; k < lay->ntensors; k++)
             memcpy(b->final_tensor[k] + r0 * lay->t[k].row_bytes, t[k], A * lay->t[k].row_bytes);
         metrics_of(s, j);
-        if (s->record_episodes) {
+        if (s->rules.record_episodes) {
             t_ns = t_ns ? t_ns : ro__now_ns();
             push_metric(s, RO_METRIC_EPISODE, j, s->ep_return[j], s->ep_len[j], term, !term, t_ns);
         }
         s->episodes++;
         s->return_sum += s->ep_return[j];
-        if (s->histos)
+        if (s->rules.histos)
             count_episode(s, j);
         s->ep_num[j]++;
         begin_typed_episode(s, j);
@@ -386,7 +387,7 @@ static void reseed_all(ro_env_shard_t *s)
 {
     ro_step_batch_t *b = &s->xchg;
     const uint32_t A = b->agents ? b->agents : 1, ne = b->n / A;
-    const uint64_t node_seed = ro__node_seed(b->reseed_seed, s->node_index);
+    const uint64_t node_seed = ro__node_seed(b->reseed_seed, s->rules.node_index);
     const bool own = b->reseed == RO_RESEED_ENVS;
     ro__crash_ctx.what = "create";
     for (uint32_t j = 0; j < ne; j++) {
@@ -415,8 +416,8 @@ static void reseed_all(ro_env_shard_t *s)
 static void offer(ro_env_shard_t *s)
 {
     /* Relaxed: the flag carries no data; we only need to see it eventually. */
-    bool stop = atomic_load_explicit(s->stopping, memory_order_relaxed);
-    bool done = stop || (s->quota != NO_QUOTA && s->xchg.steps >= s->quota);
+    bool stop = atomic_load_explicit(s->rules.stopping, memory_order_relaxed);
+    bool done = stop || (s->rules.quota != NO_QUOTA && s->xchg.steps >= s->rules.quota);
     if (done && s->stream)
         ro__stream_port_finish(s->stream, &s->xchg);
     else if (s->stream && s->xchg.rstate && s->stream->cur && s->stream->cur->t == 0)
@@ -491,14 +492,7 @@ int ro__env_shard_wire(ro_env_shard_t *s, const ro_env_shard_wiring_t *w)
     s->xchg.index = w->index;
     s->xchg.learner = w->learner;
     s->xchg.env = &s->actor;
-    s->ring = w->ring;
-    s->stopping = w->stopping;
-    s->max_steps = w->max_steps;
-    s->quota = w->quota;
-    s->check_finite = w->check_finite;
-    s->record_episodes = w->record_episodes;
-    s->histos = w->histos;
-    s->node_index = w->node_index;
+    s->rules = w->rules;
     ro__env_state_port_wire(s);
     if (!w->runq)
         return ro__actor_init_loop(&s->actor, "env", env_actor_behaviour, w->loop, w->home);

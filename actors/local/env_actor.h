@@ -33,14 +33,7 @@ typedef struct ro_env_shard_wiring {
     uv_loop_t *loop;
     ro_loop_home_t *home;
     ro_actor_t *learner;
-    ro_metrics_ring_t *ring;
-    const atomic_bool *stopping;
-    uint32_t max_steps;
-    uint64_t quota;
-    bool check_finite;
-    bool record_episodes;   /* one record per episode (for --metrics) */
-    ro_histo_pub_t *histos; /* [2] episode returns and lengths, or NULL (env_shard.h) */
-    uint32_t node_index;    /* --node-index: a reseed's envs seed from (seed, it, env) */
+    ro_env_shard_rules_t rules; /* the run's, copied into the shard */
 } ro_env_shard_wiring_t;
 
 /* ro__env_shard_wire connects an initialised shard. Returns 0, or a negative

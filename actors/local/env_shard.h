@@ -24,6 +24,22 @@
 struct ro_rec_port;
 struct ro_runq;
 
+/* What the node tells each shard of the run (ro__env_shard_wire): read-only
+ * after it. */
+typedef struct ro_env_shard_rules {
+    ro_metrics_ring_t *ring;
+    const atomic_bool *stopping; /* set by the loop on SIGINT/--seconds */
+    uint32_t max_steps;          /* episode limit, 0 = none */
+    uint64_t quota;              /* steps per env before the shard is done, 0 = none */
+    bool check_finite;           /* validate observations and rewards */
+    bool record_episodes;        /* push one metric record per finished episode (--metrics) */
+    /* --tensorboard or --prometheus: [0] the returns, [1] the lengths of
+     * the shard's finished episodes, counted by the owner (the node's,
+     * cache-line aligned); NULL: not counted. */
+    ro_histo_pub_t *histos;
+    uint32_t node_index; /* --node-index: a reseed's envs seed from (seed, it, env) */
+} ro_env_shard_rules_t;
+
 typedef struct ro_env_shard {
     ro_actor_t actor;
 
@@ -32,26 +48,16 @@ typedef struct ro_env_shard {
     ro_step_batch_t xchg;
 
     /* Read-only after ro__env_shard_init / wire. */
-    const ro_env_vtable_t *vt;   /* an ABI 1 env, or NULL */
-    const ro_env2_vtable_t *vt2; /* an ABI 2 env, or NULL */
-    ro_env_kind_t kind;          /* vt or vt2's kind (a copy; the node owns it) */
-    bool check_finite;           /* validate observations and rewards */
-    uint32_t max_steps;          /* episode limit, 0 = none */
-    uint64_t quota;              /* steps per env before the shard is done, 0 = none */
-    ro_metrics_ring_t *ring;
-    const atomic_bool *stopping; /* set by the loop on SIGINT/--seconds */
-    bool record_episodes;        /* push one metric record per finished episode */
-    /* --tensorboard or --prometheus: [0] the returns, [1] the lengths of
-     * the shard's finished episodes, counted by the owner (the node's,
-     * cache-line aligned); NULL: not counted. */
-    ro_histo_pub_t *histos;
+    const ro_env_vtable_t *vt;     /* an ABI 1 env, or NULL */
+    const ro_env2_vtable_t *vt2;   /* an ABI 2 env, or NULL */
+    ro_env_kind_t kind;            /* vt or vt2's kind (a copy; the node owns it) */
+    ro_env_shard_rules_t rules;    /* the node's, from its wiring */
     struct ro_rec_port *rec;       /* --record: this shard's recorder port, or NULL */
     struct ro_stream_port *stream; /* --learner stream: this shard's port, or NULL */
     /* A learner's reseed re-creates the envs: create()'s arguments (the
-     * node's, alive for the run) and the node's --node-index. */
+     * node's, alive for the run). */
     const ro_env_arg_t *args;
     size_t nargs;
-    uint32_t node_index;
     /* Its envs' states for the batch's holder (env_state_port.c), and the
      * params hash (envs/env_state.h) of its kind, args and max_steps. */
     ro_state_port_t state_port;

@@ -108,6 +108,6 @@ void ro__env_state_port_wire(ro_env_shard_t *s)
     s->state_port.check = port_check;
     s->state_port.load = port_load;
     s->state_params =
-        ro__env_params_hash(ro__env_kind_name(&s->kind), s->args, s->nargs, s->max_steps);
+        ro__env_params_hash(ro__env_kind_name(&s->kind), s->args, s->nargs, s->rules.max_steps);
     s->xchg.state = &s->state_port;
 }

@@ -444,16 +444,19 @@ static int make_lanes(ro_node_t *n, char *err, size_t errlen)
                 .loop = &n->loop,
                 .home = q ? NULL : &n->shard_homes[i],
                 .learner = n->lanes ? &n->lanes[l].actor : ro__hub_actor(n->hub),
-                .ring = &n->rings[l],
-                .stopping = &n->stopping,
-                .max_steps = n->max_steps,
-                /* --steps counts rows (agent steps): per env, steps / rows. */
-                .quota = n->cfg.steps ? (n->cfg.steps + total_rows - 1) / total_rows : 0,
-                .check_finite = n->cfg.check_finite,
-                /* --metrics-episodes: a line per episode (else per interval). */
-                .record_episodes = n->cfg.metrics != NULL && n->cfg.metrics_episodes,
-                .histos = n->histos ? &n->histos[2 * i] : NULL,
-                .node_index = n->cfg.node_index,
+                .rules =
+                    {
+                        .ring = &n->rings[l],
+                        .stopping = &n->stopping,
+                        .max_steps = n->max_steps,
+                        /* --steps counts rows (agent steps): per env, steps / rows. */
+                        .quota = n->cfg.steps ? (n->cfg.steps + total_rows - 1) / total_rows : 0,
+                        .check_finite = n->cfg.check_finite,
+                        /* --metrics-episodes: a line per episode (else per interval). */
+                        .record_episodes = n->cfg.metrics != NULL && n->cfg.metrics_episodes,
+                        .histos = n->histos ? &n->histos[2 * i] : NULL,
+                        .node_index = n->cfg.node_index,
+                    },
             };
             if ((rc = ro__env_shard_wire(&n->shards[i], &w)) != 0)
                 return ro__errorf(err, errlen, RO_EIO, "cannot put env shard %u on the loop: %s", i,

@@ -57,11 +57,14 @@ static fixture_t *setup(const ro_env_vtable_t *vt, ro_env_arg_t *args, size_t na
     ro_env_shard_wiring_t w = {
         .runq = ro__sched_queue(f.sched, 0),
         .learner = &f.fake.actor,
-        .ring = &f.ring,
-        .stopping = &f.stopping,
-        .max_steps = max_steps,
-        .quota = quota,
-        .record_episodes = true,
+        .rules =
+            {
+                .ring = &f.ring,
+                .stopping = &f.stopping,
+                .max_steps = max_steps,
+                .quota = quota,
+                .record_episodes = true,
+            },
     };
     assert_int_equal(ro__env_shard_wire(&f.shard, &w), 0);
     assert_int_equal(ro__sched_start(f.sched), 0);

@@ -65,10 +65,13 @@ static fixture_t *setup(void)
     ro_env_shard_wiring_t w = {
         .runq = ro__sched_queue(f.sched, 0),
         .learner = &f.fake.actor,
-        .ring = &f.ring,
-        .stopping = &f.stopping,
-        .max_steps = 50,
-        .check_finite = true,
+        .rules =
+            {
+                .ring = &f.ring,
+                .stopping = &f.stopping,
+                .max_steps = 50,
+                .check_finite = true,
+            },
     };
     assert_int_equal(ro__env_shard_wire(&f.shard, &w), 0);
     assert_int_equal(ro__sched_start(f.sched), 0);
