@@ -22,6 +22,7 @@
 
 #include "envs/pyenv_proto.h"
 #include "runtime/clock.h"
+#include "runtime/cpu_relax.h"
 #include "runtime/error.h"
 
 extern char **environ;
@@ -249,15 +250,6 @@ static void died(ro_pyproc_t *p, char *what, size_t len)
         snprintf(what, len, "exited with status %d", WEXITSTATUS(st));
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
-}
-
 /* spin_for_ack spins until the worker's ack word is the posted command's
  * (true) or the clock passes deadline (false). Between reads, pauses; each
  * 64 reads, a sched_yield (a worker that shares our CPU runs at once
@@ -271,7 +263,7 @@ static bool spin_for_ack(const ro_pyproc_t *p, uint64_t deadline)
         for (int i = 0; i < 64; i++) {
             if (atomic_load_explicit(ack, memory_order_acquire) == p->seq)
                 return true;
-            cpu_relax();
+            ro__cpu_relax();
         }
         sched_yield();
         /* Past the deadline is a miss even if the answer came meanwhile

@@ -13,6 +13,7 @@
 
 #include "runtime/alloc.h"
 #include "runtime/clock.h"
+#include "runtime/cpu_relax.h"
 #include "runtime/error.h"
 
 /* How long a helper (and the owner, waiting for the last chunk) waits
@@ -33,15 +34,6 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t expect)
 static void futex_wake(_Atomic uint32_t *word, int n)
 {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield");
-#endif
 }
 
 /* spin_until_changed waits while *w == v for at most SPIN_NS, spinning
@@ -66,7 +58,7 @@ static uint32_t spin_until_changed(_Atomic uint32_t *w, uint32_t v)
         if (yielding)
             sched_yield();
         else
-            cpu_relax();
+            ro__cpu_relax();
     }
 }
 
