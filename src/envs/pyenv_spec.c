@@ -73,88 +73,106 @@ static const float *floats(cur_t *c, uint32_t n, float **slot)
     return out;
 }
 
-/* read_obs reads the tensors' fixed records (64 bytes each). */
-static int read_obs(ro_pyspec_t *s, cur_t *c, const char *env, char *err, size_t errlen,
-                    uint32_t *has_bounds, uint64_t *nfloats)
+/* What the fixed records add up to: the variable part that follows. */
+typedef struct tally {
+    uint32_t has_bounds[RO_ENV_MAX_TENSORS]; /* tensor k's bounds follow */
+    uint64_t nfloats, nvec;                  /* bound floats, MultiDiscrete nvec entries */
+} tally_t;
+
+/* obs_record reads tensor k's fixed record (64 bytes). */
+static int obs_record(ro_pyspec_t *s, uint32_t k, const uint8_t *r, tally_t *t, const char *env,
+                      char *err, size_t errlen)
 {
-    uint32_t n = 0;
-    if (u32_at(c, &n) || n < 1 || n > RO_ENV_MAX_TENSORS)
+    if (!memchr(r, 0, RO_ENV_MAX_NAME))
         return ro__errorf(err, errlen, RO_EINVAL,
-                          "env '%s': the worker reports %u observation "
-                          "tensors; expected 1..%d",
-                          env, n, RO_ENV_MAX_TENSORS);
-    s->sp.num_obs = n;
-    for (uint32_t k = 0; k < n; k++) {
-        const uint8_t *r = take(c, 64);
-        if (!r)
-            return ro__errorf(err, errlen, RO_EINVAL, "env '%s': the spec ends in tensor %u", env,
-                              k);
-        if (!memchr(r, 0, RO_ENV_MAX_NAME))
-            return ro__errorf(err, errlen, RO_EINVAL,
-                              "env '%s': tensor %u's name is not "
-                              "NUL-terminated within %d bytes",
-                              env, k, RO_ENV_MAX_NAME);
-        memcpy(s->names[k], r, RO_ENV_MAX_NAME);
-        uint32_t w[8];
-        memcpy(w, r + 32, sizeof w); /* dtype, ndim, pad, shape[4], has_bounds */
-        ro_tensor_space_t *t = &s->sp.obs[k];
-        t->name = s->names[k];
-        t->dtype = (ro_dtype_t)w[0];
-        t->ndim = w[1];
-        memcpy(t->shape, w + 3, sizeof t->shape);
-        uint32_t size;
-        if (w[0] < RO_DTYPE_UINT8 || w[0] > RO_DTYPE_FLOAT32 || !shape_ok(w[1], t->shape, &size) ||
-            w[7] > 1)
-            return ro__errorf(err, errlen, RO_EINVAL,
-                              "env '%s': tensor %u ('%s') has dtype %u, "
-                              "%u dims, bound flag %u: not an env ABI 2 tensor of at most %u "
-                              "values",
-                              env, k, s->names[k], w[0], w[1], w[7], MAX_VALUES);
-        has_bounds[k] = w[7];
-        *nfloats += w[7] ? 2ull * size : 0;
-    }
+                          "env '%s': tensor %u's name is not "
+                          "NUL-terminated within %d bytes",
+                          env, k, RO_ENV_MAX_NAME);
+    memcpy(s->names[k], r, RO_ENV_MAX_NAME);
+    uint32_t w[8];
+    memcpy(w, r + 32, sizeof w); /* dtype, ndim, pad, shape[4], has_bounds */
+    ro_tensor_space_t *ts = &s->sp.obs[k];
+    ts->name = s->names[k];
+    ts->dtype = (ro_dtype_t)w[0];
+    ts->ndim = w[1];
+    memcpy(ts->shape, w + 3, sizeof ts->shape);
+    uint32_t size;
+    if (w[0] < RO_DTYPE_UINT8 || w[0] > RO_DTYPE_FLOAT32 || !shape_ok(w[1], ts->shape, &size) ||
+        w[7] > 1)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "env '%s': tensor %u ('%s') has dtype %u, "
+                          "%u dims, bound flag %u: not an env ABI 2 tensor of at most %u "
+                          "values",
+                          env, k, s->names[k], w[0], w[1], w[7], MAX_VALUES);
+    t->has_bounds[k] = w[7];
+    t->nfloats += w[7] ? 2ull * size : 0;
     return 0;
 }
 
-/* read_parts reads the action parts' fixed records (32 bytes each). */
-static int read_parts(ro_pyspec_t *s, cur_t *c, const char *env, char *err, size_t errlen,
-                      uint64_t *nfloats, uint64_t *nvec)
+/* part_record reads action part k's fixed record (32 bytes). */
+static int part_record(ro_pyspec_t *s, uint32_t k, const uint8_t *r, tally_t *t, const char *env,
+                       char *err, size_t errlen)
 {
-    uint32_t n = 0;
-    if (u32_at(c, &n) || n < 1 || n > RO_ENV_MAX_PARTS)
+    uint32_t w[8];
+    memcpy(w, r, sizeof w); /* kind, n, ndim, shape[4], pad */
+    ro_action_part_t *a = &s->sp.act[k];
+    a->kind = (ro_space_kind_t)w[0];
+    a->n = w[1];
+    uint32_t size = 0;
+    bool ok;
+    if (w[0] == RO_SPACE_BOX) {
+        a->ndim = w[2];
+        memcpy(a->shape, w + 3, sizeof a->shape);
+        ok = shape_ok(a->ndim, a->shape, &size) && size == w[1];
+        t->nfloats += 2ull * size;
+    } else if (w[0] == RO_SPACE_DISCRETE) {
+        ok = w[1] >= 1 && w[1] <= MAX_VALUES;
+    } else {
+        ok = (w[0] == RO_SPACE_MULTI_DISCRETE || w[0] == RO_SPACE_MULTI_BINARY) && w[1] >= 1 &&
+             w[1] <= MAX_ENTRIES;
+        t->nvec += w[0] == RO_SPACE_MULTI_DISCRETE ? w[1] : 0;
+    }
+    if (!ok)
         return ro__errorf(err, errlen, RO_EINVAL,
-                          "env '%s': the worker reports %u action parts; "
-                          "expected 1..%d",
-                          env, n, RO_ENV_MAX_PARTS);
-    s->sp.num_parts = n;
-    for (uint32_t k = 0; k < n; k++) {
-        const uint8_t *r = take(c, 32);
+                          "env '%s': action part %u has kind %u, n "
+                          "%u, %u dims: not an env ABI 2 action part",
+                          env, k, w[0], w[1], w[2]);
+    return 0;
+}
+
+/* A section of the spec: a count, then that many fixed records. */
+typedef struct section {
+    uint32_t max;      /* the most records */
+    uint32_t rec;      /* bytes a record */
+    const char *items; /* what the records are, in messages */
+    const char *item;  /* one of them */
+    int (*record)(ro_pyspec_t *s, uint32_t k, const uint8_t *r, tally_t *t, const char *env,
+                  char *err, size_t errlen);
+} section_t;
+
+static const section_t TENSORS = {RO_ENV_MAX_TENSORS, 64, "observation tensors", "tensor",
+                                  obs_record};
+static const section_t PARTS = {RO_ENV_MAX_PARTS, 32, "action parts", "part", part_record};
+
+/* read_section reads a section's count (1..max) into *n, then its records
+ * one by one. */
+static int read_section(ro_pyspec_t *s, cur_t *c, const section_t *sec, uint32_t *n, tally_t *t,
+                        const char *env, char *err, size_t errlen)
+{
+    uint32_t count = 0;
+    if (u32_at(c, &count) || count < 1 || count > sec->max)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "env '%s': the worker reports %u %s; expected 1..%u", env, count,
+                          sec->items, sec->max);
+    *n = count;
+    for (uint32_t k = 0; k < count; k++) {
+        const uint8_t *r = take(c, sec->rec);
         if (!r)
-            return ro__errorf(err, errlen, RO_EINVAL, "env '%s': the spec ends in part %u", env, k);
-        uint32_t w[8];
-        memcpy(w, r, sizeof w); /* kind, n, ndim, shape[4], pad */
-        ro_action_part_t *a = &s->sp.act[k];
-        a->kind = (ro_space_kind_t)w[0];
-        a->n = w[1];
-        uint32_t size = 0;
-        bool ok;
-        if (w[0] == RO_SPACE_BOX) {
-            a->ndim = w[2];
-            memcpy(a->shape, w + 3, sizeof a->shape);
-            ok = shape_ok(a->ndim, a->shape, &size) && size == w[1];
-            *nfloats += 2ull * size;
-        } else if (w[0] == RO_SPACE_DISCRETE) {
-            ok = w[1] >= 1 && w[1] <= MAX_VALUES;
-        } else {
-            ok = (w[0] == RO_SPACE_MULTI_DISCRETE || w[0] == RO_SPACE_MULTI_BINARY) && w[1] >= 1 &&
-                 w[1] <= MAX_ENTRIES;
-            *nvec += w[0] == RO_SPACE_MULTI_DISCRETE ? w[1] : 0;
-        }
-        if (!ok)
-            return ro__errorf(err, errlen, RO_EINVAL,
-                              "env '%s': action part %u has kind %u, n "
-                              "%u, %u dims: not an env ABI 2 action part",
-                              env, k, w[0], w[1], w[2]);
+            return ro__errorf(err, errlen, RO_EINVAL, "env '%s': the spec ends in %s %u", env,
+                              sec->item, k);
+        int rc = sec->record(s, k, r, t, env, err, errlen);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -194,13 +212,13 @@ int ro__pyspec_read(ro_pyspec_t *s, const uint8_t *spec, uint32_t len, const cha
                           "most %u",
                           env, len, PY_SPEC_MAX);
     cur_t c = {.p = spec, .len = len};
-    uint32_t has_bounds[RO_ENV_MAX_TENSORS] = {0};
-    uint64_t nfloats = 0, nvec = 0;
-    int rc = read_obs(s, &c, env, err, errlen, has_bounds, &nfloats);
+    tally_t sum = {0};
+    int rc = read_section(s, &c, &TENSORS, &s->sp.num_obs, &sum, env, err, errlen);
     if (rc == 0)
-        rc = read_parts(s, &c, env, err, errlen, &nfloats, &nvec);
+        rc = read_section(s, &c, &PARTS, &s->sp.num_parts, &sum, env, err, errlen);
     if (rc)
         return rc;
+    const uint64_t nfloats = sum.nfloats, nvec = sum.nvec;
     /* The variable part can only be as long as the spec: sizes are bounded. */
     if (nfloats * 4 + nvec * 4 > len - c.at)
         return ro__errorf(err, errlen, RO_EINVAL, "env '%s': the spec is shorter than its bounds",
@@ -217,7 +235,7 @@ int ro__pyspec_read(ro_pyspec_t *s, const uint8_t *spec, uint32_t len, const cha
         ro_tensor_space_t *t = &s->sp.obs[k];
         uint32_t size = (uint32_t)ro_tensor_space_size(t);
         s->row_bytes[k] = size * (t->dtype == RO_DTYPE_UINT8 ? 1 : 4);
-        if (has_bounds[k] &&
+        if (sum.has_bounds[k] &&
             (!(t->low = floats(&c, size, &slot)) || !(t->high = floats(&c, size, &slot))))
             return ro__errorf(err, errlen, RO_EINVAL, "env '%s': tensor '%s' has NaN bounds", env,
                               t->name);
