@@ -95,12 +95,15 @@ void ro__seed_mem_to_wire(const ro_seed_mem_layout_t *l, uint32_t obs_index, uin
 }
 
 /* column: a column of `bytes` at off, aligned to `align`, inside a memory
- * of size; name[k] in the message for one of a list (k >= 0). */
+ * of size, taken (its offset into *taken) once checked; name[k] in the
+ * message for one of a list (k >= 0). */
 static int column(uint64_t off, uint64_t bytes, uint64_t align, uint64_t size, const char *name,
-                  int k, char *err, size_t errlen)
+                  int k, uint64_t *taken, char *err, size_t errlen)
 {
-    if (off % align == 0 && off <= size && bytes <= size - off)
+    if (off % align == 0 && off <= size && bytes <= size - off) {
+        *taken = off;
         return 0;
+    }
     char what[64];
     if (k >= 0)
         snprintf(what, sizeof what, "%s[%d]", name, k);
@@ -135,15 +138,11 @@ static int shared_columns(const Rollout__V1__SeedMemory *m, uint64_t n, uint64_t
 {
     const uint64_t ob = m->obs_bytes, ab = m->act_bytes;
     int rc;
-    if ((rc = column(m->step_offset, n * 8, 8, ob, "step", -1, err, errlen)) ||
-        (rc = column(m->reward_offset, n * 4, 4, ob, "reward", -1, err, errlen)) ||
-        (rc = column(m->flags_offset, n, 1, ob, "flags", -1, err, errlen)) ||
-        (rc = column(m->act_offset, n * act_row, 4, ab, "action", -1, err, errlen)))
+    if ((rc = column(m->step_offset, n * 8, 8, ob, "step", -1, &l->step_off, err, errlen)) ||
+        (rc = column(m->reward_offset, n * 4, 4, ob, "reward", -1, &l->reward_off, err, errlen)) ||
+        (rc = column(m->flags_offset, n, 1, ob, "flags", -1, &l->flags_off, err, errlen)) ||
+        (rc = column(m->act_offset, n * act_row, 4, ab, "action", -1, &l->act_off, err, errlen)))
         return rc;
-    l->step_off = m->step_offset;
-    l->reward_off = m->reward_offset;
-    l->flags_off = m->flags_offset;
-    l->act_off = m->act_offset;
     l->obs_bytes = ob;
     l->act_bytes = ab;
     return 0;
@@ -158,12 +157,11 @@ int ro__seed_mem_check(const Rollout__V1__SeedMemory *m, uint32_t num_envs, uint
     if (rc)
         return rc;
     const uint64_t n = num_envs, rows = n * obs_dim * sizeof(float), ob = m->obs_bytes;
-    if ((rc = column(m->obs_offset, rows, 4, ob, "obs", -1, err, errlen)) ||
-        (rc = column(m->final_obs_offset, rows, 4, ob, "final obs", -1, err, errlen)) ||
+    if ((rc = column(m->obs_offset, rows, 4, ob, "obs", -1, &want.obs_off, err, errlen)) ||
+        (rc = column(m->final_obs_offset, rows, 4, ob, "final obs", -1, &want.final_off, err,
+                     errlen)) ||
         (rc = shared_columns(m, n, (uint64_t)act_width * 4, &want, err, errlen)))
         return rc;
-    want.obs_off = m->obs_offset;
-    want.final_off = m->final_obs_offset;
     *out = want;
     return 0;
 }
@@ -231,10 +229,9 @@ static int mem_tensors(Rollout__V1__NamedTensor *const *ts, size_t count, uint32
             return ro__errorf(err, errlen, RO_EPROTO, "shared memory: %s[%u] is not '%s' (%s)",
                               what, k, tl->name, ro__dtype_name(tl->dtype));
         int rc = column(t->offset, (uint64_t)num_rows * tl->row_bytes, tl->elem, size, what, (int)k,
-                        err, errlen);
+                        &off[k], err, errlen);
         if (rc)
             return rc;
-        off[k] = t->offset;
     }
     return 0;
 }
@@ -253,12 +250,12 @@ int ro__seed_mem_check_typed(const Rollout__V1__SeedMemory *m, uint32_t num_rows
                           err, errlen)) ||
         (rc = mem_tensors(m->final_tensors, m->n_final_tensors, num_rows, lay, ob, "final_tensors",
                           want.final_tensor_off, err, errlen)) ||
-        (rc = column(m->mask_offset, n * lay->mask_width, 1, ob, "mask", -1, err, errlen)) ||
+        (rc = column(m->mask_offset, n * lay->mask_width, 1, ob, "mask", -1, &want.mask_off, err,
+                     errlen)) ||
         (rc = shared_columns(m, n, (uint64_t)lay->ndisc * 4, &want, err, errlen)) ||
-        (rc = column(m->act_box_offset, n * lay->nbox * 4, 4, ab, "action box", -1, err, errlen)))
+        (rc = column(m->act_box_offset, n * lay->nbox * 4, 4, ab, "action box", -1,
+                     &want.act_box_off, err, errlen)))
         return rc;
-    want.mask_off = m->mask_offset;
-    want.act_box_off = m->act_box_offset;
     *out = want;
     return 0;
 }
