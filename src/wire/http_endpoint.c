@@ -93,19 +93,41 @@ static const char *reason(int status)
     }
 }
 
+/* in_memory opens a stream that writes to a malloc'd buffer (*buf, *len
+ * once closed); NULL, the connection closed, when out of memory. */
+static FILE *in_memory(ro_http_conn_t *c, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    FILE *f = open_memstream(buf, len);
+    if (!f)
+        conn_close(c);
+    return f;
+}
+
+/* in_memory_done closes f, an in_memory stream on *buf: true when *buf holds
+ * what was written; false, the buffer freed and the connection closed, when
+ * out of memory. */
+static bool in_memory_done(ro_http_conn_t *c, FILE *f, char **buf)
+{
+    if (fclose(f) == 0)
+        return true;
+    free(*buf);
+    conn_close(c);
+    return false;
+}
+
 /* Writes the response and stops reading the request. body: the 200's
  * (len bytes), or NULL for an error, whose body is why in one line. */
 static void respond(ro_http_conn_t *c, int status, bool head, const char *body, size_t len,
                     const char *why)
 {
     ro_http_t *s = c->srv;
-    char *out = NULL;
-    size_t outlen = 0;
-    FILE *f = open_memstream(&out, &outlen);
-    if (!f) {
-        conn_close(c);
+    char *out;
+    size_t outlen;
+    FILE *f = in_memory(c, &out, &outlen);
+    if (!f)
         return;
-    }
     if (!body) {
         body = why;
         len = strlen(why);
@@ -117,11 +139,8 @@ static void respond(ro_http_conn_t *c, int status, bool head, const char *body, 
             len, status == 405 ? "Allow: GET, HEAD\r\n" : "");
     if (!head)
         fwrite(body, 1, len, f);
-    if (fclose(f) != 0) {
-        free(out);
-        conn_close(c);
+    if (!in_memory_done(c, f, &out))
         return;
-    }
     if (status == 200)
         s->served++;
     else
@@ -190,19 +209,14 @@ static void handle(ro_http_conn_t *c, size_t len)
         respond(c, 404, head, NULL, 0, why);
         return;
     }
-    char *body = NULL;
-    size_t blen = 0;
-    FILE *f = open_memstream(&body, &blen);
-    if (!f) {
-        conn_close(c);
+    char *body;
+    size_t blen;
+    FILE *f = in_memory(c, &body, &blen);
+    if (!f)
         return;
-    }
     s->render(s->ctx, f);
-    if (fclose(f) != 0) {
-        free(body);
-        conn_close(c);
+    if (!in_memory_done(c, f, &body))
         return;
-    }
     respond(c, 200, head, body, blen, NULL);
     free(body);
 }
