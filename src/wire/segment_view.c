@@ -21,29 +21,36 @@ static int get_varint(cursor_t *c, uint64_t *v)
     return 0;
 }
 
-/* The next field: its number and wire type, and for a length-delimited one
- * its bytes; for a varint, its value. -1 when malformed. */
-static int next_field(cursor_t *c, uint32_t *field, uint32_t *type, uint64_t *value,
-                      const uint8_t **bytes)
+/* A field: its number and wire type; for a varint its value (x), for a
+ * length-delimited one its length (x) and bytes (b). */
+typedef struct field {
+    uint32_t num, type;
+    uint64_t x;
+    const uint8_t *b;
+} field_t;
+
+/* The next field into f. -1 when malformed. */
+static int next_field(cursor_t *c, field_t *f)
 {
     uint64_t tag;
+    *f = (field_t){0};
     if (get_varint(c, &tag) || (tag >> 3) == 0 || (tag >> 3) > UINT32_MAX)
         return -1;
-    *field = (uint32_t)(tag >> 3);
-    *type = (uint32_t)(tag & 7);
-    switch (*type) {
+    f->num = (uint32_t)(tag >> 3);
+    f->type = (uint32_t)(tag & 7);
+    switch (f->type) {
     case 0: /* varint */
-        return get_varint(c, value);
+        return get_varint(c, &f->x);
     case 1: /* fixed64 */
         if (c->end - c->p < 8)
             return -1;
         c->p += 8;
         return 0;
     case 2: /* length-delimited */
-        if (get_varint(c, value) || *value > (uint64_t)(c->end - c->p))
+        if (get_varint(c, &f->x) || f->x > (uint64_t)(c->end - c->p))
             return -1;
-        *bytes = c->p;
-        c->p += *value;
+        f->b = c->p;
+        c->p += f->x;
         return 0;
     case 5: /* fixed32 */
         if (c->end - c->p < 4)
@@ -59,19 +66,17 @@ static int parse_tensor(const uint8_t *p, size_t len, ro_tensor_view_t *t)
 {
     memset(t, 0, sizeof *t);
     cursor_t c = {p, p + len};
+    field_t fd;
     while (c.p < c.end) {
-        uint32_t f, type;
-        uint64_t v = 0;
-        const uint8_t *b = NULL;
-        if (next_field(&c, &f, &type, &v, &b))
+        if (next_field(&c, &fd))
             return -1;
-        if (f == 1 && type == 2) {
-            t->name = (const char *)b;
-            t->name_len = (size_t)v;
-        } else if (f == 2 && type == 0) {
-            t->dtype = (uint32_t)v;
-        } else if (f == 3 && type == 2) { /* packed shape (the last one wins) */
-            cursor_t s = {b, b + v};
+        if (fd.num == 1 && fd.type == 2) {
+            t->name = (const char *)fd.b;
+            t->name_len = (size_t)fd.x;
+        } else if (fd.num == 2 && fd.type == 0) {
+            t->dtype = (uint32_t)fd.x;
+        } else if (fd.num == 3 && fd.type == 2) { /* packed shape (the last one wins) */
+            cursor_t s = {fd.b, fd.b + fd.x};
             t->ndim = 0;
             while (s.p < s.end) {
                 uint64_t d;
@@ -79,15 +84,15 @@ static int parse_tensor(const uint8_t *p, size_t len, ro_tensor_view_t *t)
                     return -1;
                 t->shape[t->ndim++] = (uint32_t)d;
             }
-        } else if (f == 3 && type == 0) { /* an unpacked shape element */
-            if (t->ndim == RO_VIEW_MAX_DIMS || v > UINT32_MAX)
+        } else if (fd.num == 3 && fd.type == 0) { /* an unpacked shape element */
+            if (t->ndim == RO_VIEW_MAX_DIMS || fd.x > UINT32_MAX)
                 return -1;
-            t->shape[t->ndim++] = (uint32_t)v;
-        } else if (f == 4 && type == 2) {
-            t->data = b;
-            t->bytes = (size_t)v;
-        } else if (f == 5 && type == 0) {
-            t->offset = v;
+            t->shape[t->ndim++] = (uint32_t)fd.x;
+        } else if (fd.num == 4 && fd.type == 2) {
+            t->data = fd.b;
+            t->bytes = (size_t)fd.x;
+        } else if (fd.num == 5 && fd.type == 0) {
+            t->offset = fd.x;
         }
     }
     return 0;
@@ -102,24 +107,22 @@ static int parse_segment(const uint8_t *p, size_t len, ro_segment_view_t *v, cha
     uint64_t *const u64[9] = {
         [1] = &v->seq, [3] = &v->shard_seq, [7] = &v->version_min, [8] = &v->version_max};
     uint32_t *const u32[9] = {[2] = &v->shard, [4] = &v->first_env, [5] = &v->t, [6] = &v->n};
+    field_t fd;
     while (c.p < c.end) {
-        uint32_t f, type;
-        uint64_t x = 0;
-        const uint8_t *b = NULL;
-        if (next_field(&c, &f, &type, &x, &b))
+        if (next_field(&c, &fd))
             return ro__errorf(err, errlen, RO_EBADMSG, "a segment that is not valid protobuf");
-        if (type == 0 && f <= 8 && f != 0) {
-            if (u64[f])
-                *u64[f] = x;
+        if (fd.type == 0 && fd.num <= 8) { /* next_field: num >= 1 */
+            if (u64[fd.num])
+                *u64[fd.num] = fd.x;
             else
-                *u32[f] = x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
-        } else if (f == 10 && type == 0) {
-            v->in_memory = x != 0;
-        } else if (f == 9 && type == 2) {
+                *u32[fd.num] = fd.x > UINT32_MAX ? UINT32_MAX : (uint32_t)fd.x;
+        } else if (fd.num == 10 && fd.type == 0) {
+            v->in_memory = fd.x != 0;
+        } else if (fd.num == 9 && fd.type == 2) {
             if (v->ntensors == RO_VIEW_MAX_TENSORS)
                 return ro__errorf(err, errlen, RO_EBADMSG, "a segment with over %d tensors",
                                   RO_VIEW_MAX_TENSORS);
-            if (parse_tensor(b, (size_t)x, &v->tensors[v->ntensors++]))
+            if (parse_tensor(fd.b, (size_t)fd.x, &v->tensors[v->ntensors++]))
                 return ro__errorf(err, errlen, RO_EBADMSG,
                                   "a segment tensor that is not valid "
                                   "protobuf");
@@ -133,26 +136,21 @@ int ro__segment_view_parse(const uint8_t *frame, size_t len, ro_segment_view_t *
 {
     memset(v, 0, sizeof *v);
     cursor_t c = {frame, frame + len};
-    const uint8_t *seg = NULL;
-    size_t seglen = 0;
+    field_t fd, seg = {0};
     bool other = false;
     while (c.p < c.end) {
-        uint32_t f, type;
-        uint64_t x = 0;
-        const uint8_t *b = NULL;
-        if (next_field(&c, &f, &type, &x, &b))
+        if (next_field(&c, &fd))
             return ro__errorf(err, errlen, RO_EBADMSG, "a frame that is not valid protobuf");
-        if (f == 9 && type == 2) { /* Frame.segment (oneof: the last one wins) */
-            seg = b;
-            seglen = (size_t)x;
+        if (fd.num == 9 && fd.type == 2) { /* Frame.segment (oneof: the last one wins) */
+            seg = fd;
             other = false;
-        } else if (f >= 1 && f <= 10) {
+        } else if (fd.num >= 1 && fd.num <= 10) {
             other = true;
         }
     }
-    if (!seg || other)
+    if (!seg.b || other)
         return 0;
-    int rc = parse_segment(seg, seglen, v, err, errlen);
+    int rc = parse_segment(seg.b, (size_t)seg.x, v, err, errlen);
     return rc ? rc : 1;
 }
 
