@@ -434,15 +434,10 @@ int ro__policy_params_unpack(Rollout__V1__PolicyParams **out, ro_pb_alloc_t *all
     /* Decoded, the weights take about what they take in the file; the
      * structs around them are bounded by the layer count. A file of empty
      * messages that would decode into far more is refused. */
-    ro__pb_alloc_init(alloc, 2 * msglen + (1u << 20));
-    *out = rollout__v1__policy_params__unpack(&alloc->base, msglen, msg);
-    if (!*out)
-        return ro__errorf(err, errlen, RO_EBADMSG,
-                          ro__pb_alloc_refused(alloc)
-                              ? "%s: decodes into more memory than its size allows"
-                              : "%s: not a valid PolicyParams message (protobuf decoding failed)",
-                          name);
-    return 0;
+    *out = (Rollout__V1__PolicyParams *)ro__pb_unpack(alloc, 2 * msglen + (1u << 20),
+                                                      &rollout__v1__policy_params__descriptor, msg,
+                                                      msglen, name, NULL, err, errlen);
+    return *out ? 0 : RO_EBADMSG;
 }
 
 int ro__policy_params_check_spaces(const ro_policy_params_t *p, const ro_space_t *obs,

@@ -92,21 +92,18 @@ static int unpack(Rollout__V1__PolicyLayout **out, ro_pb_alloc_t *a, const ro_pa
         return ro__errorf(err, errlen, RO_EBADMSG, "%s: layout is %zu bytes; at most %zu", name,
                           p->layout_len, RO_POLICY_LAYOUT_MAX);
     /* A head is a few bytes packed and a 48-byte struct unpacked. */
-    ro__pb_alloc_init(a, 32 * p->layout_len + (64u << 10));
-    *out = rollout__v1__policy_layout__unpack(&a->base, p->layout_len, p->layout);
-    if (!*out)
-        return ro__errorf(err, errlen, RO_EBADMSG,
-                          ro__pb_alloc_refused(a)
-                              ? "%s: layout decodes into more memory than its size allows"
-                              : "%s: layout is not a valid PolicyLayout message",
-                          name);
-    return 0;
+    *out = (Rollout__V1__PolicyLayout *)ro__pb_unpack(
+        a, 32 * p->layout_len + (64u << 10), &rollout__v1__policy_layout__descriptor, p->layout,
+        p->layout_len, name, "layout", err, errlen);
+    return *out ? 0 : RO_EBADMSG;
 }
 
 /* validate_inputs: the inputs tile [0, obs_dim) in order. */
 static int validate_inputs(const ro_params_view_t *p, const Rollout__V1__PolicyLayout *m,
-                           const char *name, char *err, size_t errlen)
+                           const ro_space_layout_t *no_env, const char *name, char *err,
+                           size_t errlen)
 {
+    (void)no_env;
     if (m->n_inputs < 1 || m->n_inputs > RO_ENV_MAX_TENSORS)
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "%s: layout.inputs has %zu tensors; expected 1..%d", name, m->n_inputs,
@@ -151,10 +148,12 @@ static int validate_inputs(const ro_params_view_t *p, const Rollout__V1__PolicyL
 }
 
 /* validate_heads: the heads tile [0, action_dim) in part order, each of
- * its part's kind; the Gaussian ones are nlog_std. */
+ * its part's kind; the Gaussian ones are nlog_std; the mask is bounded. */
 static int validate_heads(const ro_params_view_t *p, const Rollout__V1__PolicyLayout *m,
-                          const char *name, char *err, size_t errlen)
+                          const ro_space_layout_t *no_env, const char *name, char *err,
+                          size_t errlen)
 {
+    (void)no_env;
     if (m->n_parts < 1 || m->n_parts > RO_ENV_MAX_PARTS)
         return ro__errorf(err, errlen, RO_EBADMSG, "%s: layout.parts has %zu parts; expected 1..%d",
                           name, m->n_parts, RO_ENV_MAX_PARTS);
@@ -202,25 +201,38 @@ static int validate_heads(const ro_params_view_t *p, const Rollout__V1__PolicyLa
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "%s: log_std has %u values but layout.heads has %u Gaussian heads", name,
                           p->nlog_std, gauss);
+    if (m->mask_width > RO_LAYOUT_MAX_ENTRIES * 2u + p->action_dim)
+        return ro__errorf(err, errlen, RO_EBADMSG,
+                          "%s: layout.mask_width is %u, over the head's %u", name, m->mask_width,
+                          p->action_dim);
     return 0;
+}
+
+/* A check of p's unpacked layout m, on its own (lay NULL) or against the
+ * env's layout lay. */
+typedef int (*layout_pass_fn)(const ro_params_view_t *p, const Rollout__V1__PolicyLayout *m,
+                              const ro_space_layout_t *lay, const char *name, char *err,
+                              size_t errlen);
+
+/* with_layout unpacks p's layout, runs the two passes in order until one
+ * fails, and frees it. */
+static int with_layout(const ro_params_view_t *p, const ro_space_layout_t *lay,
+                       const layout_pass_fn passes[2], const char *name, char *err, size_t errlen)
+{
+    Rollout__V1__PolicyLayout *m = NULL;
+    ro_pb_alloc_t a;
+    int rc = unpack(&m, &a, p, name, err, errlen);
+    for (int i = 0; rc == 0 && i < 2; i++)
+        rc = passes[i](p, m, lay, name, err, errlen);
+    if (m)
+        rollout__v1__policy_layout__free_unpacked(m, &a.base);
+    return rc;
 }
 
 int ro__policy_layout_validate(ro_params_view_t v, const char *name, char *err, size_t errlen)
 {
-    const ro_params_view_t *p = &v;
-    Rollout__V1__PolicyLayout *m = NULL;
-    ro_pb_alloc_t a;
-    int rc = unpack(&m, &a, p, name, err, errlen);
-    if (rc == 0)
-        rc = validate_inputs(p, m, name, err, errlen);
-    if (rc == 0)
-        rc = validate_heads(p, m, name, err, errlen);
-    if (rc == 0 && m->mask_width > RO_LAYOUT_MAX_ENTRIES * 2u + p->action_dim)
-        rc = ro__errorf(err, errlen, RO_EBADMSG, "%s: layout.mask_width is %u, over the head's %u",
-                        name, m->mask_width, p->action_dim);
-    if (m)
-        rollout__v1__policy_layout__free_unpacked(m, &a.base);
-    return rc;
+    static const layout_pass_fn passes[2] = {validate_inputs, validate_heads};
+    return with_layout(&v, NULL, passes, name, err, errlen);
 }
 
 /* shape_str writes "[84,84]" into buf. */
@@ -236,9 +248,10 @@ static const char *shape_str(const uint32_t *shape, size_t n, char *buf, size_t 
 }
 
 /* check_inputs compares the file's inputs with the env's tensors. */
-static int check_inputs(const Rollout__V1__PolicyLayout *m, const ro_space_layout_t *lay,
-                        const char *name, char *err, size_t errlen)
+static int check_inputs(const ro_params_view_t *p, const Rollout__V1__PolicyLayout *m,
+                        const ro_space_layout_t *lay, const char *name, char *err, size_t errlen)
 {
+    (void)p;
     char a[64], b[64];
     if (m->n_inputs != lay->ntensors)
         return ro__errorf(err, errlen, RO_EINVAL,
@@ -265,9 +278,10 @@ static int check_inputs(const Rollout__V1__PolicyLayout *m, const ro_space_layou
 }
 
 /* check_actions compares the file's parts and heads with the env's. */
-static int check_actions(const Rollout__V1__PolicyLayout *m, const ro_space_layout_t *lay,
-                         const char *name, char *err, size_t errlen)
+static int check_actions(const ro_params_view_t *p, const Rollout__V1__PolicyLayout *m,
+                         const ro_space_layout_t *lay, const char *name, char *err, size_t errlen)
 {
+    (void)p;
     if (m->n_parts != lay->nparts)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "%s: layout.parts has %zu action parts but the env's action has %u", name,
@@ -330,14 +344,6 @@ int ro__policy_layout_check(ro_params_view_t v, const ro_space_layout_t *lay, co
                           p->action_dim, lay->head_width);
     if (!p->layout)
         return 0; /* format 1: obs_dim and the head were all it recorded */
-    Rollout__V1__PolicyLayout *m = NULL;
-    ro_pb_alloc_t a;
-    int rc = unpack(&m, &a, p, name, err, errlen);
-    if (rc == 0)
-        rc = check_inputs(m, lay, name, err, errlen);
-    if (rc == 0)
-        rc = check_actions(m, lay, name, err, errlen);
-    if (m)
-        rollout__v1__policy_layout__free_unpacked(m, &a.base);
-    return rc;
+    static const layout_pass_fn passes[2] = {check_inputs, check_actions};
+    return with_layout(p, lay, passes, name, err, errlen);
 }

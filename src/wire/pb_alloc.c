@@ -3,6 +3,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "runtime/error.h"
+
 /* Each block starts with its size, so that free can give it back to the
  * count; 16 bytes keep the payload aligned as malloc's is. */
 #define HEADER 16
@@ -57,4 +59,22 @@ void ro__pb_alloc_move(ro_pb_alloc_t *dst, ro_pb_alloc_t *src)
     *dst = *src;
     dst->base.allocator_data = dst;
     src->used = 0;
+}
+
+ProtobufCMessage *ro__pb_unpack(ro_pb_alloc_t *a, size_t limit,
+                                const ProtobufCMessageDescriptor *desc, const uint8_t *data,
+                                size_t n, const char *name, const char *what, char *err,
+                                size_t errlen)
+{
+    ro__pb_alloc_init(a, limit);
+    ProtobufCMessage *m = protobuf_c_message_unpack(desc, &a->base, n, data);
+    if (m)
+        return m;
+    if (ro__pb_alloc_refused(a))
+        ro__errorf(err, errlen, RO_EBADMSG, "%s: %s%sdecodes into more memory than its size allows",
+                   name, what ? what : "", what ? " " : "");
+    else
+        ro__errorf(err, errlen, RO_EBADMSG, "%s: %s%s valid %s message", name, what ? what : "",
+                   what ? " is not a" : "not a", desc->short_name);
+    return NULL;
 }

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <protobuf-c/protobuf-c.h>
 
@@ -36,5 +37,16 @@ void ro__pb_alloc_move(ro_pb_alloc_t *dst, ro_pb_alloc_t *src);
  * (rather than the message being malformed) since the last call, and
  * clears it: an unpack that returned NULL asks this to word its error. */
 bool ro__pb_alloc_refused(ro_pb_alloc_t *a);
+
+/* ro__pb_unpack decodes the n bytes at data (untrusted: a file's, a
+ * field's) as a desc message through a, first set to hold at most limit
+ * bytes. Returns the message (free it with a), or NULL with one line in
+ * err: "NAME: WHAT decodes into more memory than its size allows" or
+ * "NAME: WHAT is not a valid MESSAGE message" (WHAT NULL: "NAME: decodes
+ * ...", "NAME: not a valid ..."). */
+ProtobufCMessage *ro__pb_unpack(ro_pb_alloc_t *a, size_t limit,
+                                const ProtobufCMessageDescriptor *desc, const uint8_t *data,
+                                size_t n, const char *name, const char *what, char *err,
+                                size_t errlen);
 
 #endif
