@@ -2,8 +2,8 @@
  * within its limit and gives every byte back when freed; one that would
  * decode into more (packed bools: 1 byte on the wire, 4 in memory) is
  * refused, leaves nothing allocated, and ro__pb_alloc_refused says so once;
- * the frame reader words that refusal as a size error; moving the allocator
- * moves the count with the message. */
+ * the frame reader and ro__pb_unpack word that refusal as a size error;
+ * moving the allocator moves the count with the message. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -163,6 +163,39 @@ static void test_frame_reader_words_it(void **state)
     free(body);
 }
 
+/* ro__pb_unpack: within its limit the message; over it, or malformed, NULL
+ * and a line that names the file and what of it, and says which. */
+static void test_unpack_words_it(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *b = bools_frame(&len);
+    ro_pb_alloc_t a;
+    char err[256] = "";
+    ProtobufCMessage *m = ro__pb_unpack(&a, 1u << 20, &rollout__v1__frame__descriptor, b, len,
+                                        "f.bin", NULL, err, sizeof err);
+    assert_non_null(m);
+    check_decoded((const ro_frame_t *)m);
+    assert_int_equal(a.limit, 1u << 20);
+    ro__frame_free(&a, (ro_frame_t *)m);
+    assert_int_equal(a.used, 0);
+    assert_null(ro__pb_unpack(&a, 2 * NBOOLS, &rollout__v1__frame__descriptor, b, len, "f.bin",
+                              NULL, err, sizeof err));
+    assert_string_equal(err, "f.bin: decodes into more memory than its size allows");
+    assert_int_equal(a.used, 0);
+    const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff};
+    assert_null(ro__pb_unpack(&a, 1u << 20, &rollout__v1__frame__descriptor, junk, sizeof junk,
+                              "f.bin", "layout", err, sizeof err));
+    assert_string_equal(err, "f.bin: layout is not a valid Frame message");
+    assert_null(ro__pb_unpack(&a, 2 * NBOOLS, &rollout__v1__frame__descriptor, b, len, "f.bin",
+                              "layout", err, sizeof err));
+    assert_string_equal(err, "f.bin: layout decodes into more memory than its size allows");
+    assert_null(ro__pb_unpack(&a, 1u << 20, &rollout__v1__frame__descriptor, junk, sizeof junk,
+                              "f.bin", NULL, err, sizeof err));
+    assert_string_equal(err, "f.bin: not a valid Frame message");
+    free(b);
+}
+
 /* Moving the allocator moves the count: the message is freed through the
  * new one, and the old one starts from nothing. */
 static void test_move(void **state)
@@ -198,6 +231,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decodes_within_limit),
         cmocka_unit_test(test_refused_over_limit),
+        cmocka_unit_test(test_unpack_words_it),
         cmocka_unit_test(test_malformed_is_not_refused),
         cmocka_unit_test(test_frame_reader_words_it),
         cmocka_unit_test(test_move),
