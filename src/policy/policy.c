@@ -11,14 +11,6 @@
 #include "policy/policy_internal.h"
 #include "runtime/error.h"
 
-static void *alloc_aligned(size_t bytes)
-{
-    void *ptr = NULL;
-    if (posix_memalign(&ptr, RO_POLICY_ALIGN, bytes ? bytes : RO_POLICY_ALIGN) != 0)
-        return NULL;
-    return ptr;
-}
-
 static uint32_t pad(uint32_t n)
 {
     return (n + RO_DENSE_PAD - 1) / RO_DENSE_PAD * RO_DENSE_PAD;
@@ -168,7 +160,7 @@ static int build_kernels(ro_policy_t *p)
         const size_t rows = pad((uint32_t)ro__policy_layer_rows(L));
         total += ((size_t)L->in + 1) * rows + (L->cell ? ((size_t)L->out + 1) * rows : 0);
     }
-    float *mem = alloc_aligned(total * sizeof(float));
+    float *mem = ro__policy_alloc_aligned(total * sizeof(float));
     if (!mem)
         return RO_ENOMEM;
     p->kmem = mem;
@@ -274,6 +266,15 @@ static int alloc_policy(ro_policy_t **out, const ro_policy_spec_t *spec, char *e
     return 0;
 }
 
+/* set_dims takes p's sizes from the spaces it acts in. */
+static void set_dims(ro_policy_t *p, const ro_space_t *obs, const ro_space_t *act)
+{
+    p->act_kind = act->kind;
+    p->obs_dim = (uint32_t)ro_space_size(obs);
+    p->act_dim = (uint32_t)ro_space_size(act);
+    p->nout = act->kind == RO_SPACE_DISCRETE ? act->n : p->act_dim;
+}
+
 int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_space_t *obs,
                    const ro_space_t *act, char *err, size_t errlen)
 {
@@ -290,10 +291,7 @@ int ro__policy_new(ro_policy_t **out, const ro_policy_spec_t *spec, const ro_spa
     ro_policy_t *p = NULL;
     if ((rc = alloc_policy(&p, spec, err, errlen)) < 0)
         return rc;
-    p->act_kind = act->kind;
-    p->obs_dim = (uint32_t)ro_space_size(obs);
-    p->act_dim = (uint32_t)ro_space_size(act);
-    p->nout = act->kind == RO_SPACE_DISCRETE ? act->n : p->act_dim;
+    set_dims(p, obs, act);
 
     if (loaded) {
         rc = ro__policy_params_load(&p->params, spec->params_path, obs, act, err, errlen);
@@ -491,16 +489,12 @@ int ro__policy_new_from_params(ro_policy_t **out, ro_policy_params_t *pp, ro_gem
         rc = ro__policy_params_check_spaces(pp, obs, act, label, err, errlen);
     if (rc < 0)
         return rc;
-    ro_policy_t *p = calloc(1, sizeof *p);
-    if (!p)
-        return RO_ENOMEM;
-    p->kind = RO_POLICY_MLP;
-    p->gemm = gemm;
-    p->kern = ro__kernels(RO_KERNELS_AUTO); /* every path gives the same bits */
-    p->act_kind = act->kind;
-    p->obs_dim = (uint32_t)ro_space_size(obs);
-    p->act_dim = (uint32_t)ro_space_size(act);
-    p->nout = act->kind == RO_SPACE_DISCRETE ? act->n : p->act_dim;
+    /* Any kernels: every path gives the same bits. */
+    const ro_policy_spec_t spec = {.kind = RO_POLICY_MLP, .gemm = gemm, .kernels = RO_KERNELS_AUTO};
+    ro_policy_t *p = NULL;
+    if ((rc = alloc_policy(&p, &spec, err, errlen)) < 0)
+        return rc;
+    set_dims(p, obs, act);
     p->params = *pp; /* the weights move in */
     memset(pp, 0, sizeof *pp);
     p->path = strdup(label);

@@ -16,7 +16,7 @@
 #include "runtime/error.h"
 #include "runtime/numa_mem.h"
 
-static void *alloc_aligned(size_t bytes)
+void *ro__policy_alloc_aligned(size_t bytes)
 {
     void *ptr = NULL;
     if (posix_memalign(&ptr, RO_POLICY_ALIGN, bytes ? bytes : RO_POLICY_ALIGN) != 0)
@@ -63,8 +63,8 @@ int ro__policy_ws_new_on(ro_policy_ws_t **out, const ro_policy_t *p, uint32_t ma
         ws->in = ro__numa_alloc(in_bytes, mem_node);
         ws->hmem = ro__numa_alloc(hmem_bytes, mem_node);
     } else {
-        ws->in = alloc_aligned(in_bytes);
-        ws->hmem = alloc_aligned(hmem_bytes);
+        ws->in = ro__policy_alloc_aligned(in_bytes);
+        ws->hmem = ro__policy_alloc_aligned(hmem_bytes);
     }
     if (!ws->in || !ws->hmem) {
         ro__policy_ws_free(ws);

@@ -82,6 +82,11 @@ float *ro__policy_forward_block(const ro_policy_t *p, ro_policy_ws_t *ws, uint32
 void ro__policy_cell_block(const ro_policy_t *p, ro_policy_ws_t *ws, const float *x, float *y,
                            uint32_t n, const ro_policy_carry_t *carry, uint32_t i0);
 
+/* ro__policy_alloc_aligned (policy_act.c) is malloc for the buffers the
+ * kernels read: RO_POLICY_ALIGN-aligned (free() frees it), at least one
+ * line even for 0 bytes; NULL when out of memory. */
+void *ro__policy_alloc_aligned(size_t bytes);
+
 /* ro__policy_check_call (policy_act.c) aborts on a workspace misuse. */
 void ro__policy_check_call(const ro_policy_t *p, const ro_policy_ws_t *ws, uint32_t n);
 
