@@ -73,28 +73,41 @@ int ro__flag_recurrent(void *spec, const char *s, char *err, size_t errlen)
     return 0;
 }
 
+/* The spec's fields that a flag sets to one of a few values by name. */
+typedef enum { NAMED_ACTIVATION, NAMED_GEMM } named_field_t;
+
+static const struct named {
+    const char *flag;
+    const char *const *names; /* NULL-terminated; names[i] stands for first + i */
+    int first;
+} NAMED[] = {
+    [NAMED_ACTIVATION] = {"--activation", (const char *const[]){"tanh", "relu", NULL}, RO_ACT_TANH},
+    [NAMED_GEMM] = {"--gemm", (const char *const[]){"exact", "openblas", NULL}, RO_GEMM_EXACT},
+};
+
+/* set_named sets spec's field f to the value s names; else RO_EINVAL with
+ * the flag's names. */
+static int set_named(ro_policy_spec_t *p, named_field_t f, const char *s, char *err, size_t errlen)
+{
+    int i;
+    int rc = ro__flag_choice(NAMED[f].flag, s, NAMED[f].names, &i, err, errlen);
+    if (rc)
+        return rc;
+    if (f == NAMED_ACTIVATION)
+        p->activation = (ro_activation_t)(NAMED[f].first + i);
+    else
+        p->gemm = (ro_gemm_t)(NAMED[f].first + i);
+    return 0;
+}
+
 int ro__flag_activation(void *spec, const char *s, char *err, size_t errlen)
 {
-    ro_policy_spec_t *p = spec;
-    if (strcmp(s, "tanh") == 0)
-        p->activation = RO_ACT_TANH;
-    else if (strcmp(s, "relu") == 0)
-        p->activation = RO_ACT_RELU;
-    else
-        return ro__errorf(err, errlen, RO_EINVAL, "--activation '%s': expected tanh or relu", s);
-    return 0;
+    return set_named(spec, NAMED_ACTIVATION, s, err, errlen);
 }
 
 int ro__flag_gemm(void *spec, const char *s, char *err, size_t errlen)
 {
-    ro_policy_spec_t *p = spec;
-    if (strcmp(s, "exact") == 0)
-        p->gemm = RO_GEMM_EXACT;
-    else if (strcmp(s, "openblas") == 0)
-        p->gemm = RO_GEMM_BLAS;
-    else
-        return ro__errorf(err, errlen, RO_EINVAL, "--gemm '%s': expected exact or openblas", s);
-    return 0;
+    return set_named(spec, NAMED_GEMM, s, err, errlen);
 }
 
 int ro__flag_kernels(void *spec, const char *s, char *err, size_t errlen)

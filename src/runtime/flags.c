@@ -58,22 +58,22 @@ int ro__flag_seconds(const char *flag, const char *s, double *out, char *err, si
     return seconds_at_least(flag, s, 0.0, out, err, errlen);
 }
 
-static int parse_choice(const ro_flag_t *f, const char *flag, const char *s, int *out, char *err,
-                        size_t errlen)
+int ro__flag_choice(const char *flag, const char *s, const char *const *choices, int *index,
+                    char *err, size_t errlen)
 {
-    for (int i = 0; f->choices[i]; i++)
-        if (strcmp(s, f->choices[i]) == 0) {
-            *out = i;
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(s, choices[i]) == 0) {
+            *index = i;
             return 0;
         }
     char list[256] = "";
     size_t used = 0;
-    for (int i = 0; f->choices[i] && used < sizeof list; i++)
+    for (int i = 0; choices[i] && used < sizeof list; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
-                                 i == 0              ? ""
-                                 : f->choices[i + 1] ? ", "
-                                                     : " or ",
-                                 f->choices[i]);
+                                 i == 0           ? ""
+                                 : choices[i + 1] ? ", "
+                                                  : " or ",
+                                 choices[i]);
     return ro__errorf(err, errlen, RO_EINVAL, "%s '%s': expected %s", flag, s, list);
 }
 
@@ -100,7 +100,7 @@ static int parse_value(const ro_flag_t *f, void *cfg, const char *s, char *err, 
         *(const char **)field = s;
         return 0;
     case RO_FLAG_CHOICE:
-        return parse_choice(f, flag, s, field, err, errlen);
+        return ro__flag_choice(flag, s, f->choices, field, err, errlen);
     case RO_FLAG_FN:
         return f->parse(field, s, err, errlen);
     case RO_FLAG_SECTION:

@@ -82,5 +82,9 @@ int ro__flag_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint
                  char *err, size_t errlen);
 /* A finite number of seconds >= 0. */
 int ro__flag_seconds(const char *flag, const char *s, double *out, char *err, size_t errlen);
+/* One of choices (NULL-terminated): *index gets its position; else the
+ * line "FLAG 'S': expected A, B or C". */
+int ro__flag_choice(const char *flag, const char *s, const char *const *choices, int *index,
+                    char *err, size_t errlen);
 
 #endif
