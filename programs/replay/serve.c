@@ -64,7 +64,7 @@ static void finish(serve_t *s, int status, const char *why)
     s->status = status;
     if (s->learner)
         ro__conn_close(s->learner, why);
-    for (ro_conn_t *c = s->gate.oldest; c; c = c->gate_next)
+    for (ro_conn_t *c = ro__gate_first(&s->gate); c; c = ro__gate_next(c))
         ro__conn_close(c, "the replay is over");
     ro__listener_close(&s->listener);
     uv_close((uv_handle_t *)&s->watchdog, NULL);

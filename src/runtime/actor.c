@@ -12,7 +12,7 @@ void ro__actor_init(ro_actor_t *a, const char *name, ro_behaviour_fn fn, uint32_
     a->schedule = schedule;
     a->home = home;
     a->batch = batch ? batch : 1;
-    a->runq_next = NULL;
+    a->runq_link = (ro_ilink_t){0};
     ro__mpscq_init(&a->mailbox);
     atomic_init(&a->pending, 0);
 }

@@ -24,9 +24,8 @@
 
 #include <uv.h>
 
+#include "runtime/ilist.h" /* the run-queue link; ro__container_of */
 #include "runtime/mpscq.h"
-
-#define ro__container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 typedef struct ro_msg {
     ro_mpscq_node_t link;
@@ -51,7 +50,7 @@ struct ro_actor {
     uint32_t batch;          /* messages handled per run before yielding */
 
     /* Run-queue link: touched only under the run queue's mutex. */
-    ro_actor_t *runq_next;
+    ro_ilink_t runq_link;
 
     ro_mpscq_t mailbox;
 

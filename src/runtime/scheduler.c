@@ -81,7 +81,7 @@ static void runq_init(ro_runq_t *q, ro_group_t *g)
     must(pthread_condattr_setclock(&ca, CLOCK_MONOTONIC), "pthread_condattr_setclock");
     must(pthread_cond_init(&q->cv, &ca), "pthread_cond_init");
     pthread_condattr_destroy(&ca);
-    q->head = q->tail = NULL;
+    q->run = (ro_ilist_t){0};
     atomic_init(&q->len, 0);
     q->timers = NULL;
     q->sleeping = q->wake = q->stop = false;
@@ -97,27 +97,19 @@ static void runq_init(ro_runq_t *q, ro_group_t *g)
  * relaxed: the mutex orders it for the owner, thieves only use it as a hint. */
 static void append_locked(ro_runq_t *q, ro_actor_t *a)
 {
-    a->runq_next = NULL;
-    if (q->tail)
-        q->tail->runq_next = a;
-    else
-        q->head = a;
-    q->tail = a;
+    ro__ilist_append(&q->run, &a->runq_link);
     atomic_store_explicit(&q->len, atomic_load_explicit(&q->len, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
 
 static ro_actor_t *take_locked(ro_runq_t *q)
 {
-    ro_actor_t *a = q->head;
-    if (a) {
-        q->head = a->runq_next;
-        if (q->head == NULL)
-            q->tail = NULL;
-        atomic_store_explicit(&q->len, atomic_load_explicit(&q->len, memory_order_relaxed) - 1,
-                              memory_order_relaxed);
-    }
-    return a;
+    ro_ilink_t *l = ro__ilist_take(&q->run);
+    if (!l)
+        return NULL;
+    atomic_store_explicit(&q->len, atomic_load_explicit(&q->len, memory_order_relaxed) - 1,
+                          memory_order_relaxed);
+    return ro__container_of(l, ro_actor_t, runq_link);
 }
 
 /* Ask one idle worker of q's group, other than q's owner, to look for work. */
@@ -241,7 +233,7 @@ static ro_actor_t *idle_wait(ro_worker_t *w)
     if (!a) {
         lock(q);
         for (;;) {
-            if (q->head || q->wake || q->stop)
+            if (q->run.first || q->wake || q->stop)
                 break;
             if (q->timers) {
                 uint64_t d = q->timers->deadline_ns;

@@ -38,8 +38,8 @@ struct ro_group;
 
 typedef struct ro_runq {
     pthread_mutex_t mu;
-    pthread_cond_t cv;       /* the owner sleeps here */
-    ro_actor_t *head, *tail; /* runnable actors, under mu */
+    pthread_cond_t cv; /* the owner sleeps here */
+    ro_ilist_t run;    /* runnable actors (their runq_link), under mu */
     /* Actors queued: changed under mu; read without it (relaxed) by thieves
      * to skip empty queues without locking them. */
     _Atomic uint32_t len;

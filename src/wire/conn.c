@@ -464,7 +464,7 @@ static void setup(ro_conn_t *c, const ro_conn_opts_t *o)
     c->closing = false;
     c->broken = false;
     c->why[0] = '\0';
-    c->gate_prev = c->gate_next = NULL;
+    c->gate_link = (ro_ilink_t){0};
     c->gated = false;
     c->h.handle.data = c;
     c->creq.data = c;

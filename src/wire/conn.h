@@ -19,6 +19,7 @@
 
 #include <uv.h>
 
+#include "runtime/ilist.h"
 #include "wire/addr.h"
 #include "wire/frame.h"
 #include "wire/listener.h"
@@ -85,7 +86,7 @@ struct ro_conn {
     char label[192]; /* names the peer in logs; the owner may rewrite it (raw: logs escape it) */
     char why[256];   /* why the connection closed: may hold the peer's words, escape to print */
     /* The owner's gate (wire/gate.h) while the peer has not said hello. */
-    struct ro_conn *gate_prev, *gate_next;
+    ro_ilink_t gate_link;
     uint64_t gate_since_ns; /* when it entered the gate */
     bool gated;
 };

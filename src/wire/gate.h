@@ -32,7 +32,7 @@
 #define RO_GATE_MIN_SLOTS 16u
 
 typedef struct ro_gate {
-    ro_conn_t *oldest, *newest; /* waiting, in the order they came */
+    ro_ilist_t conns; /* waiting (through their gate_link), in the order they came */
     uint32_t waiting;
     uint32_t slots;       /* most waiting at once */
     uint64_t deadline_ns; /* how long one may wait; 0: no deadline */
@@ -57,6 +57,12 @@ void ro__gate_pass(ro_gate_t *g, ro_conn_t *c, size_t max_frame);
 /* ro__gate_leave takes c out of the gate (it is closing). Idempotent; c
  * need not be in it. */
 void ro__gate_leave(ro_gate_t *g, ro_conn_t *c);
+
+/* ro__gate_first is the connection that has waited longest, or NULL;
+ * ro__gate_next the one that came after c (in the gate), or NULL. In the
+ * gate's order, e.g. to close every waiting connection. */
+ro_conn_t *ro__gate_first(const ro_gate_t *g);
+ro_conn_t *ro__gate_next(const ro_conn_t *c);
 
 /* ro__gate_expired returns the waiting connection that has passed its
  * deadline at now_ns and waited longest, or NULL. Connections already

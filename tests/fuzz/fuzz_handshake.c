@@ -58,7 +58,7 @@ static void check_gate(void)
 {
     if (gate.waiting > gate.slots)
         abort();
-    for (ro_conn_t *c = gate.oldest; c; c = c->gate_next) {
+    for (ro_conn_t *c = ro__gate_first(&gate); c; c = ro__gate_next(c)) {
         peer_t *p = (peer_t *)c; /* c is the first field */
         if (!p->used || p->attached || c->rd.max_frame != RO_HELLO_MAX_FRAME)
             abort();

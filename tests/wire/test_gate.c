@@ -93,14 +93,15 @@ static void test_leave_anywhere_in_the_list(void **state)
     ro__gate_leave(&g, &conns[4]); /* newest */
     ro__gate_leave(&g, &conns[0]); /* oldest */
     assert_int_equal(g.waiting, 2);
-    assert_ptr_equal(g.oldest, &conns[1]);
-    assert_ptr_equal(g.newest, &conns[3]);
-    assert_ptr_equal(conns[1].gate_next, &conns[3]);
-    assert_ptr_equal(conns[3].gate_prev, &conns[1]);
+    assert_ptr_equal(ro__gate_first(&g), &conns[1]);
+    assert_ptr_equal(ro__gate_next(&conns[1]), &conns[3]);
+    assert_null(ro__gate_next(&conns[3]));
+    assert_ptr_equal(g.conns.last, &conns[3].gate_link);
+    assert_ptr_equal(conns[3].gate_link.prev, &conns[1].gate_link);
     ro__gate_leave(&g, &conns[1]);
     ro__gate_leave(&g, &conns[3]);
-    assert_null(g.oldest);
-    assert_null(g.newest);
+    assert_null(ro__gate_first(&g));
+    assert_null(g.conns.last);
     assert_int_equal(g.waiting, 0);
 }
 
