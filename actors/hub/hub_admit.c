@@ -201,7 +201,7 @@ static void on_watchdog(uv_timer_t *t)
     for (ro_conn_t *c; (c = ro__gate_expired(&h->gate, now));) {
         h->stats.timed_out++;
         snprintf(msg, sizeof msg, "no hello within %.1f s", h->o.hello_timeout_s);
-        h->fail(c->owner, RO_EPROTO, msg);
+        h->fail(c->o.owner, RO_EPROTO, msg);
     }
     ro_session_t *s = h->sessions;
     while (s) {

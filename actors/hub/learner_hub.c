@@ -396,7 +396,7 @@ static void on_actions(ro_session_t *s, const Rollout__V1__Actions *a, const cha
 
 static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 {
-    ro_session_t *s = c->owner;
+    ro_session_t *s = c->o.owner;
     ro_hub_t *h = s->hub;
     (void)keep;
     if (!s->listed)
@@ -453,7 +453,7 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
  * made (then its batches still have to go elsewhere). */
 static void on_closed(ro_conn_t *c)
 {
-    ro_session_t *s = c->owner;
+    ro_session_t *s = c->o.owner;
     if (s->listed) {
         if (c->broken) /* conn.c logged it */
             s->hub->stats.rejected++;
@@ -517,7 +517,7 @@ static void on_connection(ro_listener_t *l, int fd)
     if (h->stopping)
         session_fail(s, RO_ESHUTDOWN, "the node is stopping");
     else if ((drop = ro__gate_admit(&h->gate, &s->conn, s->accepted_ns)))
-        session_fail(drop->owner, RO_ETIMEDOUT,
+        session_fail(drop->o.owner, RO_ETIMEDOUT,
                      "dropped: %u connections wait for their hello, this one the longest",
                      h->gate.slots);
 }

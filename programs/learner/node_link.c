@@ -129,7 +129,7 @@ static void ended(ro_link_t *l)
 
 static void on_closed(ro_conn_t *c)
 {
-    ro_link_t *l = c->owner;
+    ro_link_t *l = c->o.owner;
     uv_timer_stop(&l->retry); /* the attempt's deadline */
     if (c->broken)            /* the node's bytes were not frames: a protocol error */
         l->failed = l->final = true;
@@ -300,7 +300,7 @@ static void on_greeting(ro_link_t *l, ro_frame_t *f)
 
 static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 {
-    ro_link_t *l = c->owner;
+    ro_link_t *l = c->o.owner;
     if (!l->welcomed) {
         on_greeting(l, f);
         return;
@@ -329,7 +329,7 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 
 static void on_connect(ro_conn_t *c, int status)
 {
-    ro_link_t *l = c->owner;
+    ro_link_t *l = c->o.owner;
     if (status != 0 && l->upgrading)
         return; /* the private socket: back to TCP (ended) */
     if (status != 0) {
@@ -375,7 +375,7 @@ static void on_connect(ro_conn_t *c, int status)
 
 static bool on_raw(ro_conn_t *c, const uint8_t *body, size_t len)
 {
-    ro_link_t *l = c->owner;
+    ro_link_t *l = c->o.owner;
     return l->welcomed && l->o.ops->on_raw && l->o.ops->on_raw(l, body, len);
 }
 

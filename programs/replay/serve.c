@@ -207,7 +207,7 @@ static void on_first_frame(serve_t *s, ro_conn_t *c, const ro_frame_t *f)
 
 static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 {
-    serve_t *s = c->owner;
+    serve_t *s = c->o.owner;
     (void)keep;
     if (s->done)
         return;
@@ -228,7 +228,7 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 
 static void on_closed(ro_conn_t *c)
 {
-    serve_t *s = c->owner;
+    serve_t *s = c->o.owner;
     ro__gate_leave(&s->gate, c);
     if (c == s->learner && !s->done) {
         char why[300];

@@ -48,7 +48,7 @@ int ro__conn_send(ro_conn_t *c, const ro_frame_t *f)
     if (c->closing || !c->open)
         return RO_EIO;
     const size_t queued = ro__conn_queued(c);
-    if (queued > c->max_queued)
+    if (queued > c->o.max_queued)
         return RO_ENOBUFS;
     uint8_t direct[DIRECT_MAX];
     const size_t dlen = queued == 0 ? ro__frame_encode_into(f, direct, sizeof direct) : 0;
@@ -191,7 +191,7 @@ int ro__conn_send_bufs(ro_conn_t *c, const uv_buf_t *bufs, unsigned nbufs,
 {
     if (c->closing || !c->open)
         return RO_EIO;
-    if (ro__conn_queued(c) > c->max_queued)
+    if (ro__conn_queued(c) > c->o.max_queued)
         return RO_ENOBUFS;
     bufs_req_t *w = malloc(sizeof *w);
     if (!w)
@@ -214,7 +214,7 @@ void ro__conn_log(const ro_conn_t *c, const char *fmt, ...)
     va_end(ap);
     /* One line whatever the peer put in its strings: no forged lines, no
      * terminal escapes. */
-    fprintf(stderr, "%s: %s: %s\n", c->program, ro__text_log(label, sizeof label, c->label, 200),
+    fprintf(stderr, "%s: %s: %s\n", c->o.program, ro__text_log(label, sizeof label, c->label, 200),
             ro__text_log(shown, sizeof shown, msg, sizeof msg));
 }
 
@@ -314,7 +314,7 @@ static void on_handle_closed(uv_handle_t *h)
     }
     ro__frame_reader_free(&c->rd);
     c->open = false;
-    c->ops->on_closed(c);
+    c->o.ops->on_closed(c);
 }
 
 void ro__conn_close(ro_conn_t *c, const char *why)
@@ -376,7 +376,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     while (!c->closing) {
         ro_frame_t *f = NULL;
         char err[256];
-        if (c->ops->on_raw || c->gated) {
+        if (c->o.ops->on_raw || c->gated) {
             const uint8_t *body;
             size_t len;
             int prc = ro__frame_reader_peek(&c->rd, &body, &len, err, sizeof err);
@@ -390,7 +390,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
                 ro__conn_fail(c, hrc, "%s", err);
                 return;
             }
-            if (prc > 0 && c->ops->on_raw && c->ops->on_raw(c, body, len)) {
+            if (prc > 0 && c->o.ops->on_raw && c->o.ops->on_raw(c, body, len)) {
                 if (!c->closing)
                     ro__frame_reader_skip(&c->rd);
                 continue;
@@ -405,9 +405,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             return;
         }
         bool keep = false;
-        c->ops->on_frame(c, f, &keep);
+        c->o.ops->on_frame(c, f, &keep);
         if (!keep)
-            ro__frame_free(c->alloc, f);
+            ro__frame_free(c->o.alloc, f);
     }
 }
 
@@ -456,11 +456,7 @@ static void name_peer(ro_conn_t *c)
 
 static void setup(ro_conn_t *c, const ro_conn_opts_t *o)
 {
-    c->ops = o->ops;
-    c->owner = o->owner;
-    c->program = o->program;
-    c->alloc = o->alloc;
-    c->max_queued = o->max_queued;
+    c->o = *o;
     c->closing = false;
     c->broken = false;
     c->why[0] = '\0';
@@ -526,8 +522,8 @@ static void on_connect(uv_connect_t *req, int status)
         snprintf(why, sizeof why, "cannot connect: %s", uv_strerror(status));
         ro__conn_close(c, why);
     }
-    if (c->ops->on_connect)
-        c->ops->on_connect(c, status);
+    if (c->o.ops->on_connect)
+        c->o.ops->on_connect(c, status);
 }
 
 int ro__conn_connect(ro_conn_t *c, uv_loop_t *loop, const struct sockaddr *sa,

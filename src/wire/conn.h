@@ -8,7 +8,7 @@
  * ro_conn_ops_t.
  *
  * Loop thread only. The owner embeds a ro_conn_t and finds itself with
- * c->owner (or container_of).
+ * c->o.owner (or container_of).
  */
 #ifndef RO_CONN_H
 #define RO_CONN_H
@@ -62,12 +62,10 @@ struct ro_conn {
     ro_stream_socket_t h;
     bool local; /* h is the pipe */
     uv_connect_t creq;
-    const ro_conn_ops_t *ops;
-    void *owner;
-    const char *program;
-    ro_pb_alloc_t *alloc;
+    /* As given to ro__conn_accept or ro__conn_connect (o.max_frame is the
+     * first limit; the reader's, rd.max_frame, is the one in force). */
+    ro_conn_opts_t o;
     ro_frame_reader_t rd;
-    size_t max_queued;
     bool open;    /* between accept/connect and on_closed */
     bool closing; /* ro__conn_close or ro__conn_fail was called */
     /* ro__conn_fail's last words: frames queued before its Error frame

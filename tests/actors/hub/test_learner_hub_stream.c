@@ -48,7 +48,7 @@ typedef struct sfx {
 
 static bool sl_raw(ro_conn_t *c, const uint8_t *body, size_t len)
 {
-    slearner_t *L = c->owner;
+    slearner_t *L = c->o.owner;
     ro_segment_view_t v;
     char err[ERRLEN];
     const ro_segment_rules_t rules = {
@@ -70,7 +70,7 @@ static bool sl_raw(ro_conn_t *c, const uint8_t *body, size_t len)
 
 static void sl_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 {
-    slearner_t *L = c->owner;
+    slearner_t *L = c->o.owner;
     (void)keep;
     if (f->body_case == ROLLOUT__V1__FRAME__BODY_WELCOME)
         L->welcomed = true;
@@ -82,7 +82,7 @@ static void sl_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 
 static void sl_connect(ro_conn_t *c, int status)
 {
-    slearner_t *L = c->owner;
+    slearner_t *L = c->o.owner;
     assert_int_equal(status, 0);
     L->connected = true;
     Rollout__V1__Hello h = ROLLOUT__V1__HELLO__INIT;
@@ -97,7 +97,7 @@ static void sl_connect(ro_conn_t *c, int status)
 
 static void sl_closed(ro_conn_t *c)
 {
-    ((slearner_t *)c->owner)->closed = true;
+    ((slearner_t *)c->o.owner)->closed = true;
 }
 
 static const ro_conn_ops_t sl_ops = {

@@ -83,7 +83,7 @@ typedef struct fx {
 
 static bool learner_raw(ro_conn_t *c, const uint8_t *body, size_t len)
 {
-    fx_t *f = c->owner;
+    fx_t *f = c->o.owner;
     ro_segment_view_t v;
     char err[ERRLEN];
     const ro_segment_rules_t rules = {.unroll = T_ROWS,
@@ -110,23 +110,23 @@ static void ignore_frame(ro_conn_t *c, ro_frame_t *fr, bool *keep)
 {
     (void)fr;
     (void)keep;
-    ((fx_t *)c->owner)->other_frames++;
+    ((fx_t *)c->o.owner)->other_frames++;
 }
 
 static void on_connect(ro_conn_t *c, int status)
 {
     assert_int_equal(status, 0);
-    ((fx_t *)c->owner)->connected = true;
+    ((fx_t *)c->o.owner)->connected = true;
 }
 
 static void learner_closed(ro_conn_t *c)
 {
-    ((fx_t *)c->owner)->learner_closed = true;
+    ((fx_t *)c->o.owner)->learner_closed = true;
 }
 
 static void node_closed(ro_conn_t *c)
 {
-    ((fx_t *)c->owner)->node_closed = true;
+    ((fx_t *)c->o.owner)->node_closed = true;
 }
 
 static const ro_conn_ops_t learner_ops = {

@@ -63,7 +63,7 @@ typedef struct fixture {
 
 static void node_on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 {
-    node_end_t *e = c->owner;
+    node_end_t *e = c->o.owner;
     if (e->frames < MAX_SEEN) {
         e->seen[e->frames] = f;
         *keep = true;
@@ -73,7 +73,7 @@ static void node_on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 
 static void node_on_closed(ro_conn_t *c)
 {
-    node_end_t *e = c->owner;
+    node_end_t *e = c->o.owner;
     assert_false(e->closed);
     e->closed = true;
 }

@@ -176,7 +176,7 @@ static void answer(learner_t *l, const Rollout__V1__Observations *o)
 
 static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 {
-    learner_t *l = c->owner;
+    learner_t *l = c->o.owner;
     (void)keep;
     switch (f->body_case) {
     case ROLLOUT__V1__FRAME__BODY_WELCOME:
@@ -205,7 +205,7 @@ static void on_frame(ro_conn_t *c, ro_frame_t *f, bool *keep)
 
 static void on_connect(ro_conn_t *c, int status)
 {
-    learner_t *l = c->owner;
+    learner_t *l = c->o.owner;
     assert_int_equal(status, 0);
     l->connected = true;
     send_hello(l);
@@ -213,7 +213,7 @@ static void on_connect(ro_conn_t *c, int status)
 
 static void on_closed(ro_conn_t *c)
 {
-    learner_t *l = c->owner;
+    learner_t *l = c->o.owner;
     l->closed = true;
     snprintf(l->why, sizeof l->why, "%s", c->why);
 }
