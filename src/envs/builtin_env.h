@@ -1,10 +1,12 @@
 /*
  * builtin_env.h: the tables every built-in env ends with, written once.
  * A built-in named NAME defines static functions NAME_create, NAME_spaces,
- * NAME_reset, NAME_step, NAME_destroy, NAME_arg_keys (and, with state
- * support, NAME_state_size, NAME_save_state, NAME_load_state), then:
+ * NAME_reset, NAME_step, NAME_arg_keys (and, with state support,
+ * NAME_state_size, NAME_save_state, NAME_load_state), then:
  *
- *   RO_ENV_VTABLE(NAME, max_episode_steps);   defines ro__env_NAME
+ *   RO_ENV_VTABLE(NAME, max_episode_steps, destroy);   defines ro__env_NAME
+ *
+ * (destroy: free for an env that is one allocation, from ro__env_alloc.)
  *   RO_ENV_STATE_OPS(NAME);                   defines ro__NAME_state
  *
  * An env whose state is its RNG (the field rng) then n float64 that
@@ -22,7 +24,7 @@
 #include "runtime/error.h"
 #include "runtime/rng.h"
 
-#define RO_ENV_VTABLE(NAME, steps)                                                                 \
+#define RO_ENV_VTABLE(NAME, steps, destroy_fn)                                                     \
     const ro_env_vtable_t ro__env_##NAME = {                                                       \
         .abi_version = RO_ENV_ABI_VERSION,                                                         \
         .name = #NAME,                                                                             \
@@ -32,7 +34,7 @@
         .spaces = NAME##_spaces,                                                                   \
         .reset = NAME##_reset,                                                                     \
         .step = NAME##_step,                                                                       \
-        .destroy = NAME##_destroy,                                                                 \
+        .destroy = (destroy_fn),                                                                   \
     }
 
 #define RO_ENV_STATE_OPS(NAME)                                                                     \

@@ -129,24 +129,17 @@ uint64_t ro__burn_iters(const void *env)
 static int parse_args(burn_t *b, double *cost_us, const ro_env_arg_t *args, size_t nargs, char *err,
                       size_t errlen)
 {
-    for (size_t i = 0; i < nargs; i++) {
+    int rc = ro__env_args_known("burn", burn_arg_keys, args, nargs, err, errlen);
+    for (size_t i = 0; rc == 0 && i < nargs; i++) {
         const char *k = args[i].key, *v = args[i].value;
-        int rc;
         if (strcmp(k, "cost_us") == 0)
             rc = ro__env_arg_double(k, v, 0.0, MAX_COST_US, cost_us, err, errlen);
         else if (strcmp(k, "obs_dim") == 0)
             rc = ro__env_arg_u32(k, v, 1, MAX_DIM, &b->obs_dim, err, errlen);
-        else if (strcmp(k, "act_n") == 0)
+        else /* act_n */
             rc = ro__env_arg_u32(k, v, 1, MAX_DIM, &b->act_n, err, errlen);
-        else {
-            snprintf(err, errlen, "env 'burn' has no arg '%s' (accepted: cost_us, obs_dim, act_n)",
-                     k);
-            rc = RO_EINVAL;
-        }
-        if (rc < 0)
-            return rc;
     }
-    return 0;
+    return rc;
 }
 
 static void burn_destroy(void *env)
@@ -293,4 +286,4 @@ static int burn_load_state(void *env, const void *buf, size_t len)
 }
 
 RO_ENV_STATE_OPS(burn);
-RO_ENV_VTABLE(burn, 1000);
+RO_ENV_VTABLE(burn, 1000, burn_destroy);

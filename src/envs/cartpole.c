@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "envs/builtin_env.h"
+#include "envs/env_args.h"
 #include "envs/registry.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
@@ -62,14 +63,12 @@ static void write_obs(const cartpole_t *c, float *obs)
 static int cartpole_create(void **out, const ro_env_arg_t *args, size_t nargs, uint64_t seed,
                            char *err, size_t errlen)
 {
+    int rc = ro__env_args_known("cartpole", cartpole_arg_keys, args, nargs, err, errlen);
+    if (rc)
+        return rc;
     bool velocity = true;
-    for (size_t i = 0; i < nargs; i++) {
+    for (size_t i = 0; i < nargs; i++) { /* observe_velocity, the one key */
         const char *v = args[i].value;
-        if (strcmp(args[i].key, "observe_velocity") != 0) {
-            snprintf(err, errlen, "env 'cartpole' has no arg '%s' (it takes observe_velocity)",
-                     args[i].key);
-            return RO_EINVAL;
-        }
         if (strcmp(v, "true") && strcmp(v, "false") && strcmp(v, "1") && strcmp(v, "0")) {
             snprintf(err, errlen, "env 'cartpole': observe_velocity=%.32s; expected true or false",
                      v);
@@ -77,11 +76,9 @@ static int cartpole_create(void **out, const ro_env_arg_t *args, size_t nargs, u
         }
         velocity = strcmp(v, "true") == 0 || strcmp(v, "1") == 0;
     }
-    cartpole_t *c = calloc(1, sizeof *c);
-    if (c == NULL) {
-        snprintf(err, errlen, "env 'cartpole': out of memory");
+    cartpole_t *c = ro__env_alloc("cartpole", sizeof *c, err, errlen);
+    if (c == NULL)
         return RO_ENOMEM;
-    }
     ro__rng_init(&c->rng, seed);
     c->velocity = velocity;
     /* Gymnasium's bounds: twice the termination thresholds, and the largest
@@ -151,11 +148,6 @@ static int cartpole_step(void *env, ro_action_t action, float *obs, ro_step_t *o
     return 0;
 }
 
-static void cartpole_destroy(void *env)
-{
-    free(env);
-}
-
 void ro__cartpole_get_state(const void *env, double state[4])
 {
     const cartpole_t *c = env;
@@ -179,4 +171,4 @@ void ro__cartpole_set_state(void *env, const double state[4])
  * step handles (a NaN just terminates), so load takes them as they are. */
 RO_ENV_RNG_DOUBLES_STATE(cartpole, cartpole_t, 4)
 RO_ENV_STATE_OPS(cartpole);
-RO_ENV_VTABLE(cartpole, 500);
+RO_ENV_VTABLE(cartpole, 500, free); /* one allocation */

@@ -7,7 +7,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/error.h"
 
@@ -52,4 +54,32 @@ int ro__env_arg_u32(const char *key, const char *value, uint32_t lo, uint32_t hi
                           value, lo, hi);
     *out = (uint32_t)v;
     return 0;
+}
+
+int ro__env_args_known(const char *env, const char *const *arg_keys, const ro_env_arg_t *args,
+                       size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (arg_keys[k] && strcmp(arg_keys[k], args[i].key) != 0)
+            k += 2;
+        if (arg_keys[k])
+            continue;
+        char list[256] = "";
+        size_t used = 0;
+        for (k = 0; arg_keys[k] && used < sizeof list; k += 2)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "",
+                                     arg_keys[k]);
+        return ro__errorf(err, errlen, RO_EINVAL, "env '%s' has no arg '%s' (accepted: %s)", env,
+                          args[i].key, list);
+    }
+    return 0;
+}
+
+void *ro__env_alloc(const char *env, size_t size, char *err, size_t errlen)
+{
+    void *e = calloc(1, size);
+    if (!e)
+        ro__errorf(err, errlen, RO_ENOMEM, "env '%s': out of memory", env);
+    return e;
 }

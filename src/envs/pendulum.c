@@ -71,21 +71,15 @@ static int pendulum_create(void **out, const ro_env_arg_t *args, size_t nargs, u
                            char *err, size_t errlen)
 {
     double g = DEFAULT_G;
-    for (size_t i = 0; i < nargs; i++) {
-        if (strcmp(args[i].key, "g") != 0) {
-            snprintf(err, errlen, "env 'pendulum' has no arg '%s' (accepted: g)", args[i].key);
-            return RO_EINVAL;
-        }
-        int rc = ro__env_arg_double("g", args[i].value, 0.0, 1000.0, &g, err, errlen);
-        if (rc < 0)
-            return rc;
-    }
+    int rc = ro__env_args_known("pendulum", pendulum_arg_keys, args, nargs, err, errlen);
+    for (size_t i = 0; rc == 0 && i < nargs; i++) /* g, the one key */
+        rc = ro__env_arg_double("g", args[i].value, 0.0, 1000.0, &g, err, errlen);
+    if (rc)
+        return rc;
 
-    pendulum_t *p = calloc(1, sizeof *p);
-    if (p == NULL) {
-        snprintf(err, errlen, "env 'pendulum': out of memory");
+    pendulum_t *p = ro__env_alloc("pendulum", sizeof *p, err, errlen);
+    if (p == NULL)
         return RO_ENOMEM;
-    }
     ro__rng_init(&p->rng, seed);
     p->g = g;
     const float high[3] = {1.0f, 1.0f, (float)MAX_SPEED};
@@ -149,11 +143,6 @@ static int pendulum_step(void *env, ro_action_t action, float *obs, ro_step_t *o
     return 0;
 }
 
-static void pendulum_destroy(void *env)
-{
-    free(env);
-}
-
 void ro__pendulum_get_state(const void *env, double state[2])
 {
     const pendulum_t *p = env;
@@ -173,4 +162,4 @@ void ro__pendulum_set_state(void *env, const double state[2])
  * bytes are a state the step handles, so load takes them as they are. */
 RO_ENV_RNG_DOUBLES_STATE(pendulum, pendulum_t, 2)
 RO_ENV_STATE_OPS(pendulum);
-RO_ENV_VTABLE(pendulum, 200);
+RO_ENV_VTABLE(pendulum, 200, free); /* one allocation */
