@@ -7,11 +7,11 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/text.h"
 
 int ro__env_arg_double(const char *key, const char *value, double lo, double hi, double *out,
                        char *err, size_t errlen)
@@ -65,13 +65,9 @@ int ro__env_args_known(const char *env, const char *const *arg_keys, const ro_en
             k += 2;
         if (arg_keys[k])
             continue;
-        char list[256] = "";
-        size_t used = 0;
-        for (k = 0; arg_keys[k] && used < sizeof list; k += 2)
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "",
-                                     arg_keys[k]);
+        char list[256];
         return ro__errorf(err, errlen, RO_EINVAL, "env '%s' has no arg '%s' (accepted: %s)", env,
-                          args[i].key, list);
+                          args[i].key, ro__text_join(list, sizeof list, arg_keys, 2, ", "));
     }
     return 0;
 }

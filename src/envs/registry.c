@@ -44,19 +44,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-/* append_err adds text at the end of the message already in err; text that
- * does not fit is cut, as snprintf would. */
-static void append_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    size_t used = strnlen(err, errlen - 1);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + used, errlen - used, fmt, ap);
-    va_end(ap);
-}
-
 /* MISSING_FN: the first function every env needs that vt, a vtable of
  * either ABI, leaves NULL ("create", ...), or NULL. */
 #define MISSING_FN(vt)                                                                             \
@@ -477,10 +464,10 @@ static int env_accepts(const ro_env_vtable_t *vt, const char *key)
 /* unknown_key_err writes "env 'x' has no arg 'k' (accepted: ...)". */
 static void unknown_key_err(const ro_env_vtable_t *vt, const char *key, char *err, size_t errlen)
 {
-    set_err(err, errlen, "env '%s' has no arg '%s' (accepted: %s", vt->name, key, MAX_STEPS_KEY);
-    for (size_t i = 0; vt->arg_keys[i] != NULL; i += 2)
-        append_err(err, errlen, ", %s", vt->arg_keys[i]);
-    append_err(err, errlen, ")");
+    char list[512];
+    ro__text_join(list, sizeof list, vt->arg_keys, 2, ", ");
+    set_err(err, errlen, "env '%s' has no arg '%s' (accepted: %s%s%s)", vt->name, key,
+            MAX_STEPS_KEY, list[0] ? ", " : "", list);
 }
 
 int ro__env_check_args(const ro_env_vtable_t *vt, const ro_env_arg_t *args, size_t n,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/text.h"
 
 /* Where --help starts a flag's help text. */
 #define HELP_COLUMN 26
@@ -66,15 +67,9 @@ int ro__flag_choice(const char *flag, const char *s, const char *const *choices,
             *index = i;
             return 0;
         }
-    char list[256] = "";
-    size_t used = 0;
-    for (int i = 0; choices[i] && used < sizeof list; i++)
-        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
-                                 i == 0           ? ""
-                                 : choices[i + 1] ? ", "
-                                                  : " or ",
-                                 choices[i]);
-    return ro__errorf(err, errlen, RO_EINVAL, "%s '%s': expected %s", flag, s, list);
+    char list[256];
+    return ro__errorf(err, errlen, RO_EINVAL, "%s '%s': expected %s", flag, s,
+                      ro__text_join(list, sizeof list, choices, 1, " or "));
 }
 
 /* One flag's value into its field. */

@@ -77,3 +77,17 @@ char *ro__text_u64(char *p, uint64_t v)
         *p++ = tmp[--n];
     return p;
 }
+
+const char *ro__text_join(char *out, size_t outlen, const char *const *items, size_t step,
+                          const char *last)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; items[i] && used < outlen; i += step)
+        used += (size_t)snprintf(out + used, outlen - used, "%s%s",
+                                 i == 0            ? ""
+                                 : items[i + step] ? ", "
+                                                   : last,
+                                 items[i]);
+    return out;
+}

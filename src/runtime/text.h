@@ -35,6 +35,13 @@ const char *ro__text_log(char *out, size_t outlen, const char *s, size_t max);
  */
 void ro__json_string(FILE *f, const char *s, size_t max);
 
+/* ro__text_join writes the names items[0], items[step], items[2 * step],
+ * ... (up to a NULL) into out (NUL-terminated, cut to outlen), ", " between
+ * them and last before the last one ("a, b or c" with last " or "), for a
+ * message that lists what is accepted. Returns out. */
+const char *ro__text_join(char *out, size_t outlen, const char *const *items, size_t step,
+                          const char *last);
+
 /* ro__json_double writes v to f as "%.17g" (it reads back exactly), or
  * null if v is NaN or infinite, which are not JSON numbers. */
 void ro__json_double(FILE *f, double v);
