@@ -100,10 +100,8 @@ static int unpack(Rollout__V1__PolicyLayout **out, ro_pb_alloc_t *a, const ro_pa
 
 /* validate_inputs: the inputs tile [0, obs_dim) in order. */
 static int validate_inputs(const ro_params_view_t *p, const Rollout__V1__PolicyLayout *m,
-                           const ro_space_layout_t *no_env, const char *name, char *err,
-                           size_t errlen)
+                           const char *name, char *err, size_t errlen)
 {
-    (void)no_env;
     if (m->n_inputs < 1 || m->n_inputs > RO_ENV_MAX_TENSORS)
         return ro__errorf(err, errlen, RO_EBADMSG,
                           "%s: layout.inputs has %zu tensors; expected 1..%d", name, m->n_inputs,
@@ -150,10 +148,8 @@ static int validate_inputs(const ro_params_view_t *p, const Rollout__V1__PolicyL
 /* validate_heads: the heads tile [0, action_dim) in part order, each of
  * its part's kind; the Gaussian ones are nlog_std; the mask is bounded. */
 static int validate_heads(const ro_params_view_t *p, const Rollout__V1__PolicyLayout *m,
-                          const ro_space_layout_t *no_env, const char *name, char *err,
-                          size_t errlen)
+                          const char *name, char *err, size_t errlen)
 {
-    (void)no_env;
     if (m->n_parts < 1 || m->n_parts > RO_ENV_MAX_PARTS)
         return ro__errorf(err, errlen, RO_EBADMSG, "%s: layout.parts has %zu parts; expected 1..%d",
                           name, m->n_parts, RO_ENV_MAX_PARTS);
@@ -208,33 +204,6 @@ static int validate_heads(const ro_params_view_t *p, const Rollout__V1__PolicyLa
     return 0;
 }
 
-/* A check of p's unpacked layout m, on its own (lay NULL) or against the
- * env's layout lay. */
-typedef int (*layout_pass_fn)(const ro_params_view_t *p, const Rollout__V1__PolicyLayout *m,
-                              const ro_space_layout_t *lay, const char *name, char *err,
-                              size_t errlen);
-
-/* with_layout unpacks p's layout, runs the two passes in order until one
- * fails, and frees it. */
-static int with_layout(const ro_params_view_t *p, const ro_space_layout_t *lay,
-                       const layout_pass_fn passes[2], const char *name, char *err, size_t errlen)
-{
-    Rollout__V1__PolicyLayout *m = NULL;
-    ro_pb_alloc_t a;
-    int rc = unpack(&m, &a, p, name, err, errlen);
-    for (int i = 0; rc == 0 && i < 2; i++)
-        rc = passes[i](p, m, lay, name, err, errlen);
-    if (m)
-        rollout__v1__policy_layout__free_unpacked(m, &a.base);
-    return rc;
-}
-
-int ro__policy_layout_validate(ro_params_view_t v, const char *name, char *err, size_t errlen)
-{
-    static const layout_pass_fn passes[2] = {validate_inputs, validate_heads};
-    return with_layout(&v, NULL, passes, name, err, errlen);
-}
-
 /* shape_str writes "[84,84]" into buf. */
 static const char *shape_str(const uint32_t *shape, size_t n, char *buf, size_t len)
 {
@@ -248,10 +217,9 @@ static const char *shape_str(const uint32_t *shape, size_t n, char *buf, size_t 
 }
 
 /* check_inputs compares the file's inputs with the env's tensors. */
-static int check_inputs(const ro_params_view_t *p, const Rollout__V1__PolicyLayout *m,
-                        const ro_space_layout_t *lay, const char *name, char *err, size_t errlen)
+static int check_inputs(const Rollout__V1__PolicyLayout *m, const ro_space_layout_t *lay,
+                        const char *name, char *err, size_t errlen)
 {
-    (void)p;
     char a[64], b[64];
     if (m->n_inputs != lay->ntensors)
         return ro__errorf(err, errlen, RO_EINVAL,
@@ -278,10 +246,9 @@ static int check_inputs(const ro_params_view_t *p, const Rollout__V1__PolicyLayo
 }
 
 /* check_actions compares the file's parts and heads with the env's. */
-static int check_actions(const ro_params_view_t *p, const Rollout__V1__PolicyLayout *m,
-                         const ro_space_layout_t *lay, const char *name, char *err, size_t errlen)
+static int check_actions(const Rollout__V1__PolicyLayout *m, const ro_space_layout_t *lay,
+                         const char *name, char *err, size_t errlen)
 {
-    (void)p;
     if (m->n_parts != lay->nparts)
         return ro__errorf(err, errlen, RO_EINVAL,
                           "%s: layout.parts has %zu action parts but the env's action has %u", name,
@@ -319,6 +286,30 @@ static int check_actions(const ro_params_view_t *p, const Rollout__V1__PolicyLay
     return 0;
 }
 
+/* examine unpacks p's layout and checks it: on its own (lay NULL), or
+ * against the env's layout lay. */
+static int examine(const ro_params_view_t *p, const ro_space_layout_t *lay, const char *name,
+                   char *err, size_t errlen)
+{
+    Rollout__V1__PolicyLayout *m = NULL;
+    ro_pb_alloc_t a;
+    int rc = unpack(&m, &a, p, name, err, errlen);
+    if (rc == 0)
+        rc = lay ? check_inputs(m, lay, name, err, errlen)
+                 : validate_inputs(p, m, name, err, errlen);
+    if (rc == 0)
+        rc = lay ? check_actions(m, lay, name, err, errlen)
+                 : validate_heads(p, m, name, err, errlen);
+    if (m)
+        rollout__v1__policy_layout__free_unpacked(m, &a.base);
+    return rc;
+}
+
+int ro__policy_layout_validate(ro_params_view_t v, const char *name, char *err, size_t errlen)
+{
+    return examine(&v, NULL, name, err, errlen);
+}
+
 int ro__policy_layout_check(ro_params_view_t v, const ro_space_layout_t *lay, const char *name,
                             char *err, size_t errlen)
 {
@@ -344,6 +335,5 @@ int ro__policy_layout_check(ro_params_view_t v, const ro_space_layout_t *lay, co
                           p->action_dim, lay->head_width);
     if (!p->layout)
         return 0; /* format 1: obs_dim and the head were all it recorded */
-    static const layout_pass_fn passes[2] = {check_inputs, check_actions};
-    return with_layout(p, lay, passes, name, err, errlen);
+    return examine(p, lay, name, err, errlen);
 }
