@@ -56,14 +56,19 @@ int ro__env_arg_u32(const char *key, const char *value, uint32_t lo, uint32_t hi
     return 0;
 }
 
+bool ro__env_arg_key_known(const char *const *arg_keys, const char *key)
+{
+    for (size_t k = 0; arg_keys[k]; k += 2)
+        if (strcmp(arg_keys[k], key) == 0)
+            return true;
+    return false;
+}
+
 int ro__env_args_known(const char *env, const char *const *arg_keys, const ro_env_arg_t *args,
                        size_t n, char *err, size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
-        size_t k = 0;
-        while (arg_keys[k] && strcmp(arg_keys[k], args[i].key) != 0)
-            k += 2;
-        if (arg_keys[k])
+        if (ro__env_arg_key_known(arg_keys, args[i].key))
             continue;
         char list[256];
         return ro__errorf(err, errlen, RO_EINVAL, "env '%s' has no arg '%s' (accepted: %s)", env,

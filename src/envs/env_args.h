@@ -1,6 +1,7 @@
 #ifndef RO_ENV_ARGS_H
 #define RO_ENV_ARGS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,10 @@ int ro__env_arg_double(const char *key, const char *value, double lo, double hi,
                        char *err, size_t errlen);
 int ro__env_arg_u32(const char *key, const char *value, uint32_t lo, uint32_t hi, uint32_t *out,
                     char *err, size_t errlen);
+
+/* ro__env_arg_key_known tells whether key is one of arg_keys (an env's
+ * table: key, help, key, help, ..., NULL). */
+bool ro__env_arg_key_known(const char *const *arg_keys, const char *key);
 
 /* ro__env_args_known checks that every key of args[0..n) is one of
  * arg_keys (the env's table: key, help, key, help, ..., NULL): 0, or

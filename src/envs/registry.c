@@ -452,15 +452,6 @@ void ro__env_close(ro_env_kind_t *kind)
     memset(kind, 0, sizeof *kind);
 }
 
-/* env_accepts tells whether key is one of vt's own arg keys. */
-static int env_accepts(const ro_env_vtable_t *vt, const char *key)
-{
-    for (size_t i = 0; vt->arg_keys[i] != NULL; i += 2)
-        if (strcmp(vt->arg_keys[i], key) == 0)
-            return 1;
-    return 0;
-}
-
 /* unknown_key_err writes "env 'x' has no arg 'k' (accepted: ...)". */
 static void unknown_key_err(const ro_env_vtable_t *vt, const char *key, char *err, size_t errlen)
 {
@@ -497,7 +488,7 @@ int ro__env_check_args(const ro_env_vtable_t *vt, const ro_env_arg_t *args, size
                 return rc;
             continue;
         }
-        if (!env_accepts(vt, key)) {
+        if (!ro__env_arg_key_known(vt->arg_keys, key)) {
             unknown_key_err(vt, key, err, errlen);
             return RO_EINVAL;
         }
