@@ -20,37 +20,12 @@
 #include "runtime/error.h"
 #include "spaces/layout.h"
 #include "traj_fixture.h"
+#include "typed_layout_fixture.h"
 #include "trajectory/abi2_format.h"
 
 #define A 2          /* agents */
 #define E 2          /* envs per batch */
 #define ROWS (A * E) /* rows per batch */
-
-static const uint32_t nvec[2] = {2, 4};
-static const float blo[2] = {-1.0f, -1.0f}, bhi[2] = {1.0f, 1.0f};
-
-/* Two agents; uint8 [3, 2] and int32 [2]; Tuple(Discrete(3),
- * MultiDiscrete([2, 4]), Box(2)) with a mask (3 + 6 bytes). */
-static void make_layout(ro_space_layout_t *lay, uint32_t agents)
-{
-    ro_env_spaces_t sp;
-    memset(&sp, 0, sizeof sp);
-    sp.size = sizeof sp;
-    sp.num_agents = agents;
-    sp.num_obs = 2;
-    sp.obs[0] =
-        (ro_tensor_space_t){.name = "img", .dtype = RO_DTYPE_UINT8, .ndim = 2, .shape = {3, 2}};
-    sp.obs[1] =
-        (ro_tensor_space_t){.name = "pos", .dtype = RO_DTYPE_INT32, .ndim = 1, .shape = {2}};
-    sp.num_parts = 3;
-    sp.act[0] = (ro_action_part_t){.kind = RO_SPACE_DISCRETE, .n = 3};
-    sp.act[1] = (ro_action_part_t){.kind = RO_SPACE_MULTI_DISCRETE, .n = 2, .nvec = nvec};
-    sp.act[2] =
-        (ro_action_part_t){.kind = RO_SPACE_BOX, .ndim = 1, .shape = {2}, .low = blo, .high = bhi};
-    sp.action_mask = 1;
-    char err[256];
-    assert_int_equal(ro__layout_from_spaces(lay, &sp, "t2", err, sizeof err), 0);
-}
 
 /* A version 2 header and the layout it carries. */
 typedef struct v2_file {
@@ -62,7 +37,7 @@ typedef struct v2_file {
 static void make_v2(v2_file_t *v)
 {
     make_header(&v->f);
-    make_layout(&v->lay, A);
+    fixture_typed_layout(&v->lay, A);
     assert_int_equal(ro__traj_layout_msg_init(&v->lm, &v->lay), 0);
     v->f.hdr.format_version = RO_TRAJ_FORMAT_VERSION;
     v->f.hdr.layout = &v->lm.msg;
@@ -182,7 +157,7 @@ static void test_layout_header_roundtrip(void **state)
     /* The same env matches; one with 3 agents does not, and says so. */
     assert_int_equal(ro__traj_layout_matches(h->layout, &v.lay, why, sizeof why), 0);
     ro_space_layout_t other;
-    make_layout(&other, 3);
+    fixture_typed_layout(&other, 3);
     assert_int_equal(ro__traj_layout_matches(h->layout, &other, why, sizeof why), RO_EINVAL);
     assert_non_null(strstr(why, "3 agents, the recording has 2"));
     ro__layout_free(&other);

@@ -24,6 +24,7 @@
 #include "spaces/layout.h"
 #include "trajectory/abi2_format.h"
 #include "trajectory/format.h"
+#include "typed_layout_fixture.h"
 
 #define N_ 3
 #define OD 2
@@ -215,34 +216,10 @@ static void test_batch_view(void **state)
     assert_true(rollout__v1__transition_batch__get_packed_size(&v.b) <= ro__rec_max_record(&f->rr));
 }
 
-/* Env ABI 2: two agents; uint8 [3, 2] and int32 [2]; Tuple(Discrete(3),
- * MultiDiscrete([2, 4]), Box(2)) with a mask (3 + 6 bytes). */
+/* Env ABI 2: fixture_typed_layout with two agents. */
 #define A2 2
 #define E2 2
 #define R2 (A2 * E2)
-static const uint32_t nvec2[2] = {2, 4};
-static const float blo2[2] = {-1.0f, -1.0f}, bhi2[2] = {1.0f, 1.0f};
-
-static void make_layout(ro_space_layout_t *lay)
-{
-    ro_env_spaces_t sp;
-    memset(&sp, 0, sizeof sp);
-    sp.size = sizeof sp;
-    sp.num_agents = A2;
-    sp.num_obs = 2;
-    sp.obs[0] =
-        (ro_tensor_space_t){.name = "img", .dtype = RO_DTYPE_UINT8, .ndim = 2, .shape = {3, 2}};
-    sp.obs[1] =
-        (ro_tensor_space_t){.name = "pos", .dtype = RO_DTYPE_INT32, .ndim = 1, .shape = {2}};
-    sp.num_parts = 3;
-    sp.act[0] = (ro_action_part_t){.kind = RO_SPACE_DISCRETE, .n = 3};
-    sp.act[1] = (ro_action_part_t){.kind = RO_SPACE_MULTI_DISCRETE, .n = 2, .nvec = nvec2};
-    sp.act[2] = (ro_action_part_t){
-        .kind = RO_SPACE_BOX, .ndim = 1, .shape = {2}, .low = blo2, .high = bhi2};
-    sp.action_mask = 1;
-    char err[256];
-    assert_int_equal(ro__layout_from_spaces(lay, &sp, "t2", err, sizeof err), 0);
-}
 
 /* An ABI 2 chunk: its rows are the env layout's as the reader derives them
  * from the header's layout, and its batch (a step in which env 1 ends,
@@ -252,7 +229,7 @@ static void test_abi2_rows_as_the_reader_reads_them(void **state)
 {
     (void)state;
     ro_space_layout_t lay;
-    make_layout(&lay);
+    fixture_typed_layout(&lay, A2);
     ro_traj_layout_msg_t lm;
     assert_int_equal(ro__traj_layout_msg_init(&lm, &lay), 0);
     ro_rec_rows_t rr;
