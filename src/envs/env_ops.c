@@ -44,21 +44,37 @@ void ro__env_reset(const ro_env_kind_t *k, void *env, void *const *tensors, uint
     k->vt2->reset(env, &o);
 }
 
+/* abi1_action: an ABI 1 env's action, its one Discrete or Box part. */
+static ro_action_t abi1_action(const int32_t *disc, const float *box)
+{
+    ro_action_t a;
+    if (disc)
+        a.discrete = disc[0];
+    else
+        a.box = box;
+    return a;
+}
+
 int ro__env_step(const ro_env_kind_t *k, void *env, const int32_t *disc, const float *box,
                  void *const *tensors, uint8_t *mask, ro_step_t *st, uint32_t agents)
 {
     memset(st, 0, agents * sizeof *st);
-    if (k->vt) {
-        ro_action_t a;
-        if (disc)
-            a.discrete = disc[0];
-        else
-            a.box = box;
-        return k->vt->step(env, a, (float *)tensors[0], st);
-    }
+    if (k->vt)
+        return k->vt->step(env, abi1_action(disc, box), (float *)tensors[0], st);
     ro_actions_t act = {.discrete = disc, .box = box};
     ro_obs_out_t o = {.tensors = tensors, .mask = mask};
     return k->vt2->step(env, &act, &o, st);
+}
+
+int ro__env_step_part(const ro_env_kind_t *k, void *env, uint32_t part, const int32_t *disc,
+                      const float *box, void *const *tensors, uint8_t *mask, ro_step_t *st,
+                      uint32_t agents)
+{
+    if (!k->step_part)
+        return ro__env_step(k, env, disc, box, tensors, mask, st, agents);
+    /* Only ABI 1 built-ins have parts: one agent. */
+    memset(st, 0, sizeof *st);
+    return k->step_part(env, part, abi1_action(disc, box), (float *)tensors[0], st);
 }
 
 void ro__env_step_group(const ro_env_kind_t *k, void *const *envs, uint32_t n, const int32_t *disc,

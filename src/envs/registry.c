@@ -364,6 +364,7 @@ int ro__env_open_builtin(ro_env_kind_t *out, const char *name, char *err, size_t
         if (rc < 0)
             return rc;
         out->vt = vt;
+        out->step_part = ro__mj_step_part_of(vt);
         return 0;
     }
     char shown[160];

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "envs/step_part.h"
 #include "rollout/env.h"
 
 /* The most --env-arg pairs an env is given. */
@@ -39,6 +40,8 @@ typedef struct ro_env_kind {
     /* A Python env (gym:ID, py:MODULE:CALLABLE; envs/pyenv_host.h), owned;
      * NULL for the others. Its instances are made through env_ops.h. */
     struct ro_pyhost *py;
+    /* A built-in whose step runs in parts (MuJoCo's), else NULL. */
+    ro_env_step_part_fn step_part;
 } ro_env_kind_t;
 
 /* The names accepted by ro__env_open besides a plugin path, for messages. */

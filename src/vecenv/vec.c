@@ -234,6 +234,11 @@ int ro__vec_new(ro_vec_t **out, const ro_vec_config_t *cfg, char *err, size_t er
     }
     if ((rc = ro__vec_pool_start(&v->pool, v->threads - 1, err, errlen)))
         goto fail;
+    /* An env whose step runs in parts (MuJoCo's): a step's job is
+     * spread over the threads part by part (vec_pool.h). */
+    if (v->kind.step_part && v->threads > 1 &&
+        (rc = ro__vec_pool_reserve_parts(&v->pool, v->n, err, errlen)))
+        goto fail;
     /* Costly envs (MuJoCo's) one to a chunk: a step ends with one env,
      * not a chunk of them, in flight on the last thread. */
     ro__vec_pool_set_cost(&v->pool, v->step_cost_ns);
@@ -288,6 +293,8 @@ int ro__vec_step(ro_vec_t *v, char *err, size_t errlen)
     }
     if (v->group) /* a Python env: every process's command posted, then each waited for */
         ro__vec_step_part(v, 0, v->n);
+    else if (v->kind.step_part && v->n <= v->pool.items_cap)
+        ro__vec_pool_run_parts(&v->pool, ro__vec_step_env_part, v, v->n);
     else
         ro__vec_pool_run(&v->pool, ro__vec_step_part, v, v->n);
     /* Failures are rare: one pass over n bytes finds them. */

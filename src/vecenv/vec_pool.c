@@ -95,6 +95,18 @@ static bool claim(ro_vec_range_t *r, uint32_t g, uint32_t *c)
     }
 }
 
+/* chunk_done counts a chunk (or an item of a job in parts) done, of
+ * `total`; the last wakes the owner if it sleeps. Release: the chunk's
+ * writes before the owner's acquire of done reaching the total; seq_cst
+ * against owner_waits (the wake). The total is read from the pool, not
+ * kept: the owner may post no other job before this increment. */
+static void chunk_done(ro_vec_pool_t *p, uint32_t total)
+{
+    if (atomic_fetch_add_explicit(&p->done, 1, memory_order_seq_cst) + 1 == total &&
+        atomic_load_explicit(&p->owner_waits, memory_order_seq_cst))
+        futex_wake(&p->done, 1);
+}
+
 /* work runs chunks of job g, those of range `home` first, then what the
  * other ranges have left, until none is left. */
 static void work(ro_vec_pool_t *p, uint32_t g, uint32_t home)
@@ -113,16 +125,131 @@ static void work(ro_vec_pool_t *p, uint32_t g, uint32_t home)
             const uint32_t chunk = atomic_load_explicit(&p->chunk, memory_order_relaxed);
             const uint32_t b = c * chunk, e = b + chunk < n ? b + chunk : n;
             fn(ctx, b, e);
-            /* Release: the chunk's writes before the owner's acquire of
-             * done reaching the job's chunks; seq_cst against owner_waits
-             * (the wake below). The count is read from the pool, not kept:
-             * the owner may post no other job before this increment. */
-            if (atomic_fetch_add_explicit(&p->done, 1, memory_order_seq_cst) + 1 ==
-                    (n + chunk - 1) / chunk &&
-                atomic_load_explicit(&p->owner_waits, memory_order_seq_cst))
-                futex_wake(&p->done, 1);
+            chunk_done(p, (n + chunk - 1) / chunk);
         }
     }
+}
+
+#define ITEM_DONE (1ull << 31)
+#define ITEM_BUSY (1ull << 30)
+#define ITEM_PART 0x3fffffffull
+/* The most items a thread runs a part of in turn. */
+#define WINDOW 2u
+_Static_assert(RO_VEC_POOL_MAX_ITEMS <= RO_VEC_POOL_MAX_CHUNKS,
+               "a range word's 16 bits hold every item index of a job in parts");
+
+enum { PART_RAN, PART_LAST, PART_BUSY, PART_GONE };
+
+/* run_part runs item i's next part if it is of job g and no thread runs
+ * one now: PART_RAN (parts remain), PART_LAST (it was the last), PART_BUSY
+ * (another thread runs one), PART_GONE (done, or another job's). */
+static int run_part(ro_vec_pool_t *p, uint32_t g, uint32_t i)
+{
+    ro_vec_item_t *it = &p->items[i];
+    /* Acquire: the previous part's writes (its release below) and the
+     * job's fields (the owner's release of the ranges, then of the job's
+     * generation) before this part reads them. */
+    uint64_t w = atomic_load_explicit(&it->w, memory_order_acquire);
+    do {
+        if ((uint32_t)(w >> 32) != g || (w & ITEM_DONE))
+            return PART_GONE;
+        if (w & ITEM_BUSY)
+            return PART_BUSY;
+    } while (!atomic_compare_exchange_weak_explicit(&it->w, &w, w | ITEM_BUSY, memory_order_acquire,
+                                                    memory_order_acquire));
+    /* Relaxed: ordered by the take; the job cannot change before this item
+     * is done. */
+    ro_vec_part_fn fn = atomic_load_explicit(&p->part_fn, memory_order_relaxed);
+    void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
+    const uint32_t part = (uint32_t)(w & ITEM_PART);
+    const bool more = fn(ctx, i, part);
+    /* Release: this part's writes before the next part's take. */
+    atomic_store_explicit(&it->w, ((uint64_t)g << 32) | (more ? part + 1u : ITEM_DONE),
+                          memory_order_release);
+    if (more)
+        return PART_RAN;
+    chunk_done(p, atomic_load_explicit(&p->n, memory_order_relaxed));
+    return PART_LAST;
+}
+
+/* in_window tells whether item i is one of win[0..nw). */
+static bool in_window(const uint32_t *win, uint32_t nw, uint32_t i)
+{
+    for (uint32_t k = 0; k < nw; k++)
+        if (win[k] == i)
+            return true;
+    return false;
+}
+
+/* steal finds an item of job g that a thread has taken from a range (it
+ * may have started it), that is not done, that no thread runs now and that
+ * is not in win[0..nw): true with it in *i. */
+static bool steal(ro_vec_pool_t *p, uint32_t g, const uint32_t *win, uint32_t nw, uint32_t *i)
+{
+    const uint32_t threads = p->helpers + 1;
+    const uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+    for (uint32_t r = 0; r < threads; r++) {
+        /* Acquire, as claim's. A word of another job: this one is over. */
+        const uint64_t w = atomic_load_explicit(&p->ranges[r].w, memory_order_acquire);
+        if ((uint32_t)(w >> 32) != g)
+            return false;
+        const uint32_t next = (uint32_t)(w >> 16) & 0xffffu;
+        for (uint32_t j = next; j-- > r * n / threads;) {
+            /* Relaxed: a hint; run_part takes it, or finds it gone. */
+            const uint64_t x = atomic_load_explicit(&p->items[j].w, memory_order_relaxed);
+            if ((uint32_t)(x >> 32) == g && !(x & (ITEM_DONE | ITEM_BUSY)) &&
+                !in_window(win, nw, j)) {
+                *i = j;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* work_parts runs parts of job g (ro__vec_pool_run_parts): a window of
+ * items from range `home` first, then from the other ranges, then items
+ * others have taken, one part of each in turn, until none is left that no
+ * thread runs. */
+static void work_parts(ro_vec_pool_t *p, uint32_t g, uint32_t home)
+{
+    const uint32_t threads = p->helpers + 1;
+    uint32_t win[WINDOW], nw = 0, k = 0;
+    for (;;) {
+        while (nw < WINDOW && k < threads)
+            if (!claim(&p->ranges[(home + k) % threads], g, &win[nw]))
+                k++;
+            else
+                nw++;
+        /* No range has any left: share the items others run. */
+        if (nw == 0) {
+            if (!steal(p, g, win, 0, &win[0]))
+                return;
+            nw = 1;
+        }
+        bool ran = false;
+        for (uint32_t j = 0; j < nw;) {
+            const int r = run_part(p, g, win[j]);
+            ran |= r == PART_RAN || r == PART_LAST;
+            if (r == PART_LAST || r == PART_GONE)
+                win[j] = win[--nw];
+            else
+                j++;
+        }
+        if (!ran) /* every item of the window runs elsewhere: look again */
+            ro__cpu_relax();
+    }
+}
+
+/* run_job runs the chunks or parts of job g that this thread can take. */
+static void run_job(ro_vec_pool_t *p, uint32_t g, uint32_t home)
+{
+    /* Relaxed: written before the job's generation, read after it; a stale
+     * value is of a job that is over, whose claims and items fail. */
+    if (atomic_load_explicit(&p->in_parts, memory_order_relaxed))
+        work_parts(p, g, home);
+    else
+        work(p, g, home);
 }
 
 static void *helper_main(void *arg)
@@ -146,7 +273,7 @@ static void *helper_main(void *arg)
         /* Relaxed: stop is written before gen's increment, read after. */
         if (atomic_load_explicit(&p->stop, memory_order_relaxed))
             return NULL;
-        work(p, g, h->home);
+        run_job(p, g, h->home);
     }
 }
 
@@ -200,23 +327,12 @@ void ro__vec_pool_set_cost(ro_vec_pool_t *p, double item_ns)
     p->item_ns = item_ns > 0 ? item_ns : 0;
 }
 
-void ro__vec_pool_post(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n)
+/* publish opens the job whose fields the owner has written, of nchunks
+ * chunks (items of a job in parts): each thread's home range, then the new
+ * generation, waking sleeping helpers. */
+static void publish(ro_vec_pool_t *p, uint32_t nchunks)
 {
-    ro__vec_pool_wait(p); /* one job at a time */
     const uint32_t threads = p->helpers + 1;
-    if (threads == 1 || n < 2) {
-        fn(ctx, 0, n); /* nothing to hand over: done before it returns */
-        return;
-    }
-    /* At most RO_VEC_POOL_MAX_CHUNKS chunks (the range words hold their
-     * indices). */
-    const uint32_t chunk = ro__vec_pool_chunk(n, threads, p->item_ns);
-    const uint32_t nchunks = (n + chunk - 1) / chunk;
-    /* Relaxed: published by the release of the ranges below. */
-    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&p->n, n, memory_order_relaxed);
-    atomic_store_explicit(&p->chunk, chunk, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
     /* Thread k's home: chunks [k nchunks / threads, (k + 1) nchunks /
@@ -234,6 +350,65 @@ void ro__vec_pool_post(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t 
     p->job_open = true;
 }
 
+void ro__vec_pool_post(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n)
+{
+    ro__vec_pool_wait(p); /* one job at a time */
+    const uint32_t threads = p->helpers + 1;
+    if (threads == 1 || n < 2) {
+        fn(ctx, 0, n); /* nothing to hand over: done before it returns */
+        return;
+    }
+    /* At most RO_VEC_POOL_MAX_CHUNKS chunks (the range words hold their
+     * indices). */
+    const uint32_t chunk = ro__vec_pool_chunk(n, threads, p->item_ns);
+    /* Relaxed: published by the release of the ranges (publish). */
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->n, n, memory_order_relaxed);
+    atomic_store_explicit(&p->chunk, chunk, memory_order_relaxed);
+    atomic_store_explicit(&p->in_parts, false, memory_order_relaxed);
+    publish(p, (n + chunk - 1) / chunk);
+}
+
+int ro__vec_pool_reserve_parts(ro_vec_pool_t *p, uint32_t n, char *err, size_t errlen)
+{
+    if (n > RO_VEC_POOL_MAX_ITEMS)
+        n = RO_VEC_POOL_MAX_ITEMS;
+    if (n <= p->items_cap)
+        return 0;
+    ro_vec_item_t *items = ro__calloc_lines(n, sizeof *items);
+    if (!items)
+        return ro__errorf(err, errlen, RO_ENOMEM, "vector engine: out of memory for %u items", n);
+    free(p->items);
+    p->items = items;
+    p->items_cap = n;
+    return 0;
+}
+
+void ro__vec_pool_run_parts(ro_vec_pool_t *p, ro_vec_part_fn fn, void *ctx, uint32_t n)
+{
+    ro__vec_pool_wait(p); /* one job at a time */
+    if (p->helpers == 0 || n < 2 || n > p->items_cap) {
+        /* Alone: each item's parts in a row. */
+        for (uint32_t i = 0; i < n; i++)
+            for (uint32_t part = 0; fn(ctx, i, part); part++)
+                continue;
+        return;
+    }
+    /* Relaxed: published by the release of the ranges (publish), as the
+     * items' first words. */
+    atomic_store_explicit(&p->part_fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->n, n, memory_order_relaxed);
+    atomic_store_explicit(&p->chunk, 1, memory_order_relaxed);
+    atomic_store_explicit(&p->in_parts, true, memory_order_relaxed);
+    const uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    for (uint32_t i = 0; i < n; i++)
+        atomic_store_explicit(&p->items[i].w, (uint64_t)g << 32, memory_order_relaxed);
+    publish(p, n);
+    ro__vec_pool_wait(p);
+}
+
 bool ro__vec_pool_busy(const ro_vec_pool_t *p)
 {
     /* Acquire, as the wait's: a job seen done is done in memory too. */
@@ -245,7 +420,7 @@ void ro__vec_pool_wait(ro_vec_pool_t *p)
     if (!p->job_open)
         return;
     const uint32_t nchunks = p->job_chunks;
-    work(p, p->job_gen, 0); /* its home range, then what no helper took yet */
+    run_job(p, p->job_gen, 0); /* its home range, then what no helper took yet */
     /* Acquire: every chunk's writes before its increment of done. */
     uint32_t d;
     while ((d = atomic_load_explicit(&p->done, memory_order_acquire)) != nchunks) {
@@ -281,5 +456,6 @@ void ro__vec_pool_stop(ro_vec_pool_t *p)
     }
     free(p->hs);
     free(p->ranges);
+    free(p->items);
     memset(p, 0, sizeof *p);
 }

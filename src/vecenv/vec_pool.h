@@ -33,6 +33,10 @@
 /* One chunk of a job: fn(ctx, begin, end) over [begin, end). */
 typedef void (*ro_vec_task_fn)(void *ctx, uint32_t begin, uint32_t end);
 
+/* One part of an item of a job in parts: fn(ctx, item, part) runs part
+ * `part` (0 first) of item `item`; true while parts of it remain. */
+typedef bool (*ro_vec_part_fn)(void *ctx, uint32_t item, uint32_t part);
+
 /* The most helper threads a pool starts. */
 #define RO_VEC_POOL_MAX 256
 
@@ -59,6 +63,18 @@ typedef struct ro_vec_range {
     alignas(64) _Atomic uint64_t w;
 } ro_vec_range_t;
 
+/* The most items of a job in parts (a range word's 16 bits hold them). */
+#define RO_VEC_POOL_MAX_ITEMS 4096u
+
+/* An item of a job in parts, on a cache line of its own (its threads take
+ * it part by part): the job's generation (bits 32-63), done (bit 31), busy
+ * (bit 30: a thread runs one of its parts) and its next part (bits 0-29).
+ * Written by the owner when it posts the job, then taken and given back by
+ * any thread. */
+typedef struct ro_vec_item {
+    alignas(64) _Atomic uint64_t w;
+} ro_vec_item_t;
+
 struct ro_vec_helper;
 
 typedef struct ro_vec_pool {
@@ -69,15 +85,19 @@ typedef struct ro_vec_pool {
     uint32_t job_gen;    /* its generation */
     uint32_t job_chunks; /* its chunks */
     double item_ns;      /* an item's cost, 0: unknown (ro__vec_pool_set_cost) */
+    uint32_t items_cap;  /* the most items of a job in parts (reserved) */
 
     /* The job: written by the owner (relaxed) before it publishes the
      * job's ranges (release); a thread reads them only after a claim of a
      * chunk of the job (acquire), which the owner cannot outrun: it writes
      * the next job's only once every chunk of this one is done. */
     _Atomic(ro_vec_task_fn) fn;
+    _Atomic(ro_vec_part_fn) part_fn; /* a job in parts: its function (fn unused) */
     _Atomic(void *) ctx;
-    _Atomic uint32_t n, chunk;
+    _Atomic uint32_t n, chunk; /* a job in parts: n items, each a chunk */
+    _Atomic bool in_parts;
     ro_vec_range_t *ranges; /* [1 + helpers]: the owner's home is 0, helper i's i + 1 */
+    ro_vec_item_t *items;   /* [items_cap]: the items of a job in parts */
 
     /* Shared, each on its own line. gen: the helpers' futex word (a new
      * job, or stop). done: chunks finished, the owner's futex word. */
@@ -111,6 +131,29 @@ void ro__vec_pool_set_cost(ro_vec_pool_t *p, double item_ns);
  * helpers, and returns when every chunk is done. Jobs over the same n split
  * alike: thread k's home range is the same chunks each time. */
 void ro__vec_pool_run(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n);
+
+/* ro__vec_pool_reserve_parts readies the pool for jobs in parts of up to
+ * n items (at most RO_VEC_POOL_MAX_ITEMS). 0, or RO_ENOMEM with a message
+ * in err. Owner only, with no job open. */
+int ro__vec_pool_reserve_parts(ro_vec_pool_t *p, uint32_t n, char *err, size_t errlen);
+
+/*
+ * ro__vec_pool_run_parts runs every part of items [0, n) (n within the
+ * reserve) on the owner and the helpers, and returns when every item's last
+ * part is done. The parts of an item run in order, one at a time, on any
+ * thread (each part's writes published to the next part's thread).
+ *
+ * Why parts: a job of a few costly items (8 MuJoCo envs on 2 threads) ends
+ * with one thread finishing its last item while the others wait, about
+ * half an item per step, lost. Here each thread takes the items of its home
+ * range as chunks are taken, but keeps a window of two of them and runs one
+ * part of each in turn, so its items progress together; a thread whose
+ * home range is done takes what the others' ranges have left, then parts of
+ * items others have started and are not running at that moment. So every
+ * thread runs until about one part (one frame) before the end. A window of
+ * two costs nothing measurable (two simulations' data stay in the caches).
+ */
+void ro__vec_pool_run_parts(ro_vec_pool_t *p, ro_vec_part_fn fn, void *ctx, uint32_t n);
 
 /* ro__vec_pool_post hands fn over [0, n) to the helpers and returns at
  * once (after waiting for a job still open: one at a time); without

@@ -51,25 +51,28 @@ static void begin(ro_vec_t *v, uint32_t j, void *const *t)
     v->ep_len[j] = 0;
 }
 
-static void step_one(ro_vec_t *v, uint32_t j)
+/* step_begin points t at env j's rows and readies its step: true when the
+ * env steps now (its parts follow), false when this step was its NEXT_STEP
+ * reset (done). */
+static bool step_begin(ro_vec_t *v, uint32_t j, void **t)
 {
-    void *t[RO_ENV_MAX_TENSORS];
     rows_of(v, v->obs, j, t);
     v->failed[j] = 0;
-    if (v->ended[j]) { /* NEXT_STEP: this step is the reset */
-        begin(v, j, t);
-        v->ended[j] = 0;
-        v->reward[j] = 0.0;
-        v->terminated[j] = v->truncated[j] = 0;
-        return;
-    }
+    if (!v->ended[j])
+        return true;
+    begin(v, j, t); /* NEXT_STEP: this step is the reset */
+    v->ended[j] = 0;
+    v->reward[j] = 0.0;
+    v->terminated[j] = v->truncated[j] = 0;
+    return false;
+}
+
+/* step_end writes env j's outcome of a step that returned rc with st. */
+static void step_end(ro_vec_t *v, uint32_t j, void *const *t, int rc, const ro_step_t *st)
+{
     const ro_space_layout_t *L = &v->lay;
-    ro_step_t st;
-    int rc =
-        ro__env_step(&v->kind, v->envs[j], L->ndisc ? v->act_i + (size_t)j * L->ndisc : NULL,
-                     L->nbox ? v->act_f + (size_t)j * L->nbox : NULL, t, mask_of(v, j), &st, 1);
     uint32_t entry;
-    if (rc != 0 || (v->check_finite && !row_ok(v, t, st.reward)) ||
+    if (rc != 0 || (v->check_finite && !row_ok(v, t, st->reward)) ||
         (v->mask && !ro__layout_mask_ok(L, mask_of(v, j), &entry))) {
         /* Cut: counted, truncated, and started over in this step (its
          * observation, and under SAME_STEP its final one, are the next
@@ -90,11 +93,11 @@ static void step_one(ro_vec_t *v, uint32_t j)
         return;
     }
     v->ep_len[j]++;
-    const bool trunc = st.truncated || (v->max_steps && v->ep_len[j] >= v->max_steps);
-    v->reward[j] = st.reward;
-    v->terminated[j] = st.terminated != 0;
+    const bool trunc = st->truncated || (v->max_steps && v->ep_len[j] >= v->max_steps);
+    v->reward[j] = st->reward;
+    v->terminated[j] = st->terminated != 0;
     v->truncated[j] = trunc;
-    if (!st.terminated && !trunc)
+    if (!st->terminated && !trunc)
         return;
     if (v->mode != RO_AUTORESET_SAME_STEP) {
         v->ended[j] = 1;
@@ -105,6 +108,34 @@ static void step_one(ro_vec_t *v, uint32_t j)
     for (uint32_t k = 0; k < L->ntensors; k++)
         memcpy(f[k], t[k], L->t[k].row_bytes);
     begin(v, j, t);
+}
+
+bool ro__vec_step_env_part(void *ctx, uint32_t j, uint32_t part)
+{
+    ro_vec_t *v = ctx;
+    const ro_space_layout_t *L = &v->lay;
+    void *t[RO_ENV_MAX_TENSORS];
+    if (part == 0) {
+        if (!step_begin(v, j, t))
+            return false;
+    } else {
+        rows_of(v, v->obs, j, t);
+    }
+    ro_step_t st;
+    int rc = ro__env_step_part(
+        &v->kind, v->envs[j], part, L->ndisc ? v->act_i + (size_t)j * L->ndisc : NULL,
+        L->nbox ? v->act_f + (size_t)j * L->nbox : NULL, t, mask_of(v, j), &st, 1);
+    if (rc > 0)
+        return true;
+    step_end(v, j, t, rc, &st);
+    return false;
+}
+
+/* step_one steps env j whole: its parts in order. */
+static void step_one(ro_vec_t *v, uint32_t j)
+{
+    for (uint32_t part = 0; ro__vec_step_env_part(v, j, part); part++)
+        continue;
 }
 
 void ro__vec_step_part(void *ctx, uint32_t b, uint32_t e)

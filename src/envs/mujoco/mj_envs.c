@@ -12,12 +12,12 @@
  * is reset, like every other, on its worker.
  *
  * A step is: check the action (NaN or infinite: -EINVAL, state untouched),
- * set ctrl (MuJoCo clamps it to ctrlrange), mj_step frame_skip times under a
- * guard, then read qpos/qvel. MuJoCo errors inside the step (mju_error) and
- * warnings that mean MuJoCo threw the state away (bad qpos, qvel, qacc: it
- * resets the data itself and carries on) make the step fail, so the runtime
- * counts an env failure and resets the instance. Other warnings (contact or
- * constraint buffers full) are counted per instance.
+ * set ctrl (MuJoCo clamps it to ctrlrange), mj_step frame_skip times, each
+ * under a guard and a part of its own (envs/step_part.h: the vector engine
+ * spreads them over its threads), then read qpos/qvel. MuJoCo errors inside the step (mju_error)
+ * and warnings that mean MuJoCo threw the state away (bad qpos, qvel, qacc: it resets the data
+ * itself and carries on) make the step fail, so the runtime counts an env failure and resets the
+ * instance. Other warnings (contact or constraint buffers full) are counted per instance.
  */
 #include "envs/mujoco/mj_envs.h"
 
@@ -74,6 +74,10 @@ typedef struct mj_env {
     int main_body;                     /* ant: the body whose xpos gives dx */
     uint64_t warnings, errors;
     ro_mj_terms_t terms; /* the last step's reward terms */
+    /* Kept from a step's first part for its last (ro__mj_step_part). */
+    int warn_before[mjNWARNING];
+    double x_before;
+    bool last_frame;
     /* One block, freed with obs_low; act_sq and frc_sq hold the squares
      * that the costs sum, as Gymnasium's np.sum(np.square(...)) does. */
     float *obs_low, *obs_high, *act_low, *act_high, *act_sq;
@@ -253,14 +257,14 @@ static void forward_call(void *arg)
     mj_forward(e->m, e->d);
 }
 
-static void step_call(void *arg)
+/* frame_call runs one frame of a step: one mj_step. After the last,
+ * Gymnasium calls mj_rnePostConstraint: the contact forces (cfrc_ext) are
+ * computed nowhere else. Only ant reads them. */
+static void frame_call(void *arg)
 {
     mj_env_t *e = arg;
-    for (uint32_t i = 0; i < e->p.frame_skip; i++)
-        mj_step(e->m, e->d);
-    /* Gymnasium calls it after every step: the contact forces (cfrc_ext)
-     * are computed nowhere else. Only ant reads them. */
-    if (e->kind->flags & ANT)
+    mj_step(e->m, e->d);
+    if (e->last_frame && (e->kind->flags & ANT))
         mj_rnePostConstraint(e->m, e->d);
 }
 
@@ -371,39 +375,49 @@ static float ctrl_cost(const mj_env_t *e, const float *action)
     return (float)e->p.ctrl_w * ro__np_sum_f(e->act_sq, e->act_dim);
 }
 
-static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out)
+/* main_x: what dx is measured on. Ant-v5 measures it on main_body's frame
+ * (xpos, which lags qpos by the last step's integration), the others on
+ * qpos[0]. */
+static double main_x(const mj_env_t *e)
+{
+    return (e->kind->flags & ANT) ? e->d->xpos[3 * e->main_body] : e->d->qpos[0];
+}
+
+/* ro__mj_step_part (envs/step_part.h): part 0 checks the action and sets ctrl,
+ * then every part is one frame (mj_step) under a guard; the last reads the
+ * outcome. A guard per frame fails the step at the frame MuJoCo failed in,
+ * as one guard around every frame did. */
+int ro__mj_step_part(void *env, uint32_t part, ro_action_t action, float *obs, ro_step_t *out)
 {
     mj_env_t *e = env;
-    if (e->d == NULL || e->must_reset)
-        return e->d == NULL ? RO_ENOMEM : RO_EIO;
-    const mjModel *m = e->m;
-    mjData *d = e->d;
-
-    /* The control cost is on the action as given; MuJoCo clamps ctrl to
-     * ctrlrange for the physics. */
-    for (uint32_t j = 0; j < e->act_dim; j++)
-        if (!isfinite(action.box[j]))
-            return RO_EINVAL;
-    for (uint32_t j = 0; j < e->act_dim; j++)
-        d->ctrl[j] = action.box[j];
-
-    int before[mjNWARNING];
-    for (int w = 0; w < mjNWARNING; w++)
-        before[w] = d->warning[w].number;
-    /* Ant-v5 measures dx on main_body's frame (xpos, which lags qpos by
-     * the last step's integration), the others on qpos[0]. */
-    const bool ant = e->kind->flags & ANT;
-    const double *x = ant ? &d->xpos[3 * e->main_body] : &d->qpos[0];
-    const double x_before = *x;
-    if (ro__mj_guard(step_call, e) != 0) {
+    if (part == 0) {
+        if (e->d == NULL || e->must_reset)
+            return e->d == NULL ? RO_ENOMEM : RO_EIO;
+        /* The control cost is on the action as given; MuJoCo clamps ctrl
+         * to ctrlrange for the physics. */
+        for (uint32_t j = 0; j < e->act_dim; j++)
+            if (!isfinite(action.box[j]))
+                return RO_EINVAL;
+        for (uint32_t j = 0; j < e->act_dim; j++)
+            e->d->ctrl[j] = action.box[j];
+        for (int w = 0; w < mjNWARNING; w++)
+            e->warn_before[w] = e->d->warning[w].number;
+        e->x_before = main_x(e);
+    }
+    const bool last = e->last_frame = part + 1 >= e->p.frame_skip;
+    if (ro__mj_guard(frame_call, e) != 0) {
         e->errors++;
         e->must_reset = true;
         return RO_EIO;
     }
+    if (!last)
+        return 1;
+    const mjModel *m = e->m;
+    mjData *d = e->d;
     for (int w = 0; w < mjNWARNING; w++)
-        if (d->warning[w].number > before[w])
-            e->warnings += (uint64_t)(d->warning[w].number - before[w]);
-    if (state_discarded(d, before)) {
+        if (d->warning[w].number > e->warn_before[w])
+            e->warnings += (uint64_t)(d->warning[w].number - e->warn_before[w]);
+    if (state_discarded(d, e->warn_before)) {
         e->must_reset = true;
         return RO_ERANGE;
     }
@@ -426,7 +440,7 @@ static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out
     ro_mj_terms_t *t = &e->terms;
     *t = (ro_mj_terms_t){.survive = reward};
     if (f & FORWARD) {
-        t->x_velocity = (*x - x_before) / e->dt;
+        t->x_velocity = (main_x(e) - e->x_before) / e->dt;
         t->forward = e->p.forward_w * t->x_velocity;
         if (f & HEALTH) {
             const bool healthy = is_healthy(e);
@@ -434,7 +448,7 @@ static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out
             terminated = !healthy && e->p.terminate_unhealthy;
         }
         t->ctrl_cost = ctrl_cost(e, action.box);
-        t->contact_cost = ant ? contact_cost(e) : 0.0;
+        t->contact_cost = (f & ANT) ? contact_cost(e) : 0.0;
         /* Gymnasium's order: (forward + healthy) - (ctrl_cost + contact_cost). */
         reward = (t->forward + t->survive) - (t->ctrl_cost + t->contact_cost);
     }
@@ -442,6 +456,15 @@ static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out
     out->terminated = terminated;
     out->truncated = 0;
     return 0;
+}
+
+/* mj_step_env: the step, its parts in order. */
+static int mj_step_env(void *env, ro_action_t action, float *obs, ro_step_t *out)
+{
+    int rc;
+    for (uint32_t part = 0; (rc = ro__mj_step_part(env, part, action, obs, out)) > 0; part++)
+        continue;
+    return rc;
 }
 
 static void mj_destroy(void *env)

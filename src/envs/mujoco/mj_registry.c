@@ -58,6 +58,17 @@ const char *ro__mj_version_of(const ro_env_vtable_t *vt)
     return NULL;
 }
 
+ro_env_step_part_fn ro__mj_step_part_of(const ro_env_vtable_t *vt)
+{
+#if RO_HAVE_MUJOCO
+    for (size_t i = 0; vt != NULL && i < sizeof vtables / sizeof vtables[0]; i++)
+        if (vt == vtables[i])
+            return ro__mj_step_part;
+#endif
+    (void)vt;
+    return NULL;
+}
+
 const char *ro__mj_version(void)
 {
 #if RO_HAVE_MUJOCO

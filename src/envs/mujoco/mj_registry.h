@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ro_build_config.h"
+#include "envs/step_part.h"
 #include "rollout/env.h"
 
 /* The MuJoCo env names, for messages. */
@@ -24,6 +25,8 @@ extern const ro_env_vtable_t ro__env_walker2d;
 extern const ro_env_vtable_t ro__env_ant;
 /* Their env state functions (one set: they dispatch on the instance). */
 extern const ro_env_state_ops_t ro__mj_state;
+/* Every MuJoCo env's step in parts, one per frame (envs/step_part.h). */
+int ro__mj_step_part(void *env, uint32_t part, ro_action_t action, float *obs, ro_step_t *out);
 /* Appended to the list of built-in names in messages. */
 #define RO_MJ_BUILTIN_NAMES ", " RO_MJ_ENV_NAMES
 #else
@@ -44,6 +47,10 @@ int ro__mj_lookup(const char *name, const ro_env_vtable_t **vt, const ro_env_sta
  * MuJoCo envs (a plugin of the same name is not), else NULL: what a
  * recording's header names as its MuJoCo. Any thread. */
 const char *ro__mj_version_of(const ro_env_vtable_t *vt);
+
+/* ro__mj_step_part_of: the step in parts of vt when vt is a MuJoCo env's,
+ * else NULL. */
+ro_env_step_part_fn ro__mj_step_part_of(const ro_env_vtable_t *vt);
 
 /* ro__mj_version returns the version of the MuJoCo library the envs run on
  * (e.g. "4.0.0"), or NULL in a build without MuJoCo. Any thread. */
