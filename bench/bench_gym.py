@@ -11,7 +11,9 @@ Python between steps: ``Engine.run_steps``), and for MuJoCo
 a raw loop of the same MuJoCo's ``mj_step`` (``bench_mujoco --raw-envs N``:
 C, N simulations of the env's model, the env's termination and reset,
 nothing else) on one core times the cores rollout steps on (its threads:
-the same number of cores on both sides), and on every CPU at once.
+the same number of cores on both sides), on every CPU at once, and on
+every CPU at once with a barrier after each step (``--raw-threads``: what
+a synchronous step() costs at the least, whoever implements it).
 
 Cases per (env, N), for CartPole-v1, Pendulum-v1, Hopper-v5, HalfCheetah-v5
 and N = 8, 64, 1024: ``step()`` with random actions (16 batches drawn
@@ -143,7 +145,8 @@ MJ_NAMES = {"Hopper-v5": "hopper", "HalfCheetah-v5": "half_cheetah", "Walker2d-v
             "Ant-v5": "ant", "InvertedPendulum-v5": "inverted_pendulum"}
 
 
-def mj_raw_case(gid: str, n: int, build: str, cores: int) -> Callable[[], int]:
+def mj_raw_case(gid: str, n: int, build: str, cores: int,
+                barrier: bool = False) -> Callable[[], int]:
     """The machine's limit for N MuJoCo envs: bench_mujoco's raw loop (C,
     one thread) over the same simulations of the env's model, each its own
     mjData as each env has, uniform random controls, mj_step x frame_skip per
@@ -152,8 +155,11 @@ def mj_raw_case(gid: str, n: int, build: str, cores: int) -> Callable[[], int]:
     or Python. With cores > 1, one loop pinned to each of that many CPUs at
     once, N/cores simulations each, their rates summed: what the cores give
     together (two vCPUs may share one physical core's units, or its caches
-    and memory bandwidth). It times itself: the case has `measure` instead
-    of steps."""
+    and memory bandwidth). With barrier, one process of that many threads
+    instead (``--raw-threads``: each pinned, N/cores simulations each) that
+    meet at a spin barrier after every step: the least a synchronous
+    ``step()`` (every env's result before it returns) costs on these CPUs.
+    It times itself: the case has `measure` instead of steps."""
     exe = os.path.join(build, "bench", "bench_mujoco")
     if not os.access(exe, os.X_OK):
         raise FileNotFoundError(f"{exe} (build the project first: meson compile -C {build})")
@@ -161,6 +167,12 @@ def mj_raw_case(gid: str, n: int, build: str, cores: int) -> Callable[[], int]:
     per = max(1, -(-n // cores))
 
     def measure(seconds: float) -> tuple[float, float]:
+        if barrier:
+            p = subprocess.run([exe, "--env", MJ_NAMES[gid], "--raw-envs", str(n),
+                                "--raw-threads", str(cores), "--seconds", str(seconds)],
+                               capture_output=True, text=True, check=True)
+            o = p.stdout.split()
+            return float(o[1]), float(o[2])
         # taskset pins each loop: a preexec_fn would make Popen fork this
         # process, whose address space (torch, EnvPool) the kernel may refuse
         # to duplicate (ENOMEM); without one it spawns with vfork.
@@ -282,6 +294,7 @@ def cases_for(gid: str, n: int, async_max: int, build: str) -> dict[str, Callabl
         out["mj_step-raw-1core"] = lambda: mj_raw_case(gid, n, build, 1)
         if CPUS > 1:
             out["mj_step-raw-all-cores"] = lambda: mj_raw_case(gid, n, build, CPUS)
+            out["mj_step-raw-barrier"] = lambda: mj_raw_case(gid, n, build, CPUS, barrier=True)
     out.update(mlp_cases(gid, n))
     return out
 
@@ -414,21 +427,30 @@ def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str) -> None:
                   "and the same for the envs alone (the engine's threads with no Python between "
                   "steps); against all cores: rollout ÷ the loops on every core at once, what "
                   "the cores give together. The CPU-time ratio is the one-core loop's CPU time "
-                  "per env step ÷ rollout's (its process, every thread).", "",
-                  "| env | N | rollout | raw, 1 core | raw, all cores at once | rollout threads | "
-                  "ratio (per core) | envs alone (per core) | ratio (all cores at once) | "
-                  "CPU-time ratio |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "per env step ÷ rollout's (its process, every thread). A barrier per step: "
+                  f"one process of {CPUS} pinned threads, N/{CPUS} simulations each, that meet "
+                  "at a spin barrier after every step (`bench_mujoco --raw-threads`): the least "
+                  "a synchronous `step()`, which returns every env's result, costs on these "
+                  "CPUs; its per-core figure is what the machine leaves to any vector env's "
+                  "`step()`, and rollout ÷ it what rollout's engine and Python add.", "",
+                  "| env | N | rollout | raw, 1 core | raw, all cores at once | raw, a barrier "
+                  "per step | rollout threads | ratio (per core) | envs alone (per core) | "
+                  "barrier loop (per core) | rollout ÷ barrier loop | ratio (all cores at once) "
+                  "| CPU-time ratio |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for gid, n in mj:
             ro, raw = fig(gid, n, "rollout"), fig(gid, n, "mj_step-raw-1core")
             alone, allc = fig(gid, n, "envs-alone"), fig(gid, n, "mj_step-raw-all-cores")
+            bar = fig(gid, n, "mj_step-raw-barrier")
             c_ro, c_raw = cpu_of(gid, n, "rollout"), cpu_of(gid, n, "mj_step-raw-1core")
             thr = [r["rollout_threads"] for r in rows if (r["env"], r["num_envs"]) == (gid, n)]
             cores = thr[0] if thr and thr[0] else CPUS
             nan = float("nan")
-            lines.append(f"| {gid} | {n} | {m(ro)} | {m(raw)} | {m(allc)} | {cores} | "
+            lines.append(f"| {gid} | {n} | {m(ro)} | {m(raw)} | {m(allc)} | {m(bar)} | {cores} | "
                          f"{(ro / (raw * cores) if ro and raw else nan):.2f} | "
                          f"{(alone / (raw * cores) if alone and raw else nan):.2f} | "
+                         f"{(bar / (raw * CPUS) if bar and raw else nan):.2f} | "
+                         f"{(ro / bar if ro and bar else nan):.2f} | "
                          f"{(ro / allc if ro and allc else nan):.2f} | "
                          f"{(c_raw / c_ro if c_ro and c_raw else nan):.2f} |")
     with open(os.path.join(out, "gym.md"), "w") as f:

@@ -34,6 +34,7 @@
 #include <sys/resource.h>
 
 #include "bench_util.h"
+#include "mj_raw.h"
 #include "runtime/clock.h"
 #include "envs/registry.h"
 #include "envs/mujoco/mj_envs.h"
@@ -43,118 +44,6 @@
 #include "runtime/thread_guard.h"
 
 #define RAW_ENVS 64
-#define MAX_STEPS 1000
-
-/* done_raw is the env's termination test, written against MuJoCo's state
- * (docs/env-api.md): the raw loop must visit the states the env visits. */
-static int done_raw(const char *env, const mjModel *m, const mjData *d)
-{
-    if (!strcmp(env, "inverted_pendulum"))
-        return !(d->qpos[1] >= -0.2 && d->qpos[1] <= 0.2);
-    if (!strcmp(env, "hopper")) {
-        int ok = d->qpos[1] > 0.7 && d->qpos[2] > -0.2 && d->qpos[2] < 0.2;
-        for (int i = 2; i < m->nq; i++)
-            ok = ok && d->qpos[i] > -100 && d->qpos[i] < 100;
-        for (int i = 0; i < m->nv; i++)
-            ok = ok && d->qvel[i] > -100 && d->qvel[i] < 100;
-        return !ok;
-    }
-    if (!strcmp(env, "walker2d"))
-        return !(d->qpos[1] > 0.8 && d->qpos[1] < 2.0 && d->qpos[2] > -1 && d->qpos[2] < 1);
-    if (!strcmp(env, "ant")) {
-        int ok = d->qpos[2] >= 0.2 && d->qpos[2] <= 1.0;
-        for (int i = 0; i < m->nq; i++)
-            ok = ok && isfinite(d->qpos[i]);
-        for (int i = 0; i < m->nv; i++)
-            ok = ok && isfinite(d->qvel[i]);
-        return !ok;
-    }
-    return 0; /* half_cheetah */
-}
-
-static void reset_raw(const mjModel *m, mjData *d, ro_rng_t *r, double noise, int normal_qvel)
-{
-    mj_resetData(m, d);
-    for (int i = 0; i < m->nq; i++)
-        d->qpos[i] = m->qpos0[i] + ro__rng_uniform(r, -noise, noise);
-    for (int i = 0; i < m->nv; i++)
-        d->qvel[i] = normal_qvel ? noise * ro__rng_normal(r) : ro__rng_uniform(r, -noise, noise);
-    mj_forward(m, d);
-}
-
-/* cpu_s returns the CPU time this process (all its threads) has used. */
-static double cpu_s(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-}
-
-/* Env steps per second of the raw loop over n simulations (each its own
- * mjData, as each env has); *cpu gets the CPU seconds per env step. */
-static double raw_loop(const char *env, uint32_t n, double seconds, double *cpu)
-{
-    ro_env_kind_t kind;
-    char err[256];
-    void *probe;
-    if (ro__env_open(&kind, env, err, sizeof err) ||
-        kind.vt->create(&probe, NULL, 0, 1, err, sizeof err)) {
-        fprintf(stderr, "bench_mujoco: %s\n", err);
-        exit(1);
-    }
-    /* The env's shared model, held by the probe instance. */
-    const mjModel *m = ro__mj_env_model(probe);
-    const int frame_skip = (int)(ro__mj_env_dt(probe) / m->opt.timestep + 0.5);
-    const int ant = !strcmp(env, "ant");
-    const int normal_qvel = ant || !strcmp(env, "half_cheetah");
-    const double noise = normal_qvel ? 0.1 : !strcmp(env, "inverted_pendulum") ? 0.01 : 5e-3;
-    mjData **d = calloc(n, sizeof *d);
-    uint32_t *len = calloc(n, sizeof *len);
-    if (d == NULL || len == NULL) {
-        fprintf(stderr, "bench_mujoco: out of memory for %u simulations\n", n);
-        exit(1);
-    }
-    ro_rng_t r;
-    ro__rng_init(&r, 1);
-    for (uint32_t i = 0; i < n; i++) {
-        d[i] = mj_makeData(m);
-        if (d[i] == NULL) {
-            fprintf(stderr, "bench_mujoco: mj_makeData failed at simulation %u\n", i);
-            exit(1);
-        }
-        reset_raw(m, d[i], &r, noise, normal_qvel);
-    }
-    uint64_t steps = 0, t0 = ro__now_ns(), now = t0;
-    const uint64_t deadline = t0 + (uint64_t)(seconds * 1e9);
-    const double c0 = cpu_s();
-    while (now < deadline) {
-        for (uint32_t i = 0; i < n; i++) {
-            mjData *di = d[i];
-            for (int j = 0; j < m->nu; j++)
-                di->ctrl[j] = ro__rng_uniform(&r, m->actuator_ctrlrange[2 * j],
-                                              m->actuator_ctrlrange[2 * j + 1]);
-            for (int f = 0; f < frame_skip; f++)
-                mj_step(m, di);
-            if (ant) /* the contact forces Ant-v5 observes: Gymnasium computes them too */
-                mj_rnePostConstraint(m, di);
-            if (done_raw(env, m, di) || ++len[i] >= MAX_STEPS) {
-                len[i] = 0;
-                reset_raw(m, di, &r, noise, normal_qvel);
-            }
-        }
-        steps += n;
-        now = ro__now_ns();
-    }
-    *cpu = (cpu_s() - c0) / (double)steps;
-    for (uint32_t i = 0; i < n; i++)
-        mj_deleteData(d[i]);
-    free(d);
-    free(len);
-    kind.vt->destroy(probe);
-    ro__env_close(&kind);
-    return (double)steps / ((double)(now - t0) * 1e-9);
-}
 
 /* Rows per second of the MLP(64,64) forward pass and Gaussian sampling for
  * env's spaces at batch B, on one thread. */
@@ -213,9 +102,9 @@ static ro_summary_t node(const char *env, ro_policy_kind_t pol, uint32_t envs, u
     ro_config_t c;
     char kv[64];
     bench_config(&c, &b, w, seconds, kv);
-    const double c0 = cpu_s();
+    const double c0 = bench_cpu_s(RUSAGE_SELF);
     ro_summary_t s = bench_run(&c);
-    *cpu = (cpu_s() - c0) / (double)(s.steps ? s.steps : 1);
+    *cpu = (bench_cpu_s(RUSAGE_SELF) - c0) / (double)(s.steps ? s.steps : 1);
     return s;
 }
 
@@ -224,7 +113,7 @@ static const char *const env_names[] = {"hopper", "walker2d",          "half_che
 
 typedef struct mujoco_opts {
     double seconds, quiet_wait;
-    uint32_t repeats, raw_envs;
+    uint32_t repeats, raw_envs, raw_threads;
     const char *csv;
     int env; /* an index into env_names, or -1: all */
     bool help;
@@ -242,13 +131,20 @@ static const ro_flag_t mujoco_flags[] = {
     {RO_FLAG_U32, "raw-envs", "N", AT(raw_envs), 1, 1u << 16,
      .help = "only the raw loop, over N simulations of --env, once: prints\n"
              "\"raw STEPS_PER_S CPU_S_PER_STEP\" (bench_gym.py's reference)"},
+    {RO_FLAG_U32, "raw-threads", "T", AT(raw_threads), 1, 256,
+     .help = "with --raw-envs: T pinned threads, N/T simulations each,\n"
+             "a barrier after every step of all (a synchronous step's least cost)"},
     {RO_FLAG_BOOL, "help", NULL, AT(help), .help = "this text"},
 };
 
 int main(int argc, char **argv)
 {
     ro__threads_single_blas(argv);
-    mujoco_opts_t o = {.seconds = 2.0, .repeats = 3, .env = -1, .quiet_wait = bench_quiet_wait_s};
+    mujoco_opts_t o = {.seconds = 2.0,
+                       .repeats = 3,
+                       .raw_threads = 1,
+                       .env = -1,
+                       .quiet_wait = bench_quiet_wait_s};
     bench_parse("bench_mujoco",
                 "usage: bench_mujoco [options]\n\nThe MuJoCo envs: a node over a raw mj_step loop "
                 "(1 worker), W=2 scaling,\nhopper + MLP(64,64) (docs/benchmarks.md).\n\n",
@@ -262,7 +158,8 @@ int main(int argc, char **argv)
         /* The machine's limit for N envs of one kind on one core: the
          * same simulations, states and memory as N envs, nothing else. */
         double cpu = 0;
-        const double sps = raw_loop(only ? only : "hopper", o.raw_envs, seconds, &cpu);
+        const double sps =
+            bench_mj_raw(only ? only : "hopper", o.raw_envs, o.raw_threads, seconds, &cpu);
         printf("raw %.1f %.9f\n", sps, cpu);
         return 0;
     }
@@ -290,7 +187,7 @@ int main(int argc, char **argv)
         double c_eff[BENCH_MAX_REPEATS], c_scal[BENCH_MAX_REPEATS];
         ro_summary_t s1 = {0}, s2 = {0};
         for (int r = 0; r < repeats; r++) {
-            BENCH_QUIET(raw[r] = raw_loop(env, RAW_ENVS, seconds, &c_raw[r]), &l);
+            BENCH_QUIET(raw[r] = bench_mj_raw(env, RAW_ENVS, 1, seconds, &c_raw[r]), &l);
             load += l / (3 * repeats);
             BENCH_QUIET(s1 = node(env, RO_POLICY_RANDOM, RAW_ENVS, 1, seconds, &c_one[r]), &l);
             load += l / (3 * repeats);
@@ -345,7 +242,7 @@ int main(int argc, char **argv)
             load += l / (3 * repeats);
             sps[r] = s.sps;
             double rs = 0, ps = 0;
-            BENCH_QUIET(rs = raw_loop("hopper", RAW_ENVS, seconds, &unused), &l);
+            BENCH_QUIET(rs = bench_mj_raw("hopper", RAW_ENVS, 1, seconds, &unused), &l);
             load += l / (3 * repeats);
             BENCH_QUIET(ps = policy_rows("hopper", s.batch ? s.batch : 1, seconds), &l);
             load += l / (3 * repeats);
