@@ -172,19 +172,10 @@ static int run_part(ro_vec_pool_t *p, uint32_t g, uint32_t i)
     return PART_LAST;
 }
 
-/* in_window tells whether item i is one of win[0..nw). */
-static bool in_window(const uint32_t *win, uint32_t nw, uint32_t i)
-{
-    for (uint32_t k = 0; k < nw; k++)
-        if (win[k] == i)
-            return true;
-    return false;
-}
-
 /* steal finds an item of job g that a thread has taken from a range (it
- * may have started it), that is not done, that no thread runs now and that
- * is not in win[0..nw): true with it in *i. */
-static bool steal(ro_vec_pool_t *p, uint32_t g, const uint32_t *win, uint32_t nw, uint32_t *i)
+ * may have started it), that is not done and that no thread runs now: true
+ * with it in *i. */
+static bool steal(ro_vec_pool_t *p, uint32_t g, uint32_t *i)
 {
     const uint32_t threads = p->helpers + 1;
     const uint32_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
@@ -197,8 +188,7 @@ static bool steal(ro_vec_pool_t *p, uint32_t g, const uint32_t *win, uint32_t nw
         for (uint32_t j = next; j-- > r * n / threads;) {
             /* Relaxed: a hint; run_part takes it, or finds it gone. */
             const uint64_t x = atomic_load_explicit(&p->items[j].w, memory_order_relaxed);
-            if ((uint32_t)(x >> 32) == g && !(x & (ITEM_DONE | ITEM_BUSY)) &&
-                !in_window(win, nw, j)) {
+            if ((uint32_t)(x >> 32) == g && !(x & (ITEM_DONE | ITEM_BUSY))) {
                 *i = j;
                 return true;
             }
@@ -207,10 +197,18 @@ static bool steal(ro_vec_pool_t *p, uint32_t g, const uint32_t *win, uint32_t nw
     return false;
 }
 
-/* work_parts runs parts of job g (ro__vec_pool_run_parts): a window of
- * items from range `home` first, then from the other ranges, then items
- * others have taken, one part of each in turn, until none is left that no
- * thread runs. */
+/*
+ * work_parts runs parts of job g (ro__vec_pool_run_parts): a window of
+ * items from range `home` first, then from the other ranges, one part of
+ * each in turn; once no range has any left, one item at a time that
+ * another thread has taken and is not running; until there is none.
+ *
+ * An item leaves a window when it is done, or when another thread runs a
+ * part of it: that thread has it in its own window (only a window's items
+ * are run) and goes on with it, so every item not done stays in the window
+ * of the thread that ran it last, and no thread spins on an item another
+ * holds.
+ */
 static void work_parts(ro_vec_pool_t *p, uint32_t g, uint32_t home)
 {
     const uint32_t threads = p->helpers + 1;
@@ -221,23 +219,16 @@ static void work_parts(ro_vec_pool_t *p, uint32_t g, uint32_t home)
                 k++;
             else
                 nw++;
-        /* No range has any left: share the items others run. */
         if (nw == 0) {
-            if (!steal(p, g, win, 0, &win[0]))
+            if (!steal(p, g, &win[0]))
                 return;
             nw = 1;
         }
-        bool ran = false;
-        for (uint32_t j = 0; j < nw;) {
-            const int r = run_part(p, g, win[j]);
-            ran |= r == PART_RAN || r == PART_LAST;
-            if (r == PART_LAST || r == PART_GONE)
-                win[j] = win[--nw];
-            else
+        for (uint32_t j = 0; j < nw;)
+            if (run_part(p, g, win[j]) == PART_RAN)
                 j++;
-        }
-        if (!ran) /* every item of the window runs elsewhere: look again */
-            ro__cpu_relax();
+            else /* done, or another thread's now */
+                win[j] = win[--nw];
     }
 }
 
