@@ -49,6 +49,7 @@ typedef struct ro_vec {
     bool check_finite;
     uint32_t threads;    /* threads stepping: 1 + the pool's helpers */
     double step_cost_ns; /* one env step, measured on a probe instance */
+    bool in_parts;       /* a step's job in parts (ro__vec_pool_run_parts) */
     uint32_t group;      /* a Python env's envs per worker process (a job's item); 0: C */
     ro_env_arg_t *args;  /* owned copies of the config's args */
     size_t nargs;

@@ -72,16 +72,18 @@ static void threads_do_not_change_episodes(void **state)
 }
 
 /* A MuJoCo env's step runs in parts spread over the threads (vec_pool.h's
- * jobs in parts): the same episodes on 1 thread (each env's parts in a
- * row) as on 3 (parts of one env on several threads). Hopper, whose
- * episodes end often: resets and steps mixed in one job. */
+ * jobs in parts) when a thread has few envs: the same episodes on 1 thread
+ * (each env's parts in a row) as on 3 (parts of one env on several
+ * threads). Hopper, whose episodes end often: resets and steps mixed in one
+ * job. */
 static void parts_do_not_change_episodes(void **state)
 {
     (void)state;
 #if RO_HAVE_MUJOCO
     ro_vec_t *a = make("hopper", 8, 1, RO_AUTORESET_NEXT_STEP, 0);
     ro_vec_t *b = make("hopper", 8, 3, RO_AUTORESET_NEXT_STEP, 0);
-    assert_non_null(b->kind.step_part);
+    assert_false(a->in_parts); /* one thread: nothing to spread */
+    assert_true(b->in_parts);
     assert_int_equal(b->pool.items_cap, 8);
     const size_t row = a->lay.t[0].row_bytes;
     char err[128];
@@ -102,6 +104,10 @@ static void parts_do_not_change_episodes(void **state)
     assert_int_equal(a->failures, 0);
     ro__vec_free(a);
     ro__vec_free(b);
+    /* Many envs per thread: whole env steps, one to a chunk. */
+    ro_vec_t *c = make("hopper", 40, 2, RO_AUTORESET_NEXT_STEP, 0);
+    assert_false(c->in_parts);
+    ro__vec_free(c);
 #else
     skip();
 #endif
