@@ -348,7 +348,7 @@ def main() -> None:
                              statistics.median(cpus[name]) * 1e6, "rollout_threads": threads})
                 print(f"{gid:15s} N={n:5d} {name:18s} {sps / 1e6:9.3f} M steps/s", flush=True)
     load1 = loadavg()
-    write(args.out, rows, load0, load1)
+    write(args.out, rows, load0, load1, f"--seconds {args.seconds:g} --rounds {args.rounds}")
 
 
 def ratio(rows: list[dict[str, Any]], gid: str, n: int, a: str, b: str) -> float | None:
@@ -357,7 +357,7 @@ def ratio(rows: list[dict[str, Any]], gid: str, n: int, a: str, b: str) -> float
     return va[0] / vb[0] if va and vb else None
 
 
-def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str) -> None:
+def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str, how: str) -> None:
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "gym.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -366,7 +366,7 @@ def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str) -> None:
     envs = list(dict.fromkeys(r["env"] for r in rows))
     sizes = sorted({r["num_envs"] for r in rows})
     lines = ["# make_vec against EnvPool and Gymnasium (bench/bench_gym.py)", "",
-             f"One run of `bench/bench_gym.py` on {CPUS} CPUs; load average {load0} before, "
+             f"One run of `bench/bench_gym.py {how}` on {CPUS} CPUs; load average {load0} before, "
              f"{load1} after. Env-steps per second (median over rounds), `step()` with random "
              "actions, rollout with its defaults.", "",
              "| env | N | rollout | envs alone | EnvPool | Gymnasium | rollout ÷ EnvPool | "
