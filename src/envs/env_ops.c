@@ -70,8 +70,12 @@ int ro__env_step_part(const ro_env_kind_t *k, void *env, uint32_t part, const in
                       const float *box, void *const *tensors, uint8_t *mask, ro_step_t *st,
                       uint32_t agents)
 {
-    if (!k->step_part)
-        return ro__env_step(k, env, disc, box, tensors, mask, st, agents);
+    if (!k->step_part) {
+        /* One part. A plugin's positive code is a failure, as for a whole
+         * step, never "parts remain". */
+        const int rc = ro__env_step(k, env, disc, box, tensors, mask, st, agents);
+        return rc > 0 ? RO_EINVAL : rc;
+    }
     /* Only ABI 1 built-ins have parts: one agent. */
     memset(st, 0, sizeof *st);
     return k->step_part(env, part, abi1_action(disc, box), (float *)tensors[0], st);

@@ -45,8 +45,9 @@ int ro__env_step(const ro_env_kind_t *k, void *env, const int32_t *disc, const f
 
 /* ro__env_step_part runs part `part` (0 first) of ro__env_step with the
  * same arguments for every part (envs/step_part.h): > 0 while parts remain,
- * else ro__env_step's return, with st written by the last part. A kind
- * without parts (k->step_part NULL) steps whole at part 0. */
+ * else 0 or a negative code, with st written by the last part. A kind
+ * without parts (k->step_part NULL) steps whole at part 0, its positive
+ * code read as RO_EINVAL. */
 int ro__env_step_part(const ro_env_kind_t *k, void *env, uint32_t part, const int32_t *disc,
                       const float *box, void *const *tensors, uint8_t *mask, ro_step_t *st,
                       uint32_t agents);
