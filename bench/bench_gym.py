@@ -125,6 +125,33 @@ def envs_alone_case(gid: str, n: int) -> Callable[[], int]:
     return step
 
 
+def step_over_alone_us(step: Callable[[], int], n: int, sps: float, rounds: int = 15) -> float:
+    """What one ``step()`` costs over the envs alone, in microseconds, on one
+    engine: bursts of ``step()`` calls (the case's, cycling its action
+    batches) and of ``Engine.run_steps`` (the same batches, cycled in C, no
+    Python between steps) of about 20 ms each (from `sps`, the case's rate)
+    alternate on the same envs and threads, `rounds` times; the median of
+    the per-call differences. Two cases timed a second
+    apart would carry the machine's drift of a few percent, more than the
+    difference itself for envs that cost 100 µs a call."""
+    env = getattr(step, "env")
+    u = env.unwrapped
+    engine = getattr(u, "_engine")
+    acts = actions_for(env.action_space, n)
+    engine.run_steps(0, [getattr(u, "_split_actions")(a) for a in acts])
+    calls = 16 * max(1, min(125, round(0.02 * sps / n / 16)))  # whole cycles of the 16
+    diffs = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            step()
+        t1 = time.perf_counter()
+        engine.run_steps(calls)
+        t2 = time.perf_counter()
+        diffs.append(((t1 - t0) - (t2 - t1)) / calls * 1e6)
+    return statistics.median(diffs)
+
+
 def envpool_case(gid: str, n: int) -> Callable[[], int]:
     import envpool
     env = envpool.make(gid, env_type="gymnasium", num_envs=n, num_threads=min(CPUS, n), seed=0)
@@ -337,6 +364,8 @@ def main() -> None:
                     cpus[name].append(cpu)
             threads = getattr(steppers.get("rollout"), "env").unwrapped.num_threads \
                 if "rollout" in steppers else 0
+            over = step_over_alone_us(steppers["rollout"], n, statistics.median(
+                figures["rollout"])) if "rollout" in steppers else float("nan")
             for name, step in steppers.items():
                 env = getattr(step, "env", None)
                 if env is not None:
@@ -345,7 +374,8 @@ def main() -> None:
                 rows.append({"env": gid, "num_envs": n, "case": name, "steps_per_s": sps,
                              "us_per_call": (n / sps * 1e6) if not name.startswith("mj_step-raw")
                              else 1e6 / sps, "cpu_us_per_step":
-                             statistics.median(cpus[name]) * 1e6, "rollout_threads": threads})
+                             statistics.median(cpus[name]) * 1e6, "rollout_threads": threads,
+                             "us_over_alone": over if name == "rollout" else ""})
                 print(f"{gid:15s} N={n:5d} {name:18s} {sps / 1e6:9.3f} M steps/s", flush=True)
     load1 = loadavg()
     write(args.out, rows, load0, load1, f"--seconds {args.seconds:g} --rounds {args.rounds}")
@@ -368,9 +398,12 @@ def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str, how: str
     lines = ["# make_vec against EnvPool and Gymnasium (bench/bench_gym.py)", "",
              f"One run of `bench/bench_gym.py {how}` on {CPUS} CPUs; load average {load0} before, "
              f"{load1} after. Env-steps per second (median over rounds), `step()` with random "
-             "actions, rollout with its defaults.", "",
+             "actions, rollout with its defaults. µs per step() over the envs alone: one "
+             "engine's `step()` calls and its envs alone (`Engine.run_steps`, the same action "
+             "batches) in alternating bursts of about 20 ms, the median of 15 differences per "
+             "call (two cases timed a second apart differ by the machine's drift).", "",
              "| env | N | rollout | envs alone | EnvPool | Gymnasium | rollout ÷ EnvPool | "
-             "rollout ÷ Gymnasium | µs/step over the envs alone | rollout threads |",
+             "rollout ÷ Gymnasium | µs per step() over the envs alone | rollout threads |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def fig(gid: str, n: int, case: str) -> float | None:
@@ -394,7 +427,9 @@ def write(out: str, rows: list[dict[str, Any]], load0: str, load1: str, how: str
             g = fig(gid, n, best_gym_case) if best_gym_case else None
             ro, alone, ep = fig(gid, n, "rollout"), fig(gid, n, "envs-alone"), fig(gid, n,
                                                                                    "envpool")
-            over = (n / ro - n / alone) * 1e6 if ro and alone else None
+            ov = [r["us_over_alone"] for r in rows if (r["env"], r["num_envs"], r["case"]) ==
+                  (gid, n, "rollout")]
+            over = ov[0] if ov else None
             thr = [r["rollout_threads"] for r in rows if r["env"] == gid and r["num_envs"] == n]
             lines.append(
                 f"| {gid} | {n} | {m(ro)} | {m(alone)} | {m(ep)} | {m(g)} "
