@@ -363,15 +363,17 @@ void ro__vec_pool_post(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t 
 
 int ro__vec_pool_reserve_parts(ro_vec_pool_t *p, uint32_t n, char *err, size_t errlen)
 {
+    /* Once: a helper that has run a job's last part may still be looking
+     * through the items for one to take (and finds none) after the job is
+     * done, so they are never freed before the pool stops. */
+    if (p->items)
+        return ro__errorf(err, errlen, RO_EINVAL,
+                          "vector engine: items for jobs in parts already reserved");
     if (n > RO_VEC_POOL_MAX_ITEMS)
         n = RO_VEC_POOL_MAX_ITEMS;
-    if (n <= p->items_cap)
-        return 0;
-    ro_vec_item_t *items = ro__calloc_lines(n, sizeof *items);
-    if (!items)
+    p->items = ro__calloc_lines(n ? n : 1, sizeof *p->items);
+    if (!p->items)
         return ro__errorf(err, errlen, RO_ENOMEM, "vector engine: out of memory for %u items", n);
-    free(p->items);
-    p->items = items;
     p->items_cap = n;
     return 0;
 }

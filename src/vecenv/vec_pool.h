@@ -133,8 +133,10 @@ void ro__vec_pool_set_cost(ro_vec_pool_t *p, double item_ns);
 void ro__vec_pool_run(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n);
 
 /* ro__vec_pool_reserve_parts readies the pool for jobs in parts of up to
- * n items (at most RO_VEC_POOL_MAX_ITEMS). 0, or RO_ENOMEM with a message
- * in err. Owner only, with no job open. */
+ * n items (at most RO_VEC_POOL_MAX_ITEMS), once: the items live until the
+ * pool stops (a helper may look through them after a job is done). 0, or
+ * RO_ENOMEM, or RO_EINVAL when already reserved, with a message in err.
+ * Owner only, before the first job in parts. */
 int ro__vec_pool_reserve_parts(ro_vec_pool_t *p, uint32_t n, char *err, size_t errlen);
 
 /*
