@@ -140,10 +140,11 @@ void ro__vec_pool_run(ro_vec_pool_t *p, ro_vec_task_fn fn, void *ctx, uint32_t n
 int ro__vec_pool_reserve_parts(ro_vec_pool_t *p, uint32_t n, char *err, size_t errlen);
 
 /*
- * ro__vec_pool_run_parts runs every part of items [0, n) (n within the
- * reserve) on the owner and the helpers, and returns when every item's last
- * part is done. The parts of an item run in order, one at a time, on any
- * thread (each part's writes published to the next part's thread).
+ * ro__vec_pool_run_parts runs every part of items [0, n) on the owner and
+ * the helpers, and returns when every item's last part is done (n beyond
+ * the reserve, or no helper: each item's parts in a row, on the owner).
+ * The parts of an item run in order, one at a time, on any thread (each
+ * part's writes published to the next part's thread).
  *
  * Why parts: a job of a few costly items (8 MuJoCo envs on 2 threads) ends
  * with one thread finishing its last item while the others wait, about
@@ -152,8 +153,10 @@ int ro__vec_pool_reserve_parts(ro_vec_pool_t *p, uint32_t n, char *err, size_t e
  * part of each in turn, so its items progress together; a thread whose
  * home range is done takes what the others' ranges have left, then parts of
  * items others have started and are not running at that moment. So every
- * thread runs until about one part (one frame) before the end. A window of
- * two costs nothing measurable (two simulations' data stay in the caches).
+ * thread runs until about one part (one frame) before the end. With a few
+ * items a thread, a window of two costs nothing measurable; with hundreds,
+ * two items' data alternating in the caches costs more than the tail it
+ * saves (the vector engine uses parts only with few envs a thread).
  */
 void ro__vec_pool_run_parts(ro_vec_pool_t *p, ro_vec_part_fn fn, void *ctx, uint32_t n);
 
