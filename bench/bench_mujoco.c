@@ -50,13 +50,9 @@
 static double policy_rows(const char *env, uint32_t B, double seconds)
 {
     ro_env_kind_t kind;
-    char err[256];
     void *probe;
-    if (ro__env_open(&kind, env, err, sizeof err) ||
-        kind.vt->create(&probe, NULL, 0, 1, err, sizeof err)) {
-        fprintf(stderr, "bench_mujoco: %s\n", err);
-        exit(1);
-    }
+    bench_mj_probe("bench_mujoco", env, &kind, &probe);
+    char err[256];
     ro_space_t os, as;
     kind.vt->spaces(probe, &os, &as);
     ro_policy_spec_t spec = {

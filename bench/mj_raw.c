@@ -234,16 +234,21 @@ static uint64_t run_threads(const char *env, const mjModel *m, int frame_skip, u
     return steps;
 }
 
+void bench_mj_probe(const char *who, const char *env, ro_env_kind_t *kind, void **probe)
+{
+    char err[256];
+    if (ro__env_open(kind, env, err, sizeof err) ||
+        kind->vt->create(probe, NULL, 0, 1, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", who, err);
+        exit(1);
+    }
+}
+
 double bench_mj_raw(const char *env, uint32_t n, uint32_t threads, double seconds, double *cpu)
 {
     ro_env_kind_t kind;
-    char err[256];
     void *probe;
-    if (ro__env_open(&kind, env, err, sizeof err) ||
-        kind.vt->create(&probe, NULL, 0, 1, err, sizeof err)) {
-        fprintf(stderr, "bench_mj_raw: %s\n", err);
-        exit(1);
-    }
+    bench_mj_probe("bench_mj_raw", env, &kind, &probe);
     /* The env's shared model, held by the probe instance. */
     const mjModel *m = ro__mj_env_model(probe);
     const int frame_skip = (int)(ro__mj_env_dt(probe) / m->opt.timestep + 0.5);

@@ -12,6 +12,13 @@
 
 #include <stdint.h>
 
+#include "envs/registry.h"
+
+/* bench_mj_probe opens env (a built-in name) into *kind and makes one
+ * instance with seed 1 into *probe (a MuJoCo env's holds the shared model);
+ * exits with a message naming `who` when either fails. */
+void bench_mj_probe(const char *who, const char *env, ro_env_kind_t *kind, void **probe);
+
 /*
  * bench_mj_raw runs the raw loop for about `seconds` and returns env steps
  * per second; *cpu gets the process's CPU seconds per env step. threads 1:

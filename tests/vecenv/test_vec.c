@@ -47,6 +47,21 @@ static void actions_at(ro_vec_t *v, uint32_t t)
     }
 }
 
+/* step_both steps a and b with step t's actions and checks they give the
+ * same observations, rewards and flags. */
+static void step_both(ro_vec_t *a, ro_vec_t *b, uint32_t t)
+{
+    char err[128];
+    actions_at(a, t);
+    actions_at(b, t);
+    assert_int_equal(ro__vec_step(a, err, sizeof err), 0);
+    assert_int_equal(ro__vec_step(b, err, sizeof err), 0);
+    assert_memory_equal(a->obs[0], b->obs[0], a->n * a->lay.t[0].row_bytes);
+    assert_memory_equal(a->reward, b->reward, a->n * sizeof *a->reward);
+    assert_memory_equal(a->terminated, b->terminated, a->n);
+    assert_memory_equal(a->truncated, b->truncated, a->n);
+}
+
 static void threads_do_not_change_episodes(void **state)
 {
     (void)state;
@@ -54,18 +69,8 @@ static void threads_do_not_change_episodes(void **state)
     for (int e = 0; e < 2; e++) {
         ro_vec_t *a = make(envs[e], 96, 1, RO_AUTORESET_NEXT_STEP, 0);
         ro_vec_t *b = make(envs[e], 96, 3, RO_AUTORESET_NEXT_STEP, 0);
-        const size_t row = a->lay.t[0].row_bytes;
-        char err[128];
-        for (uint32_t t = 0; t < 300; t++) {
-            actions_at(a, t);
-            actions_at(b, t);
-            assert_int_equal(ro__vec_step(a, err, sizeof err), 0);
-            assert_int_equal(ro__vec_step(b, err, sizeof err), 0);
-            assert_memory_equal(a->obs[0], b->obs[0], a->n * row);
-            assert_memory_equal(a->reward, b->reward, a->n * sizeof *a->reward);
-            assert_memory_equal(a->terminated, b->terminated, a->n);
-            assert_memory_equal(a->truncated, b->truncated, a->n);
-        }
+        for (uint32_t t = 0; t < 300; t++)
+            step_both(a, b, t);
         ro__vec_free(a);
         ro__vec_free(b);
     }
@@ -85,18 +90,9 @@ static void parts_do_not_change_episodes(void **state)
     assert_false(a->in_parts); /* one thread: nothing to spread */
     assert_true(b->in_parts);
     assert_int_equal(b->pool.items_cap, 8);
-    const size_t row = a->lay.t[0].row_bytes;
-    char err[128];
     uint32_t ends = 0;
     for (uint32_t t = 0; t < 150; t++) {
-        actions_at(a, t);
-        actions_at(b, t);
-        assert_int_equal(ro__vec_step(a, err, sizeof err), 0);
-        assert_int_equal(ro__vec_step(b, err, sizeof err), 0);
-        assert_memory_equal(a->obs[0], b->obs[0], a->n * row);
-        assert_memory_equal(a->reward, b->reward, a->n * sizeof *a->reward);
-        assert_memory_equal(a->terminated, b->terminated, a->n);
-        assert_memory_equal(a->truncated, b->truncated, a->n);
+        step_both(a, b, t);
         for (uint32_t j = 0; j < a->n; j++)
             ends += a->terminated[j] | a->truncated[j];
     }
