@@ -112,8 +112,9 @@ int ro__pyproc_grow(ro_pyproc_t *p, size_t bytes, char *err, size_t errlen)
     return 0;
 }
 
-/* child_env is environ with BLAS/OpenMP at one thread and pypath in front
- * of PYTHONPATH; the strings of `own` are ours to free. */
+/* child_env is environ with BLAS/OpenMP (and OpenCV's pool, which
+ * Atari's resize would start) at one thread and pypath in front of
+ * PYTHONPATH; the strings of `own` are ours to free. */
 static int child_env(char **envp, char **own, const char *pypath)
 {
     int n = 0, k = 0;
@@ -124,13 +125,15 @@ static int child_env(char **envp, char **own, const char *pypath)
             continue;
         }
         if (!strncmp(*e, "OMP_NUM_THREADS=", 16) || !strncmp(*e, "MKL_NUM_THREADS=", 16) ||
-            !strncmp(*e, "OPENBLAS_NUM_THREADS=", 21))
+            !strncmp(*e, "OPENBLAS_NUM_THREADS=", 21) ||
+            !strncmp(*e, "OPENCV_FOR_THREADS_NUM=", 23))
             continue;
         envp[n++] = *e;
     }
     envp[n++] = "OMP_NUM_THREADS=1";
     envp[n++] = "MKL_NUM_THREADS=1";
     envp[n++] = "OPENBLAS_NUM_THREADS=1";
+    envp[n++] = "OPENCV_FOR_THREADS_NUM=1";
     if (pypath || old_path) {
         size_t len = 16 + (pypath ? strlen(pypath) : 0) + (old_path ? strlen(old_path) : 0);
         char *s = malloc(len);

@@ -103,6 +103,25 @@ class Commands(gym.Env):
         return self._obs(), 0.0, False, False, {}
 
 
+class Threads(gym.Env):
+    """Observes the thread counts its process was started with: OpenMP,
+    OpenBLAS, MKL and OpenCV's pool (0 where unset)."""
+    KEYS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+            "OPENCV_FOR_THREADS_NUM")
+    observation_space = spaces.Box(0, 2**20, (len(KEYS),), np.int32)
+    action_space = spaces.Discrete(2)
+
+    def _obs(self):
+        return np.array([int(os.environ.get(k, "0")) for k in self.KEYS], np.int32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        return self._obs(), 0.0, False, False, {}
+
+
 def drift(**kw):
     return Drift(**kw)
 
@@ -113,3 +132,7 @@ def texty():
 
 def commands():
     return Commands()
+
+
+def threads():
+    return Threads()

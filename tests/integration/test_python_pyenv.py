@@ -106,6 +106,25 @@ class MakeVec(unittest.TestCase):
         for a, b in zip(seen[1:], seen[2:]):
             np.testing.assert_array_equal(b, a + 1)
 
+    def test_workers_run_one_thread_pools(self):
+        # The seeds' lesson: BLAS, OpenMP and OpenCV at one thread in each
+        # env process, whatever the caller's environment says.
+        keys = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                "OPENCV_FOR_THREADS_NUM")
+        saved = {k: os.environ.get(k) for k in keys}
+        os.environ.update({k: "8" for k in keys})
+        try:
+            v = rc.make_vec("py:pyenv_envs:threads", 2, num_threads=2)
+            obs, _ = v.reset(seed=0)
+            v.close()
+        finally:
+            for k, x in saved.items():
+                if x is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = x
+        np.testing.assert_array_equal(obs, np.ones((2, len(keys)), np.int32))
+
     def test_send_recv_steps_as_step(self):
         # send/recv of every env takes the same steps as step().
         v = rc.make_vec("gym:CartPole-v1", 6, num_threads=2)
