@@ -71,8 +71,10 @@ size_t ro__learner_rows_bytes(const learner_t *L, const Rollout__V1__Observation
 {
     if (!o->in_memory && !L->abi2) /* the frame's own obs column is read in place */
         return 0;
+    /* In memory: each row's env index, reward and flags too (take_rows). */
+    const size_t checked = sizeof(uint32_t) + sizeof(float) + 1;
     return (size_t)rows *
-           (L->obs_dim * sizeof(float) + L->lay.mask_width + (o->in_memory ? sizeof(uint32_t) : 0));
+           (L->obs_dim * sizeof(float) + L->lay.mask_width + (o->in_memory ? checked : 0));
 }
 
 /* A frame's own rows: an ABI 1 frame's obs column read in place; typed
@@ -137,12 +139,17 @@ int ro__learner_take_rows(learner_t *L, node_t *n, const Rollout__V1__Observatio
     }
     const uint8_t *mem = n->seed_obs.base;
     const ro_seed_mem_layout_t *lay = &n->seed_lay;
-    const size_t od = L->obs_dim;
+    const size_t od = L->obs_dim, rows = p->item.rows;
     const unsigned long long seq = (unsigned long long)o->seq;
     const float *reward = (const float *)(mem + lay->reward_off);
     const uint64_t *step = (const uint64_t *)(mem + lay->step_off);
     const uint8_t *flags = mem + lay->flags_off;
-    uint32_t *env = (uint32_t *)(p->obs_copy + (size_t)p->item.rows * od);
+    /* After the rows' floats: env indices, then the rewards and flags as
+     * checked (the node may write its memory meanwhile: what is counted is
+     * what was checked), then the mask rows (rows_bytes). */
+    uint32_t *env = (uint32_t *)(p->obs_copy + rows * od);
+    float *rew = (float *)(env + rows);
+    uint8_t *fls = (uint8_t *)(rew + rows);
     size_t r = 0;
     for (size_t k = 0; k < o->n_ranges; k += 2) {
         const uint32_t first = o->ranges[k], count = o->ranges[k + 1];
@@ -160,14 +167,12 @@ int ro__learner_take_rows(learner_t *L, node_t *n, const Rollout__V1__Observatio
                                   "bits no node sets",
                                   seq, e, fl);
             env[r] = e;
-            count_step(L, n, e, step[e], rw,
-                       (fl & (RO_SEEDMEM_TERMINATED | RO_SEEDMEM_TRUNCATED)) != 0);
+            rew[r] = rw;
+            fls[r] = fl;
         }
     }
     p->env = env;
-    if (take_states(n, p, step, NULL, flags) != 0)
-        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for recurrent states");
-    memory_rows(L, n, o, p, (uint8_t *)(env + p->item.rows)); /* the mask after env */
+    memory_rows(L, n, o, p, fls + rows);
     for (size_t i = 0; i < r * od; i++) /* our copy: what the forward pass will read */
         if (!isfinite(p->obs_copy[i]))
             return ro__errorf(err, errlen, RO_ERANGE,
@@ -175,6 +180,12 @@ int ro__learner_take_rows(learner_t *L, node_t *n, const Rollout__V1__Observatio
                               "(value %zu)",
                               seq, env[i / od], isnan(p->obs_copy[i]) ? "NaN" : "an infinity",
                               i % od);
+    if (take_states(n, p, step, NULL, flags) != 0)
+        return ro__errorf(err, errlen, RO_ENOMEM, "out of memory for recurrent states");
+    /* Counted once the whole frame is taken: a refused frame counts none. */
+    for (size_t i = 0; i < r; i++)
+        count_step(L, n, env[i], step[env[i]], rew[i],
+                   (fls[i] & (RO_SEEDMEM_TERMINATED | RO_SEEDMEM_TRUNCATED)) != 0);
     return 0;
 }
 

@@ -219,7 +219,8 @@ static void test_memory_rows(void **state)
 }
 
 /* What memory holds is checked as it is read: a NaN reward, flags no node
- * sets, a NaN observation, each refused by name. */
+ * sets, a NaN observation, each refused by name; a refused frame counts
+ * none of its steps, not even those of the rows before the bad one. */
 static void test_memory_refuses_bad_values(void **state)
 {
     (void)state;
@@ -245,6 +246,8 @@ static void test_memory_refuses_bad_values(void **state)
                                "the flags of env 3 are 0x40, bits no node sets",
                                "the observation of env 1 holds NaN (value 2)"};
         assert_non_null(strstr(err, want[bad]));
+        assert_int_equal(f->n->steps, 0);
+        assert_int_equal(f->L->steps, 0);
         free(p);
         fx_free(f);
     }
