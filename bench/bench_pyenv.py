@@ -7,12 +7,19 @@ design: one process per env), PufferLib's multiprocessing vectorization
 (``pufferlib.vector.make(..., backend=Multiprocessing, num_workers=P,
 batch_size=N)``) and the reference: a raw loop of the same N envs in this
 one process (``env.step``, a reset when an episode ends, nothing else),
-times P.
+times P. Two more references (bench/pyenv_refs.py) say what P processes
+reach on these CPUs: the raw loop run by P processes at once over N/P envs
+each, free and with a barrier after every step (the least a synchronous
+``step()`` of any P-process vector env costs).
 
 Envs: Gymnasium's Python CartPole-v1 and Pendulum-v1, and ALE Pong with the
-standard preprocessing (``rollout_client.atari.make``: AtariPreprocessing +
-FrameStackObservation, uint8 [4, 84, 84]); every system makes its envs with
-the same factory. N = 8 and 64, random actions (16 batches drawn before
+standard preprocessing (84x84 gray, frame skip 4, 4 stacked frames, uint8
+[4, 84, 84]). Every system makes its envs with the same factory, except on
+the ``Pong`` row: rollout runs its own Atari (``rollout_client.atari.make``,
+AtariStack: the wrappers fused, equal bit for bit), the others and the
+references Gymnasium's AtariPreprocessing + FrameStackObservation, as each
+is used. The ``Pong-AtariStack`` row runs AtariStack everywhere: the
+vectorization alone. N = 8 and 64, random actions (16 batches drawn before
 timing, cycled), P = 2 processes. Every case runs --seconds per round,
 rounds interleaved (--rounds) so the machine's drift falls on all alike; the
 figure is the median over rounds of env-steps per second (wall clock). The
@@ -46,6 +53,7 @@ from typing import Any, Callable
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OPENCV_FOR_THREADS_NUM", "1")
 
 import numpy as np  # noqa: E402
 
@@ -56,9 +64,11 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 import gymnasium as gym  # noqa: E402
 
 import rollout_client as rc  # noqa: E402
+from pyenv_refs import RefPool  # noqa: E402
 from rollout_client import atari  # noqa: E402
 
 Step = Callable[[], int]  # one step of every env; returns the env steps taken
+Run = Callable[[float], float]  # a case run for so many seconds: env-steps per second
 # PufferLib's Multiprocessing workers poll their semaphore without sleeping
 # for 0.5 s after their last command (pufferlib/vector.py, _worker_process):
 # the case after it waits this long first.
@@ -66,13 +76,16 @@ PUFFER_IDLE_S = 0.6
 
 
 def factory(name: str) -> Callable[[], Any]:
+    """The env as the peers and the references make it."""
     if name == "Pong":
+        return lambda: atari.gymnasium_stack(game="Pong")
+    if name == "Pong-AtariStack":
         return lambda: atari.make(game="Pong")
     return lambda: gym.make(name)
 
 
 def rollout_spec(name: str) -> tuple[str, dict[str, Any]]:
-    if name == "Pong":
+    if name.startswith("Pong"):
         return "py:rollout_client.atari:make", {"game": "Pong"}
     return f"gym:{name}", {}
 
@@ -144,6 +157,11 @@ def make_puffer(name: str, n: int, procs: int) -> tuple[Step, Callable[[], None]
     return step, v.close
 
 
+def make_refs(name: str, n: int, procs: int, mode: str) -> tuple[Run, Callable[[], None]]:
+    pool = RefPool(factory(name), n, procs, mode)
+    return pool.run, pool.close
+
+
 def timed(step: Step, seconds: float) -> float:
     step()  # warm
     steps, t0 = 0, time.perf_counter()
@@ -158,7 +176,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--envs", default="CartPole-v1,Pendulum-v1,Pong")
+    ap.add_argument("--envs", default="CartPole-v1,Pendulum-v1,Pong,Pong-AtariStack")
     ap.add_argument("--sizes", default="8,64")
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--pufferlib-path", default="")
@@ -178,17 +196,22 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for name in envs:
         for n in sizes:
-            cases: dict[str, tuple[Step, Callable[[], None]]] = {
+            stepped: dict[str, tuple[Step, Callable[[], None]]] = {
                 "raw-1proc": make_raw(name, n),
                 "rollout": make_rollout(name, n, P),
                 "gymnasium-async": make_async(name, n),
             }
             if not puffer_why:
-                cases["pufferlib"] = make_puffer(name, n, P)
+                stepped["pufferlib"] = make_puffer(name, n, P)
+            cases: dict[str, tuple[Run, Callable[[], None]]] = {
+                c: (lambda s, step=step: timed(step, s), close)
+                for c, (step, close) in stepped.items()}
+            cases["raw-procs-free"] = make_refs(name, n, P, "free")
+            cases["raw-procs-barrier"] = make_refs(name, n, P, "barrier")
             figs: dict[str, list[float]] = {c: [] for c in cases}
             for _ in range(args.rounds):
-                for c, (step, _) in cases.items():
-                    figs[c].append(timed(step, args.seconds))
+                for c, (run, _) in cases.items():
+                    figs[c].append(run(args.seconds))
                     if c == "pufferlib":
                         # Its idle workers busy-poll for 0.5 s after their last
                         # step before they nap: not during the next case.
@@ -228,19 +251,28 @@ def write(args: Any, rows: list[dict[str, Any]], envs: list[str], sizes: list[in
              "(median over rounds), random actions. Gymnasium's AsyncVectorEnv runs one process "
              "per env (its design); rollout and PufferLib run "
              f"{P}; the raw loop is the same envs stepped in one process, and the target's "
-             f"reference is it × {P}.", ""]
+             f"reference is it × {P}. The machine's limits: the raw loop in {P} processes at once "
+             f"over N/{P} envs each, free, and with a barrier after every step (what a "
+             f"synchronous step() of any {P}-process vector env could reach). On the Pong row "
+             "rollout runs its AtariStack (Gymnasium's Atari wrappers fused, equal bit for bit), "
+             "every other column Gymnasium's wrappers; on Pong-AtariStack every column runs "
+             "AtariStack.", ""]
     if puffer_why:
         lines += [f"PufferLib: {puffer_why}.", ""]
     lines += ["| env | N | rollout | AsyncVectorEnv | PufferLib | raw loop (1 process) | "
+              f"raw, {P} processes free | raw, {P} processes, a barrier per step | "
               "rollout ÷ Async (≥ 2) | rollout ÷ PufferLib (≥ 1) | "
-              f"rollout ÷ (raw × {P}) (≥ 0.9) |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              f"rollout ÷ (raw × {P}) (≥ 0.9) | free ÷ (raw × {P}) | barrier ÷ (raw × {P}) | "
+              "rollout ÷ barrier |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name in envs:
         for n in sizes:
             ro, asy = fig(name, n, "rollout"), fig(name, n, "gymnasium-async")
             pu, raw = fig(name, n, "pufferlib"), fig(name, n, "raw-1proc")
-            lines.append(f"| {name} | {n} | {k(ro)} | {k(asy)} | {k(pu)} | {k(raw)} | "
-                         f"{ro / asy:.2f} | {ro / pu:.2f} | {ro / (raw * P):.2f} |")
+            free, bar = fig(name, n, "raw-procs-free"), fig(name, n, "raw-procs-barrier")
+            lines.append(f"| {name} | {n} | {k(ro)} | {k(asy)} | {k(pu)} | {k(raw)} | {k(free)} | "
+                         f"{k(bar)} | {ro / asy:.2f} | {ro / pu:.2f} | {ro / (raw * P):.2f} | "
+                         f"{free / (raw * P):.2f} | {bar / (raw * P):.2f} | {ro / bar:.2f} |")
     with open(os.path.join(args.out, "pyenv.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     plot(args.out, rows, envs, sizes)
@@ -250,7 +282,8 @@ def plot(out: str, rows: list[dict[str, Any]], envs: list[str], sizes: list[int]
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    cases = ["rollout", "gymnasium-async", "pufferlib", "raw-1proc"]
+    cases = ["rollout", "gymnasium-async", "pufferlib", "raw-1proc", "raw-procs-free",
+             "raw-procs-barrier"]
     fig, axes = plt.subplots(1, len(envs), figsize=(4.2 * len(envs), 4))
     axes = np.atleast_1d(axes)
     for ax, name in zip(axes, envs):

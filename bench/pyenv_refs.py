@@ -1,0 +1,110 @@
+"""The machine's limits for Python envs stepped by P processes, for
+bench_pyenv.py: the raw loop run by P processes at once, each over its
+share of the envs, either free (``"free"``: nothing but its own envs) or
+with a barrier after every step (``"barrier"``: every process waits for the
+slowest, as a synchronous ``step()`` of a vector env must). Neither hands
+out actions or gathers observations: they are what any P-process vector
+env could reach on these CPUs, not a vector env.
+
+A pool keeps its processes (forked, each making its envs once) for every
+round; ``run(seconds)`` returns env-steps per second summed over them.
+"""
+from __future__ import annotations
+
+import mmap
+import multiprocessing as mp
+import os
+import time
+from typing import Any, Callable, List
+
+import numpy as np
+
+# Shared words (u64): one step count per process, then the stop request
+# and the step after which every process stops.
+W_STOP, W_END = 62, 63
+NEVER = (1 << 64) - 1
+
+
+class RefPool:
+    """P processes each stepping its share of n envs made by make."""
+
+    def __init__(self, make: Callable[[], Any], n: int, procs: int, mode: str) -> None:
+        if mode not in ("free", "barrier") or procs > W_STOP:
+            raise ValueError(f"mode {mode!r} with {procs} processes")
+        self.mode, self.procs = mode, procs
+        self.mem = mmap.mmap(-1, 8 * (W_END + 1))  # shared with the forked children
+        ctx = mp.get_context("fork")
+        self.pipes: List[Any] = []
+        self.children: List[Any] = []
+        shares = [n // procs + (1 if i < n % procs else 0) for i in range(procs)]
+        first = 0
+        for me in range(procs):
+            mine, theirs = ctx.Pipe()
+            p = ctx.Process(target=self._child, args=(make, first, shares[me], me, theirs),
+                            daemon=True)
+            p.start()
+            first += shares[me]
+            self.pipes.append(mine)
+            self.children.append(p)
+        for pipe in self.pipes:
+            pipe.recv()  # its envs are made and reset
+
+    def run(self, seconds: float) -> float:
+        words = memoryview(self.mem).cast("Q")
+        for i in range(self.procs):
+            words[i] = 0
+        words[W_STOP], words[W_END] = 0, NEVER
+        for pipe in self.pipes:
+            pipe.send(seconds)
+        if self.mode == "barrier":
+            time.sleep(seconds)
+            words[W_STOP] = 1
+        return sum(pipe.recv() for pipe in self.pipes)
+
+    def close(self) -> None:
+        for pipe in self.pipes:
+            pipe.send(None)
+        for p in self.children:
+            p.join(10)
+
+    def _child(self, make: Callable[[], Any], first: int, count: int, me: int, pipe: Any) -> None:
+        envs = [make() for _ in range(count)]
+        for i, e in enumerate(envs):
+            e.reset(seed=first + i)
+        space = envs[0].action_space
+        space.seed(first)
+        acts = [np.stack([space.sample() for _ in range(count)]) for _ in range(16)]
+        words = memoryview(self.mem).cast("Q")
+        pipe.send(True)
+        while True:
+            seconds = pipe.recv()
+            if seconds is None:
+                return
+            steps = self._steps(envs, acts, words, me, seconds)
+            pipe.send(steps)
+
+    def _steps(self, envs: List[Any], acts: List[np.ndarray], words: Any, me: int,
+               seconds: float) -> float:
+        procs, barrier, clock = self.procs, self.mode == "barrier", time.perf_counter
+        k, t0 = 0, clock()
+        while True:
+            a = acts[k % 16]
+            for i, e in enumerate(envs):
+                _, _, te, tr, _ = e.step(a[i])
+                if te or tr:
+                    e.reset()
+            k += 1
+            if not barrier:
+                if clock() - t0 >= seconds:
+                    break
+                continue
+            # Process 0 says, before it arrives at step k's barrier, whether
+            # k is the last: everyone reads it after passing that barrier.
+            if me == 0 and words[W_STOP]:
+                words[W_END] = k
+            words[me] = k
+            while min(words[j] for j in range(procs)) < k:
+                os.sched_yield()
+            if words[W_END] == k:
+                break
+        return k * len(envs) / (clock() - t0)
