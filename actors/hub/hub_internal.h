@@ -26,10 +26,6 @@
 #include "wire/pb_alloc.h"
 #include "wire/seed_memory.h"
 
-/* Bytes a session may have queued for writing before we call its learner a
- * slow consumer and close it: it has stopped reading. */
-#define MAX_QUEUED_BYTES (64u << 20)
-
 struct ro_session;
 
 /* Same-host upgrades offered at once (hub_admit.c): more, and the oldest

@@ -160,7 +160,7 @@ static void stream_send(ro_session_t *s)
     ro__seg_pool_give(h->segs, dropped);
     if (rc == RO_ENOBUFS) {
         ro__conn_log(&s->conn, "stopped reading (over %u MiB queued); closing",
-                     MAX_QUEUED_BYTES >> 20);
+                     RO_CONN_MAX_QUEUED >> 20);
         h->stats.rejected++;
     }
     if (rc)
@@ -212,7 +212,7 @@ static void maybe_send(ro_session_t *s)
         h->stats.rows_sent += rows;
         if (rc == RO_ENOBUFS) {
             ro__conn_log(&s->conn, "stopped reading (over %u MiB queued); closing",
-                         MAX_QUEUED_BYTES >> 20);
+                         RO_CONN_MAX_QUEUED >> 20);
             h->stats.rejected++;
         }
         if (rc != 0)
@@ -499,7 +499,7 @@ static void on_connection(ro_listener_t *l, int fd)
         .owner = s,
         .program = "rollout-node",
         .max_frame = h->o.max_frame,
-        .max_queued = MAX_QUEUED_BYTES,
+        .max_queued = RO_CONN_MAX_QUEUED,
         .alloc = &h->alloc,
         .budget = &h->budget,
     };

@@ -19,7 +19,6 @@
 #define ATTEMPT_TIMEOUT_MS 5000
 /* Failed attempts logged: the first, every 10th, and any with a new reason. */
 #define LOG_EVERY 10
-#define MAX_QUEUED_BYTES (64u << 20)
 
 __attribute__((format(printf, 2, 3))) static void say(const ro_link_t *l, const char *fmt, ...)
 {
@@ -422,7 +421,7 @@ static void attempt(ro_link_t *l)
         .owner = l,
         .program = "rollout-learner",
         .max_frame = l->o.max_frame,
-        .max_queued = MAX_QUEUED_BYTES,
+        .max_queued = RO_CONN_MAX_QUEUED,
         .alloc = &l->alloc,
     };
     snprintf(l->conn.label, sizeof l->conn.label, "node %s", l->o.addr);

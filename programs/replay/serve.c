@@ -31,8 +31,6 @@
 #include "wire/gate.h"
 #include "wire/listener.h"
 
-#define MAX_QUEUED_BYTES (64u << 20)
-
 typedef struct serve {
     uv_loop_t loop;
     ro_listener_t listener;
@@ -255,7 +253,7 @@ static void on_connection(ro_listener_t *l, int fd)
         .owner = s,
         .program = "rollout-replay",
         .max_frame = RO_WIRE_DEFAULT_MAX_FRAME,
-        .max_queued = MAX_QUEUED_BYTES,
+        .max_queued = RO_CONN_MAX_QUEUED,
         .alloc = &s->alloc,
     };
     if (ro__conn_accept(c, &s->loop, fd, &o) != 0) {

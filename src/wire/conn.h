@@ -46,6 +46,11 @@ typedef struct ro_conn_ops {
     void (*on_closed)(ro_conn_t *c);
 } ro_conn_ops_t;
 
+/* The bytes a connection may have queued for writing before its peer is a
+ * slow reader (it has stopped reading) and is closed: every program's
+ * max_queued, sized to a few of the largest frames any of them sends. */
+#define RO_CONN_MAX_QUEUED (64u << 20)
+
 typedef struct ro_conn_opts {
     const ro_conn_ops_t *ops;
     void *owner;
