@@ -196,6 +196,10 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for name in envs:
         for n in sizes:
+            # The references fork first: their processes hold none of the
+            # other cases' pipes, memory or worker descriptors.
+            refs = {"raw-procs-free": make_refs(name, n, P, "free"),
+                    "raw-procs-barrier": make_refs(name, n, P, "barrier")}
             stepped: dict[str, tuple[Step, Callable[[], None]]] = {
                 "raw-1proc": make_raw(name, n),
                 "rollout": make_rollout(name, n, P),
@@ -206,8 +210,7 @@ def main() -> None:
             cases: dict[str, tuple[Run, Callable[[], None]]] = {
                 c: (lambda s, step=step: timed(step, s), close)
                 for c, (step, close) in stepped.items()}
-            cases["raw-procs-free"] = make_refs(name, n, P, "free")
-            cases["raw-procs-barrier"] = make_refs(name, n, P, "barrier")
+            cases.update(refs)
             figs: dict[str, list[float]] = {c: [] for c in cases}
             for _ in range(args.rounds):
                 for c, (run, _) in cases.items():

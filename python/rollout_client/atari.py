@@ -17,8 +17,9 @@ Gymnasium's stack runs every frame of a step through three wrappers and
 preprocessing throws away; ``AtariStack`` calls the emulator (``ale.act``)
 once per frame and reads only the two gray screens the max keeps. Its
 transitions, observations and infos equal the stack's bit for bit
-(``tests/python/test_atari.py`` steps both side by side), and it costs about
-two thirds as much per step. ``gymnasium_stack`` builds Gymnasium's own
+(``tests/integration/test_python_atari.py`` steps both side by side), and a
+step costs less (the raw loops of bench/bench_pyenv.py's two Pong rows).
+``gymnasium_stack`` builds Gymnasium's own
 stack, for comparison and for options ``AtariStack`` does not take.
 """
 from __future__ import annotations
