@@ -62,6 +62,11 @@ def main() -> None:
     if final is None:
         lines += ["", "The run was stopped before its --total-steps: the table ends at its last "
                   "progress line."]
+    else:
+        lines += ["", f"The run ended after {final['steps']} steps and {final['wall_s']:.0f} s "
+                  "wall clock; its last line: mean return of the first 20 episodes "
+                  f"{final['mean_return_first20']:.2f}, of the last 20 "
+                  f"{final['mean_return_last20']:.2f}."]
     with open(os.path.join(args.out, "appo_breakout.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     import matplotlib
