@@ -64,7 +64,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 import gymnasium as gym  # noqa: E402
 
 import rollout_client as rc  # noqa: E402
-from pyenv_refs import RefPool  # noqa: E402
+from pyenv_refs import RefPool, actions, step_all  # noqa: E402
 from rollout_client import atari  # noqa: E402
 
 Step = Callable[[], int]  # one step of every env; returns the env steps taken
@@ -90,11 +90,6 @@ def rollout_spec(name: str) -> tuple[str, dict[str, Any]]:
     return f"gym:{name}", {}
 
 
-def actions(space: Any, n: int) -> list[np.ndarray]:
-    space.seed(0)
-    return [np.stack([space.sample() for _ in range(n)]) for _ in range(16)]
-
-
 def make_raw(name: str, n: int) -> tuple[Step, Callable[[], None]]:
     envs = [factory(name)() for _ in range(n)]
     for i, e in enumerate(envs):
@@ -103,12 +98,8 @@ def make_raw(name: str, n: int) -> tuple[Step, Callable[[], None]]:
     k = [0]
 
     def step() -> int:
-        a = acts[k[0] % 16]
+        step_all(envs, acts[k[0] % 16])
         k[0] += 1
-        for i, e in enumerate(envs):
-            _, _, te, tr, _ = e.step(a[i])
-            if te or tr:
-                e.reset()
         return n
     return step, lambda: [e.close() for e in envs] and None
 

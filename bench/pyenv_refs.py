@@ -25,6 +25,22 @@ W_STOP, W_END = 62, 63
 NEVER = (1 << 64) - 1
 
 
+def actions(space: Any, n: int, seed: int = 0) -> List[np.ndarray]:
+    """16 batches of n random actions of space, drawn once (timed loops
+    cycle them)."""
+    space.seed(seed)
+    return [np.stack([space.sample() for _ in range(n)]) for _ in range(16)]
+
+
+def step_all(envs: List[Any], a: np.ndarray) -> None:
+    """The raw loop's step: env.step, a reset when an episode ends, nothing
+    else."""
+    for i, e in enumerate(envs):
+        _, _, te, tr, _ = e.step(a[i])
+        if te or tr:
+            e.reset()
+
+
 class RefPool:
     """P processes each stepping its share of n envs made by make."""
 
@@ -71,9 +87,7 @@ class RefPool:
         envs = [make() for _ in range(count)]
         for i, e in enumerate(envs):
             e.reset(seed=first + i)
-        space = envs[0].action_space
-        space.seed(first)
-        acts = [np.stack([space.sample() for _ in range(count)]) for _ in range(16)]
+        acts = actions(envs[0].action_space, count, first)
         words = memoryview(self.mem).cast("Q")
         pipe.send(True)
         while True:
@@ -88,11 +102,7 @@ class RefPool:
         procs, barrier, clock = self.procs, self.mode == "barrier", time.perf_counter
         k, t0 = 0, clock()
         while True:
-            a = acts[k % 16]
-            for i, e in enumerate(envs):
-                _, _, te, tr, _ = e.step(a[i])
-                if te or tr:
-                    e.reset()
+            step_all(envs, acts[k % 16])
             k += 1
             if not barrier:
                 if clock() - t0 >= seconds:
