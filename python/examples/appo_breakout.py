@@ -7,7 +7,7 @@ Python env workers.
 The envs are ``rollout_client.make_vec("py:rollout_client.atari:make", N,
 game="Breakout")``: ALE Breakout with the standard preprocessing (84x84
 gray, frame skip 4, 4 stacked frames: uint8 [4, 84, 84]) in rollout's env
-worker processes (``--procs``, one wake each way per step). The actor (this
+worker processes (``--procs``, one command each way per step). The actor (this
 process's main thread) acts with a copy of the policy and puts [T, N]
 segments, each step with its behaviour log-probability and the policy
 version that chose it, into a bounded queue; the learner thread trains on

@@ -13,6 +13,11 @@
 /* lane.c: one node's asynchronous recv() and send(), each one call. */
 extern PyTypeObject ro__hp_lane_type;
 
+/* worker.c: a Python env worker process's commands and steps. */
+extern PyTypeObject ro__hp_waiter_type;
+extern const char step_shard_doc[];
+PyObject *ro__hp_step_shard(PyObject *self, PyObject *args);
+
 #endif
 #include <numpy/arrayobject.h>
 
@@ -111,5 +116,10 @@ PyObject *ro__hp_hold(PyObject *self, PyObject *args);
 
 /* lane.c: one node's asynchronous recv() and send(), each one call. */
 extern PyTypeObject ro__hp_lane_type;
+
+/* worker.c: a Python env worker process's commands and steps. */
+extern PyTypeObject ro__hp_waiter_type;
+extern const char step_shard_doc[];
+PyObject *ro__hp_step_shard(PyObject *self, PyObject *args);
 
 #endif

@@ -24,6 +24,9 @@
  *               one node's shared memory, each one call: frames read and
  *               checked, rows copied out, episodes counted, actions
  *               written, answers sent (vecenv_lane.py).
+ *   Waiter, step_shard  (worker.c) a Python env worker process's side of
+ *               its node's commands, and the stepping of its envs
+ *               (env_worker.py).
  *
  * Everything a caller passes is checked here (array type, dtype, shape,
  * contiguity, every index against its array): a wrong argument raises
@@ -124,6 +127,7 @@ static PyMethodDef methods[] = {
     {"first_outside", ro__hp_first_outside, METH_VARARGS, first_outside_doc},
     {"adopt", ro__hp_adopt, METH_VARARGS, adopt_doc},
     {"hold", ro__hp_hold, METH_VARARGS, hold_doc},
+    {"step_shard", ro__hp_step_shard, METH_VARARGS, step_shard_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -142,10 +146,11 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__hotpath(void)
 {
     import_array();
-    if (PyType_Ready(&ro__hp_lane_type) < 0)
+    if (PyType_Ready(&ro__hp_lane_type) < 0 || PyType_Ready(&ro__hp_waiter_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
-    if (m && PyModule_AddObjectRef(m, "Lane", (PyObject *)&ro__hp_lane_type) < 0)
+    if (m && (PyModule_AddObjectRef(m, "Lane", (PyObject *)&ro__hp_lane_type) < 0 ||
+              PyModule_AddObjectRef(m, "Waiter", (PyObject *)&ro__hp_waiter_type) < 0))
         Py_CLEAR(m);
     return m;
 }

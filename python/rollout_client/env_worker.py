@@ -13,11 +13,15 @@ dies). SPEC is ``gym:ID`` (``gymnasium.make(ID, **kwargs)``) or
 as a Python literal (``ast.literal_eval``: numbers, strings, tuples...) or
 else kept as a string.
 
-The protocol, one command at a time: the node writes the command into the
-header (op, seq) and the per-env rows (actions, go flags), writes eventfd 4;
-this process does it, writes ack = seq and eventfd 5. Nothing is pickled:
-rows are numpy views of the shared memory. The node checks everything
-written here (flags, sizes, text) before it uses it.
+The protocol, one command at a time: the node writes the per-env rows
+(actions, go flags) and the command into the header (op, then seq); this
+process does it and writes ack = seq. Each side spins for the other's word
+a while before it sleeps on its eventfd (4: this process's, 5: the
+node's), and each writes the other's eventfd only when the other says it
+sleeps. Nothing is pickled: rows are numpy views of the shared memory. The
+waits and the steps are C (``_hotpath``'s Waiter and step_shard,
+python/hotpath/worker.c). The node checks everything written here (flags,
+sizes, text) before it uses it.
 """
 from __future__ import annotations
 
@@ -26,18 +30,15 @@ import ctypes
 import importlib
 import mmap
 import os
-import platform
 import signal
 import struct
 import sys
-import time
 import traceback
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from . import pyenv_spaces as ps
-from .spin_budget import SpinBudget
 
 FD_MEM, FD_WAKE, FD_DONE = 3, 4, 5
 
@@ -48,7 +49,6 @@ H_OFF_ACT_I, H_OFF_ACT_F, H_OFF_REWARD, H_OFF_FLAGS, H_OFF_SEED = 40, 44, 48, 52
 H_OFF_OBS, H_OFF_RESET, H_ERR_LEN = 64, 96, 128
 ERR_OFF, ERR_MAX = 1024, 3072
 SPEC_OFF, SPEC_MAX = 4096, 1 << 20
-MAGIC, VERSION = 0x45595052, 1
 OP_HELLO, OP_ATTACH, OP_STEP, OP_RESET = 1, 2, 3, 4
 STATUS_OK, STATUS_FATAL = 0, 1
 # Per-row flag bytes.
@@ -56,17 +56,6 @@ F_GO, F_TERM, F_TRUNC, F_RESET_READY, F_FAILED, F_SEED = 0, 1, 2, 3, 4, 5
 
 GOLDEN = 0x9E3779B97F4A7C15
 HEADER = 4096
-
-# How long this process spins for the node's next command before it sleeps
-# on eventfd 4: the node's own rule (src/runtime/spin_budget.h, here
-# spin_budget.py) over the recent gaps between its answer and the next
-# command, capped at 200 us. A sleeping worker's wake costs 20-100 us on a
-# VM, more than the node's turn between two commands of a small batch; a
-# sched_yield between reads hands the CPU to anyone who shares it (the
-# node's thread). x86-64 only: there the node's stores (rows, then the
-# sequence word) reach us in order.
-SPIN_S = 200e-6 if platform.machine() in ("x86_64", "AMD64") else 0.0
-
 
 def parse_kwargs(pairs: List[str]) -> Dict[str, Any]:
     """KEY=VALUE strings as keyword arguments: literals where they parse."""
@@ -130,6 +119,10 @@ class Worker:
         # maps the rest again), and a word reads without struct.
         self.hdr_mm = mmap.mmap(FD_MEM, HEADER)
         self.hdr = memoryview(self.hdr_mm).cast("I")
+        # Here, not at import: a package without its compiled part fails
+        # this, and main() reports why to the node.
+        from .hotpath import hot
+        self.hot = hot
         self.factory = make_factory(spec, kwargs)
         self.envs: List[Any] = []
         self.restarts: List[int] = []
@@ -203,9 +196,11 @@ class Worker:
         self.reset_rows[i] = obs
         self.flags[i, F_RESET_READY] = 1
 
-    def recreate(self, i: int) -> None:
-        """Env i raised: a fresh instance, reset from a seed of its own."""
-        self.error(f"env {i} of this worker raised:\n{traceback.format_exc()}")
+    def recreate(self, i: int, exc: Optional[BaseException] = None) -> None:
+        """Env i raised (exc, or the exception being handled): a fresh
+        instance, reset from a seed of its own."""
+        text = "".join(traceback.format_exception(exc)) if exc else traceback.format_exc()
+        self.error(f"env {i} of this worker raised:\n{text}")
         self.flags[i, F_FAILED] = 1
         try:
             self.envs[i].close()
@@ -216,41 +211,16 @@ class Worker:
         self.first_reset(i, (int(self.seeds[i]) + GOLDEN * self.restarts[i]) % (1 << 64))
 
     def step(self) -> None:
-        """Steps the rows whose go flag is set. Each observation goes
-        straight into its row (one copy); rewards and flags are written once
-        per command, column by column (numpy's per-call cost paid once). All
-        rows set, the usual case, takes slices, not index arrays."""
+        """Steps the rows whose go flag is set (step_shard, in C: each
+        observation straight into its row, the reward and flags beside
+        it). All rows set, the usual case, takes slices, not index
+        arrays."""
         idx = np.flatnonzero(self.go)
         full = len(idx) == len(self.envs)
-        rows: Any = slice(None) if full else idx
         order: List[int] = self.all_rows if full else idx.tolist()
-        acts = self.actions(rows, order)
-        envs, obs_rows, reset_rows = self.envs, self.obs_rows, self.reset_rows
-        rew: List[float] = []
-        term: List[bool] = []
-        trunc: List[bool] = []
-        ended: List[int] = []
-        for i, a in zip(order, acts):
-            try:
-                env = envs[i]
-                o, r, te, tr, _ = env.step(a)
-                obs_rows[i] = o
-                if te or tr:
-                    reset_rows[i] = env.reset()[0]
-                    ended.append(i)
-            except Exception:  # noqa: BLE001 (the env's own failure: counted by the node)
-                self.recreate(i)
-                r, te, tr = 0.0, False, False  # the node reads the failed flag only
-            rew.append(r)
-            term.append(te)
-            trunc.append(tr)
-        flags = self.flags
-        self.reward[rows] = rew
-        flags[rows, F_TERM] = term
-        flags[rows, F_TRUNC] = trunc
-        if ended:
-            flags[ended, F_RESET_READY] = 1
-        self.go[rows] = 0
+        acts = self.actions(slice(None) if full else idx, order)
+        self.hot.step_shard(self.envs, order, acts, self.obs_rows, self.reset_rows, self.reward,
+                       self.flags, self.recreate)
 
     def actions(self, rows: Any, order: List[int]) -> Any:
         """The actions of rows (a slice or index array; order: the same as
@@ -281,8 +251,9 @@ class Worker:
             self.flags[i, F_GO] = 0
 
     def serve(self) -> None:
-        hdr, spin = self.hdr, SpinBudget(SPIN_S)
-        w_op, w_seq, w_ack, w_status = H_OP >> 2, H_SEQ >> 2, H_ACK >> 2, H_STATUS >> 2
+        hdr = self.hdr
+        waiter = self.hot.Waiter(self.hdr_mm, FD_WAKE, FD_DONE)
+        w_op, w_seq = H_OP >> 2, H_SEQ >> 2
         while True:
             op = hdr[w_op]
             status = STATUS_OK
@@ -299,39 +270,10 @@ class Worker:
                 self.error(traceback.format_exc())
                 status = STATUS_FATAL
             seq = hdr[w_seq]
-            hdr[w_status] = status
-            hdr[w_ack] = seq
-            os.eventfd_write(FD_DONE, 1)
+            waiter.answer(seq, status)
             if status != STATUS_OK:
                 return
-            self.await_command(spin, seq)
-
-    def await_command(self, spin: SpinBudget, seq: int) -> None:
-        """Returns once the node posts the command after seq: spinning on
-        its sequence word first, as spin allows, then asleep on eventfd 4
-        (whose count a command seen while spinning left behind: a wake that
-        finds no new command sleeps again)."""
-        hdr, w_seq, clock = self.hdr, H_SEQ >> 2, time.perf_counter
-        t0 = clock()
-        budget = spin.next()
-        if budget > 0:
-            until, yield_cpu = t0 + budget, os.sched_yield
-            while True:
-                if hdr[w_seq] != seq:
-                    spin.record(budget, clock() - t0, True)
-                    return
-                yield_cpu()
-                # Past the budget is a miss even if the command came
-                # meanwhile: a yield that took that long means others want
-                # the CPU (a sleeper woken by the eventfd runs sooner than a
-                # spinner that yielded).
-                if clock() > until:
-                    break
-        while True:
-            os.eventfd_read(FD_WAKE)
-            if hdr[w_seq] != seq:
-                spin.record(budget, clock() - t0, False)
-                return
+            waiter.wait(seq)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

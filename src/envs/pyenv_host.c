@@ -337,7 +337,7 @@ void ro__pyhost_step_group(void *const *envs, uint32_t n, const int32_t *disc, c
 {
     pyenv_t *const *es = (pyenv_t *const *)envs;
     /* Every process's command is posted before the first is waited for:
-     * they step side by side, one wake each way. A run of one process per
+     * they step side by side, one hand-over each way. A run of one process per
      * command; processes locked in increasing order (two threads' groups
      * never wait on each other's locks in a cycle): a run of a process not
      * above the last locked one waits until the runs posted are done. */

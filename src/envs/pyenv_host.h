@@ -6,7 +6,7 @@
  * ro__pyhost_vtable): spaces() reports what the workers reported, reset()
  * and step() move one env's observation out of its process's shared
  * memory. Its one addition is ro__pyhost_step_group: the envs of a shard
- * stepped with one command per process (one wake each way), after which
+ * stepped with one command per process (one hand-over each way), after which
  * each env's step() only copies its row.
  *
  * Faults: a worker that raises (the env is made again and reset), dies or

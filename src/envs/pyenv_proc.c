@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
@@ -22,25 +21,20 @@
 
 #include "envs/pyenv_proto.h"
 #include "runtime/clock.h"
-#include "runtime/cpu_relax.h"
 #include "runtime/error.h"
+#include "ro_build_config.h"
 
 extern char **environ;
 
 /* The descriptors the worker finds its ends on (env_worker.py). */
 enum { CHILD_MEM = 3, CHILD_WAKE, CHILD_DONE, CHILD_LIFE };
 
-/* The most a wait for a STEP or RESET spins (spin_budget.h), and only on
- * x86-64: there the worker's stores (rows, then the ack word) reach us in
- * the order it made them (TSO), so an ack seen while spinning means its
- * rows are there; elsewhere only the eventfd's syscalls order them. 200
- * us: a few times a small batch's round trip (CartPole, 4 envs a process:
- * 35-80 us), less than a long one's wake is worth. */
-#if defined(__x86_64__)
+/* The most a wait for a STEP or RESET spins (spin_budget.h): a few times
+ * a small batch's round trip (CartPole, 4 envs a process: 25-40 us), less
+ * than a long one's wake is worth. The worker stores its rows, then its
+ * ack with release (python/hotpath/worker.c): an ack seen while spinning
+ * means its rows are there, on any CPU. */
 #define SPIN_CAP_NS 200000u
-#else
-#define SPIN_CAP_NS 0u
-#endif
 
 /* The most environment variables handed on, and bytes of argv. */
 #define MAX_ENV 512
@@ -87,7 +81,7 @@ int ro__pyproc_init(ro_pyproc_t *p, uint32_t index, char *err, size_t errlen)
         goto fail;
     }
     p->bytes = PY_DATA_OFF;
-    ro__spin_budget_init(&p->spin, SPIN_CAP_NS);
+    ro__spin_budget_init(&p->spin, SPIN_CAP_NS, RO_SPIN_FIT);
     return 0;
 fail:;
     int e = errno;
@@ -113,13 +107,17 @@ int ro__pyproc_grow(ro_pyproc_t *p, size_t bytes, char *err, size_t errlen)
 }
 
 /* child_env is environ with BLAS/OpenMP (and OpenCV's pool, which
- * Atari's resize would start) at one thread and pypath in front of
- * PYTHONPATH; the strings of `own` are ours to free. */
+ * Atari's resize would start) at one thread, pypath in front of
+ * PYTHONPATH and ROLLOUT_BUILD_DIR this build's unless set (the worker
+ * loads the package's compiled part, rollout_client/_native.py); the
+ * strings of `own` are ours to free. */
 static int child_env(char **envp, char **own, const char *pypath)
 {
     int n = 0, k = 0;
     const char *old_path = NULL;
+    bool build_dir = false;
     for (char **e = environ; *e && n < MAX_ENV - 8; e++) {
+        build_dir |= !strncmp(*e, "ROLLOUT_BUILD_DIR=", 18);
         if (!strncmp(*e, "PYTHONPATH=", 11)) {
             old_path = *e + 11;
             continue;
@@ -134,6 +132,8 @@ static int child_env(char **envp, char **own, const char *pypath)
     envp[n++] = "MKL_NUM_THREADS=1";
     envp[n++] = "OPENBLAS_NUM_THREADS=1";
     envp[n++] = "OPENCV_FOR_THREADS_NUM=1";
+    if (!build_dir)
+        envp[n++] = "ROLLOUT_BUILD_DIR=" RO_BUILD_ROOT;
     if (pypath || old_path) {
         size_t len = 16 + (pypath ? strlen(pypath) : 0) + (old_path ? strlen(old_path) : 0);
         char *s = malloc(len);
@@ -183,7 +183,7 @@ int ro__pyproc_spawn(ro_pyproc_t *p, const char *python, const char *pypath,
     /* The command is waiting before the process starts: HELLO. */
     memset(p->mem, 0, PY_HEADER);
     ro__pyproc_put_u32(p, PY_H_MAGIC, PY_MAGIC);
-    ro__pyproc_put_u32(p, PY_H_VERSION, PY_VERSION);
+    ro__pyproc_put_u32(p, PY_H_VERSION, PY_PROTO_VERSION);
     ro__pyproc_put_u32(p, PY_H_OP, PY_OP_HELLO);
     ro__pyproc_put_u32(p, PY_H_SEQ, ++p->seq);
     p->op = PY_OP_HELLO;
@@ -227,14 +227,19 @@ int ro__pyproc_post(ro_pyproc_t *p, uint32_t op)
 {
     ro__pyproc_put_u32(p, PY_H_OP, op);
     ro__pyproc_put_u32(p, PY_H_ERR_LEN, 0);
-    /* Release: a worker that spins on this word (env_worker.py, x86-64)
-     * reads the rows and header written before it once it sees it; one
-     * that sleeps is woken by the eventfd write, a syscall: they are
-     * visible to it once its read returns. */
-    atomic_store_explicit((_Atomic uint32_t *)(void *)(p->mem + PY_H_SEQ), ++p->seq,
-                          memory_order_release);
     p->op = op;
     p->posted_ns = ro__now_ns();
+    /* Seq_cst, as the worker's store of its sleeping word and load of
+     * this one (python/hotpath/worker.c): of the two loads, one sees the
+     * other side's store, so either the worker finds this command without
+     * sleeping or we find it asleep and wake it. A spinning worker costs
+     * no syscall. The store also releases the rows and header written
+     * before it. */
+    atomic_store_explicit((_Atomic uint32_t *)(void *)(p->mem + PY_H_SEQ), ++p->seq,
+                          memory_order_seq_cst);
+    if (!atomic_load_explicit((_Atomic uint32_t *)(void *)(p->mem + PY_H_WORKER_SLEEPS),
+                              memory_order_seq_cst))
+        return 0;
     uint64_t one = 1;
     return write(p->wake_fd, &one, sizeof one) == sizeof one ? 0 : RO_EIO;
 }
@@ -253,38 +258,27 @@ static void died(ro_pyproc_t *p, char *what, size_t len)
         snprintf(what, len, "exited with status %d", WEXITSTATUS(st));
 }
 
-/* spin_for_ack spins until the worker's ack word is the posted command's
- * (true) or the clock passes deadline (false). Between reads, pauses; each
- * 64 reads, a sched_yield (a worker that shares our CPU runs at once
- * rather than after our time slice), then the clock. */
-static bool spin_for_ack(const ro_pyproc_t *p, uint64_t deadline)
+/* answered says whether the worker's ack word has moved past the command
+ * before the posted one (a worker may write anything there: the wait's
+ * caller checks it is the posted one). */
+static bool answered(const ro_pyproc_t *p, memory_order order)
 {
-    /* Acquire: on x86-64 (the only place this runs) a plain load; the
-     * worker's stores before its ack are ordered by the CPU (TSO). */
-    const _Atomic uint32_t *ack = (const _Atomic uint32_t *)(const void *)(p->mem + PY_H_ACK);
-    for (;;) {
-        for (int i = 0; i < 64; i++) {
-            if (atomic_load_explicit(ack, memory_order_acquire) == p->seq)
-                return true;
-            ro__cpu_relax();
-        }
-        sched_yield();
-        /* Past the deadline is a miss even if the answer came meanwhile
-         * (the wait then finds the eventfd written): a yield that took that
-         * long means others want the CPU, and it counts towards a rest. */
-        if (ro__now_ns() >= deadline)
-            return false;
-    }
+    return atomic_load_explicit((const _Atomic uint32_t *)(const void *)(p->mem + PY_H_ACK),
+                                order) != p->seq - 1;
 }
 
-/* sleep_for_ack sleeps until the worker writes its eventfd with the
- * posted command's ack (0), dies (RO_EIO) or timeout_ms pass
- * (RO_ETIMEDOUT). A wake whose ack is the command before (its eventfd
- * written after a spin saw its ack) is passed over. */
+/* sleep_for_ack sleeps until the worker answers the posted command (0),
+ * dies (RO_EIO) or timeout_ms pass (RO_ETIMEDOUT). The node's sleeping
+ * word tells the worker to write its eventfd (seq_cst, as its ack store
+ * and load of this word: one of us sees the other's store); a count left
+ * by an earlier command's wake is passed over. */
 static int sleep_for_ack(ro_pyproc_t *p, int timeout_ms)
 {
+    _Atomic uint32_t *sleeps = (_Atomic uint32_t *)(void *)(p->mem + PY_H_NODE_SLEEPS);
     const uint64_t deadline = ro__now_ns() + (uint64_t)timeout_ms * 1000000u;
-    for (;;) {
+    atomic_store_explicit(sleeps, 1, memory_order_seq_cst);
+    int rc = 0;
+    while (!answered(p, memory_order_seq_cst)) {
         const uint64_t now = ro__now_ns();
         const int left = now >= deadline ? 0 : (int)((deadline - now + 999999u) / 1000000u);
         struct pollfd fds[2] = {{.fd = p->done_fd, .events = POLLIN},
@@ -292,18 +286,23 @@ static int sleep_for_ack(ro_pyproc_t *p, int timeout_ms)
         int n = poll(fds, 2, left);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n == 0)
-            return RO_ETIMEDOUT;
+        if (n == 0) {
+            rc = RO_ETIMEDOUT;
+            break;
+        }
         if (fds[0].revents & POLLIN) {
             uint64_t v;
-            if (read(p->done_fd, &v, sizeof v) != sizeof v)
-                continue;
-            if (ro__pyproc_u32(p, PY_H_ACK) == p->seq - 1)
-                continue; /* the previous command's late wake */
-            return 0;
+            (void)!read(p->done_fd, &v, sizeof v);
+            continue;
         }
-        return RO_EIO; /* the pipe closed: the worker is gone */
+        if (!answered(p, memory_order_acquire))
+            rc = RO_EIO; /* the pipe closed: the worker is gone */
+        break;
     }
+    /* Relaxed: the next command's seq store orders it before the worker
+     * can answer again. */
+    atomic_store_explicit(sleeps, 0, memory_order_relaxed);
+    return rc;
 }
 
 int ro__pyproc_wait(ro_pyproc_t *p, int timeout_ms, char *err, size_t errlen)
@@ -314,7 +313,9 @@ int ro__pyproc_wait(ro_pyproc_t *p, int timeout_ms, char *err, size_t errlen)
         return ro__errorf(err, errlen, RO_EIO, "python env worker %u is not running", p->index);
     const bool timed = p->op == PY_OP_STEP || p->op == PY_OP_RESET;
     const uint64_t budget = timed ? ro__spin_budget_next(&p->spin) : 0;
-    const bool hit = budget && spin_for_ack(p, p->posted_ns + budget);
+    const bool hit =
+        budget && ro__spin_while_u32((const _Atomic uint32_t *)(void *)(p->mem + PY_H_ACK),
+                                     p->seq - 1, p->posted_ns + budget);
     rc = hit ? 0 : sleep_for_ack(p, timeout_ms);
     if (timed && rc == 0)
         ro__spin_budget_record(&p->spin, budget, ro__now_ns() - p->posted_ns, hit);

@@ -53,14 +53,16 @@ int ro__pyproc_grow(ro_pyproc_t *p, size_t bytes, char *err, size_t errlen);
 int ro__pyproc_spawn(ro_pyproc_t *p, const char *python, const char *pypath,
                      const char *const *argv_tail, char *err, size_t errlen);
 
-/* ro__pyproc_post hands the worker command op (the rows already written). */
+/* ro__pyproc_post hands the worker command op (the rows already written):
+ * a store of the sequence word, and an eventfd write only when the worker
+ * sleeps (PY_H_WORKER_SLEEPS). */
 int ro__pyproc_post(ro_pyproc_t *p, uint32_t op);
 
 /*
  * ro__pyproc_wait waits for the posted command: a STEP or RESET first spins
- * on the answer word as long as p->spin allows (runtime/spin_budget.h;
- * x86-64 only, where the worker's stores reach us in order), then sleeps
- * on the worker's eventfd. 0 when done; RO_EINVAL when
+ * on the answer word as long as p->spin allows (runtime/spin_budget.h),
+ * then sleeps on the worker's eventfd (which the worker writes only when
+ * PY_H_NODE_SLEEPS says we sleep). 0 when done; RO_EINVAL when
  * the worker reported a fatal error; RO_EIO when it died (err says how);
  * RO_ETIMEDOUT past timeout_ms; RO_EPROTO when it answered out of turn.
  * On any failure the worker is gone (killed and reaped). err gets what

@@ -17,7 +17,7 @@
 #define RO_ENVS_PYENV_PROTO_H
 
 #define PY_MAGIC 0x45595052u /* "RPYE" */
-#define PY_VERSION 1u
+#define PY_PROTO_VERSION 2u
 
 /* Header words (byte offsets). */
 #define PY_H_MAGIC 0
@@ -38,6 +38,11 @@
 #define PY_H_OFF_OBS 64   /* [RO_ENV_MAX_TENSORS] */
 #define PY_H_OFF_RESET 96 /* [RO_ENV_MAX_TENSORS] */
 #define PY_H_ERR_LEN 128  /* worker: bytes of text at PY_ERR_OFF; node: 0 before a command */
+/* Who sleeps (1) rather than spins, so that the other side writes its
+ * eventfd only then: each side stores its own word and loads the other's
+ * command or answer word, all seq_cst (pyenv_proc.c, worker.c). */
+#define PY_H_NODE_SLEEPS 132   /* node: asleep awaiting the ack */
+#define PY_H_WORKER_SLEEPS 136 /* worker: asleep awaiting the next seq */
 #define PY_ERR_OFF 1024
 #define PY_ERR_MAX 3072
 #define PY_HEADER 4096

@@ -6,6 +6,7 @@ reseeding, Dict observations, refusals by name, and no process left after
 close(). No clock: every check is on what the envs return.
 
 Run as: test_python_pyenv.py BUILD_DIR"""
+import mmap
 import os
 import subprocess
 import sys
@@ -23,6 +24,10 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
 import rollout_client as rc  # noqa: E402
+
+# The sleeping words of src/envs/pyenv_proto.h (the worker's Python never
+# reads them: its Waiter does).
+NODE_SLEEPS, WORKER_SLEEPS = 132, 136
 
 
 def workers_of_this_process():
@@ -193,111 +198,181 @@ class MakeVec(unittest.TestCase):
         self.assertEqual(workers_of_this_process(), [])
 
 
-class SpinBudgetRule(unittest.TestCase):
-    """rollout_client/spin_budget.py: the rule of src/runtime/spin_budget.h
-    (unit.spin_budget) in Python, fed a history, its budgets checked."""
-
-    def test_short_waits_spin_twice_their_length(self):
-        from rollout_client import spin_budget as sb
-        s = sb.SpinBudget(200e-6)
-        self.assertEqual(s.next(), 200e-6)  # no history: up to the cap
-        s.record(200e-6, 40e-6, True)
-        self.assertAlmostEqual(s.next(), 2 * 40e-6 + sb.SLACK)
-        s.record(90e-6, 80e-6, True)
-        self.assertAlmostEqual(s.rtt, 50e-6)  # a quarter of the difference
-        for _ in range(40):
-            s.record(s.next(), 150e-6, True)
-        self.assertEqual(s.next(), 200e-6)  # the cap
-        self.assertEqual(s.cap, 200e-6)
-
-    def test_long_waits_sleep_until_they_shorten(self):
-        from rollout_client import spin_budget as sb
-        s = sb.SpinBudget(200e-6)
-        s.record(s.next(), 3e-3, False)
-        n = 0
-        while s.rtt > s.cap:
-            self.assertEqual(s.next(), 0.0)
-            s.record(0.0, 30e-6, False)
-            n += 1
-        self.assertEqual((n, s.blocked), (10, 10))
-        self.assertGreater(s.next(), 0.0)
-
-    def test_misses_rest_then_probe(self):
-        from rollout_client import spin_budget as sb
-        s = sb.SpinBudget(200e-6)
-        for _ in range(sb.MISS_STREAK):
-            s.record(s.next(), 60e-6, False)
-        rest = sb.REST_MIN
-        for _ in range(8):
-            self.assertEqual([s.next() for _ in range(rest)], [0.0] * rest)
-            b = s.next()  # the probe
-            self.assertGreater(b, 0.0)
-            s.record(b, 60e-6, False)
-            rest = min(rest * 2, sb.REST_MAX)
-        self.assertEqual(s.quiet, sb.REST_MAX)
-        s.quiet = 0
-        s.record(s.next(), 40e-6, True)  # answered while spinning
-        self.assertEqual((s.rest, s.streak, s.quiet), (sb.REST_MIN, 0, 0))
-        self.assertEqual(sb.SpinBudget(0).next(), 0.0)
-        with self.assertRaises(ValueError):
-            sb.SpinBudget(-1)
+def header(ew, magic=None, version=2):
+    """A worker's header as the node writes it before the first command."""
+    mm = mmap.mmap(-1, ew.HEADER)
+    words = memoryview(mm).cast("I")
+    words[ew.H_MAGIC >> 2] = 0x45595052 if magic is None else magic
+    words[ew.H_VERSION >> 2] = version
+    return mm, words
 
 
-class AwaitCommand(unittest.TestCase):
-    """env_worker's wait for the node's next command: a command seen while
-    spinning leaves its eventfd count behind, and the wake that count gives
-    later must not pass for a new command."""
+class WorkerWaiter(unittest.TestCase):
+    """The worker's side of a command (python/hotpath/worker.c's Waiter):
+    each side writes the other's eventfd only when the other says it
+    sleeps. The node's side is src/envs/pyenv_proc.c; these play it."""
 
     def setUp(self):
-        from rollout_client import env_worker
-        self.ew = env_worker
-        self.fd = os.eventfd(0)
-        self.old_fd = env_worker.FD_WAKE
-        env_worker.FD_WAKE = self.fd
-        self.hdr = memoryview(bytearray(env_worker.HEADER)).cast("I")
-        self.w = object.__new__(env_worker.Worker)
-        self.w.hdr = self.hdr
+        from rollout_client import env_worker as ew
+        from rollout_client.hotpath import hot
+        self.ew, self.hot = ew, hot
+        self.wake = os.eventfd(0)
+        self.done = os.eventfd(0, os.EFD_NONBLOCK)
+        self.mm, self.words = header(ew)
 
     def tearDown(self):
-        self.ew.FD_WAKE = self.old_fd
-        os.close(self.fd)
+        os.close(self.wake)
+        os.close(self.done)
 
-    def post(self, seq):
-        """What the node does: the sequence word, then the eventfd."""
-        self.hdr[self.ew.H_SEQ >> 2] = seq
-        os.eventfd_write(self.fd, 1)
+    def word(self, off):
+        return self.words[off >> 2]
 
-    def test_command_seen_spinning_then_a_late_wake_sleeps_again(self):
-        from rollout_client.spin_budget import SpinBudget
-        s = SpinBudget(60.0)  # a minute: the command is there before it runs out
-        self.post(2)
-        self.w.await_command(s, 1)  # seq 2 is there: a hit, the eventfd not read
-        self.assertEqual((s.hits, s.misses), (1, 0))
-        # The next wait sleeps (no spin) and first meets command 2's count:
-        # seq is still 2, so it sleeps again until command 3.
-        asleep = SpinBudget(0)
-        t = threading.Thread(target=self.post, args=(3,))
+    def test_refuses_memory_of_another_protocol(self):
+        for magic, version in ((0, 2), (None, 1)):
+            mm, _ = header(self.ew, magic, version)
+            with self.assertRaisesRegex(ValueError, "different builds"):
+                self.hot.Waiter(mm, self.wake, self.done)
+
+    def test_answer_wakes_the_node_only_when_it_sleeps(self):
+        w = self.hot.Waiter(self.mm, self.wake, self.done)
+        w.answer(1, 0)
+        self.assertEqual((self.word(self.ew.H_ACK), self.word(self.ew.H_STATUS)), (1, 0))
+        with self.assertRaises(BlockingIOError):  # a spinning node: no syscall
+            os.eventfd_read(self.done)
+        self.words[NODE_SLEEPS >> 2] = 1
+        w.answer(2, 1)
+        self.assertEqual((self.word(self.ew.H_ACK), self.word(self.ew.H_STATUS)), (2, 1))
+        self.assertEqual(os.eventfd_read(self.done), 1)
+
+    def test_a_command_posted_before_the_wait_needs_no_wake(self):
+        w = self.hot.Waiter(self.mm, self.wake, self.done)
+        self.words[self.ew.H_SEQ >> 2] = 2  # no eventfd write: the worker was not asleep
+        w.wait(1)
+        self.assertEqual(sum(w.stats()[:2]), 1)  # it spun, and did not sleep on the eventfd
+        self.assertEqual(self.word(WORKER_SLEEPS), 0)
+
+    def test_a_sleeping_worker_is_woken(self):
+        w = self.hot.Waiter(self.mm, self.wake, self.done)
+        w.answer(2, 0)
+
+        def node():
+            # What the node does once the worker's spin ran out and it
+            # said it sleeps: the sequence word, then the eventfd.
+            guard = threading.Event()
+            for _ in range(600):
+                if self.word(WORKER_SLEEPS):
+                    break
+                guard.wait(0.1)
+            else:
+                self.fail("the worker never said it sleeps")
+            self.words[self.ew.H_SEQ >> 2] = 3
+            os.eventfd_write(self.wake, 1)
+        self.words[self.ew.H_SEQ >> 2] = 2
+        t = threading.Thread(target=node)
         t.start()
-        self.w.await_command(asleep, 2)
+        w.wait(2)
         t.join()
-        self.assertEqual(self.hdr[self.ew.H_SEQ >> 2], 3)
-        # Whichever count is left now (command 3's, if its wake came after
-        # its word was read), the next wait returns for command 4 only.
-        t = threading.Thread(target=self.post, args=(4,))
-        t.start()
-        self.w.await_command(asleep, 3)
-        t.join()
-        self.assertEqual(self.hdr[self.ew.H_SEQ >> 2], 4)
+        self.assertEqual((self.word(self.ew.H_SEQ), self.word(WORKER_SLEEPS)), (3, 0))
 
-    def test_sleeps_when_spinning_is_off(self):
-        from rollout_client.spin_budget import SpinBudget
-        s = SpinBudget(0)
-        self.post(5)
-        self.w.await_command(s, 4)
-        self.assertEqual((s.hits, s.misses, s.blocked), (0, 0, 1))
-        os.set_blocking(self.fd, False)
-        with self.assertRaises(BlockingIOError):  # it slept on (and read) the eventfd
-            os.eventfd_read(self.fd)
+
+class Flaky(gym.Env):
+    """CartPole's spaces; step k (counted from 1) raises, or returns a
+    4-tuple, as `fault` says; float64 observations (rows are float32)."""
+    observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, fault, at):
+        self.fault, self.at, self.t = fault, at, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.full(4, -1.0), {}
+
+    def step(self, action):
+        self.t += 1
+        if self.t == self.at and self.fault == "raise":
+            raise RuntimeError("flaky env")
+        if self.t == self.at and self.fault == "short":
+            return np.zeros(4), 0.0, False, False
+        return np.full(4, self.t + 0.5 * int(action)), float(self.t), self.t == 3, False, {}
+
+
+class StepShard(unittest.TestCase):
+    """hot.step_shard, the worker's steps: rows as attach() maps them."""
+
+    def rows(self, n):
+        """obs, reset_obs, reward and flags views of n rows of 64 bytes."""
+        buf = bytearray(64 * n)
+
+        def view(off, dtype, shape):
+            item = np.dtype(dtype).itemsize
+            return np.ndarray((n,) + shape, dtype, buf, off, (64,) + ((item,) if shape else ()))
+        return (view(0, np.float32, (4,)), view(16, np.float32, (4,)), view(32, np.float32, ()),
+                view(40, np.uint8, (8,)))
+
+    def test_cartpole_rows_match_its_steps(self):
+        from rollout_client.hotpath import hot
+        n = 3
+        envs = [gym.make("CartPole-v1") for _ in range(n)]
+        twins = [gym.make("CartPole-v1") for _ in range(n)]
+        for i in range(n):
+            envs[i].reset(seed=i)
+            twins[i].reset(seed=i)
+        obs, first, reward, flags = self.rows(n)
+        rng = np.random.default_rng(1)
+        ends = 0
+        for _ in range(200):
+            acts = rng.integers(0, 2, n).astype(np.int64)
+            flags[:, 0] = 1
+            hot.step_shard(envs, [0, 1, 2], acts, obs, first, reward, flags, None)
+            for i, e in enumerate(twins):
+                o, r, te, tr, _ = e.step(acts[i])
+                np.testing.assert_array_equal(obs[i], o)
+                self.assertEqual((reward[i], flags[i, 1], flags[i, 2], flags[i, 0]),
+                                 (r, te, tr, 0))
+                if te or tr:
+                    np.testing.assert_array_equal(first[i], e.reset()[0])
+                    self.assertEqual(flags[i, 3], 1)
+                    flags[i, 3] = 0
+                    ends += 1
+        self.assertGreater(ends, 0)
+
+    def test_a_failing_env_goes_to_recreate_and_the_others_step(self):
+        from rollout_client.hotpath import hot
+        obs, first, reward, flags = self.rows(3)
+        calls = []
+        envs = [Flaky(None, 0), Flaky("raise", 2), Flaky("short", 1)]
+        flags[:, 0] = 1
+        hot.step_shard(envs, [0, 1, 2], [1, 1, 1], obs, first, reward, flags,
+                       lambda i, exc: calls.append((i, exc)))
+        self.assertEqual([i for i, _ in calls], [2])
+        self.assertRegex(str(calls[0][1]), "not a 5-tuple")
+        np.testing.assert_array_equal(obs[0], [1.5] * 4)  # float64 converted into the row
+        self.assertEqual((reward[0], reward[2], flags[2, 1], flags[2, 0]), (1.0, 0.0, 0, 0))
+        flags[:, 0] = 1
+        hot.step_shard(envs, [1], [0], obs, first, reward, flags,
+                       lambda i, exc: calls.append((i, exc)))
+        self.assertEqual(calls[1][0], 1)
+        self.assertIsInstance(calls[1][1], RuntimeError)
+        self.assertIsNotNone(calls[1][1].__traceback__)  # what the node's log line shows
+        self.assertEqual((flags[0, 0], flags[1, 0], flags[2, 0]), (1, 0, 1))  # only row 1 ran
+        # A third step of env 0 ends its episode: the reset's observation.
+        flags[:, 0] = 1
+        hot.step_shard(envs, [0], [0], obs, first, reward, flags, None)
+        hot.step_shard(envs, [0], [0], obs, first, reward, flags, None)
+        self.assertEqual((flags[0, 1], flags[0, 3]), (1, 1))
+        np.testing.assert_array_equal(first[0], [-1.0] * 4)
+
+    def test_bad_arguments_are_refused(self):
+        from rollout_client.hotpath import hot
+        obs, first, reward, flags = self.rows(2)
+        envs = [Flaky(None, 0)] * 2
+        with self.assertRaisesRegex(ValueError, "outside the shard"):
+            hot.step_shard(envs, [2], [0], obs, first, reward, flags, None)
+        with self.assertRaisesRegex(ValueError, "actions: 2 are needed"):
+            hot.step_shard(envs, [0, 1], [0], obs, first, reward, flags, None)
+        with self.assertRaisesRegex(TypeError, "reward"):
+            hot.step_shard(envs, [0], [0], obs, first, reward.astype(np.float64), flags, None)
 
 
 if __name__ == "__main__":

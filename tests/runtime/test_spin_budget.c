@@ -44,7 +44,7 @@ static void test_cap_0_never_spins(void **state)
 {
     (void)state;
     ro_spin_budget_t s;
-    ro__spin_budget_init(&s, 0);
+    ro__spin_budget_init(&s, 0, RO_SPIN_FIT);
     for (int i = 0; i < 10; i++)
         wait_blocked(&s, 5 * US);
     assert_int_equal(s.blocked, 10);
@@ -55,7 +55,7 @@ static void test_short_round_trips_spin_twice_their_length(void **state)
 {
     (void)state;
     ro_spin_budget_t s;
-    ro__spin_budget_init(&s, CAP);
+    ro__spin_budget_init(&s, CAP, RO_SPIN_FIT);
     assert_int_equal(ro__spin_budget_next(&s), CAP); /* no history: up to the cap */
     ro__spin_budget_record(&s, CAP, 40 * US, true);
     assert_int_equal(s.rtt_ns, 40 * US); /* the first sample is the history */
@@ -78,7 +78,7 @@ static void test_long_round_trips_block_until_they_shorten(void **state)
 {
     (void)state;
     ro_spin_budget_t s;
-    ro__spin_budget_init(&s, CAP);
+    ro__spin_budget_init(&s, CAP, RO_SPIN_FIT);
     ro__spin_budget_record(&s, ro__spin_budget_next(&s), 3000 * US, false); /* a loaded CPU */
     assert_int_equal(s.misses, 1);
     /* Over the cap: the waits block, and still sample the round trip. */
@@ -105,7 +105,7 @@ static void test_missing_spins_rest_then_probe(void **state)
 {
     (void)state;
     ro_spin_budget_t s;
-    ro__spin_budget_init(&s, CAP);
+    ro__spin_budget_init(&s, CAP, RO_SPIN_FIT);
     wait_hit(&s, 40 * US);
     /* Misses whose round trips stay short (the spin delays the answer it
      * awaits: oversubscribed CPUs). A hit in between clears the streak. */
@@ -141,7 +141,7 @@ static void test_rests_stop_growing_at_the_longest(void **state)
 {
     (void)state;
     ro_spin_budget_t s;
-    ro__spin_budget_init(&s, CAP);
+    ro__spin_budget_init(&s, CAP, RO_SPIN_FIT);
     for (uint32_t i = 0; i < RO_SPIN_MISS_STREAK; i++)
         wait_miss(&s, 60 * US);
     uint32_t rest = RO_SPIN_REST_MIN;
@@ -155,9 +155,32 @@ static void test_rests_stop_growing_at_the_longest(void **state)
     assert_int_equal(s.quiet, RO_SPIN_REST_MAX);
 }
 
+static void test_whole_spins_the_cap_and_never_rests(void **state)
+{
+    (void)state;
+    ro_spin_budget_t s;
+    ro__spin_budget_init(&s, CAP, RO_SPIN_WHOLE);
+    wait_hit(&s, 20 * US);
+    assert_int_equal(ro__spin_budget_next(&s), CAP); /* not 2 x 20 us + slack */
+    ro__spin_budget_record(&s, CAP, 20 * US, true);
+    /* Misses in a row (a slow peer's commands) bring no rest. */
+    for (uint32_t i = 0; i < 4 * RO_SPIN_MISS_STREAK; i++)
+        wait_miss(&s, 60 * US);
+    assert_int_equal(s.quiet, 0);
+    assert_int_equal(s.misses, 4 * RO_SPIN_MISS_STREAK);
+    /* Waits longer than the cap (an idle caller) block at once, as FIT's. */
+    ro__spin_budget_record(&s, ro__spin_budget_next(&s), 3000 * US, false);
+    wait_blocked(&s, 3000 * US);
+    assert_int_equal(s.blocked, 1);
+    while (s.rtt_ns > CAP)
+        wait_blocked(&s, 30 * US);
+    assert_int_equal(ro__spin_budget_next(&s), CAP);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_whole_spins_the_cap_and_never_rests),
         cmocka_unit_test(test_cap_0_never_spins),
         cmocka_unit_test(test_short_round_trips_spin_twice_their_length),
         cmocka_unit_test(test_long_round_trips_block_until_they_shorten),
