@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Python envs in worker processes, side by side in one run (issue 33 point 6):
 rollout (``rollout_client.make_vec("gym:ID", N, num_threads=P)``: P env
-worker processes behind the in-process engine, one wake each way per
+worker processes behind the in-process engine, one command each way per
 process and step), Gymnasium's ``AsyncVectorEnv(shared_memory=True)`` (its
 design: one process per env), PufferLib's multiprocessing vectorization
 (``pufferlib.vector.make(..., backend=Multiprocessing, num_workers=P,
 batch_size=N)``) and the reference: a raw loop of the same N envs in this
 one process (``env.step``, a reset when an episode ends, nothing else),
-times P. Two more references (bench/pyenv_refs.py) say what P processes
+times P. Three more references (bench/pyenv_refs.py) say what P processes
 reach on these CPUs: the raw loop run by P processes at once over N/P envs
-each, free and with a barrier after every step (the least a synchronous
-``step()`` of any P-process vector env costs).
+each, free, with a barrier after every step (the least a synchronous
+``step()`` of any P-process vector env costs), and handed each step by a
+caller process that waits for every answer, all spinning on shared memory
+(the least a vector env whose envs live in worker processes, as issue 33
+asks, costs: a third party on the same CPUs).
 
 Envs: Gymnasium's Python CartPole-v1 and Pendulum-v1, and ALE Pong with the
 standard preprocessing (84x84 gray, frame skip 4, 4 stacked frames, uint8
@@ -189,8 +192,8 @@ def main() -> None:
         for n in sizes:
             # The references fork first: their processes hold none of the
             # other cases' pipes, memory or worker descriptors.
-            refs = {"raw-procs-free": make_refs(name, n, P, "free"),
-                    "raw-procs-barrier": make_refs(name, n, P, "barrier")}
+            refs = {f"raw-procs-{m}": make_refs(name, n, P, m)
+                    for m in ("free", "barrier", "handoff")}
             stepped: dict[str, tuple[Step, Callable[[], None]]] = {
                 "raw-1proc": make_raw(name, n),
                 "rollout": make_rollout(name, n, P),
@@ -246,8 +249,11 @@ def write(args: Any, rows: list[dict[str, Any]], envs: list[str], sizes: list[in
              "per env (its design); rollout and PufferLib run "
              f"{P}; the raw loop is the same envs stepped in one process, and the target's "
              f"reference is it × {P}. The machine's limits: the raw loop in {P} processes at once "
-             f"over N/{P} envs each, free, and with a barrier after every step (what a "
-             f"synchronous step() of any {P}-process vector env could reach). On the Pong row "
+             f"over N/{P} envs each, free, with a barrier after every step (what a "
+             f"synchronous step() of any {P}-process vector env could reach), and handed each "
+             "step by a caller process that waits for every answer, all spinning on shared "
+             f"memory (what any vector env whose envs live in {P} worker processes could "
+             "reach). On the Pong row "
              "rollout runs its AtariStack (Gymnasium's Atari wrappers fused, equal bit for bit), "
              "every other column Gymnasium's wrappers; on Pong-AtariStack every column runs "
              "AtariStack.", ""]
@@ -255,18 +261,21 @@ def write(args: Any, rows: list[dict[str, Any]], envs: list[str], sizes: list[in
         lines += [f"PufferLib: {puffer_why}.", ""]
     lines += ["| env | N | rollout | AsyncVectorEnv | PufferLib | raw loop (1 process) | "
               f"raw, {P} processes free | raw, {P} processes, a barrier per step | "
+              f"raw, {P} processes handed each step | "
               "rollout ÷ Async (≥ 2) | rollout ÷ PufferLib (≥ 1) | "
               f"rollout ÷ (raw × {P}) (≥ 0.9) | free ÷ (raw × {P}) | barrier ÷ (raw × {P}) | "
-              "rollout ÷ barrier |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              f"handoff ÷ (raw × {P}) | rollout ÷ handoff |",
+              "|" + " --- |" * 16]
     for name in envs:
         for n in sizes:
             ro, asy = fig(name, n, "rollout"), fig(name, n, "gymnasium-async")
             pu, raw = fig(name, n, "pufferlib"), fig(name, n, "raw-1proc")
             free, bar = fig(name, n, "raw-procs-free"), fig(name, n, "raw-procs-barrier")
+            hand = fig(name, n, "raw-procs-handoff")
             lines.append(f"| {name} | {n} | {k(ro)} | {k(asy)} | {k(pu)} | {k(raw)} | {k(free)} | "
-                         f"{k(bar)} | {ro / asy:.2f} | {ro / pu:.2f} | {ro / (raw * P):.2f} | "
-                         f"{free / (raw * P):.2f} | {bar / (raw * P):.2f} | {ro / bar:.2f} |")
+                         f"{k(bar)} | {k(hand)} | {ro / asy:.2f} | {ro / pu:.2f} | "
+                         f"{ro / (raw * P):.2f} | {free / (raw * P):.2f} | {bar / (raw * P):.2f} | "
+                         f"{hand / (raw * P):.2f} | {ro / hand:.2f} |")
     with open(os.path.join(args.out, "pyenv.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     plot(args.out, rows, envs, sizes)
@@ -277,7 +286,7 @@ def plot(out: str, rows: list[dict[str, Any]], envs: list[str], sizes: list[int]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     cases = ["rollout", "gymnasium-async", "pufferlib", "raw-1proc", "raw-procs-free",
-             "raw-procs-barrier"]
+             "raw-procs-barrier", "raw-procs-handoff"]
     fig, axes = plt.subplots(1, len(envs), figsize=(4.2 * len(envs), 4))
     axes = np.atleast_1d(axes)
     for ax, name in zip(axes, envs):

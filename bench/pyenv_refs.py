@@ -1,10 +1,18 @@
 """The machine's limits for Python envs stepped by P processes, for
 bench_pyenv.py: the raw loop run by P processes at once, each over its
-share of the envs, either free (``"free"``: nothing but its own envs) or
-with a barrier after every step (``"barrier"``: every process waits for the
-slowest, as a synchronous ``step()`` of a vector env must). Neither hands
-out actions or gathers observations: they are what any P-process vector
-env could reach on these CPUs, not a vector env.
+share of the envs, either
+
+- free (``"free"``: nothing but its own envs),
+- with a barrier after every step (``"barrier"``: every process waits for
+  the slowest, as a synchronous ``step()`` of a vector env must), or
+- handed each step by a caller (``"handoff"``: this process, the caller,
+  bumps a sequence word and waits for every process's answer word, as a
+  vector env whose envs live in worker processes must, everyone spinning
+  on shared memory with a ``sched_yield`` between looks: the least such a
+  hand-over can cost).
+
+None copies actions or observations: they are what any P-process vector env
+(of that shape) could reach on these CPUs, not a vector env.
 
 A pool keeps its processes (forked, each making its envs once) for every
 round; ``run(seconds)`` returns env-steps per second summed over them.
@@ -19,9 +27,10 @@ from typing import Any, Callable, List
 
 import numpy as np
 
-# Shared words (u64): one step count per process, then the stop request
-# and the step after which every process stops.
-W_STOP, W_END = 62, 63
+# Shared words (u64): one step count (handoff: the last step answered) per
+# process, then the caller's step (handoff), the stop request and the step
+# after which every process stops.
+W_SEQ, W_STOP, W_END = 61, 62, 63
 NEVER = (1 << 64) - 1
 
 
@@ -45,9 +54,9 @@ class RefPool:
     """P processes each stepping its share of n envs made by make."""
 
     def __init__(self, make: Callable[[], Any], n: int, procs: int, mode: str) -> None:
-        if mode not in ("free", "barrier") or procs > W_STOP:
+        if mode not in ("free", "barrier", "handoff") or procs > W_SEQ:
             raise ValueError(f"mode {mode!r} with {procs} processes")
-        self.mode, self.procs = mode, procs
+        self.mode, self.procs, self.n = mode, procs, n
         self.mem = mmap.mmap(-1, 8 * (W_END + 1))  # shared with the forked children
         ctx = mp.get_context("fork")
         self.pipes: List[Any] = []
@@ -69,13 +78,33 @@ class RefPool:
         words = memoryview(self.mem).cast("Q")
         for i in range(self.procs):
             words[i] = 0
-        words[W_STOP], words[W_END] = 0, NEVER
+        words[W_SEQ], words[W_STOP], words[W_END] = 0, 0, NEVER
         for pipe in self.pipes:
             pipe.send(seconds)
+        if self.mode == "handoff":
+            return self._hand_out(words, seconds)
         if self.mode == "barrier":
             time.sleep(seconds)
             words[W_STOP] = 1
         return sum(pipe.recv() for pipe in self.pipes)
+
+    def _hand_out(self, words: Any, seconds: float) -> float:
+        """The caller's loop: each step handed to every process, every
+        answer awaited; env-steps per second as this process saw them."""
+        procs, clock, yield_cpu = self.procs, time.perf_counter, os.sched_yield
+        k, t0 = 0, clock()
+        while clock() - t0 < seconds:
+            k += 1
+            words[W_SEQ] = k
+            for j in range(procs):
+                while words[j] != k:
+                    yield_cpu()
+        rate = k * self.n / (clock() - t0)
+        words[W_STOP] = 1
+        words[W_SEQ] = k + 1
+        for pipe in self.pipes:
+            pipe.recv()
+        return rate
 
     def close(self) -> None:
         for pipe in self.pipes:
@@ -101,6 +130,15 @@ class RefPool:
                seconds: float) -> float:
         procs, barrier, clock = self.procs, self.mode == "barrier", time.perf_counter
         k, t0 = 0, clock()
+        if self.mode == "handoff":
+            while True:
+                while words[W_SEQ] == k:
+                    os.sched_yield()
+                if words[W_STOP]:
+                    return 0.0  # the caller counts
+                step_all(envs, acts[k % 16])
+                k += 1
+                words[me] = k
         while True:
             step_all(envs, acts[k % 16])
             k += 1
