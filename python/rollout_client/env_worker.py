@@ -219,8 +219,8 @@ class Worker:
         full = len(idx) == len(self.envs)
         order: List[int] = self.all_rows if full else idx.tolist()
         acts = self.actions(slice(None) if full else idx, order)
-        self.hot.step_shard(self.envs, order, acts, self.obs_rows, self.reset_rows, self.reward,
-                       self.flags, self.recreate)
+        self.hot.step_shard(self.envs, order, acts, self.obs_rows, self.reset_rows,
+                            self.reward, self.flags, self.recreate)
 
     def actions(self, rows: Any, order: List[int]) -> Any:
         """The actions of rows (a slice or index array; order: the same as

@@ -292,6 +292,8 @@ class Flaky(gym.Env):
         self.t += 1
         if self.t == self.at and self.fault == "raise":
             raise RuntimeError("flaky env")
+        if self.t == self.at and self.fault == "interrupt":
+            raise KeyboardInterrupt
         if self.t == self.at and self.fault == "short":
             return np.zeros(4), 0.0, False, False
         return np.full(4, self.t + 0.5 * int(action)), float(self.t), self.t == 3, False, {}
@@ -362,6 +364,16 @@ class StepShard(unittest.TestCase):
         hot.step_shard(envs, [0], [0], obs, first, reward, flags, None)
         self.assertEqual((flags[0, 1], flags[0, 3]), (1, 1))
         np.testing.assert_array_equal(first[0], [-1.0] * 4)
+
+    def test_an_interrupt_is_not_an_env_failure(self):
+        from rollout_client.hotpath import hot
+        obs, first, reward, flags = self.rows(2)
+        calls = []
+        flags[:, 0] = 1
+        with self.assertRaises(KeyboardInterrupt):
+            hot.step_shard([Flaky(None, 0), Flaky("interrupt", 1)], [0, 1], [0, 0], obs, first,
+                           reward, flags, lambda i, exc: calls.append(i))
+        self.assertEqual((calls, flags[0, 0], flags[1, 0]), ([], 0, 1))
 
     def test_bad_arguments_are_refused(self):
         from rollout_client.hotpath import hot
