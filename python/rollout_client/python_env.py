@@ -25,8 +25,12 @@ def python_env_args(kwargs: Mapping[str, Any]) -> list[tuple[str, str]]:
     """kwargs as (key, Python literal) pairs: the worker reads each value back
     with ast.literal_eval, so it gets the same number, string, bool, None,
     tuple... A value that is not a literal is refused by name. Also makes the
-    workers run on this interpreter."""
+    workers run on this interpreter and import this package (its compiled
+    part runs their loop): an installed one, not the source tree it was
+    built from."""
     os.environ.setdefault("ROLLOUT_PYTHON", sys.executable)
+    os.environ.setdefault("ROLLOUT_PYTHONPATH",
+                          os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = []
     for key, value in kwargs.items():
         text = repr(value)

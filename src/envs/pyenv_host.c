@@ -167,6 +167,21 @@ static int attach(ro_pyhost_t *h, uint32_t p, char *err, size_t errlen)
     return rc;
 }
 
+/* The interpreter the workers run, and the folder they import
+ * rollout_client from (in front of PYTHONPATH): this build's, unless the
+ * caller names others (rollout_client sets both to its own when it makes
+ * Python envs: an installed package's workers import it, not the source
+ * tree it was built from). */
+static const char *worker_python(void)
+{
+    return getenv("ROLLOUT_PYTHON") ? getenv("ROLLOUT_PYTHON") : RO_PYTHON;
+}
+
+static const char *worker_pythonpath(void)
+{
+    return getenv("ROLLOUT_PYTHONPATH") ? getenv("ROLLOUT_PYTHONPATH") : RO_PYTHON_SRC;
+}
+
 /* restart starts process p again after a failure (what), makes its envs
  * and resets them: every env it hosts then fails its next step. Under its
  * lock. */
@@ -178,8 +193,7 @@ static void restart(ro_pyhost_t *h, uint32_t p, const char *what)
     ro_pyproc_t *pp = &h->procs[p];
     h->attached[p] = false;
     char err[PY_ERR_MAX + 256];
-    int rc = ro__pyproc_spawn(pp, getenv("ROLLOUT_PYTHON") ? getenv("ROLLOUT_PYTHON") : RO_PYTHON,
-                              RO_PYTHON_SRC, h->argv, err, sizeof err);
+    int rc = ro__pyproc_spawn(pp, worker_python(), worker_pythonpath(), h->argv, err, sizeof err);
     if (rc == 0)
         rc = hello(h, p, h->timeout_ms * 10, err, sizeof err);
     if (rc == 0)
@@ -528,12 +542,12 @@ int ro__pyhost_configure(ro_pyhost_t *h, const ro_env_arg_t *args, size_t nargs,
         return ro__errorf(err, errlen, RO_ENOMEM, "env '%s': out of memory", h->name);
     for (uint32_t i = 0; i < nenvs; i++)
         h->seeds[i] = ro__seed_mix(0, i, RO_STREAM_ENV);
-    const char *python = getenv("ROLLOUT_PYTHON") ? getenv("ROLLOUT_PYTHON") : RO_PYTHON;
     int rc = 0;
     /* Every process starts at once; their interpreters load side by side. */
     for (uint32_t p = 0; p < h->nprocs && rc == 0; p++)
         if ((rc = ro__pyproc_init(&h->procs[p], p, err, errlen)) == 0)
-            rc = ro__pyproc_spawn(&h->procs[p], python, RO_PYTHON_SRC, h->argv, err, errlen);
+            rc = ro__pyproc_spawn(&h->procs[p], worker_python(), worker_pythonpath(), h->argv, err,
+                                  errlen);
     for (uint32_t p = 0; p < h->nprocs && rc == 0; p++)
         rc = hello(h, p, h->timeout_ms * 10, err, errlen);
     return rc;

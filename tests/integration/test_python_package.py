@@ -33,6 +33,14 @@ env = gym.make_vec("rollout/CartPole-v1", num_envs=8)
 obs, _ = env.reset(seed=0)
 for _ in range(50):
     obs, *_ = env.step(env.action_space.sample())
+# Python envs: the workers import this package, and run its compiled loop.
+py = rc.make_vec("gym:CartPole-v1", 4, num_threads=2, seed=0)
+py.reset(seed=0)
+py_failed = 0
+for _ in range(50):
+    py_obs, _, _, _, info = py.step(py.action_space.sample())
+    py_failed += int("rollout_env_failure" in info)
+py.close()
 mujoco = None
 try:
     h = gym.make_vec("rollout/Hopper-v5", num_envs=2)
@@ -47,6 +55,7 @@ with FakeNode(num_envs=4, groups=2) as node, \
 print(json.dumps({"package": rc.__file__, "pb2": rc.pb2().__file__,
                   "engine": sys.modules["rollout_client._engine"].__file__,
                   "version": rc.__version__, "obs_shape": list(obs.shape), "mujoco": mujoco,
+                  "py_obs_shape": list(py_obs.shape), "py_failed": py_failed,
                   "torch": "torch" in sys.modules}))
 """
 
@@ -127,6 +136,10 @@ def main():
             ok = False
     if r["obs_shape"] != [8, 4]:
         print(f"FAIL: make_vec observations of shape {r['obs_shape']}")
+        ok = False
+    if r["py_obs_shape"] != [4, 4] or r["py_failed"]:
+        print(f"FAIL: make_vec('gym:CartPole-v1') from the installed package: observations "
+              f"{r['py_obs_shape']}, {r['py_failed']} steps with env failures")
         ok = False
     if r["mujoco"] != [2, 11]:
         print(f"FAIL: rollout/Hopper-v5 from the installed package: {r['mujoco']}")
