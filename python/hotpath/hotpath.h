@@ -10,14 +10,6 @@
 #define PY_ARRAY_UNIQUE_SYMBOL ro_hotpath_ARRAY_API
 #ifndef RO_HOTPATH_MODULE
 #define NO_IMPORT_ARRAY
-/* lane.c: one node's asynchronous recv() and send(), each one call. */
-extern PyTypeObject ro__hp_lane_type;
-
-/* worker.c: a Python env worker process's commands and steps. */
-extern PyTypeObject ro__hp_waiter_type;
-extern const char step_shard_doc[];
-PyObject *ro__hp_step_shard(PyObject *self, PyObject *args);
-
 #endif
 #include <numpy/arrayobject.h>
 
