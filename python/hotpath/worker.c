@@ -67,10 +67,20 @@ static int waiter_init(WaiterObject *self, PyObject *args, PyObject *kw)
                      "Waiter: the node's memory has magic %#x version %u; this worker speaks "
                      "%#x version %u (a node and package from different builds?)",
                      magic, version, PY_MAGIC, PY_PROTO_VERSION);
+        PyBuffer_Release(&self->mem); /* mem.obj NULL again: not made */
         return -1;
     }
     ro__spin_budget_init(&self->spin, WORKER_SPIN_CAP_NS, RO_SPIN_WHOLE);
     return 0;
+}
+
+/* made says whether the waiter was made (its methods refuse otherwise). */
+static bool made(WaiterObject *self)
+{
+    if (self->mem.obj)
+        return true;
+    PyErr_SetString(PyExc_RuntimeError, "Waiter: not made (its __init__ failed or never ran)");
+    return false;
 }
 
 static void waiter_dealloc(WaiterObject *self)
@@ -84,7 +94,7 @@ static void waiter_dealloc(WaiterObject *self)
 static PyObject *waiter_answer(WaiterObject *self, PyObject *args)
 {
     unsigned int seq, status;
-    if (!PyArg_ParseTuple(args, "II", &seq, &status))
+    if (!made(self) || !PyArg_ParseTuple(args, "II", &seq, &status))
         return NULL;
     atomic_store_explicit(word(self, PY_H_STATUS), status, memory_order_relaxed);
     /* Seq_cst (a release of the rows and status above), as the node's
@@ -138,7 +148,7 @@ static int sleep_for(WaiterObject *self, uint32_t seq, PyThreadState **ts)
 static PyObject *waiter_wait(WaiterObject *self, PyObject *args)
 {
     unsigned int seq;
-    if (!PyArg_ParseTuple(args, "I", &seq))
+    if (!made(self) || !PyArg_ParseTuple(args, "I", &seq))
         return NULL;
     const uint64_t t0 = ro__now_ns(), budget = ro__spin_budget_next(&self->spin);
     PyThreadState *ts = PyEval_SaveThread();

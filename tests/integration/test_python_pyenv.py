@@ -232,6 +232,11 @@ class WorkerWaiter(unittest.TestCase):
             mm, _ = header(self.ew, magic, version)
             with self.assertRaisesRegex(ValueError, "different builds"):
                 self.hot.Waiter(mm, self.wake, self.done)
+        unmade = self.hot.Waiter.__new__(self.hot.Waiter)
+        with self.assertRaisesRegex(RuntimeError, "not made"):
+            unmade.wait(1)
+        with self.assertRaisesRegex(RuntimeError, "not made"):
+            unmade.answer(1, 0)
 
     def test_answer_wakes_the_node_only_when_it_sleeps(self):
         w = self.hot.Waiter(self.mm, self.wake, self.done)
