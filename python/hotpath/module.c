@@ -24,7 +24,7 @@
  *               one node's shared memory, each one call: frames read and
  *               checked, rows copied out, episodes counted, actions
  *               written, answers sent (vecenv_lane.py).
- *   Waiter, step_shard  (worker.c) a Python env worker process's side of
+ *   Waiter, step_shard, step_discrete  (worker.c) a Python env worker's side of
  *               its node's commands, and the stepping of its envs
  *               (env_worker.py).
  *
@@ -128,6 +128,7 @@ static PyMethodDef methods[] = {
     {"adopt", ro__hp_adopt, METH_VARARGS, adopt_doc},
     {"hold", ro__hp_hold, METH_VARARGS, hold_doc},
     {"step_shard", ro__hp_step_shard, METH_VARARGS, step_shard_doc},
+    {"step_discrete", ro__hp_step_discrete, METH_VARARGS, step_discrete_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -305,6 +305,51 @@ static PyObject *take_exception(void)
     return value;
 }
 
+/* step_row steps env i of envs with action a, writes its row's reward
+ * and flags (its GO flag cleared), and hands an env that raised an
+ * Exception to recreate. 0, or -1 with an exception that ends the
+ * command (recreate's own, or a KeyboardInterrupt/SystemExit: those end
+ * this process, as they would in Python). */
+static int step_row(PyObject *envs, npy_intp i, PyObject *a, PyObject *obs, PyObject *reset_obs,
+                    const column_t *reward, const column_t *flags, PyObject *recreate)
+{
+    double r = 0.0;
+    int te = 0, tr = 0;
+    PyObject *env = PyList_GET_ITEM(envs, i); /* recreate may replace it: read each time */
+    Py_INCREF(env);
+    int rc = step_one(env, a, i, obs, reset_obs, &r, &te, &tr);
+    Py_DECREF(env);
+    if (rc < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return -1;
+        PyObject *exc = take_exception();
+        PyObject *res = PyObject_CallFunction(recreate, "nO", (Py_ssize_t)i, exc ? exc : Py_None);
+        Py_XDECREF(exc);
+        if (!res)
+            return -1;
+        Py_DECREF(res);
+        r = 0.0, te = tr = 0; /* the node reads the failed flag only */
+    }
+    uint8_t *f = flags->base + i * flags->stride;
+    float rf = (float)r;
+    memcpy(reward->base + i * reward->stride, &rf, sizeof rf);
+    f[PY_F_TERM] = (uint8_t)te;
+    f[PY_F_TRUNC] = (uint8_t)tr;
+    if (rc == 0 && (te || tr))
+        f[PY_F_RESET_READY] = 1;
+    f[PY_F_GO] = 0;
+    return 0;
+}
+
+/* The reward and flags columns of a step_shard or step_discrete call. */
+static int columns(PyObject *reward_o, PyObject *flags_o, column_t *reward, column_t *flags)
+{
+    return column(reward_o, NPY_FLOAT32, 0, "reward", reward) < 0 ||
+                   column(flags_o, NPY_UINT8, PY_FLAGS, "flags", flags) < 0
+               ? -1
+               : 0;
+}
+
 PyDoc_STRVAR_EXTERN(
     step_shard_doc,
     "step_shard(envs, order, actions, obs, reset_obs, reward, flags, recreate)\n\n"
@@ -323,8 +368,7 @@ PyObject *ro__hp_step_shard(PyObject *self, PyObject *args)
                           &obs, &reset_obs, &reward_o, &flags_o, &recreate))
         return NULL;
     column_t reward, flags;
-    if (column(reward_o, NPY_FLOAT32, 0, "reward", &reward) < 0 ||
-        column(flags_o, NPY_UINT8, PY_FLAGS, "flags", &flags) < 0)
+    if (columns(reward_o, flags_o, &reward, &flags) < 0)
         return NULL;
     const Py_ssize_t k = PyList_GET_SIZE(order);
     if (PySequence_Size(acts) < k) {
@@ -342,35 +386,60 @@ PyObject *ro__hp_step_shard(PyObject *self, PyObject *args)
         PyObject *a = PySequence_GetItem(acts, j);
         if (!a)
             return NULL;
-        double r = 0.0;
-        int te = 0, tr = 0;
-        PyObject *env = PyList_GET_ITEM(envs, i); /* recreate may replace it: read each time */
-        Py_INCREF(env);
-        int rc = step_one(env, a, i, obs, reset_obs, &r, &te, &tr);
-        Py_DECREF(env);
+        int rc = step_row(envs, i, a, obs, reset_obs, &reward, &flags, recreate);
         Py_DECREF(a);
-        if (rc < 0) {
-            /* The env's own failure (an Exception); anything else (a
-             * KeyboardInterrupt, SystemExit) ends this process, as it
-             * would in Python. */
-            if (!PyErr_ExceptionMatches(PyExc_Exception))
-                return NULL;
-            PyObject *exc = take_exception();
-            PyObject *res = PyObject_CallFunction(recreate, "nO", i, exc ? exc : Py_None);
-            Py_XDECREF(exc);
-            if (!res)
-                return NULL;
-            Py_DECREF(res);
-            r = 0.0, te = tr = 0; /* the node reads the failed flag only */
-        }
-        uint8_t *f = flags.base + i * flags.stride;
-        float rf = (float)r;
-        memcpy(reward.base + i * reward.stride, &rf, sizeof rf);
-        f[PY_F_TERM] = (uint8_t)te;
-        f[PY_F_TRUNC] = (uint8_t)tr;
-        if (rc == 0 && (te || tr))
-            f[PY_F_RESET_READY] = 1;
-        f[PY_F_GO] = 0;
+        if (rc < 0)
+            return NULL;
     }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR_EXTERN(
+    step_discrete_doc,
+    "step_discrete(envs, act_i, start, obs, reset_obs, reward, flags, recreate)\n\n"
+    "step_shard for an env of one Discrete action part, the rows chosen and the actions made\n"
+    "here: each row whose GO flag is set, stepped with numpy.int64(act_i[i, 0] + start) (as\n"
+    "Gymnasium's vector envs pass them), in row order.");
+
+PyObject *ro__hp_step_discrete(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *envs, *act_o, *obs, *reset_obs, *reward_o, *flags_o, *recreate;
+    long long start;
+    if (!PyArg_ParseTuple(args, "O!OLOOOOO", &PyList_Type, &envs, &act_o, &start, &obs, &reset_obs,
+                          &reward_o, &flags_o, &recreate))
+        return NULL;
+    column_t reward, flags;
+    if (columns(reward_o, flags_o, &reward, &flags) < 0)
+        return NULL;
+    if (!PyArray_Check(act_o) || PyArray_TYPE((PyArrayObject *)act_o) != NPY_INT32 ||
+        PyArray_NDIM((PyArrayObject *)act_o) != 2 || PyArray_DIM((PyArrayObject *)act_o, 1) < 1) {
+        PyErr_SetString(PyExc_TypeError, "act_i: a 2-d int32 array of the row layout is needed");
+        return NULL;
+    }
+    PyArrayObject *act = (PyArrayObject *)act_o;
+    const uint8_t *abase = (const uint8_t *)PyArray_BYTES(act);
+    npy_intp n = PyList_GET_SIZE(envs);
+    n = n < reward.rows ? n : reward.rows;
+    n = n < flags.rows ? n : flags.rows;
+    n = n < PyArray_DIM(act, 0) ? n : PyArray_DIM(act, 0);
+    PyArray_Descr *int64 = PyArray_DescrFromType(NPY_INT64); /* a new reference */
+    if (!int64)
+        return NULL;
+    for (npy_intp i = 0; i < n; i++) {
+        if (!flags.base[i * flags.stride + PY_F_GO])
+            continue;
+        int32_t v;
+        memcpy(&v, abase + i * PyArray_STRIDE(act, 0), sizeof v);
+        const int64_t value = (int64_t)v + start;
+        PyObject *a = PyArray_Scalar((void *)&value, int64, NULL);
+        if (!a || step_row(envs, i, a, obs, reset_obs, &reward, &flags, recreate) < 0) {
+            Py_XDECREF(a);
+            Py_DECREF(int64);
+            return NULL;
+        }
+        Py_DECREF(a);
+    }
+    Py_DECREF(int64);
     Py_RETURN_NONE;
 }

@@ -211,10 +211,15 @@ class Worker:
         self.first_reset(i, (int(self.seeds[i]) + GOLDEN * self.restarts[i]) % (1 << 64))
 
     def step(self) -> None:
-        """Steps the rows whose go flag is set (step_shard, in C: each
+        """Steps the rows whose go flag is set (in C, step_shard: each
         observation straight into its row, the reward and flags beside
-        it). All rows set, the usual case, takes slices, not index
-        arrays."""
+        it). One Discrete action part, the usual case for cheap envs: the
+        rows and actions are found in C too (step_discrete). Otherwise all
+        rows set takes slices, not index arrays."""
+        if self.simple_discrete is not None:
+            self.hot.step_discrete(self.envs, self.act_i, self.simple_discrete, self.obs_rows,
+                                   self.reset_rows, self.reward, self.flags, self.recreate)
+            return
         idx = np.flatnonzero(self.go)
         full = len(idx) == len(self.envs)
         order: List[int] = self.all_rows if full else idx.tolist()
@@ -225,13 +230,6 @@ class Worker:
     def actions(self, rows: Any, order: List[int]) -> Any:
         """The actions of rows (a slice or index array; order: the same as
         a list), indexable by position."""
-        if self.simple_discrete is not None:  # one Discrete part: numpy int64s
-            # As Gymnasium's vector envs pass them (and Discrete.contains
-            # takes an np.int64 faster than an int).
-            acts = self.act_i[rows, 0].astype(np.int64)
-            if self.simple_discrete:
-                acts += self.simple_discrete
-            return acts
         if self.simple_box is not None:  # one Box part: one cast for all rows
             shape, dtype = self.simple_box
             return self.act_f[rows, :self.lay.nbox].reshape((len(order),) + shape).astype(dtype)

@@ -370,6 +370,28 @@ class StepShard(unittest.TestCase):
         self.assertEqual((flags[0, 1], flags[0, 3]), (1, 1))
         np.testing.assert_array_equal(first[0], [-1.0] * 4)
 
+    def test_discrete_rows_and_actions_found_in_c(self):
+        """step_discrete: the GO rows only, np.int64(act_i[i, 0] + start)."""
+        from rollout_client.hotpath import hot
+
+        class Seen(Flaky):
+            def step(self, action):
+                self.got = action
+                return super().step(action)
+        obs, first, reward, flags = self.rows(4)
+        act_i = np.zeros((4, 2), np.int32)
+        act_i[:, 0] = [0, 1, 0, 1]
+        envs = [Seen(None, 0) for _ in range(4)]
+        flags[:, 0] = [1, 0, 1, 1]
+        hot.step_discrete(envs, act_i, 3, obs, first, reward, flags, None)
+        self.assertFalse(hasattr(envs[1], "got"))  # its GO flag was clear
+        self.assertEqual([(type(envs[i].got), int(envs[i].got)) for i in (0, 2, 3)],
+                         [(np.int64, 3), (np.int64, 3), (np.int64, 4)])
+        self.assertEqual(list(flags[:, 0]), [0, 0, 0, 0])
+        np.testing.assert_array_equal(obs[3], [1 + 0.5 * 4] * 4)
+        with self.assertRaisesRegex(TypeError, "act_i"):
+            hot.step_discrete(envs, act_i.astype(np.int64), 0, obs, first, reward, flags, None)
+
     def test_an_interrupt_is_not_an_env_failure(self):
         from rollout_client.hotpath import hot
         obs, first, reward, flags = self.rows(2)
