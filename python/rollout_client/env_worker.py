@@ -126,7 +126,6 @@ class Worker:
         self.factory = make_factory(spec, kwargs)
         self.envs: List[Any] = []
         self.restarts: List[int] = []
-        self.errors = 0
 
     def u32(self, off: int) -> int:
         return int(self.hdr[off >> 2])
