@@ -12,7 +12,8 @@ share of the envs, either
   hand-over can cost).
 
 None copies actions or observations: they are what any P-process vector env
-(of that shape) could reach on these CPUs, not a vector env.
+(of that shape) could reach on these CPUs, not a vector env. With one
+process per CPU each is pinned to its own, as rollout pins its env workers.
 
 A pool keeps its processes (forked, each making its envs once) for every
 round; ``run(seconds)`` returns env-steps per second summed over them.
@@ -113,6 +114,9 @@ class RefPool:
             p.join(10)
 
     def _child(self, make: Callable[[], Any], first: int, count: int, me: int, pipe: Any) -> None:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) == self.procs:  # one process per CPU: each on its own, as rollout's
+            os.sched_setaffinity(0, {cpus[me]})
         envs = [make() for _ in range(count)]
         for i, e in enumerate(envs):
             e.reset(seed=first + i)

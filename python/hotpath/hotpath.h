@@ -111,8 +111,9 @@ extern PyTypeObject ro__hp_lane_type;
 
 /* worker.c: a Python env worker process's commands and steps. */
 extern PyTypeObject ro__hp_waiter_type;
-extern const char step_shard_doc[], step_discrete_doc[];
+extern const char step_shard_doc[], step_discrete_doc[], step_box_doc[];
 PyObject *ro__hp_step_shard(PyObject *self, PyObject *args);
 PyObject *ro__hp_step_discrete(PyObject *self, PyObject *args);
+PyObject *ro__hp_step_box(PyObject *self, PyObject *args);
 
 #endif

@@ -24,9 +24,9 @@
  *               one node's shared memory, each one call: frames read and
  *               checked, rows copied out, episodes counted, actions
  *               written, answers sent (vecenv_lane.py).
- *   Waiter, step_shard, step_discrete  (worker.c) a Python env worker's side of
- *               its node's commands, and the stepping of its envs
- *               (env_worker.py).
+ *   Waiter, step_shard, step_discrete, step_box
+ *               (worker.c) a Python env worker's side of its node's
+ *               commands, and the stepping of its envs (env_worker.py).
  *
  * Everything a caller passes is checked here (array type, dtype, shape,
  * contiguity, every index against its array): a wrong argument raises
@@ -129,6 +129,7 @@ static PyMethodDef methods[] = {
     {"hold", ro__hp_hold, METH_VARARGS, hold_doc},
     {"step_shard", ro__hp_step_shard, METH_VARARGS, step_shard_doc},
     {"step_discrete", ro__hp_step_discrete, METH_VARARGS, step_discrete_doc},
+    {"step_box", ro__hp_step_box, METH_VARARGS, step_box_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -443,3 +443,70 @@ PyObject *ro__hp_step_discrete(PyObject *self, PyObject *args)
     Py_DECREF(int64);
     Py_RETURN_NONE;
 }
+
+PyDoc_STRVAR_EXTERN(
+    step_box_doc,
+    "step_box(envs, act_f, proto, obs, reset_obs, reward, flags, recreate)\n\n"
+    "step_shard for an env of one Box action part of a float dtype, the rows chosen and the\n"
+    "actions made here: each row whose GO flag is set, stepped with a new array like proto (its\n"
+    "shape and dtype, float32 or float64) holding act_f[i, :proto.size], in row order.");
+
+/* box_action is a new array like proto holding the float32 values at f. */
+static PyObject *box_action(PyArrayObject *proto, const uint8_t *f)
+{
+    PyArrayObject *a = (PyArrayObject *)PyArray_NewLikeArray(proto, NPY_CORDER, NULL, 0);
+    if (!a)
+        return NULL;
+    const npy_intp size = PyArray_SIZE(proto);
+    if (PyArray_TYPE(proto) == NPY_FLOAT32) {
+        memcpy(PyArray_DATA(a), f, (size_t)size * sizeof(float));
+    } else {
+        double *d = PyArray_DATA(a);
+        for (npy_intp k = 0; k < size; k++) {
+            float v;
+            memcpy(&v, f + k * (npy_intp)sizeof v, sizeof v);
+            d[k] = v;
+        }
+    }
+    return (PyObject *)a;
+}
+
+PyObject *ro__hp_step_box(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *envs, *act_o, *proto_o, *obs, *reset_obs, *reward_o, *flags_o, *recreate;
+    if (!PyArg_ParseTuple(args, "O!OOOOOOO", &PyList_Type, &envs, &act_o, &proto_o, &obs,
+                          &reset_obs, &reward_o, &flags_o, &recreate))
+        return NULL;
+    column_t reward, flags;
+    if (columns(reward_o, flags_o, &reward, &flags) < 0)
+        return NULL;
+    if (!PyArray_Check(proto_o) || (PyArray_TYPE((PyArrayObject *)proto_o) != NPY_FLOAT32 &&
+                                    PyArray_TYPE((PyArrayObject *)proto_o) != NPY_FLOAT64)) {
+        PyErr_SetString(PyExc_TypeError, "proto: a float32 or float64 array is needed");
+        return NULL;
+    }
+    PyArrayObject *proto = (PyArrayObject *)proto_o, *act = (PyArrayObject *)act_o;
+    if (!PyArray_Check(act_o) || PyArray_TYPE(act) != NPY_FLOAT32 || PyArray_NDIM(act) != 2 ||
+        PyArray_DIM(act, 1) < PyArray_SIZE(proto) || PyArray_STRIDE(act, 1) != sizeof(float)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "act_f: a 2-d float32 array of the row layout, proto.size wide, is needed");
+        return NULL;
+    }
+    const uint8_t *abase = (const uint8_t *)PyArray_BYTES(act);
+    npy_intp n = PyList_GET_SIZE(envs);
+    n = n < reward.rows ? n : reward.rows;
+    n = n < flags.rows ? n : flags.rows;
+    n = n < PyArray_DIM(act, 0) ? n : PyArray_DIM(act, 0);
+    for (npy_intp i = 0; i < n; i++) {
+        if (!flags.base[i * flags.stride + PY_F_GO])
+            continue;
+        PyObject *a = box_action(proto, abase + i * PyArray_STRIDE(act, 0));
+        if (!a || step_row(envs, i, a, obs, reset_obs, &reward, &flags, recreate) < 0) {
+            Py_XDECREF(a);
+            return NULL;
+        }
+        Py_DECREF(a);
+    }
+    Py_RETURN_NONE;
+}

@@ -34,7 +34,7 @@ import signal
 import struct
 import sys
 import traceback
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
@@ -176,7 +176,6 @@ class Worker:
         while len(self.envs) < n:
             self.envs.append(self.factory())
         self.restarts = [0] * n
-        self.all_rows = list(range(n))
         self.go = self.flags[:, F_GO]
         leaf = len(self.obs) == 1 and lay.single_leaf
         self.obs_rows: Any = self.obs[0] if leaf else Rows(self.obs, lay.flatten)
@@ -185,8 +184,11 @@ class Worker:
         single = len(parts) == 1 and not lay.composite_action
         self.simple_discrete: Optional[int] = (
             parts[0].start if single and parts[0].kind == ps.KIND_DISCRETE else None)
-        self.simple_box: Optional[Tuple[Tuple[int, ...], Any]] = (
-            (parts[0].shape, parts[0].dtype) if single and parts[0].kind == ps.KIND_BOX else None)
+        # One Box part of a float dtype: the prototype of its actions.
+        self.box_proto: Optional[np.ndarray] = (
+            np.zeros(parts[0].shape, parts[0].dtype)
+            if single and parts[0].kind == ps.KIND_BOX
+            and np.dtype(parts[0].dtype) in (np.float32, np.float64) else None)
         for i in range(n):
             self.first_reset(i, int(self.seeds[i]))
 
@@ -212,28 +214,22 @@ class Worker:
     def step(self) -> None:
         """Steps the rows whose go flag is set (in C, step_shard: each
         observation straight into its row, the reward and flags beside
-        it). One Discrete action part, the usual case for cheap envs: the
-        rows and actions are found in C too (step_discrete). Otherwise all
-        rows set takes slices, not index arrays."""
+        it). One Discrete action part, or one Box part of a float dtype
+        (the usual spaces): the rows and actions are found in C too
+        (step_discrete, step_box). Otherwise each action is built here."""
         if self.simple_discrete is not None:
             self.hot.step_discrete(self.envs, self.act_i, self.simple_discrete, self.obs_rows,
                                    self.reset_rows, self.reward, self.flags, self.recreate)
             return
-        idx = np.flatnonzero(self.go)
-        full = len(idx) == len(self.envs)
-        order: List[int] = self.all_rows if full else idx.tolist()
-        acts = self.actions(slice(None) if full else idx, order)
+        if self.box_proto is not None:
+            self.hot.step_box(self.envs, self.act_f, self.box_proto, self.obs_rows,
+                              self.reset_rows, self.reward, self.flags, self.recreate)
+            return
+        order: List[int] = np.flatnonzero(self.go).tolist()
+        action, act_i, act_f = self.lay.action, self.act_i, self.act_f
+        acts = [action(act_i[i], act_f[i]) for i in order]
         self.hot.step_shard(self.envs, order, acts, self.obs_rows, self.reset_rows,
                             self.reward, self.flags, self.recreate)
-
-    def actions(self, rows: Any, order: List[int]) -> Any:
-        """The actions of rows (a slice or index array; order: the same as
-        a list), indexable by position."""
-        if self.simple_box is not None:  # one Box part: one cast for all rows
-            shape, dtype = self.simple_box
-            return self.act_f[rows, :self.lay.nbox].reshape((len(order),) + shape).astype(dtype)
-        action, act_i, act_f = self.lay.action, self.act_i, self.act_f
-        return [action(act_i[i], act_f[i]) for i in order]
 
     def reset(self) -> None:
         for i in np.flatnonzero(self.flags[:, F_GO]).tolist():

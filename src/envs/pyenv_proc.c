@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
@@ -29,15 +30,16 @@ extern char **environ;
 /* The descriptors the worker finds its ends on (env_worker.py). */
 enum { CHILD_MEM = 3, CHILD_WAKE, CHILD_DONE, CHILD_LIFE };
 
-/* The most a wait for a STEP or RESET spins (spin_budget.h): longer than
- * the round trip of 32 Pendulum envs a process (about 300 us: spinning it
- * rather than sleeping gave 0-10 % more steps in 6 paired runs of 64 envs
- * on 2 processes, CartPole's 170 us the same), less than a long one's wake
- * is worth. The spin yields between its reads, so a worker that shares
- * our CPU loses little to it. The worker stores its rows, then its ack
- * with release (python/hotpath/worker.c): an ack seen while spinning
- * means its rows are there, on any CPU. */
-#define SPIN_CAP_NS 400000u
+/* The most a wait for a STEP or RESET spins (spin_budget.h): well over
+ * the round trip of 32 Pendulum envs a process, which is 300-450 us as
+ * the machine's speed drifts (64 envs on 2 processes: a 400 us cap blocked
+ * or missed 28 % of the waits in a slow minute, 1 ms 1 %, and 1 ms gave
+ * 2-6 % more steps in 4 paired runs), less than a long one's wake is
+ * worth. The spin yields between its reads, so a worker that shares our
+ * CPU loses little to it. The worker stores its rows, then its ack with
+ * release (python/hotpath/worker.c): an ack seen while spinning means its
+ * rows are there, on any CPU. */
+#define SPIN_CAP_NS 1000000u
 
 /* The most environment variables handed on, and bytes of argv. */
 #define MAX_ENV 512
@@ -71,7 +73,7 @@ int ro__pyproc_init(ro_pyproc_t *p, uint32_t index, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
     p->index = index;
-    p->mem_fd = p->wake_fd = p->done_fd = p->life_fd = -1;
+    p->mem_fd = p->wake_fd = p->done_fd = p->life_fd = p->cpu = -1;
     if (pthread_mutex_init(&p->lock, NULL) != 0)
         return ro__errorf(err, errlen, RO_ENOMEM, "python env worker %u: mutex", index);
     p->mem_fd = high_fd(memfd_create("rollout-pyenv", MFD_CLOEXEC | MFD_ALLOW_SEALING));
@@ -151,6 +153,19 @@ static int child_env(char **envp, char **own, const char *pypath)
     return 0;
 }
 
+/* pin binds the started worker to p->cpu. Its only thread yet (exec just
+ * returned): any it makes later inherits the binding. Best effort: a
+ * cpuset that forbids it leaves the worker where the kernel puts it. */
+static void pin(const ro_pyproc_t *p)
+{
+    if (p->cpu < 0 || p->cpu >= CPU_SETSIZE)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(p->cpu, &set);
+    (void)sched_setaffinity(p->pid, sizeof set, &set);
+}
+
 int ro__pyproc_spawn(ro_pyproc_t *p, const char *python, const char *pypath,
                      const char *const *argv_tail, char *err, size_t errlen)
 {
@@ -213,6 +228,7 @@ int ro__pyproc_spawn(ro_pyproc_t *p, const char *python, const char *pypath,
         goto fail;
     }
     p->gen++;
+    pin(p);
 fail:
     if (fa_made)
         posix_spawn_file_actions_destroy(&fa);

@@ -37,6 +37,19 @@ def workers_of_this_process():
     return [line for line in out.splitlines() if "rollout_client.env_worker" in line]
 
 
+def wait_until_dead(pid):
+    """Returns once child pid of this process is a zombie (killed, not yet
+    reaped: its node reaps it); a hang guard of 60 s."""
+    import time
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        time.sleep(0.001)
+    raise AssertionError(f"env worker {pid} did not die within 60 s of SIGKILL")
+
+
 def run(v, steps, seed):
     """obs, rewards and flags of `steps` steps of seeded random actions."""
     rng = np.random.default_rng(seed)
@@ -129,6 +142,32 @@ class MakeVec(unittest.TestCase):
                 else:
                     os.environ[k] = x
         np.testing.assert_array_equal(obs, np.ones((2, len(keys)), np.int32))
+
+    def test_one_worker_per_cpu_pinned_to_it(self):
+        # A pool of one process per CPU (the default) pins each to its own
+        # CPU: the kernel never stacks two on one while another idles. Any
+        # other pool is placed by the kernel.
+        # A restarted worker is pinned as the one it replaces.
+        cpus = sorted(os.sched_getaffinity(0))
+
+        def affinities():
+            pids = [int(line.split()[0]) for line in workers_of_this_process()]
+            return pids, sorted(sorted(os.sched_getaffinity(pid)) for pid in pids)
+        v = rc.make_vec("gym:CartPole-v1", 2 * len(cpus), num_threads=len(cpus))
+        v.reset(seed=0)
+        pids, pinned = affinities()
+        self.assertEqual(pinned, [[c] for c in cpus])
+        os.kill(pids[0], 9)
+        wait_until_dead(pids[0])
+        _, _, _, _, info = v.step(np.zeros(v.num_envs, np.int64))
+        self.assertTrue(info["_rollout_env_failure"].any())  # the kill was seen: a new worker
+        self.assertEqual(affinities()[1], [[c] for c in cpus])
+        v.close()
+        if len(cpus) > 1:
+            v = rc.make_vec("gym:CartPole-v1", 4, num_threads=len(cpus) - 1)
+            v.reset(seed=0)
+            self.assertEqual(affinities()[1], [cpus] * (len(cpus) - 1))
+            v.close()
 
     def test_send_recv_steps_as_step(self):
         # send/recv of every env takes the same steps as step().
@@ -391,6 +430,36 @@ class StepShard(unittest.TestCase):
         np.testing.assert_array_equal(obs[3], [1 + 0.5 * 4] * 4)
         with self.assertRaisesRegex(TypeError, "act_i"):
             hot.step_discrete(envs, act_i.astype(np.int64), 0, obs, first, reward, flags, None)
+
+    def test_box_rows_and_actions_found_in_c(self):
+        """step_box: the GO rows only, each a new array like proto (its
+        shape and float dtype) of act_f[i, :proto.size]."""
+        from rollout_client.hotpath import hot
+
+        class Seen(Flaky):
+            def step(self, action):
+                self.got = action
+                return super().step(0)
+        obs, first, reward, flags = self.rows(3)
+        act_f = np.arange(12, dtype=np.float32).reshape(3, 4) / 4
+        for proto in (np.zeros((2, 1), np.float32), np.zeros(3, np.float64)):
+            envs = [Seen(None, 0) for _ in range(3)]
+            flags[:, 0] = [1, 0, 1]
+            hot.step_box(envs, act_f, proto, obs, first, reward, flags, None)
+            self.assertFalse(hasattr(envs[1], "got"))  # its GO flag was clear
+            for i in (0, 2):
+                a = envs[i].got
+                self.assertEqual((a.dtype, a.shape), (proto.dtype, proto.shape))
+                self.assertFalse(np.shares_memory(a, act_f))  # the env may keep it
+                np.testing.assert_array_equal(a.ravel(), act_f[i, :proto.size])
+            self.assertEqual(list(flags[:, 0]), [0, 0, 0])
+        with self.assertRaisesRegex(TypeError, "proto"):
+            hot.step_box(envs, act_f, np.zeros(2, np.int32), obs, first, reward, flags, None)
+        with self.assertRaisesRegex(TypeError, "act_f"):
+            hot.step_box(envs, act_f[:, :1], np.zeros(2, np.float32), obs, first, reward, flags,
+                         None)
+        with self.assertRaisesRegex(TypeError, "act_f"):
+            hot.step_box(envs, act_f.astype(np.float64), proto, obs, first, reward, flags, None)
 
     def test_an_interrupt_is_not_an_env_failure(self):
         from rollout_client.hotpath import hot
