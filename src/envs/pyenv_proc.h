@@ -49,8 +49,9 @@ int ro__pyproc_grow(ro_pyproc_t *p, size_t bytes, char *err, size_t errlen);
 /* ro__pyproc_spawn starts the worker: python (an interpreter path) -m
  * rollout_client.env_worker with argv_tail (NULL-terminated), BLAS and
  * OpenMP at one thread, pypath in front of PYTHONPATH (NULL: none), its
- * stdout to our stderr, pinned to p->cpu (if not -1). The first command (PY_OP_HELLO) is posted:
- * wait for it with ro__pyproc_wait. 0, or a negative code with err. */
+ * stdout to our stderr, pinned to p->cpu (if not -1). The first command
+ * (PY_OP_HELLO) is posted: wait for it with ro__pyproc_wait. 0, or a
+ * negative code with err. */
 int ro__pyproc_spawn(ro_pyproc_t *p, const char *python, const char *pypath,
                      const char *const *argv_tail, char *err, size_t errlen);
 
