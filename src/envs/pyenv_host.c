@@ -521,7 +521,8 @@ static int make_argv(ro_pyhost_t *h, const ro_env_arg_t *args, size_t nargs)
  * one process per CPU (the default), so two workers never share a CPU
  * while another idles (the kernel's balancer, seeing the caller's thread
  * as a third busy task on 2 CPUs, put both on one; pinned, CartPole gave
- * 4-12 % more steps in 9 of 9 paired runs of 8 and 64 envs). -1 (not
+ * 3-16 % more steps in 9 of 9 paired runs of 8 and 64 envs, Pendulum as
+ * many as unpinned). -1 (not
  * pinned) for any other pool: it shares its CPUs with whatever else the
  * user runs, and the kernel places it. */
 static int pinned_cpu(const cpu_set_t *cpus, uint32_t ncpus, uint32_t nprocs, uint32_t p)
