@@ -34,7 +34,7 @@ enum { CHILD_MEM = 3, CHILD_WAKE, CHILD_DONE, CHILD_LIFE };
  * the round trip of 32 Pendulum envs a process, which is 300-450 us as
  * the machine's speed drifts (64 envs on 2 processes: a 400 us cap blocked
  * or missed 28 % of the waits in a slow minute, 1 ms 1 %, and 1 ms gave
- * 2-6 % more steps in 4 paired runs), less than a long one's wake is
+ * 1-7 % more steps in 4 paired runs), less than a long one's wake is
  * worth. The spin yields between its reads, so a worker that shares our
  * CPU loses little to it. The worker stores its rows, then its ack with
  * release (python/hotpath/worker.c): an ack seen while spinning means its
