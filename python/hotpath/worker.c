@@ -401,13 +401,55 @@ PyDoc_STRVAR_EXTERN(
     "here: each row whose GO flag is set, stepped with numpy.int64(act_i[i, 0] + start) (as\n"
     "Gymnasium's vector envs pass them), in row order.");
 
+/* The GO rows of a step_discrete or step_box call (env i with row i of
+ * each column, the rows all have), each stepped with the action
+ * make(ctx, i) returns: a new reference, or NULL with an exception. */
+typedef PyObject *(*make_action_t)(const void *ctx, npy_intp i);
+
+static PyObject *step_go_rows(PyObject *envs, npy_intp rows, make_action_t make, const void *ctx,
+                              PyObject *obs, PyObject *reset_obs, const column_t *reward,
+                              const column_t *flags, PyObject *recreate)
+{
+    npy_intp n = PyList_GET_SIZE(envs);
+    n = n < reward->rows ? n : reward->rows;
+    n = n < flags->rows ? n : flags->rows;
+    n = n < rows ? n : rows;
+    for (npy_intp i = 0; i < n; i++) {
+        if (!flags->base[i * flags->stride + PY_F_GO])
+            continue;
+        PyObject *a = make(ctx, i);
+        if (!a || step_row(envs, i, a, obs, reset_obs, reward, flags, recreate) < 0) {
+            Py_XDECREF(a);
+            return NULL;
+        }
+        Py_DECREF(a);
+    }
+    Py_RETURN_NONE;
+}
+
+/* A step_discrete call's actions: numpy.int64(act_i[i, 0] + start). */
+typedef struct {
+    PyArrayObject *act;
+    long long start;
+    PyArray_Descr *int64;
+} discrete_t;
+
+static PyObject *discrete_action(const void *ctx, npy_intp i)
+{
+    const discrete_t *d = ctx;
+    int32_t v;
+    memcpy(&v, (const uint8_t *)PyArray_BYTES(d->act) + i * PyArray_STRIDE(d->act, 0), sizeof v);
+    const int64_t value = (int64_t)v + d->start;
+    return PyArray_Scalar((void *)&value, d->int64, NULL);
+}
+
 PyObject *ro__hp_step_discrete(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *envs, *act_o, *obs, *reset_obs, *reward_o, *flags_o, *recreate;
-    long long start;
-    if (!PyArg_ParseTuple(args, "O!OLOOOOO", &PyList_Type, &envs, &act_o, &start, &obs, &reset_obs,
-                          &reward_o, &flags_o, &recreate))
+    discrete_t d;
+    if (!PyArg_ParseTuple(args, "O!OLOOOOO", &PyList_Type, &envs, &act_o, &d.start, &obs,
+                          &reset_obs, &reward_o, &flags_o, &recreate))
         return NULL;
     column_t reward, flags;
     if (columns(reward_o, flags_o, &reward, &flags) < 0)
@@ -417,31 +459,13 @@ PyObject *ro__hp_step_discrete(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "act_i: a 2-d int32 array of the row layout is needed");
         return NULL;
     }
-    PyArrayObject *act = (PyArrayObject *)act_o;
-    const uint8_t *abase = (const uint8_t *)PyArray_BYTES(act);
-    npy_intp n = PyList_GET_SIZE(envs);
-    n = n < reward.rows ? n : reward.rows;
-    n = n < flags.rows ? n : flags.rows;
-    n = n < PyArray_DIM(act, 0) ? n : PyArray_DIM(act, 0);
-    PyArray_Descr *int64 = PyArray_DescrFromType(NPY_INT64); /* a new reference */
-    if (!int64)
+    d.act = (PyArrayObject *)act_o;
+    if (!(d.int64 = PyArray_DescrFromType(NPY_INT64))) /* a new reference */
         return NULL;
-    for (npy_intp i = 0; i < n; i++) {
-        if (!flags.base[i * flags.stride + PY_F_GO])
-            continue;
-        int32_t v;
-        memcpy(&v, abase + i * PyArray_STRIDE(act, 0), sizeof v);
-        const int64_t value = (int64_t)v + start;
-        PyObject *a = PyArray_Scalar((void *)&value, int64, NULL);
-        if (!a || step_row(envs, i, a, obs, reset_obs, &reward, &flags, recreate) < 0) {
-            Py_XDECREF(a);
-            Py_DECREF(int64);
-            return NULL;
-        }
-        Py_DECREF(a);
-    }
-    Py_DECREF(int64);
-    Py_RETURN_NONE;
+    PyObject *r = step_go_rows(envs, PyArray_DIM(d.act, 0), discrete_action, &d, obs, reset_obs,
+                               &reward, &flags, recreate);
+    Py_DECREF(d.int64);
+    return r;
 }
 
 PyDoc_STRVAR_EXTERN(
@@ -451,14 +475,21 @@ PyDoc_STRVAR_EXTERN(
     "actions made here: each row whose GO flag is set, stepped with a new array like proto (its\n"
     "shape and dtype, float32 or float64) holding act_f[i, :proto.size], in row order.");
 
-/* box_action is a new array like proto holding the float32 values at f. */
-static PyObject *box_action(PyArrayObject *proto, const uint8_t *f)
+/* A step_box call's actions: a new array like proto holding the float32
+ * values of row i of act. */
+typedef struct {
+    PyArrayObject *act, *proto;
+} box_t;
+
+static PyObject *box_action(const void *ctx, npy_intp i)
 {
-    PyArrayObject *a = (PyArrayObject *)PyArray_NewLikeArray(proto, NPY_CORDER, NULL, 0);
+    const box_t *b = ctx;
+    const uint8_t *f = (const uint8_t *)PyArray_BYTES(b->act) + i * PyArray_STRIDE(b->act, 0);
+    PyArrayObject *a = (PyArrayObject *)PyArray_NewLikeArray(b->proto, NPY_CORDER, NULL, 0);
     if (!a)
         return NULL;
-    const npy_intp size = PyArray_SIZE(proto);
-    if (PyArray_TYPE(proto) == NPY_FLOAT32) {
+    const npy_intp size = PyArray_SIZE(b->proto);
+    if (PyArray_TYPE(b->proto) == NPY_FLOAT32) {
         memcpy(PyArray_DATA(a), f, (size_t)size * sizeof(float));
     } else {
         double *d = PyArray_DATA(a);
@@ -486,27 +517,14 @@ PyObject *ro__hp_step_box(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "proto: a float32 or float64 array is needed");
         return NULL;
     }
-    PyArrayObject *proto = (PyArrayObject *)proto_o, *act = (PyArrayObject *)act_o;
-    if (!PyArray_Check(act_o) || PyArray_TYPE(act) != NPY_FLOAT32 || PyArray_NDIM(act) != 2 ||
-        PyArray_DIM(act, 1) < PyArray_SIZE(proto) || PyArray_STRIDE(act, 1) != sizeof(float)) {
+    const box_t b = {(PyArrayObject *)act_o, (PyArrayObject *)proto_o};
+    if (!PyArray_Check(act_o) || PyArray_TYPE(b.act) != NPY_FLOAT32 || PyArray_NDIM(b.act) != 2 ||
+        PyArray_DIM(b.act, 1) < PyArray_SIZE(b.proto) ||
+        PyArray_STRIDE(b.act, 1) != sizeof(float)) {
         PyErr_SetString(PyExc_TypeError,
                         "act_f: a 2-d float32 array of the row layout, proto.size wide, is needed");
         return NULL;
     }
-    const uint8_t *abase = (const uint8_t *)PyArray_BYTES(act);
-    npy_intp n = PyList_GET_SIZE(envs);
-    n = n < reward.rows ? n : reward.rows;
-    n = n < flags.rows ? n : flags.rows;
-    n = n < PyArray_DIM(act, 0) ? n : PyArray_DIM(act, 0);
-    for (npy_intp i = 0; i < n; i++) {
-        if (!flags.base[i * flags.stride + PY_F_GO])
-            continue;
-        PyObject *a = box_action(proto, abase + i * PyArray_STRIDE(act, 0));
-        if (!a || step_row(envs, i, a, obs, reset_obs, &reward, &flags, recreate) < 0) {
-            Py_XDECREF(a);
-            return NULL;
-        }
-        Py_DECREF(a);
-    }
-    Py_RETURN_NONE;
+    return step_go_rows(envs, PyArray_DIM(b.act, 0), box_action, &b, obs, reset_obs, &reward,
+                        &flags, recreate);
 }
