@@ -148,7 +148,6 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
         self.layout: dict[str, Any] = layout
         self.num_envs = int(num_envs)
         self.autoreset_mode = mode
-        self._same_step = mode == AutoresetMode.SAME_STEP  # ended episodes add infos
         self.metadata = {"autoreset_mode": mode, "render_modes": []}
         self.render_mode = None
         self._names = [t["name"] for t in layout["tensors"]]
@@ -264,7 +263,7 @@ class RolloutVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[type-arg]
                                "Gymnasium vector env")
         disc, box = self._split_actions(actions)
         obs, rew, term, trunc, ended, failed = self._engine.step(disc, box)
-        if failed or self._has_mask or (ended and self._same_step):
+        if failed or self._has_mask or (ended and self.autoreset_mode == AutoresetMode.SAME_STEP):
             return self._obs(obs), rew, term, trunc, self._infos(ended, failed, term, trunc)
         return self._obs(obs), rew, term, trunc, {}
 

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import unittest
 
 BUILD = os.path.abspath(sys.argv[1])
@@ -40,7 +41,6 @@ def workers_of_this_process():
 def wait_until_dead(pid):
     """Returns once child pid of this process is a zombie (killed, not yet
     reaped: its node reaps it); a hang guard of 60 s."""
-    import time
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with open(f"/proc/{pid}/stat") as f:
